@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice
+
+go 1.26

@@ -1,0 +1,64 @@
+package ports
+
+import (
+	"time"
+)
+
+// Message is an outbound message.
+type Message struct {
+	// Topic is the logical destination.
+	Topic Topic
+	// Key is the partition key: it decides ordering (on brokers that order
+	// per key) and is mirrored into HeaderPartitionKey for brokers without a
+	// key field.
+	Key string
+	// Payload is the encoded body (JSON by convention, encoded by the
+	// caller or by flow.Encode — never by a broker-side converter).
+	Payload []byte
+	// Headers are the envelope and user headers. Send fills HeaderID,
+	// HeaderSpecVersion and HeaderTime when they are missing.
+	Headers Headers
+	// Delay asks for delivery no earlier than Delay after the broker
+	// confirmed the publish. Zero means now. Adapters without native delay
+	// use the local scheduler (see Capabilities.DelayedMessage).
+	Delay time.Duration
+}
+
+// ID returns the message id header.
+func (m *Message) ID() string { return m.Headers[HeaderID] }
+
+// Validate reports whether m can be sent.
+func (m *Message) Validate() error {
+	if err := m.Topic.Validate(); err != nil {
+		return err
+	}
+	if m.Delay < 0 {
+		return &ValueError{Field: "Message.Delay", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// Delivery is one inbound delivery of a message.
+//
+// A Delivery belongs to the core from Receive until it is settled; adapters
+// must not mutate it after handing it over, except through Settle.
+type Delivery struct {
+	// Message is the message as published (Delay is zero).
+	Message
+	// ID is the message id (HeaderID); stable across redeliveries, so it is
+	// the idempotency key.
+	ID string
+	// RedeliveryCount is how many times this message was delivered before
+	// this delivery (0 on the first delivery). Exact where the adapter
+	// declares Capabilities.ExactRedeliveryCount, a lower bound otherwise.
+	RedeliveryCount int
+	// Facts carries broker-specific facts (partition, offset, delivery tag,
+	// queue name, ...) for logs and debugging. Never needed for settlement.
+	Facts map[string]string
+	// ReceivedAt is when the adapter received the delivery from the broker.
+	ReceivedAt time.Time
+
+	// Handle is the adapter's private settlement handle (a delivery tag,
+	// an offset, a message id). The core never reads it.
+	Handle any
+}

@@ -1,0 +1,196 @@
+package ports
+
+import (
+	"fmt"
+	"path"
+	"time"
+)
+
+// Mode says how the instances of a subscription share its messages.
+type Mode int
+
+const (
+	// LoadBalance: competing consumers; each message is handled by one
+	// instance of the group, platform-wide.
+	LoadBalance Mode = iota
+	// Broadcast: every running instance gets its own copy.
+	Broadcast
+)
+
+func (m Mode) String() string {
+	switch m {
+	case LoadBalance:
+		return "LOAD_BALANCE"
+	case Broadcast:
+		return "BROADCAST"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// SubscriptionSpec describes what a consumer wants. The zero value of every
+// optional field is a sensible default, documented on the field.
+type SubscriptionSpec struct {
+	// Topic is the logical topic to consume. Required.
+	Topic Topic
+	// Mode is LoadBalance (default) or Broadcast.
+	Mode Mode
+	// Group names the consumer group. LoadBalance instances with the same
+	// Group compete for messages; the group's backlog is kept while no
+	// instance runs (where Capabilities.DurableGroups). Required for
+	// LoadBalance; for Broadcast it prefixes the per-instance subscription.
+	Group string
+	// Instance identifies this process within a Broadcast subscription. An
+	// instance restarted with the same Instance resumes its own copy (until
+	// InstanceTTL expires it). Default: a random id per Subscribe.
+	Instance string
+
+	// Batch asks for batched delivery; the zero value means single delivery.
+	Batch BatchSpec
+	// InFlight bounds the deliveries handed out and not yet settled (the
+	// prefetch). Default 64; with Batch, at least Batch.Size.
+	InFlight int
+	// KeyFilter, when set, keeps only messages whose partition key matches
+	// this path.Match pattern (e.g. "device-*"). Messages that do not match
+	// are not for this subscription and are acknowledged without handling
+	// where the broker cannot filter natively.
+	KeyFilter string
+	// InstanceTTL removes an idle per-instance (Broadcast) subscription this
+	// long after its last consumer left, where Capabilities.SubscriptionExpiry.
+	// Zero means the adapter's default (removed when the instance stops).
+	InstanceTTL time.Duration
+
+	// DisableDeadLetter turns the dead-letter topic off. Poison and messages
+	// that exhausted their retries are then requeued with Retry.MaxBackoff
+	// and reported as errors; they are never dropped.
+	DisableDeadLetter bool
+	// Retry bounds requeues of failing (non-poison) deliveries.
+	Retry RetryPolicy
+}
+
+// BatchSpec asks for batches of up to Size deliveries, each batch closed
+// after Window even when not full.
+type BatchSpec struct {
+	// Size is the largest batch. 0 disables batching.
+	Size int
+	// Window bounds how long a partial batch waits for more deliveries.
+	// Default 100ms when Size > 0.
+	Window time.Duration
+	// MaxBytes, when positive, closes a batch before its payloads exceed
+	// this many bytes (a single larger delivery still forms its own batch).
+	MaxBytes int
+}
+
+// RetryPolicy bounds and paces requeues.
+type RetryPolicy struct {
+	// MaxAttempts is the number of deliveries a message gets before a
+	// failing one is dead-lettered (so MaxAttempts-1 requeues). Default 5.
+	// A negative value means unbounded (never recommended).
+	MaxAttempts int
+	// Backoff is the delay before the first redelivery. Default 100ms.
+	// Zero after defaults means "requeue immediately" only if NoBackoff.
+	Backoff time.Duration
+	// MaxBackoff caps the exponential backoff. Default 30s.
+	MaxBackoff time.Duration
+	// Multiplier grows the backoff per attempt. Default 2.
+	Multiplier float64
+	// Jitter is the fraction (0..1) of random spread applied to each
+	// backoff. Default 0.2.
+	Jitter float64
+	// NoBackoff requeues immediately (tests, or brokers that pace
+	// redelivery themselves).
+	NoBackoff bool
+}
+
+// Defaults used when a field is left zero.
+const (
+	DefaultInFlight    = 64
+	DefaultBatchWindow = 100 * time.Millisecond
+	DefaultMaxAttempts = 5
+	DefaultBackoff     = 100 * time.Millisecond
+	DefaultMaxBackoff  = 30 * time.Second
+	DefaultMultiplier  = 2.0
+	DefaultJitter      = 0.2
+)
+
+// WithDefaults returns s with every zero optional field set to its default.
+func (s SubscriptionSpec) WithDefaults() SubscriptionSpec {
+	if s.InFlight <= 0 {
+		s.InFlight = DefaultInFlight
+	}
+	if s.Batch.Size > 0 {
+		if s.Batch.Window <= 0 {
+			s.Batch.Window = DefaultBatchWindow
+		}
+		if s.InFlight < s.Batch.Size {
+			s.InFlight = s.Batch.Size
+		}
+	}
+	s.Retry = s.Retry.WithDefaults()
+	return s
+}
+
+// WithDefaults returns p with every zero field set to its default.
+func (p RetryPolicy) WithDefaults() RetryPolicy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.Backoff <= 0 {
+		p.Backoff = DefaultBackoff
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = DefaultMaxBackoff
+	}
+	if p.MaxBackoff < p.Backoff {
+		p.MaxBackoff = p.Backoff
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = DefaultMultiplier
+	}
+	if p.Jitter <= 0 || p.Jitter > 1 {
+		p.Jitter = DefaultJitter
+	}
+	return p
+}
+
+// Validate reports the first problem with s, as an error wrapping ErrInvalid.
+func (s SubscriptionSpec) Validate() error {
+	if err := s.Topic.Validate(); err != nil {
+		return err
+	}
+	switch s.Mode {
+	case LoadBalance:
+		if s.Group == "" {
+			return &ValueError{Field: "SubscriptionSpec.Group", Reason: "is required for LOAD_BALANCE"}
+		}
+	case Broadcast:
+	default:
+		return &ValueError{Field: "SubscriptionSpec.Mode", Reason: fmt.Sprintf("unknown mode %d", int(s.Mode))}
+	}
+	if s.InFlight < 0 {
+		return &ValueError{Field: "SubscriptionSpec.InFlight", Reason: "must not be negative"}
+	}
+	if s.Batch.Size < 0 || s.Batch.Window < 0 || s.Batch.MaxBytes < 0 {
+		return &ValueError{Field: "SubscriptionSpec.Batch", Reason: "size, window and bytes must not be negative"}
+	}
+	if s.InstanceTTL < 0 {
+		return &ValueError{Field: "SubscriptionSpec.InstanceTTL", Reason: "must not be negative"}
+	}
+	if s.KeyFilter != "" {
+		if _, err := path.Match(s.KeyFilter, ""); err != nil {
+			return &ValueError{Field: "SubscriptionSpec.KeyFilter", Reason: fmt.Sprintf("bad pattern %q: %v", s.KeyFilter, err)}
+		}
+	}
+	if r := s.Retry; r.Backoff < 0 || r.MaxBackoff < 0 || r.Jitter < 0 || r.Jitter > 1 || r.Multiplier < 0 {
+		return &ValueError{Field: "SubscriptionSpec.Retry", Reason: "backoffs and multiplier must not be negative, jitter must be within 0..1"}
+	}
+	return nil
+}
+
+// MatchKey reports whether key passes s.KeyFilter (always true without one).
+func (s SubscriptionSpec) MatchKey(key string) bool {
+	if s.KeyFilter == "" {
+		return true
+	}
+	ok, _ := path.Match(s.KeyFilter, key)
+	return ok
+}
