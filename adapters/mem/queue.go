@@ -59,6 +59,7 @@ type queue struct {
 	ttl       time.Duration // Broadcast: kept this long after the last consumer left
 	ready     ring[item]
 	waiters   []*subscription // blocked in Receive, woken on push
+	receivers int             // subscriptions in Receive with room for more
 	consumers int
 	inFlight  int    // deliveries held by all consumers
 	delayed   int    // requeued items waiting in the scheduler

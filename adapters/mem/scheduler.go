@@ -109,6 +109,8 @@ func (s *scheduler) fire() {
 	s.armed = time.Time{}
 	if len(s.heap) > 0 {
 		s.armLocked(s.heap[0].due)
+	} else if cap(s.heap) > 4096 {
+		s.heap = nil // a drained burst gives its memory back
 	}
 	s.mu.Unlock()
 	if len(due) > 0 {

@@ -21,6 +21,7 @@ type subscription struct {
 	inFlight   int
 	head, tail *delivery // unsettled deliveries in delivery order
 	queued     bool      // registered in q.waiters
+	receiving  bool      // in Receive with room: counted in q.receivers
 	waiting    bool      // blocked in Receive
 	stopped    bool
 }
@@ -88,16 +89,23 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 		return nil, err
 	}
 	q := s.q
+	q.mu.Lock()
 	for {
-		q.mu.Lock()
 		s.waiting = false
 		if s.stopped {
+			s.countLocked(false)
 			q.mu.Unlock()
 			return nil, ports.ErrClosed
 		}
 		room := s.limit - s.inFlight
-		if room > 0 && q.ready.Len() > 0 {
-			out := s.takeLocked(min(max, room, q.ready.Len()), s.a.b.clock.Now())
+		s.countLocked(room > 0)
+		if ready := q.ready.Len(); room > 0 && ready > 0 {
+			// Competing consumers that are also waiting to receive get a
+			// fair share of what is ready, not whatever the first one to
+			// wake could hold.
+			n := min(max, room, (ready+q.receivers-1)/q.receivers)
+			out := s.takeLocked(n, s.a.b.clock.Now())
+			s.countLocked(false)
 			q.mu.Unlock()
 			return out, nil
 		}
@@ -109,15 +117,30 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 
 		select {
 		case <-s.wake:
-		case <-s.done:
-			return nil, ports.ErrClosed
+		case <-s.done: // the loop returns ErrClosed
 		case <-ctx.Done():
 			q.mu.Lock()
 			s.waiting = false
 			q.unwaitLocked(s)
+			s.countLocked(false)
 			q.mu.Unlock()
 			return nil, ctx.Err()
 		}
+		q.mu.Lock()
+	}
+}
+
+// countLocked records whether s is in Receive with room for more, which
+// is what q.receivers counts.
+func (s *subscription) countLocked(receiving bool) {
+	if s.receiving == receiving {
+		return
+	}
+	s.receiving = receiving
+	if receiving {
+		s.q.receivers++
+	} else {
+		s.q.receivers--
 	}
 }
 
