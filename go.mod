@@ -6,5 +6,3 @@ require (
 	github.com/rabbitmq/amqp091-go v1.10.0
 	go.uber.org/goleak v1.3.0
 )
-
-require github.com/stretchr/testify v1.11.0 // indirect
