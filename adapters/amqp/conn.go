@@ -115,10 +115,10 @@ func (c *connector) close(ctx context.Context) error {
 	if c.conn == nil || c.conn.IsClosed() {
 		return nil
 	}
-	if err := c.conn.Close(); err != nil && !isClosedErr(err) {
+	if err := c.conn.Close(); err != nil && !isClosedErr(err) && !c.conn.IsClosed() {
 		return fmt.Errorf("amqp: close %s connection: %w", c.name, err)
 	}
-	return nil
+	return nil // closed, possibly because the network had already broken it
 }
 
 // isClosedErr reports amqp091's "already closed" error.
