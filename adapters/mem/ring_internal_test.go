@@ -42,3 +42,27 @@ func TestRingMatchesSliceModel(t *testing.T) {
 		t.Fatal("ring not empty after Clear")
 	}
 }
+
+// TestRingShrinksAfterABurst checks that a drained burst releases most of
+// its buffer and that order survives the shrinks.
+func TestRingShrinksAfterABurst(t *testing.T) {
+	var r ring[int]
+	const burst = 100_000
+	for i := range burst {
+		r.PushBack(i)
+	}
+	peak := len(r.buf)
+	for i := range burst - 10 {
+		if v, _ := r.PopFront(); v != i {
+			t.Fatalf("PopFront = %d, want %d", v, i)
+		}
+	}
+	if len(r.buf) > minShrink {
+		t.Fatalf("buffer of %d slots kept for %d elements (peak %d)", len(r.buf), r.Len(), peak)
+	}
+	for i := burst - 10; i < burst; i++ {
+		if v, _ := r.PopFront(); v != i {
+			t.Fatalf("after shrinking, PopFront = %d, want %d", v, i)
+		}
+	}
+}
