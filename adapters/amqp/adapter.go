@@ -122,15 +122,14 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 	var errs []error
 	items := make([]item, 0, len(msgs))
 	index := make([]int, 0, len(msgs))
-	now := time.Now()
+	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for i := range msgs {
-		m := msgs[i]
+		m := &msgs[i]
 		if err := m.Validate(); err != nil {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
 			continue
 		}
-		m.Stamp(now)
-		it := item{exch: a.topo.topics, key: string(m.Topic), pub: encode(m.Headers, m.Payload), mandatory: a.opts.RejectUnroutable}
+		it := item{exch: a.topo.topics, key: string(m.Topic), pub: encodeStamped(m.Headers, m.Payload, now, m.Key), mandatory: a.opts.RejectUnroutable}
 		if a.faults.sends.Load() {
 			it.key, it.mandatory = faultKey, true
 		}

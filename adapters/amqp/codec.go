@@ -19,23 +19,82 @@ const headerDelay = "sluice-delay-ms"
 // deliveries of this copy of a message.
 const brokerHeaderDeliveryCount = "x-delivery-count"
 
-// encode builds the AMQP publishing of an envelope. Headers travel as AMQP
-// string headers under their envelope names, unchanged; the message id,
-// content type, correlation id and type are mirrored into the AMQP
-// properties for tooling. Messages are persistent.
+// encode builds the AMQP publishing of an envelope. Four envelope headers
+// travel as the AMQP properties made for them — HeaderID as message-id,
+// HeaderContentType as content-type, HeaderCorrelationID as
+// correlation-id, HeaderType as type — when they fit a property (255
+// bytes); every other header travels as an AMQP string header under its
+// envelope name. decode restores them, so the envelope is identical after
+// the hop, and AMQP tooling shows ids and types where it looks for them.
+// Properties are also cheaper than table entries for the client library
+// to write and read. Messages are persistent.
 func encode(h ports.Headers, payload []byte) amqp.Publishing {
-	t := make(amqp.Table, len(h))
+	return encodeStamped(h, payload, "", "")
+}
+
+// encodeStamped is encode plus Message.Stamp without its intermediate
+// map: a missing HeaderID gets a new id, HeaderSpecVersion "1.0",
+// HeaderTime now (formatted once per Send by the caller), and a key is
+// mirrored into HeaderPartitionKey. With now == "" nothing is stamped.
+func encodeStamped(h ports.Headers, payload []byte, now, key string) amqp.Publishing {
+	p := amqp.Publishing{Body: payload, DeliveryMode: amqp.Persistent}
+	t := make(amqp.Table, len(h)+3)
 	for k, v := range h {
-		t[k] = v
+		if !toProperty(&p, k, v) {
+			t[k] = v
+		}
 	}
-	return amqp.Publishing{
-		Headers:       t,
-		Body:          payload,
-		DeliveryMode:  amqp.Persistent,
-		MessageId:     h[ports.HeaderID],
-		ContentType:   h[ports.HeaderContentType],
-		CorrelationId: h[ports.HeaderCorrelationID],
-		Type:          h[ports.HeaderType],
+	if now != "" {
+		if p.MessageId == "" && t[ports.HeaderID] == nil {
+			p.MessageId = ports.NewID()
+		}
+		if h[ports.HeaderSpecVersion] == "" {
+			t[ports.HeaderSpecVersion] = "1.0"
+		}
+		if h[ports.HeaderTime] == "" {
+			t[ports.HeaderTime] = now
+		}
+		if key != "" && h[ports.HeaderPartitionKey] == "" {
+			t[ports.HeaderPartitionKey] = key
+		}
+	}
+	p.Headers = t
+	return p
+}
+
+// toProperty stores an envelope header in its AMQP property, if it has one
+// and the value fits.
+func toProperty(p *amqp.Publishing, k, v string) bool {
+	if len(v) > 255 || v == "" {
+		return false
+	}
+	switch k {
+	case ports.HeaderID:
+		p.MessageId = v
+	case ports.HeaderContentType:
+		p.ContentType = v
+	case ports.HeaderCorrelationID:
+		p.CorrelationId = v
+	case ports.HeaderType:
+		p.Type = v
+	default:
+		return false
+	}
+	return true
+}
+
+// fromProperties restores the envelope headers carried as properties
+// (a header of the same name wins).
+func fromProperties(h ports.Headers, d *amqp.Delivery) {
+	for _, kv := range [...][2]string{
+		{ports.HeaderID, d.MessageId},
+		{ports.HeaderContentType, d.ContentType},
+		{ports.HeaderCorrelationID, d.CorrelationId},
+		{ports.HeaderType, d.Type},
+	} {
+		if kv[1] != "" && h[kv[0]] == "" {
+			h[kv[0]] = kv[1]
+		}
 	}
 }
 
@@ -59,7 +118,7 @@ type decoded struct {
 // delivery count is used for the redelivery count. Other non-string values
 // from foreign publishers are rendered as text rather than refused.
 func decode(d *amqp.Delivery, exactReturns bool) decoded {
-	out := decoded{headers: make(ports.Headers, len(d.Headers))}
+	out := decoded{headers: make(ports.Headers, len(d.Headers)+4)}
 	for k, v := range d.Headers {
 		if s, ok := v.(string); ok && !isBrokerHeader(k) {
 			out.headers[k] = s
@@ -84,9 +143,7 @@ func decode(d *amqp.Delivery, exactReturns bool) decoded {
 	if d.Redelivered {
 		out.fact("amqp.redelivered", "true")
 	}
-	if out.headers[ports.HeaderID] == "" && d.MessageId != "" {
-		out.headers[ports.HeaderID] = d.MessageId
-	}
+	fromProperties(out.headers, d)
 	n, err := ports.RedeliveryCountFrom(out.headers)
 	if err != nil {
 		out.err = err

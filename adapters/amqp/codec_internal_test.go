@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -70,4 +71,40 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("negative counts %d %d", got.requeues, got.returns)
 		}
 	})
+}
+
+// TestEnvelopeRoundTrip: stamping fills the sender's headers, four of
+// them travel as AMQP properties, and decoding gives the envelope back
+// unchanged.
+func TestEnvelopeRoundTrip(t *testing.T) {
+	h := ports.Headers{ports.HeaderType: "t.v1", ports.HeaderCorrelationID: "c", ports.HeaderContentType: "application/json", "user": "u"}
+	p := encodeStamped(h, []byte("{}"), "2024-01-02T03:04:05.000000006Z", "k")
+	if p.MessageId == "" || p.Type != "t.v1" || p.CorrelationId != "c" || p.ContentType != "application/json" {
+		t.Fatalf("properties %+v", p)
+	}
+	if _, ok := p.Headers[ports.HeaderType]; ok {
+		t.Fatal("a header carried as a property is also in the table")
+	}
+	got := decode(&amqp.Delivery{Headers: p.Headers, MessageId: p.MessageId, Type: p.Type, CorrelationId: p.CorrelationId, ContentType: p.ContentType}, true)
+	want := ports.Headers{
+		ports.HeaderID: p.MessageId, ports.HeaderType: "t.v1", ports.HeaderCorrelationID: "c", ports.HeaderContentType: "application/json",
+		"user": "u", ports.HeaderSpecVersion: "1.0", ports.HeaderTime: "2024-01-02T03:04:05.000000006Z", ports.HeaderPartitionKey: "k",
+	}
+	if len(got.headers) != len(want) {
+		t.Fatalf("headers %v, want %v", got.headers, want)
+	}
+	for k, v := range want {
+		if got.headers[k] != v {
+			t.Fatalf("header %s = %q, want %q", k, got.headers[k], v)
+		}
+	}
+	if h[ports.HeaderID] != "" {
+		t.Fatal("encoding modified the caller's headers")
+	}
+	// A value too long for a property stays in the table.
+	long := string(bytes.Repeat([]byte("x"), 300))
+	p = encodeStamped(ports.Headers{ports.HeaderID: long}, nil, "", "")
+	if p.MessageId != "" || p.Headers[ports.HeaderID] != long {
+		t.Fatal("an id longer than 255 bytes must travel in the table")
+	}
 }

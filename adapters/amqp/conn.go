@@ -81,7 +81,7 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 			conn.Close()
 			return nil, err
 		}
-		return conn, nil
+		return newCoalescingConn(conn), nil
 	}
 	conn, err := amqp.DialConfig(c.url, cfg)
 	if err != nil {

@@ -100,7 +100,7 @@ type Options struct {
 // Defaults used when a field of Options is left zero.
 const (
 	DefaultNamespace           = "sluice"
-	DefaultPublishChannels     = 2
+	DefaultPublishChannels     = 1
 	DefaultMaxOutstanding      = 4096
 	DefaultDialTimeout         = 10 * time.Second
 	DefaultHeartbeat           = 10 * time.Second
