@@ -317,6 +317,22 @@ func (n *Node) CtlCommand(args ...string) []string {
 	return append(argv, args...)
 }
 
+// RestartCommand returns an argv that restarts the RabbitMQ application
+// of this node from any process (sh -c "rabbitmqctl stop_app &&
+// rabbitmqctl start_app && rabbitmqctl await_startup"), e.g. for
+// Watermill's Features.RestartServiceCommand.
+func (n *Node) RestartCommand() []string {
+	quote := func(argv []string) string {
+		q := make([]string, len(argv))
+		for i, a := range argv {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		return strings.Join(q, " ")
+	}
+	return []string{"sh", "-c", quote(n.CtlCommand("stop_app")) + " && " + quote(n.CtlCommand("start_app")) +
+		" && " + quote(n.CtlCommand("await_startup"))}
+}
+
 // StopApp stops the RabbitMQ application (the Erlang node stays up): every
 // client connection is closed and the AMQP port stops listening.
 func (n *Node) StopApp(ctx context.Context) error {
