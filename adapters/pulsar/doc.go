@@ -41,6 +41,14 @@
 // so that each one sees its own delay. Redelivery is at the first tick of
 // the client's nack tracker after the delay (WithRequeueTick), never before.
 //
+// Pulsar's redelivery count lives in broker memory: exact while a
+// subscription keeps a connected consumer, cleared when the last one leaves
+// or the broker restarts. Capabilities therefore declare it a lower bound.
+//
+// A broker with delayedDeliveryDeliverAtTimeStrict=false (the default) may
+// dispatch a delayed message up to a tick early; the publisher writes
+// NotBeforeProperty and Receive holds such a message until then.
+//
 // The client's DLQPolicy is not used: it dead-letters on its own when a
 // redelivery count is reached (the adapter must never decide an outcome),
 // it drops the reason, and it acknowledges the original from a background
