@@ -144,10 +144,24 @@ func (s *subscription) countLocked(receiving bool) {
 	}
 }
 
-// takeLocked pops n ready items and hands them out as deliveries.
+// single is one delivery and the slice that returns it, allocated
+// together: a consumer that keeps up receives one message at a time.
+type single struct {
+	x   [1]delivery
+	out [1]*ports.Delivery
+}
+
+// takeLocked pops n ready items and hands them out as deliveries, in one
+// allocation for n == 1 and two otherwise.
 func (s *subscription) takeLocked(n int, now time.Time) []*ports.Delivery {
-	slab := make([]delivery, n)
-	out := make([]*ports.Delivery, n)
+	var slab []delivery
+	var out []*ports.Delivery
+	if n == 1 {
+		one := new(single)
+		slab, out = one.x[:], one.out[:]
+	} else {
+		slab, out = make([]delivery, n), make([]*ports.Delivery, n)
+	}
 	for i := range slab {
 		it, _ := s.q.ready.PopFront()
 		x := &slab[i]
