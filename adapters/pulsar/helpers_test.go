@@ -13,7 +13,20 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// pulsar-client-go v0.19.0, with a real client (PULSAR_URL or a
+		// wire-protocol test broker): a closed producer's send-timeout
+		// goroutine exits only at its next tick, up to SendTimeout later.
+		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
+		// pulsar-client-go v0.19.0: after a successful Consumer.Unsubscribe
+		// (a BROADCAST instance's Stop) the partition consumer is marked
+		// closed, so its Close returns early and these goroutines are never
+		// stopped (consumer_partition.go internalUnsubscribe / Close). An
+		// upstream leak of three goroutines per stopped instance.
+		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).runEventsLoop"),
+		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).dispatcher"),
+		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.newAckGroupingTracker.func1"),
+	)
 }
 
 // wait bounds every blocking step of a test.
