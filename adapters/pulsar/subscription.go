@@ -120,10 +120,11 @@ func (s *Subscription) accept(msg pulsarclient.Message, now time.Time) *ports.De
 // delivery maps a received message onto a ports.Delivery.
 func (s *Subscription) delivery(msg pulsarclient.Message, now time.Time) *ports.Delivery {
 	h := headersOf(msg)
+	mid := msg.ID().String()
 	id := h[ports.HeaderID]
 	if id == "" {
 		if id = h[UUIDProperty]; id == "" {
-			id = "pulsar:" + msg.ID().String()
+			id = "pulsar:" + mid
 		}
 	}
 	return &ports.Delivery{
@@ -133,7 +134,7 @@ func (s *Subscription) delivery(msg pulsarclient.Message, now time.Time) *ports.
 		Facts: map[string]string{
 			"pulsar.topic":        msg.Topic(),
 			"pulsar.subscription": s.name,
-			"pulsar.message-id":   msg.ID().String(),
+			"pulsar.message-id":   mid,
 		},
 		ReceivedAt: now,
 		Handle:     &handle{sub: s, msg: msg},
