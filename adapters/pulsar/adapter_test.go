@@ -311,3 +311,38 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// blockingClient's CreateProducer blocks until released, as the real
+// client's does while it cannot reach a broker.
+type blockingClient struct {
+	pulsar.Client
+	release chan struct{}
+}
+
+func (c *blockingClient) CreateProducer(o pulsar.ProducerOptions) (pulsar.Producer, error) {
+	<-c.release
+	return c.Client.CreateProducer(o)
+}
+
+func TestSendIsBoundedByContextWhileTheProducerIsCreated(t *testing.T) {
+	env := newFakeEnv(t)
+	bc := &blockingClient{Client: env.broker.NewClient(), release: make(chan struct{})}
+	defer bc.Close()
+	a, err := sluicepulsar.New(sluicepulsar.WithClient(bc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = a.Send(ctx, msg("orders", "m1"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send while the producer is being created = %v, want the context's deadline", err)
+	}
+	close(bc.release) // the creation finishes; Close waits for it and closes the producer
+	if err := a.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if sends := ops(env.broker, fakepulsar.OpSend, ""); len(sends) != 0 {
+		t.Fatalf("a send timed out by its context still reached the broker: %+v", sends)
+	}
+}

@@ -1,6 +1,7 @@
 package pulsar
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -44,6 +45,7 @@ type Publisher struct {
 	mu        sync.Mutex
 	closed    bool
 	producers map[string]*producerEntry
+	creating  sync.WaitGroup // CreateProducer calls in flight
 }
 
 type producerEntry struct {
@@ -87,7 +89,8 @@ func NewPublisher(client pulsarclient.Client, cfg PublisherConfig, logger waterm
 
 // Publish sends msgs to the Pulsar topic (a full name such as
 // "persistent://public/default/orders") and waits for every receipt. Each
-// message's wait is bounded by its Context(). It returns nil only if all
+// message's wait is bounded by its Context(), and the creation of the
+// topic's producer by the first message's. It returns nil only if all
 // were confirmed; otherwise a *PublishError per unconfirmed message, joined.
 // An unconfirmed message may still have been stored: a retry can duplicate.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
@@ -118,7 +121,7 @@ func (p *Publisher) publish(topic string, msgs []*message.Message) []error {
 		}
 		errs[i] = err
 	}
-	prod, err := p.producer(topic)
+	prod, err := p.producer(msgs[0].Context(), topic)
 	if err != nil {
 		for i := range msgs {
 			fail(i, err)
@@ -164,24 +167,37 @@ func (p *Publisher) publish(topic string, msgs []*message.Message) []error {
 	return errs
 }
 
-// producer returns the producer of topic, creating it once. A failed
+// producer returns the producer of topic, creating it once. The client's
+// CreateProducer takes no context, so creation runs in a goroutine the
+// Publisher owns and every caller waits for it bounded by ctx. A failed
 // creation is not cached, so a later publish tries again.
-func (p *Publisher) producer(topic string) (pulsarclient.Producer, error) {
+func (p *Publisher) producer(ctx context.Context, topic string) (pulsarclient.Producer, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, ports.ErrClosed
 	}
 	e, ok := p.producers[topic]
-	if ok {
-		p.mu.Unlock()
-		<-e.ready
-		return e.p, e.err
+	if !ok {
+		e = &producerEntry{ready: make(chan struct{})}
+		p.producers[topic] = e
+		p.creating.Add(1)
+		go func() {
+			defer p.creating.Done()
+			p.create(topic, e)
+		}()
 	}
-	e = &producerEntry{ready: make(chan struct{})}
-	p.producers[topic] = e
 	p.mu.Unlock()
+	select {
+	case <-e.ready:
+		return e.p, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
+// create makes the producer of entry e and marks it ready.
+func (p *Publisher) create(topic string, e *producerEntry) {
 	prod, err := p.client.CreateProducer(pulsarclient.ProducerOptions{
 		Topic:           topic,
 		SendTimeout:     p.cfg.SendTimeout,
@@ -191,7 +207,9 @@ func (p *Publisher) producer(topic string) (pulsarclient.Producer, error) {
 	switch {
 	case err != nil:
 		e.err = fmt.Errorf("%w: create producer for %s: %w", ports.ErrUnconfirmed, topic, err)
-		delete(p.producers, topic)
+		if p.producers[topic] == e {
+			delete(p.producers, topic)
+		}
 	case p.closed:
 		prod.Close()
 		e.err = ports.ErrClosed
@@ -200,7 +218,6 @@ func (p *Publisher) producer(topic string) (pulsarclient.Producer, error) {
 	}
 	p.mu.Unlock()
 	close(e.ready)
-	return e.p, e.err
 }
 
 // Close closes every producer (each waits for its pending sends). It is
@@ -215,6 +232,7 @@ func (p *Publisher) Close() error {
 	entries := p.producers
 	p.producers = map[string]*producerEntry{}
 	p.mu.Unlock()
+	p.creating.Wait() // bounded by the client's operation timeout
 	for topic, e := range entries {
 		<-e.ready
 		if e.p != nil {
