@@ -163,6 +163,37 @@ func TestChecksumMismatchGetsSendError(t *testing.T) {
 	}
 }
 
+// UNSUBSCRIBE is driven raw: pulsar-client-go v0.19.0 leaves a consumer's
+// goroutines running after Consumer.Unsubscribe (its Close then returns
+// early), which the leak check would blame on this package.
+func TestUnsubscribeDeletesSubscription(t *testing.T) {
+	b, p := dialRaw(t)
+	p.connect(20)
+	p.write(baseCommand(cmdSubscribe, func(e *enc) {
+		e.string(1, "unsub")
+		e.string(2, "gone")
+		e.int32(3, subShared)
+		e.varint(4, 9) // consumer id
+		e.varint(5, 1) // request id
+	}), nil)
+	if typ, f := p.read(); typ != cmdSuccess || f[1].v != 1 {
+		t.Fatalf("SUBSCRIBE answered with command %d %+v", typ, f)
+	}
+	if _, ok := b.Subscription("unsub", "gone"); !ok {
+		t.Fatal("subscription not created")
+	}
+	p.write(baseCommand(cmdUnsubscribe, func(e *enc) {
+		e.varint(1, 9)
+		e.varint(2, 2)
+	}), nil)
+	if typ, f := p.read(); typ != cmdSuccess || f[1].v != 2 {
+		t.Fatalf("UNSUBSCRIBE answered with command %d %+v", typ, f)
+	}
+	if _, ok := b.Subscription("unsub", "gone"); ok {
+		t.Fatal("subscription still exists after UNSUBSCRIBE")
+	}
+}
+
 // testPayload builds a checksummed payload section with minimal metadata.
 func testPayload(t *testing.T, body string) []byte {
 	t.Helper()

@@ -247,3 +247,35 @@ func TestClientDeadLetterPolicyUsesRedeliveryCount(t *testing.T) {
 		t.Fatalf("dead letter %q %v", m.Payload(), m.Properties())
 	}
 }
+
+func TestNackOnExclusiveRewindsWithoutCounting(t *testing.T) {
+	// Pulsar keeps no redelivery count on Exclusive and Failover
+	// subscriptions: a redelivery request rewinds the cursor instead.
+	b := startBroker(t)
+	c := newClient(t, b)
+	topic := topicName(t)
+	cons := subscribe(t, c, pulsar.ConsumerOptions{
+		Topic: topic, SubscriptionName: "sub", Type: pulsar.Exclusive,
+		NackRedeliveryDelay: 20 * time.Millisecond, AckWithResponse: true,
+	})
+	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	for i := range 3 {
+		send(t, p, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)})
+	}
+	var ms []pulsar.Message
+	for range 3 {
+		ms = append(ms, receive(t, cons))
+	}
+	ack(t, cons, ms[0])
+	ack(t, cons, ms[2])
+	cons.Nack(ms[1])
+	m := receive(t, cons)
+	if string(m.Payload()) != "m1" || m.RedeliveryCount() != 0 {
+		t.Fatalf("after nack got %q with RedeliveryCount %d, want m1 with 0", m.Payload(), m.RedeliveryCount())
+	}
+	ack(t, cons, m)
+	receiveNone(t, cons, 100*msTick)
+	if n := backlog(t, b, topic, "sub"); n != 0 {
+		t.Fatalf("backlog = %d, want 0", n)
+	}
+}
