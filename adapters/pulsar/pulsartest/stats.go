@@ -45,8 +45,9 @@ type SubscriptionStats struct {
 	Type string
 	// Durable is false for a reader's (non-durable) subscription.
 	Durable bool
-	// Consumers is the number of connected consumers.
-	Consumers int
+	// Consumers lists the connected consumers in subscribe order (for
+	// Exclusive and Failover the first is the active one).
+	Consumers []ConsumerStats
 	// Backlog is the number of messages not yet acknowledged (batch
 	// indexes acknowledged one by one are subtracted).
 	Backlog int
@@ -54,6 +55,18 @@ type SubscriptionStats struct {
 	Unacked int
 	// Delayed is the number of messages held until their deliver-at time.
 	Delayed int
+}
+
+// ConsumerStats is a snapshot of one connected consumer.
+type ConsumerStats struct {
+	// Name is the consumer name the client gave.
+	Name string
+	// Permits is the number of messages the consumer may still be sent
+	// (FLOW permits not yet used; negative after a large batch).
+	Permits int64
+	// Unacked is the number of messages dispatched to it and not yet
+	// acknowledged.
+	Unacked int
 }
 
 // Topic returns a snapshot of a topic; ok is false when it does not exist.
@@ -100,7 +113,13 @@ func (b *Broker) Subscription(topicName, subscription string) (st SubscriptionSt
 	}
 	st.Type = map[int32]string{subExclusive: "Exclusive", subShared: "Shared", subFailover: "Failover"}[s.kind]
 	st.Durable = s.durable
-	st.Consumers = len(s.consumers)
+	for _, c := range s.consumers {
+		cs := ConsumerStats{Name: c.name, Permits: c.permits}
+		for id := range c.pending {
+			cs.Unacked += s.unackedMessages(id)
+		}
+		st.Consumers = append(st.Consumers, cs)
+	}
 	for id := uint64(s.markDelete + 1); id < uint64(len(t.entries)); id++ {
 		if s.isAcked(id) {
 			continue
