@@ -288,3 +288,30 @@ func TestNackOnExclusiveRewindsWithoutCounting(t *testing.T) {
 		t.Fatalf("backlog = %d, want 0", n)
 	}
 }
+
+func TestClientReconsumeLaterThroughRetryTopic(t *testing.T) {
+	// ReconsumeLater is client-side: it republishes to a retry topic with
+	// DeliverAfter and acknowledges the original, so it exercises the
+	// broker's multi-topic subscribe and deliver-at-time paths.
+	b := startBroker(t)
+	c := newClient(t, b)
+	topic := topicName(t)
+	cons := subscribe(t, c, pulsar.ConsumerOptions{
+		Topic: topic, SubscriptionName: "sub", Type: pulsar.Shared, RetryEnable: true,
+		DLQ: &pulsar.DLQPolicy{MaxDeliveries: 5, RetryLetterTopic: topic + "-RETRY", DeadLetterTopic: topic + "-DLQ"},
+	})
+	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	send(t, p, &pulsar.ProducerMessage{Payload: []byte("again")})
+	m := receive(t, cons)
+	const delay = 200 * time.Millisecond
+	earliest := time.Now().Add(delay).UnixMilli()
+	cons.ReconsumeLater(m, delay)
+	back := receive(t, cons)
+	if got := time.Now().UnixMilli(); got < earliest {
+		t.Fatalf("retried message back %d ms early", earliest-got)
+	}
+	if string(back.Payload()) != "again" || back.Properties()[pulsar.SysPropertyReconsumeTimes] != "1" {
+		t.Fatalf("retried message %q with properties %v", back.Payload(), back.Properties())
+	}
+	ack(t, cons, back)
+}
