@@ -5,7 +5,9 @@ go 1.26
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/apache/pulsar-client-go v0.19.0
+	github.com/prometheus/client_golang v1.23.0
 	go.uber.org/goleak v1.3.0
+	google.golang.org/protobuf v1.36.8
 )
 
 require (
@@ -37,7 +39,6 @@ require (
 	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/pierrec/lz4/v4 v4.1.22 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/prometheus/client_golang v1.23.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.65.0 // indirect
 	github.com/prometheus/procfs v0.17.0 // indirect
@@ -51,7 +52,6 @@ require (
 	golang.org/x/oauth2 v0.30.0 // indirect
 	golang.org/x/sys v0.38.0 // indirect
 	golang.org/x/text v0.31.0 // indirect
-	google.golang.org/protobuf v1.36.8 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apimachinery v0.32.3 // indirect
