@@ -3,11 +3,14 @@ package kafka_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
@@ -210,3 +213,51 @@ func payloads(ds []*ports.Delivery) []string {
 }
 
 var ack = ports.Disposition{Action: ports.Ack}
+
+// committed returns the committed offset of group on topic/partition (-1:
+// none), read with a separate admin client.
+func (b *broker) committed(t testing.TB, group, topic string, partition int32) int64 {
+	t.Helper()
+	conf := sarama.NewConfig()
+	conf.Version = sarama.V2_8_0_0
+	adm, err := sarama.NewClusterAdmin(b.addrs, conf)
+	if err != nil {
+		t.Fatalf("admin: %v", err)
+	}
+	defer adm.Close()
+	resp, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: {partition}})
+	if err != nil {
+		t.Fatalf("list offsets: %v", err)
+	}
+	blk := resp.GetBlock(topic, partition)
+	if blk == nil {
+		return -1
+	}
+	return blk.Offset
+}
+
+func offsetOf(t testing.TB, d *ports.Delivery) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(d.Facts["offset"], 10, 64)
+	if err != nil {
+		t.Fatalf("offset fact %q: %v", d.Facts["offset"], err)
+	}
+	return n
+}
+
+// failProduce makes the kfake cluster refuse every produce to topic (all
+// topics when ""), until the returned function is called. It skips the
+// test against a real Kafka.
+func (b *broker) failProduce(t testing.TB, topic string) (restore func()) {
+	t.Helper()
+	if b.cluster == nil {
+		t.Skip("fault injection needs kfake; KAFKA_BROKERS is set")
+	}
+	h := b.cluster.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Produce},
+		Topic: topic,
+		Err:   kerr.TopicAuthorizationFailed,
+		Count: -1,
+	})
+	return h.Remove
+}
