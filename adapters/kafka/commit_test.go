@@ -63,3 +63,37 @@ func TestOutOfOrderCommitsPrefix(t *testing.T) {
 		t.Fatalf("final committed = %d, want %d", c, start+8)
 	}
 }
+
+// TestBatchOneCommit: a batch settled with one Settle call is committed
+// with one OffsetCommit request covering every partition it touched.
+func TestBatchOneCommit(t *testing.T) {
+	b := newBroker(t)
+	if b.cluster == nil {
+		t.Skip("counting commit requests needs kfake; KAFKA_BROKERS is set")
+	}
+	a := b.adapter(t, b.config("bc", 2))
+	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 32})
+	send(t, a, "t", nil, "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11")
+	ds := receiveN(t, s, 12, 10*time.Second)
+	want := map[string]int64{}
+	for _, d := range ds {
+		if o := offsetOf(t, d) + 1; o > want[d.Facts["partition"]] {
+			want[d.Facts["partition"]] = o
+		}
+	}
+	mark := b.commitCount()
+	settle(t, s, ack, ds...)
+	commits := b.commitsSince(mark)
+	if len(commits) != 1 {
+		t.Fatalf("%d commit requests for one batch settlement, want 1: %+v", len(commits), commits)
+	}
+	for p, off := range want {
+		var id int32
+		if p == "1" {
+			id = 1
+		}
+		if got := commits[0].offsets[id]; got != off {
+			t.Fatalf("batch commit of partition %s = %d, want %d (%+v)", p, got, off, commits[0])
+		}
+	}
+}
