@@ -70,13 +70,6 @@ func (s *scheduler) at(t time.Time, fn func()) bool {
 	return true
 }
 
-// len is the number of pending callbacks.
-func (s *scheduler) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.items)
-}
-
 func (s *scheduler) run() {
 	defer close(s.done)
 	t := time.NewTimer(time.Hour)
