@@ -69,7 +69,8 @@ type decoded struct {
 }
 
 // decode reads a consumed record. It never fails: malformed headers are
-// reported in decoded.bad and the record is still delivered.
+// reported in decoded.bad and the record is still delivered, with
+// Delivery.Err set so the core dead-letters it as poison.
 func decode(cm *sarama.ConsumerMessage, topic ports.Topic) decoded {
 	var d decoded
 	h := make(ports.Headers, len(cm.Headers))

@@ -114,11 +114,6 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 // reserved its buffer slot.
 func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage) {
 	r := &record{s: s, p: p, offset: cm.Offset, dec: decode(cm, s.topic), timestamp: cm.Timestamp, received: time.Now()}
-	if r.dec.bad != nil {
-		// Delivered anyway (count as a lower bound of 0, no delay), and
-		// surfaced: the Port has no way to mark a delivery poison.
-		s.report(fmt.Errorf("kafka: %s/%d@%d: %w", p.topic, p.id, cm.Offset, r.dec.bad))
-	}
 	avail, live := p.add(r)
 	if !live {
 		s.unbuffer(1)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -183,4 +185,38 @@ func TestDoubleSettle(t *testing.T) {
 		t.Fatalf("requeue after ack: %v, want ErrConflict", err)
 	}
 	receiveNone(t, s, 200*time.Millisecond)
+}
+
+// TestMalformedHeaderIsPoison: a record with an undecodable redelivery
+// count or not-before header (written by a foreign producer) is handed over
+// with Delivery.Err (a poison *ports.HeaderError), never dropped or guessed.
+func TestMalformedHeaderIsPoison(t *testing.T) {
+	b := newBroker(t)
+	a := b.adapter(t, b.config("mh", 1))
+	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "t", Group: "g"})
+	conf := sarama.NewConfig()
+	conf.Version = sarama.V2_8_0_0
+	conf.Producer.Return.Successes = true
+	conf.Producer.RequiredAcks = sarama.WaitForAll
+	prod, err := sarama.NewSyncProducer(b.addrs, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for _, h := range [][2]string{
+		{ports.HeaderRedeliveryCount, "three"},
+		{"sluice-not-before", "tomorrow"},
+	} {
+		_, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "mh.t", Value: sarama.StringEncoder("{}"),
+			Headers: []sarama.RecordHeader{{Key: []byte(h[0]), Value: []byte(h[1])}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := receiveN(t, s, 1, 10*time.Second)[0]
+		var he *ports.HeaderError
+		if !errors.As(d.Err, &he) || !ports.IsPoison(d.Err) || he.Header != h[0] {
+			t.Fatalf("header %s=%q: Delivery.Err = %v, want a poison *ports.HeaderError naming it", h[0], h[1], d.Err)
+		}
+		settle(t, s, ports.Disposition{Action: ports.DeadLetter, Reason: d.Err, Attempts: 1}, d)
+	}
 }

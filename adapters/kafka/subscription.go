@@ -221,7 +221,7 @@ func (s *subscription) handOut(r *record) *ports.Delivery {
 	p.mu.Unlock()
 	m := r.dec.msg
 	m.Headers = m.Headers.Clone()
-	return &ports.Delivery{
+	d := &ports.Delivery{
 		Message:         m,
 		ID:              m.Headers[ports.HeaderID],
 		RedeliveryCount: r.dec.count + local,
@@ -229,6 +229,10 @@ func (s *subscription) handOut(r *record) *ports.Delivery {
 		ReceivedAt:      r.received,
 		Handle:          r,
 	}
+	if r.dec.bad != nil {
+		d.Err = r.dec.bad // the core dead-letters it as poison
+	}
+	return d
 }
 
 // facts are the record's broker facts for logs.
