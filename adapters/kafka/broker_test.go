@@ -23,6 +23,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
 		// go-metrics (used by sarama) runs one process-wide meter ticker.
 		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+		// Watermill's test multiplier forwards each subscriber's messages
+		// into one unbuffered channel; when an at-least-once duplicate
+		// arrives after the suite stopped reading, its forwarder blocks on
+		// that channel forever (and its waiter with it). That is the
+		// helper's, not the adapter's: the adapter's channels are closed.
+		goleak.IgnoreAnyFunction("github.com/ThreeDotsLabs/watermill/internal/subscriber.(*multiplier).Subscribe.func2"),
+		goleak.IgnoreAnyFunction("github.com/ThreeDotsLabs/watermill/internal/subscriber.(*multiplier).Subscribe.func3"),
 	)
 }
 
