@@ -163,8 +163,8 @@ type rig struct {
 	p *flow.Pipeline
 
 	mu       sync.Mutex
-	cond     chan struct{} // closed and replaced on every terminal event
-	terminal map[string][]flow.Event
+	cond     chan struct{}                    // closed and replaced on every terminal event
+	terminal map[*ports.Delivery][]flow.Event // keyed by delivery: duplicates share an id
 	received int
 	errs     []error
 	stopOnce sync.Once
@@ -174,7 +174,7 @@ type rig struct {
 // when the test ends, then checks the settlement invariant.
 func newRig(t testing.TB, sp ports.SubscriptionSpec, build func(p *flow.Pipeline)) *rig {
 	t.Helper()
-	r := &rig{f: newFake(), terminal: map[string][]flow.Event{}, cond: make(chan struct{})}
+	r := &rig{f: newFake(), terminal: map[*ports.Delivery][]flow.Event{}, cond: make(chan struct{})}
 	r.p = flow.New(r.f, sp,
 		flow.WithObserver(r.observe),
 		flow.WithErrorHandler(func(err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() }))
@@ -192,7 +192,7 @@ func (r *rig) observe(e flow.Event) {
 	if e.Received {
 		r.received++
 	} else {
-		r.terminal[e.Delivery.ID] = append(r.terminal[e.Delivery.ID], e)
+		r.terminal[e.Delivery] = append(r.terminal[e.Delivery], e)
 	}
 	close(r.cond)
 	r.cond = make(chan struct{})
@@ -225,9 +225,9 @@ func (r *rig) checkInvariant(t testing.TB) {
 	if len(r.terminal) != r.received {
 		t.Errorf("%d deliveries received, %d reached an end (lost items never complete)", r.received, len(r.terminal))
 	}
-	for id, es := range r.terminal {
+	for d, es := range r.terminal {
 		if len(es) != 1 {
-			t.Errorf("delivery %s ended %d times: %+v", id, len(es), es)
+			t.Errorf("delivery %s ended %d times: %+v", d.ID, len(es), es)
 		}
 	}
 	for _, err := range r.errs {
@@ -242,8 +242,8 @@ func (r *rig) outcomes() map[string]flow.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := map[string]flow.Event{}
-	for id, es := range r.terminal {
-		m[id] = es[0]
+	for d, es := range r.terminal {
+		m[d.ID] = es[0]
 	}
 	return m
 }
