@@ -160,7 +160,9 @@ func (t *tracker) add(c *flow.Completion) {
 }
 
 // emitted forgets the inputs behind m: they left the chain.
-func (t *tracker) emitted(m interface{ inputList() (*flow.Completion, []*flow.Completion) }) {
+func (t *tracker) emitted(m interface {
+	inputList() (*flow.Completion, []*flow.Completion)
+}) {
 	one, many := m.inputList()
 	t.mu.Lock()
 	if many == nil {
