@@ -7,7 +7,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/flow"
@@ -115,8 +114,8 @@ func (f *fake) byID() map[string][]ports.Disposition {
 }
 
 // waitSettled waits until n settlements were made, failing after 10s.
-func (f *fake) waitSettled(t testing.TB, n int) []settlement {
-	t.Helper()
+func (f *fake) waitSettled(t tb, n int) []settlement {
+	helper(t)
 	deadline := time.After(10 * time.Second)
 	for {
 		f.mu.Lock()
@@ -166,15 +165,16 @@ type rig struct {
 	cond     chan struct{}                    // closed and replaced on every terminal event
 	terminal map[*ports.Delivery][]flow.Event // keyed by delivery: duplicates share an id
 	received int
+	seen     map[*ports.Delivery]bool // deliveries with a Received event
 	errs     []error
 	stopOnce sync.Once
 }
 
 // newRig builds a pipeline with build, starts it and stops it (draining)
 // when the test ends, then checks the settlement invariant.
-func newRig(t testing.TB, sp ports.SubscriptionSpec, build func(p *flow.Pipeline)) *rig {
-	t.Helper()
-	r := &rig{f: newFake(), terminal: map[*ports.Delivery][]flow.Event{}, cond: make(chan struct{})}
+func newRig(t tb, sp ports.SubscriptionSpec, build func(p *flow.Pipeline)) *rig {
+	helper(t)
+	r := &rig{f: newFake(), terminal: map[*ports.Delivery][]flow.Event{}, seen: map[*ports.Delivery]bool{}, cond: make(chan struct{})}
 	r.p = flow.New(r.f, sp,
 		flow.WithObserver(r.observe),
 		flow.WithErrorHandler(func(err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() }))
@@ -191,6 +191,7 @@ func (r *rig) observe(e flow.Event) {
 	defer r.mu.Unlock()
 	if e.Received {
 		r.received++
+		r.seen[e.Delivery] = true
 	} else {
 		r.terminal[e.Delivery] = append(r.terminal[e.Delivery], e)
 	}
@@ -200,8 +201,8 @@ func (r *rig) observe(e flow.Event) {
 
 // stop stops the pipeline: with drain, waiting up to 10s for in-flight
 // work; without, cancelling it at once.
-func (r *rig) stop(t testing.TB, drain bool) {
-	t.Helper()
+func (r *rig) stop(t tb, drain bool) {
+	helper(t)
 	r.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if !drain {
@@ -218,16 +219,21 @@ func (r *rig) stop(t testing.TB, drain bool) {
 // checkInvariant asserts that every received delivery ended exactly once
 // (settled, or deliberately not settled) and that no operator completed
 // anything twice.
-func (r *rig) checkInvariant(t testing.TB) {
-	t.Helper()
+func (r *rig) checkInvariant(t tb) {
+	helper(t)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.terminal) != r.received {
-		t.Errorf("%d deliveries received, %d reached an end (lost items never complete)", r.received, len(r.terminal))
+	for d := range r.seen {
+		if len(r.terminal[d]) == 0 {
+			t.Errorf("delivery %s was received and never reached an end (an operator lost it)", d.ID)
+		}
 	}
 	for d, es := range r.terminal {
 		if len(es) != 1 {
 			t.Errorf("delivery %s ended %d times: %+v", d.ID, len(es), es)
+		}
+		if !r.seen[d] && es[0].Outcome.Kind != flow.Cancelled {
+			t.Errorf("delivery %s ended %v without being received", d.ID, es[0].Outcome.Kind)
 		}
 	}
 	for _, err := range r.errs {
@@ -249,8 +255,8 @@ func (r *rig) outcomes() map[string]flow.Event {
 }
 
 // waitReceived waits until n deliveries were received, failing after 10s.
-func (r *rig) waitReceived(t testing.TB, n int) {
-	t.Helper()
+func (r *rig) waitReceived(t tb, n int) {
+	helper(t)
 	deadline := time.After(10 * time.Second)
 	for {
 		r.mu.Lock()
@@ -268,8 +274,8 @@ func (r *rig) waitReceived(t testing.TB, n int) {
 }
 
 // waitEnded waits until n deliveries reached an end, failing after 10s.
-func (r *rig) waitEnded(t testing.TB, n int) map[string]flow.Event {
-	t.Helper()
+func (r *rig) waitEnded(t tb, n int) map[string]flow.Event {
+	helper(t)
 	deadline := time.After(10 * time.Second)
 	for {
 		r.mu.Lock()
@@ -296,8 +302,8 @@ func actions(ds []ports.Disposition) []string {
 }
 
 // recv waits for a value from ch, failing after 10s.
-func recv[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
+func recv[T any](t tb, ch <-chan T, what string) T {
+	helper(t)
 	select {
 	case v := <-ch:
 		return v
@@ -318,9 +324,22 @@ func tap[T any](s flow.Stream[T], seen chan<- struct{}) flow.Stream[T] {
 }
 
 // waitN receives n signals from ch, failing after 10s.
-func waitN(t testing.TB, ch <-chan struct{}, n int, what string) {
-	t.Helper()
+func waitN(t tb, ch <-chan struct{}, n int, what string) {
+	helper(t)
 	for range n {
 		recv(t, ch, what)
+	}
+}
+
+// tb is what the rig needs of a test: testing.TB and rapid.T both have it.
+type tb interface {
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Cleanup(func())
+}
+
+func helper(t tb) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
 	}
 }
