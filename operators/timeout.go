@@ -22,11 +22,11 @@ func (e *TimeoutError) Error() string { return fmt.Sprintf("not completed within
 // dead-lettered past the retry bound — even if the handler ignores its
 // context.
 //
-// Settlement: each item completes exactly once, with the downstream
-// outcome if that came first, else with the TimeoutError. A handler that
-// returns its context's deadline error is a timeout (a failure), not a
-// cancellation. Only the pipeline's own cancellation (stop) settles
-// nothing. A handler still running after its timeout keeps running: its
+// Settlement: each item completes exactly once: with the downstream
+// outcome if that came before the deadline, else with the TimeoutError
+// (poison reported late still dead-letters). A handler that returns its
+// context's deadline error is a timeout (a failure), not a cancellation.
+// Only the pipeline's own cancellation (stop) settles nothing. A handler still running after its timeout keeps running: its
 // later outcome is refused, and since the delivery is requeued another
 // attempt may overlap with it (at-least-once). Order is kept.
 //
@@ -42,6 +42,7 @@ func Timeout[T any](in flow.Stream[T], d time.Duration) flow.Stream[T] {
 		var mu sync.Mutex // guards stop, which the AfterFunc may race to use
 		var stop func() bool
 		c := flow.NewCompletion(func(o flow.Outcome) {
+			late := context.Cause(ctx) == cause && parentCtx.Err() == nil
 			mu.Lock()
 			s := stop
 			mu.Unlock()
@@ -49,8 +50,8 @@ func Timeout[T any](in flow.Stream[T], d time.Duration) flow.Stream[T] {
 				s()
 			}
 			cancel()
-			if o.Kind == flow.Cancelled && parentCtx.Err() == nil {
-				o = flow.Outcome{Kind: flow.Failed, Err: cause} // our deadline, not a stop
+			if late && o.Kind != flow.Poisoned {
+				o = flow.Outcome{Kind: flow.Failed, Err: cause} // completed after the deadline
 			}
 			_ = parent.Complete(o)
 		})
