@@ -10,8 +10,15 @@ type Entry[V any] struct {
 	// Value is what the owner scheduled.
 	Value V
 
-	seq   uint64 // ties on When keep insertion order
-	index int    // position in the heap; -1 once removed
+	index int // position in the heap; -1 once removed
+}
+
+// slot is a heap element: the ordering keys sit in the slice itself, so
+// sifting compares without dereferencing entries.
+type slot[V any] struct {
+	when int64
+	seq  uint64 // ties on when keep insertion order
+	e    *Entry[V]
 }
 
 // Queued reports whether e is still in its heap.
@@ -20,7 +27,7 @@ func (e *Entry[V]) Queued() bool { return e.index >= 0 }
 // Heap orders entries by When, then by insertion. The zero value is empty
 // and ready to use.
 type Heap[V any] struct {
-	es  []*Entry[V]
+	es  []slot[V]
 	seq uint64
 }
 
@@ -37,9 +44,8 @@ func (h *Heap[V]) Push(when int64, v V) *Entry[V] {
 // PushEntry adds an entry the caller allocated (When and Value set).
 func (h *Heap[V]) PushEntry(e *Entry[V]) {
 	h.seq++
-	e.seq = h.seq
 	e.index = len(h.es)
-	h.es = append(h.es, e)
+	h.es = append(h.es, slot[V]{when: e.When, seq: h.seq, e: e})
 	h.up(e.index)
 }
 
@@ -48,7 +54,7 @@ func (h *Heap[V]) Peek() *Entry[V] {
 	if len(h.es) == 0 {
 		return nil
 	}
-	return h.es[0]
+	return h.es[0].e
 }
 
 // Pop removes and returns the earliest entry, or nil when empty.
@@ -56,7 +62,7 @@ func (h *Heap[V]) Pop() *Entry[V] {
 	if len(h.es) == 0 {
 		return nil
 	}
-	e := h.es[0]
+	e := h.es[0].e
 	h.Remove(e)
 	return e
 }
@@ -64,14 +70,14 @@ func (h *Heap[V]) Pop() *Entry[V] {
 // Remove takes e out of the heap; it reports false if e was not queued.
 func (h *Heap[V]) Remove(e *Entry[V]) bool {
 	i := e.index
-	if i < 0 || i >= len(h.es) || h.es[i] != e {
+	if i < 0 || i >= len(h.es) || h.es[i].e != e {
 		return false
 	}
 	last := len(h.es) - 1
 	if i != last {
 		h.swap(i, last)
 	}
-	h.es[last] = nil
+	h.es[last] = slot[V]{}
 	h.es = h.es[:last]
 	e.index = -1
 	if i != last {
@@ -80,33 +86,34 @@ func (h *Heap[V]) Remove(e *Entry[V]) bool {
 		}
 	}
 	if cap(h.es) > 1024 && len(h.es) < cap(h.es)/4 {
-		h.es = append([]*Entry[V](nil), h.es...) // give memory back after a burst
+		h.es = append([]slot[V](nil), h.es...) // give memory back after a burst
 	}
 	return true
 }
 
 // Drain removes every entry and returns them in no particular order.
 func (h *Heap[V]) Drain() []*Entry[V] {
-	es := h.es
-	for _, e := range es {
-		e.index = -1
+	es := make([]*Entry[V], len(h.es))
+	for i, s := range h.es {
+		s.e.index = -1
+		es[i] = s.e
 	}
 	h.es = nil
 	return es
 }
 
 func (h *Heap[V]) less(i, j int) bool {
-	a, b := h.es[i], h.es[j]
-	if a.When != b.When {
-		return a.When < b.When
+	a, b := &h.es[i], &h.es[j]
+	if a.when != b.when {
+		return a.when < b.when
 	}
 	return a.seq < b.seq
 }
 
 func (h *Heap[V]) swap(i, j int) {
 	h.es[i], h.es[j] = h.es[j], h.es[i]
-	h.es[i].index = i
-	h.es[j].index = j
+	h.es[i].e.index = i
+	h.es[j].e.index = j
 }
 
 func (h *Heap[V]) up(j int) {
