@@ -41,7 +41,10 @@ func (m *Message) Validate() error {
 // Delivery is one inbound delivery of a message.
 //
 // A Delivery belongs to the core from Receive until it is settled; adapters
-// must not mutate it after handing it over, except through Settle.
+// must not mutate it after handing it over, except through Settle. Its
+// Payload, Headers and Facts may be shared with other deliveries of the
+// same message (broadcast copies, redeliveries): treat them as read-only
+// and copy before changing.
 type Delivery struct {
 	// Message is the message as published (Delay is zero).
 	Message
@@ -57,6 +60,13 @@ type Delivery struct {
 	Facts map[string]string
 	// ReceivedAt is when the adapter received the delivery from the broker.
 	ReceivedAt time.Time
+
+	// Err, when set by the adapter, says the delivery's envelope could not
+	// be decoded (a malformed redelivery-count header, a broken property).
+	// The core dead-letters such a delivery as poison with Err as the
+	// reason, without handing it to the pipeline. Adapters set it instead of
+	// dropping or guessing.
+	Err error
 
 	// Handle is the adapter's private settlement handle (a delivery tag,
 	// an offset, a message id). The core never reads it.
