@@ -5,8 +5,12 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/sluicemq/sluice/operators/attempts"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestCountsPerIDAndForgets(t *testing.T) {
 	c := attempts.New(attempts.Options{})
