@@ -102,12 +102,12 @@ func (d *deduper[T]) handle(it flow.Item[T], emit flow.Emit[T]) {
 	default:
 		parent, ctx := it.Completion, context.WithoutCancel(it.Ctx)
 		it.Completion = flow.NewCompletion(func(o flow.Outcome) {
-			var err error
-			if o.Kind == flow.Succeeded {
-				err = d.o.Store.Commit(ctx, key)
-			} else {
-				err = d.o.Store.Release(ctx, key)
-			}
+			err := safeStore(func() error {
+				if o.Kind == flow.Succeeded {
+					return d.o.Store.Commit(ctx, key)
+				}
+				return d.o.Store.Release(ctx, key)
+			})
 			if err != nil {
 				d.o.OnError(fmt.Errorf("dedupe key %q after %v: %w", key, o.Kind, err))
 			}
@@ -138,4 +138,15 @@ func (d *deduper[T]) claim(ctx context.Context, key string) (c Claim, err error)
 		}
 	}()
 	return d.o.Store.Claim(ctx, key)
+}
+
+// safeStore calls a store method after the outcome is known, turning a
+// panic into an error: the outcome must still reach the delivery.
+func safeStore(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &ports.PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
 }

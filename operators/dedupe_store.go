@@ -50,7 +50,8 @@ type MemoryStoreOptions struct {
 // MemoryStore is an in-process DedupeStore bounded by size and age: it
 // remembers the most recently committed keys, up to MaxEntries, each for
 // TTL. Keys held (claimed, not yet committed) are kept apart and are
-// bounded by the in-flight limit of the pipelines using the store.
+// bounded by the in-flight limit of the pipelines using the store. The zero
+// value is usable, with the default bounds.
 type MemoryStore struct {
 	mu   sync.Mutex
 	done *lru.Cache[string, struct{}]
@@ -68,10 +69,19 @@ func NewMemoryStore(o MemoryStoreOptions) *MemoryStore {
 	return &MemoryStore{done: lru.New[string, struct{}](o.MaxEntries, o.TTL, nil), held: map[string]struct{}{}}
 }
 
+// init gives a zero MemoryStore its default bounds; s.mu must be held.
+func (s *MemoryStore) init() {
+	if s.done == nil {
+		s.done = NewMemoryStore(MemoryStoreOptions{}).done
+		s.held = map[string]struct{}{}
+	}
+}
+
 // Claim implements DedupeStore.
 func (s *MemoryStore) Claim(_ context.Context, key string) (Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.init()
 	if _, ok := s.done.Get(key); ok {
 		return ClaimDone, nil
 	}
@@ -85,6 +95,7 @@ func (s *MemoryStore) Claim(_ context.Context, key string) (Claim, error) {
 // Commit implements DedupeStore.
 func (s *MemoryStore) Commit(_ context.Context, key string) error {
 	s.mu.Lock()
+	s.init()
 	delete(s.held, key)
 	s.done.Put(key, struct{}{})
 	s.mu.Unlock()
@@ -94,6 +105,7 @@ func (s *MemoryStore) Commit(_ context.Context, key string) error {
 // Release implements DedupeStore.
 func (s *MemoryStore) Release(_ context.Context, key string) error {
 	s.mu.Lock()
+	s.init()
 	delete(s.held, key)
 	s.mu.Unlock()
 	return nil
@@ -103,5 +115,6 @@ func (s *MemoryStore) Release(_ context.Context, key string) error {
 func (s *MemoryStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.init()
 	return s.done.Len()
 }

@@ -115,3 +115,33 @@ func TestDedupeCancellationReleasesAndSettlesNothing(t *testing.T) {
 		t.Fatalf("claim after a cancelled attempt = %v, want ClaimFresh (released)", c)
 	}
 }
+
+type panickyStore struct {
+	operators.MemoryStore
+	calls atomic.Int32
+}
+
+func (s *panickyStore) Claim(ctx context.Context, key string) (operators.Claim, error) {
+	if s.calls.Add(1) == 1 {
+		panic("store bug")
+	}
+	return operators.ClaimFresh, nil
+}
+
+func TestDedupeStorePanicFailsItemAndFreesKey(t *testing.T) {
+	st := &panickyStore{}
+	var handled atomic.Int32
+	r := newRig(t, spec, func(p *flow.Pipeline) {
+		flow.Sink(operators.Dedupe(p.Source(), operators.DedupeOptions[*ports.Delivery]{Store: st}),
+			func(context.Context, *ports.Delivery) error { handled.Add(1); return nil })
+	})
+	a := msg("a", "")
+	r.f.push(a)
+	if d := r.f.waitSettled(t, 1)[0].disp; d.Action != ports.Requeue {
+		t.Fatalf("settled %v, want REQUEUE after the store panicked", d.Action)
+	}
+	r.f.push(dup(a)) // the key must not stay registered: the redelivery is handled
+	if d := r.f.waitSettled(t, 2)[1].disp; d.Action != ports.Ack || handled.Load() != 1 {
+		t.Fatalf("redelivery settled %v, handled %d; want ACK, 1", d.Action, handled.Load())
+	}
+}

@@ -60,3 +60,14 @@ func TestTimeoutStopSettlesNothing(t *testing.T) {
 		t.Fatalf("settled %v: a stop is not a timeout", s)
 	}
 }
+
+func TestTimeoutHandlerPanicFailsWithPanicError(t *testing.T) {
+	r := newRig(t, spec, func(p *flow.Pipeline) {
+		flow.Sink(operators.Timeout(p.Source(), time.Minute), func(context.Context, *ports.Delivery) error { panic("boom") })
+	})
+	r.f.push(msg("a", ""))
+	var pe *ports.PanicError
+	if d := r.f.waitSettled(t, 1)[0].disp; d.Action != ports.Requeue || !errors.As(d.Reason, &pe) {
+		t.Fatalf("settled %+v, want REQUEUE with a PanicError", d)
+	}
+}
