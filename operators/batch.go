@@ -62,8 +62,11 @@ func (b Batched[T]) Len() int { return len(b.Values) }
 // members of the batch being built are cancelled. A batch item's context is
 // the pipeline's and carries no single delivery (Item.Msg is nil).
 //
-// Batch panics if an option is negative.
+// A negative option makes the pipeline's Start fail with ports.ErrInvalid.
 func Batch[T any](in flow.Stream[T], opts BatchOptions) flow.Stream[Batched[T]] {
+	if opts.Size < 0 || opts.Window < 0 || opts.MaxBytes < 0 {
+		return flow.Invalid[T, Batched[T]](in, invalid("Batch", "BatchOptions", "size, window and bytes must not be negative"))
+	}
 	o := batchDefaults(opts, in.Pipeline().Spec())
 	return flow.Operate(in, func(ctx context.Context, src <-chan flow.Item[T], out chan<- flow.Item[Batched[T]]) error {
 		b := batcher[T]{o: o, ctx: ctx, out: out}
@@ -72,9 +75,6 @@ func Batch[T any](in flow.Stream[T], opts BatchOptions) flow.Stream[Batched[T]] 
 }
 
 func batchDefaults(o BatchOptions, sp ports.SubscriptionSpec) BatchOptions {
-	if o.Size < 0 || o.Window < 0 || o.MaxBytes < 0 {
-		invalid("Batch", "BatchOptions", "size, window and bytes must not be negative")
-	}
 	if o.Size == 0 {
 		o.Size = sp.Batch.Size
 		if o.Size == 0 {
@@ -170,7 +170,7 @@ func (b *batcher[T]) flush() {
 	}
 	var c *flow.Completion
 	if b.o.IsolatePoison {
-		c = flow.NewCompletion(func(o flow.Outcome) { completeIsolated(cs, o) })
+		c = cs[0].Derive(func(o flow.Outcome) { completeIsolated(cs, o) })
 	} else {
 		c = flow.Join(cs...)
 	}

@@ -125,7 +125,7 @@ func Wrap[T any](c Classifier, fn func(context.Context, T) error) func(context.C
 func Classify[T any](in flow.Stream[T], c Classifier) flow.Stream[T] {
 	return flow.Via(in, func(it flow.Item[T], emit flow.Emit[T]) {
 		parent := it.Completion
-		it.Completion = flow.NewCompletion(func(o flow.Outcome) {
+		it.Completion = parent.Derive(func(o flow.Outcome) {
 			if o.Kind == flow.Failed {
 				if err := c.Classify(o.Err); ports.IsPoison(err) {
 					o = flow.Outcome{Kind: flow.Poisoned, Err: err}

@@ -27,10 +27,11 @@ type ConcurrentOptions struct {
 // Settlement is unchanged by the order: each item is completed by the
 // stage that finally handles its result.
 //
-// Concurrent panics if Limit is negative.
+// If Limit is negative, the pipeline's Start fails with an error wrapping
+// ports.ErrInvalid.
 func Concurrent[In, Out any](in flow.Stream[In], fn func(context.Context, In) (Out, error), o ConcurrentOptions) flow.Stream[Out] {
 	if o.Limit < 0 {
-		invalid("Concurrent", "Limit", "must not be negative")
+		return flow.Invalid[In, Out](in, invalid("Concurrent", "Limit", "must not be negative"))
 	}
 	if o.Limit == 0 {
 		o.Limit = 4

@@ -101,7 +101,7 @@ func (d *deduper[T]) handle(it flow.Item[T], emit flow.Emit[T]) {
 		d.finish(key, it.Completion, flow.Outcome{Kind: flow.Failed, Err: ErrDuplicateBusy})
 	default:
 		parent, ctx := it.Completion, context.WithoutCancel(it.Ctx)
-		it.Completion = flow.NewCompletion(func(o flow.Outcome) {
+		it.Completion = parent.Derive(func(o flow.Outcome) {
 			err := safeStore(func() error {
 				if o.Kind == flow.Succeeded {
 					return d.o.Store.Commit(ctx, key)

@@ -12,10 +12,11 @@ import (
 
 // Delay holds each item for d before passing it on. See DelayUntil.
 //
-// Delay panics if d is negative.
+// If d is negative, the pipeline's Start fails with an error wrapping
+// ports.ErrInvalid.
 func Delay[T any](in flow.Stream[T], d time.Duration) flow.Stream[T] {
 	if d < 0 {
-		invalid("Delay", "d", "must not be negative")
+		return flow.Invalid[T, T](in, invalid("Delay", "d", "must not be negative"))
 	}
 	return DelayUntil(in, func(flow.Item[T]) time.Time { return time.Now().Add(d) })
 }

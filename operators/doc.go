@@ -21,9 +21,10 @@
 // # Options
 //
 // Operator options are plain structs whose zero fields take documented
-// defaults. An invalid option is a programming error: the constructor
-// panics with an error wrapping ports.ErrInvalid, when the pipeline is
-// built and before anything is received.
+// defaults. An invalid option makes the pipeline's Start fail with an
+// error wrapping ports.ErrInvalid (through flow.Invalid), before anything
+// is received. Retry, which wraps a function rather than a stream, panics
+// instead.
 //
 // # Related packages
 //

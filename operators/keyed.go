@@ -32,10 +32,11 @@ type KeyOrderedOptions[In any] struct {
 // emitted; a result travels on with the item's completion; a panic fails
 // the item. Cancelled items are cancelled in their turn.
 //
-// KeyOrdered panics if Limit or MaxQueued is negative.
+// If Limit or MaxQueued is negative, the pipeline's Start fails with an error wrapping
+// ports.ErrInvalid.
 func KeyOrdered[In, Out any](in flow.Stream[In], fn func(context.Context, In) (Out, error), o KeyOrderedOptions[In]) flow.Stream[Out] {
 	if o.Limit < 0 || o.MaxQueued < 0 {
-		invalid("KeyOrdered", "KeyOrderedOptions", "Limit and MaxQueued must not be negative")
+		return flow.Invalid[In, Out](in, invalid("KeyOrdered", "KeyOrderedOptions", "Limit and MaxQueued must not be negative"))
 	}
 	if o.Limit == 0 {
 		o.Limit = 4

@@ -46,10 +46,11 @@ func (e *RedeliveryLimitError) Is(target error) bool { return target == ports.Er
 // late, never early; a consumer stopped repeatedly while handling the
 // same message counts as redeliveries too.
 //
-// RedeliveryLimit panics if limit < 1.
+// If limit < 1, the pipeline's Start fails with an error wrapping
+// ports.ErrInvalid.
 func RedeliveryLimit[T any](in flow.Stream[T], limit int) flow.Stream[T] {
 	if limit < 1 {
-		invalid("RedeliveryLimit", "limit", "must be at least 1")
+		return flow.Invalid[T, T](in, invalid("RedeliveryLimit", "limit", "must be at least 1"))
 	}
 	return flow.Via(in, func(it flow.Item[T], emit flow.Emit[T]) {
 		if it.Msg != nil && it.Msg.RedeliveryCount >= limit {

@@ -32,7 +32,9 @@ type RetryOptions struct {
 
 func (o RetryOptions) withDefaults() RetryOptions {
 	if o.Attempts < 0 || o.Backoff < 0 || o.MaxBackoff < 0 || o.Jitter < 0 || o.Jitter > 1 || o.Multiplier < 0 {
-		invalid("Retry", "RetryOptions", "attempts, backoffs and multiplier must not be negative, jitter must be within 0..1")
+		// Retry wraps a function, not a stream: there is no pipeline to
+		// report to, so a programming error in its options panics here.
+		panic(invalid("Retry", "RetryOptions", "attempts, backoffs and multiplier must not be negative, jitter must be within 0..1"))
 	}
 	if o.Attempts == 0 {
 		o.Attempts = 3

@@ -24,8 +24,8 @@ func cancelled[T any](it flow.Item[T]) bool {
 	return false
 }
 
-// invalid panics with a validation error: operator options are checked
-// when the pipeline is built.
-func invalid(op, field, reason string) {
-	panic(fmt.Errorf("operators: %s: %w", op, &ports.ValueError{Field: field, Reason: reason}))
+// invalid is the validation error of an operator's options; stages report
+// it through flow.Invalid, so the pipeline's Start returns it.
+func invalid(op, field, reason string) error {
+	return fmt.Errorf("operators: %s: %w", op, &ports.ValueError{Field: field, Reason: reason})
 }

@@ -25,10 +25,11 @@ type ThrottleOptions struct {
 // on with its completion, in order. When the pipeline cancels, the waiting
 // item and every later one are cancelled (not settled).
 //
-// Throttle panics if Rate <= 0 or Burst < 0.
+// If Rate <= 0 or Burst < 0, the pipeline's Start fails with an error wrapping
+// ports.ErrInvalid.
 func Throttle[T any](in flow.Stream[T], o ThrottleOptions) flow.Stream[T] {
 	if o.Rate <= 0 || o.Burst < 0 {
-		invalid("Throttle", "ThrottleOptions", "Rate must be positive and Burst not negative")
+		return flow.Invalid[T, T](in, invalid("Throttle", "ThrottleOptions", "Rate must be positive and Burst not negative"))
 	}
 	if o.Burst == 0 {
 		o.Burst = 1

@@ -30,10 +30,11 @@ func (e *TimeoutError) Error() string { return fmt.Sprintf("not completed within
 // later outcome is refused, and since the delivery is requeued another
 // attempt may overlap with it (at-least-once). Order is kept.
 //
-// Timeout panics if d <= 0.
+// If d <= 0, the pipeline's Start fails with an error wrapping
+// ports.ErrInvalid.
 func Timeout[T any](in flow.Stream[T], d time.Duration) flow.Stream[T] {
 	if d <= 0 {
-		invalid("Timeout", "d", "must be positive")
+		return flow.Invalid[T, T](in, invalid("Timeout", "d", "must be positive"))
 	}
 	return flow.Via(in, func(it flow.Item[T], emit flow.Emit[T]) {
 		parentCtx, parent := it.Ctx, it.Completion
@@ -41,6 +42,8 @@ func Timeout[T any](in flow.Stream[T], d time.Duration) flow.Stream[T] {
 		ctx, cancel := context.WithTimeoutCause(parentCtx, d, cause)
 		var mu sync.Mutex // guards stop, which the AfterFunc may race to use
 		var stop func() bool
+		// Not Derive: the late outcome of a handler that ignored its
+		// deadline is expected to lose, and is not a conflict to report.
 		c := flow.NewCompletion(func(o flow.Outcome) {
 			late := context.Cause(ctx) == cause && parentCtx.Err() == nil
 			mu.Lock()

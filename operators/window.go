@@ -54,10 +54,11 @@ type Pane[K comparable, A any] struct {
 // Order: panes are emitted in window-end order; panes ending together in
 // the order their keys were first seen.
 //
-// Window panics if Size <= 0, Slide < 0 or Key is nil.
+// If Size <= 0, Slide < 0 or Key is nil, the pipeline's Start fails with an error wrapping
+// ports.ErrInvalid.
 func Window[T any, K comparable, A any](in flow.Stream[T], o WindowOptions[T, K], fold func(acc A, v T) A) flow.Stream[Pane[K, A]] {
 	if o.Size <= 0 || o.Slide < 0 || o.Key == nil || fold == nil {
-		invalid("Window", "WindowOptions", "Size must be positive, Slide not negative, Key and fold set")
+		return flow.Invalid[T, Pane[K, A]](in, invalid("Window", "WindowOptions", "Size must be positive, Slide not negative, Key and fold set"))
 	}
 	if o.Slide == 0 {
 		o.Slide = o.Size
