@@ -7,7 +7,7 @@ require (
 	github.com/ThreeDotsLabs/watermill-amqp/v3 v3.0.2
 	github.com/apache/pulsar-client-go v0.19.0
 	github.com/prometheus/client_golang v1.23.0
-	github.com/rabbitmq/amqp091-go v1.16.0
+	github.com/rabbitmq/amqp091-go v1.10.0
 	github.com/reactivex/rxgo/v2 v2.5.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.8
