@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
 	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/operators"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -154,8 +155,9 @@ func (b *amqpBench) runAdapter(ctx context.Context, cfg Config) (Result, error) 
 	return b.adapterRun(ctx, cfg, "amqp", false)
 }
 
-// runAdapterBatch is this adapter with batches of cfg.Batch (one outcome
-// per batch; the acker coalesces the members' acks into multiple-acks).
+// runAdapterBatch is this adapter with operators.Batch of cfg.Batch (one
+// outcome per batch; the adapter coalesces the members' acks into
+// multiple-acks).
 func (b *amqpBench) runAdapterBatch(ctx context.Context, cfg Config) (Result, error) {
 	return b.adapterRun(ctx, cfg, "amqp-batch", true)
 }
@@ -184,13 +186,13 @@ func (b *amqpBench) adapterRun(ctx context.Context, cfg Config, name string, bat
 	}
 	p := flow.New(a, spec, flow.WithDrainTimeout(0))
 	if batch {
-		flow.Sink(batchStage(p.Source(), spec.Batch), func(_ context.Context, ds []*ports.Delivery) error {
-			for _, d := range ds {
+		flow.Sink(operators.Batch(p.Source(), operators.BatchOptions{}), func(_ context.Context, b operators.Batched[*ports.Delivery]) error {
+			for _, d := range b.Values {
 				if err := handleMsg(d.Payload, &lat); err != nil {
 					return err
 				}
 			}
-			settled(len(ds))
+			settled(b.Len())
 			return nil
 		})
 	} else {
@@ -228,45 +230,4 @@ func (b *amqpBench) adapterRun(ctx context.Context, cfg Config, name string, bat
 		note = fmt.Sprintf("Send → flow → batch %d → Sink → multiple-ACK", cfg.Batch)
 	}
 	return Result{Name: name, Deliveries: cfg.N, Elapsed: el, AllocsPerDelivery: allocs, P50: p50, P99: p99, Note: note}, nil
-}
-
-// batchStage groups deliveries into batches of up to spec.Size, closed
-// after spec.Window; a batch's one outcome completes every member.
-func batchStage(in flow.Stream[*ports.Delivery], spec ports.BatchSpec) flow.Stream[[]*ports.Delivery] {
-	return flow.Operate(in, func(ctx context.Context, src <-chan flow.Item[*ports.Delivery], out chan<- flow.Item[[]*ports.Delivery]) error {
-		var held []flow.Item[*ports.Delivery]
-		timer := time.NewTimer(spec.Window)
-		timer.Stop()
-		flush := func() {
-			if len(held) == 0 {
-				return
-			}
-			ds := make([]*ports.Delivery, len(held))
-			cs := make([]*flow.Completion, len(held))
-			for i, it := range held {
-				ds[i], cs[i] = it.Value, it.Completion
-			}
-			out <- flow.Item[[]*ports.Delivery]{Ctx: ctx, Value: ds, Completion: flow.Join(cs...)}
-			held = nil
-		}
-		for {
-			select {
-			case it, ok := <-src:
-				if !ok {
-					flush()
-					return nil
-				}
-				held = append(held, it)
-				if len(held) == 1 {
-					timer.Reset(spec.Window)
-				}
-				if len(held) >= spec.Size {
-					timer.Stop()
-					flush()
-				}
-			case <-timer.C:
-				flush()
-			}
-		}
-	})
 }
