@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -122,7 +121,7 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 	var errs []error
 	items := make([]item, 0, len(msgs))
 	index := make([]int, 0, len(msgs))
-	now := time.Now().UTC().Format(time.RFC3339Nano)
+	now := nowStamp()
 	for i := range msgs {
 		m := &msgs[i]
 		if err := m.Validate(); err != nil {

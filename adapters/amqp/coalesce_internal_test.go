@@ -13,12 +13,13 @@ import (
 func TestCoalescingConnKeepsOrder(t *testing.T) {
 	client, server := net.Pipe()
 	cc := newCoalescingConn(client)
+	const writers, each = 8, 500
 	got := make(chan []byte, 1)
 	go func() {
-		b, _ := io.ReadAll(server)
-		got <- b
+		b := make([]byte, writers*each*3)
+		n, _ := io.ReadFull(server, b)
+		got <- b[:n]
 	}()
-	const writers, each = 8, 500
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -33,16 +34,13 @@ func TestCoalescingConnKeepsOrder(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// Wait until everything was sent, then close.
-	cc.mu.Lock()
-	for len(cc.buf) > 0 {
-		cc.cond.Wait()
-	}
-	cc.mu.Unlock()
+	b := <-got // everything written arrived before Close
 	if err := cc.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := <-got
+	if _, err := cc.Write([]byte("late")); err == nil {
+		t.Fatal("Write after Close succeeded")
+	}
 	if len(b) != writers*each*3 {
 		t.Fatalf("received %d bytes, want %d", len(b), writers*each*3)
 	}

@@ -83,6 +83,9 @@ func toProperty(p *amqp.Publishing, k, v string) bool {
 	return true
 }
 
+// nowStamp is the HeaderTime value for messages stamped now.
+func nowStamp() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
 // fromProperties restores the envelope headers carried as properties
 // (a header of the same name wins).
 func fromProperties(h ports.Headers, d *amqp.Delivery) {
@@ -105,8 +108,9 @@ type decoded struct {
 	// requeues is the sluice-redelivery-count header: how many times the
 	// adapter requeued the message by republishing it.
 	requeues int
-	// returns is how many times the broker delivered this copy before
-	// (exact on quorum queues, 0 or 1 on classic queues).
+	// returns is how many times the broker delivered this copy before:
+	// x-delivery-count where present (quorum queues, exact), else 1 if
+	// the redelivered flag is set (classic queues, a lower bound).
 	returns int
 	// err is set when a header is malformed; the delivery is poison.
 	err error
@@ -117,7 +121,7 @@ type decoded struct {
 // x-delivery-count, ...) are never rejected: they go to facts, and the
 // delivery count is used for the redelivery count. Other non-string values
 // from foreign publishers are rendered as text rather than refused.
-func decode(d *amqp.Delivery, exactReturns bool) decoded {
+func decode(d *amqp.Delivery) decoded {
 	out := decoded{headers: make(ports.Headers, len(d.Headers)+4)}
 	for k, v := range d.Headers {
 		if s, ok := v.(string); ok && !isBrokerHeader(k) {
@@ -137,7 +141,9 @@ func decode(d *amqp.Delivery, exactReturns bool) decoded {
 		out.headers[k] = render(v)
 	}
 	delete(out.headers, headerDelay)
-	if !exactReturns && d.Redelivered {
+	if d.Redelivered && out.returns == 0 {
+		// A classic queue only says "redelivered": at least once before.
+		// (A quorum queue's x-delivery-count is exact.)
 		out.returns = 1
 	}
 	if d.Redelivered {

@@ -26,7 +26,7 @@ func TestDecodeToleratesBrokerAndForeignHeaders(t *testing.T) {
 		"at":                        time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC),
 		headerDelay:                 "120",
 	}}
-	got := decode(d, true)
+	got := decode(d)
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
@@ -43,7 +43,7 @@ func TestDecodeToleratesBrokerAndForeignHeaders(t *testing.T) {
 		t.Fatal("the transport's delay header leaked into the envelope")
 	}
 	// On a classic queue only the redelivered flag is known.
-	classic := decode(&amqp.Delivery{Redelivered: true, Headers: amqp.Table{ports.HeaderRedeliveryCount: "1"}}, false)
+	classic := decode(&amqp.Delivery{Redelivered: true, Headers: amqp.Table{ports.HeaderRedeliveryCount: "1"}})
 	if classic.requeues+classic.returns != 2 {
 		t.Fatalf("classic redelivered copy of a once-requeued message: count %d, want 2", classic.requeues+classic.returns)
 	}
@@ -59,7 +59,7 @@ func FuzzDecode(f *testing.F) {
 		d := &amqp.Delivery{Redelivered: redelivered, Headers: amqp.Table{
 			ports.HeaderRedeliveryCount: count, "other": other, brokerHeaderDeliveryCount: n, "n": n,
 		}}
-		got := decode(d, redelivered)
+		got := decode(d)
 		if got.err != nil {
 			var he *ports.HeaderError
 			if !errors.As(got.err, &he) || !ports.IsPoison(got.err) {
@@ -85,7 +85,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	if _, ok := p.Headers[ports.HeaderType]; ok {
 		t.Fatal("a header carried as a property is also in the table")
 	}
-	got := decode(&amqp.Delivery{Headers: p.Headers, MessageId: p.MessageId, Type: p.Type, CorrelationId: p.CorrelationId, ContentType: p.ContentType}, true)
+	got := decode(&amqp.Delivery{Headers: p.Headers, MessageId: p.MessageId, Type: p.Type, CorrelationId: p.CorrelationId, ContentType: p.ContentType})
 	want := ports.Headers{
 		ports.HeaderID: p.MessageId, ports.HeaderType: "t.v1", ports.HeaderCorrelationID: "c", ports.HeaderContentType: "application/json",
 		"user": "u", ports.HeaderSpecVersion: "1.0", ports.HeaderTime: "2024-01-02T03:04:05.000000006Z", ports.HeaderPartitionKey: "k",

@@ -97,7 +97,7 @@ func (s *subscription) take(c *consumer, first amqp.Delivery, max int) []*ports.
 
 // convert builds the ports.Delivery of d.
 func (s *subscription) convert(c *consumer, d *amqp.Delivery, now time.Time) (*ports.Delivery, error) {
-	dec := decode(d, s.exact)
+	dec := decode(d)
 	if dec.err != nil {
 		return nil, dec.err
 	}
@@ -123,7 +123,7 @@ func (s *subscription) convert(c *consumer, d *amqp.Delivery, now time.Time) (*p
 // off, requeued after Retry.MaxBackoff — and reported on Errors. If that
 // fails, it stays unsettled until the channel closes, and is reported.
 func (s *subscription) poisonOnArrival(c *consumer, d *amqp.Delivery) {
-	dec := decode(d, s.exact)
+	dec := decode(d)
 	if dec.err == nil {
 		dec.err = ports.Poisonf("unreadable envelope")
 	}

@@ -28,7 +28,6 @@ type subscription struct {
 	expires      time.Duration // x-expires of the queue; 0: none
 	deleteOnStop bool
 	dlGroup      string // the dead-letter topic's group that keeps dead letters
-	exact        bool   // quorum queue: x-delivery-count is exact
 
 	life   context.Context // cancelled by Stop
 	cancel context.CancelFunc
@@ -71,7 +70,6 @@ func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
 		spec:     spec,
 		queue:    a.topo.queueFor(spec),
 		dlGroup:  spec.Group,
-		exact:    a.opts.QueueType == Quorum,
 		errs:     make(chan error, 16),
 		ready:    make(chan struct{}),
 		stopCh:   make(chan struct{}),

@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +67,8 @@ type Node struct {
 
 	dir    string
 	binDir string
-	env    []string
+	env    []string // the test process's environment plus own
+	own    []string // the node's own variables
 
 	mu     sync.Mutex
 	server *exec.Cmd
@@ -203,9 +205,12 @@ func (n *Node) environ(distPort, epmdPort int) []string {
 		}
 		env = append(env, kv)
 	}
+	n.own = []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8"}
 	for k, v := range set {
 		env = append(env, k+"="+v)
+		n.own = append(n.own, k+"="+v)
 	}
+	sort.Strings(n.own)
 	return env
 }
 
@@ -312,15 +317,16 @@ func (n *Node) Ctl(ctx context.Context, args ...string) (string, error) {
 // args from any process (through env(1)), e.g. for Watermill's
 // Features.RestartServiceCommand.
 func (n *Node) CtlCommand(args ...string) []string {
-	argv := append([]string{"env", "-i"}, n.env...)
+	argv := append([]string{"env", "-i"}, n.own...)
 	argv = append(argv, filepath.Join(n.binDir, "rabbitmqctl"), "-n", n.Name)
 	return append(argv, args...)
 }
 
 // RestartCommand returns an argv that restarts the RabbitMQ application
 // of this node from any process (sh -c "rabbitmqctl stop_app &&
-// rabbitmqctl start_app && rabbitmqctl await_startup"), e.g. for
-// Watermill's Features.RestartServiceCommand.
+// rabbitmqctl start_app && rabbitmqctl await_startup", under flock(1)
+// when available so that overlapping restarts run one after the other),
+// e.g. for Watermill's Features.RestartServiceCommand.
 func (n *Node) RestartCommand() []string {
 	quote := func(argv []string) string {
 		q := make([]string, len(argv))
@@ -329,8 +335,14 @@ func (n *Node) RestartCommand() []string {
 		}
 		return strings.Join(q, " ")
 	}
-	return []string{"sh", "-c", quote(n.CtlCommand("stop_app")) + " && " + quote(n.CtlCommand("start_app")) +
-		" && " + quote(n.CtlCommand("await_startup"))}
+	script := quote(n.CtlCommand("stop_app")) + " && " + quote(n.CtlCommand("start_app")) +
+		" && " + quote(n.CtlCommand("await_startup"))
+	if _, err := exec.LookPath("flock"); err == nil {
+		// Callers may restart concurrently (Watermill's suite does):
+		// one restart at a time, or a stop_app lands in a start_app.
+		return []string{"flock", filepath.Join(n.dir, "restart.lock"), "sh", "-c", script}
+	}
+	return []string{"sh", "-c", script}
 }
 
 // StopApp stops the RabbitMQ application (the Erlang node stays up): every
