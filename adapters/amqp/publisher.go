@@ -67,6 +67,12 @@ func (p *publisher) channel(ctx context.Context, s *pubSlot) (*confirmChannel, e
 // confirmed or ctx is done. errs[i] is nil when item i was confirmed.
 func (p *publisher) publishAll(ctx context.Context, items []item) []error {
 	o := newOutcome(len(items))
+	if err := ctx.Err(); err != nil { // publish nothing for a caller that gave up
+		for i := range items {
+			o.resolve(i, err)
+		}
+		return o.wait(ctx)
+	}
 	skip := make([]bool, len(items))
 	for i := range items {
 		if items[i].delay > 0 {

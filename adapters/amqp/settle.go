@@ -38,7 +38,8 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 		return ports.ErrClosed
 	}
 	defer s.exit()
-	hs, err := s.claim(ds)
+	var one [1]*handle // the core settles one delivery at a time: no allocation then
+	hs, err := s.claim(ds, one[:0])
 	if err != nil {
 		return err
 	}
@@ -64,8 +65,7 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 
 // claim checks that every delivery belongs to a live channel of this
 // subscription and marks it settled (so a second Settle fails).
-func (s *subscription) claim(ds []*ports.Delivery) ([]*handle, error) {
-	hs := make([]*handle, 0, len(ds))
+func (s *subscription) claim(ds []*ports.Delivery, hs []*handle) ([]*handle, error) {
 	cur, _ := s.current()
 	fail := func(err error) ([]*handle, error) {
 		for _, h := range hs {
@@ -92,11 +92,17 @@ func (s *subscription) claim(ds []*ports.Delivery) ([]*handle, error) {
 // ack acks the claimed deliveries.
 func (s *subscription) ack(hs []*handle) error {
 	c := hs[0].c
-	tags := make([]uint64, len(hs))
-	for i, h := range hs {
-		tags[i] = h.tag
+	var err error
+	if len(hs) == 1 {
+		err = c.acks.settle(hs[0].tag)
+	} else {
+		tags := make([]uint64, len(hs))
+		for i, h := range hs {
+			tags[i] = h.tag
+		}
+		err = c.acks.settle(tags...)
 	}
-	if err := c.acks.settle(tags...); err != nil {
+	if err != nil {
 		return errors.Join(err, ErrDeliveryLost)
 	}
 	return nil
