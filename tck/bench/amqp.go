@@ -28,6 +28,9 @@ func init() { register("amqp", amqpSuite) }
 //	raw        amqp091-go by hand: one publisher with asynchronous
 //	           confirms, one consumer goroutine, the same prefetch, one ack
 //	           per message (a multiple-ack per batch with -batch)
+//	raw+env    raw publishing the same bytes as the adapter (message id,
+//	           spec version and time headers), to separate the cost of
+//	           the envelope from the cost of the adapter
 //	watermill  watermill-amqp's NewDurableQueueConfig with ConfirmDelivery
 //	           (the workload publishes with confirms), published by the
 //	           same producer goroutines, consumed by a Watermill router
@@ -46,11 +49,12 @@ func amqpSuite(ctx context.Context, cfg Config) ([]Result, []Ratio, error) {
 		url = node.URL
 	}
 	b := amqpBench{url: url}
-	contenders := []func(context.Context, Config) (Result, error){b.runRaw, b.runAdapter}
-	ratios := []Ratio{{Label: "amqp/raw", Num: "amqp", Den: "raw"}}
+	contenders := []func(context.Context, Config) (Result, error){b.runRaw, b.runRawEnvelope, b.runAdapter}
+	ratios := []Ratio{{Label: "amqp/raw", Num: "amqp", Den: "raw"}, {Label: "amqp/raw+env", Num: "amqp", Den: "raw+env"}}
 	if cfg.Batch > 0 {
-		contenders = append(contenders, b.runRawBatch, b.runAdapterBatch)
-		ratios = append(ratios, Ratio{Label: "amqp-batch/raw-batch", Num: "amqp-batch", Den: "raw-batch"})
+		contenders = append(contenders, b.runRawBatch, b.runRawBatchEnvelope, b.runAdapterBatch)
+		ratios = append(ratios, Ratio{Label: "amqp-batch/raw-batch", Num: "amqp-batch", Den: "raw-batch"},
+			Ratio{Label: "amqp-batch/raw-batch+env", Num: "amqp-batch", Den: "raw-batch+env"})
 	}
 	contenders = append(contenders, b.runWatermill)
 	ratios = append(ratios, Ratio{Label: "amqp/watermill", Num: "amqp", Den: "watermill"})
