@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -54,6 +53,3 @@ func (p *WatermillPublisher) Close() error {
 	p.closed.Store(true)
 	return nil
 }
-
-// errSubscriberClosed is returned by Subscribe after Close.
-var errSubscriberClosed = errors.Join(ports.ErrClosed, errors.New("amqp: watermill subscriber closed"))

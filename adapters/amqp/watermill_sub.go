@@ -55,6 +55,9 @@ type WatermillSubscriber struct {
 	wg      sync.WaitGroup
 }
 
+// errSubscriberClosed is returned by Subscribe after Close.
+var errSubscriberClosed = fmt.Errorf("amqp: watermill subscriber closed: %w", ports.ErrClosed)
+
 var (
 	_ message.Subscriber           = (*WatermillSubscriber)(nil)
 	_ message.SubscribeInitializer = (*WatermillSubscriber)(nil)
