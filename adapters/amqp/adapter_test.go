@@ -357,3 +357,50 @@ func TestConsecutiveReturns(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueDeletedUnderConsumer: when the broker cancels the consumer
+// (its queue was deleted), the subscription reports it, declares the
+// queue again (after ReconnectBackoff) and goes on receiving. Messages
+// published while the queue did not exist are gone with it.
+func TestQueueDeletedUnderConsumer(t *testing.T) {
+	ns := namespace("cancel")
+	a := newAdapter(t, amqp.Options{Namespace: ns, ReconnectBackoff: 20 * time.Millisecond, RejectUnroutable: true})
+	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "c", Group: "g"})
+	conn, err := amqp091.Dial(rabbittest.Shared(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDelete(ns+"/c/lb/g", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.Errors():
+		if !strings.Contains(err.Error(), "cancelled by the broker") {
+			t.Fatalf("reported %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the broker's cancel was not reported")
+	}
+	// The queue comes back: a message sent once it is bound again (the
+	// strict adapter reports NO_ROUTE until then) arrives.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := a.Send(testCtx(t), ports.Message{Topic: "c", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: "after"}})
+		if err == nil {
+			break
+		}
+		var ue *amqp.UnconfirmedError
+		if !errors.As(err, &ue) || !ue.Unroutable || time.Now().After(deadline) {
+			t.Fatalf("Send while the queue comes back: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the broker, bounded
+	}
+	if d := receive1(t, s); d.ID != "after" {
+		t.Fatalf("got %s", d.ID)
+	}
+}

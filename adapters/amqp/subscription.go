@@ -201,6 +201,7 @@ func (s *subscription) supervise(c *consumer) {
 	defer s.closeErrs()
 	for {
 		var why error
+		cancelled := false
 		select {
 		case e, ok := <-c.closed:
 			if ok && e != nil {
@@ -210,6 +211,7 @@ func (s *subscription) supervise(c *consumer) {
 			}
 		case tag := <-c.cancelled:
 			why = fmt.Errorf("consumer %s cancelled by the broker (queue deleted?)", tag)
+			cancelled = true
 		case <-s.stopCh:
 			return
 		}
@@ -219,13 +221,18 @@ func (s *subscription) supervise(c *consumer) {
 		default:
 		}
 		s.lose(c)
-		c.ch.Close() // after a broker cancel: give back what it holds
-		lost := c.acks.stop()
+		lost := c.acks.stop() // write what completed while the channel may still take it
+		c.ch.Close()          // after a broker cancel: give back what it holds
 		err := fmt.Errorf("amqp: subscription %s lost its channel: %w", s.queue, why)
 		if lost > 0 {
 			err = fmt.Errorf("%w (%d acks not written; the broker redelivers those messages)", err, lost)
 		}
 		s.report(err)
+		if cancelled && !s.pause(s.a.opts.ReconnectBackoff) {
+			// Someone deleted the queue: back off before declaring it
+			// again, so as not to race whatever deletes it.
+			return
+		}
 		if c = s.reconnect(); c == nil {
 			return
 		}
@@ -250,15 +257,22 @@ func (s *subscription) reconnect() *consumer {
 			return nil
 		}
 		s.report(fmt.Errorf("amqp: subscription %s: reconnect attempt %d: %w", s.queue, attempt, err))
-		wait := backoff/2 + rand.N(backoff/2+1)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-s.stopCh:
-			t.Stop()
+		if !s.pause(backoff/2 + rand.N(backoff/2+1)) {
 			return nil
 		}
 		backoff = min(2*backoff, o.ReconnectMaxBackoff)
+	}
+}
+
+// pause waits d; false if Stop came first.
+func (s *subscription) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.stopCh:
+		return false
 	}
 }
 
