@@ -2,6 +2,7 @@ package ports
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path"
 	"time"
 )
@@ -193,4 +194,25 @@ func (s SubscriptionSpec) MatchKey(key string) bool {
 	}
 	ok, _ := path.Match(s.KeyFilter, key)
 	return ok
+}
+
+// Delay returns the backoff before redelivery number attempt (1 for the
+// first redelivery): Backoff·Multiplier^(attempt-1), capped at MaxBackoff,
+// spread by ±Jitter. Call it on a policy with defaults applied; NoBackoff
+// returns 0.
+func (p RetryPolicy) Delay(attempt int) time.Duration {
+	if p.NoBackoff || p.Backoff <= 0 {
+		return 0
+	}
+	d := float64(p.Backoff)
+	for i := 1; i < attempt && d < float64(p.MaxBackoff); i++ {
+		d *= max(p.Multiplier, 1)
+	}
+	if p.MaxBackoff > 0 && d > float64(p.MaxBackoff) {
+		d = float64(p.MaxBackoff)
+	}
+	if p.Jitter > 0 {
+		d += d * p.Jitter * (2*rand.Float64() - 1)
+	}
+	return time.Duration(d)
 }

@@ -1,0 +1,47 @@
+// Package flow builds typed pipelines over channels whose terminal
+// completion alone settles each broker delivery.
+//
+// A Pipeline consumes one subscription. Its Source is a Stream of
+// deliveries; generic stages (Decode, Map, Filter, FlatMap, Via, Operate)
+// turn it into streams of typed values, and a terminal Sink handles them.
+// Every item carries a *Completion: the future that settles the delivery it
+// came from, once everything derived from it has completed.
+//
+//	p := flow.New(adapter, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
+//	orders := flow.Decode[Order](p.Source())
+//	flow.Sink(orders, func(ctx context.Context, o Order) error { return bill(ctx, o) })
+//	err := p.Run(ctx)
+//
+// # Settlement
+//
+// The terminal outcome decides, by the state machine of the settlement
+// contract (docs/settlement.md):
+//
+//   - success → ACK;
+//   - poison (ports.IsPoison; decode errors are poison) → DEAD_LETTER, the
+//     original settled only after the dead-letter publish is confirmed;
+//   - another error → REQUEUE with backoff, redelivery count +1, and
+//     DEAD_LETTER once RetryPolicy.MaxAttempts deliveries have failed;
+//   - cancellation (the item's context cancelled by Stop) → no settlement:
+//     the broker redelivers the message;
+//   - a second, different outcome → ErrConflict, reported, not settled.
+//
+// A stage that drops an item completes it (Filter acks), a stage that fans
+// an item out completes the input when every output completed (FlatMap,
+// Completion.Split), a batch completes every member with its one outcome
+// (Join), and a panic in user code becomes a *ports.PanicError.
+//
+// # Backpressure and stop
+//
+// At most SubscriptionSpec.InFlight deliveries are received and not yet
+// completed. Stop (or the end of Run) stops receiving, waits for in-flight
+// work until its context is done, then cancels the rest; nothing completed
+// after that is settled, and Stop itself never acks.
+//
+// # Context
+//
+// Each item's context carries the delivery's request id and tenant id
+// (RequestID, TenantID) and the delivery (DeliveryFrom), so messages a
+// handler sends with NewMessage or Send carry the request id on, with the
+// causation and correlation ids set.
+package flow

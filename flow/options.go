@@ -1,0 +1,92 @@
+package flow
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Option configures a Pipeline.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	logger       *slog.Logger
+	onError      func(error)
+	observer     func(Event)
+	drainTimeout time.Duration
+	settleTime   time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		logger:       slog.Default(),
+		drainTimeout: 5 * time.Second,
+		settleTime:   30 * time.Second,
+	}
+}
+
+// WithLogger sets the logger for warnings (settlement failures, conflicts,
+// adapter errors) when no error handler is set. Default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	})
+}
+
+// WithErrorHandler receives every non-fatal error: failed settlements,
+// conflicting completions, completions after stop and the adapter's
+// asynchronous errors. It is called from pipeline goroutines and must not
+// block. Default: log at Warn level with the logger.
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(c *config) { c.onError = f })
+}
+
+// WithObserver receives an Event for every delivery received and every
+// settlement (or deliberate non-settlement). It is called synchronously on
+// the hot path and must be fast. Default: none.
+func WithObserver(f func(Event)) Option {
+	return optionFunc(func(c *config) { c.observer = f })
+}
+
+// WithDrainTimeout bounds how long Run waits, once its context is done,
+// for in-flight deliveries to complete before it cancels them (cancelled
+// deliveries are not settled and will be redelivered). Default 5s; zero
+// cancels at once.
+func WithDrainTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d >= 0 {
+			c.drainTimeout = d
+		}
+	})
+}
+
+// WithSettleTimeout bounds each call to the adapter's Settle. Default 30s.
+func WithSettleTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.settleTime = d
+		}
+	})
+}
+
+// Event describes one step in a delivery's life, for observers.
+type Event struct {
+	// Delivery is the delivery concerned.
+	Delivery *ports.Delivery
+	// Received is true for the event emitted when the delivery arrives.
+	Received bool
+	// Outcome is the terminal completion (zero when Received).
+	Outcome Outcome
+	// Action is the settlement carried out (zero when none was: received,
+	// cancelled, or failed).
+	Action ports.Action
+	// Err is a settlement failure, if any.
+	Err error
+}

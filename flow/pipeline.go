@@ -1,0 +1,230 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Pipeline is one subscription and the typed stages that handle its
+// deliveries. Build it with New, attach stages to Source (Decode, Map,
+// Filter, FlatMap, Operate, ...), end every branch with a terminal stage
+// (Sink), then Run it.
+//
+// The pipeline owns every goroutine it starts; Stop (or the end of Run)
+// waits for all of them.
+type Pipeline struct {
+	adapter ports.Adapter
+	spec    ports.SubscriptionSpec
+	cfg     config
+
+	// Built before Start.
+	buildErr error
+	open     int      // streams made and not yet consumed
+	runs     []func() // stage goroutine bodies, started by Start
+	source   chan Item[*ports.Delivery]
+	srcTaken bool
+
+	// Running state.
+	mu       sync.Mutex
+	started  bool
+	sub      ports.Subscription
+	slots    *slots
+	workCtx  context.Context // items' parent context; cancelled by Stop
+	work     context.CancelFunc
+	recv     context.CancelFunc // stops the source
+	settleC  context.Context
+	settleX  context.CancelFunc
+	closed   atomic.Bool // no settlement any more
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
+	failOnce sync.Once
+	failed   chan struct{}
+	fatal    error
+	done     chan struct{}
+	report   func(error)
+
+	stats counters
+}
+
+// New returns a pipeline that will consume spec from adapter. Nothing
+// happens until Start or Run. spec is validated by Start; defaults are
+// applied here (see ports.SubscriptionSpec).
+func New(adapter ports.Adapter, spec ports.SubscriptionSpec, opts ...Option) *Pipeline {
+	p := &Pipeline{
+		adapter: adapter,
+		spec:    spec.WithDefaults(),
+		cfg:     defaultConfig(),
+		failed:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	for _, o := range opts {
+		o.apply(&p.cfg)
+	}
+	p.report = p.reportErr
+	p.source = make(chan Item[*ports.Delivery], min(p.spec.InFlight, 256))
+	p.open = 1
+	return p
+}
+
+// Spec returns the subscription spec with defaults applied.
+func (p *Pipeline) Spec() ports.SubscriptionSpec { return p.spec }
+
+// Source returns the stream of deliveries. It may be taken once.
+func (p *Pipeline) Source() Stream[*ports.Delivery] {
+	if p.srcTaken {
+		p.buildFail(errors.New("flow: Source taken twice; a stream has one consumer (use FlatMap or Operate to fan out)"))
+		return Stream[*ports.Delivery]{p: p, ch: make(chan Item[*ports.Delivery])}
+	}
+	p.srcTaken = true
+	return Stream[*ports.Delivery]{p: p, ch: p.source}
+}
+
+func (p *Pipeline) buildFail(err error) {
+	if p.buildErr == nil {
+		p.buildErr = err
+	}
+}
+
+// Start validates the pipeline, subscribes and starts the stages. It
+// returns once the subscription is established on the broker, so a message
+// sent afterwards reaches it. ctx bounds the subscribe call only.
+func (p *Pipeline) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errors.New("flow: pipeline already started")
+	}
+	if p.buildErr != nil {
+		return p.buildErr
+	}
+	if p.open != 0 {
+		return fmt.Errorf("flow: %d stream(s) have no consumer; end every branch with Sink", p.open)
+	}
+	if err := p.spec.Validate(); err != nil {
+		return err
+	}
+	sub, err := p.adapter.Subscribe(ctx, p.spec)
+	if err != nil {
+		return fmt.Errorf("flow: subscribe %s on %s: %w", p.spec.Topic, p.adapter.Name(), err)
+	}
+	p.started = true
+	p.sub = sub
+	p.slots = newSlots(p.spec.InFlight)
+	p.workCtx, p.work = context.WithCancel(context.Background())
+	p.settleC, p.settleX = context.WithCancel(context.Background())
+	recvCtx, recv := context.WithCancel(context.Background())
+	p.recv = recv
+
+	p.wg.Add(2 + len(p.runs))
+	go func() { defer p.wg.Done(); p.receiveLoop(recvCtx) }()
+	go func() { defer p.wg.Done(); p.drainErrors(sub.Errors()) }()
+	for _, run := range p.runs {
+		go func() { defer p.wg.Done(); run() }()
+	}
+	return nil
+}
+
+// Run starts the pipeline and blocks until ctx is done or a fatal error
+// occurs, then stops it: it waits up to the drain timeout for in-flight
+// deliveries, cancels the rest (they are not settled) and returns. It
+// returns nil after a stop caused by ctx, the fatal error otherwise.
+func (p *Pipeline) Run(ctx context.Context) error {
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-p.failed:
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.drainTimeout)
+	defer cancel()
+	err := p.Stop(dctx)
+	if p.fatal != nil {
+		return p.fatal
+	}
+	return err
+}
+
+// Stop stops receiving, waits for in-flight deliveries to complete until
+// ctx is done, then cancels the ones still in flight: their items' contexts
+// are cancelled and nothing completed after that point is settled — the
+// broker redelivers them. Stop never acks on its own. It waits for every
+// pipeline goroutine, so handlers must return when their context is
+// cancelled. Stop is idempotent; later calls return the first result.
+func (p *Pipeline) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	started := p.started
+	p.mu.Unlock()
+	if !started {
+		return nil
+	}
+	p.stopOnce.Do(func() {
+		p.recv()
+		// Past ctx, what is still in flight is cancelled below.
+		_ = p.slots.waitIdle(ctx)
+		p.closed.Store(true)
+		p.work()
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := p.sub.Stop(sctx)
+		cancel()
+		p.wg.Wait()
+		p.settleX()
+		if err != nil {
+			p.stopErr = fmt.Errorf("flow: stop subscription: %w", err)
+		}
+		close(p.done)
+	})
+	return p.stopErr
+}
+
+// Done is closed when the pipeline has stopped.
+func (p *Pipeline) Done() <-chan struct{} { return p.done }
+
+// Err returns the fatal error that stopped the pipeline, if any.
+func (p *Pipeline) Err() error {
+	select {
+	case <-p.failed:
+		return p.fatal
+	default:
+		return nil
+	}
+}
+
+// fail records a fatal error and makes Run stop the pipeline.
+func (p *Pipeline) fail(err error) {
+	p.failOnce.Do(func() {
+		p.fatal = err
+		close(p.failed)
+	})
+}
+
+func (p *Pipeline) reportErr(err error) {
+	if errors.Is(err, ports.ErrConflict) {
+		p.stats.conflicts.Add(1)
+	}
+	p.stats.errors.Add(1)
+	if p.cfg.onError != nil {
+		p.cfg.onError(err)
+		return
+	}
+	p.cfg.logger.Warn("sluice: "+err.Error(), "topic", string(p.spec.Topic), "adapter", p.adapter.Name())
+}
+
+func (p *Pipeline) drainErrors(errs <-chan error) {
+	for err := range errs {
+		p.report(fmt.Errorf("adapter %s: %w", p.adapter.Name(), err))
+	}
+}
+
+func (p *Pipeline) observe(e Event) {
+	if p.cfg.observer != nil {
+		p.cfg.observer(e)
+	}
+}

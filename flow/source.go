@@ -1,0 +1,178 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// root is the record of one received delivery: its completion, its
+// context and its settlement, in one allocation.
+type root struct {
+	Completion
+	ctx deliveryCtx
+	one [1]*ports.Delivery // the Settle argument, without allocating a slice
+	p   *Pipeline
+}
+
+// completed settles the delivery from its terminal outcome.
+func (r *root) completed(o Outcome) { r.p.settle(r, o) }
+
+func (p *Pipeline) receiveLoop(ctx context.Context) {
+	defer close(p.source)
+	for {
+		n, err := p.slots.acquire(ctx, p.spec.InFlight)
+		if err != nil {
+			return
+		}
+		ds, err := p.sub.Receive(ctx, n)
+		if extra := n - len(ds); extra > 0 {
+			p.slots.release(extra)
+		}
+		for i, d := range ds {
+			if !p.emit(ctx, d) {
+				for _, rest := range ds[i+1:] {
+					p.abandon(rest, ctx.Err())
+				}
+				return
+			}
+		}
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, ports.ErrClosed) {
+				p.fail(fmt.Errorf("flow: receive from %s: %w", p.adapter.Name(), err))
+			}
+			return
+		}
+	}
+}
+
+// emit hands d to the first stage; false when the source is stopping.
+func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery) bool {
+	r := &root{p: p}
+	r.ctx = deliveryCtx{Context: p.workCtx, d: d}
+	r.one[0] = d
+	r.next = r
+	r.report = p.report
+	p.stats.received.Add(1)
+	p.stats.inFlight.Add(1)
+	p.observe(Event{Delivery: d, Received: true})
+	if !p.spec.MatchKey(d.Key) {
+		// Not addressed to this subscription; the adapter could not
+		// filter natively. Acknowledge without handling.
+		p.stats.filtered.Add(1)
+		_ = r.Succeed()
+		return true
+	}
+	select {
+	case p.source <- Item[*ports.Delivery]{Ctx: &r.ctx, Value: d, Msg: d, Completion: &r.Completion}:
+		return true
+	case <-ctx.Done():
+		_ = r.Cancel(ctx.Err())
+		return false
+	}
+}
+
+// abandon gives back a delivery that was received but never handed on.
+func (p *Pipeline) abandon(d *ports.Delivery, cause error) {
+	p.stats.received.Add(1)
+	p.stats.cancelled.Add(1)
+	p.slots.release(1)
+	p.observe(Event{Delivery: d, Outcome: Outcome{Kind: Cancelled, Err: cause}})
+}
+
+// settle turns a terminal outcome into the adapter's settlement.
+func (p *Pipeline) settle(r *root, o Outcome) {
+	defer p.slots.release(1)
+	defer p.stats.inFlight.Add(-1)
+	d := r.one[0]
+	if o.Kind == Cancelled {
+		p.stats.cancelled.Add(1)
+		p.observe(Event{Delivery: d, Outcome: o})
+		return
+	}
+	if p.closed.Load() {
+		p.stats.unsettled.Add(1)
+		p.report(&LateCompletionError{ID: d.ID, Outcome: o})
+		p.observe(Event{Delivery: d, Outcome: o})
+		return
+	}
+	disp := p.disposition(d, o)
+	err := p.sub.Settle(p.settleC, r.one[:], disp)
+	if err != nil {
+		p.stats.settleErrors.Add(1)
+		p.report(&SettleError{ID: d.ID, Action: disp.Action, Err: err})
+		p.observe(Event{Delivery: d, Outcome: o, Err: err})
+		return
+	}
+	switch disp.Action {
+	case ports.Ack:
+		p.stats.acked.Add(1)
+	case ports.Requeue:
+		p.stats.requeued.Add(1)
+	case ports.DeadLetter:
+		p.stats.deadLettered.Add(1)
+	}
+	p.observe(Event{Delivery: d, Outcome: o, Action: disp.Action})
+}
+
+// disposition applies the state machine of the settlement contract.
+func (p *Pipeline) disposition(d *ports.Delivery, o Outcome) ports.Disposition {
+	attempts := d.RedeliveryCount + 1
+	retry := p.spec.Retry
+	switch o.Kind {
+	case Succeeded:
+		return ports.Disposition{Action: ports.Ack}
+	case Poisoned:
+		return p.deadLetter(o.Err, attempts)
+	}
+	if retry.MaxAttempts > 0 && attempts >= retry.MaxAttempts {
+		return p.deadLetter(&RetriesExhaustedError{Attempts: attempts, Last: o.Err}, attempts)
+	}
+	return ports.Disposition{Action: ports.Requeue, Reason: o.Err, Delay: retry.Delay(attempts), Attempts: attempts}
+}
+
+func (p *Pipeline) deadLetter(reason error, attempts int) ports.Disposition {
+	if p.spec.DisableDeadLetter {
+		p.report(fmt.Errorf("dead letter disabled for %s: requeueing after %v: %w", p.spec.Topic, p.spec.Retry.MaxBackoff, reason))
+		return ports.Disposition{Action: ports.Requeue, Reason: reason, Delay: p.spec.Retry.MaxBackoff, Attempts: attempts}
+	}
+	return ports.Disposition{Action: ports.DeadLetter, Reason: reason, Attempts: attempts}
+}
+
+// RetriesExhaustedError is the dead-letter reason of a delivery that failed
+// on every one of its attempts.
+type RetriesExhaustedError struct {
+	Attempts int
+	Last     error
+}
+
+func (e *RetriesExhaustedError) Error() string {
+	return fmt.Sprintf("retries exhausted after %d attempts: %v", e.Attempts, e.Last)
+}
+func (e *RetriesExhaustedError) Unwrap() error { return e.Last }
+
+// SettleError reports a settlement the adapter could not carry out. The
+// delivery stays unsettled and the broker will redeliver it.
+type SettleError struct {
+	ID     string
+	Action ports.Action
+	Err    error
+}
+
+func (e *SettleError) Error() string {
+	return fmt.Sprintf("settle %s of message %s: %v (left unsettled)", e.Action, e.ID, e.Err)
+}
+func (e *SettleError) Unwrap() error { return e.Err }
+
+// LateCompletionError reports a delivery that completed after Stop had
+// cancelled in-flight work. It is not settled; the broker redelivers it.
+type LateCompletionError struct {
+	ID      string
+	Outcome Outcome
+}
+
+func (e *LateCompletionError) Error() string {
+	return fmt.Sprintf("message %s completed (%v) after stop: not settled, it will be redelivered", e.ID, e.Outcome.Kind)
+}

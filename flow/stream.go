@@ -1,0 +1,186 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"sync"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Stream is a typed stream of items inside one pipeline. Every stream has
+// exactly one consumer: a stage that reads it or a terminal Sink.
+type Stream[T any] struct {
+	p  *Pipeline
+	ch chan Item[T]
+}
+
+// Pipeline returns the pipeline the stream belongs to.
+func (s Stream[T]) Pipeline() *Pipeline { return s.p }
+
+// StageOption configures a stage.
+type StageOption func(*stageConfig)
+
+type stageConfig struct {
+	workers int
+	buffer  int
+}
+
+// Workers runs a stage's function on n goroutines (default 1). Order
+// across items is then not kept.
+func Workers(n int) StageOption {
+	return func(c *stageConfig) {
+		if n > 0 {
+			c.workers = n
+		}
+	}
+}
+
+// Buffer sets the capacity of a stage's output channel (default 16).
+func Buffer(n int) StageOption {
+	return func(c *stageConfig) {
+		if n >= 0 {
+			c.buffer = n
+		}
+	}
+}
+
+func stageOptions(opts []StageOption) stageConfig {
+	c := stageConfig{workers: 1, buffer: 16}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// take marks s consumed and returns its channel.
+func (s Stream[T]) take() <-chan Item[T] {
+	if s.p == nil {
+		panic("flow: zero Stream; streams come from Pipeline.Source and stages")
+	}
+	if s.p.started {
+		s.p.buildFail(errors.New("flow: stage added after Start"))
+	}
+	s.p.open--
+	return s.ch
+}
+
+func newStream[T any](p *Pipeline, buffer int) Stream[T] {
+	p.open++
+	return Stream[T]{p: p, ch: make(chan Item[T], buffer)}
+}
+
+// spawn registers a goroutine body started by Start.
+func (p *Pipeline) spawn(run func()) { p.runs = append(p.runs, run) }
+
+// workers runs body on n goroutines and then calls after once.
+func (p *Pipeline) workers(n int, body func(), after func()) {
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		p.spawn(func() {
+			defer wg.Done()
+			body()
+		})
+	}
+	if after != nil {
+		p.spawn(func() { wg.Wait(); after() })
+	}
+}
+
+// Emit sends an item downstream, blocking while downstream is busy
+// (backpressure). Downstream reads until its input is closed, so an emit
+// always completes.
+type Emit[T any] func(Item[T])
+
+// Via is the general item-level stage: fn is called for every item of in
+// and owns it — it must pass it on through emit, derive items from it
+// (Completion.Split), or complete it. A panic in fn fails the item (if fn
+// had not completed or emitted it) with a *ports.PanicError.
+func Via[In, Out any](in Stream[In], fn func(it Item[In], emit Emit[Out]), opts ...StageOption) Stream[Out] {
+	cfg := stageOptions(opts)
+	src := in.take()
+	out := newStream[Out](in.p, cfg.buffer)
+	p := in.p
+	emit := func(it Item[Out]) { out.ch <- it }
+	p.workers(cfg.workers, func() {
+		for it := range src {
+			if err := it.Ctx.Err(); err != nil {
+				_ = it.Completion.Cancel(err)
+				continue
+			}
+			callVia(fn, it, emit)
+		}
+	}, func() { close(out.ch) })
+	return out
+}
+
+func callVia[In, Out any](fn func(Item[In], Emit[Out]), it Item[In], emit Emit[Out]) {
+	defer func() {
+		if v := recover(); v != nil {
+			// If fn already completed or handed on the item this reports
+			// a conflict instead of settling twice.
+			_ = it.Completion.Fail(&ports.PanicError{Value: v, Stack: debug.Stack()})
+		}
+	}()
+	fn(it, emit)
+}
+
+// Operate registers a custom operator with a loop of its own (batching,
+// windows, timers). run reads in until it is closed and sends items to
+// out; it owns every item it reads and must forward or complete each one,
+// also when ctx is cancelled (cancel what it still holds). out is closed
+// after run returns. A returned error or a panic is fatal: the pipeline
+// stops and the items run held stay unsettled (redelivered).
+func Operate[In, Out any](in Stream[In], run func(ctx context.Context, in <-chan Item[In], out chan<- Item[Out]) error, opts ...StageOption) Stream[Out] {
+	cfg := stageOptions(opts)
+	src := in.take()
+	out := newStream[Out](in.p, cfg.buffer)
+	p := in.p
+	p.spawn(func() {
+		defer close(out.ch)
+		err := func() (err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					err = &ports.PanicError{Value: v, Stack: debug.Stack()}
+				}
+			}()
+			return run(p.workCtx, src, out.ch)
+		}()
+		if err != nil {
+			p.fail(err)
+			for it := range src { // keep upstream flowing until it closes
+				_ = it.Completion.Cancel(err)
+			}
+		}
+	})
+	return out
+}
+
+// Sink is the terminal stage: fn handles each value, and its result
+// completes the item — nil succeeds (ACK), poison dead-letters, another
+// error requeues, a cancellation of the item's context settles nothing.
+// A panic in fn fails the item with a *ports.PanicError.
+func Sink[T any](in Stream[T], fn func(ctx context.Context, v T) error, opts ...StageOption) {
+	cfg := stageOptions(opts)
+	src := in.take()
+	in.p.workers(cfg.workers, func() {
+		for it := range src {
+			if err := it.Ctx.Err(); err != nil {
+				_ = it.Completion.Cancel(err)
+				continue
+			}
+			_ = it.Settle(callSink(fn, it.Ctx, it.Value))
+		}
+	}, nil)
+}
+
+func callSink[T any](fn func(context.Context, T) error, ctx context.Context, v T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &ports.PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx, v)
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs sluice's whole test suite on a Debian machine with Go.
+#
+# It installs the Debian packages the broker tests need when they are
+# missing (rabbitmq-server, mosquitto), without letting the packages start
+# system services (the tests start their own brokers on 127.0.0.1 and stop
+# them by PID), then runs vet and the race-enabled tests. In-process
+# brokers (kfake for Kafka, mochi for MQTT, the Pulsar test broker) come
+# from Go modules.
+#
+# With CI=true a broker that cannot be started fails the run instead of
+# skipping its tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for pkg in rabbitmq-server mosquitto; do
+	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
+done
+if ((${#need[@]})); then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	echo "test.sh: installing ${need[*]}" >&2
+	# Keep package scripts from starting system-wide brokers.
+	policy=/usr/sbin/policy-rc.d
+	had_policy=0
+	[ -e "$policy" ] && had_policy=1
+	if [ "$had_policy" -eq 0 ]; then
+		printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+		$sudo chmod +x "$policy"
+	fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+	[ "$had_policy" -eq 1 ] || $sudo rm -f "$policy"
+fi
+
+echo "test.sh: go vet ./..." >&2
+go vet ./...
+echo "test.sh: go test -race -count=1 ./..." >&2
+exec go test -race -count=1 -timeout 60m ./... "$@"

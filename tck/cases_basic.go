@@ -1,0 +1,179 @@
+package tck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/ports"
+)
+
+func always(ports.Capabilities) string { return "" }
+
+func init() {
+	register("RoundTrip_PayloadAndEnvelopeIntact", always, caseRoundTrip)
+	register("LoadBalance_EachMessageHandledByExactlyOneInstance", always, caseLoadBalance)
+	register("Broadcast_EveryInstanceGetsEveryMessage", func(c ports.Capabilities) string {
+		if !c.Broadcast {
+			return "declares no Broadcast capability"
+		}
+		return ""
+	}, caseBroadcast)
+	register("Send_ConfirmedOutcomeReported", always, caseSendOutcome)
+	register("RequestID_SurvivesTheHop", always, caseRequestID)
+}
+
+// 1. send → receive round trip: payload and every envelope header intact.
+func caseRoundTrip(k *kit) {
+	c := k.consume(k.first, k.spec(), nil)
+	ctx := flow.WithTenantID(flow.WithRequestID(k.ctx, "req-1"), "tenant-1")
+	m, err := flow.NewMessage(ctx, k.topic, payload{N: 7, Text: "héllo, 世界"}, flow.Key("key-1"),
+		flow.Type("com.example.tck.v1"),
+		flow.Header(ports.HeaderCorrelationID, "corr-1"),
+		flow.Header(ports.HeaderCausationID, "cause-1"),
+		flow.Header(ports.HeaderTraceParent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+		flow.Header("x-user", "alice"))
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	m.Headers[ports.HeaderID] = "id-roundtrip-" + randHex(4)
+	sent := m.Headers.Clone()
+	if err := k.first.Send(ctx, m); err != nil {
+		k.t.Fatalf("Send: %v", err)
+	}
+	r := c.next("the round-trip message")
+	d := r.d
+	var got payload
+	if err := json.Unmarshal(d.Payload, &got); err != nil || got != (payload{N: 7, Text: "héllo, 世界"}) {
+		k.t.Fatalf("payload %q decoded to %+v (%v), want the sent value", d.Payload, got, err)
+	}
+	if d.Topic != k.topic || d.Key != "key-1" || d.ID != sent[ports.HeaderID] || d.RedeliveryCount != 0 {
+		k.t.Fatalf("delivery topic=%q key=%q id=%q redeliveries=%d; want %q, key-1, %q, 0", d.Topic, d.Key, d.ID, d.RedeliveryCount, k.topic, sent[ports.HeaderID])
+	}
+	for h, v := range sent {
+		if d.Headers[h] != v {
+			k.t.Errorf("header %s = %q, want %q", h, d.Headers[h], v)
+		}
+	}
+	for _, h := range []string{ports.HeaderSpecVersion, ports.HeaderTime, ports.HeaderPartitionKey} {
+		if d.Headers[h] == "" {
+			k.t.Errorf("envelope header %s missing after the hop", h)
+		}
+	}
+	c.waitStats("the ack", func(s flow.Stats) bool { return s.Acked == 1 })
+}
+
+// 2. LOAD_BALANCE over 2 instances: each message handled by exactly one.
+func caseLoadBalance(k *kit) {
+	const n = 40
+	sp := k.spec()
+	a1, a2 := k.first, k.adapter()
+	c1 := k.consume(a1, sp, nil)
+	c2 := k.consume(a2, sp, nil)
+	sent := k.send(a1, n)
+	got := map[string]int{}
+	per := [2]int{}
+	for len(got) < n {
+		select {
+		case r := <-c1.got:
+			got[r.d.ID]++
+			per[0]++
+		case r := <-c2.got:
+			got[r.d.ID]++
+			per[1]++
+		case <-k.ctx.Done():
+			k.t.Fatalf("only %d of %d messages arrived", len(got), n)
+		}
+	}
+	c1.waitStats("acks on instance 1", func(s flow.Stats) bool { return s.Acked == int64(per[0]) })
+	c2.waitStats("acks on instance 2", func(s flow.Stats) bool { return s.Acked == int64(per[1]) })
+	c1.quiet("each message must be handled by exactly one instance")
+	c2.quiet("each message must be handled by exactly one instance")
+	for _, id := range sent {
+		if got[id] != 1 {
+			k.t.Fatalf("message %s handled %d times across the group, want 1", id, got[id])
+		}
+	}
+	k.t.Logf("split across instances: %d / %d", per[0], per[1])
+}
+
+// 3. BROADCAST: both instances get every message.
+func caseBroadcast(k *kit) {
+	const n = 20
+	sp := k.spec()
+	sp.Mode = ports.Broadcast
+	c1 := k.consume(k.first, sp, nil)
+	c2 := k.consume(k.adapter(), sp, nil)
+	sent := k.send(k.first, n)
+	for i, c := range []*consumer{c1, c2} {
+		got := ids(c.collect(n, fmt.Sprintf("broadcast copies on instance %d", i+1)))
+		for _, id := range sent {
+			if got[id] != 1 {
+				k.t.Fatalf("instance %d got message %s %d times, want 1", i+1, id, got[id])
+			}
+		}
+	}
+}
+
+// 7. confirmed send reports the right outcome (success and failure).
+func caseSendOutcome(k *kit) {
+	c := k.consume(k.first, k.spec(), nil)
+	if err := flow.Send(k.ctx, k.first, k.topic, payload{N: 1}); err != nil {
+		k.t.Fatalf("confirmed Send returned %v", err)
+	}
+	c.next("the confirmed message")
+
+	cancelled, cancel := context.WithCancel(k.ctx)
+	cancel()
+	if err := flow.Send(cancelled, k.first, k.topic, payload{N: 2}); !errors.Is(err, context.Canceled) {
+		k.t.Fatalf("Send with a cancelled context returned %v, want context.Canceled", err)
+	}
+	if err := k.first.Send(k.ctx, ports.Message{Topic: "bad topic!", Payload: []byte("{}")}); !errors.Is(err, ports.ErrInvalid) {
+		k.t.Fatalf("Send to an invalid topic returned %v, want ErrInvalid", err)
+	}
+	if f, ok := k.h.(SendFaults); ok {
+		f.FailSends(true)
+		err := flow.Send(k.ctx, k.first, k.topic, payload{N: 3})
+		f.FailSends(false)
+		if err == nil {
+			k.t.Fatal("Send returned nil while the broker refused to confirm")
+		}
+		var se *ports.SendError
+		if !errors.As(err, &se) {
+			k.t.Fatalf("unconfirmed Send returned %v, want a *ports.SendError", err)
+		}
+	} else {
+		k.t.Logf("harness has no SendFaults: unconfirmed-publish path checked only by closed adapter")
+	}
+	closed := k.adapter()
+	if err := closed.Close(k.ctx); err != nil {
+		k.t.Fatalf("Close: %v", err)
+	}
+	if err := flow.Send(k.ctx, closed, k.topic, payload{N: 4}); !errors.Is(err, ports.ErrClosed) {
+		k.t.Fatalf("Send on a closed adapter returned %v, want ErrClosed", err)
+	}
+}
+
+// 8. request id survives the hop (restored in the consumer context).
+func caseRequestID(k *kit) {
+	c := k.consume(k.first, k.spec(), nil)
+	const n = 5
+	for i := range n {
+		ctx := flow.WithRequestID(k.ctx, "req-"+strconv.Itoa(i))
+		if err := flow.Send(ctx, k.first, k.topic, payload{N: i}); err != nil {
+			k.t.Fatal(err)
+		}
+	}
+	for _, r := range c.collect(n, "messages with request ids") {
+		var p payload
+		if err := json.Unmarshal(r.d.Payload, &p); err != nil {
+			k.t.Fatal(err)
+		}
+		if got, want := flow.RequestID(r.ctx), "req-"+strconv.Itoa(p.N); got != want {
+			k.t.Fatalf("handler context request id %q, want %q", got, want)
+		}
+	}
+}
