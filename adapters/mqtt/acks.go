@@ -1,0 +1,152 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/eclipse/paho.golang/packets"
+	paholog "github.com/eclipse/paho.golang/paho/log"
+	"github.com/eclipse/paho.golang/paho/session"
+)
+
+// errConnectionGone: the connection that received a delivery is closed, so
+// its PUBACK can no longer be sent (the broker redelivers the message on
+// the next connection).
+var errConnectionGone = errors.New("the connection that received this delivery is closed")
+
+// ackSession is the paho session manager of a subscription connection. It
+// delegates to paho's in-memory session state and replaces one thing:
+// acknowledgement. paho runs with automatic acknowledgement and calls Ack
+// right after the receive handlers returned; ackSession ignores that call
+// and writes a PUBACK only when the adapter releases the delivery, in the
+// order the PUBLISHes arrived on the connection [MQTT-4.6.0-2].
+//
+// Every connection is a generation: a ticket from one generation can never
+// acknowledge a packet of the next, where the broker may have reused the
+// packet identifier.
+type ackSession struct {
+	inner session.SessionManager
+
+	mu    sync.Mutex
+	gen   uint64     // bumped at every ConAckReceived and ConnectionLost
+	order []*ackSlot // QoS 1 deliveries of this generation in arrival order, unacknowledged or held back
+}
+
+type ackSlot struct {
+	id       uint16
+	released bool
+}
+
+// ackTicket identifies one QoS 1 delivery on one connection generation. The
+// zero ticket (QoS 0) needs no acknowledgement.
+type ackTicket struct {
+	gen  uint64
+	slot *ackSlot
+}
+
+func newAckSession(inner session.SessionManager) *ackSession { return &ackSession{inner: inner} }
+
+// arrived records a QoS 1 PUBLISH in arrival order; the paho receive
+// handler calls it, in the order paho read the packets.
+func (s *ackSession) arrived(packetID uint16, qos byte) ackTicket {
+	if qos == 0 {
+		return ackTicket{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot := &ackSlot{id: packetID}
+	s.order = append(s.order, slot)
+	return ackTicket{gen: s.gen, slot: slot}
+}
+
+// release marks t's delivery acknowledged and writes every PUBACK that is
+// now in order. It returns errConnectionGone when t's connection is closed,
+// and a write error when writing failed (the connection is breaking). A
+// nil error means the PUBACK was written or is queued behind an earlier,
+// still unacknowledged delivery of the same connection.
+func (s *ackSession) release(t ackTicket) error {
+	if t.slot == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.gen != s.gen {
+		return errConnectionGone
+	}
+	t.slot.released = true
+	n := 0
+	for _, slot := range s.order {
+		if !slot.released {
+			break
+		}
+		if err := s.inner.Ack(&packets.Publish{QoS: 1, PacketID: slot.id}); err != nil {
+			s.order = s.order[n:]
+			return err
+		}
+		n++
+	}
+	if n > 0 {
+		clear(s.order[:n])
+		s.order = s.order[n:]
+	}
+	return nil
+}
+
+// heldBack reports how many acknowledged deliveries wait behind an
+// unacknowledged one (for tests and diagnostics).
+func (s *ackSession) heldBack() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, slot := range s.order {
+		if slot.released {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *ackSession) newGeneration() {
+	s.mu.Lock()
+	s.gen++
+	clear(s.order)
+	s.order = s.order[:0]
+	s.mu.Unlock()
+}
+
+// ConAckReceived starts a new generation, then lets paho's state resume.
+func (s *ackSession) ConAckReceived(w io.Writer, cp *packets.Connect, ca *packets.Connack) error {
+	s.newGeneration()
+	return s.inner.ConAckReceived(w, cp, ca)
+}
+
+// ConnectionLost ends the generation: its deliveries can no longer be
+// acknowledged.
+func (s *ackSession) ConnectionLost(dp *packets.Disconnect) error {
+	s.newGeneration()
+	return s.inner.ConnectionLost(dp)
+}
+
+// AddToSession delegates to paho's state.
+func (s *ackSession) AddToSession(ctx context.Context, p session.Packet, resp chan<- packets.ControlPacket) error {
+	return s.inner.AddToSession(ctx, p, resp)
+}
+
+// PacketReceived delegates to paho's state.
+func (s *ackSession) PacketReceived(p *packets.ControlPacket, pubs chan<- *packets.Publish) error {
+	return s.inner.PacketReceived(p, pubs)
+}
+
+// Ack is paho's automatic acknowledgement: ignored (see release).
+func (s *ackSession) Ack(*packets.Publish) error { return nil }
+
+// Close closes paho's state.
+func (s *ackSession) Close() error { return s.inner.Close() }
+
+// SetErrorLogger delegates to paho's state.
+func (s *ackSession) SetErrorLogger(l paholog.Logger) { s.inner.SetErrorLogger(l) }
+
+// SetDebugLogger delegates to paho's state.
+func (s *ackSession) SetDebugLogger(l paholog.Logger) { s.inner.SetDebugLogger(l) }
