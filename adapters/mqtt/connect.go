@@ -77,15 +77,19 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 	if cs.onPublish != nil {
 		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){cs.onPublish}
 	}
-	if cs.receiveMax > 0 {
-		rm := cs.receiveMax
-		cfg.ConnectPacketBuilder = func(cp *paho.Connect, _ *url.URL) (*paho.Connect, error) {
-			if cp.Properties == nil {
-				cp.Properties = &paho.ConnectProperties{}
-			}
-			cp.Properties.ReceiveMaximum = &rm
-			return cp, nil
+	rm := cs.receiveMax
+	cfg.ConnectPacketBuilder = func(cp *paho.Connect, _ *url.URL) (*paho.Connect, error) {
+		if cp.Properties == nil {
+			cp.Properties = &paho.ConnectProperties{}
 		}
+		// The MQTT default, stated explicitly: paho otherwise sends 0 once
+		// any property is set, and some brokers (mochi) then strip user
+		// properties — our headers — from every PUBLISH they forward.
+		cp.Properties.RequestProblemInfo = true
+		if rm > 0 {
+			cp.Properties.ReceiveMaximum = &rm
+		}
+		return cp, nil
 	}
 	cm, err := autopaho.NewConnection(context.Background(), cfg)
 	if err != nil {

@@ -30,6 +30,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 type harness struct {
 	url string
 	ns  string
+	rm  int // mqtt.Options.ReceiveMaximum
 
 	failSends, failDLQ atomic.Bool
 
@@ -37,16 +38,16 @@ type harness struct {
 	slots map[string]map[int]bool // topic/group -> slots held
 }
 
-func newHarness(url string) tck.NewHarness {
+func newHarness(url string, receiveMaximum int) tck.NewHarness {
 	return func(ctx context.Context, t *testing.T) (tck.Harness, error) {
-		return &harness{url: url, ns: "tck" + randHex(), slots: map[string]map[int]bool{}}, nil
+		return &harness{url: url, rm: receiveMaximum, ns: "tck" + randHex(), slots: map[string]map[int]bool{}}, nil
 	}
 }
 
 var errRefused = errors.New("refused by the test harness")
 
 func (h *harness) MakeAdapter(ctx context.Context) (ports.Adapter, error) {
-	a, err := mqtt.New(ctx, mqtt.Options{URL: h.url, Namespace: h.ns, Logger: quietLog})
+	a, err := mqtt.New(ctx, mqtt.Options{URL: h.url, Namespace: h.ns, ReceiveMaximum: h.rm, Logger: quietLog})
 	if err != nil {
 		return nil, err
 	}

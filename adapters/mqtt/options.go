@@ -53,6 +53,14 @@ type Options struct {
 	// group stays durable while all members are down).
 	LeaveGroupOnStop bool
 
+	// ReceiveMaximum, when positive, is the Receive Maximum every
+	// subscription announces to the broker (the number of unacknowledged
+	// QoS 1 messages it may push). Default 0: SubscriptionSpec.InFlight,
+	// so broker-side flow control bounds what a stalled subscription holds.
+	// The embedded broker needs 65535 (set automatically with Embedded; see
+	// docs/adapters/mqtt.md on mochi's flow control).
+	ReceiveMaximum int
+
 	// KeepAlive is the MQTT keep-alive. Default 30s.
 	KeepAlive time.Duration
 	// ConnectTimeout bounds one connection attempt. Default 10s.
@@ -98,6 +106,9 @@ func (o Options) withDefaults() Options {
 	if o.ReconnectBackoff <= 0 {
 		o.ReconnectBackoff = DefaultReconnectBackoff
 	}
+	if o.Embedded && o.ReceiveMaximum == 0 {
+		o.ReceiveMaximum = 65535
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -118,6 +129,9 @@ func (o Options) validate() error {
 		default:
 			return &ports.ValueError{Field: "mqtt.Options.URL", Reason: fmt.Sprintf("scheme %q is not supported (mqtt, tcp)", u.Scheme)}
 		}
+	}
+	if o.ReceiveMaximum < 0 || o.ReceiveMaximum > 65535 {
+		return &ports.ValueError{Field: "mqtt.Options.ReceiveMaximum", Reason: "must be within 0..65535"}
 	}
 	if !validName(o.Namespace) {
 		return &ports.ValueError{Field: "mqtt.Options.Namespace", Reason: fmt.Sprintf("%q must be non-empty without '/', '+', '#', '$'", o.Namespace)}

@@ -17,10 +17,10 @@ import (
 // stable client id and session, a ready queue, a local scheduler and the
 // entries it has not finished.
 type subscription struct {
-	a        *Adapter
-	spec     ports.SubscriptionSpec
-	filter   string
-	clientID string
+	a         *Adapter
+	spec      ports.SubscriptionSpec
+	filter    string
+	clientID  string
 	endOnStop bool // Broadcast without InstanceTTL: the session ends at Stop
 
 	sess  *ackSession
@@ -32,7 +32,8 @@ type subscription struct {
 	ready  []*entry
 	byID   map[string]*entry
 	closed bool
-	ups    int // connections made
+	ups    int       // connections made
+	first  chan bool // the first CONNACK's session-present flag
 	wg     sync.WaitGroup
 
 	signal   chan struct{} // a ready entry was queued
@@ -62,6 +63,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	}
 	s := &subscription{a: a, spec: spec, filter: subscriptionFilter(a.opts.Namespace, spec),
 		errs: newErrorSink(64), byID: map[string]*entry{},
+		first:  make(chan bool, 1),
 		signal: make(chan struct{}, 1), stopCh: make(chan struct{}), stopDone: make(chan struct{})}
 	expiry := seconds(a.opts.SessionExpiry)
 	if spec.Mode == ports.Broadcast {
@@ -77,8 +79,12 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	}
 	s.sess = newAckSession(state.NewInMemory())
 	s.sched = newScheduler(s.due)
+	rm := spec.InFlight
+	if a.opts.ReceiveMaximum > 0 {
+		rm = a.opts.ReceiveMaximum
+	}
 	cm, err := a.connect(ctx, connSpec{
-		clientID: s.clientID, expiry: expiry, receiveMax: uint16(min(spec.InFlight, 65535)),
+		clientID: s.clientID, expiry: expiry, receiveMax: uint16(min(rm, 65535)),
 		session: s.sess, onPublish: s.onPublish, onUp: s.onUp, errs: s.errs, disconnect: s.disconnectPacket,
 	})
 	if err != nil {
@@ -87,6 +93,19 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, err
 	}
 	s.cm = cm
+	var resumed bool
+	select {
+	case resumed = <-s.first:
+	case <-ctx.Done():
+		_ = s.Stop(context.Background())
+		return nil, ctx.Err()
+	}
+	// A resumed session still holds the subscription (its filter is fixed
+	// by the client id). Subscribing again is skipped: mochi refuses a
+	// SUBSCRIBE whose packet id collides with its own in-flight ids.
+	if resumed && !(spec.Mode == ports.LoadBalance && a.opts.LeaveGroupOnStop) {
+		return s, nil
+	}
 	if err := s.subscribe(ctx); err != nil {
 		_ = s.Stop(context.Background())
 		return nil, err
@@ -270,6 +289,7 @@ func (s *subscription) onUp(ca *paho.Connack) {
 	}
 	s.mu.Unlock()
 	if !reconnect {
+		s.first <- ca.SessionPresent
 		return
 	}
 	s.a.opts.Logger.Info("sluice mqtt: reconnected", "client", s.clientID, "session_present", ca.SessionPresent)

@@ -16,7 +16,7 @@ import (
 func TestTCK(t *testing.T) {
 	t.Run("mosquitto", func(t *testing.T) {
 		m := mqtttest.Require(t, mqtttest.MosquittoOptions{})
-		tck.RunWith(t, newHarness(m.URL()), tckOptions())
+		tck.RunWith(t, newHarness(m.URL(), 0), tckOptions())
 	})
 	t.Run("embedded", func(t *testing.T) {
 		b, err := embedded.Start(embedded.Options{})
@@ -24,7 +24,9 @@ func TestTCK(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = b.Close() })
-		tck.RunWith(t, newHarness(b.URL()), tckOptions())
+		// mochi's Receive Maximum flow control stalls (see the docs): the
+		// embedded broker runs with 65535, as Options.Embedded sets it.
+		tck.RunWith(t, newHarness(b.URL(), 65535), tckOptions())
 	})
 }
 

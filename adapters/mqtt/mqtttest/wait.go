@@ -62,4 +62,3 @@ func Ping(ctx context.Context, addr string) error {
 	_, _ = d2.WriteTo(conn)
 	return nil
 }
-
