@@ -33,7 +33,7 @@ type subscription struct {
 	byID   map[string]*entry
 	closed bool
 	ups    int       // connections made
-	first  chan bool // the first CONNACK's session-present flag
+	first  chan bool // receives the first CONNACK's session-present flag
 	wg     sync.WaitGroup
 
 	signal   chan struct{} // a ready entry was queued
@@ -100,13 +100,10 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		_ = s.Stop(context.Background())
 		return nil, ctx.Err()
 	}
-	// A resumed session still holds the subscription (its filter is fixed
-	// by the client id). Subscribing again is skipped: mochi refuses a
-	// SUBSCRIBE whose packet id collides with its own in-flight ids.
-	if resumed && !(spec.Mode == ports.LoadBalance && a.opts.LeaveGroupOnStop) {
-		return s, nil
-	}
-	if err := s.subscribe(ctx); err != nil {
+	// Subscribe even when the session was resumed: mosquitto 2.0.11 does
+	// not restore a shared subscription from its persistence file after a
+	// restart, although it reports the session as present.
+	if err := s.subscribe(ctx, resumed); err != nil {
 		_ = s.Stop(context.Background())
 		return nil, err
 	}
@@ -156,15 +153,33 @@ func (a *Adapter) forget(s *subscription) {
 }
 
 // subscribe sends SUBSCRIBE at QoS 1 and checks the granted QoS.
-func (s *subscription) subscribe(ctx context.Context) error {
-	sa, err := s.cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: 1}}})
-	if err != nil {
-		return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
+//
+// mochi shares one packet-id space between a client's requests and its
+// own in-flight publishes, and answers 0x91 (packet identifier in use)
+// when they collide on a resumed session. subscribe retries with the next
+// ids; when every attempt collides on a resumed session it accepts the
+// session's subscription as it is (a broker that answers 0x91 has kept the
+// session, and mochi keeps its subscriptions with it).
+func (s *subscription) subscribe(ctx context.Context, resumed bool) error {
+	var err error
+	for range 4 {
+		var sa *paho.Suback
+		sa, err = s.cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: 1}}})
+		if sa != nil && len(sa.Reasons) == 1 && sa.Reasons[0] == 0x91 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
+		}
+		if len(sa.Reasons) != 1 || sa.Reasons[0] != 1 {
+			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS 1 granted", s.filter, sa.Reasons)
+		}
+		return nil
 	}
-	if len(sa.Reasons) != 1 || sa.Reasons[0] != 1 {
-		return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS 1 granted", s.filter, sa.Reasons)
+	if resumed {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("mqtt: subscribe %s: packet identifier in use on every attempt: %w", s.filter, err)
 }
 
 // onPublish is paho's receive handler. It runs on paho's goroutine and must
@@ -283,7 +298,9 @@ func (s *subscription) onUp(ca *paho.Connack) {
 			delete(s.byID, id)
 		}
 	}
-	resubscribe := reconnect && !ca.SessionPresent && !s.closed
+	// Subscribe again after every reconnect, with or without a session
+	// (see Subscribe on mosquitto's persisted shared subscriptions).
+	resubscribe := reconnect && !s.closed
 	if resubscribe {
 		s.wg.Add(1)
 	}
@@ -293,15 +310,17 @@ func (s *subscription) onUp(ca *paho.Connack) {
 		return
 	}
 	s.a.opts.Logger.Info("sluice mqtt: reconnected", "client", s.clientID, "session_present", ca.SessionPresent)
+	if !ca.SessionPresent {
+		s.errs.report(&ConnectionError{ClientID: s.clientID, Op: "reconnect", Err: ErrSessionLost})
+	}
 	if !resubscribe {
 		return
 	}
-	s.errs.report(&ConnectionError{ClientID: s.clientID, Op: "reconnect", Err: ErrSessionLost})
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), s.a.opts.ConnectTimeout)
 		defer cancel()
-		if err := s.subscribe(ctx); err != nil {
+		if err := s.subscribe(ctx, ca.SessionPresent); err != nil {
 			s.errs.report(&ConnectionError{ClientID: s.clientID, Op: "resubscribe", Err: err})
 		}
 	}()
