@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -38,4 +39,30 @@ func ExampleNewMessage() {
 	}
 	fmt.Println(m.Topic, m.Key, string(m.Payload), m.Headers[ports.HeaderRequestID], m.Headers[ports.HeaderType])
 	// Output: orders customer-9 {"id":"o-1","total":12} req-7 flow_test.order
+}
+
+func ExamplePipeline() {
+	broker, _ := mem.NewBroker()
+	defer broker.Close(context.Background())
+	adapter, _ := mem.New(broker)
+	ctx := context.Background()
+
+	p := flow.New(adapter, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
+	orders := flow.Decode[order](p.Source())
+	done := make(chan struct{})
+	flow.Sink(orders, func(ctx context.Context, o order) error {
+		fmt.Println("billing", o.ID, "for", o.Total, "request", flow.RequestID(ctx))
+		close(done)
+		return nil // success: the delivery is acked
+	})
+	if err := p.Start(ctx); err != nil {
+		panic(err)
+	}
+	_ = flow.Send(flow.WithRequestID(ctx, "req-1"), adapter, "orders", order{ID: "o-1", Total: 42})
+	<-done
+	_ = p.Stop(ctx) // waits for the ack, then stops
+	fmt.Printf("%+v\n", p.Stats())
+	// Output:
+	// billing o-1 for 42 request req-1
+	// {Received:1 Acked:1 Requeued:0 DeadLettered:0 Cancelled:0 Unsettled:0 Filtered:0 SettleErrors:0 Conflicts:0 Errors:0 InFlight:0}
 }

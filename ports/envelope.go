@@ -26,7 +26,11 @@ func newIDPrefix() string {
 // NewID returns a process-unique, globally unique-with-overwhelming-
 // probability message id.
 func NewID() string {
-	return idPrefix + "-" + strconv.FormatUint(idCounter.Add(1), 36)
+	var b [64]byte
+	out := append(b[:0], idPrefix...)
+	out = append(out, '-')
+	out = strconv.AppendUint(out, idCounter.Add(1), 36)
+	return string(out)
 }
 
 // Stamp fills the envelope headers a sender owns when they are missing:

@@ -25,6 +25,7 @@ type Config struct {
 	InFlight int // in-flight limit / prefetch
 	Batch    int // batch size; 0 = single delivery
 	Payload  int // payload bytes (approximate, JSON)
+	Rounds   int // runs per contender; the median is reported
 	Timeout  time.Duration
 }
 
@@ -60,6 +61,7 @@ func main() {
 	flag.IntVar(&cfg.InFlight, "inflight", 64, "in-flight limit (prefetch)")
 	flag.IntVar(&cfg.Batch, "batch", 0, "batch size (0: single delivery)")
 	flag.IntVar(&cfg.Payload, "payload", 128, "payload size in bytes")
+	flag.IntVar(&cfg.Rounds, "rounds", 3, "runs per contender, alternated; the median is reported")
 	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "bound on the whole run")
 	flag.Parse()
 
@@ -73,7 +75,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	fmt.Printf("bench adapter=%s n=%d inflight=%d batch=%d payload=%dB\n", *adapter, cfg.N, cfg.InFlight, cfg.Batch, cfg.Payload)
+	fmt.Printf("bench adapter=%s n=%d inflight=%d batch=%d payload=%dB rounds=%d\n", *adapter, cfg.N, cfg.InFlight, cfg.Batch, cfg.Payload, cfg.Rounds)
 	results, ratios, err := s(ctx, cfg)
 	for _, r := range results {
 		fmt.Printf("%-28s %10.0f deliveries/s  %6.2f allocs/delivery  p50=%-10v p99=%-10v %s\n",

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"cmp"
+	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -52,4 +55,27 @@ func (m *Meter) Stop(deliveries int) (time.Duration, float64) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return el, float64(ms.Mallocs-m.allocs) / float64(max(deliveries, 1))
+}
+
+// rounds runs every contender cfg.Rounds times, alternating them so that
+// load from other processes hits each alike, and returns for each the
+// round with the median throughput.
+func rounds(ctx context.Context, cfg Config, contenders ...func(context.Context, Config) (Result, error)) ([]Result, error) {
+	all := make([][]Result, len(contenders))
+	for range max(cfg.Rounds, 1) {
+		for i, run := range contenders {
+			r, err := run(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			all[i] = append(all[i], r)
+		}
+	}
+	out := make([]Result, len(contenders))
+	for i, rs := range all {
+		slices.SortFunc(rs, func(a, b Result) int { return cmp.Compare(a.Rate(), b.Rate()) })
+		out[i] = rs[len(rs)/2]
+		out[i].Note = fmt.Sprintf("%s (median of %d)", out[i].Note, len(rs))
+	}
+	return out, nil
 }

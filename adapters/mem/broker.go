@@ -1,0 +1,266 @@
+package mem
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Broker is an in-process message broker. Every [Adapter] made on the same
+// Broker talks to the same topics and queues, so several adapters on one
+// Broker behave like several processes on one real broker: they compete
+// in a LoadBalance group, each get a copy in Broadcast, and a restarted
+// adapter finds its group's backlog.
+//
+// A Broker is safe for concurrent use. Its zero value is not usable: make
+// one with [NewBroker], or use the process-wide [Default].
+type Broker struct {
+	clock Clock
+	sched *scheduler
+
+	mu       sync.RWMutex
+	topics   map[topicKey]*topicQueues
+	queues   map[queueKey]*queue
+	adapters map[*Adapter]struct{}
+	closed   atomic.Bool // written under mu
+
+	failSends       atomic.Bool
+	failDeadLetters atomic.Bool
+}
+
+// topicKey names a topic within a namespace.
+type topicKey struct {
+	ns    string
+	topic ports.Topic
+}
+
+// topicQueues is the set of queues bound to a topic. Routing reads it
+// without a lock; Subscribe and queue deletion replace it under Broker.mu.
+type topicQueues struct {
+	queues atomic.Pointer[[]*queue]
+}
+
+// NewBroker returns a new, empty broker. Options are validated; an invalid
+// one is returned as an error wrapping ports.ErrInvalid.
+func NewBroker(opts ...BrokerOption) (*Broker, error) {
+	cfg := brokerConfig{clock: systemClock{}}
+	for _, o := range opts {
+		if err := o.applyBroker(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	b := &Broker{
+		clock:    cfg.clock,
+		topics:   map[topicKey]*topicQueues{},
+		queues:   map[queueKey]*queue{},
+		adapters: map[*Adapter]struct{}{},
+	}
+	b.sched = newScheduler(cfg.clock, b.runDue)
+	return b, nil
+}
+
+var defaultBroker = sync.OnceValue(func() *Broker {
+	b, _ := NewBroker() // no options: cannot fail
+	return b
+})
+
+// Default returns the process-wide broker that [Open] uses. It is created
+// on first use and holds no goroutine while idle. Closing it closes it for
+// the rest of the process.
+func Default() *Broker { return defaultBroker() }
+
+// FailSends makes every later publish through adapters of this broker go
+// unconfirmed (true) — Send returns a *ports.SendError wrapping
+// ports.ErrUnconfirmed per message and stores nothing — or succeed again
+// (false). It is a fault hook for tests (tck.SendFaults).
+func (b *Broker) FailSends(fail bool) { b.failSends.Store(fail) }
+
+// FailDeadLetters makes every later dead-letter publish of this broker
+// fail (true) — Settle with DeadLetter then returns an error wrapping
+// ports.ErrUnconfirmed and leaves the originals unsettled — or succeed
+// again (false). It is a fault hook for tests (tck.DeadLetterFaults).
+func (b *Broker) FailDeadLetters(fail bool) { b.failDeadLetters.Store(fail) }
+
+// Close closes every adapter of the broker (stopping their subscriptions,
+// which acks nothing), drops every queued, in-flight and scheduled message
+// and stops the scheduler without running anything it held. It is
+// idempotent; afterwards Send and Subscribe on its adapters return
+// ports.ErrClosed. Close never blocks on I/O: ctx is accepted for the
+// shape of the API.
+func (b *Broker) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed.Load() {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed.Store(true)
+	adapters := make([]*Adapter, 0, len(b.adapters))
+	for a := range b.adapters {
+		adapters = append(adapters, a)
+	}
+	b.mu.Unlock()
+
+	for _, a := range adapters {
+		_ = a.Close(ctx) // never fails
+	}
+	b.sched.close()
+
+	b.mu.Lock()
+	queues := b.queues
+	b.queues = map[queueKey]*queue{}
+	b.topics = map[topicKey]*topicQueues{}
+	b.mu.Unlock()
+	for _, q := range queues {
+		q.mu.Lock()
+		q.deleted = true
+		q.ready.Clear()
+		q.mu.Unlock()
+	}
+	return nil
+}
+
+// route hands a message to every queue bound to its topic. A topic with no
+// queue yet drops it: a group receives what is published after its first
+// Subscribe.
+func (b *Broker) route(ns string, m *message) {
+	b.mu.RLock()
+	t := b.topics[topicKey{ns, m.topic}]
+	b.mu.RUnlock()
+	if t == nil {
+		return
+	}
+	for _, q := range *t.queues.Load() {
+		q.offer(m)
+	}
+}
+
+// runDue carries out scheduler entries that fell due.
+func (b *Broker) runDue(due []entry) {
+	for i := range due {
+		e := &due[i]
+		switch e.kind {
+		case routeMessage:
+			b.route(e.ns, &e.it.msg)
+		case requeueItem:
+			e.q.requeued(e.it)
+		case expireQueue:
+			b.deleteQueue(e.q, e.gen)
+		}
+	}
+}
+
+// join returns the queue named key, creating and binding it if needed, and
+// counts one more consumer on it. The caller holds no lock.
+func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec) (*queue, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		return nil, ports.ErrClosed
+	}
+	q := b.queues[key]
+	if q == nil {
+		q = &queue{key: key}
+		b.queues[key] = q
+		tk := topicKey{key.ns, key.topic}
+		t := b.topics[tk]
+		if t == nil {
+			t = &topicQueues{}
+			t.queues.Store(&[]*queue{})
+			b.topics[tk] = t
+		}
+		old := *t.queues.Load()
+		qs := make([]*queue, len(old), len(old)+1)
+		copy(qs, old)
+		qs = append(qs, q)
+		t.queues.Store(&qs)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.consumers > 0 && q.filter != spec.KeyFilter {
+		return nil, valueError("SubscriptionSpec.KeyFilter", fmt.Sprintf(
+			"is %q but the running consumers of queue %s filter by %q (the filter belongs to the queue: stop them first)",
+			spec.KeyFilter, key, q.filter))
+	}
+	q.filter = spec.KeyFilter
+	if key.mode == ports.Broadcast {
+		q.ttl = spec.InstanceTTL
+	}
+	q.consumers++
+	q.gen++
+	return q, nil
+}
+
+// leave counts one consumer less on q (called by Stop, without locks) and
+// deletes or arms the expiry of an idle Broadcast queue.
+func (b *Broker) leave(q *queue) {
+	q.mu.Lock()
+	q.consumers--
+	idle := q.consumers == 0 && q.key.mode == ports.Broadcast
+	gen, ttl := q.gen, q.ttl
+	q.mu.Unlock()
+	if !idle {
+		return
+	}
+	if ttl <= 0 {
+		b.deleteQueue(q, gen)
+		return
+	}
+	if !b.sched.add(entry{due: b.clock.Now().Add(ttl), kind: expireQueue, q: q, gen: gen}) {
+		b.deleteQueue(q, gen) // scheduler closed: the broker is closing
+	}
+}
+
+// deleteQueue unbinds and empties q unless a consumer joined it since
+// generation gen.
+func (b *Broker) deleteQueue(q *queue, gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.deleted || q.consumers > 0 || q.gen != gen {
+		return
+	}
+	q.deleted = true
+	q.ready.Clear()
+	if b.queues[q.key] == q {
+		delete(b.queues, q.key)
+	}
+	tk := topicKey{q.key.ns, q.key.topic}
+	t := b.topics[tk]
+	if t == nil {
+		return
+	}
+	old := *t.queues.Load()
+	qs := make([]*queue, 0, len(old))
+	for _, o := range old {
+		if o != q {
+			qs = append(qs, o)
+		}
+	}
+	if len(qs) == 0 {
+		delete(b.topics, tk)
+		return
+	}
+	t.queues.Store(&qs)
+}
+
+// register tracks a new adapter; it fails after Close.
+func (b *Broker) register(a *Adapter) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		return ports.ErrClosed
+	}
+	b.adapters[a] = struct{}{}
+	return nil
+}
+
+// unregister forgets a closed adapter.
+func (b *Broker) unregister(a *Adapter) {
+	b.mu.Lock()
+	delete(b.adapters, a)
+	b.mu.Unlock()
+}

@@ -1,0 +1,25 @@
+package mem
+
+import (
+	"fmt"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Settlement misuse errors. Both wrap [ports.ErrInvalid]: the core settles
+// each delivery once, on the subscription that received it, so either one
+// points at a bug in the caller. Test with errors.Is.
+var (
+	// ErrAlreadySettled is returned by Settle for a delivery that was
+	// already settled, or whose settlement is in progress in another
+	// Settle call. Nothing is settled.
+	ErrAlreadySettled = fmt.Errorf("%w: delivery already settled", ports.ErrInvalid)
+	// ErrForeignDelivery is returned by Settle for a delivery that was not
+	// received from this subscription (another subscription's, another
+	// adapter's, or one built by hand). Nothing is settled.
+	ErrForeignDelivery = fmt.Errorf("%w: delivery was not received from this subscription", ports.ErrInvalid)
+)
+
+func valueError(field, reason string) error {
+	return &ports.ValueError{Field: field, Reason: reason}
+}

@@ -1,0 +1,99 @@
+package mem
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Clock is the time source of a [Broker]: it stamps messages and drives the
+// scheduler that holds delayed messages, delayed requeues and instance
+// expiry. Tests pass a manual clock with [WithClock] to make time-based
+// behaviour deterministic.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has elapsed, like
+	// time.AfterFunc. The broker arms at most one such timer at a time.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is the handle returned by Clock.AfterFunc; *time.Timer satisfies
+// it.
+type Timer interface {
+	// Stop prevents the timer from firing; it reports whether it did.
+	Stop() bool
+	// Reset re-arms the timer to fire after d.
+	Reset(d time.Duration) bool
+}
+
+// systemClock is the wall clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// BrokerOption configures a [Broker] made by [NewBroker].
+type BrokerOption interface {
+	applyBroker(*brokerConfig) error
+}
+
+type brokerConfig struct {
+	clock Clock
+}
+
+type brokerOptionFunc func(*brokerConfig) error
+
+func (f brokerOptionFunc) applyBroker(c *brokerConfig) error { return f(c) }
+
+// WithClock sets the broker's clock. Default: the system clock. A nil
+// clock is an error.
+func WithClock(c Clock) BrokerOption {
+	return brokerOptionFunc(func(cfg *brokerConfig) error {
+		if c == nil {
+			return valueError("WithClock", "clock must not be nil")
+		}
+		cfg.clock = c
+		return nil
+	})
+}
+
+// Option configures an [Adapter] made by [New] or [Open].
+type Option interface {
+	applyAdapter(*adapterConfig) error
+}
+
+type adapterConfig struct {
+	namespace string
+}
+
+type optionFunc func(*adapterConfig) error
+
+func (f optionFunc) applyAdapter(c *adapterConfig) error { return f(c) }
+
+// maxNamespace bounds a namespace's length.
+const maxNamespace = 100
+
+// WithNamespace isolates the adapter's topics, groups and queues from
+// those of adapters on the same broker with another namespace: two
+// adapters exchange messages only when their namespaces are equal (as two
+// services on one RabbitMQ vhost with a name prefix). Default: "" (the
+// shared default namespace). A namespace is at most 100 letters, digits,
+// '.', '-' and '_'.
+func WithNamespace(ns string) Option {
+	return optionFunc(func(cfg *adapterConfig) error {
+		if len(ns) > maxNamespace {
+			return valueError("WithNamespace", fmt.Sprintf("namespace %q is longer than %d characters", ns, maxNamespace))
+		}
+		if i := strings.IndexFunc(ns, func(r rune) bool { return !nameRune(r) }); i >= 0 {
+			return valueError("WithNamespace", fmt.Sprintf("namespace %q has invalid character %q at %d (allowed: letters, digits, '.', '-', '_')", ns, ns[i], i))
+		}
+		cfg.namespace = ns
+		return nil
+	})
+}
+
+func nameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_'
+}

@@ -1,0 +1,135 @@
+package mem
+
+import (
+	"path"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// message is one published message. It is stored by value in each queue
+// it enters (no allocation per message beyond its headers and payload),
+// and its headers and payload are shared, never modified, by every copy
+// and every delivery of it.
+type message struct {
+	topic   ports.Topic
+	key     string
+	id      string
+	payload []byte
+	headers ports.Headers
+}
+
+// item is a message's place in one queue.
+type item struct {
+	msg          message
+	redeliveries int
+}
+
+// queueKey names a queue: one per (topic, group) for LoadBalance, one per
+// (topic, group, instance) for Broadcast, within a namespace.
+type queueKey struct {
+	ns       string
+	topic    ports.Topic
+	mode     ports.Mode
+	group    string
+	instance string
+}
+
+// String is the queue's name in Delivery.Facts and Stats.
+func (k queueKey) String() string {
+	name := string(k.topic) + "/" + k.group
+	if k.mode == ports.Broadcast {
+		name += "/" + k.instance
+	}
+	if k.ns != "" {
+		name = k.ns + ":" + name
+	}
+	return name
+}
+
+// queue is a FIFO of ready items shared by the subscriptions consuming it
+// (competing consumers). Its mutex also guards the in-flight bookkeeping of
+// those subscriptions, so one lock covers a receive or a settlement.
+type queue struct {
+	key queueKey
+
+	mu        sync.Mutex
+	filter    string        // KeyFilter: only matching messages enter
+	ttl       time.Duration // Broadcast: kept this long after the last consumer left
+	ready     ring[item]
+	waiters   []*subscription // blocked in Receive, woken on push
+	receivers int             // subscriptions in Receive with room for more
+	consumers int
+	inFlight  int    // deliveries held by all consumers
+	delayed   int    // requeued items waiting in the scheduler
+	gen       uint64 // bumped when a consumer joins; stale expiries check it
+	deleted   bool
+}
+
+// offer routes a published message into the queue if its key passes the
+// queue's filter. A deleted queue drops it.
+func (q *queue) offer(m *message) {
+	q.mu.Lock()
+	if q.deleted || (q.filter != "" && !matchKey(q.filter, m.key)) {
+		q.mu.Unlock()
+		return
+	}
+	q.ready.PushBack(item{msg: *m})
+	q.wakeLocked()
+	q.mu.Unlock()
+}
+
+// requeued puts an item back at the end of the queue after its delay.
+func (q *queue) requeued(it item) {
+	q.mu.Lock()
+	q.delayed--
+	if !q.deleted {
+		q.ready.PushBack(it)
+		q.wakeLocked()
+	}
+	q.mu.Unlock()
+}
+
+// wakeLocked wakes every subscription blocked in Receive. There are few
+// (the competing consumers of one queue); each re-checks under the lock.
+func (q *queue) wakeLocked() {
+	for i, s := range q.waiters {
+		s.queued = false
+		s.signal()
+		q.waiters[i] = nil
+	}
+	q.waiters = q.waiters[:0]
+}
+
+// waitLocked registers s to be woken by the next push.
+func (q *queue) waitLocked(s *subscription) {
+	if !s.queued {
+		s.queued = true
+		q.waiters = append(q.waiters, s)
+	}
+}
+
+// unwaitLocked removes s from the waiters.
+func (q *queue) unwaitLocked(s *subscription) {
+	if !s.queued {
+		return
+	}
+	s.queued = false
+	for i, w := range q.waiters {
+		if w == s {
+			last := len(q.waiters) - 1
+			q.waiters[i] = q.waiters[last]
+			q.waiters[last] = nil
+			q.waiters = q.waiters[:last]
+			return
+		}
+	}
+}
+
+// matchKey reports whether key passes a path.Match filter. The pattern
+// was validated by SubscriptionSpec.Validate.
+func matchKey(pattern, key string) bool {
+	ok, _ := path.Match(pattern, key)
+	return ok
+}

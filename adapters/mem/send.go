@@ -1,0 +1,73 @@
+package mem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Send validates, stamps and stores each message, then returns: the
+// in-process broker confirms synchronously, so a nil error means every
+// message is in the queues bound to its topic (or, with Message.Delay, in
+// the scheduler, routed to the queues bound when it falls due). A topic
+// with no queue yet confirms and drops the message, as a broker exchange
+// with no binding would.
+//
+// Send copies each message's headers and payload: the caller may reuse
+// them as soon as Send returns. Each failed message is reported as a
+// *ports.SendError joined with errors.Join: wrapping ports.ErrInvalid for
+// a message that fails Message.Validate, ports.ErrUnconfirmed while
+// [Broker.FailSends] is on, ports.ErrClosed after Close, or ctx.Err() when
+// ctx was done before Send started (nothing is stored then).
+func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
+	if err := ctx.Err(); err != nil {
+		return failAll(msgs, err)
+	}
+	if a.closed.Load() || a.b.closed.Load() {
+		return failAll(msgs, ports.ErrClosed)
+	}
+	b := a.b
+	now := b.clock.Now()
+	var errs []error
+	for i := range msgs {
+		m := msgs[i] // a copy: Stamp replaces its Headers, not the caller's
+		if err := m.Validate(); err != nil {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			continue
+		}
+		if b.failSends.Load() {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: ports.ErrUnconfirmed})
+			continue
+		}
+		m.Stamp(now)
+		msg := message{
+			topic:   m.Topic,
+			key:     m.Key,
+			id:      m.Headers[ports.HeaderID],
+			payload: bytes.Clone(m.Payload),
+			headers: m.Headers,
+		}
+		if m.Delay <= 0 {
+			b.route(a.ns, &msg)
+			continue
+		}
+		if !b.sched.add(entry{due: now.Add(m.Delay), kind: routeMessage, ns: a.ns, it: item{msg: msg}}) {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: ports.ErrClosed})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// failAll reports every message of a Send as unconfirmed with err.
+func failAll(msgs []ports.Message, err error) error {
+	if len(msgs) == 0 {
+		return err
+	}
+	errs := make([]error, len(msgs))
+	for i := range msgs {
+		errs[i] = &ports.SendError{Index: i, Topic: msgs[i].Topic, Err: err}
+	}
+	return errors.Join(errs...)
+}

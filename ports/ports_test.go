@@ -1,0 +1,93 @@
+package ports_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+func TestTopicValidate(t *testing.T) {
+	for _, ok := range []ports.Topic{"orders", "a.b-c_d", "x"} {
+		if err := ok.Validate(); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []ports.Topic{"", "has space", "a/b", "#", ports.Topic(strings.Repeat("a", 201))} {
+		if err := bad.Validate(); !errors.Is(err, ports.ErrInvalid) {
+			t.Errorf("%q: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	base := ports.SubscriptionSpec{Topic: "t", Group: "g"}
+	bad := map[string]func(*ports.SubscriptionSpec){
+		"no group":          func(s *ports.SubscriptionSpec) { s.Group = "" },
+		"unknown mode":      func(s *ports.SubscriptionSpec) { s.Mode = 9 },
+		"negative inflight": func(s *ports.SubscriptionSpec) { s.InFlight = -1 },
+		"negative batch":    func(s *ports.SubscriptionSpec) { s.Batch.Size = -1 },
+		"bad key filter":    func(s *ports.SubscriptionSpec) { s.KeyFilter = "[" },
+		"jitter above 1":    func(s *ports.SubscriptionSpec) { s.Retry.Jitter = 2 },
+		"negative ttl":      func(s *ports.SubscriptionSpec) { s.InstanceTTL = -time.Second },
+	}
+	for name, mutate := range bad {
+		s := base
+		mutate(&s)
+		if err := s.Validate(); !errors.Is(err, ports.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if err := (ports.SubscriptionSpec{Topic: "t", Mode: ports.Broadcast}).Validate(); err != nil {
+		t.Errorf("broadcast without group: %v", err)
+	}
+}
+
+func TestRedeliveryCountFrom(t *testing.T) {
+	if n, err := ports.RedeliveryCountFrom(ports.Headers{}); n != 0 || err != nil {
+		t.Fatalf("missing header: %d, %v", n, err)
+	}
+	if n, err := ports.RedeliveryCountFrom(ports.Headers{ports.HeaderRedeliveryCount: "3"}); n != 3 || err != nil {
+		t.Fatalf("3: %d, %v", n, err)
+	}
+	for _, bad := range []string{"-1", "x", "1e3"} {
+		_, err := ports.RedeliveryCountFrom(ports.Headers{ports.HeaderRedeliveryCount: bad})
+		if !ports.IsPoison(err) {
+			t.Errorf("%q: %v, want a poison HeaderError", bad, err)
+		}
+	}
+}
+
+func TestStampFillsEnvelopeWithoutTouchingCallerHeaders(t *testing.T) {
+	h := ports.Headers{"x": "1"}
+	m := ports.Message{Topic: "t", Key: "k", Headers: h}
+	m.Stamp(time.Unix(0, 0))
+	if len(h) != 1 {
+		t.Fatalf("Stamp modified the caller's headers: %v", h)
+	}
+	for _, k := range []string{ports.HeaderID, ports.HeaderSpecVersion, ports.HeaderTime, ports.HeaderPartitionKey} {
+		if m.Headers[k] == "" {
+			t.Errorf("Stamp left %s empty", k)
+		}
+	}
+	if a, b := ports.NewID(), ports.NewID(); a == b {
+		t.Fatalf("NewID repeated %q", a)
+	}
+}
+
+func FuzzRedeliveryCountFrom(f *testing.F) {
+	for _, s := range []string{"0", "12", "-1", "", "abc", "99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ports.RedeliveryCountFrom(ports.Headers{ports.HeaderRedeliveryCount: s})
+		if err != nil && !ports.IsPoison(err) {
+			t.Fatalf("%q: error %v is not poison", s, err)
+		}
+		if n < 0 {
+			t.Fatalf("%q: negative count %d", s, n)
+		}
+	})
+}
