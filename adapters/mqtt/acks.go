@@ -26,12 +26,22 @@ var errConnectionGone = errors.New("the connection that received this delivery i
 // Every connection is a generation: a ticket from one generation can never
 // acknowledge a packet of the next, where the broker may have reused the
 // packet identifier.
+//
+// PUBACKs are written straight to the connection in their 4-byte form
+// (reason code 0x00, no properties [MQTT-3.4.2.1]). One settler at a time
+// writes; PUBACKs released while it writes are appended to its buffer and
+// go out in its next write, so the receive path never waits for a write
+// and a burst of settlements costs one system call.
 type ackSession struct {
 	inner session.SessionManager
 
-	mu    sync.Mutex
-	gen   uint64     // bumped at every ConAckReceived and ConnectionLost
-	order []*ackSlot // QoS 1 deliveries of this generation in arrival order, unacknowledged or held back
+	mu      sync.Mutex
+	gen     uint64     // bumped at every ConAckReceived and ConnectionLost
+	conn    io.Writer  // this generation's connection; nil while down
+	order   []*ackSlot // QoS 1 deliveries of this generation in arrival order, unacknowledged or held back
+	pending []byte     // encoded PUBACKs in order, not yet written
+	spare   []byte     // the writer's previous buffer, reused
+	writing bool       // a settler is writing pending
 }
 
 type ackSlot struct {
@@ -61,18 +71,20 @@ func (s *ackSession) arrived(packetID uint16, qos byte) ackTicket {
 	return ackTicket{gen: s.gen, slot: slot}
 }
 
-// release marks t's delivery acknowledged and writes every PUBACK that is
-// now in order. It returns errConnectionGone when t's connection is closed,
-// and a write error when writing failed (the connection is breaking). A
-// nil error means the PUBACK was written or is queued behind an earlier,
-// still unacknowledged delivery of the same connection.
+// release marks t's delivery acknowledged and queues every PUBACK that is
+// now in order. It returns errConnectionGone when t's connection is
+// closed, and the write error when this call wrote and the write failed
+// (the connection is breaking; the broker will redeliver). A nil error
+// means the PUBACK was written, or handed to the settler writing now, or
+// is held back behind an earlier, still unacknowledged delivery of the
+// same connection.
 func (s *ackSession) release(t ackTicket) error {
 	if t.slot == nil {
 		return nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t.gen != s.gen {
+	if t.gen != s.gen || s.conn == nil {
+		s.mu.Unlock()
 		return errConnectionGone
 	}
 	t.slot.released = true
@@ -81,17 +93,39 @@ func (s *ackSession) release(t ackTicket) error {
 		if !slot.released {
 			break
 		}
-		if err := s.inner.Ack(&packets.Publish{QoS: 1, PacketID: slot.id}); err != nil {
-			s.order = s.order[n:]
-			return err
-		}
+		s.pending = append(s.pending, 0x40, 0x02, byte(slot.id>>8), byte(slot.id))
 		n++
 	}
 	if n > 0 {
 		clear(s.order[:n])
 		s.order = s.order[n:]
 	}
-	return nil
+	if s.writing || len(s.pending) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	s.writing = true
+	var err error
+	for len(s.pending) > 0 && s.conn != nil {
+		buf, w, gen := s.pending, s.conn, s.gen
+		s.pending = s.spare[:0]
+		s.mu.Unlock()
+		_, werr := w.Write(buf)
+		s.mu.Lock()
+		s.spare = buf[:0]
+		if werr != nil && gen == s.gen {
+			// The connection is breaking: what is pending dies with it
+			// and the broker redelivers.
+			s.pending = s.pending[:0]
+			err = werr
+			break
+		}
+		// A changed generation cleared pending; anything in it now was
+		// released on the new connection and is written there.
+	}
+	s.writing = false
+	s.mu.Unlock()
+	return err
 }
 
 // heldBack reports how many acknowledged deliveries wait behind an
@@ -108,24 +142,27 @@ func (s *ackSession) heldBack() int {
 	return n
 }
 
-func (s *ackSession) newGeneration() {
+func (s *ackSession) newGeneration(conn io.Writer) {
 	s.mu.Lock()
 	s.gen++
+	s.conn = conn
 	clear(s.order)
 	s.order = s.order[:0]
+	s.pending = s.pending[:0]
 	s.mu.Unlock()
 }
 
-// ConAckReceived starts a new generation, then lets paho's state resume.
-func (s *ackSession) ConAckReceived(w io.Writer, cp *packets.Connect, ca *packets.Connack) error {
-	s.newGeneration()
-	return s.inner.ConAckReceived(w, cp, ca)
+// ConAckReceived starts a new generation on conn, then lets paho's state
+// resume.
+func (s *ackSession) ConAckReceived(conn io.Writer, cp *packets.Connect, ca *packets.Connack) error {
+	s.newGeneration(conn)
+	return s.inner.ConAckReceived(conn, cp, ca)
 }
 
 // ConnectionLost ends the generation: its deliveries can no longer be
 // acknowledged.
 func (s *ackSession) ConnectionLost(dp *packets.Disconnect) error {
-	s.newGeneration()
+	s.newGeneration(nil)
 	return s.inner.ConnectionLost(dp)
 }
 

@@ -25,6 +25,9 @@ type Adapter struct {
 	// publishFault, when set (tests only), fails publishes before they are
 	// written, as a refusing broker would.
 	publishFault func(topic string) error
+	// arrived, when set (tests only), observes every PUBLISH a
+	// subscription's connection received, before any local handling.
+	arrived func(id string, dup bool)
 
 	mu        sync.Mutex
 	closed    bool

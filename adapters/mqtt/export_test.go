@@ -8,3 +8,9 @@ func SetPublishFault(a *Adapter, f func(topic string) error) { a.publishFault = 
 // HeldBack reports how many acknowledged deliveries of sub wait behind an
 // unacknowledged one.
 func HeldBack(sub any) int { return sub.(*subscription).sess.heldBack() }
+
+// SetArrivalHook makes every subscription of a report each PUBLISH its
+// connection received (message id, DUP flag) before handling it, so tests
+// can tell a message the broker never delivered from one the adapter
+// dropped. Set before subscribing.
+func SetArrivalHook(a *Adapter, f func(id string, dup bool)) { a.arrived = f }

@@ -190,6 +190,9 @@ func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 	t := s.sess.arrived(p.PacketID, p.QoS)
 	h := headersOf(p)
 	id := h[ports.HeaderID]
+	if s.a.arrived != nil {
+		s.a.arrived(id, p.Duplicate())
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock() // never acknowledged: redelivered when the session resumes
