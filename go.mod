@@ -17,5 +17,4 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rs/xid v1.4.0 // indirect
 	golang.org/x/net v0.43.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -28,8 +28,8 @@ import (
 	"sync"
 
 	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // Options configure the embedded broker. The zero value is usable.
@@ -42,6 +42,31 @@ type Options struct {
 	// ReceiveMaximum is the broker's receive maximum per client (how many
 	// unacknowledged QoS 1 publishes a client may send it). Default 1024.
 	ReceiveMaximum uint16
+	// AllowPublish, when set, decides whether a client may publish to a
+	// topic; a refused QoS 1 publish is answered with PUBACK reason code
+	// 0x87 (not authorized). Default: every publish is allowed.
+	AllowPublish func(clientID, topic string) bool
+}
+
+// authHook allows every connection and asks AllowPublish about publishes.
+type authHook struct {
+	mochi.HookBase
+	allowPublish func(clientID, topic string) bool
+}
+
+func (h *authHook) ID() string { return "sluice-embedded-auth" }
+
+func (h *authHook) Provides(b byte) bool {
+	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
+}
+
+func (h *authHook) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+
+func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
+	if !write || h.allowPublish == nil {
+		return true
+	}
+	return h.allowPublish(cl.ID, topic)
 }
 
 // Broker is a running embedded broker.
@@ -53,7 +78,8 @@ type Broker struct {
 	closeErr  error
 }
 
-// Start starts a broker that accepts every connection on opts.Addr and
+// Start starts a broker that accepts every connection on opts.Addr (mochi
+// refuses all connections without an auth hook; this one allows them) and
 // returns once it is listening.
 func Start(opts Options) (*Broker, error) {
 	addr := opts.Addr
@@ -69,7 +95,7 @@ func Start(opts Options) (*Broker, error) {
 		caps.ReceiveMaximum = opts.ReceiveMaximum
 	}
 	srv := mochi.New(&mochi.Options{Logger: logger, Capabilities: caps})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+	if err := srv.AddHook(&authHook{allowPublish: opts.AllowPublish}, nil); err != nil {
 		return nil, fmt.Errorf("embedded: auth hook: %w", err)
 	}
 	ln, err := net.Listen("tcp", addr)
