@@ -42,6 +42,7 @@ type ackSession struct {
 	pending []byte     // encoded PUBACKs in order, not yet written
 	spare   []byte     // the writer's previous buffer, reused
 	writing bool       // a settler is writing pending
+	wrote   bool       // a PUBACK was written since the last takeWrote
 }
 
 type ackSlot struct {
@@ -112,6 +113,7 @@ func (s *ackSession) release(t ackTicket) error {
 		s.mu.Unlock()
 		_, werr := w.Write(buf)
 		s.mu.Lock()
+		s.wrote = true
 		s.spare = buf[:0]
 		if werr != nil && gen == s.gen {
 			// The connection is breaking: what is pending dies with it
@@ -126,6 +128,15 @@ func (s *ackSession) release(t ackTicket) error {
 	s.writing = false
 	s.mu.Unlock()
 	return err
+}
+
+// takeWrote reports whether a PUBACK was written since the last call.
+func (s *ackSession) takeWrote() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.wrote
+	s.wrote = false
+	return w
 }
 
 // heldBack reports how many acknowledged deliveries wait behind an

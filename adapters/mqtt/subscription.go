@@ -345,10 +345,14 @@ func (s *subscription) disconnectPacket() *paho.Disconnect {
 // written before it. Without it, closing the socket right after the
 // DISCONNECT can reset the connection while the broker still has unread
 // PUBACKs in its buffer, and they are lost (measured with mosquitto: the
-// last PUBACK of a burst sometimes was). Bounded by ctx and 5s; a broker
-// that is down needs no barrier.
+// last PUBACK of a burst sometimes was). It is skipped when no PUBACK was
+// written, and bounded by ctx and 2s (a connection that died unnoticed
+// costs Stop that long).
 func (s *subscription) barrier(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if !s.sess.takeWrote() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, _ = s.cm.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{s.a.opts.Namespace + "/sluice-barrier"}})
 }
