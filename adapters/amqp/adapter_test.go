@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -188,31 +189,57 @@ func rawPublish(t *testing.T, ns string, topic ports.Topic, p amqp091.Publishing
 }
 
 // TestMalformedCountIsPoison: a message whose redelivery count cannot be
-// read never reaches the pipeline; it is dead-lettered with a HeaderError
-// reason, and the subscription reports it.
+// read is handed over with Delivery.Err (a poison HeaderError); the core
+// then dead-letters it without running the handler, and the dead letter
+// is readable (its count header is dropped).
 func TestMalformedCountIsPoison(t *testing.T) {
 	ns := namespace("bad")
 	a := newAdapter(t, amqp.Options{Namespace: ns})
-	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "bad", Group: "g"})
-	dlq := subscribe(t, a, ports.SubscriptionSpec{Topic: ports.DeadLetterTopic("bad"), Group: "g"})
+	declare := subscribe(t, a, ports.SubscriptionSpec{Topic: "bad", Group: "g"})
+	if err := declare.Stop(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
 	rawPublish(t, ns, "bad", amqp091.Publishing{Body: []byte("x"), Headers: amqp091.Table{
 		ports.HeaderID: "bad-1", ports.HeaderRedeliveryCount: "three",
 	}})
 	send(t, a, "bad", "good-1")
-	if d := receive1(t, s); d.ID != "good-1" {
-		t.Fatalf("the pipeline got %s, want only good-1", d.ID)
+
+	// At the SPI: the delivery carries the error.
+	s, err := a.Subscribe(testCtx(t), ports.SubscriptionSpec{Topic: "bad", Group: "g", InFlight: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]error{}
+	for len(got) < 2 {
+		d := receive1(t, s)
+		got[d.ID] = d.Err
+	}
+	var he *ports.HeaderError
+	if !errors.As(got["bad-1"], &he) || !ports.IsPoison(got["bad-1"]) || got["good-1"] != nil {
+		t.Fatalf("delivery errors %v: want a poison HeaderError on bad-1 only", got)
+	}
+	if err := s.Stop(testCtx(t)); err != nil { // both go back, unsettled
+		t.Fatal(err)
+	}
+
+	// Through the core: bad-1 is dead-lettered unhandled, good-1 handled.
+	dlq := subscribe(t, a, ports.SubscriptionSpec{Topic: ports.DeadLetterTopic("bad"), Group: "g"})
+	handled := make(chan string, 4)
+	p := flow.New(a, ports.SubscriptionSpec{Topic: "bad", Group: "g"}, flow.WithDrainTimeout(0), flow.WithErrorHandler(func(error) {}))
+	flow.Sink(p.Source(), func(_ context.Context, d *ports.Delivery) error {
+		handled <- d.ID
+		return nil
+	})
+	if err := p.Start(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, p)
+	if id := <-handled; id != "good-1" {
+		t.Fatalf("the handler got %s", id)
 	}
 	d := receive1(t, dlq)
-	if d.ID != "bad-1" || !strings.Contains(d.Headers[ports.HeaderDeadLetterReason], "malformed header "+ports.HeaderRedeliveryCount) {
-		t.Fatalf("dead letter %s reason %q", d.ID, d.Headers[ports.HeaderDeadLetterReason])
-	}
-	select {
-	case err := <-s.Errors():
-		if !strings.Contains(err.Error(), "malformed") {
-			t.Fatalf("reported %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the malformed message was not reported")
+	if d.ID != "bad-1" || !strings.Contains(d.Headers[ports.HeaderDeadLetterReason], "malformed header "+ports.HeaderRedeliveryCount) || d.Err != nil {
+		t.Fatalf("dead letter %s reason %q err %v", d.ID, d.Headers[ports.HeaderDeadLetterReason], d.Err)
 	}
 }
 

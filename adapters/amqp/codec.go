@@ -112,7 +112,8 @@ type decoded struct {
 	// x-delivery-count where present (quorum queues, exact), else 1 if
 	// the redelivered flag is set (classic queues, a lower bound).
 	returns int
-	// err is set when a header is malformed; the delivery is poison.
+	// err is set when a header is malformed; the delivery is poison
+	// (Delivery.Err).
 	err error
 }
 

@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -65,17 +64,10 @@ func (s *subscription) take(c *consumer, first amqp.Delivery, max int) []*ports.
 	out := make([]*ports.Delivery, 0, min(max, 64))
 	tags := make([]uint64, 0, cap(out))
 	now := time.Now()
-	var bad []*amqp.Delivery
 	d := first
 	for {
 		tags = append(tags, d.DeliveryTag)
-		pd, err := s.convert(c, &d, now)
-		if err != nil {
-			dd := d
-			bad = append(bad, &dd)
-		} else {
-			out = append(out, pd)
-		}
+		out = append(out, s.convert(c, &d, now))
 		if len(out) >= max {
 			break
 		}
@@ -89,19 +81,15 @@ func (s *subscription) take(c *consumer, first amqp.Delivery, max int) []*ports.
 		}
 	}
 	c.acks.received(tags...)
-	for _, b := range bad {
-		s.poisonOnArrival(c, b)
-	}
 	return out
 }
 
-// convert builds the ports.Delivery of d.
-func (s *subscription) convert(c *consumer, d *amqp.Delivery, now time.Time) (*ports.Delivery, error) {
+// convert builds the ports.Delivery of d. An envelope that cannot be read
+// (a malformed redelivery count) sets Delivery.Err: the core dead-letters
+// the delivery as poison without handing it to the pipeline.
+func (s *subscription) convert(c *consumer, d *amqp.Delivery, now time.Time) *ports.Delivery {
 	dec := decode(d)
-	if dec.err != nil {
-		return nil, dec.err
-	}
-	pd := &ports.Delivery{
+	return &ports.Delivery{
 		Message: ports.Message{
 			Topic:   s.spec.Topic,
 			Key:     dec.headers[ports.HeaderPartitionKey],
@@ -112,39 +100,7 @@ func (s *subscription) convert(c *consumer, d *amqp.Delivery, now time.Time) (*p
 		RedeliveryCount: dec.requeues + dec.returns,
 		Facts:           dec.facts,
 		ReceivedAt:      now,
+		Err:             dec.err,
 		Handle:          &handle{c: c, tag: d.DeliveryTag},
 	}
-	return pd, nil
-}
-
-// poisonOnArrival handles a delivery whose envelope cannot be read (a
-// malformed redelivery count): it never reaches the pipeline. It is
-// dead-lettered with the header error as reason — or, with dead-lettering
-// off, requeued after Retry.MaxBackoff — and reported on Errors. If that
-// fails, it stays unsettled until the channel closes, and is reported.
-func (s *subscription) poisonOnArrival(c *consumer, d *amqp.Delivery) {
-	dec := decode(d)
-	if dec.err == nil {
-		dec.err = ports.Poisonf("unreadable envelope")
-	}
-	h := &handle{c: c, tag: d.DeliveryTag}
-	pd := &ports.Delivery{
-		Message: ports.Message{Topic: s.spec.Topic, Payload: d.Body, Headers: dec.headers},
-		ID:      dec.headers[ports.HeaderID],
-		Handle:  h,
-	}
-	disp := ports.Disposition{Action: ports.DeadLetter, Reason: dec.err, Attempts: 1}
-	if s.spec.DisableDeadLetter {
-		// The requeued copy carries a valid count again (1), so the
-		// message then reaches the pipeline; the report says so.
-		disp = ports.Disposition{Action: ports.Requeue, Reason: dec.err, Delay: s.spec.Retry.MaxBackoff}
-	}
-	ctx, cancel := context.WithTimeout(s.life, s.a.opts.DialTimeout)
-	defer cancel()
-	err := s.Settle(ctx, []*ports.Delivery{pd}, disp)
-	if err != nil {
-		s.report(fmt.Errorf("amqp: %s: message %q has a malformed envelope (%v) and could not be %s: %w; it stays unsettled", s.queue, pd.ID, dec.err, disp.Action, err))
-		return
-	}
-	s.report(fmt.Errorf("amqp: %s: message %q has a malformed envelope: %w; %s", s.queue, pd.ID, dec.err, disp.Action))
 }

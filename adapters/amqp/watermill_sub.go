@@ -37,7 +37,8 @@ type WatermillSubscriberConfig struct {
 // of the queue rather than at its head, headers that are not strings
 // (x-death, typed values) are never a reason to reject a message, and
 // Close or a cancelled context hand every unacked message back to the
-// broker without acking or nacking it. Connection loss is recovered
+// broker without acking or nacking it. A message whose envelope cannot be
+// read is dead-lettered before Watermill sees it. Connection loss is recovered
 // underneath; the subscription's errors are not visible to Watermill, so
 // they are given to OnError, if set.
 type WatermillSubscriber struct {
@@ -155,6 +156,10 @@ func (w *WatermillSubscriber) run(ctx context.Context, sub ports.Subscription, o
 			return
 		}
 		for _, d := range ds {
+			if d.Err != nil {
+				w.poison(sub, d)
+				continue
+			}
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
@@ -201,6 +206,20 @@ func (w *WatermillSubscriber) settle(ctx context.Context, sub ports.Subscription
 	if err := sub.Settle(sctx, []*ports.Delivery{d}, disp); err != nil {
 		w.report(fmt.Errorf("amqp: watermill %v of %s: %w", disp.Action, d.ID, err))
 	}
+}
+
+// poison dead-letters a delivery whose envelope could not be read, as the
+// flow core does: Watermill has no poison outcome, and its handler could
+// not judge the message either.
+func (w *WatermillSubscriber) poison(sub ports.Subscription, d *ports.Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	disp := ports.Disposition{Action: ports.DeadLetter, Reason: ports.Poison(d.Err), Attempts: d.RedeliveryCount + 1}
+	if err := sub.Settle(ctx, []*ports.Delivery{d}, disp); err != nil {
+		w.report(fmt.Errorf("amqp: watermill: dead-letter %s (%v): %w", d.ID, d.Err, err))
+		return
+	}
+	w.report(fmt.Errorf("amqp: watermill: %s dead-lettered: %w", d.ID, d.Err))
 }
 
 // toWatermill converts a delivery. The message's context ends when the
