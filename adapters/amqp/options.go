@@ -90,7 +90,7 @@ type Options struct {
 	DelaySlack time.Duration
 
 	// Logger receives the capability line at start and reconnect notes.
-	// Default: discard.
+	// Default slog.Default().
 	Logger *slog.Logger
 
 	// faults is set by tests in this package only.
@@ -147,7 +147,7 @@ func (o Options) withDefaults() Options {
 		o.DelaySlack = DefaultDelaySlack
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	return o
 }
