@@ -94,9 +94,15 @@ func (s *subscription) start(ctx context.Context) error {
 	c, err := s.establish(ctx)
 	if err != nil {
 		s.cancel()
+		s.closeErrs()
+		close(s.supDone) // no supervisor: a concurrent Stop must not wait for one
 		return fmt.Errorf("amqp: subscribe %s: %w", s.queue, err)
 	}
-	s.install(c)
+	if !s.install(c) { // stopped meanwhile (the adapter is closing)
+		s.closeErrs()
+		close(s.supDone)
+		return ports.ErrClosed
+	}
 	go s.supervise(c)
 	return nil
 }
