@@ -1,0 +1,72 @@
+package adapters
+
+import (
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// secretWords mark query parameters whose values Redact masks.
+var secretWords = []string{"pass", "secret", "token", "key", "auth", "credential", "sasl", "cert"}
+
+// Redact returns u as text fit for logs and errors: the password and the
+// values of parameters named like secrets (password, token, secret, key,
+// auth, credential, sasl, cert) are replaced by "xxxxx".
+func Redact(u *url.URL) string {
+	var b strings.Builder
+	b.WriteString(u.Scheme)
+	b.WriteString("://")
+	if u.User != nil {
+		b.WriteString(url.PathEscape(u.User.Username()))
+		if _, has := u.User.Password(); has {
+			b.WriteString(":xxxxx")
+		}
+		b.WriteByte('@')
+	}
+	b.WriteString(u.Host)
+	b.WriteString(u.EscapedPath())
+	if u.RawQuery != "" {
+		b.WriteByte('?')
+		if q, err := url.ParseQuery(u.RawQuery); err != nil {
+			b.WriteString("(malformed query not shown)")
+		} else {
+			b.WriteString(redactQuery(q))
+		}
+	}
+	return b.String()
+}
+
+func redactQuery(q url.Values) string {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		secret := isSecret(k)
+		for _, v := range q[k] {
+			if b.Len() > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(url.QueryEscape(k))
+			b.WriteByte('=')
+			if secret {
+				b.WriteString("xxxxx")
+			} else {
+				b.WriteString(url.QueryEscape(v))
+			}
+		}
+	}
+	return b.String()
+}
+
+func isSecret(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range secretWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
