@@ -41,7 +41,10 @@ func (m *Message) Validate() error {
 // Delivery is one inbound delivery of a message.
 //
 // A Delivery belongs to the core from Receive until it is settled; adapters
-// must not mutate it after handing it over, except through Settle.
+// must not mutate it after handing it over, except through Settle. Its
+// Payload, Headers and Facts may be shared with other deliveries of the
+// same message (broadcast copies, redeliveries): treat them as read-only
+// and copy before changing.
 type Delivery struct {
 	// Message is the message as published (Delay is zero).
 	Message

@@ -214,3 +214,20 @@ func queueStats(t testing.TB, b *mem.Broker, topic, group string) mem.QueueStats
 	}
 	return q
 }
+
+// waitForWaiting polls the broker until n consumers of the LoadBalance
+// queue (topic, group) are blocked in Receive, failing after a bounded
+// wait. It lets a test act only once a Receive is really blocked.
+func waitForWaiting(t testing.TB, b *mem.Broker, topic, group string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		if q, ok := b.Stats().Queue("", ports.Topic(topic), group, ""); ok && q.Waiting == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %d consumers blocked in Receive", n)
+		}
+		time.Sleep(time.Millisecond) // polling a counter, bounded by the deadline
+	}
+}

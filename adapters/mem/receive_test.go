@@ -115,6 +115,7 @@ func TestReceiveWaitsForPublish(t *testing.T) {
 		errc <- err
 		got <- ds
 	}()
+	waitForWaiting(t, b, "orders", "g", 1)
 	send(t, a, "orders", "x")
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -169,6 +170,7 @@ func TestStopWakesReceive(t *testing.T) {
 		_, err := s.Receive(ctx, 1)
 		errc <- err
 	}()
+	waitForWaiting(t, b, "orders", "g", 1)
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +179,37 @@ func TestStopWakesReceive(t *testing.T) {
 	}
 	if _, err := s.Receive(context.Background(), 1); !errors.Is(err, ports.ErrClosed) {
 		t.Fatalf("Receive after Stop: %v, want ErrClosed", err)
+	}
+}
+
+// TestCompetingReceiversShareReadyMessages: consumers blocked in Receive
+// when a burst becomes ready each get a fair share, not whatever the first
+// one to wake can hold. The burst is made atomic by a Stop that hands ten
+// unsettled deliveries back at once.
+func TestCompetingReceiversShareReadyMessages(t *testing.T) {
+	b := newBroker(t)
+	first := subscribe(t, newAdapter(t, b), lb("orders", "g"))
+	send(t, newAdapter(t, b), "orders", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10")
+	receive(t, first, 10)
+
+	got := make(chan int, 2)
+	for range 2 {
+		s := subscribe(t, newAdapter(t, b), lb("orders", "g"))
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			ds, _ := s.Receive(ctx, 64)
+			got <- len(ds)
+		}()
+	}
+	waitForWaiting(t, b, "orders", "g", 2)
+	if err := first.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n1, n2 := <-got, <-got; n1 != 5 || n2 != 5 {
+		t.Fatalf("two waiting consumers received %d and %d of 10, want 5 each", n1, n2)
+	}
+	if q := queueStats(t, b, "orders", "g"); q.Waiting != 0 || q.InFlight != 10 {
+		t.Fatalf("stats %+v, want nobody waiting and 10 in flight", q)
 	}
 }

@@ -39,13 +39,18 @@ func (r *ring[T]) PopFront() (v T, ok bool) {
 	if r.n == 0 {
 		r.head = 0
 	}
+	if len(r.buf) > minShrink && r.n < len(r.buf)/4 {
+		r.resize(len(r.buf) / 2) // a drained burst gives its memory back
+	}
 	return v, true
 }
 
-// Clear removes every element, keeping the storage.
+// minShrink is the capacity below which a ring never shrinks.
+const minShrink = 256
+
+// Clear removes every element and releases the storage.
 func (r *ring[T]) Clear() {
-	clear(r.buf)
-	r.head, r.n = 0, 0
+	r.buf, r.head, r.n = nil, 0, 0
 }
 
 // grow makes room for one more element. The capacity stays a power of
@@ -54,12 +59,18 @@ func (r *ring[T]) grow() {
 	if r.n < len(r.buf) {
 		return
 	}
-	size := 2 * len(r.buf)
-	if size == 0 {
-		size = 16
-	}
+	r.resize(max(2*len(r.buf), 16))
+}
+
+// resize moves the elements, in order, to a new buffer of size (a power of
+// two, at least r.n).
+func (r *ring[T]) resize(size int) {
 	buf := make([]T, size)
-	k := copy(buf, r.buf[r.head:])
-	copy(buf[k:], r.buf[:r.head])
+	if end := r.head + r.n; end <= len(r.buf) {
+		copy(buf, r.buf[r.head:end])
+	} else {
+		k := copy(buf, r.buf[r.head:])
+		copy(buf[k:], r.buf[:end-len(r.buf)])
+	}
 	r.buf, r.head = buf, 0
 }

@@ -31,6 +31,9 @@ type QueueStats struct {
 	KeyFilter string
 	// Consumers is the number of running subscriptions on the queue.
 	Consumers int
+	// Waiting is the number of consumers inside Receive with room for
+	// more deliveries: blocked until a message is ready.
+	Waiting int
 	// Ready is the number of messages waiting to be received.
 	Ready int
 	// InFlight is the number of deliveries received and not yet settled.
@@ -62,6 +65,7 @@ func (b *Broker) Stats() Stats {
 			Instance:  q.key.instance,
 			KeyFilter: q.filter,
 			Consumers: q.consumers,
+			Waiting:   q.receivers,
 			Ready:     q.ready.Len(),
 			InFlight:  q.inFlight,
 			Delayed:   q.delayed,
