@@ -286,3 +286,18 @@ func TestBuildErrors(t *testing.T) {
 		t.Fatalf("Start with an invalid spec: %v, want ErrInvalid", err)
 	}
 }
+
+func TestMalformedEnvelopeIsDeadLetteredUnhandled(t *testing.T) {
+	var handled atomic.Int32
+	f, _ := start(t, spec, sinkOrders(func(context.Context, order) error { handled.Add(1); return nil }))
+	d := delivery(`{}`, 0)
+	d.Err = &ports.HeaderError{Header: ports.HeaderRedeliveryCount, Value: "x"}
+	f.push(d)
+	s := f.waitSettled(t, 1)[0].disp
+	if s.Action != ports.DeadLetter || !strings.Contains(s.ReasonText(), "malformed header") {
+		t.Fatalf("settled %+v, want DEAD_LETTER naming the malformed header", s)
+	}
+	if handled.Load() != 0 {
+		t.Fatal("a delivery with a malformed envelope reached the handler")
+	}
+}

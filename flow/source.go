@@ -58,6 +58,11 @@ func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery) bool {
 	p.stats.received.Add(1)
 	p.stats.inFlight.Add(1)
 	p.observe(Event{Delivery: d, Received: true})
+	if d.Err != nil {
+		// The adapter could not decode the envelope: poison, unhandled.
+		_ = r.Fail(ports.Poison(d.Err))
+		return true
+	}
 	if !p.spec.MatchKey(d.Key) {
 		// Not addressed to this subscription; the adapter could not
 		// filter natively. Acknowledge without handling.

@@ -61,6 +61,13 @@ type Delivery struct {
 	// ReceivedAt is when the adapter received the delivery from the broker.
 	ReceivedAt time.Time
 
+	// Err, when set by the adapter, says the delivery's envelope could not
+	// be decoded (a malformed redelivery-count header, a broken property).
+	// The core dead-letters such a delivery as poison with Err as the
+	// reason, without handing it to the pipeline. Adapters set it instead of
+	// dropping or guessing.
+	Err error
+
 	// Handle is the adapter's private settlement handle (a delivery tag,
 	// an offset, a message id). The core never reads it.
 	Handle any

@@ -1,0 +1,90 @@
+package pulsar_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/sluicemq/sluice/adapters/pulsar"
+	"github.com/sluicemq/sluice/adapters/pulsar/internal/fakepulsar"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// The examples run over fakepulsar, a model of the client interfaces; in
+// production pass pulsar.WithURL("pulsar://host:6650") instead.
+func ExampleNew() {
+	broker := fakepulsar.New()
+	defer broker.Close()
+	client := broker.NewClient()
+	defer client.Close()
+
+	a, err := pulsar.New(pulsar.WithClient(client), pulsar.WithNamespace("acme", "orders"))
+	if err != nil {
+		panic(err)
+	}
+	defer a.Close(context.Background())
+	fmt.Println(a.PhysicalTopic("orders.paid"))
+	fmt.Println(a.Capabilities())
+	// Output:
+	// persistent://acme/orders/orders.paid
+	// delay delayed-requeue -native-dlq broadcast per-message-ack confirm -native-batch -expiry durable-groups -exact-redelivery-count ordering=none
+}
+
+func ExampleSubscription_Settle() {
+	broker := fakepulsar.New()
+	defer broker.Close()
+	client := broker.NewClient()
+	defer client.Close()
+	a, _ := pulsar.New(pulsar.WithClient(client), pulsar.WithRequeueTick(9*time.Millisecond))
+	defer a.Close(context.Background())
+	ctx := context.Background()
+
+	sub, _ := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
+	_ = a.Send(ctx, ports.Message{Topic: "orders", Payload: []byte(`{"total":42}`), Headers: ports.Headers{ports.HeaderID: "order-1"}})
+
+	ds, _ := sub.Receive(ctx, 1)
+	fmt.Println(ds[0].ID, "delivery", ds[0].RedeliveryCount)
+	// The handler failed: requeue. Pulsar redelivers with its own count.
+	_ = sub.Settle(ctx, ds, ports.Disposition{Action: ports.Requeue, Reason: errors.New("busy"), Delay: 10 * time.Millisecond})
+	ds, _ = sub.Receive(ctx, 1)
+	fmt.Println(ds[0].ID, "delivery", ds[0].RedeliveryCount)
+	// It succeeded: acknowledge.
+	_ = sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack})
+	fmt.Println("unacked:", len(broker.Unacked("persistent://public/default/orders", "billing")))
+	// Output:
+	// order-1 delivery 0
+	// order-1 delivery 1
+	// unacked: 0
+}
+
+func ExampleNewPublisher() {
+	broker := fakepulsar.New()
+	defer broker.Close()
+	client := broker.NewClient()
+	defer client.Close()
+
+	sub, _ := pulsar.NewSubscriber(client, pulsar.SubscriberConfig{
+		SubscriptionName: "audit",
+		Consumer:         pulsarclient.ConsumerOptions{Type: pulsarclient.Shared},
+	}, nil)
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	msgs, _ := sub.Subscribe(ctx, "persistent://public/default/audit")
+
+	pub, _ := pulsar.NewPublisher(client, pulsar.PublisherConfig{}, nil)
+	defer pub.Close()
+	m := message.NewMessage("evt-1", []byte("login"))
+	m.Metadata.Set(pulsar.KeyMetadata, "user-7")
+	if err := pub.Publish("persistent://public/default/audit", m); err != nil {
+		panic(err)
+	}
+	got := <-msgs
+	fmt.Println(got.UUID, string(got.Payload), got.Metadata.Get(pulsar.KeyMetadata))
+	got.Ack()
+	// Output: evt-1 login user-7
+}
