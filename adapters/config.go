@@ -54,6 +54,15 @@ func (c *Config) TLS() *tls.Config {
 	return &tls.Config{ServerName: c.host, MinVersion: tls.VersionTLS12}
 }
 
+// CustomTLS reports whether WithTLS was given.
+func (c *Config) CustomTLS() bool { return c.tls != nil }
+
+// WarnLogger returns Logger passing on warnings and errors only, for a
+// broker client's own logger (which is chatty at Info).
+func (c *Config) WarnLogger() *slog.Logger {
+	return slog.New(minLevel{h: c.Logger.Handler(), min: slog.LevelWarn})
+}
+
 // PlainOnly returns an error when WithTLS was given, for openers of
 // plaintext schemes: a configuration must not silently drop TLS.
 func (c *Config) PlainOnly(tlsScheme string) error {
@@ -199,4 +208,24 @@ func (w warnOnly) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (w warnOnly) WithGroup(name string) slog.Handler {
 	return w.with(func(h slog.Handler) slog.Handler { return h.WithGroup(name) })
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	h   slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.h.Enabled(ctx, l)
+}
+
+func (m minLevel) Handle(ctx context.Context, r slog.Record) error { return m.h.Handle(ctx, r) }
+
+func (m minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h: m.h.WithAttrs(as), min: m.min}
+}
+
+func (m minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h: m.h.WithGroup(name), min: m.min}
 }

@@ -57,12 +57,16 @@ func (o *opened) Close(ctx context.Context) error {
 func (o *opened) Unwrap() ports.Adapter { return o.Adapter }
 
 // Unwrap returns the adapter Open wraps (its concrete type, such as
-// *mem.Adapter), or a itself when a did not come from Open.
+// *mem.Adapter), or a itself when a did not come from Open. It follows
+// every wrapper with an Unwrap() ports.Adapter method.
 func Unwrap(a ports.Adapter) ports.Adapter {
-	if o, ok := a.(*opened); ok {
-		return o.Adapter
+	for {
+		w, ok := a.(interface{ Unwrap() ports.Adapter })
+		if !ok {
+			return a
+		}
+		a = w.Unwrap()
 	}
-	return a
 }
 
 // URL returns the URL a was opened with, without credentials, or "" when

@@ -128,7 +128,8 @@ func TestOpenerParamErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "use fakeqs://") {
 		t.Errorf("TLS on the plaintext scheme = %v", err)
 	}
-	a, err := adapters.Open(ctx, "fakeqs://h/", adapters.WithTLS(&tls.Config{MinVersion: tls.VersionTLS13}), adapters.WithCredentials("bob", "pw"), adapters.NotExclusive())
+	a, err := adapters.Open(ctx, "fakeqs://h/", adapters.WithTLS(&tls.Config{MinVersion: tls.VersionTLS13}), adapters.WithCredentials("bob", "pw"), adapters.NotExclusive(),
+		adapters.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatalf("TLS scheme with WithTLS: %v", err)
 	}

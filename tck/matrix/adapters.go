@@ -2,10 +2,12 @@ package matrix
 
 import (
 	"github.com/sluicemq/sluice/adapters/mem"
+	"github.com/sluicemq/sluice/adapters/pulsar"
 )
 
 // Adapters are the rows of the matrix, one line per adapter: its name, its
 // package, what its TCK runs against, and its declared capabilities.
 var Adapters = []Adapter{
-	{Name: "mem", Package: "adapters/mem", Broker: "the in-process broker", Caps: new(mem.Adapter).Capabilities()},
+	{Name: "mem", Package: "adapters/mem", Broker: "the in-process broker (it is the broker)", Caps: new(mem.Adapter).Capabilities()},
+	{Name: "pulsar", Package: "adapters/pulsar", Broker: "a real Pulsar at `PULSAR_URL` (skipped when unset), and fakepulsar, an in-process model of the client interfaces that does not certify", Caps: new(pulsar.Adapter).Capabilities()},
 }

@@ -53,9 +53,10 @@ func Render(as []Adapter) []byte {
 	b.WriteString("What each adapter's broker does natively, as its `Capabilities()` declares\n")
 	b.WriteString("(logged once at start by `adapters.Open`). Where a capability is missing the\n")
 	b.WriteString("core applies the documented fallback below; it never pretends the\n")
-	b.WriteString("capability exists. An adapter is in this table only if it passes the TCK\n")
-	b.WriteString("(`tck.Run`) against its broker; the TCK skips a case only where a declared\n")
-	b.WriteString("capability says so.\n\n")
+	b.WriteString("capability exists. An adapter is certified when the TCK (`tck.Run`) passes\n")
+	b.WriteString("against its real broker; the TCK skips a case only where a declared\n")
+	b.WriteString("capability says so. The last table says what each adapter's TCK runs\n")
+	b.WriteString("against on the project's machines.\n\n")
 
 	header := func(first ...string) {
 		b.WriteString("| " + strings.Join(first, " | "))
