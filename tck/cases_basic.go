@@ -14,16 +14,16 @@ import (
 func always(ports.Capabilities) string { return "" }
 
 func init() {
-	register("RoundTrip_PayloadAndEnvelopeIntact", always, caseRoundTrip)
-	register("LoadBalance_EachMessageHandledByExactlyOneInstance", always, caseLoadBalance)
-	register("Broadcast_EveryInstanceGetsEveryMessage", func(c ports.Capabilities) string {
+	register(1, "RoundTrip_PayloadAndEnvelopeIntact", always, caseRoundTrip)
+	register(2, "LoadBalance_EachMessageHandledByExactlyOneInstance", always, caseLoadBalance)
+	register(3, "Broadcast_EveryInstanceGetsEveryMessage", func(c ports.Capabilities) string {
 		if !c.Broadcast {
 			return "declares no Broadcast capability"
 		}
 		return ""
 	}, caseBroadcast)
-	register("Send_ConfirmedOutcomeReported", always, caseSendOutcome)
-	register("RequestID_SurvivesTheHop", always, caseRequestID)
+	register(7, "Send_ConfirmedOutcomeReported", always, caseSendOutcome)
+	register(8, "RequestID_SurvivesTheHop", always, caseRequestID)
 }
 
 // 1. send → receive round trip: payload and every envelope header intact.

@@ -10,9 +10,9 @@ import (
 )
 
 func init() {
-	register("Delay_NotDeliveredBeforeDeadline", always, caseDelay)
-	register("Backpressure_InFlightNeverExceedsLimit", always, caseBackpressure)
-	register("InstanceTTL_IdleSubscriptionRemoved", func(c ports.Capabilities) string {
+	register(4, "Delay_NotDeliveredBeforeDeadline", always, caseDelay)
+	register(9, "Backpressure_InFlightNeverExceedsLimit", always, caseBackpressure)
+	register(12, "InstanceTTL_IdleSubscriptionRemoved", func(c ports.Capabilities) string {
 		switch {
 		case !c.Broadcast:
 			return "declares no Broadcast capability"
@@ -21,14 +21,14 @@ func init() {
 		}
 		return ""
 	}, caseInstanceTTL)
-	register("LoadBalance_BacklogKeptWhileGroupDown", func(c ports.Capabilities) string {
+	register(13, "LoadBalance_BacklogKeptWhileGroupDown", func(c ports.Capabilities) string {
 		if !c.DurableGroups {
 			return "declares no DurableGroups capability"
 		}
 		return ""
 	}, caseBacklog)
-	register("Stop_PendingCompletionRedeliveredToNextConsumer", always, casePendingRedelivered)
-	register("Stop_WaitsOrCancelsAndNeverAcks", always, caseStopNeverAcks)
+	register(14, "Stop_PendingCompletionRedeliveredToNextConsumer", always, casePendingRedelivered)
+	register(16, "Stop_WaitsOrCancelsAndNeverAcks", always, caseStopNeverAcks)
 }
 
 // 4. delay: not delivered before the deadline, delivered after.

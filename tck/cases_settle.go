@@ -13,11 +13,11 @@ import (
 )
 
 func init() {
-	register("Poison_DeadLetteredOnlyAfterConfirmedPublish", always, casePoison)
-	register("TransientError_RedeliveredWithIncreasingCount", always, caseTransient)
-	register("Batch_SuccessAcksWholeBatch", always, caseBatch)
-	register("BoundedRetry_AttemptsWithinBoundThenDeadLetter", always, caseBoundedRetry)
-	register("Cancellation_NoSettlement_Conflict_Refused", always, caseCancelConflict)
+	register(5, "Poison_DeadLetteredOnlyAfterConfirmedPublish", always, casePoison)
+	register(6, "TransientError_RedeliveredWithIncreasingCount", always, caseTransient)
+	register(10, "Batch_SuccessAcksWholeBatch", always, caseBatch)
+	register(11, "BoundedRetry_AttemptsWithinBoundThenDeadLetter", always, caseBoundedRetry)
+	register(15, "Cancellation_NoSettlement_Conflict_Refused", always, caseCancelConflict)
 }
 
 // dlq consumes the kit topic's dead-letter topic.

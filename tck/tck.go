@@ -27,6 +27,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +96,7 @@ func RunWith(t *testing.T, newHarness NewHarness, opts Options) {
 }
 
 type tckCase struct {
+	num   int // the case's number in SPEC §5, for ordering
 	name  string
 	needs func(ports.Capabilities) string // "" when the case applies
 	run   func(k *kit)
@@ -103,8 +105,12 @@ type tckCase struct {
 // cases is the kit, in SPEC §5 order; each file adds its own.
 var cases []tckCase
 
-func register(name string, needs func(ports.Capabilities) string, run func(k *kit)) {
-	cases = append(cases, tckCase{name: name, needs: needs, run: run})
+func register(num int, name string, needs func(ports.Capabilities) string, run func(k *kit)) {
+	i := 0
+	for i < len(cases) && cases[i].num < num {
+		i++
+	}
+	cases = slices.Insert(cases, i, tckCase{num: num, name: name, needs: needs, run: run})
 }
 
 // kit is one subtest's fixture: a harness, its adapters, a unique topic.

@@ -15,15 +15,20 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/pulsar"
 	"github.com/sluicemq/sluice/adapters/pulsar/internal/fakepulsar"
+	"github.com/sluicemq/sluice/adapters/pulsar/pulsartest"
 	"github.com/sluicemq/sluice/ports"
 	"github.com/sluicemq/sluice/tck"
 )
 
-// TestTCK runs the contract kit twice:
+// TestTCK runs the contract kit three times:
 //
 //   - "pulsar": against a real Pulsar at PULSAR_URL (e.g.
 //     pulsar://127.0.0.1:6650). This is the only run that can certify the
 //     adapter; without PULSAR_URL it is skipped with "PULSAR_URL not set".
+//   - "pulsartest": the real client over loopback TCP against pulsartest,
+//     the project's Pulsar wire-protocol test broker. It exercises the
+//     client's wire behaviour (flow permits, acks, negative acks,
+//     redelivery counts, deliver-after) but is NOT Apache Pulsar.
 //   - "fake": against fakepulsar, an in-process model of the client
 //     interfaces. It proves the adapter's mapping onto that model and is
 //     NOT a certification against Pulsar.
@@ -37,6 +42,16 @@ func TestTCK(t *testing.T) {
 		}
 		t.Logf("running the TCK against the Pulsar broker at %s", url)
 		tck.RunWith(t, urlHarness(url), tckOptions())
+	})
+	t.Run("pulsartest", func(t *testing.T) {
+		b, err := pulsartest.Start()
+		if err != nil {
+			t.Fatalf("starting the Pulsar wire-protocol test broker: %v", err)
+		}
+		t.Cleanup(b.Close)
+		t.Logf("running the TCK with the real pulsar-client-go against pulsartest at %s — a Pulsar "+
+			"wire-protocol peer written for these tests, NOT Apache Pulsar", b.URL())
+		tck.RunWith(t, urlHarness(b.URL()), tckOptions())
 	})
 	t.Run("fake", func(t *testing.T) {
 		t.Log("running the TCK against fakepulsar, an in-process model of the client interfaces — " +

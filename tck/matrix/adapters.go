@@ -9,5 +9,5 @@ import (
 // package, what its TCK runs against, and its declared capabilities.
 var Adapters = []Adapter{
 	{Name: "mem", Package: "adapters/mem", Broker: "the in-process broker (it is the broker)", Caps: new(mem.Adapter).Capabilities()},
-	{Name: "pulsar", Package: "adapters/pulsar", Broker: "a real Pulsar at `PULSAR_URL` (skipped when unset), and fakepulsar, an in-process model of the client interfaces that does not certify", Caps: new(pulsar.Adapter).Capabilities()},
+	{Name: "pulsar", Package: "adapters/pulsar", Broker: "a real Pulsar at `PULSAR_URL` (skipped when unset); in every run pulsartest, the project's Pulsar wire-protocol test broker, and fakepulsar, a model of the client — neither is Apache Pulsar, so neither certifies", Caps: new(pulsar.Adapter).Capabilities()},
 }
