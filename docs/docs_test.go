@@ -6,72 +6,103 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
 
-// goBlock matches a fenced Go code block.
-var goBlock = regexp.MustCompile("(?ms)^```go\n(.*?)^```")
+// goBlock matches a fenced Go code block; pkgClause its package clause.
+var (
+	goBlock   = regexp.MustCompile("(?ms)^```go\n(.*?)^```")
+	pkgClause = regexp.MustCompile(`(?m)^package (\w+)`)
+)
 
-// TestGoBlocksCompile extracts every ```go block of docs/*.md, writes
-// each as a package of its own inside the module and type-checks them all
-// with go vet. A block must be a complete file (starting with "package");
-// illustrative fragments use another fence (```text).
+// TestGoBlocksCompile extracts every ```go block of docs/*.md into
+// packages inside the module and type-checks them with go vet, then runs
+// the tests among them. A block must be a complete file; blocks of one
+// Markdown file with the same package name (a "_test" suffix ignored)
+// form one package, so a guide can show code and its test; every package
+// main block stands alone. Illustrative
+// fragments use another fence (```text).
 func TestGoBlocksCompile(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Fatalf("the go command is needed: %v", err)
 	}
-	files, err := filepath.Glob("*.md")
+	mds, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp(".", "_doccheck-") // inside the module; "_" hides it from ./...
+	root, err := os.MkdirTemp(".", "_doccheck-") // inside the module; "_" hides it from ./...
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { os.RemoveAll(root) })
 
-	var pkgs []string
-	where := map[string]string{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	where := map[string]string{} // file written → Markdown file:line
+	dirs := map[string]bool{}    // package dir → has tests
+	blocks := 0
+	for _, md := range mds {
+		b, err := os.ReadFile(md)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, m := range goBlock.FindAllSubmatchIndex(b, -1) {
 			src := string(b[m[2]:m[3]])
-			line := 1 + strings.Count(string(b[:m[0]]), "\n")
-			loc := fmt.Sprintf("%s:%d", f, line)
-			if !strings.HasPrefix(strings.TrimSpace(src), "package ") && !strings.HasPrefix(strings.TrimSpace(src), "//") {
-				t.Errorf("%s: a ```go block must be a complete file starting with package (use ```text for fragments)", loc)
+			loc := fmt.Sprintf("%s:%d", md, 1+strings.Count(string(b[:m[0]]), "\n"))
+			pm := pkgClause.FindStringSubmatch(src)
+			if pm == nil {
+				t.Errorf("%s: a ```go block must be a complete file with a package clause (use ```text for fragments)", loc)
 				continue
 			}
-			pkg := filepath.Join(dir, fmt.Sprintf("%s_%d", strings.TrimSuffix(f, ".md"), i+1))
-			if err := os.MkdirAll(pkg, 0o755); err != nil {
+			pkg := strings.TrimSuffix(pm[1], "_test")
+			if pkg == "main" { // every program stands alone
+				pkg = fmt.Sprintf("main%d", i+1)
+			}
+			dir := filepath.Join(root, strings.TrimSuffix(md, ".md")+"_"+pkg)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			name := "block.go"
-			if strings.Contains(src, "\nfunc Test") || strings.Contains(src, "\nfunc Example") {
-				name = "block_test.go"
+			name := fmt.Sprintf("block%d.go", i+1)
+			isTest := strings.Contains(src, "\nfunc Test") || strings.Contains(src, "\nfunc Example")
+			if isTest {
+				name = fmt.Sprintf("block%d_test.go", i+1)
 			}
-			if err := os.WriteFile(filepath.Join(pkg, name), []byte(src), 0o644); err != nil {
+			file := filepath.Join(dir, name)
+			if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			rel := "./" + filepath.ToSlash(pkg)
-			pkgs = append(pkgs, rel)
-			where[filepath.ToSlash(pkg)] = loc
+			where[filepath.ToSlash(file)] = loc
+			dirs[dir] = dirs[dir] || isTest
+			blocks++
 		}
 	}
-	if len(pkgs) == 0 {
+	if blocks == 0 {
 		t.Fatal("no ```go blocks found: the check would prove nothing")
 	}
-	out, err := exec.Command("go", append([]string{"vet"}, pkgs...)...).CombinedOutput()
-	if err != nil {
-		msg := string(out)
-		for pkg, loc := range where { // name the Markdown file and line of each failing block
-			msg = strings.ReplaceAll(msg, pkg+"/", loc+" → ")
+	var all, tested []string
+	for d, hasTests := range dirs {
+		all = append(all, "./"+filepath.ToSlash(d))
+		if hasTests {
+			tested = append(tested, "./"+filepath.ToSlash(d))
 		}
-		t.Fatalf("go vet of the docs' Go blocks failed:\n%s", msg)
 	}
-	t.Logf("%d Go blocks compiled", len(pkgs))
+	sort.Strings(all)
+	sort.Strings(tested)
+	explain := func(out []byte) string {
+		msg := string(out)
+		for file, loc := range where { // name the Markdown file and line of each block
+			msg = strings.ReplaceAll(msg, file, loc+" ("+filepath.Base(file)+")")
+			msg = strings.ReplaceAll(msg, filepath.Base(filepath.Dir(file))+"/"+filepath.Base(file), loc+" ("+filepath.Base(file)+")")
+		}
+		return msg
+	}
+	if out, err := exec.Command("go", append([]string{"vet"}, all...)...).CombinedOutput(); err != nil {
+		t.Fatalf("go vet of the docs' Go blocks failed:\n%s", explain(out))
+	}
+	if len(tested) > 0 {
+		if out, err := exec.Command("go", append([]string{"test", "-count=1"}, tested...)...).CombinedOutput(); err != nil {
+			t.Fatalf("the docs' tests failed:\n%s", explain(out))
+		}
+	}
+	t.Logf("%d Go blocks in %d packages compiled; tests run in %d", blocks, len(all), len(tested))
 }
