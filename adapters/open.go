@@ -110,7 +110,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (ports.Adapter, er
 	a, err := o.OpenURL(ctx, &target, cfg)
 	if err != nil {
 		release()
-		return nil, fail(err)
+		return nil, fail(scrub(err, secrets(u, cfg)))
 	}
 	if a == nil {
 		release()

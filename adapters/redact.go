@@ -70,3 +70,47 @@ func isSecret(name string) bool {
 	}
 	return false
 }
+
+// secrets are the values that must never appear in an error: the
+// password and the values of secret-named query parameters.
+func secrets(u *url.URL, cfg *Config) []string {
+	var out []string
+	if cfg.Password != "" {
+		out = append(out, cfg.Password)
+	}
+	if q, err := url.ParseQuery(u.RawQuery); err == nil {
+		for k, vs := range q {
+			if isSecret(k) {
+				for _, v := range vs {
+					if v != "" {
+						out = append(out, v)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// scrub returns err with every secret in its text replaced by "xxxxx"
+// (errors.Is and errors.As still see err), or err itself when its text
+// holds none: a broker client's error may quote what it was given.
+func scrub(err error, secrets []string) error {
+	text := err.Error()
+	clean := text
+	for _, s := range secrets {
+		clean = strings.ReplaceAll(clean, s, "xxxxx")
+	}
+	if clean == text {
+		return err
+	}
+	return &scrubbedError{err: err, text: clean}
+}
+
+type scrubbedError struct {
+	err  error
+	text string
+}
+
+func (e *scrubbedError) Error() string { return e.text }
+func (e *scrubbedError) Unwrap() error { return e.err }

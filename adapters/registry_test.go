@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -157,5 +158,20 @@ func TestDefaultLoggerPassesOnlyWarnings(t *testing.T) {
 	recs := logs.records(t)
 	if len(recs) != 1 || recs[0]["level"] != "WARN" || recs[0]["capability"] != "confirm" {
 		t.Fatalf("default logging = %v, want only the missing-confirm warning", recs)
+	}
+}
+
+// An opener's error that quotes a secret is scrubbed before it is shown.
+func TestOpenerErrorsAreScrubbed(t *testing.T) {
+	adapters.Register("leaky", adapters.OpenerFunc(func(_ context.Context, _ *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+		tok := cfg.Params.String("api_token", "")
+		return nil, fmt.Errorf("%w: dial amqp://%s:%s@h failed (token %s)", ports.ErrUnsupported, cfg.Username, cfg.Password, tok)
+	}))
+	_, err := adapters.Open(context.Background(), "leaky://bob:hunter2@h/?api_token=abc123", adapters.NotExclusive())
+	if err == nil || !errors.Is(err, ports.ErrUnsupported) {
+		t.Fatalf("Open = %v, want the opener's error", err)
+	}
+	if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "abc123") || !strings.Contains(err.Error(), "bob:xxxxx@h") {
+		t.Fatalf("error not scrubbed: %v", err)
 	}
 }
