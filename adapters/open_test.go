@@ -21,7 +21,13 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// sarama's metrics registry starts one process-wide ticker that
+		// never stops (the kafka adapter's tests ignore it too).
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
 
 // logBuffer is a JSON slog logger whose records a test can read.
 type logBuffer struct {
