@@ -29,6 +29,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/operators"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -98,7 +99,8 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	})
 	p := flow.New(a, spec, flow.WithObserver(in.observe))
 	points := flow.DecodeWith(p.Source(), decodePoint) // every decode error is poison
-	flow.Sink(batches(points, 50, 50*time.Millisecond), in.write)
+	batches := operators.Batch(points, operators.BatchOptions{Size: 50, Window: 50 * time.Millisecond})
+	flow.Sink(batches, in.write)
 
 	for _, pl := range []*flow.Pipeline{dlq, p} {
 		if err := pl.Start(ctx); err != nil {
@@ -152,7 +154,7 @@ func newIngest(st *store, total, poison int) *ingest {
 
 // write stores one batch. Its result settles every member: nil acks the
 // batch (after the commit), an error requeues all of it.
-func (in *ingest) write(ctx context.Context, b Batch[Point]) error {
+func (in *ingest) write(ctx context.Context, b operators.Batched[Point]) error {
 	if in.failFirst.CompareAndSwap(true, false) {
 		in.failedOnce.Store(true)
 		return errors.New("disk I/O error (simulated)")
