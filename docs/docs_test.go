@@ -11,19 +11,24 @@ import (
 	"testing"
 )
 
-// goBlock matches a fenced Go code block; pkgClause its package clause.
+// goBlock matches a fenced Go code block and the line after it;
+// pkgClause a package clause; exampleRef the names in a reference such as
+// "(`ExampleBatch`, `schedule.ExampleScheduler`)".
 var (
-	goBlock   = regexp.MustCompile("(?ms)^```go\n(.*?)^```")
-	pkgClause = regexp.MustCompile(`(?m)^package (\w+)`)
+	goBlock    = regexp.MustCompile("(?ms)^```go\n(.*?)^```[ \t]*\n([^\n]*)")
+	pkgClause  = regexp.MustCompile(`(?m)^package (\w+)`)
+	exampleRef = regexp.MustCompile("`((?:\\w+\\.)?Example\\w*)`")
 )
 
-// TestGoBlocksCompile extracts every ```go block of docs/*.md into
-// packages inside the module and type-checks them with go vet, then runs
-// the tests among them. A block must be a complete file; blocks of one
-// Markdown file with the same package name (a "_test" suffix ignored)
-// form one package, so a guide can show code and its test; every package
-// main block stands alone. Illustrative
-// fragments use another fence (```text).
+// TestGoBlocksCompile extracts every complete-file ```go block of
+// docs/*.md into packages inside the module and type-checks them with go
+// vet, then runs the tests among them. Blocks of one Markdown file with
+// the same package name (a "_test" suffix ignored) form one package, so a
+// guide can show code and its test; every package main block stands
+// alone. A block that is not a complete file is an excerpt: it must be
+// followed by a reference to the Example functions it is cut from (which
+// go test compiles and runs), or else be cut from the module's source, and
+// every line of it must be found there (see checkExcerpt).
 func TestGoBlocksCompile(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Fatalf("the go command is needed: %v", err)
@@ -51,7 +56,11 @@ func TestGoBlocksCompile(t *testing.T) {
 			loc := fmt.Sprintf("%s:%d", md, 1+strings.Count(string(b[:m[0]]), "\n"))
 			pm := pkgClause.FindStringSubmatch(src)
 			if pm == nil {
-				t.Errorf("%s: a ```go block must be a complete file with a package clause (use ```text for fragments)", loc)
+				var refs []string
+				for _, r := range exampleRef.FindAllStringSubmatch(string(b[m[4]:m[5]]), -1) {
+					refs = append(refs, r[1])
+				}
+				checkExcerpt(t, loc, src, refs)
 				continue
 			}
 			pkg := strings.TrimSuffix(pm[1], "_test")
