@@ -212,11 +212,10 @@ func TestBatchHandlerPanicRequeuesAll(t *testing.T) {
 }
 
 func TestBatchRejectsNegativeOptions(t *testing.T) {
-	defer func() {
-		if err, _ := recover().(error); !errors.Is(err, ports.ErrInvalid) {
-			t.Fatalf("recovered %v, want an error wrapping ErrInvalid", err)
-		}
-	}()
 	p := flow.New(newFake(), spec)
-	operators.Batch(p.Source(), operators.BatchOptions{Size: -1})
+	flow.Sink(operators.Batch(p.Source(), operators.BatchOptions{Size: -1}),
+		func(context.Context, operators.Batched[*ports.Delivery]) error { return nil })
+	if err := p.Start(context.Background()); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("Start returned %v, want an error wrapping ErrInvalid", err)
+	}
 }

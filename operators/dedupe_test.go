@@ -43,9 +43,24 @@ func TestDedupeReleasesFailedKeysAndHoldsConcurrentDuplicates(t *testing.T) {
 	entered := make(chan struct{}, 4)
 	var calls atomic.Int32
 	seen := make(chan struct{}, 4)
+	a := msg("a", "")
+	// The dedupe stage handles items one by one: once it asks for the key
+	// of marker, pushed after the duplicate, the duplicate is held.
+	marker := msg("marker", "")
+	markerSeen := make(chan struct{})
+	key := func(it flow.Item[*ports.Delivery]) string {
+		if it.Msg == marker {
+			close(markerSeen)
+			return "" // passes on unchanged
+		}
+		return it.Msg.ID
+	}
 	r := newRig(t, spec, func(p *flow.Pipeline) {
-		flow.Sink(tap(operators.Dedupe(p.Source(), operators.DedupeOptions[*ports.Delivery]{}), seen),
-			func(context.Context, *ports.Delivery) error {
+		flow.Sink(tap(operators.Dedupe(p.Source(), operators.DedupeOptions[*ports.Delivery]{Key: key}), seen),
+			func(_ context.Context, d *ports.Delivery) error {
+				if d == marker {
+					return nil
+				}
 				entered <- struct{}{}
 				<-release
 				if calls.Add(1) == 1 {
@@ -54,19 +69,23 @@ func TestDedupeReleasesFailedKeysAndHoldsConcurrentDuplicates(t *testing.T) {
 				return nil
 			}, flow.Workers(2))
 	})
-	a := msg("a", "")
-	r.f.push(a, dup(a)) // the duplicate arrives while the first is in progress
+	r.f.push(a, dup(a), marker) // the duplicate arrives while the first is in progress
 	recv(t, entered, "the first handling")
+	recv(t, markerSeen, "the dedupe stage to pass the duplicate")
 	close(release)
-	s := r.f.waitSettled(t, 2)
-	for _, x := range s {
-		if x.disp.Action != ports.Requeue {
-			t.Fatalf("settled %v, want both requeued (the held duplicate takes the first one's outcome)", x.disp.Action)
+	settled := r.f.waitSettled(t, 3)
+	for _, x := range settled {
+		want := ports.Requeue
+		if x.id == marker.ID {
+			want = ports.Ack
+		}
+		if x.disp.Action != want {
+			t.Fatalf("%s settled %v, want %v (the held duplicate takes the first one's outcome)", x.id, x.disp.Action, want)
 		}
 	}
 	r.f.push(dup(dup(a))) // the redelivery: the failed key was released, so it is handled
-	if s := r.f.waitSettled(t, 3); s[2].disp.Action != ports.Ack || calls.Load() != 2 {
-		t.Fatalf("redelivery settled %v after %d calls, want ACK after 2", s[2].disp.Action, calls.Load())
+	if s := r.f.waitSettled(t, 4); s[3].disp.Action != ports.Ack || calls.Load() != 2 {
+		t.Fatalf("redelivery settled %v after %d calls, want ACK after 2", s[3].disp.Action, calls.Load())
 	}
 }
 
