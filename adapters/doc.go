@@ -9,13 +9,15 @@
 //
 //	mem://                              the embedded in-process broker (the default)
 //	amqp://user:pass@host:5672/vhost    RabbitMQ (amqps:// with TLS)
-//	kafka://host:9092,host2:9092        Kafka
-//	mqtt://host:1883                    an MQTT 5 broker (mqtts:// with TLS)
-//	pulsar://host:6650                  Pulsar (pulsar+ssl:// with TLS)
+//	kafka://host:9092,host2:9092/ns     Kafka (kafka+tls:// with TLS)
+//	mqtt://host:1883/ns                 an MQTT 5 broker (mqtt+embedded:// for an in-process one)
+//	pulsar://host:6650/tenant/ns        Pulsar (pulsar+ssl:// with TLS)
 //
-// A scheme is available once its opener is registered (see [Schemes]); the
-// schemes of the adapters in this module register themselves in this
-// package, and [Register] adds others.
+// Each scheme's own parameters are documented on its opener (the
+// open_<name>.go files) and listed in the error for an unknown one.
+// This package registers the schemes of the adapters in this module
+// ([Schemes] lists them); [Register] adds others. mqtts:// is refused with
+// ports.ErrUnsupported until the MQTT adapter supports TLS.
 //
 // # One adapter per process
 //
