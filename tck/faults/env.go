@@ -1,0 +1,291 @@
+package faults
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/ports"
+	"github.com/sluicemq/sluice/tck"
+)
+
+// env is one scenario's fixture: a broker, a ledger, a unique topic and
+// group, and the adapters, proxies, consumers and producers it made (all
+// closed at the end of the scenario, before the ledger is checked).
+type env struct {
+	t      *testing.T
+	target Target
+	b      *Broker
+	fault  string
+	ctx    context.Context
+	topic  ports.Topic
+	group  string
+	l      *tck.Ledger
+	// runPath is the name of the test that called Run, for re-executing
+	// the test binary as a consumer process.
+	runPath string
+
+	errMu    sync.Mutex
+	errCount int
+	errFirst []string
+}
+
+func newEnv(t *testing.T, target Target, b *Broker, fault string) *env {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*target.Timeout)
+	suffix := randHex(4)
+	e := &env{
+		t: t, target: target, b: b, fault: fault, ctx: ctx,
+		topic: ports.Topic("faults." + fault + "." + suffix),
+		group: "g" + suffix,
+		l:     ledgerFor(target, fault),
+	}
+	// Registered before anything the scenario makes, so it runs after all
+	// of it was stopped and closed.
+	t.Cleanup(func() {
+		cancel()
+		e.errMu.Lock()
+		if e.errCount > 0 {
+			t.Logf("%d error(s) reported by the pipelines during %s (expected under faults), first: %q", e.errCount, fault, e.errFirst)
+		}
+		e.errMu.Unlock()
+		e.l.Check(t)
+	})
+	return e
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// onError collects the errors pipelines report.
+func (e *env) onError(err error) {
+	e.errMu.Lock()
+	defer e.errMu.Unlock()
+	e.errCount++
+	if len(e.errFirst) < 3 {
+		e.errFirst = append(e.errFirst, err.Error())
+	}
+}
+
+// dial makes an adapter at addr, closed at the end of the scenario.
+func (e *env) dial(addr string) ports.Adapter {
+	e.t.Helper()
+	var a ports.Adapter
+	var err error
+	if e.b.Dial != nil {
+		a, err = e.b.Dial(e.ctx)
+	} else {
+		a, err = e.target.Dial(e.ctx, addr)
+	}
+	if err != nil {
+		e.t.Fatalf("making a %s adapter at %q: %v", e.target.Name, addr, err)
+	}
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.target.Timeout)
+		defer cancel()
+		if err := a.Close(ctx); err != nil {
+			e.t.Logf("closing a %s adapter after %s: %v", e.target.Name, e.fault, err)
+		}
+	})
+	return a
+}
+
+// adapter makes an adapter connected to the broker directly.
+func (e *env) adapter() ports.Adapter { return e.dial(e.b.Addr) }
+
+// proxy puts a Proxy in front of the broker, closed at the end.
+func (e *env) proxy() *Proxy {
+	e.t.Helper()
+	var p *Proxy
+	var err error
+	if e.b.RewriteAddr {
+		p, err = NewRewritingProxy(e.b.Addr)
+	} else {
+		p, err = NewProxy(e.b.Addr)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(p.Close)
+	return p
+}
+
+// spec is a LoadBalance spec of the scenario's topic and group with short
+// retry pacing.
+func (e *env) spec() ports.SubscriptionSpec {
+	return ports.SubscriptionSpec{
+		Topic: e.topic, Group: e.group, InFlight: 16,
+		Retry: ports.RetryPolicy{MaxAttempts: 5, Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
+	}
+}
+
+// consumer is a running pipeline recorded by the ledger.
+type consumer struct {
+	e    *env
+	p    *flow.Pipeline
+	once sync.Once
+}
+
+// consume starts a pipeline of spec on a whose handler is h on
+// spec.InFlight workers, recorded by the scenario's ledger (or by the
+// observer in opts, which replaces it). It is stopped at the end of the
+// scenario at the latest.
+func (e *env) consume(a ports.Adapter, spec ports.SubscriptionSpec, h func(context.Context, *ports.Delivery) error, opts ...flow.Option) *consumer {
+	e.t.Helper()
+	return e.consumeOn(a, spec, spec.WithDefaults().InFlight, h, opts...)
+}
+
+// consumeOn is consume with the number of handler goroutines.
+func (e *env) consumeOn(a ports.Adapter, spec ports.SubscriptionSpec, workers int, h func(context.Context, *ports.Delivery) error, opts ...flow.Option) *consumer {
+	e.t.Helper()
+	all := []flow.Option{e.l.Observer(), flow.WithErrorHandler(e.onError), flow.WithDrainTimeout(2 * time.Second), flow.WithSettleTimeout(10 * time.Second)}
+	c := &consumer{e: e, p: flow.New(a, spec, append(all, opts...)...)}
+	flow.Sink(c.p.Source(), h, flow.Workers(workers))
+	if err := c.p.Start(e.ctx); err != nil {
+		e.t.Fatalf("starting a consumer of %s: %v", spec.Topic, err)
+	}
+	e.t.Cleanup(c.stop)
+	return c
+}
+
+// dlq consumes the dead-letter topic with h (nil: succeed), recording
+// arrivals only.
+func (e *env) dlq(a ports.Adapter, h func(context.Context, *ports.Delivery) error) *consumer {
+	sp := e.spec()
+	sp.Topic = ports.DeadLetterTopic(e.topic)
+	sp.Group = e.group + "-dlq"
+	if h == nil {
+		h = ok
+	}
+	return e.consume(a, sp, h, e.l.DeadLetterObserver())
+}
+
+// stop stops the consumer, letting in-flight work finish for a moment.
+func (c *consumer) stop() {
+	c.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.e.target.Timeout)
+		defer cancel()
+		if err := c.p.Stop(ctx); err != nil {
+			c.e.t.Logf("stopping a consumer after %s: %v", c.e.fault, err)
+		}
+	})
+}
+
+// body is the payload of the kit's messages.
+type body struct {
+	N      int   `json:"n"`
+	SentAt int64 `json:"sent_at"` // unix nanoseconds
+	Poison bool  `json:"poison,omitempty"`
+}
+
+// message builds message i of the scenario.
+func (e *env) message(i int, poison bool) ports.Message {
+	p, _ := json.Marshal(body{N: i, SentAt: time.Now().UnixNano(), Poison: poison})
+	return ports.Message{Topic: e.topic, Payload: p, Headers: ports.Headers{
+		ports.HeaderID:          e.l.NewID(),
+		ports.HeaderContentType: "application/json",
+	}}
+}
+
+// producer sends messages one at a time, retrying each unconfirmed one
+// with the same id until it is confirmed.
+type producer struct {
+	done    chan struct{}
+	retries atomic.Int64
+	retried chan struct{} // one signal per retry, dropped when full
+	err     error
+}
+
+// produce starts a producer of n messages made by mk, pausing every
+// between sends (the pace of the stream, not synchronisation).
+func (e *env) produce(a ports.Sender, n int, every time.Duration, mk func(i int) ports.Message) *producer {
+	p := &producer{done: make(chan struct{}), retried: make(chan struct{}, 64)}
+	go func() {
+		defer close(p.done)
+		for i := range n {
+			if err := e.sendRetrying(a, mk(i), p); err != nil {
+				p.err = err
+				return
+			}
+			if every > 0 {
+				select {
+				case <-time.After(every):
+				case <-e.ctx.Done():
+					p.err = e.ctx.Err()
+					return
+				}
+			}
+		}
+	}()
+	e.t.Cleanup(func() { <-p.done })
+	return p
+}
+
+func (e *env) sendRetrying(a ports.Sender, m ports.Message, p *producer) error {
+	for {
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		err := e.l.Send(ctx, a, m)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case e.ctx.Err() != nil:
+			return e.ctx.Err()
+		case errors.Is(err, ports.ErrClosed), errors.Is(err, ports.ErrInvalid):
+			return err
+		}
+		p.retries.Add(1)
+		select {
+		case p.retried <- struct{}{}:
+		default:
+		}
+		select {
+		case <-time.After(20 * time.Millisecond): // retry pacing
+		case <-e.ctx.Done():
+			return e.ctx.Err()
+		}
+	}
+}
+
+// wait waits for the producer to finish and fails the scenario if it
+// could not send everything.
+func (p *producer) wait(e *env) {
+	e.t.Helper()
+	select {
+	case <-p.done:
+	case <-e.ctx.Done():
+		e.t.Fatalf("producer still running when the scenario's time was up")
+	}
+	if p.err != nil {
+		e.t.Fatalf("producer: %v", p.err)
+	}
+}
+
+// await waits for cond on the ledger, failing the scenario after the
+// target's timeout.
+func (e *env) await(what string, cond func(tck.Counts) bool) {
+	e.t.Helper()
+	ctx, cancel := withTimeout(e.ctx, e.target)
+	defer cancel()
+	if err := e.l.Await(ctx, what, cond); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// settled waits until every confirmed message was acked or dead-lettered.
+func (e *env) settled() {
+	e.t.Helper()
+	e.await("every confirmed message acked or dead-lettered", func(c tck.Counts) bool { return c.Settled == c.Confirmed })
+}
+
+// ok is a handler that succeeds.
+func ok(context.Context, *ports.Delivery) error { return nil }
