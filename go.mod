@@ -8,6 +8,7 @@ require (
 	github.com/prometheus/client_golang v1.23.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.8
+	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -65,7 +66,6 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3 // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.4.2 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
