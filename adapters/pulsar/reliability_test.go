@@ -2,6 +2,7 @@ package pulsar_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -114,4 +115,102 @@ func startPulsartest(t *testing.T) *faults.Broker {
 		FailSends:       withhold.Store,
 		FailSendsNote:   "pulsartest stores each SEND and withholds its receipt: the client's send times out (2s), the producer retries",
 	}
+}
+
+// FuzzEnvelopeFromWire sends messages with arbitrary keys, properties,
+// not-before guards and payloads from a plain pulsar-client-go producer
+// (what a foreign or broken producer could put on the topic) through
+// pulsartest to the adapter's subscription. Every one must be handed out
+// — never a panic, a hang or a silent drop — with its key, payload and
+// properties as headers (the adapter's own not-before guard removed), and
+// the id taken from ce-id, else the Watermill UUID property, else the
+// Pulsar message id.
+func FuzzEnvelopeFromWire(f *testing.F) {
+	f.Add("k", "x-custom", "v", "", []byte("{}"))
+	f.Add("", ports.HeaderID, "", "not-a-number", []byte(nil))
+	f.Add("key", ports.HeaderID, "id-1", "-5", []byte("x"))
+	f.Add("\xff", pulsar.UUIDProperty, "uuid-1", "99999999999999999999", []byte("\x00"))
+	f.Add("k", ports.HeaderRedeliveryCount, "x", "1", []byte("{}"))
+	b, err := pulsartest.Start()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(b.Close)
+	ctx := context.Background()
+	a, err := dialPulsar(ctx, strings.TrimPrefix(b.URL(), "pulsar://"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = a.Close(ctx) })
+	topic := ports.Topic("fuzz.wire")
+	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: topic, Group: "fuzz", InFlight: 4})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = sub.Stop(ctx) })
+	client, err := pulsarclient.NewClient(pulsarclient.ClientOptions{URL: b.URL(), Logger: pulsarlog.DefaultNopLogger()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(client.Close)
+	producer, err := client.CreateProducer(pulsarclient.ProducerOptions{Topic: physical(topic), DisableBatching: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(producer.Close)
+	var seq atomic.Int64
+	f.Fuzz(func(t *testing.T, key, name, value, notBefore string, payload []byte) {
+		if name == pulsar.NotBeforeProperty || name == "fuzz-seq" {
+			name = "x-" + name
+		}
+		if ms, err := strconv.ParseInt(notBefore, 10, 64); err == nil && ms >= 0 && time.UnixMilli(ms).After(time.Now()) {
+			t.Skip("a valid not-before in the future holds the message until then (the delay contract)")
+		}
+		mark := strconv.FormatInt(seq.Add(1), 10)
+		props := map[string]string{"fuzz-seq": mark}
+		if name != "" {
+			props[name] = value
+		}
+		if notBefore != "" {
+			props[pulsar.NotBeforeProperty] = notBefore
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		mid, err := producer.Send(sctx, &pulsarclient.ProducerMessage{Key: key, Payload: payload, Properties: props})
+		if err != nil {
+			t.Fatalf("plain producer send: %v", err)
+		}
+		var d *ports.Delivery
+		for d == nil {
+			ds, err := sub.Receive(sctx, 1)
+			if err != nil {
+				t.Fatalf("message %s (props %q) not handed out within 10s: %v", mid, props, err)
+			}
+			if err := sub.Settle(sctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
+				t.Fatal(err)
+			}
+			if ds[0].Headers["fuzz-seq"] == mark {
+				d = ds[0]
+			}
+		}
+		if d.Key != key || string(d.Payload) != string(payload) {
+			t.Fatalf("key %q payload %q, sent %q %q", d.Key, d.Payload, key, payload)
+		}
+		if _, ok := d.Headers[pulsar.NotBeforeProperty]; ok {
+			t.Fatalf("the not-before guard leaked into the headers: %q", d.Headers)
+		}
+		if name != "" && d.Headers[name] != value {
+			t.Fatalf("header %q = %q, sent %q", name, d.Headers[name], value)
+		}
+		want := "pulsar:" + mid.String()
+		if id := props[pulsar.UUIDProperty]; id != "" {
+			want = id
+		}
+		if id := props[ports.HeaderID]; id != "" {
+			want = id
+		}
+		if d.ID != want {
+			t.Fatalf("delivery id %q, want %q (props %q)", d.ID, want, props)
+		}
+	})
 }
