@@ -252,3 +252,12 @@ func (js joined) completed(o Outcome) {
 		_ = m.complete(o) // a conflict is reported by the member itself
 	}
 }
+
+// Derive returns a new Completion that calls onDone with its outcome, like
+// NewCompletion, and reports its conflicts where c reports them (the
+// pipeline's error handler and conflict count). Operators use it to
+// interpose on an item's completion (timeouts, deduplication,
+// classification).
+func (c *Completion) Derive(onDone func(Outcome)) *Completion {
+	return &Completion{next: funcNotifier(onDone), report: c.report}
+}

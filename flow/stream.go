@@ -184,3 +184,13 @@ func callSink[T any](fn func(context.Context, T) error, ctx context.Context, v T
 	}()
 	return fn(ctx, v)
 }
+
+// Invalid stands in for a stage whose options are invalid: it records err
+// as the pipeline's build error (Start returns it), consumes in, and
+// returns a stream that never carries anything, so construction can go on
+// and report the first error at Start instead of panicking.
+func Invalid[In, Out any](in Stream[In], err error) Stream[Out] {
+	in.take()
+	in.p.buildFail(err)
+	return newStream[Out](in.p, 0)
+}

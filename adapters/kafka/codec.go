@@ -1,0 +1,121 @@
+package kafka
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// HeaderNotBefore carries the earliest delivery time of a delayed message
+// or a delayed requeue, as RFC 3339 with nanoseconds. It is private to this
+// adapter: it is removed from a Delivery's headers.
+const HeaderNotBefore = "sluice-not-before"
+
+// names derives physical topic and group names from logical ones.
+type names struct{ ns string }
+
+func (n names) topic(t ports.Topic) string { return n.ns + "." + string(t) }
+
+// logical returns the logical topic of a physical one.
+func (n names) logical(phys string) ports.Topic {
+	return ports.Topic(strings.TrimPrefix(phys, n.ns+"."))
+}
+
+// group returns the consumer group of spec for this instance.
+func (n names) group(spec ports.SubscriptionSpec, instance string) string {
+	if spec.Mode == ports.Broadcast {
+		base := spec.Group
+		if base == "" {
+			base = string(spec.Topic)
+		}
+		return n.ns + "." + base + ".bcast." + instance
+	}
+	return n.ns + "." + spec.Group
+}
+
+// producerMessage encodes m for the physical topic phys. Headers must
+// already be stamped. notBefore, when non-zero, is written as
+// HeaderNotBefore.
+func producerMessage(phys string, m *ports.Message, notBefore time.Time) *sarama.ProducerMessage {
+	hs := make([]sarama.RecordHeader, 0, len(m.Headers)+1)
+	for k, v := range m.Headers {
+		if k == HeaderNotBefore {
+			continue
+		}
+		hs = append(hs, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+	}
+	if !notBefore.IsZero() {
+		hs = append(hs, sarama.RecordHeader{Key: []byte(HeaderNotBefore), Value: []byte(notBefore.UTC().Format(time.RFC3339Nano))})
+	}
+	pm := &sarama.ProducerMessage{Topic: phys, Value: sarama.ByteEncoder(m.Payload), Headers: hs}
+	if m.Key != "" {
+		pm.Key = sarama.StringEncoder(m.Key)
+	}
+	return pm
+}
+
+// decoded is what the adapter reads from one consumed record.
+type decoded struct {
+	msg       ports.Message
+	count     int       // HeaderRedeliveryCount, 0 when missing or malformed
+	notBefore time.Time // zero when not delayed
+	// bad is the first malformed adapter header (redelivery count or
+	// not-before), nil when all are well formed.
+	bad *ports.HeaderError
+}
+
+// decode reads a consumed record. It never fails: malformed headers are
+// reported in decoded.bad and the record is still delivered, with
+// Delivery.Err set so the core dead-letters it as poison.
+func decode(cm *sarama.ConsumerMessage, topic ports.Topic) decoded {
+	var d decoded
+	h := make(ports.Headers, len(cm.Headers))
+	for _, rh := range cm.Headers {
+		if rh == nil {
+			continue
+		}
+		h[string(rh.Key)] = string(rh.Value)
+	}
+	if s, ok := h[HeaderNotBefore]; ok {
+		delete(h, HeaderNotBefore)
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			d.bad = &ports.HeaderError{Header: HeaderNotBefore, Value: s}
+		} else {
+			d.notBefore = t
+		}
+	}
+	n, err := ports.RedeliveryCountFrom(h)
+	if err != nil && d.bad == nil {
+		d.bad = &ports.HeaderError{Header: ports.HeaderRedeliveryCount, Value: h[ports.HeaderRedeliveryCount]}
+	}
+	d.count = n
+	d.msg = ports.Message{Topic: topic, Key: string(cm.Key), Payload: cm.Value, Headers: h}
+	return d
+}
+
+// requeueHeaders returns h with the redelivery count set to count.
+func requeueHeaders(h ports.Headers, count int) ports.Headers {
+	c := h.Clone()
+	if c == nil {
+		c = ports.Headers{}
+	}
+	c[ports.HeaderRedeliveryCount] = strconv.Itoa(count)
+	return c
+}
+
+// deadLetterHeaders returns h with the dead-letter reason headers.
+func deadLetterHeaders(h ports.Headers, topic ports.Topic, d ports.Disposition) ports.Headers {
+	c := h.Clone()
+	if c == nil {
+		c = ports.Headers{}
+	}
+	c[ports.HeaderDeadLetterReason] = d.ReasonText()
+	c[ports.HeaderDeadLetterTopic] = string(topic)
+	c[ports.HeaderAttempts] = strconv.Itoa(d.Attempts)
+	return c
+}

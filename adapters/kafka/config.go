@@ -1,0 +1,206 @@
+package kafka
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// StartPosition is where a consumer group starts on a partition it has
+// never committed an offset for.
+type StartPosition int
+
+const (
+	// StartNewest starts at the end of the partition: messages sent before
+	// the group first joined are not delivered to it (the default).
+	StartNewest StartPosition = iota
+	// StartOldest starts at the oldest retained message.
+	StartOldest
+)
+
+// Config configures an [Adapter]. The zero value of every optional field is
+// a documented default; Brokers is required.
+type Config struct {
+	// Brokers are the bootstrap addresses ("127.0.0.1:9092"). Required.
+	Brokers []string
+	// Namespace prefixes every physical topic and group name. Default
+	// "sluice".
+	Namespace string
+	// ClientID is sent to the brokers. Default "sluice".
+	ClientID string
+	// Version is the Kafka protocol version sarama speaks. It must be at
+	// least 0.11 for the idempotent producer. Default 2.8.0.
+	Version sarama.KafkaVersion
+	// Partitions is the partition count of topics the adapter creates.
+	// Default 4.
+	Partitions int32
+	// ReplicationFactor of topics the adapter creates. Default 1.
+	ReplicationFactor int16
+	// NoCreateTopics stops the adapter from creating missing topics (and
+	// dead-letter topics) itself. Default false: it creates them.
+	NoCreateTopics bool
+	// StartFrom is where a new group starts on a partition. Default
+	// StartNewest.
+	StartFrom StartPosition
+	// DisableIdempotence turns the idempotent producer off, for brokers
+	// that refuse InitProducerId. Default false: the producer is
+	// idempotent. acks=all is always on.
+	DisableIdempotence bool
+
+	// SessionTimeout is the consumer-group session timeout. Default 10s.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is the consumer-group heartbeat interval; a
+	// rebalance is noticed within one interval. Default 1s.
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout bounds how long the group waits for members to
+	// rejoin in a rebalance. Default 10s.
+	RebalanceTimeout time.Duration
+	// CommitRetry is how often the committer retries a failed commit.
+	// Default 200ms.
+	CommitRetry time.Duration
+	// Buffer bounds the records a subscription holds that are neither
+	// handed out nor settled (waiting for their key, for their delay, or
+	// for Receive), as a multiple of SubscriptionSpec.InFlight. Default 4.
+	Buffer int
+
+	// Sarama, when set, is called on each sarama configuration the adapter
+	// builds (producer, consumer, admin) after its own settings, for TLS,
+	// SASL and tuning. It must not turn off acks=all or Return.Successes.
+	Sarama func(*sarama.Config)
+}
+
+// ParseURL parses "kafka://host:port[,host:port...][/namespace]" into a
+// Config with the other fields left to their defaults.
+func ParseURL(raw string) (Config, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: kafka url: %v", ports.ErrInvalid, err)
+	}
+	if u.Scheme != "kafka" {
+		return Config{}, &ports.ValueError{Field: "url", Reason: fmt.Sprintf("scheme %q is not kafka", u.Scheme)}
+	}
+	var c Config
+	for _, h := range strings.Split(u.Host, ",") {
+		if h != "" {
+			c.Brokers = append(c.Brokers, h)
+		}
+	}
+	c.Namespace = strings.Trim(u.Path, "/")
+	return c, c.withDefaults().validate()
+}
+
+func (c Config) withDefaults() Config {
+	if c.Namespace == "" {
+		c.Namespace = "sluice"
+	}
+	if c.ClientID == "" {
+		c.ClientID = "sluice"
+	}
+	if c.Version == (sarama.KafkaVersion{}) {
+		c.Version = sarama.V2_8_0_0
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 4
+	}
+	if c.ReplicationFactor <= 0 {
+		c.ReplicationFactor = 1
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.RebalanceTimeout <= 0 {
+		c.RebalanceTimeout = 10 * time.Second
+	}
+	if c.CommitRetry <= 0 {
+		c.CommitRetry = 200 * time.Millisecond
+	}
+	if c.Buffer <= 0 {
+		c.Buffer = 4
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if len(c.Brokers) == 0 {
+		return &ports.ValueError{Field: "kafka.Config.Brokers", Reason: "is required"}
+	}
+	if err := ports.Topic(c.Namespace).Validate(); err != nil {
+		return &ports.ValueError{Field: "kafka.Config.Namespace", Reason: err.Error()}
+	}
+	if !c.DisableIdempotence && !c.Version.IsAtLeast(sarama.V0_11_0_0) {
+		return &ports.ValueError{Field: "kafka.Config.Version", Reason: "must be at least 0.11 for the idempotent producer"}
+	}
+	if c.HeartbeatInterval >= c.SessionTimeout {
+		return &ports.ValueError{Field: "kafka.Config.HeartbeatInterval", Reason: "must be shorter than SessionTimeout"}
+	}
+	return nil
+}
+
+// base is the sarama configuration shared by every client.
+func (c Config) base() *sarama.Config {
+	s := sarama.NewConfig()
+	s.ClientID = c.ClientID
+	s.Version = c.Version
+	s.Metadata.Retry.Backoff = 50 * time.Millisecond
+	s.Net.DialTimeout = 5 * time.Second
+	s.Net.ReadTimeout = 10 * time.Second
+	s.Net.WriteTimeout = 10 * time.Second
+	return s
+}
+
+// producerConfig: acks=all, idempotent where allowed, successes returned.
+func (c Config) producerConfig() *sarama.Config {
+	s := c.base()
+	s.Producer.RequiredAcks = sarama.WaitForAll
+	s.Producer.Return.Successes = true
+	s.Producer.Return.Errors = true
+	s.Producer.Retry.Max = 5
+	s.Producer.Retry.Backoff = 50 * time.Millisecond
+	s.Producer.Partitioner = sarama.NewHashPartitioner
+	if !c.DisableIdempotence {
+		s.Producer.Idempotent = true
+		s.Net.MaxOpenRequests = 1
+	}
+	c.user(s)
+	return s
+}
+
+// consumerConfig: no auto-commit (the committer commits), fast group
+// timing from Config, errors returned.
+func (c Config) consumerConfig(inFlight int) *sarama.Config {
+	s := c.base()
+	s.Consumer.Return.Errors = true
+	s.Consumer.Offsets.AutoCommit.Enable = false
+	s.Consumer.Offsets.Initial = sarama.OffsetNewest
+	if c.StartFrom == StartOldest {
+		s.Consumer.Offsets.Initial = sarama.OffsetOldest
+	}
+	s.Consumer.Group.Session.Timeout = c.SessionTimeout
+	s.Consumer.Group.Heartbeat.Interval = c.HeartbeatInterval
+	s.Consumer.Group.Rebalance.Timeout = c.RebalanceTimeout
+	s.Consumer.Group.Rebalance.Retry.Backoff = 50 * time.Millisecond
+	s.Consumer.MaxWaitTime = 100 * time.Millisecond
+	s.ChannelBufferSize = max(inFlight, 16)
+	c.user(s)
+	return s
+}
+
+func (c Config) adminConfig() *sarama.Config {
+	s := c.base()
+	c.user(s)
+	return s
+}
+
+func (c Config) user(s *sarama.Config) {
+	if c.Sarama != nil {
+		c.Sarama(s)
+	}
+}

@@ -1,0 +1,231 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// groupHandler is the sarama.ConsumerGroupHandler of a subscription. Each
+// session (generation) gets fresh partition trackers in Setup; a claim's
+// tracker is revoked the moment its ConsumeClaim returns (the session
+// ended or the claim was taken away), and Cleanup revokes any left.
+type groupHandler struct {
+	s         *subscription
+	setupDone atomic.Bool
+
+	mu    sync.Mutex
+	parts map[int32]*partition
+}
+
+// Setup creates the trackers of the claimed partitions and commits the
+// start offset of every partition the group has no commit for yet.
+func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	s := h.s
+	claims := sess.Claims()[s.phys]
+	parts := make(map[int32]*partition, len(claims))
+	if len(claims) > 0 {
+		committed, err := s.committedOffsets(claims)
+		if err != nil {
+			return err
+		}
+		for _, id := range claims {
+			c := committed[id]
+			start := c
+			if c < 0 {
+				if start, err = s.startOffset(id); err != nil {
+					return err
+				}
+				sess.MarkOffset(s.phys, id, start, "") // the claim starts here
+			}
+			parts[id] = newPartition(s.phys, id, sess.GenerationID(), sess.MemberID(), start, c)
+		}
+		list := make([]*partition, 0, len(parts))
+		for _, p := range parts {
+			list = append(list, p)
+		}
+		s.commit.track(list...)
+		if !s.commit.round() {
+			s.unbuffer(s.commit.revoke(list...))
+			return fmt.Errorf("kafka: group %s: committing start offsets failed", s.group)
+		}
+	}
+	h.mu.Lock()
+	h.parts = parts
+	h.mu.Unlock()
+	if !h.setupDone.Swap(true) {
+		close(s.established)
+	}
+	return nil
+}
+
+// Cleanup revokes whatever the session still holds.
+func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
+	h.mu.Lock()
+	parts := h.parts
+	h.parts = nil
+	h.mu.Unlock()
+	list := make([]*partition, 0, len(parts))
+	for _, p := range parts {
+		list = append(list, p)
+	}
+	h.s.unbuffer(h.s.commit.revoke(list...))
+	return nil
+}
+
+// ConsumeClaim feeds one partition's records to the subscription until
+// the session ends or the claim is closed, then revokes the partition.
+func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	h.mu.Lock()
+	p := h.parts[claim.Partition()]
+	h.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("kafka: claim %s/%d without a tracker", claim.Topic(), claim.Partition())
+	}
+	s := h.s
+	defer func() { s.unbuffer(s.commit.revoke(p)) }()
+	ctx := sess.Context()
+	for {
+		if !s.waitSpace(ctx) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			s.unbuffer(1)
+			return nil
+		case cm, ok := <-claim.Messages():
+			if !ok {
+				s.unbuffer(1)
+				return nil
+			}
+			s.accept(p, cm)
+		}
+	}
+}
+
+// accept takes one fetched record into the partition tracker. The caller
+// reserved its buffer slot.
+func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage) {
+	r := &record{s: s, p: p, offset: cm.Offset, dec: decode(cm, s.topic), timestamp: cm.Timestamp, received: time.Now()}
+	avail, live := p.add(r)
+	if !live {
+		s.unbuffer(1)
+		return
+	}
+	if !s.spec.MatchKey(r.dec.msg.Key) {
+		// Not for this subscription: settled without handling.
+		s.unbuffer(1)
+		if avail {
+			p.mu.Lock()
+			r.state = stateOut
+			p.mu.Unlock()
+			if next, _, err := p.complete(r, ports.Ack); err == nil {
+				if next != nil {
+					s.makeAvailable(next)
+				}
+				s.commit.signal()
+			}
+		}
+		return
+	}
+	if avail {
+		s.makeAvailable(r)
+	}
+}
+
+// committedOffsets fetches the group's committed offsets (-1: none).
+func (s *subscription) committedOffsets(ids []int32) (map[int32]int64, error) {
+	coord, err := s.client.Coordinator(s.group)
+	if err != nil {
+		return nil, err
+	}
+	req := sarama.NewOffsetFetchRequest(s.client.Config().Version, s.group, map[string][]int32{s.phys: ids})
+	resp, err := coord.FetchOffset(req)
+	if err != nil {
+		_ = s.client.RefreshCoordinator(s.group)
+		return nil, err
+	}
+	out := make(map[int32]int64, len(ids))
+	for _, id := range ids {
+		b := resp.GetBlock(s.phys, id)
+		if b == nil {
+			out[id] = -1
+			continue
+		}
+		if b.Err != sarama.ErrNoError {
+			return nil, b.Err
+		}
+		out[id] = b.Offset
+	}
+	return out, nil
+}
+
+// startOffset is where a group without a commit starts on partition id.
+func (s *subscription) startOffset(id int32) (int64, error) {
+	at := sarama.OffsetNewest
+	if s.a.cfg.StartFrom == StartOldest {
+		at = sarama.OffsetOldest
+	}
+	return s.client.GetOffset(s.phys, id, at)
+}
+
+// stopRun carries out Stop once.
+func (s *subscription) stopRun() {
+	defer close(s.stopDone)
+	s.mu.Lock()
+	s.stopped = true
+	s.ready = nil
+	close(s.readyCh)
+	s.readyCh = make(chan struct{})
+	s.notifySpaceLocked()
+	s.mu.Unlock()
+
+	// Commit what was settled before Stop, then fence every partition:
+	// from here on nothing is committed, and nothing unsettled was.
+	s.commit.round()
+	s.commit.revokeAll()
+
+	var errs []error
+	s.cancel()
+	if err := s.cg.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	s.loops.Wait()
+	s.commit.close()
+	s.sched.close()
+	if s.spec.Mode == ports.Broadcast && s.spec.InstanceTTL == 0 {
+		if err := s.a.admin.DeleteConsumerGroup(s.group); err != nil && err != sarama.ErrGroupIDNotFound {
+			errs = append(errs, fmt.Errorf("kafka: delete broadcast group %s: %w", s.group, err))
+		}
+	}
+	if err := s.client.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	s.a.forget(s)
+	s.errMu.Lock()
+	s.errsDone = true
+	close(s.errs)
+	s.errMu.Unlock()
+	if len(errs) > 0 {
+		s.stopErr = fmt.Errorf("kafka: stop %s: %w", s.group, errors.Join(errs...))
+	}
+}
+
+// Stop leaves the group without committing anything unsettled. It waits
+// until done or ctx is done (the stop goes on in the background then).
+func (s *subscription) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() { go s.stopRun() })
+	select {
+	case <-s.stopDone:
+		return s.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

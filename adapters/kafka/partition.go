@@ -1,0 +1,205 @@
+package kafka
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// recordState is where a record is between fetch and commit.
+type recordState uint8
+
+const (
+	stateBuffered recordState = iota // held by the adapter (key, delay, ready queue)
+	stateOut                         // handed out by Receive, not settled
+	stateSettling                    // a Settle is publishing for it
+	stateDone                        // settled; counts towards the commit prefix
+)
+
+// record is one consumed Kafka record, from fetch to commit.
+type record struct {
+	s         *subscription
+	p         *partition
+	offset    int64
+	dec       decoded
+	timestamp time.Time
+	received  time.Time
+
+	// Guarded by p.mu.
+	state  recordState
+	action ports.Action // the action that settled it (stateDone)
+	local  int          // local redeliveries after a failed settlement
+}
+
+// partition is one partition claimed in one consumer-group session
+// (generation). A partition claimed again in a later session is a new
+// partition value: nothing carries over but the committed offset.
+type partition struct {
+	topic  string // physical
+	id     int32
+	gen    int32
+	member string
+
+	// revoked is set once, under mu, when the session lets the partition
+	// go; it is also readable without mu.
+	revoked atomic.Bool
+
+	mu sync.Mutex
+	// log holds the records fetched and not yet below mark, in offset
+	// order; log[head:] is live.
+	log  []*record
+	head int
+	// mark is the commit position: every fetched offset below it is done.
+	mark int64
+	// committed is the last position the broker accepted (-1: none).
+	committed int64
+	// commitErr is the error of the last commit attempt (nil after a
+	// success).
+	commitErr error
+	// changed is closed and replaced whenever committed, commitErr or
+	// revoked changes.
+	changed chan struct{}
+	// keys maps a key with a record out (or held) to the records of the
+	// same key waiting behind it, in offset order.
+	keys map[string][]*record
+}
+
+func newPartition(topic string, id, gen int32, member string, start, committed int64) *partition {
+	return &partition{
+		topic: topic, id: id, gen: gen, member: member,
+		mark: start, committed: committed,
+		changed: make(chan struct{}),
+		keys:    make(map[string][]*record),
+	}
+}
+
+// add appends a fetched record. avail reports whether it may be made
+// available now (false: it waits behind an earlier record of its key);
+// live is false when the partition was revoked (the record is dropped).
+func (p *partition) add(r *record) (avail, live bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked.Load() {
+		return false, false
+	}
+	p.log = append(p.log, r)
+	k := r.dec.msg.Key
+	if k == "" {
+		return true, true
+	}
+	if q, busy := p.keys[k]; busy {
+		p.keys[k] = append(q, r)
+		return false, true
+	}
+	p.keys[k] = nil
+	return true, true
+}
+
+// complete marks r done with action a, advances mark over the completed
+// prefix and frees r's key. It returns the next record of the key to make
+// available (nil if none), and whether r is now below mark (its commit can
+// be awaited). It returns ErrRevoked when the partition was revoked.
+func (p *partition) complete(r *record, a ports.Action) (next *record, committable bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked.Load() {
+		return nil, false, p.revokedErr()
+	}
+	r.state, r.action = stateDone, a
+	for p.head < len(p.log) && p.log[p.head].state == stateDone {
+		p.mark = p.log[p.head].offset + 1
+		p.log[p.head] = nil
+		p.head++
+	}
+	if p.head > 64 && p.head*2 > len(p.log) {
+		n := copy(p.log, p.log[p.head:])
+		clear(p.log[n:])
+		p.log, p.head = p.log[:n], 0
+	}
+	next = p.releaseKeyLocked(r.dec.msg.Key)
+	return next, r.offset < p.mark, nil
+}
+
+// releaseKeyLocked frees key and returns the next waiting record of it.
+func (p *partition) releaseKeyLocked(k string) *record {
+	if k == "" {
+		return nil
+	}
+	q, ok := p.keys[k]
+	if !ok {
+		return nil
+	}
+	if len(q) == 0 {
+		delete(p.keys, k)
+		return nil
+	}
+	next := q[0]
+	q[0] = nil
+	p.keys[k] = q[1:]
+	return next
+}
+
+// dirty returns the position to commit, if any (mu not held).
+func (p *partition) dirty() (int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked.Load() || p.mark <= p.committed {
+		return 0, false
+	}
+	return p.mark, true
+}
+
+// committedTo records the broker's answer for a commit of pos.
+func (p *partition) committedTo(pos int64, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil && pos > p.committed {
+		p.committed = pos
+	}
+	p.commitErr = err
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// revoke fences the partition: nothing of it is committed or handed out
+// afterwards. The caller holds the committer's fence. It returns how many
+// records waiting behind their key it dropped.
+func (p *partition) revoke() (dropped int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked.Swap(true) {
+		return 0
+	}
+	for _, q := range p.keys {
+		dropped += len(q)
+	}
+	p.keys = nil
+	clear(p.log)
+	p.log = nil
+	close(p.changed)
+	p.changed = make(chan struct{})
+	return dropped
+}
+
+// waitState reports, for a record below mark, whether its offset is
+// committed, the error that stops waiting (revoked, last commit error),
+// and a channel that is closed on the next change.
+func (p *partition) waitState(off int64, seenErr bool) (done bool, err error, changed <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.committed > off:
+		return true, nil, nil
+	case p.revoked.Load():
+		return false, p.revokedErr(), nil
+	case seenErr && p.commitErr != nil:
+		return false, p.commitErr, nil
+	}
+	return false, nil, p.changed
+}
+
+func (p *partition) revokedErr() error {
+	return &RevokedError{Topic: p.topic, Partition: p.id, Generation: p.gen}
+}

@@ -1,0 +1,201 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Settle carries out d for every delivery of ds (see ports.Subscription):
+//
+//   - Ack records the completions; for each partition whose commit prefix
+//     now covers them it waits until the broker accepted the commit.
+//   - Requeue republishes each message to its topic with the redelivery
+//     count incremented (and HeaderNotBefore when d.Delay > 0), waits for
+//     acks=all, then records and commits as Ack.
+//   - DeadLetter publishes to "<topic>.dlq" with the reason headers, waits
+//     for acks=all, then records and commits as Ack.
+//
+// A failed publish leaves the originals unsettled: they are handed out
+// again by Receive after the retry backoff (the redelivery count grows).
+// A delivery whose partition was revoked returns ErrRevoked and commits
+// nothing. A delivery settled twice returns ports.ErrAlreadyCompleted (same
+// action) or ports.ErrConflict (another action) and changes nothing.
+func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
+	if s.isStopped() {
+		return ports.ErrClosed
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	switch d.Action {
+	case ports.Ack, ports.Requeue, ports.DeadLetter:
+	default:
+		return &ports.ValueError{Field: "Disposition.Action", Reason: fmt.Sprintf("unknown action %v", d.Action)}
+	}
+	recs, err := s.claimAll(ds, d.Action)
+	if err != nil {
+		return err
+	}
+	if d.Action != ports.Ack {
+		if err := s.publishFor(ctx, recs, ds, d); err != nil {
+			for _, r := range recs {
+				s.handBack(r)
+			}
+			return err
+		}
+	}
+	var errs []error
+	waits := map[*partition]int64{}
+	for _, r := range recs {
+		next, committable, err := r.p.complete(r, d.Action)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if next != nil {
+			s.makeAvailable(next)
+		}
+		if committable && r.offset >= waits[r.p] {
+			waits[r.p] = r.offset + 1
+		}
+	}
+	if len(waits) > 0 {
+		s.commit.signal()
+	}
+	for p, end := range waits {
+		if err := awaitCommit(ctx, p, end-1); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *subscription) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
+// claimAll moves every delivery from out to settling, or none of them.
+func (s *subscription) claimAll(ds []*ports.Delivery, a ports.Action) ([]*record, error) {
+	recs := make([]*record, 0, len(ds))
+	undo := func() {
+		for _, r := range recs {
+			r.p.mu.Lock()
+			r.state = stateOut
+			r.p.mu.Unlock()
+		}
+	}
+	for _, d := range ds {
+		r, ok := d.Handle.(*record)
+		if !ok || r.s != s {
+			undo()
+			return nil, &ports.ValueError{Field: "Delivery.Handle", Reason: "is not a delivery of this subscription"}
+		}
+		if err := r.claim(a); err != nil {
+			undo()
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// claim moves r from out to settling.
+func (r *record) claim(a ports.Action) error {
+	p := r.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked.Load() {
+		return p.revokedErr()
+	}
+	switch r.state {
+	case stateOut:
+		r.state = stateSettling
+		return nil
+	case stateDone:
+		if r.action == a {
+			return fmt.Errorf("kafka: %v of offset %d: %w", a, r.offset, ports.ErrAlreadyCompleted)
+		}
+		return fmt.Errorf("kafka: %v after %v of offset %d: %w", a, r.action, r.offset, ports.ErrConflict)
+	}
+	return fmt.Errorf("kafka: %v of offset %d while it is not handed out: %w", a, r.offset, ports.ErrConflict)
+}
+
+// handBack returns r to the adapter after a failed settlement; Receive
+// hands it out again after the retry backoff.
+func (s *subscription) handBack(r *record) {
+	p := r.p
+	p.mu.Lock()
+	if p.revoked.Load() || r.state != stateSettling {
+		p.mu.Unlock()
+		return
+	}
+	r.state = stateBuffered
+	r.local++
+	p.mu.Unlock()
+	s.redeliverLater(r, s.spec.Retry.Backoff)
+}
+
+// publishFor publishes the requeue or dead-letter copies of recs and waits
+// for every confirm.
+func (s *subscription) publishFor(ctx context.Context, recs []*record, ds []*ports.Delivery, d ports.Disposition) error {
+	phys := s.phys
+	if d.Action == ports.DeadLetter {
+		phys = s.a.names.topic(ports.DeadLetterTopic(s.topic))
+		if err := s.a.ensureTopic(ctx, phys); err != nil {
+			return fmt.Errorf("kafka: dead letter: %w", err)
+		}
+	}
+	var nb time.Time
+	if d.Action == ports.Requeue && d.Delay > 0 {
+		nb = time.Now().Add(d.Delay)
+	}
+	pms := make([]*sarama.ProducerMessage, len(recs))
+	for i, r := range recs {
+		m := r.dec.msg
+		if d.Action == ports.Requeue {
+			m.Headers = requeueHeaders(m.Headers, ds[i].RedeliveryCount+1)
+		} else {
+			m.Headers = deadLetterHeaders(m.Headers, s.topic, d)
+		}
+		pms[i] = producerMessage(phys, &m, nb)
+	}
+	var errs []error
+	for i, err := range s.a.prod.publish(ctx, pms) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("offset %d/%d: %w", recs[i].p.id, recs[i].offset, unconfirmed(err)))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("kafka: %v publish to %s failed, originals not settled: %w", d.Action, phys, errors.Join(errs...))
+	}
+	return nil
+}
+
+// awaitCommit waits until off of p is committed, p is revoked, a commit
+// attempt after the call failed, or ctx is done.
+func awaitCommit(ctx context.Context, p *partition, off int64) error {
+	seen := false
+	for {
+		done, err, changed := p.waitState(off, seen)
+		if done {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+			seen = true
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package kafka
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// subscription is one consumer-group member consuming one topic.
+type subscription struct {
+	a     *Adapter
+	spec  ports.SubscriptionSpec
+	topic ports.Topic
+	phys  string
+	group string
+
+	client sarama.Client
+	cg     sarama.ConsumerGroup
+	commit *committer
+	sched  *scheduler
+
+	cancel context.CancelFunc // stops the consume loop
+	loops  sync.WaitGroup
+
+	established chan struct{} // closed after the first session's Setup
+	setupErr    chan error    // first Consume failure before Setup
+
+	mu       sync.Mutex
+	ready    []*record
+	readyCh  chan struct{} // closed and replaced when ready grows or state changes
+	buffered int           // records held: ready, delayed, waiting for their key
+	spaceCh  chan struct{} // closed and replaced when buffered drops
+	limit    int           // bound on buffered
+	stopped  bool
+
+	errMu    sync.Mutex
+	errs     chan error
+	errsDone bool
+	dropped  atomic.Int64
+
+	stopOnce sync.Once
+	stopErr  error
+	stopDone chan struct{}
+}
+
+// Subscribe joins the consumer group of spec and returns once the group
+// session is established and the start offsets of the claimed partitions
+// are committed, so a message sent after it returns is delivered.
+func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	spec = spec.WithDefaults()
+	a.mu.Lock()
+	closed := a.closed
+	a.mu.Unlock()
+	if closed {
+		return nil, ports.ErrClosed
+	}
+	instance := spec.Instance
+	if instance == "" {
+		instance = randomID()
+	}
+	s := &subscription{
+		a: a, spec: spec, topic: spec.Topic,
+		phys:        a.names.topic(spec.Topic),
+		group:       a.names.group(spec, instance),
+		sched:       newScheduler(),
+		established: make(chan struct{}),
+		setupErr:    make(chan error, 1),
+		readyCh:     make(chan struct{}),
+		spaceCh:     make(chan struct{}),
+		limit:       spec.InFlight * a.cfg.Buffer,
+		errs:        make(chan error, 64),
+		stopDone:    make(chan struct{}),
+	}
+	if err := a.ensureTopic(ctx, s.phys); err != nil {
+		s.sched.close()
+		return nil, err
+	}
+	conf := a.cfg.consumerConfig(spec.InFlight)
+	client, err := sarama.NewClient(a.cfg.Brokers, conf)
+	if err != nil {
+		s.sched.close()
+		return nil, fmt.Errorf("kafka: consumer client: %w", err)
+	}
+	cg, err := sarama.NewConsumerGroupFromClient(s.group, client)
+	if err != nil {
+		s.sched.close()
+		_ = client.Close()
+		return nil, fmt.Errorf("kafka: consumer group %s: %w", s.group, err)
+	}
+	s.client, s.cg = client, cg
+	s.commit = newCommitter(client, conf, s.group, a.cfg.CommitRetry, s.report)
+
+	loopCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.loops.Add(2)
+	go s.consumeLoop(loopCtx)
+	go s.groupErrors()
+
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		_ = s.Stop(ctx)
+		return nil, ports.ErrClosed
+	}
+	a.subs[s] = struct{}{}
+	a.mu.Unlock()
+
+	select {
+	case <-s.established:
+		return s, nil
+	case err := <-s.setupErr:
+		_ = s.Stop(context.Background())
+		return nil, fmt.Errorf("kafka: join group %s: %w", s.group, err)
+	case <-ctx.Done():
+		_ = s.Stop(context.Background())
+		return nil, ctx.Err()
+	}
+}
+
+// consumeLoop runs group sessions until the subscription stops. Each
+// rebalance ends a session; Consume is then called again.
+func (s *subscription) consumeLoop(ctx context.Context) {
+	defer s.loops.Done()
+	h := &groupHandler{s: s}
+	first := true
+	for {
+		err := s.cg.Consume(ctx, []string{s.phys}, h)
+		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return
+		}
+		if err != nil {
+			if first && !h.setupDone.Load() {
+				select {
+				case s.setupErr <- err:
+				default:
+				}
+			}
+			s.report(fmt.Errorf("kafka: group %s session: %w", s.group, err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(s.a.cfg.CommitRetry):
+			}
+		}
+		first = false
+	}
+}
+
+// groupErrors forwards the consumer group's asynchronous errors.
+func (s *subscription) groupErrors() {
+	defer s.loops.Done()
+	for err := range s.cg.Errors() {
+		s.report(fmt.Errorf("kafka: group %s: %w", s.group, err))
+	}
+}
+
+// Receive returns up to max available deliveries, blocking until one is
+// available, ctx is done or the subscription stops.
+func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
+	if max < 1 {
+		max = 1
+	}
+	for {
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			return nil, ports.ErrClosed
+		}
+		var out []*ports.Delivery
+		taken := 0
+		for taken < len(s.ready) && len(out) < max {
+			r := s.ready[taken]
+			s.ready[taken] = nil
+			taken++
+			if d := s.handOut(r); d != nil {
+				out = append(out, d)
+			}
+		}
+		s.ready = s.ready[taken:]
+		if taken > 0 {
+			s.buffered -= taken
+			s.notifySpaceLocked()
+		}
+		wait := s.readyCh
+		s.mu.Unlock()
+		if len(out) > 0 {
+			return out, nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// handOut turns a ready record into a Delivery, or nil when its partition
+// was revoked meanwhile (s.mu held; takes p.mu).
+func (s *subscription) handOut(r *record) *ports.Delivery {
+	p := r.p
+	p.mu.Lock()
+	if p.revoked.Load() {
+		p.mu.Unlock()
+		return nil
+	}
+	r.state = stateOut
+	local := r.local
+	p.mu.Unlock()
+	m := r.dec.msg
+	m.Headers = m.Headers.Clone()
+	d := &ports.Delivery{
+		Message:         m,
+		ID:              m.Headers[ports.HeaderID],
+		RedeliveryCount: r.dec.count + local,
+		Facts:           r.facts(),
+		ReceivedAt:      r.received,
+		Handle:          r,
+	}
+	if r.dec.bad != nil {
+		d.Err = r.dec.bad // the core dead-letters it as poison
+	}
+	return d
+}
+
+// facts are the record's broker facts for logs.
+func (r *record) facts() map[string]string {
+	f := map[string]string{
+		"topic":      r.p.topic,
+		"partition":  strconv.Itoa(int(r.p.id)),
+		"offset":     strconv.FormatInt(r.offset, 10),
+		"generation": strconv.Itoa(int(r.p.gen)),
+		"member":     r.p.member,
+	}
+	if !r.timestamp.IsZero() {
+		f["timestamp"] = r.timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	if r.dec.bad != nil {
+		f["header-error"] = r.dec.bad.Error()
+	}
+	return f
+}
+
+// makeAvailable queues r for Receive, through the scheduler while its
+// not-before time lies ahead.
+func (s *subscription) makeAvailable(r *record) {
+	if nb := r.dec.notBefore; !nb.IsZero() && time.Now().Before(nb) {
+		if s.sched.at(nb, func() { s.pushReady(r) }) {
+			return
+		}
+	}
+	s.pushReady(r)
+}
+
+// redeliverLater hands r out again after delay (a settlement failed).
+func (s *subscription) redeliverLater(r *record, delay time.Duration) {
+	s.mu.Lock()
+	s.buffered++
+	s.mu.Unlock()
+	if !s.sched.at(time.Now().Add(delay), func() { s.pushReady(r) }) {
+		s.pushReady(r)
+	}
+}
+
+func (s *subscription) pushReady(r *record) {
+	if r.p.revoked.Load() {
+		s.unbuffer(1)
+		return
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.ready = append(s.ready, r)
+	close(s.readyCh)
+	s.readyCh = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *subscription) unbuffer(n int) {
+	s.mu.Lock()
+	s.buffered -= n
+	s.notifySpaceLocked()
+	s.mu.Unlock()
+}
+
+func (s *subscription) notifySpaceLocked() {
+	close(s.spaceCh)
+	s.spaceCh = make(chan struct{})
+}
+
+// waitSpace blocks while the buffer is full, until ctx is done.
+func (s *subscription) waitSpace(ctx context.Context) bool {
+	for {
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			return false
+		}
+		if s.buffered < s.limit {
+			s.buffered++
+			s.mu.Unlock()
+			return true
+		}
+		ch := s.spaceCh
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// report hands an asynchronous error to Errors without blocking.
+func (s *subscription) report(err error) {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if s.errsDone {
+		return
+	}
+	select {
+	case s.errs <- err:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+// Errors reports asynchronous errors; it is closed after Stop.
+func (s *subscription) Errors() <-chan error { return s.errs }
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

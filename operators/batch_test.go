@@ -1,0 +1,221 @@
+package operators_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/operators"
+	"github.com/sluicemq/sluice/ports"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// batchRig runs Batch over the source and hands each batch to handle.
+func batchRig(t *testing.T, sp ports.SubscriptionSpec, o operators.BatchOptions, handle func(context.Context, operators.Batched[*ports.Delivery]) error) *rig {
+	return newRig(t, sp, func(p *flow.Pipeline) {
+		flow.Sink(operators.Batch(p.Source(), o), handle)
+	})
+}
+
+func sizes(mu *sync.Mutex, got *[]int) func(context.Context, operators.Batched[*ports.Delivery]) error {
+	return func(_ context.Context, b operators.Batched[*ports.Delivery]) error {
+		mu.Lock()
+		*got = append(*got, b.Len())
+		mu.Unlock()
+		return nil
+	}
+}
+
+func TestBatchBySizeAcksEveryMember(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	r := batchRig(t, spec, operators.BatchOptions{Size: 3, Window: time.Hour}, sizes(&mu, &got))
+	r.f.push(msgs(6)...)
+	for id, ds := range func() map[string][]ports.Disposition { r.f.waitSettled(t, 6); return r.f.byID() }() {
+		if len(ds) != 1 || ds[0].Action != ports.Ack {
+			t.Fatalf("%s settled %v, want one ACK", id, actions(ds))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0] != 3 || got[1] != 3 {
+		t.Fatalf("batch sizes %v, want [3 3]", got)
+	}
+}
+
+func TestBatchWindowFlushesPartialBatch(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	r := batchRig(t, spec, operators.BatchOptions{Size: 100, Window: 20 * time.Millisecond}, sizes(&mu, &got))
+	r.f.push(msgs(2)...)
+	r.f.waitSettled(t, 2)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != 2 {
+		t.Fatalf("batch sizes %v, want one batch of 2 closed by the window", got)
+	}
+}
+
+func TestBatchMaxBytes(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	seen := make(chan struct{}, 5)
+	r := newRig(t, spec, func(p *flow.Pipeline) {
+		flow.Sink(operators.Batch(tap(p.Source(), seen), operators.BatchOptions{Size: 100, Window: time.Hour, MaxBytes: 10}), sizes(&mu, &got))
+	})
+	r.f.push(msg("aaaa", ""), msg("bbbb", ""), msg("cccc", ""), msg("0123456789ABC", ""), msg("dd", ""))
+	// [aaaa bbbb], then [cccc] closed by the oversized one, then [0123456789ABC] alone
+	waitN(t, seen, 5, "items reaching the batch")
+	r.stop(t, true) // flushes [dd]
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{2, 1, 1, 1}; len(got) != 4 || got[0] != 2 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Fatalf("batch sizes %v, want %v", got, want)
+	}
+}
+
+func TestBatchDefaultsFromSubscriptionSpec(t *testing.T) {
+	sp := spec
+	sp.Batch = ports.BatchSpec{Size: 2, Window: time.Hour}
+	var mu sync.Mutex
+	var got []int
+	r := batchRig(t, sp, operators.BatchOptions{}, sizes(&mu, &got))
+	r.f.push(msgs(4)...)
+	r.f.waitSettled(t, 4)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0] != 2 {
+		t.Fatalf("batch sizes %v, want [2 2] from the spec", got)
+	}
+}
+
+func TestBatchOneOutcomeForAll(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want ports.Action
+	}{
+		{"error requeues all", errTransient, ports.Requeue},
+		{"poison dead-letters all", ports.Poisonf("bad batch"), ports.DeadLetter},
+		{"batch error without isolation requeues all", (&operators.BatchError{Failed: map[int]error{0: errors.New("x")}}).Err(), ports.Requeue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := batchRig(t, spec, operators.BatchOptions{Size: 3, Window: time.Hour}, func(context.Context, operators.Batched[*ports.Delivery]) error { return tc.err })
+			r.f.push(msgs(3)...)
+			for _, s := range r.f.waitSettled(t, 3) {
+				if s.disp.Action != tc.want {
+					t.Fatalf("%s settled %v, want %v", s.id, s.disp.Action, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestBatchIsolatePoisonDeadLettersOnlyNamedMembers(t *testing.T) {
+	r := batchRig(t, spec, operators.BatchOptions{Size: 4, Window: time.Hour, IsolatePoison: true},
+		func(_ context.Context, b operators.Batched[*ports.Delivery]) error {
+			var be operators.BatchError
+			for i, d := range b.Values {
+				if string(d.Payload) == "bad" {
+					be.Add(i, errors.New("price missing"))
+				}
+			}
+			return be.Err()
+		})
+	ds := []*ports.Delivery{msg("ok", ""), msg("bad", ""), msg("ok", ""), msg("bad", "")}
+	r.f.push(ds...)
+	r.f.waitSettled(t, 4)
+	got := r.f.byID()
+	for i, d := range ds {
+		s := got[d.ID]
+		if len(s) != 1 {
+			t.Fatalf("member %d settled %d times", i, len(s))
+		}
+		if string(d.Payload) == "bad" {
+			if s[0].Action != ports.DeadLetter || !strings.Contains(s[0].ReasonText(), "price missing") {
+				t.Fatalf("bad member %d settled %+v, want DEAD_LETTER with its reason", i, s[0])
+			}
+		} else if s[0].Action != ports.Ack {
+			t.Fatalf("good member %d settled %v, want ACK", i, s[0].Action)
+		}
+	}
+}
+
+func TestBatchIsolatePoisonWithPlainErrorRequeuesAll(t *testing.T) {
+	r := batchRig(t, spec, operators.BatchOptions{Size: 2, Window: time.Hour, IsolatePoison: true},
+		func(context.Context, operators.Batched[*ports.Delivery]) error {
+			return (&operators.BatchError{Failed: map[int]error{7: errors.New("out of range")}}).Err()
+		})
+	r.f.push(msgs(2)...)
+	for _, s := range r.f.waitSettled(t, 2) {
+		if s.disp.Action != ports.Requeue {
+			t.Fatalf("settled %v, want REQUEUE: a BatchError naming no member fails the batch", s.disp.Action)
+		}
+	}
+}
+
+func TestBatchFlushesPartialBatchWhenInputCloses(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	seen := make(chan struct{}, 3)
+	r := newRig(t, spec, func(p *flow.Pipeline) {
+		flow.Sink(operators.Batch(tap(p.Source(), seen), operators.BatchOptions{Size: 100, Window: time.Hour}), sizes(&mu, &got))
+	})
+	r.f.push(msgs(3)...)
+	waitN(t, seen, 3, "items reaching the batch")
+	r.stop(t, true) // stop receiving: the input closes and the partial batch is flushed in the drain
+	if s := r.f.settlements(); len(s) != 3 || s[0].disp.Action != ports.Ack {
+		t.Fatalf("settlements %v, want the 3 members of the flushed batch acked", s)
+	}
+}
+
+func TestBatchCancelledMembersAreNotSettled(t *testing.T) {
+	entered := make(chan struct{})
+	seen := make(chan struct{}, 3)
+	r := newRig(t, spec, func(p *flow.Pipeline) {
+		flow.Sink(operators.Batch(tap(p.Source(), seen), operators.BatchOptions{Size: 2, Window: time.Hour}), func(ctx context.Context, _ operators.Batched[*ports.Delivery]) error {
+			close(entered)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+	})
+	r.f.push(msgs(3)...) // one full batch being handled, one member held
+	recv(t, entered, "the batch handler")
+	waitN(t, seen, 3, "items reaching the batch")
+	r.stop(t, false)
+	if s := r.f.settlements(); len(s) != 0 {
+		t.Fatalf("settled %v after cancellation; want nothing", s)
+	}
+	for id, e := range r.outcomes() {
+		if e.Outcome.Kind != flow.Cancelled {
+			t.Fatalf("%s ended %v, want cancelled", id, e.Outcome.Kind)
+		}
+	}
+}
+
+func TestBatchHandlerPanicRequeuesAll(t *testing.T) {
+	r := batchRig(t, spec, operators.BatchOptions{Size: 2, Window: time.Hour}, func(context.Context, operators.Batched[*ports.Delivery]) error { panic("boom") })
+	r.f.push(msgs(2)...)
+	for _, s := range r.f.waitSettled(t, 2) {
+		var pe *ports.PanicError
+		if s.disp.Action != ports.Requeue || !errors.As(s.disp.Reason, &pe) {
+			t.Fatalf("settled %+v, want REQUEUE with a PanicError", s.disp)
+		}
+	}
+}
+
+func TestBatchRejectsNegativeOptions(t *testing.T) {
+	p := flow.New(newFake(), spec)
+	flow.Sink(operators.Batch(p.Source(), operators.BatchOptions{Size: -1}),
+		func(context.Context, operators.Batched[*ports.Delivery]) error { return nil })
+	if err := p.Start(context.Background()); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("Start returned %v, want an error wrapping ErrInvalid", err)
+	}
+}
