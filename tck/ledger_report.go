@@ -132,6 +132,11 @@ type Report struct {
 	// dead-lettered; LostSample lists some of them.
 	Lost       int
 	LostSample []string
+	// LostAfterSettleError counts the lost messages whose last delivery's
+	// settlement failed and that never came back: the adapter reported a
+	// failure but the broker did not redeliver them (the adapter settled
+	// them after all, behind the core's back, or they are gone).
+	LostAfterSettleError int
 	// Unconfirmed messages were attempted and never confirmed;
 	// UnconfirmedDelivered of them were delivered all the same (stored
 	// without a confirm reaching the sender).
@@ -155,6 +160,9 @@ func (l *Ledger) Report() Report {
 	scan := func(x *rec, id func() string) {
 		if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 {
 			r.Lost++
+			if x.fate == fateSettleFailed {
+				r.LostAfterSettleError++
+			}
 			if len(r.LostSample) < sampleSize {
 				r.LostSample = append(r.LostSample, id())
 			}
@@ -200,6 +208,9 @@ func (r Report) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "LEDGER %s %s published=%d acked=%d dead=%d lost=%d dup=%d", r.Adapter, r.Fault,
 		r.Confirmed, r.Acked, r.DeadLettered, r.Lost, r.Duplicates)
+	if r.LostAfterSettleError > 0 {
+		fmt.Fprintf(&b, " lost-after-settle-error=%d", r.LostAfterSettleError)
+	}
 	fmt.Fprintf(&b, " attempted=%d unconfirmed=%d unconfirmed-delivered=%d delivered=%d requeued=%d settle-failed=%d repeated-effects=%d peak-inflight=%d",
 		r.Attempted, r.Unconfirmed, r.UnconfirmedDelivered, r.Delivered, r.Requeued, r.SettleFailed, r.RepeatedEffects, r.PeakInFlight)
 	b.WriteString(" windows=")
@@ -237,6 +248,25 @@ func (r Report) Line() string {
 // message was lost or a message nobody sent was delivered.
 func (l *Ledger) Check(t testing.TB) Report {
 	t.Helper()
+	r := l.Record(t)
+	if r.Lost > 0 {
+		t.Errorf("ledger %s/%s: %d confirmed message(s) LOST (never acked nor dead-lettered), e.g. %v", r.Adapter, r.Fault, r.Lost, r.LostSample)
+		if r.LostAfterSettleError > 0 {
+			t.Errorf("ledger %s/%s: %d of them had a failed settlement and were never redelivered: the adapter settled them "+
+				"after reporting a failure, or the broker lost them; either breaks the Settle contract", r.Adapter, r.Fault, r.LostAfterSettleError)
+		}
+	}
+	if r.Phantoms > 0 {
+		t.Errorf("ledger %s/%s: %d message(s) delivered that were never sent, e.g. %v", r.Adapter, r.Fault, r.Phantoms, r.PhantomSample)
+	}
+	return r
+}
+
+// Record logs the ledger's LEDGER line (and appends it to the file named
+// by SLUICE_LEDGER_FILE, when set) without asserting anything: for a test
+// that already ended as a skip naming a known bug.
+func (l *Ledger) Record(t testing.TB) Report {
+	t.Helper()
 	r := l.Report()
 	line := r.Line()
 	t.Log(line)
@@ -244,12 +274,6 @@ func (l *Ledger) Check(t testing.TB) Report {
 		if err := appendLine(path, line); err != nil {
 			t.Errorf("writing %s: %v", LedgerFileEnv, err)
 		}
-	}
-	if r.Lost > 0 {
-		t.Errorf("ledger %s/%s: %d confirmed message(s) LOST (never acked nor dead-lettered), e.g. %v", r.Adapter, r.Fault, r.Lost, r.LostSample)
-	}
-	if r.Phantoms > 0 {
-		t.Errorf("ledger %s/%s: %d message(s) delivered that were never sent, e.g. %v", r.Adapter, r.Fault, r.Phantoms, r.PhantomSample)
 	}
 	return r
 }

@@ -32,6 +32,11 @@ type env struct {
 	// the test binary as a consumer process.
 	runPath string
 
+	mu        sync.Mutex
+	consumers []*consumer
+	// knownBug: the scenario ended as a skip naming Target.SettleErrorBug.
+	knownBug bool
+
 	errMu    sync.Mutex
 	errCount int
 	errFirst []string
@@ -55,6 +60,10 @@ func newEnv(t *testing.T, target Target, b *Broker, fault string) *env {
 			t.Logf("%d error(s) reported by the pipelines during %s (expected under faults), first: %q", e.errCount, fault, e.errFirst)
 		}
 		e.errMu.Unlock()
+		if e.knownBug {
+			e.l.Record(t)
+			return
+		}
 		e.l.Check(t)
 	})
 	return e
@@ -102,9 +111,13 @@ func (e *env) dial(addr string) ports.Adapter {
 // adapter makes an adapter connected to the broker directly.
 func (e *env) adapter() ports.Adapter { return e.dial(e.b.Addr) }
 
-// proxy puts a Proxy in front of the broker, closed at the end.
+// proxy puts a Proxy in front of the broker, closed at the end, or
+// returns the one the broker sits behind.
 func (e *env) proxy() *Proxy {
 	e.t.Helper()
+	if e.b.Proxy != nil {
+		return e.b.Proxy
+	}
 	var p *Proxy
 	var err error
 	if e.b.RewriteAddr {
@@ -132,6 +145,7 @@ func (e *env) spec() ports.SubscriptionSpec {
 type consumer struct {
 	e    *env
 	p    *flow.Pipeline
+	spec ports.SubscriptionSpec
 	once sync.Once
 }
 
@@ -148,7 +162,10 @@ func (e *env) consume(a ports.Adapter, spec ports.SubscriptionSpec, h func(conte
 func (e *env) consumeOn(a ports.Adapter, spec ports.SubscriptionSpec, workers int, h func(context.Context, *ports.Delivery) error, opts ...flow.Option) *consumer {
 	e.t.Helper()
 	all := []flow.Option{e.l.Observer(), flow.WithErrorHandler(e.onError), flow.WithDrainTimeout(2 * time.Second), flow.WithSettleTimeout(10 * time.Second)}
-	c := &consumer{e: e, p: flow.New(a, spec, append(all, opts...)...)}
+	c := &consumer{e: e, spec: spec, p: flow.New(a, spec, append(all, opts...)...)}
+	e.mu.Lock()
+	e.consumers = append(e.consumers, c)
+	e.mu.Unlock()
 	flow.Sink(c.p.Source(), h, flow.Workers(workers))
 	if err := c.p.Start(e.ctx); err != nil {
 		e.t.Fatalf("starting a consumer of %s: %v", spec.Topic, err)
@@ -285,6 +302,49 @@ func (e *env) await(what string, cond func(tck.Counts) bool) {
 func (e *env) settled() {
 	e.t.Helper()
 	e.await("every confirmed message acked or dead-lettered", func(c tck.Counts) bool { return c.Settled == c.Confirmed })
+}
+
+// settleAll waits until every confirmed message was settled. If some
+// are still unsettled after a quarter of the timeout it restarts every
+// consumer of the scenario's topic, as an operator would: a message the
+// adapter left unsettled must then be redelivered. It fails the scenario
+// if that does not settle everything either.
+func (e *env) settleAll(h func(context.Context, *ports.Delivery) error) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, min(e.target.Timeout/4, 10*time.Second))
+	err := e.l.AwaitSettled(ctx)
+	cancel()
+	if err == nil {
+		return
+	}
+	e.t.Logf("%v; restarting the consumers so that unsettled messages are redelivered", err)
+	e.l.Mark("consumer-restart")
+	e.mu.Lock()
+	var spec ports.SubscriptionSpec
+	var old []*consumer
+	for _, c := range e.consumers {
+		if c.spec.Topic == e.topic {
+			old = append(old, c)
+			spec = c.spec
+		}
+	}
+	e.mu.Unlock()
+	for _, c := range old {
+		c.stop()
+	}
+	e.consume(e.adapter(), spec, h)
+	ctx, cancel = context.WithTimeout(e.ctx, min(e.target.Timeout/4, 10*time.Second))
+	defer cancel()
+	err = e.l.AwaitSettled(ctx)
+	if err == nil {
+		return
+	}
+	if r := e.l.Report(); e.target.SettleErrorBug != "" && r.Lost > 0 && r.Lost == r.LostAfterSettleError {
+		e.knownBug = true
+		e.t.Skipf("KNOWN BUG %s: %d message(s) whose settlement failed were never redelivered, even after a consumer restart (e.g. %v)",
+			e.target.SettleErrorBug, r.Lost, r.LostSample)
+	}
+	e.t.Fatalf("after restarting the consumers: %v", err)
 }
 
 // ok is a handler that succeeds.

@@ -47,7 +47,7 @@ func (e *env) stream(pa, ca ports.Adapter, fault func(p *producer)) {
 	e.await("a third of the stream acked before the fault", func(c tck.Counts) bool { return c.Acked >= n/3 })
 	fault(p)
 	p.wait(e)
-	e.settled()
+	e.settleAll(work)
 	e.t.Logf("producer retried %d unconfirmed send(s)", p.retries.Load())
 }
 
@@ -74,6 +74,9 @@ func (e *env) sleep(d time.Duration) {
 func (e *env) proxied() (px *Proxy, pa, ca ports.Adapter) {
 	px = e.proxy()
 	ca = e.dial(px.Addr())
+	if e.b.Proxy != nil {
+		return px, e.adapter(), ca // every connection goes through it anyway
+	}
 	if raceEnabled && e.target.ClientRace != "" {
 		e.t.Logf("under -race only the consumer's connections go through the faulted proxy: a producer reconnecting while it sends triggers %s", e.target.ClientRace)
 		return px, e.adapter(), ca

@@ -40,8 +40,16 @@ type Target struct {
 	// Timeout bounds every wait of a scenario. Default 60s.
 	Timeout time.Duration
 	// Skip names scenarios not to run, each with the reason printed in
-	// the skip (for a known adapter or broker bug, say which).
+	// the skip (for a known adapter or broker bug, say which). They run
+	// anyway when SLUICE_FAULTS_RUN_SKIPPED is set.
 	Skip map[string]string
+	// SettleErrorBug, when set, names a known adapter bug: Settle returns
+	// an error for a delivery that the adapter settles all the same (so
+	// the broker never redelivers it). A scenario whose only loss is such
+	// messages — still unsettled after a consumer restart, their last
+	// settlement failed — then ends as a SKIP naming the bug, with its
+	// LEDGER line, instead of failing; any other loss still fails.
+	SettleErrorBug string
 	// ClientRace, when set, describes a data race inside the broker's
 	// client library that a producer reconnecting while it sends
 	// triggers. Under -race the kit then keeps producers off the faulted
@@ -64,6 +72,10 @@ func (t Target) withDefaults() Target {
 	return t
 }
 
+// RunSkippedEnv names an environment variable: when set, Run runs the
+// scenarios that Target.Skip names too (to reproduce a known bug).
+const RunSkippedEnv = "SLUICE_FAULTS_RUN_SKIPPED"
+
 // Broker is one running broker and the faults it can be put through. A nil
 // hook means the fault is not available: its scenario is skipped and says
 // so.
@@ -77,6 +89,12 @@ type Broker struct {
 	// RewriteAddr says the broker advertises Addr to its clients (a Pulsar
 	// lookup), so a Proxy must rewrite it to keep them on the proxy.
 	RewriteAddr bool
+	// Proxy, when set, is a proxy the broker already sits behind and
+	// advertises to its clients (a Kafka broker's metadata names the
+	// proxy's address): the connection scenarios fault it instead of
+	// making their own. Addr is then the proxy's address too, and Start
+	// closes the proxy at t's cleanup.
+	Proxy *Proxy
 	// Restart restarts the broker with its stored messages kept and
 	// returns once it serves again (or fails).
 	Restart func(ctx context.Context) error
@@ -131,7 +149,10 @@ func Run(t *testing.T, target Target) {
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
 			if why, ok := target.Skip[s.name]; ok {
-				t.Skipf("SKIP %s/%s: %s", target.Name, s.name, why)
+				if os.Getenv(RunSkippedEnv) == "" {
+					t.Skipf("SKIP %s/%s: %s (run it anyway with %s=1)", target.Name, s.name, why, RunSkippedEnv)
+				}
+				t.Logf("running %s/%s although Target.Skip says: %s", target.Name, s.name, why)
 			}
 			if s.name == "soak" && !soakEnabled {
 				t.Skipf("SKIP %s/soak: the soak runs only with -tags soak (go test -tags soak -run 'TestReliability/soak' -timeout 60m ./adapters/%s/)", target.Name, target.Name)
