@@ -71,10 +71,17 @@ type rec struct {
 	pos        uint32 // hash of the last delivery's position (0: unknown)
 	sends      uint16
 	deliveries uint16
+	attempt    uint16 // redelivery count of the last delivery
 	acks       uint8
 	deads      uint8
 	flags      uint8
 	fate       fate
+	// early counts deliveries that arrived with a higher redelivery
+	// count while the previous one had no outcome yet: a requeue copy
+	// that overtook the requeue's settlement (Kafka republishes, then
+	// commits). The requeue settlement absorbs it; another outcome makes
+	// it a duplicate.
+	early uint8
 }
 
 const (

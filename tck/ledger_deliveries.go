@@ -23,7 +23,7 @@ func (l *Ledger) Observe(e flow.Event) {
 	}
 	if e.Received {
 		l.open[d] = struct{}{}
-		l.delivered(d.ID, l.positionOf(d))
+		l.delivered(d.ID, l.positionOf(d), d.RedeliveryCount)
 		return
 	}
 	if _, ok := l.open[d]; ok {
@@ -31,15 +31,15 @@ func (l *Ledger) Observe(e flow.Event) {
 	} else {
 		// Received from the broker and abandoned before the pipeline
 		// emitted it (the source was stopping): a delivery all the same.
-		l.delivered(d.ID, l.positionOf(d))
+		l.delivered(d.ID, l.positionOf(d), d.RedeliveryCount)
 	}
 	switch {
 	case e.Action != 0:
-		l.settled(d.ID, e.Action)
+		l.settled(d.ID, e.Action, d.RedeliveryCount)
 	case e.Err != nil:
-		l.outcome(d.ID, fateSettleFailed)
+		l.outcome(d.ID, fateSettleFailed, d.RedeliveryCount)
 	default: // cancelled, or completed after stop
-		l.outcome(d.ID, fateUnsettled)
+		l.outcome(d.ID, fateUnsettled, d.RedeliveryCount)
 	}
 }
 
@@ -94,7 +94,7 @@ func (l *Ledger) Delivered(id, position string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.external++
-	l.delivered(id, pos)
+	l.delivered(id, pos, -1)
 }
 
 // Settled records a settlement the broker confirmed for a delivery
@@ -103,7 +103,7 @@ func (l *Ledger) Settled(id string, a ports.Action) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.external--
-	l.settled(id, a)
+	l.settled(id, a, -1)
 }
 
 // Died records that the process holding the deliveries of ids (recorded
@@ -116,8 +116,9 @@ func (l *Ledger) Died(ids ...string) {
 	l.external -= len(ids)
 }
 
-// delivered records one delivery; l.mu must be held.
-func (l *Ledger) delivered(id string, pos uint32) {
+// delivered records one delivery with its redelivery count (-1: unknown);
+// l.mu must be held.
+func (l *Ledger) delivered(id string, pos uint32, attempt int) {
 	r := l.get(id)
 	l.c.deliveries++
 	if r.flags&(fAttempted|fPhantom) == 0 {
@@ -127,7 +128,10 @@ func (l *Ledger) delivered(id string, pos uint32) {
 			l.phantoms = append(l.phantoms, id)
 		}
 	}
-	if r.deliveries > 0 {
+	switch {
+	case r.deliveries > 0 && r.fate == fateOpen && attempt > int(r.attempt) && r.early < ^uint8(0):
+		r.early++ // judged when the previous delivery's outcome arrives
+	case r.deliveries > 0:
 		var w Window
 		switch r.fate {
 		case fateOpen:
@@ -153,6 +157,9 @@ func (l *Ledger) delivered(id string, pos uint32) {
 	if r.deliveries < ^uint16(0) {
 		r.deliveries++
 	}
+	if attempt >= 0 {
+		r.attempt = uint16(min(attempt, int(^uint16(0))))
+	}
 	r.fate = fateOpen
 	if pos != 0 {
 		r.pos = pos
@@ -175,13 +182,38 @@ func (l *Ledger) duplicate(w Window) {
 	s.Last = at
 }
 
-// settled records a confirmed settlement; l.mu must be held.
-func (l *Ledger) settled(id string, a ports.Action) {
+// overtaken reports whether an outcome of a delivery with redelivery
+// count attempt belongs to a delivery that a newer one overtook (see
+// rec.early).
+func (r *rec) overtaken(attempt int) bool {
+	return r.early > 0 && attempt >= 0 && attempt < int(r.attempt)
+}
+
+// setFate records the fate of r's latest delivery, unless the outcome
+// belongs to an older delivery.
+func (r *rec) setFate(f fate, attempt int) {
+	if attempt < 0 || attempt >= int(r.attempt) {
+		r.fate = f
+	}
+}
+
+// settled records a confirmed settlement of a delivery with redelivery
+// count attempt (-1: unknown); l.mu must be held.
+func (l *Ledger) settled(id string, a ports.Action, attempt int) {
 	r := l.get(id)
 	wasTerminal := r.flags&(fAcked|fDead) != 0
+	if r.overtaken(attempt) {
+		r.early--
+		if a == ports.Requeue { // the copy that overtook it is its redelivery
+			l.c.requeues++
+			l.notify()
+			return
+		}
+		l.duplicate(WindowInFlight)
+	}
 	switch a {
 	case ports.Ack:
-		r.fate = fateAcked
+		r.setFate(fateAcked, attempt)
 		r.acks = sat(r.acks)
 		if r.flags&fAcked == 0 {
 			r.flags |= fAcked
@@ -189,14 +221,14 @@ func (l *Ledger) settled(id string, a ports.Action) {
 		}
 		l.recovered(r)
 	case ports.DeadLetter:
-		r.fate = fateDead
+		r.setFate(fateDead, attempt)
 		r.deads = sat(r.deads)
 		if r.flags&fDead == 0 {
 			r.flags |= fDead
 			l.c.dead++
 		}
 	case ports.Requeue:
-		r.fate = fateRequeued
+		r.setFate(fateRequeued, attempt)
 		l.c.requeues++
 	}
 	if !wasTerminal && r.flags&(fAcked|fDead) != 0 && r.flags&fConfirmed != 0 {
@@ -221,9 +253,13 @@ func (l *Ledger) drained(id string) {
 }
 
 // outcome records a delivery that ended without a settlement.
-func (l *Ledger) outcome(id string, f fate) {
+func (l *Ledger) outcome(id string, f fate, attempt int) {
 	r := l.get(id)
-	r.fate = f
+	if r.overtaken(attempt) {
+		r.early--
+		l.duplicate(WindowInFlight)
+	}
+	r.setFate(f, attempt)
 	if f == fateSettleFailed {
 		l.c.settleFailed++
 	}

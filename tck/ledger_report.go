@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // sampleSize bounds the ids a report lists.
@@ -98,6 +99,14 @@ func (l *Ledger) Await(ctx context.Context, what string, cond func(Counts) bool)
 // dead-lettered.
 func (l *Ledger) AwaitSettled(ctx context.Context) error {
 	return l.Await(ctx, "every confirmed message settled", func(c Counts) bool { return c.Settled == c.Confirmed })
+}
+
+// Footprint is an estimate of the memory the ledger's records take, in
+// bytes (to tell it apart from what a soak measures).
+func (l *Ledger) Footprint() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(cap(l.minted))*int64(unsafe.Sizeof(rec{})) + int64(len(l.foreign))*(int64(unsafe.Sizeof(rec{}))+64)
 }
 
 // Mark records a point in time (a fault injected or healed); the report

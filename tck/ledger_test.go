@@ -369,3 +369,30 @@ func msgsTo(topic ports.Topic, n int) []ports.Message {
 	}
 	return out
 }
+
+// A requeue copy that arrives before the requeue's own settlement (Kafka
+// republishes the copy, then commits the original) is the requeue, not a
+// duplicate; a higher count followed by another outcome is one.
+func TestLedgerRequeueCopyOvertakingItsSettlement(t *testing.T) {
+	l := tck.NewLedger("fake", "overtake")
+	ms := msgs(2)
+	if err := l.Send(context.Background(), &fakeSender{}, ms...); err != nil {
+		t.Fatal(err)
+	}
+	first, copy := delivery(ms[0], 0, "o1"), delivery(ms[0], 1, "o2")
+	received(l, first)
+	received(l, copy)
+	settled(l, copy, ports.Ack) // the copy is done before the requeue returns
+	settled(l, first, ports.Requeue)
+	if r := l.Report(); r.Duplicates != 0 || r.Requeued != 1 || r.Acked != 1 || r.InFlight != 0 {
+		t.Fatalf("requeue copy overtaking its settlement: %+v", r)
+	}
+	first, other := delivery(ms[1], 0, "p1"), delivery(ms[1], 1, "p2")
+	received(l, first)
+	received(l, other)
+	settled(l, first, ports.Ack)
+	settled(l, other, ports.Ack)
+	if r := l.Report(); r.Duplicates != 1 || r.Windows[tck.WindowInFlight].Count != 1 {
+		t.Fatalf("a higher count then an ack: %+v", r)
+	}
+}

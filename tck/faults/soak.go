@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +28,10 @@ const (
 	soakInFlight     = 64
 )
 
+// SoakMessagesEnv names an environment variable that overrides
+// Target.SoakMessages (to compare memory at two sizes).
+const SoakMessagesEnv = "SLUICE_SOAK_MESSAGES"
+
 func init() { register("soak", always, scenarioSoak) }
 
 // soak: SoakMessages messages with random transient failures and poison,
@@ -33,6 +39,9 @@ func init() { register("soak", always, scenarioSoak) }
 // lost. Reports throughput and peak memory.
 func scenarioSoak(e *env) {
 	n := e.target.SoakMessages
+	if v, err := strconv.Atoi(os.Getenv(SoakMessagesEnv)); err == nil && v > 0 {
+		n = v
+	}
 	pa, ca := e.adapter(), e.adapter()
 	e.dlq(ca, nil)
 	spec := e.spec()
@@ -52,7 +61,7 @@ func scenarioSoak(e *env) {
 	})
 
 	stopSampling := make(chan struct{})
-	var peakRSS, peakHeap int64
+	var peakRSS, peakHeap, peakLive int64
 	var sampler sync.WaitGroup
 	sampler.Add(1)
 	go func() {
@@ -60,10 +69,15 @@ func scenarioSoak(e *env) {
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
 		var ms runtime.MemStats
+		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		for {
 			rss, _ := memStatus()
 			runtime.ReadMemStats(&ms)
+			metrics.Read(live)
 			peakRSS, peakHeap = max(peakRSS, rss), max(peakHeap, int64(ms.HeapInuse))
+			if live[0].Value.Kind() == metrics.KindUint64 {
+				peakLive = max(peakLive, int64(live[0].Value.Uint64()))
+			}
 			select {
 			case <-tick.C:
 			case <-stopSampling:
@@ -97,9 +111,9 @@ func scenarioSoak(e *env) {
 	sampler.Wait()
 	_, hwm := memStatus()
 	c := e.l.Counts()
-	e.t.Logf("SOAK %s messages=%d elapsed=%v rate=%.0f/s acked=%d dead=%d requeued=%d peak-rss=%.1fMiB vm-hwm=%.1fMiB peak-heap-inuse=%.1fMiB in-flight=%d backlog<=%d",
+	e.t.Logf("SOAK %s messages=%d elapsed=%v rate=%.0f/s acked=%d dead=%d requeued=%d peak-rss=%.1fMiB vm-hwm=%.1fMiB peak-heap-inuse=%.1fMiB peak-live-heap=%.1fMiB ledger-records=%.1fMiB in-flight=%d backlog<=%d",
 		e.target.Name, n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), c.Acked, c.DeadLettered, c.Requeued,
-		mib(peakRSS), mib(hwm), mib(peakHeap), soakInFlight, soakBacklog)
+		mib(peakRSS), mib(hwm), mib(peakHeap), mib(peakLive), mib(e.l.Footprint()), soakInFlight, soakBacklog)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
