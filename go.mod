@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/apache/pulsar-client-go v0.19.0
+	github.com/eclipse/paho.golang v0.23.0
+	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/prometheus/client_golang v1.23.0
 	github.com/reactivex/rxgo/v2 v2.5.0
 	go.uber.org/goleak v1.3.0
@@ -13,7 +15,11 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require go.opentelemetry.io/auto/sdk v1.1.0 // indirect
+require (
+	github.com/gorilla/websocket v1.5.3 // indirect
+	github.com/rs/xid v1.4.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.1.0 // indirect
+)
 
 require (
 	github.com/AthenZ/athenz v1.12.13 // indirect

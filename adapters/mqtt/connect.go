@@ -1,0 +1,108 @@
+package mqtt
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session"
+)
+
+// connSpec describes one MQTT connection the adapter keeps up.
+type connSpec struct {
+	clientID   string
+	cleanStart bool
+	expiry     uint32 // session expiry interval, seconds
+	receiveMax uint16 // 0: the protocol default (65535)
+	session    session.SessionManager
+	onPublish  func(paho.PublishReceived) (bool, error)
+	onUp       func(*paho.Connack)
+	errs       *errorSink
+	disconnect func() *paho.Disconnect
+}
+
+// connect starts an autopaho connection manager for cs and waits until the
+// first connection is up or ctx is done. The manager lives until its
+// Disconnect.
+func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionManager, error) {
+	u, err := url.Parse(a.url)
+	if err != nil {
+		return nil, err
+	}
+	lastErr := make(chan error, 1)
+	keep := func(err error) {
+		select {
+		case <-lastErr:
+		default:
+		}
+		select {
+		case lastErr <- err:
+		default:
+		}
+	}
+	cfg := autopaho.ClientConfig{
+		ServerUrls:                    []*url.URL{u},
+		KeepAlive:                     uint16(a.opts.KeepAlive.Seconds()),
+		CleanStartOnInitialConnection: cs.cleanStart,
+		SessionExpiryInterval:         cs.expiry,
+		ReconnectBackoff:              autopaho.NewConstantBackoff(a.opts.ReconnectBackoff),
+		ConnectTimeout:                a.opts.ConnectTimeout,
+		ConnectUsername:               a.opts.Username,
+		ConnectPassword:               []byte(a.opts.Password),
+		OnConnectionUp: func(_ *autopaho.ConnectionManager, ca *paho.Connack) {
+			if cs.onUp != nil {
+				cs.onUp(ca)
+			}
+		},
+		OnConnectionDown: func() bool { return true },
+		OnConnectError: func(err error) {
+			keep(err)
+			cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
+		},
+		DisconnectPacketBuilder: cs.disconnect,
+		ClientConfig: paho.ClientConfig{
+			ClientID: cs.clientID,
+			Session:  cs.session,
+			OnClientError: func(err error) {
+				cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
+			},
+			OnServerDisconnect: func(d *paho.Disconnect) {
+				cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "lost",
+					Err: fmt.Errorf("server sent DISCONNECT, reason code %d", d.ReasonCode)})
+			},
+		},
+	}
+	if cs.onPublish != nil {
+		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){cs.onPublish}
+	}
+	rm := cs.receiveMax
+	cfg.ConnectPacketBuilder = func(cp *paho.Connect, _ *url.URL) (*paho.Connect, error) {
+		if cp.Properties == nil {
+			cp.Properties = &paho.ConnectProperties{}
+		}
+		// The MQTT default, stated explicitly: paho otherwise sends 0 once
+		// any property is set, and some brokers (mochi) then strip user
+		// properties — our headers — from every PUBLISH they forward.
+		cp.Properties.RequestProblemInfo = true
+		if rm > 0 {
+			cp.Properties.ReceiveMaximum = &rm
+		}
+		return cp, nil
+	}
+	cm, err := autopaho.NewConnection(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mqtt: %s: %w", cs.clientID, err)
+	}
+	if err := cm.AwaitConnection(ctx); err != nil {
+		_ = cm.Disconnect(context.Background())
+		select {
+		case last := <-lastErr:
+			return nil, fmt.Errorf("mqtt: connecting %s to %s: %w (last attempt: %v)", cs.clientID, u.Host, err, last)
+		default:
+			return nil, fmt.Errorf("mqtt: connecting %s to %s: %w", cs.clientID, u.Host, err)
+		}
+	}
+	return cm, nil
+}

@@ -1,0 +1,131 @@
+// Package embedded runs an in-process MQTT 5 broker (mochi-mqtt) on a
+// loopback port, for development and tests.
+//
+// # Development only
+//
+// The embedded broker keeps sessions, subscriptions and queued messages in
+// memory: everything is lost when the process exits, and every client is
+// allowed to connect without credentials. It is meant for a laptop, an
+// example or a test — production deployments use a real broker such as
+// mosquitto. The sluice MQTT adapter behaves the same against both, except
+// where docs/adapters/mqtt.md says otherwise (shared-subscription
+// distribution is random rather than round-robin).
+//
+// # Use
+//
+//	b, err := embedded.Start(embedded.Options{})
+//	...
+//	defer b.Close()
+//	a, err := mqtt.New(ctx, mqtt.Options{URL: b.URL()})
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// Options configure the embedded broker. The zero value is usable.
+type Options struct {
+	// Addr is the TCP address to listen on. Default "127.0.0.1:0" (a free
+	// loopback port; read it back with Broker.Addr).
+	Addr string
+	// Logger receives the broker's own log. Default: discarded.
+	Logger *slog.Logger
+	// ReceiveMaximum is the broker's receive maximum per client (how many
+	// unacknowledged QoS 1 publishes a client may send it). Default 1024.
+	ReceiveMaximum uint16
+	// AllowPublish, when set, decides whether a client may publish to a
+	// topic; a refused QoS 1 publish is answered with PUBACK reason code
+	// 0x87 (not authorized). Default: every publish is allowed.
+	AllowPublish func(clientID, topic string) bool
+}
+
+// authHook allows every connection and asks AllowPublish about publishes.
+type authHook struct {
+	mochi.HookBase
+	allowPublish func(clientID, topic string) bool
+}
+
+func (h *authHook) ID() string { return "sluice-embedded-auth" }
+
+func (h *authHook) Provides(b byte) bool {
+	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
+}
+
+func (h *authHook) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+
+func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
+	if !write || h.allowPublish == nil {
+		return true
+	}
+	return h.allowPublish(cl.ID, topic)
+}
+
+// Broker is a running embedded broker.
+type Broker struct {
+	srv  *mochi.Server
+	addr string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start starts a broker that accepts every connection on opts.Addr (mochi
+// refuses all connections without an auth hook; this one allows them) and
+// returns once it is listening.
+func Start(opts Options) (*Broker, error) {
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	caps := mochi.NewDefaultServerCapabilities()
+	if opts.ReceiveMaximum > 0 {
+		caps.ReceiveMaximum = opts.ReceiveMaximum
+	}
+	srv := mochi.New(&mochi.Options{Logger: logger, Capabilities: caps})
+	if err := srv.AddHook(&authHook{allowPublish: opts.AllowPublish}, nil); err != nil {
+		return nil, fmt.Errorf("embedded: auth hook: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: listen %s: %w", addr, err)
+	}
+	if err := srv.AddListener(listeners.NewNet("sluice-embedded", ln)); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("embedded: add listener: %w", err)
+	}
+	if err := srv.Serve(); err != nil {
+		_ = srv.Close()
+		return nil, fmt.Errorf("embedded: serve: %w", err)
+	}
+	return &Broker{srv: srv, addr: ln.Addr().String()}, nil
+}
+
+// Addr is the host:port the broker listens on.
+func (b *Broker) Addr() string { return b.addr }
+
+// URL is the broker's address as an mqtt:// URL for mqtt.Options.URL.
+func (b *Broker) URL() string { return "mqtt://" + b.addr }
+
+// Close disconnects every client and stops the broker. It is idempotent.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.closeErr = b.srv.Close()
+		if errors.Is(b.closeErr, net.ErrClosed) {
+			b.closeErr = nil
+		}
+	})
+	return b.closeErr
+}

@@ -1,0 +1,275 @@
+// Package mqtttest starts real MQTT brokers for tests: a mosquitto process
+// on a free loopback port with a configuration and persistence directory of
+// its own, and a loopback TCP proxy that can cut connections. The TCK,
+// driver and reliability tests of the MQTT adapter share it.
+//
+// # Mosquitto
+//
+// StartMosquitto writes a config under a fresh temporary directory
+// (persistence on, anonymous clients allowed, listener on 127.0.0.1 only),
+// starts /usr/sbin/mosquitto (or $MOSQUITTO) and waits until it answers an
+// MQTT CONNECT. When the test runs as root, mosquitto drops to user
+// "mosquitto", so the directory is handed to that user. The process is
+// stopped by its PID, never by name.
+//
+// # Availability
+//
+// Require reports a missing mosquitto binary as a skip, or as a failure
+// when CI=true.
+package mqtttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// MosquittoBinary returns the mosquitto executable: $MOSQUITTO when set,
+// else "mosquitto" on PATH, else /usr/sbin/mosquitto.
+func MosquittoBinary() (string, error) {
+	if p := os.Getenv("MOSQUITTO"); p != "" {
+		return p, nil
+	}
+	if p, err := exec.LookPath("mosquitto"); err == nil {
+		return p, nil
+	}
+	const deb = "/usr/sbin/mosquitto"
+	if _, err := os.Stat(deb); err == nil {
+		return deb, nil
+	}
+	return "", errors.New("mosquitto not found (install the Debian package mosquitto, or set MOSQUITTO)")
+}
+
+// Require starts a mosquitto for t and stops it when t ends. Without a
+// mosquitto binary it skips t, or fails it when the environment has
+// CI=true.
+func Require(t testing.TB, opts MosquittoOptions) *Mosquitto {
+	t.Helper()
+	if _, err := MosquittoBinary(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and %v", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := StartMosquitto(ctx, opts)
+	if err != nil {
+		t.Fatalf("start mosquitto: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("stop mosquitto: %v", err)
+		}
+	})
+	return m
+}
+
+// MosquittoOptions tune the broker. The zero value is what the adapter's
+// tests use.
+type MosquittoOptions struct {
+	// MaxQueuedMessages is mosquitto's max_queued_messages: QoS 1 messages
+	// queued per client beyond those in flight. Default 100000 (mosquitto's
+	// own default, 1000, silently drops the excess).
+	MaxQueuedMessages int
+	// AutosaveInterval is how often (seconds) the persistence file is
+	// written while running. Default 1. A graceful stop always saves.
+	AutosaveInterval int
+	// Extra lines appended to the config.
+	Extra []string
+}
+
+// Mosquitto is a running (or stopped, restartable) mosquitto process.
+type Mosquitto struct {
+	bin  string
+	dir  string
+	port int
+	conf string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd exited
+}
+
+// StartMosquitto starts mosquitto on a free loopback port and returns once
+// it accepts MQTT connections or ctx is done.
+func StartMosquitto(ctx context.Context, opts MosquittoOptions) (*Mosquitto, error) {
+	bin, err := MosquittoBinary()
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-mosquitto-")
+	if err != nil {
+		return nil, err
+	}
+	m := &Mosquitto{bin: bin, dir: dir, port: port, conf: filepath.Join(dir, "mosquitto.conf")}
+	if err := m.writeConfig(opts); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := m.Start(ctx); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Mosquitto) writeConfig(opts MosquittoOptions) error {
+	if opts.MaxQueuedMessages == 0 {
+		opts.MaxQueuedMessages = 100000
+	}
+	if opts.AutosaveInterval == 0 {
+		opts.AutosaveInterval = 1
+	}
+	conf := fmt.Sprintf(`# written by sluice mqtttest
+listener %d 127.0.0.1
+allow_anonymous true
+persistence true
+persistence_location %s/
+autosave_interval %d
+max_queued_messages %d
+log_dest file %s
+log_type error
+log_type warning
+log_type notice
+`, m.port, m.dir, opts.AutosaveInterval, opts.MaxQueuedMessages, filepath.Join(m.dir, "mosquitto.log"))
+	for _, l := range opts.Extra {
+		conf += l + "\n"
+	}
+	if err := os.WriteFile(m.conf, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	return chownToMosquitto(m.dir)
+}
+
+// chownToMosquitto hands dir to user "mosquitto" when running as root:
+// mosquitto started as root drops to that user and must be able to write
+// its persistence file and log.
+func chownToMosquitto(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("mosquitto")
+	if err != nil {
+		return nil // no such user: mosquitto keeps running as root
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, uid, gid)
+	})
+}
+
+// Addr is the broker's host:port.
+func (m *Mosquitto) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.port)) }
+
+// URL is the broker's mqtt:// URL.
+func (m *Mosquitto) URL() string { return "mqtt://" + m.Addr() }
+
+// Dir is the broker's config, persistence and log directory.
+func (m *Mosquitto) Dir() string { return m.dir }
+
+// Log returns the broker's log so far (for failure messages).
+func (m *Mosquitto) Log() string {
+	b, _ := os.ReadFile(filepath.Join(m.dir, "mosquitto.log"))
+	return string(b)
+}
+
+// Start (re)starts a stopped broker on the same port and directory, so a
+// persisted session survives, and waits until it answers.
+func (m *Mosquitto) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.cmd != nil {
+		m.mu.Unlock()
+		return errors.New("mosquitto already running")
+	}
+	cmd := exec.Command(m.bin, "-c", m.conf)
+	cmd.Dir = m.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("start %s: %w", m.bin, err)
+	}
+	done := make(chan struct{})
+	m.cmd, m.done = cmd, done
+	m.mu.Unlock()
+	go func() { _ = cmd.Wait(); close(done) }()
+
+	if err := waitMQTT(ctx, m.Addr(), done); err != nil {
+		_ = m.stop(syscall.SIGKILL)
+		return fmt.Errorf("mosquitto on %s did not come up: %w\nlog:\n%s", m.Addr(), err, m.Log())
+	}
+	return nil
+}
+
+// Stop stops the broker gracefully (SIGTERM: mosquitto writes its
+// persistence file) and waits for the process to exit.
+func (m *Mosquitto) Stop() error { return m.stop(syscall.SIGTERM) }
+
+// Kill kills the broker (SIGKILL: state since the last autosave is lost).
+func (m *Mosquitto) Kill() error { return m.stop(syscall.SIGKILL) }
+
+// Restart stops the broker gracefully and starts it again.
+func (m *Mosquitto) Restart(ctx context.Context) error {
+	if err := m.Stop(); err != nil {
+		return err
+	}
+	return m.Start(ctx)
+}
+
+func (m *Mosquitto) stop(sig syscall.Signal) error {
+	m.mu.Lock()
+	cmd, done := m.cmd, m.done
+	m.cmd, m.done = nil, nil
+	m.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("mosquitto pid %d ignored %v for 20s; killed", cmd.Process.Pid, sig)
+	}
+}
+
+// Close stops the broker and removes its directory.
+func (m *Mosquitto) Close() error {
+	err := m.Stop()
+	if rmErr := os.RemoveAll(m.dir); err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}

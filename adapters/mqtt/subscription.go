@@ -1,0 +1,393 @@
+package mqtt
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session/state"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// subscription is one running consumer: one MQTT connection with its own
+// stable client id and session, a ready queue, a local scheduler and the
+// entries it has not finished.
+type subscription struct {
+	a         *Adapter
+	spec      ports.SubscriptionSpec
+	filter    string
+	clientID  string
+	endOnStop bool // Broadcast without InstanceTTL: the session ends at Stop
+
+	sess  *ackSession
+	cm    *autopaho.ConnectionManager
+	sched *scheduler
+	errs  *errorSink
+
+	mu     sync.Mutex
+	ready  []*entry
+	byID   map[string]*entry
+	closed bool
+	ups    int       // connections made
+	first  chan bool // receives the first CONNACK's session-present flag
+	wg     sync.WaitGroup
+
+	signal   chan struct{} // a ready entry was queued
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	stopDone chan struct{}
+	stopErr  error
+}
+
+var _ ports.Subscription = (*subscription)(nil)
+
+// Subscribe validates spec, connects the subscription's own MQTT connection
+// (client id stable per namespace, topic, group and instance; CleanStart
+// false; Receive Maximum = InFlight) and subscribes at QoS 1. LoadBalance
+// uses the shared subscription "$share/<group>/<ns>/<topic>"; Broadcast a
+// plain subscription. It returns once the broker granted the subscription.
+func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	spec = spec.WithDefaults()
+	if spec.Mode == ports.LoadBalance && !validName(spec.Group) {
+		return nil, &ports.ValueError{Field: "SubscriptionSpec.Group", Reason: fmt.Sprintf("%q must not contain '/', '+', '#' or '$' (it names the MQTT shared subscription)", spec.Group)}
+	}
+	if spec.Instance != "" && !validName(spec.Instance) {
+		return nil, &ports.ValueError{Field: "SubscriptionSpec.Instance", Reason: fmt.Sprintf("%q must not contain '/', '+', '#' or '$'", spec.Instance)}
+	}
+	s := &subscription{a: a, spec: spec, filter: subscriptionFilter(a.opts.Namespace, spec),
+		errs: newErrorSink(64), byID: map[string]*entry{},
+		first:  make(chan bool, 1),
+		signal: make(chan struct{}, 1), stopCh: make(chan struct{}), stopDone: make(chan struct{})}
+	expiry := seconds(a.opts.SessionExpiry)
+	if spec.Mode == ports.Broadcast {
+		if spec.InstanceTTL > 0 {
+			expiry = seconds(spec.InstanceTTL)
+		} else {
+			expiry = seconds(a.opts.ReconnectGrace)
+			s.endOnStop = true
+		}
+	}
+	if err := a.register(s); err != nil {
+		return nil, err
+	}
+	s.sess = newAckSession(state.NewInMemory())
+	s.sched = newScheduler(s.due)
+	rm := spec.InFlight
+	if a.opts.ReceiveMaximum > 0 {
+		rm = a.opts.ReceiveMaximum
+	}
+	cm, err := a.connect(ctx, connSpec{
+		clientID: s.clientID, expiry: expiry, receiveMax: uint16(min(rm, 65535)),
+		session: s.sess, onPublish: s.onPublish, onUp: s.onUp, errs: s.errs, disconnect: s.disconnectPacket,
+	})
+	if err != nil {
+		s.sched.close()
+		a.forget(s)
+		return nil, err
+	}
+	s.cm = cm
+	var resumed bool
+	select {
+	case resumed = <-s.first:
+	case <-ctx.Done():
+		_ = s.Stop(context.Background())
+		return nil, ctx.Err()
+	}
+	// Subscribe even when the session was resumed: mosquitto 2.0.11 does
+	// not restore a shared subscription from its persistence file after a
+	// restart, although it reports the session as present.
+	if err := s.subscribe(ctx, resumed); err != nil {
+		_ = s.Stop(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+// register gives s its client id: the spec's instance, or for a
+// LoadBalance member the adapter's Instance (with "-2", "-3"... for further
+// members of the same group in this process), or a random one for a
+// Broadcast instance. Two live subscriptions never share a client id.
+func (a *Adapter) register(s *subscription) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return fmt.Errorf("mqtt: subscribe: %w", ports.ErrClosed)
+	}
+	inst := s.spec.Instance
+	switch {
+	case inst != "":
+		s.clientID = clientID(a.opts.Namespace, s.spec, inst)
+		if a.clientIDs[s.clientID] {
+			return &ports.ValueError{Field: "SubscriptionSpec.Instance", Reason: fmt.Sprintf("%q is already subscribed to %s in this adapter", inst, s.spec.Topic)}
+		}
+	case s.spec.Mode == ports.LoadBalance:
+		for k := 1; ; k++ {
+			inst = a.opts.Instance
+			if k > 1 {
+				inst += "-" + strconv.Itoa(k)
+			}
+			if s.clientID = clientID(a.opts.Namespace, s.spec, inst); !a.clientIDs[s.clientID] {
+				break
+			}
+		}
+	default:
+		s.clientID = clientID(a.opts.Namespace, s.spec, randomID())
+	}
+	a.clientIDs[s.clientID] = true
+	a.subs[s] = struct{}{}
+	return nil
+}
+
+func (a *Adapter) forget(s *subscription) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.subs, s)
+	delete(a.clientIDs, s.clientID)
+}
+
+// subscribe sends SUBSCRIBE at QoS 1 and checks the granted QoS.
+//
+// mochi shares one packet-id space between a client's requests and its
+// own in-flight publishes, and answers 0x91 (packet identifier in use)
+// when they collide on a resumed session. subscribe retries with the next
+// ids; when every attempt collides on a resumed session it accepts the
+// session's subscription as it is (a broker that answers 0x91 has kept the
+// session, and mochi keeps its subscriptions with it).
+func (s *subscription) subscribe(ctx context.Context, resumed bool) error {
+	var err error
+	for range 4 {
+		var sa *paho.Suback
+		sa, err = s.cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: 1}}})
+		if sa != nil && len(sa.Reasons) == 1 && sa.Reasons[0] == 0x91 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
+		}
+		if len(sa.Reasons) != 1 || sa.Reasons[0] != 1 {
+			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS 1 granted", s.filter, sa.Reasons)
+		}
+		return nil
+	}
+	if resumed {
+		return nil
+	}
+	return fmt.Errorf("mqtt: subscribe %s: packet identifier in use on every attempt: %w", s.filter, err)
+}
+
+// onPublish is paho's receive handler. It runs on paho's goroutine and must
+// not block: it records the arrival order, matches a redelivered copy to
+// its entry, and queues new messages (or hands them to the scheduler).
+func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
+	p := pr.Packet
+	t := s.sess.arrived(p.PacketID, p.QoS)
+	h := headersOf(p)
+	id := h[ports.HeaderID]
+	if s.a.arrived != nil {
+		s.a.arrived(id, p.Duplicate())
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock() // never acknowledged: redelivered when the session resumes
+		return true, nil
+	}
+	if e := s.byID[id]; e != nil && id != "" && p.Duplicate() {
+		if e.state == stateAckOwed {
+			delete(s.byID, id)
+			e.state = stateDone
+			s.mu.Unlock()
+			if err := s.sess.release(t); err != nil {
+				s.errs.report(fmt.Errorf("mqtt: PUBACK of redelivered %s: %w", id, err))
+			}
+			return true, nil
+		}
+		e.ticket, e.pub = t, p // the same message on the new connection
+		s.mu.Unlock()
+		return true, nil
+	}
+	e := &entry{sub: s, id: id, pub: p, headers: h, ticket: t, received: time.Now()}
+	if p.Duplicate() {
+		e.redeliveries = 1 // delivered before, by a previous connection or process
+	}
+	if id != "" {
+		s.byID[id] = e
+	}
+	at, err := deliverAtOf(h)
+	if err != nil {
+		s.errs.report(fmt.Errorf("mqtt: message %s on %s: %w; delivered without delay", id, s.spec.Topic, err))
+	}
+	if at.After(e.received) {
+		e.state = stateWaiting
+		s.mu.Unlock()
+		s.sched.add(e, at)
+		return true, nil
+	}
+	s.pushLocked(e)
+	s.mu.Unlock()
+	return true, nil
+}
+
+// pushLocked queues e for Receive. s.mu is held.
+func (s *subscription) pushLocked(e *entry) {
+	e.state = stateReady
+	s.ready = append(s.ready, e)
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+// due is the scheduler's callback: e's delay or backoff has passed.
+func (s *subscription) due(e *entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || e.state != stateWaiting {
+		return
+	}
+	s.pushLocked(e)
+}
+
+// Receive returns up to max ready deliveries, blocking until there is one.
+func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
+	if max < 1 {
+		max = 1
+	}
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, ports.ErrClosed
+		}
+		if n := min(max, len(s.ready)); n > 0 {
+			out := make([]*ports.Delivery, n)
+			for i, e := range s.ready[:n] {
+				d := e.delivery(s.spec.Topic)
+				e.state, e.out = stateOut, d
+				out[i] = d
+			}
+			clear(s.ready[:n])
+			s.ready = s.ready[n:]
+			s.mu.Unlock()
+			return out, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.signal:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.stopCh:
+			return nil, ports.ErrClosed
+		}
+	}
+}
+
+// onUp runs on autopaho's goroutine when a connection came up; it must not
+// block. After a reconnect without the session, it subscribes again.
+func (s *subscription) onUp(ca *paho.Connack) {
+	s.mu.Lock()
+	s.ups++
+	reconnect := s.ups > 1
+	for id, e := range s.byID {
+		// A PUBACK owed since before the previous connection will not be
+		// needed: the broker redelivers right after CONNACK or never.
+		if e.state == stateAckOwed && e.owedAt < s.ups-1 {
+			delete(s.byID, id)
+		}
+	}
+	// Subscribe again after every reconnect, with or without a session
+	// (see Subscribe on mosquitto's persisted shared subscriptions).
+	resubscribe := reconnect && !s.closed
+	if resubscribe {
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if !reconnect {
+		s.first <- ca.SessionPresent
+		return
+	}
+	s.a.opts.Logger.Info("sluice mqtt: reconnected", "client", s.clientID, "session_present", ca.SessionPresent)
+	if !ca.SessionPresent {
+		s.errs.report(&ConnectionError{ClientID: s.clientID, Op: "reconnect", Err: ErrSessionLost})
+	}
+	if !resubscribe {
+		return
+	}
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.a.opts.ConnectTimeout)
+		defer cancel()
+		if err := s.subscribe(ctx, ca.SessionPresent); err != nil {
+			s.errs.report(&ConnectionError{ClientID: s.clientID, Op: "resubscribe", Err: err})
+		}
+	}()
+}
+
+// disconnectPacket is the DISCONNECT sent by Stop: a Broadcast instance
+// without InstanceTTL ends its session (session expiry 0); every other
+// subscription keeps it for a restart with the same instance.
+func (s *subscription) disconnectPacket() *paho.Disconnect {
+	if s.endOnStop {
+		zero := uint32(0)
+		return &paho.Disconnect{ReasonCode: 0, Properties: &paho.DisconnectProperties{SessionExpiryInterval: &zero}}
+	}
+	return &paho.Disconnect{ReasonCode: 0}
+}
+
+// barrier makes one request/response round trip (UNSUBSCRIBE of a filter
+// the session never subscribed) so that the broker has read every PUBACK
+// written before it. Without it, closing the socket right after the
+// DISCONNECT can reset the connection while the broker still has unread
+// PUBACKs in its buffer, and they are lost (measured with mosquitto: the
+// last PUBACK of a burst sometimes was). It is skipped when no PUBACK was
+// written, and bounded by ctx and 2s (a connection that died unnoticed
+// costs Stop that long).
+func (s *subscription) barrier(ctx context.Context) {
+	if !s.sess.takeWrote() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, _ = s.cm.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{s.a.opts.Namespace + "/sluice-barrier"}})
+}
+
+// Errors reports connection events and deferred problems; closed by Stop.
+func (s *subscription) Errors() <-chan error { return s.errs.ch }
+
+// Stop stops receiving and disconnects without acknowledging anything that
+// was not settled: the broker keeps those messages in the session (for a
+// restart with the same instance) or, for a Broadcast instance without
+// InstanceTTL, drops them with the session. Idempotent.
+func (s *subscription) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.ready = nil
+		s.mu.Unlock()
+		close(s.stopCh)
+		s.sched.close()
+		s.barrier(ctx)
+		if s.spec.Mode == ports.LoadBalance && s.a.opts.LeaveGroupOnStop {
+			if _, err := s.cm.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{s.filter}}); err != nil {
+				s.errs.report(fmt.Errorf("mqtt: leave group %s: %w", s.filter, err))
+			}
+		}
+		s.stopErr = s.cm.Disconnect(ctx)
+		s.wg.Wait()
+		s.a.forget(s)
+		s.errs.close()
+		close(s.stopDone)
+	})
+	select {
+	case <-s.stopDone:
+		return s.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
