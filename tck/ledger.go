@@ -42,6 +42,7 @@ type Ledger struct {
 	prefix         string
 	start          time.Time
 	position       func(*ports.Delivery) string
+	deferred       func(error) bool
 
 	mu       sync.Mutex
 	minted   []rec
@@ -62,7 +63,7 @@ type Ledger struct {
 type counts struct {
 	attempted, confirmed, acked, dead, terminalConfirmed int // unique ids
 	deliveries, requeues, dups, dlqArrived, settleFailed int // events
-	phantom                                              int // unique ids
+	phantom, deferred                                    int // unique ids; deferred: unsettled, last settlement deferred
 }
 
 // rec is one message's history, compact enough for a soak.
@@ -104,6 +105,8 @@ const (
 	fateDead
 	fateUnsettled
 	fateSettleFailed
+	fateDied     // its process died holding it (Ledger.Died)
+	fateDeferred // Settle failed with an error the adapter defers (see SetDeferred)
 )
 
 // Window names the circumstance a duplicate delivery fell in: what had
@@ -114,7 +117,8 @@ type Window string
 const (
 	// WindowInFlight: the previous delivery had no outcome yet — its
 	// consumer lost its connection or its process while handling it, and
-	// the broker handed the message to another consumer.
+	// the broker handed the message to another consumer (or to the
+	// restarted one).
 	WindowInFlight Window = "in-flight"
 	// WindowUnsettled: the previous delivery ended without a settlement
 	// (cancelled by stop, or completed after stop).
@@ -177,6 +181,14 @@ func NewLedger(adapter, fault string) *Ledger {
 // settlement. Default: none (such duplicates count as WindowAfterSettle).
 // Call it before the first delivery.
 func (l *Ledger) SetPosition(fn func(*ports.Delivery) string) { l.position = fn }
+
+// SetDeferred tells the ledger which Settle errors mean the adapter kept
+// the settlement and will carry it out itself (a commit retried by a
+// committer, an acknowledgement of the broker's redelivered copy), so the
+// broker will not hand the message out again. A message whose last
+// settlement failed that way counts as deferred, not lost. Default: none.
+// Call it before the first delivery.
+func (l *Ledger) SetDeferred(fn func(error) bool) { l.deferred = fn }
 
 // NewID mints a unique message id that the ledger stores compactly.
 func (l *Ledger) NewID() string {

@@ -36,6 +36,8 @@ func (l *Ledger) Observe(e flow.Event) {
 	switch {
 	case e.Action != 0:
 		l.settled(d.ID, e.Action, d.RedeliveryCount)
+	case e.Err != nil && l.deferred != nil && l.deferred(e.Err):
+		l.outcome(d.ID, fateDeferred, d.RedeliveryCount)
 	case e.Err != nil:
 		l.outcome(d.ID, fateSettleFailed, d.RedeliveryCount)
 	default: // cancelled, or completed after stop
@@ -107,13 +109,17 @@ func (l *Ledger) Settled(id string, a ports.Action) {
 }
 
 // Died records that the process holding the deliveries of ids (recorded
-// with Delivered) died before settling them: they stay in flight for the
-// duplicate windows (the next delivery falls in WindowInFlight) but no
-// longer count towards the ledger's in-flight number.
+// with Delivered) died before settling them: their next delivery falls in
+// WindowInFlight, and they no longer count as in flight.
 func (l *Ledger) Died(ids ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.external -= len(ids)
+	for _, id := range ids {
+		r := l.get(id)
+		l.transition(r, fateDied)
+		r.early = 0
+	}
 }
 
 // delivered records one delivery with its redelivery count (-1: unknown);
@@ -134,11 +140,11 @@ func (l *Ledger) delivered(id string, pos uint32, attempt int) {
 	case r.deliveries > 0:
 		var w Window
 		switch r.fate {
-		case fateOpen:
+		case fateOpen, fateDied:
 			w = WindowInFlight
 		case fateUnsettled:
 			w = WindowUnsettled
-		case fateSettleFailed:
+		case fateSettleFailed, fateDeferred:
 			w = WindowSettleFailed
 		case fateAcked, fateDead:
 			switch {
@@ -160,7 +166,7 @@ func (l *Ledger) delivered(id string, pos uint32, attempt int) {
 	if attempt >= 0 {
 		r.attempt = uint16(min(attempt, int(^uint16(0))))
 	}
-	r.fate = fateOpen
+	l.transition(r, fateOpen)
 	if pos != 0 {
 		r.pos = pos
 	}
@@ -191,9 +197,22 @@ func (r *rec) overtaken(attempt int) bool {
 
 // setFate records the fate of r's latest delivery, unless the outcome
 // belongs to an older delivery.
-func (r *rec) setFate(f fate, attempt int) {
+func (l *Ledger) setFate(r *rec, f fate, attempt int) {
 	if attempt < 0 || attempt >= int(r.attempt) {
-		r.fate = f
+		l.transition(r, f)
+	}
+}
+
+// transition sets r's fate, keeping the count of unsettled messages whose
+// last settlement was deferred.
+func (l *Ledger) transition(r *rec, f fate) {
+	open := r.flags&(fAcked|fDead) == 0
+	if r.fate == fateDeferred && open {
+		l.c.deferred--
+	}
+	r.fate = f
+	if f == fateDeferred && open {
+		l.c.deferred++
 	}
 }
 
@@ -213,7 +232,7 @@ func (l *Ledger) settled(id string, a ports.Action, attempt int) {
 	}
 	switch a {
 	case ports.Ack:
-		r.setFate(fateAcked, attempt)
+		l.setFate(r, fateAcked, attempt)
 		r.acks = sat(r.acks)
 		if r.flags&fAcked == 0 {
 			r.flags |= fAcked
@@ -221,15 +240,18 @@ func (l *Ledger) settled(id string, a ports.Action, attempt int) {
 		}
 		l.recovered(r)
 	case ports.DeadLetter:
-		r.setFate(fateDead, attempt)
+		l.setFate(r, fateDead, attempt)
 		r.deads = sat(r.deads)
 		if r.flags&fDead == 0 {
 			r.flags |= fDead
 			l.c.dead++
 		}
 	case ports.Requeue:
-		r.setFate(fateRequeued, attempt)
+		l.setFate(r, fateRequeued, attempt)
 		l.c.requeues++
+	}
+	if !wasTerminal && r.flags&(fAcked|fDead) != 0 && r.fate == fateDeferred {
+		l.c.deferred-- // settled after all: no longer counted as deferred
 	}
 	if !wasTerminal && r.flags&(fAcked|fDead) != 0 && r.flags&fConfirmed != 0 {
 		l.c.terminalConfirmed++
@@ -259,8 +281,8 @@ func (l *Ledger) outcome(id string, f fate, attempt int) {
 		r.early--
 		l.duplicate(WindowInFlight)
 	}
-	r.setFate(f, attempt)
-	if f == fateSettleFailed {
+	l.setFate(r, f, attempt)
+	if f == fateSettleFailed || f == fateDeferred {
 		l.c.settleFailed++
 	}
 	l.notify()

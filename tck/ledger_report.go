@@ -27,6 +27,7 @@ type Counts struct {
 	Acked        int // messages acked at least once
 	DeadLettered int // messages dead-lettered at least once
 	Settled      int // confirmed messages acked or dead-lettered
+	Deferred     int // messages not settled whose last settlement the adapter deferred (see SetDeferred)
 	Phantoms     int // messages delivered that were never sent
 
 	Delivered         int // deliveries
@@ -48,7 +49,7 @@ func (l *Ledger) countsLocked() Counts {
 	return Counts{
 		Attempted: l.c.attempted, Confirmed: l.c.confirmed,
 		Acked: l.c.acked, DeadLettered: l.c.dead, Settled: l.c.terminalConfirmed,
-		Phantoms:  l.c.phantom,
+		Phantoms: l.c.phantom, Deferred: l.c.deferred,
 		Delivered: l.c.deliveries, Requeued: l.c.requeues, SettleFailed: l.c.settleFailed,
 		Duplicates: l.c.dups, DeadLetterArrived: l.c.dlqArrived,
 		InFlight: len(l.open) + l.external,
@@ -96,9 +97,9 @@ func (l *Ledger) Await(ctx context.Context, what string, cond func(Counts) bool)
 }
 
 // AwaitSettled waits until every confirmed message was acked or
-// dead-lettered.
+// dead-lettered, or its settlement deferred by the adapter.
 func (l *Ledger) AwaitSettled(ctx context.Context) error {
-	return l.Await(ctx, "every confirmed message settled", func(c Counts) bool { return c.Settled == c.Confirmed })
+	return l.Await(ctx, "every confirmed message settled", func(c Counts) bool { return c.Settled+c.Deferred >= c.Confirmed })
 }
 
 // Footprint is an estimate of the memory the ledger's records take, in
@@ -146,6 +147,13 @@ type Report struct {
 	// failure but the broker did not redeliver them (the adapter settled
 	// them after all, behind the core's back, or they are gone).
 	LostAfterSettleError int
+	// LostUndelivered counts the lost messages that were never delivered
+	// at all: the broker dropped them (or still holds them).
+	LostUndelivered int
+	// DeferredUnsettled counts confirmed messages never acked nor
+	// dead-lettered whose last settlement the adapter deferred: not
+	// counted as lost, on the adapter's word (see Ledger.SetDeferred).
+	DeferredUnsettled int
 	// Unconfirmed messages were attempted and never confirmed;
 	// UnconfirmedDelivered of them were delivered all the same (stored
 	// without a confirm reaching the sender).
@@ -167,10 +175,15 @@ func (l *Ledger) Report() Report {
 	defer l.mu.Unlock()
 	r := Report{Adapter: l.adapter, Fault: l.fault, Counts: l.countsLocked(), PeakInFlight: l.peak, Elapsed: l.since()}
 	scan := func(x *rec, id func() string) {
-		if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 {
+		if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate == fateDeferred {
+			r.DeferredUnsettled++
+		} else if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 {
 			r.Lost++
 			if x.fate == fateSettleFailed {
 				r.LostAfterSettleError++
+			}
+			if x.deliveries == 0 {
+				r.LostUndelivered++
 			}
 			if len(r.LostSample) < sampleSize {
 				r.LostSample = append(r.LostSample, id())
@@ -219,6 +232,12 @@ func (r Report) Line() string {
 		r.Confirmed, r.Acked, r.DeadLettered, r.Lost, r.Duplicates)
 	if r.LostAfterSettleError > 0 {
 		fmt.Fprintf(&b, " lost-after-settle-error=%d", r.LostAfterSettleError)
+	}
+	if r.LostUndelivered > 0 {
+		fmt.Fprintf(&b, " lost-undelivered=%d", r.LostUndelivered)
+	}
+	if r.DeferredUnsettled > 0 {
+		fmt.Fprintf(&b, " deferred=%d", r.DeferredUnsettled)
 	}
 	fmt.Fprintf(&b, " attempted=%d unconfirmed=%d unconfirmed-delivered=%d delivered=%d requeued=%d settle-failed=%d repeated-effects=%d peak-inflight=%d",
 		r.Attempted, r.Unconfirmed, r.UnconfirmedDelivered, r.Delivered, r.Requeued, r.SettleFailed, r.RepeatedEffects, r.PeakInFlight)

@@ -27,7 +27,7 @@ func TestReliability(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = b.Close(context.Background()) })
 			return &faults.Broker{
-				Dial:            func(context.Context) (ports.Adapter, error) { return mem.New(b) },
+				Dial:            func(context.Context, string) (ports.Adapter, error) { return mem.New(b) },
 				FailDeadLetters: b.FailDeadLetters,
 				FailSends:       b.FailSends,
 				FailSendsNote:   "mem refuses the publish: nothing is stored",

@@ -49,10 +49,11 @@ var pulsarClientLeaks = []goleak.Option{
 	goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.newAckGroupingTracker.func1"),
 }
 
-// dialPulsar makes an adapter over its own client at addr. The client
+// dialPulsar makes an adapter over its own client at addr (the process
+// identity is not needed: Pulsar keeps no per-client state). The client
 // pings every second so that a stalled link is noticed within seconds, and
 // sends time out after 2s.
-func dialPulsar(_ context.Context, addr string) (ports.Adapter, error) {
+func dialPulsar(_ context.Context, addr, _ string) (ports.Adapter, error) {
 	c, err := pulsarclient.NewClient(pulsarclient.ClientOptions{
 		URL:               "pulsar://" + addr,
 		ConnectionTimeout: 2 * time.Second,
@@ -137,7 +138,7 @@ func FuzzEnvelopeFromWire(f *testing.F) {
 	}
 	f.Cleanup(b.Close)
 	ctx := context.Background()
-	a, err := dialPulsar(ctx, strings.TrimPrefix(b.URL(), "pulsar://"))
+	a, err := dialPulsar(ctx, strings.TrimPrefix(b.URL(), "pulsar://"), "")
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -34,6 +34,7 @@ const (
 	childTopicEnv    = "SLUICE_FAULTS_TOPIC"
 	childGroupEnv    = "SLUICE_FAULTS_GROUP"
 	childInFlightEnv = "SLUICE_FAULTS_INFLIGHT"
+	childIdentityEnv = "SLUICE_FAULTS_IDENTITY"
 	childPrefix      = "SLUICE-CHILD "
 )
 
@@ -56,7 +57,7 @@ func runChild(t *testing.T, target Target) {
 		t.Fatalf("child: %s: %v", childInFlightEnv, err)
 	}
 	ctx := context.Background()
-	a, err := target.Dial(ctx, os.Getenv(childAddrEnv))
+	a, err := target.Dial(ctx, os.Getenv(childAddrEnv), os.Getenv(childIdentityEnv))
 	if err != nil {
 		t.Fatalf("child: dial: %v", err)
 	}
@@ -88,8 +89,9 @@ type child struct {
 	mu     sync.Mutex // guards stderr
 }
 
-// startChild re-executes the test binary as a consumer of spec at addr.
-func (e *env) startChild(addr string, spec ports.SubscriptionSpec) *child {
+// startChild re-executes the test binary as a consumer of spec at addr,
+// playing the process named identity.
+func (e *env) startChild(addr, identity string, spec ports.SubscriptionSpec) *child {
 	e.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -99,6 +101,7 @@ func (e *env) startChild(addr string, spec ports.SubscriptionSpec) *child {
 	cmd.Env = append(os.Environ(),
 		childEnv+"=consumer",
 		childAddrEnv+"="+addr,
+		childIdentityEnv+"="+identity,
 		childTopicEnv+"="+string(spec.Topic),
 		childGroupEnv+"="+spec.Group,
 		childInFlightEnv+"="+strconv.Itoa(spec.WithDefaults().InFlight),

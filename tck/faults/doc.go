@@ -24,7 +24,9 @@
 //	stall            connections stalled (stalled reads), then resumed
 //	consumer-kill    a consumer process (this test binary, re-executed)
 //	                 SIGKILLed with completions pending; a new consumer in the
-//	                 same group must get those messages
+//	                 same group must get those messages (it plays the killed
+//	                 process's identity: brokers with per-client sessions,
+//	                 such as MQTT, hand them to the restarted client)
 //	dlq-fail         dead-letter publishes fail: originals stay unsettled
 //	                 and reach the dead-letter topic once the fault heals
 //	send-unconfirmed publishes go unconfirmed for a while; the producer

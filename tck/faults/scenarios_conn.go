@@ -150,7 +150,8 @@ func scenarioStall(e *env) {
 func scenarioKill(e *env) {
 	spec := e.spec()
 	spec.InFlight = 8
-	ch := e.startChild(e.b.Addr, spec)
+	victim := e.identity()
+	ch := e.startChild(e.b.Addr, victim, spec)
 	if l := ch.next(e, "the consumer process to subscribe"); l != "READY" {
 		e.t.Fatalf("consumer process said %q, want READY", l)
 	}
@@ -181,7 +182,7 @@ func scenarioKill(e *env) {
 	}
 	e.l.Died(held...)
 	e.t.Logf("killed the consumer process (pid %d) with %d completion(s) pending", ch.cmd.Process.Pid, len(held))
-	e.consume(e.adapter(), spec, ok)
+	e.consume(e.dialAs(e.b.Addr, victim), spec, ok) // the process restarted
 	e.produce(a, 10, 0, func(i int) ports.Message { return e.message(n+i, false) }).wait(e)
 	e.settled()
 	if r := e.l.Report(); r.Windows[tck.WindowInFlight].Count < len(held) {

@@ -57,7 +57,7 @@ func scenarioDLQFail(e *env) {
 	e.l.Mark("heal")
 	e.b.FailDeadLetters(false)
 	c.stop() // hands the unsettled originals back to the broker
-	e.consume(e.adapter(), e.spec(), reject)
+	e.consume(e.replace(c), e.spec(), reject)
 	e.settled()
 	e.await("every dead letter on the dead-letter topic", func(c tck.Counts) bool { return c.DeadLetterArrived == n })
 	if c := e.l.Counts(); c.DeadLettered != n || c.Acked != 0 {

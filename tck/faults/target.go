@@ -22,11 +22,15 @@ type Target struct {
 	Start func(t *testing.T) *Broker
 	// Dial makes a new adapter — a new "process" — connected to the broker
 	// at addr ("127.0.0.1:port": Broker.Addr, or a Proxy in front of it).
-	// The kit closes every adapter it makes. A consumer process killed by
-	// the consumer-kill scenario calls Dial too, in a re-executed test
-	// binary, so Dial must not depend on state made by Start. Not used
-	// when Broker.Dial is set.
-	Dial func(ctx context.Context, addr string) (ports.Adapter, error)
+	// identity names the process: every adapter gets a fresh one, except
+	// one that replaces a stopped or killed process, which gets that
+	// process's identity (adapters whose broker keeps state per client,
+	// such as an MQTT session, use it as their client identity; others
+	// ignore it). The kit closes every adapter it makes. The consumer
+	// process of the consumer-kill scenario calls Dial too, in a
+	// re-executed test binary, so Dial must not depend on state made by
+	// Start. Not used when Broker.Dial is set.
+	Dial func(ctx context.Context, addr, identity string) (ports.Adapter, error)
 	// Position reads a delivery's broker position from its Facts, for the
 	// ledger's duplicate windows (tck.Ledger.SetPosition). Optional.
 	Position func(*ports.Delivery) string
@@ -43,13 +47,18 @@ type Target struct {
 	// the skip (for a known adapter or broker bug, say which). They run
 	// anyway when SLUICE_FAULTS_RUN_SKIPPED is set.
 	Skip map[string]string
-	// SettleErrorBug, when set, names a known adapter bug: Settle returns
-	// an error for a delivery that the adapter settles all the same (so
-	// the broker never redelivers it). A scenario whose only loss is such
-	// messages — still unsettled after a consumer restart, their last
-	// settlement failed — then ends as a SKIP naming the bug, with its
-	// LEDGER line, instead of failing; any other loss still fails.
-	SettleErrorBug string
+	// Deferred reports whether a Settle error means the adapter keeps the
+	// settlement and carries it out itself later (tck.Ledger.SetDeferred):
+	// such messages count as deferred in the LEDGER line, not as lost.
+	// Optional; say in the adapter's test which documented behaviour it
+	// stands for.
+	Deferred func(error) bool
+	// BrokerDrops names scenarios in which the broker itself is known to
+	// drop confirmed messages before delivering them, with the reason. A
+	// loss there made only of messages that were never delivered ends the
+	// scenario as a SKIP naming the reason (with its LEDGER line); any
+	// other loss still fails it.
+	BrokerDrops map[string]string
 	// ClientRace, when set, describes a data race inside the broker's
 	// client library that a producer reconnecting while it sends
 	// triggers. Under -race the kit then keeps producers off the faulted
@@ -84,8 +93,8 @@ type Broker struct {
 	// which has no connection to cut and no other process to kill.
 	Addr string
 	// Dial makes a new adapter on an in-process broker (replaces
-	// Target.Dial).
-	Dial func(ctx context.Context) (ports.Adapter, error)
+	// Target.Dial; identity as there).
+	Dial func(ctx context.Context, identity string) (ports.Adapter, error)
 	// RewriteAddr says the broker advertises Addr to its clients (a Pulsar
 	// lookup), so a Proxy must rewrite it to keep them on the proxy.
 	RewriteAddr bool
@@ -185,6 +194,9 @@ func ledgerFor(target Target, fault string) *tck.Ledger {
 	l := tck.NewLedger(target.Name, fault)
 	if target.Position != nil {
 		l.SetPosition(target.Position)
+	}
+	if target.Deferred != nil {
+		l.SetDeferred(target.Deferred)
 	}
 	return l
 }
