@@ -1,0 +1,98 @@
+package mqtt_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/mqtt"
+	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
+	"github.com/sluicemq/sluice/adapters/mqtt/mqtttest"
+	"github.com/sluicemq/sluice/ports"
+	"github.com/sluicemq/sluice/tck/faults"
+)
+
+// TestLedgerFaults runs the fault kit (package tck/faults, with its
+// zero-loss ledger and LEDGER lines) against a real mosquitto and against
+// the embedded mochi broker, a fresh broker per scenario. It adds the
+// ledger's accounting to this package's own fault tests (reliability_test.go),
+// which it does not replace: they measure MQTT-specific windows (arrivals
+// before the adapter, deferred PUBACKs) that the kit does not see.
+//
+// A process is identified by the adapter's Options.Instance, which names
+// its MQTT sessions: the consumer that replaces a killed or restarted one
+// plays the same Instance and resumes its session, as a restarted pod
+// would. Soaks:
+//
+//	go test -tags soak -run 'TestLedgerFaults/mosquitto/soak' -timeout 60m -v ./adapters/mqtt/
+func TestLedgerFaults(t *testing.T) {
+	t.Run("mosquitto", func(t *testing.T) {
+		faults.Run(t, faults.Target{
+			Name:         "mqtt-mosquitto",
+			Dial:         dialMQTT(0),
+			Deferred:     ackDeferred,
+			SoakMessages: 100_000,
+			BrokerDrops: map[string]string{
+				"broker-restart": "mosquitto 2.0 does not restore shared subscriptions from its persistence file: a LOAD_BALANCE " +
+					"group has no subscription after a restart until its members subscribe again, and mosquitto drops what is " +
+					"published meanwhile (see TestFaultMosquittoRestartMidStream and docs/adapters/mqtt.md)",
+			},
+			Start: func(t *testing.T) *faults.Broker {
+				m := mqtttest.Require(t, mqtttest.MosquittoOptions{})
+				return &faults.Broker{
+					Addr:        m.Addr(),
+					Restart:     m.Restart,
+					RestartNote: "graceful stop (SIGTERM: mosquitto writes its persistence file) and start on the same port and directory",
+				}
+			},
+		})
+	})
+	t.Run("embedded", func(t *testing.T) {
+		faults.Run(t, faults.Target{
+			Name:         "mqtt-embedded",
+			Dial:         dialMQTT(65535),
+			Deferred:     ackDeferred,
+			SoakMessages: 100_000,
+			Start:        startEmbedded,
+		})
+	})
+}
+
+// ackDeferred: an Ack whose connection is gone returns ErrAckDeferred; the
+// adapter acknowledges the broker's redelivered copy when it arrives,
+// without handing it out again (documented on Settle).
+func ackDeferred(err error) bool { return errors.Is(err, mqtt.ErrAckDeferred) }
+
+// dialMQTT makes adapters with receive maximum rm (0: the adapter's
+// default), playing the process named identity.
+func dialMQTT(rm int) func(ctx context.Context, addr, identity string) (ports.Adapter, error) {
+	return func(ctx context.Context, addr, identity string) (ports.Adapter, error) {
+		return mqtt.New(ctx, mqtt.Options{
+			URL: "mqtt://" + addr, Namespace: "rel", Instance: identity, ReceiveMaximum: rm, Logger: quietLog,
+			ReconnectBackoff: 100 * time.Millisecond, ConnectTimeout: 2 * time.Second, KeepAlive: 2 * time.Second,
+		})
+	}
+}
+
+// startEmbedded starts a mochi broker whose publishes can be refused:
+// dead-letter publishes, or every other publish.
+func startEmbedded(t *testing.T) *faults.Broker {
+	var failDLQ, failAll atomic.Bool
+	b, err := embedded.Start(embedded.Options{AllowPublish: func(_, topic string) bool {
+		dlq := strings.HasSuffix(topic, "/dlq")
+		return !(dlq && failDLQ.Load()) && !(!dlq && failAll.Load())
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return &faults.Broker{
+		Addr:            b.Addr(),
+		FailDeadLetters: failDLQ.Store,
+		FailSends:       failAll.Store,
+		FailSendsNote:   "mochi answers PUBACK 0x87 (not authorized): nothing is stored",
+	}
+}

@@ -1,0 +1,49 @@
+// Package faults is sluice's broker-neutral fault-injection kit: it breaks
+// things on purpose while messages flow and counts, with a tck.Ledger,
+// that nothing confirmed was lost and every duplicate is accounted for.
+//
+//	func TestReliability(t *testing.T) {
+//		faults.Run(t, faults.Target{
+//			Name:  "amqp",
+//			Start: startRabbit, // a Broker with its address and fault hooks
+//			Dial:  dialAMQP,    // a new adapter ("process") at an address
+//		})
+//	}
+//
+// Run runs every scenario as a subtest with a fresh broker from
+// Target.Start and a fresh ledger, and ends each with the ledger's LEDGER
+// line (tck.Ledger.Check): a lost message fails the scenario. A scenario
+// whose fault the broker cannot take (no hook, an in-process broker
+// without connections) is skipped with the reason.
+//
+// # Scenarios
+//
+//	broker-restart   Broker.Restart mid-stream, producers and consumers running
+//	conn-reset       every connection reset (TCP RST) through a Proxy, twice
+//	blackhole        connections stalled (nothing forwarded), then torn down
+//	stall            connections stalled (stalled reads), then resumed
+//	consumer-kill    a consumer process (this test binary, re-executed)
+//	                 SIGKILLed with completions pending; a new consumer in the
+//	                 same group must get those messages (it plays the killed
+//	                 process's identity: brokers with per-client sessions,
+//	                 such as MQTT, hand them to the restarted client)
+//	dlq-fail         dead-letter publishes fail: originals stay unsettled
+//	                 and reach the dead-letter topic once the fault heals
+//	send-unconfirmed publishes go unconfirmed for a while; the producer
+//	                 retries, duplicates are counted, nothing confirmed is lost
+//	handler-panic    handlers panic: retried, then dead-lettered with the panic
+//	slow-handler     slow handlers: in flight never exceeds the limit
+//	poison-flood     mostly poison: healthy messages keep flowing
+//	soak             (build tag soak) a long run with random transient
+//	                 failures and poison; reports peak RSS
+//
+// Every scenario ends with a goroutine leak check (goleak) once the
+// scenario's adapters and broker are closed, ignoring only what
+// Target.IgnoreLeaks lists.
+//
+// # Timing
+//
+// Waits are bounded (Target.Timeout) and wait for ledger counts, not for
+// time. Time appears only as the subject of a fault: how long a link
+// stays stalled, how slow a slow handler is, how fast a producer sends.
+package faults

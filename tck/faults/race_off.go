@@ -1,0 +1,6 @@
+//go:build !race
+
+package faults
+
+// raceEnabled: built without -race.
+const raceEnabled = false

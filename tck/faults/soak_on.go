@@ -1,0 +1,6 @@
+//go:build soak
+
+package faults
+
+// soakEnabled: built with -tags soak, Run runs the soak scenario.
+const soakEnabled = true
