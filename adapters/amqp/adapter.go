@@ -58,19 +58,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 		a.faults = &faults{}
 	}
 	a.pub = newPublisher(a.pubC, a.topo, opts)
-	a.caps = ports.Capabilities{
-		DelayedMessage:       true,
-		DelayedRequeue:       true,
-		NativeDeadLetter:     false,
-		Broadcast:            true,
-		PerMessageAck:        true,
-		PublisherConfirm:     true,
-		NativeBatch:          false,
-		SubscriptionExpiry:   true,
-		DurableGroups:        true,
-		ExactRedeliveryCount: opts.QueueType == Quorum,
-		Ordering:             ports.OrderNone,
-	}
+	a.caps = capabilities(opts.QueueType)
 	ch, err := a.pubC.channel(ctx)
 	if err != nil {
 		return nil, err
@@ -97,7 +85,32 @@ func (a *Adapter) Name() string { return "amqp" }
 // "<topic>.dlq" topic with a confirmed publish (RabbitMQ's own DLX does not
 // confirm to the client), batches are formed by Receive over the prefetch
 // and settled with multiple-acks, and there is no ordering guarantee.
-func (a *Adapter) Capabilities() ports.Capabilities { return a.caps }
+//
+// The zero Adapter (not made by New) reports the defaults' capabilities
+// (quorum queues), so a capability table can be built without a broker.
+func (a *Adapter) Capabilities() ports.Capabilities {
+	if a.opts.QueueType == "" {
+		return capabilities(Quorum)
+	}
+	return a.caps
+}
+
+// capabilities are the adapter's capabilities with queues of type qt.
+func capabilities(qt QueueType) ports.Capabilities {
+	return ports.Capabilities{
+		DelayedMessage:       true,
+		DelayedRequeue:       true,
+		NativeDeadLetter:     false,
+		Broadcast:            true,
+		PerMessageAck:        true,
+		PublisherConfirm:     true,
+		NativeBatch:          false,
+		SubscriptionExpiry:   true,
+		DurableGroups:        true,
+		ExactRedeliveryCount: qt == Quorum,
+		Ordering:             ports.OrderNone,
+	}
+}
 
 func (a *Adapter) isClosed() bool {
 	a.mu.Lock()

@@ -431,3 +431,12 @@ func TestQueueDeletedUnderConsumer(t *testing.T) {
 		t.Fatalf("got %s", d.ID)
 	}
 }
+
+// TestZeroAdapterCapabilities: the zero Adapter reports the default
+// (quorum) capabilities, for capability tables built without a broker.
+func TestZeroAdapterCapabilities(t *testing.T) {
+	c := new(amqp.Adapter).Capabilities()
+	if !c.ExactRedeliveryCount || !c.PublisherConfirm || !c.DelayedMessage || c.NativeDeadLetter || c.NativeBatch {
+		t.Fatalf("zero adapter capabilities %v", c)
+	}
+}
