@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,17 +18,29 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
 	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
+// TestMain stops the RabbitMQ node the amqp:// test started, then checks
+// for leaked goroutines.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	code := m.Run()
+	if err := rabbittest.StopShared(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping RabbitMQ:", err)
+		code = max(code, 1)
+	}
+	if code == 0 {
 		// sarama's metrics registry starts one process-wide ticker that
 		// never stops (the kafka adapter's tests ignore it too).
-		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
-	)
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // logBuffer is a JSON slog logger whose records a test can read.

@@ -95,6 +95,21 @@ func (p *Params) Duration(name string, def, lo, hi time.Duration) time.Duration 
 	return d
 }
 
+// Float returns name's value as a number within lo..hi, or def when
+// absent.
+func (p *Params) Float(name string, def, lo, hi float64) float64 {
+	v, ok := p.take(name)
+	if !ok {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < lo || f > hi {
+		p.fail(name, fmt.Sprintf("%q is not a number within %g..%g", v, lo, hi))
+		return def
+	}
+	return f
+}
+
 // Bool returns name's value as a boolean (true/false/1/0), or def when
 // absent.
 func (p *Params) Bool(name string, def bool) bool {
