@@ -55,6 +55,12 @@ func TestLedgerFaults(t *testing.T) {
 			Name:         "mqtt-embedded",
 			Dial:         dialMQTT(65535),
 			Deferred:     ackDeferred,
+			Skip: map[string]string{
+				"soak": "mochi v2.7.9 stalls under the soak's requeues and dead letters: with Receive Maximum 65535 a consumer " +
+					"holding PUBACKs back blocks the broker until publishes time out, and with a small Receive Maximum mochi keeps " +
+					"messages beyond the send quota in its inflight store until the client reconnects (mochi-mqtt/server issue 340); " +
+					"the embedded broker is for development only — see docs/reliability.md",
+			},
 			SoakMessages: 100_000,
 			Start:        startEmbedded,
 		})
