@@ -52,9 +52,9 @@ func TestLedgerFaults(t *testing.T) {
 	})
 	t.Run("embedded", func(t *testing.T) {
 		faults.Run(t, faults.Target{
-			Name:         "mqtt-embedded",
-			Dial:         dialMQTT(65535),
-			Deferred:     ackDeferred,
+			Name:     "mqtt-embedded",
+			Dial:     dialMQTT(65535),
+			Deferred: ackDeferred,
 			Skip: map[string]string{
 				"soak": "mochi v2.7.9 stalls under the soak's requeues and dead letters: with Receive Maximum 65535 a consumer " +
 					"holding PUBACKs back blocks the broker until publishes time out, and with a small Receive Maximum mochi keeps " +
