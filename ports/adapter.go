@@ -68,7 +68,11 @@ type Subscription interface {
 
 	// Settle applies one disposition to every delivery in ds (a batch has
 	// one outcome). It is safe for concurrent use, may block on broker I/O
-	// and returns when the broker accepted the settlement. It does not
+	// and returns when the broker accepted the settlement — or, for a
+	// settlement the protocol never answers (an AMQP ack, an MQTT PUBACK),
+	// when it was written or queued for writing on the delivery's
+	// connection; losing it with the connection means a redelivery, never a
+	// loss. It does not
 	// retry on its own beyond reconnecting: on error the deliveries' state
 	// is unsettled and the broker will redeliver them. For DeadLetter it
 	// publishes to the dead-letter topic with confirms first and settles

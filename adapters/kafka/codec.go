@@ -108,12 +108,16 @@ func requeueHeaders(h ports.Headers, count int) ports.Headers {
 	return c
 }
 
-// deadLetterHeaders returns h with the dead-letter reason headers.
+// deadLetterHeaders returns h with the dead-letter reason headers. The
+// redelivery count is dropped: the dead letter is a new message on its own
+// topic, its history is in HeaderAttempts and the reason — and a malformed
+// count copied over would make the dead letter itself unreadable.
 func deadLetterHeaders(h ports.Headers, topic ports.Topic, d ports.Disposition) ports.Headers {
 	c := h.Clone()
 	if c == nil {
 		c = ports.Headers{}
 	}
+	delete(c, ports.HeaderRedeliveryCount)
 	c[ports.HeaderDeadLetterReason] = d.ReasonText()
 	c[ports.HeaderDeadLetterTopic] = string(topic)
 	c[ports.HeaderAttempts] = strconv.Itoa(d.Attempts)

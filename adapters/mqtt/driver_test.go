@@ -172,9 +172,9 @@ func rawPublish(t *testing.T, ctx context.Context, addr, topic string) byte {
 	return r.ReasonCode
 }
 
-// TestMalformedDeliverAt: a malformed delay header is reported on Errors()
-// as a *ports.HeaderError and the message is delivered without delay,
-// never dropped.
+// TestMalformedDeliverAt: a message with a malformed delay header is
+// handed over at once with Delivery.Err set to a *ports.HeaderError (the
+// core dead-letters it as poison), never dropped.
 func TestMalformedDeliverAt(t *testing.T) {
 	b, err := embedded.Start(embedded.Options{})
 	if err != nil {
@@ -194,17 +194,13 @@ func TestMalformedDeliverAt(t *testing.T) {
 		User: []paho.UserProperty{{Key: ports.HeaderID, Value: "m1"}, {Key: mqtt.HeaderDeliverAt, Value: "tomorrow"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if d := receiveN(t, ctx, sub, 1)[0]; d.ID != "m1" {
+	d := receiveN(t, ctx, sub, 1)[0]
+	if d.ID != "m1" {
 		t.Fatalf("got %s, want m1", d.ID)
 	}
-	select {
-	case err := <-sub.Errors():
-		var he *ports.HeaderError
-		if !errors.As(err, &he) || he.Header != mqtt.HeaderDeliverAt {
-			t.Fatalf("reported %v, want a HeaderError for %s", err, mqtt.HeaderDeliverAt)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the malformed header was not reported")
+	var he *ports.HeaderError
+	if !errors.As(d.Err, &he) || he.Header != mqtt.HeaderDeliverAt || !ports.IsPoison(d.Err) {
+		t.Fatalf("Delivery.Err = %v, want a poison HeaderError for %s", d.Err, mqtt.HeaderDeliverAt)
 	}
 }
 

@@ -35,6 +35,7 @@ type entry struct {
 	received     time.Time
 	due          time.Time // scheduler key
 	owedAt       int       // connection count when the PUBACK became owed
+	malformed    error     // an envelope header that did not decode: the core dead-letters it
 }
 
 // delivery builds the Delivery handed to the core for e's next attempt.
@@ -48,6 +49,7 @@ func (e *entry) delivery(topic ports.Topic) *ports.Delivery {
 		ID:              e.id,
 		RedeliveryCount: e.redeliveries,
 		ReceivedAt:      e.received,
+		Err:             e.malformed,
 		Handle:          e,
 	}
 	return d

@@ -221,7 +221,9 @@ func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 	}
 	at, err := deliverAtOf(h)
 	if err != nil {
-		s.errs.report(fmt.Errorf("mqtt: message %s on %s: %w; delivered without delay", id, s.spec.Topic, err))
+		// Handed over at once as poison: the core dead-letters it with
+		// this reason, never handles it, never drops it.
+		e.malformed = fmt.Errorf("mqtt: message %s on %s: %w", id, s.spec.Topic, err)
 	}
 	if at.After(e.received) {
 		e.state = stateWaiting

@@ -1,0 +1,171 @@
+package amqp
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// acker is the settlement side of one consumer channel. Every settlement
+// the adapter carries out ends in a basic.ack (requeue and dead-letter ack
+// the original after their confirmed publish), so the acker only acks.
+//
+// Acks are written by one goroutine (run), which coalesces: every tag
+// settled since its last write that is older than every delivery still
+// outstanding on the channel goes out as one multiple-ack of the highest
+// such tag; tags behind an outstanding delivery are acked singly, since a
+// multiple-ack would also ack the outstanding one. The multiple tag is
+// always a tag not yet acked (RabbitMQ closes the channel on an unknown
+// tag), and as the only writer the goroutine sends frames in the order it
+// decided them.
+//
+// An AMQP ack has no reply, so there is no broker acceptance to wait for:
+// settle hands the tags over and returns. A channel lost before or after
+// the write loses the ack either way, and the broker redelivers the
+// message (a duplicate, never a loss); the acker reports how many acks it
+// could not write.
+type acker struct {
+	ack func(tag uint64, multiple bool) error
+
+	mu   sync.Mutex
+	out  []uint64 // outstanding tags (received, not settled), ascending, from hd
+	hd   int
+	pend []uint64 // settled, not yet written
+	err  error    // the channel failed a write; nothing more is written
+	lost int      // acks not written because of err
+
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+}
+
+func newAcker(ack func(tag uint64, multiple bool) error, capacity int) *acker {
+	return &acker{
+		ack:  ack,
+		out:  make([]uint64, 0, capacity),
+		wake: make(chan struct{}, 1),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+}
+
+// received registers delivery tags handed out by Receive, in the ascending
+// order in which the channel delivered them.
+func (a *acker) received(tags ...uint64) {
+	a.mu.Lock()
+	if a.hd > 0 && a.hd >= len(a.out)/2 {
+		n := copy(a.out, a.out[a.hd:])
+		a.out = a.out[:n]
+		a.hd = 0
+	}
+	a.out = append(a.out, tags...)
+	a.mu.Unlock()
+}
+
+// settle marks tags (outstanding, distinct) as settled and schedules their
+// ack. It fails if the channel already failed a write.
+func (a *acker) settle(tags ...uint64) error {
+	a.mu.Lock()
+	if a.err != nil {
+		err := a.err
+		a.mu.Unlock()
+		return err
+	}
+	for _, t := range tags {
+		a.remove(t)
+	}
+	a.pend = append(a.pend, tags...)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// remove deletes t from the outstanding list.
+func (a *acker) remove(t uint64) {
+	live := a.out[a.hd:]
+	if len(live) > 0 && live[0] == t {
+		a.hd++
+		return
+	}
+	j, found := slices.BinarySearch(live, t)
+	if !found {
+		return
+	}
+	copy(live[j:], live[j+1:])
+	a.out = a.out[:len(a.out)-1]
+}
+
+// run writes acks until stop; it flushes what is pending before it exits.
+func (a *acker) run() {
+	defer close(a.done)
+	var batch []uint64
+	for {
+		select {
+		case <-a.wake:
+			batch = a.flush(batch[:0])
+		case <-a.quit:
+			a.flush(batch[:0])
+			return
+		}
+	}
+}
+
+// flush writes the pending acks; batch is scratch space, returned for
+// reuse.
+func (a *acker) flush(batch []uint64) []uint64 {
+	a.mu.Lock()
+	if a.err != nil || len(a.pend) == 0 {
+		a.mu.Unlock()
+		return batch
+	}
+	batch = append(batch, a.pend...)
+	a.pend = a.pend[:0]
+	low := ^uint64(0)
+	if a.hd < len(a.out) {
+		low = a.out[a.hd]
+	}
+	a.mu.Unlock()
+
+	slices.Sort(batch)
+	i := 0
+	for i < len(batch) && batch[i] < low {
+		i++
+	}
+	var err error
+	written := 0
+	if i > 0 {
+		if err = a.ack(batch[i-1], i > 1); err == nil {
+			written = i
+		}
+	}
+	for j := i; err == nil && j < len(batch); j++ {
+		if err = a.ack(batch[j], false); err == nil {
+			written++
+		}
+	}
+	if err != nil {
+		a.mu.Lock()
+		a.err = fmt.Errorf("amqp: ack: %w", err)
+		a.lost += len(batch) - written + len(a.pend)
+		a.pend = a.pend[:0]
+		a.mu.Unlock()
+	}
+	return batch
+}
+
+// stop flushes what is pending, stops the writer and returns how many acks
+// could not be written (the broker redelivers those messages).
+func (a *acker) stop() int {
+	select {
+	case <-a.quit:
+	default:
+		close(a.quit)
+	}
+	<-a.done
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lost + len(a.pend)
+}

@@ -1,0 +1,145 @@
+package amqp
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// brokerAcks models RabbitMQ's view of one channel's unacked deliveries:
+// an ack of an unknown tag (single or multiple) is a channel error.
+type brokerAcks struct {
+	unacked map[uint64]bool
+	frames  int
+	multi   int
+}
+
+func (b *brokerAcks) ack(tag uint64, multiple bool) error {
+	if !b.unacked[tag] {
+		return fmt.Errorf("PRECONDITION_FAILED - unknown delivery tag %d (multiple=%v)", tag, multiple)
+	}
+	b.frames++
+	if !multiple {
+		delete(b.unacked, tag)
+		return nil
+	}
+	b.multi++
+	for t := range b.unacked {
+		if t <= tag {
+			delete(b.unacked, t)
+		}
+	}
+	return nil
+}
+
+// TestAckerNeverAcksOutstandingOrUnknownTags settles random groups of
+// delivered tags in random order, flushing at random points, against a
+// model of the broker: no frame may name an unknown tag, no multiple-ack
+// may cover a tag that was not settled, and every settled tag ends acked.
+func TestAckerNeverAcksOutstandingOrUnknownTags(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		b := &brokerAcks{unacked: map[uint64]bool{}}
+		a := newAcker(b.ack, 8)
+		var next uint64 = 1
+		var held []uint64 // received, not settled
+		settled := map[uint64]bool{}
+		for step := 0; step < 200; step++ {
+			switch rng.IntN(3) {
+			case 0: // the broker delivers a few, Receive registers them
+				n := 1 + rng.IntN(5)
+				var tags []uint64
+				for range n {
+					b.unacked[next] = true
+					tags = append(tags, next)
+					held = append(held, next)
+					next++
+				}
+				a.received(tags...)
+			case 1: // settle a random group
+				if len(held) == 0 {
+					continue
+				}
+				rng.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+				k := 1 + rng.IntN(min(len(held), 6))
+				group := append([]uint64(nil), held[:k]...)
+				held = held[k:]
+				if err := a.settle(group...); err != nil {
+					t.Fatalf("seed %d: settle: %v", seed, err)
+				}
+				for _, tg := range group {
+					settled[tg] = true
+				}
+			case 2:
+				a.flush(nil)
+				if a.err != nil {
+					t.Fatalf("seed %d: %v", seed, a.err)
+				}
+			}
+			for _, h := range held {
+				if !b.unacked[h] {
+					t.Fatalf("seed %d: outstanding tag %d was acked", seed, h)
+				}
+			}
+		}
+		a.flush(nil)
+		if a.err != nil {
+			t.Fatalf("seed %d: %v", seed, a.err)
+		}
+		for tg := range settled {
+			if b.unacked[tg] {
+				t.Fatalf("seed %d: settled tag %d never acked", seed, tg)
+			}
+		}
+		if len(b.unacked) != len(held) {
+			t.Fatalf("seed %d: %d unacked at the broker, %d held", seed, len(b.unacked), len(held))
+		}
+	}
+}
+
+// TestAckerCoalescesABatch shows the batch path: a contiguous batch below
+// every outstanding delivery is one multiple-ack frame.
+func TestAckerCoalescesABatch(t *testing.T) {
+	b := &brokerAcks{unacked: map[uint64]bool{}}
+	a := newAcker(b.ack, 16)
+	for tg := uint64(1); tg <= 10; tg++ {
+		b.unacked[tg] = true
+		a.received(tg)
+	}
+	for tg := uint64(1); tg <= 5; tg++ { // one Settle per member, as the core does
+		if err := a.settle(tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.flush(nil)
+	if b.frames != 1 || b.multi != 1 || len(b.unacked) != 5 {
+		t.Fatalf("%d frames (%d multiple), %d unacked; want 1 multiple-ack and tags 6..10 unacked", b.frames, b.multi, len(b.unacked))
+	}
+	// 7 and 9 complete before 6: they must be acked singly.
+	if err := a.settle(9, 7); err != nil {
+		t.Fatal(err)
+	}
+	a.flush(nil)
+	if b.frames != 3 || !b.unacked[6] || !b.unacked[8] || !b.unacked[10] {
+		t.Fatalf("after settling 7 and 9: %d frames, unacked %v", b.frames, b.unacked)
+	}
+}
+
+// TestAckerStopsWritingAfterAFailure reports lost acks once the channel
+// failed a write.
+func TestAckerStopsWritingAfterAFailure(t *testing.T) {
+	fail := fmt.Errorf("channel closed")
+	a := newAcker(func(uint64, bool) error { return fail }, 4)
+	a.received(1, 2, 3)
+	if err := a.settle(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	go a.run()
+	lost := a.stop()
+	if lost != 2 {
+		t.Fatalf("lost %d acks, want 2", lost)
+	}
+	if err := a.settle(3); err == nil {
+		t.Fatal("settle after a failed write returned nil")
+	}
+}

@@ -1,0 +1,110 @@
+package amqp
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// TestDecodeToleratesBrokerAndForeignHeaders: x-death (a list of tables),
+// x-delivery-count and typed values from other publishers are never a
+// reason to reject a delivery (Watermill issue #65).
+func TestDecodeToleratesBrokerAndForeignHeaders(t *testing.T) {
+	d := &amqp.Delivery{Headers: amqp.Table{
+		ports.HeaderID:              "id-1",
+		ports.HeaderRedeliveryCount: "2",
+		brokerHeaderDeliveryCount:   int64(3),
+		"x-death":                   []any{amqp.Table{"count": int64(1), "reason": "expired"}},
+		"x-first-death-reason":      "expired",
+		"priority":                  int32(5),
+		"flag":                      true,
+		"at":                        time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC),
+		headerDelay:                 "120",
+	}}
+	got := decode(d)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.requeues != 2 || got.returns != 3 || got.headers[ports.HeaderRedeliveryCount] != "5" {
+		t.Fatalf("requeues %d returns %d header %q; want 2, 3, \"5\"", got.requeues, got.returns, got.headers[ports.HeaderRedeliveryCount])
+	}
+	if got.headers["priority"] != "5" || got.headers["flag"] != "true" || got.headers["at"] != "2024-01-02T03:04:05Z" {
+		t.Fatalf("typed headers rendered as %q %q %q", got.headers["priority"], got.headers["flag"], got.headers["at"])
+	}
+	if _, ok := got.headers["x-death"]; ok || got.facts["x-death"] == "" || got.facts["x-first-death-reason"] != "expired" {
+		t.Fatalf("broker headers must go to facts: headers %v facts %v", got.headers, got.facts)
+	}
+	if _, ok := got.headers[headerDelay]; ok {
+		t.Fatal("the transport's delay header leaked into the envelope")
+	}
+	// On a classic queue only the redelivered flag is known.
+	classic := decode(&amqp.Delivery{Redelivered: true, Headers: amqp.Table{ports.HeaderRedeliveryCount: "1"}})
+	if classic.requeues+classic.returns != 2 {
+		t.Fatalf("classic redelivered copy of a once-requeued message: count %d, want 2", classic.requeues+classic.returns)
+	}
+}
+
+// FuzzDecode: any header values decode without panicking, and a
+// malformed redelivery count is poison with a HeaderError.
+func FuzzDecode(f *testing.F) {
+	f.Add("3", "x", int64(0), true)
+	f.Add("-1", "", int64(-5), false)
+	f.Add("abc", "y", int64(1<<40), true)
+	f.Fuzz(func(t *testing.T, count, other string, n int64, redelivered bool) {
+		d := &amqp.Delivery{Redelivered: redelivered, Headers: amqp.Table{
+			ports.HeaderRedeliveryCount: count, "other": other, brokerHeaderDeliveryCount: n, "n": n,
+		}}
+		got := decode(d)
+		if got.err != nil {
+			var he *ports.HeaderError
+			if !errors.As(got.err, &he) || !ports.IsPoison(got.err) {
+				t.Fatalf("malformed count %q: error %v is not a poison HeaderError", count, got.err)
+			}
+			return
+		}
+		if got.requeues < 0 || got.returns < 0 {
+			t.Fatalf("negative counts %d %d", got.requeues, got.returns)
+		}
+	})
+}
+
+// TestEnvelopeRoundTrip: stamping fills the sender's headers, four of
+// them travel as AMQP properties, and decoding gives the envelope back
+// unchanged.
+func TestEnvelopeRoundTrip(t *testing.T) {
+	h := ports.Headers{ports.HeaderType: "t.v1", ports.HeaderCorrelationID: "c", ports.HeaderContentType: "application/json", "user": "u"}
+	p := encodeStamped(h, []byte("{}"), "2024-01-02T03:04:05.000000006Z", "k")
+	if p.MessageId == "" || p.Type != "t.v1" || p.CorrelationId != "c" || p.ContentType != "application/json" {
+		t.Fatalf("properties %+v", p)
+	}
+	if _, ok := p.Headers[ports.HeaderType]; ok {
+		t.Fatal("a header carried as a property is also in the table")
+	}
+	got := decode(&amqp.Delivery{Headers: p.Headers, MessageId: p.MessageId, Type: p.Type, CorrelationId: p.CorrelationId, ContentType: p.ContentType})
+	want := ports.Headers{
+		ports.HeaderID: p.MessageId, ports.HeaderType: "t.v1", ports.HeaderCorrelationID: "c", ports.HeaderContentType: "application/json",
+		"user": "u", ports.HeaderSpecVersion: "1.0", ports.HeaderTime: "2024-01-02T03:04:05.000000006Z", ports.HeaderPartitionKey: "k",
+	}
+	if len(got.headers) != len(want) {
+		t.Fatalf("headers %v, want %v", got.headers, want)
+	}
+	for k, v := range want {
+		if got.headers[k] != v {
+			t.Fatalf("header %s = %q, want %q", k, got.headers[k], v)
+		}
+	}
+	if h[ports.HeaderID] != "" {
+		t.Fatal("encoding modified the caller's headers")
+	}
+	// A value too long for a property stays in the table.
+	long := string(bytes.Repeat([]byte("x"), 300))
+	p = encodeStamped(ports.Headers{ports.HeaderID: long}, nil, "", "")
+	if p.MessageId != "" || p.Headers[ports.HeaderID] != long {
+		t.Fatal("an id longer than 255 bytes must travel in the table")
+	}
+}

@@ -1,0 +1,125 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// connector owns one AMQP connection and dials it again, lazily, when it
+// was lost. The adapter has two: one for publishing (confirms, delay queue
+// declarations) and one for consuming, so that broker flow control on
+// publishers never holds back acks.
+type connector struct {
+	name string
+	url  string
+	cfg  amqp.Config
+	to   time.Duration
+
+	lock chan struct{} // a mutex that can be abandoned on ctx
+	conn *amqp.Connection
+	shut bool
+}
+
+func newConnector(name string, o Options) *connector {
+	return &connector{
+		name: name,
+		url:  o.URL,
+		to:   o.DialTimeout,
+		cfg: amqp.Config{
+			Heartbeat:       o.Heartbeat,
+			TLSClientConfig: o.TLS,
+			Properties:      amqp.Table{"connection_name": "sluice-" + o.Namespace + "-" + name},
+		},
+		lock: make(chan struct{}, 1),
+	}
+}
+
+// get returns the open connection, dialling a new one if there is none or
+// it was closed. It fails with ports.ErrClosed after close.
+func (c *connector) get(ctx context.Context) (*amqp.Connection, error) {
+	select {
+	case c.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.lock }()
+	if c.shut {
+		return nil, ports.ErrClosed
+	}
+	if c.conn != nil && !c.conn.IsClosed() {
+		return c.conn, nil
+	}
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.conn = conn
+	return conn, nil
+}
+
+// dial connects with a bound of DialTimeout (and ctx) on the TCP connect
+// and the AMQP handshake.
+func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.to)
+	defer cancel()
+	cfg := c.cfg
+	cfg.Dial = func(network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		deadline, _ := ctx.Deadline()
+		if err := conn.SetDeadline(deadline); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return newCoalescingConn(conn), nil
+	}
+	conn, err := amqp.DialConfig(c.url, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("amqp: dial %s (%s connection): %w", redact(c.url), c.name, err)
+	}
+	return conn, nil
+}
+
+// channel opens a new channel on the (possibly new) connection.
+func (c *connector) channel(ctx context.Context) (*amqp.Channel, error) {
+	conn, err := c.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("amqp: open channel (%s connection): %w", c.name, err)
+	}
+	return ch, nil
+}
+
+// close closes the connection; later get calls fail with ErrClosed.
+func (c *connector) close(ctx context.Context) error {
+	select {
+	case c.lock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.lock }()
+	c.shut = true
+	if c.conn == nil || c.conn.IsClosed() {
+		return nil
+	}
+	if err := c.conn.Close(); err != nil && !isClosedErr(err) && !c.conn.IsClosed() {
+		return fmt.Errorf("amqp: close %s connection: %w", c.name, err)
+	}
+	return nil // closed, possibly because the network had already broken it
+}
+
+// isClosedErr reports amqp091's "already closed" error.
+func isClosedErr(err error) bool { return errors.Is(err, amqp.ErrClosed) }

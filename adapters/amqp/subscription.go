@@ -1,0 +1,404 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// subscription is one running consumer of a SubscriptionSpec: a queue, and
+// a consumer on a channel of the adapter's consume connection. When the
+// channel or connection is lost, its supervisor reports the loss on Errors
+// and establishes a new consumer (reconnecting, declaring the queue again,
+// consuming again) with backoff; nothing is acked on the way, so the broker
+// redelivers what was unsettled. Settlements of deliveries from the lost
+// channel fail with ErrDeliveryLost.
+type subscription struct {
+	a            *Adapter
+	spec         ports.SubscriptionSpec
+	queue        string
+	expires      time.Duration // x-expires of the queue; 0: none
+	deleteOnStop bool
+	dlGroup      string // the dead-letter topic's group that keeps dead letters
+
+	life   context.Context // cancelled by Stop
+	cancel context.CancelFunc
+
+	errMu     sync.Mutex
+	errs      chan error
+	errClosed bool
+	dropped   atomic.Int64
+
+	mu       sync.Mutex
+	cur      *consumer
+	ready    chan struct{} // closed while cur != nil
+	stopped  bool
+	stopCh   chan struct{}
+	settles  int
+	idle     chan struct{} // closed when settles drops to 0 after Stop
+	stopDone chan struct{}
+	supDone  chan struct{}
+}
+
+// ErrDeliveryLost is returned by Settle for a delivery whose channel was
+// lost (connection failure or broker restart). The broker redelivers the
+// message; nothing was settled.
+var ErrDeliveryLost = errors.New("amqp: the channel that carried this delivery was lost; the broker redelivers it")
+
+// consumer is one channel consuming the subscription's queue.
+type consumer struct {
+	sub        *subscription
+	ch         *amqp.Channel
+	tag        string
+	deliveries <-chan amqp.Delivery
+	closed     <-chan *amqp.Error
+	cancelled  <-chan string
+	acks       *acker
+}
+
+func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
+	s := &subscription{
+		a:        a,
+		spec:     spec,
+		queue:    a.topo.queueFor(spec),
+		dlGroup:  spec.Group,
+		errs:     make(chan error, 16),
+		ready:    make(chan struct{}),
+		stopCh:   make(chan struct{}),
+		stopDone: make(chan struct{}),
+		supDone:  make(chan struct{}),
+	}
+	if s.dlGroup == "" {
+		s.dlGroup = "dead-letters"
+	}
+	if spec.Mode == ports.Broadcast {
+		s.expires = spec.InstanceTTL
+		if s.expires == 0 {
+			s.expires, s.deleteOnStop = a.opts.OrphanExpiry, true
+		}
+	}
+	s.life, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// start establishes the first consumer and starts the supervisor.
+func (s *subscription) start(ctx context.Context) error {
+	c, err := s.establish(ctx)
+	if err != nil {
+		s.cancel()
+		s.closeErrs()
+		close(s.supDone) // no supervisor: a concurrent Stop must not wait for one
+		return fmt.Errorf("amqp: subscribe %s: %w", s.queue, err)
+	}
+	if !s.install(c) { // stopped meanwhile (the adapter is closing)
+		s.closeErrs()
+		close(s.supDone)
+		return ports.ErrClosed
+	}
+	go s.supervise(c)
+	return nil
+}
+
+// establish declares the topology, opens a channel with the prefetch and
+// starts consuming.
+func (s *subscription) establish(ctx context.Context) (*consumer, error) {
+	ch, err := s.a.subC.channel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.declare(ch); err != nil {
+		ch.Close()
+		return nil, err
+	}
+	if err := ch.Qos(s.spec.InFlight, 0, false); err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("set prefetch %d: %w", s.spec.InFlight, err)
+	}
+	c := &consumer{
+		sub:       s,
+		ch:        ch,
+		tag:       "sluice-" + ports.NewID(),
+		closed:    ch.NotifyClose(make(chan *amqp.Error, 1)),
+		cancelled: ch.NotifyCancel(make(chan string, 1)),
+	}
+	c.deliveries, err = ch.Consume(s.queue, c.tag, false, false, false, false, nil)
+	if err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("consume %q: %w", s.queue, err)
+	}
+	c.acks = newAcker(func(tag uint64, multiple bool) error { return ch.Ack(tag, multiple) }, s.spec.InFlight)
+	go c.acks.run()
+	return c, nil
+}
+
+// declare declares the subscription's queue and, unless dead-lettering is
+// off, the queue that keeps the dead-letter topic's messages for the
+// group (so dead letters published before anyone consumes the dead-letter
+// topic are not dropped).
+func (s *subscription) declare(ch *amqp.Channel) error {
+	t := s.a.topo
+	if err := t.declareQueue(ch, s.queue, s.spec.Topic, t.queueArgs(s.expires)); err != nil {
+		return classify(err)
+	}
+	if s.spec.DisableDeadLetter {
+		return nil
+	}
+	dlt := ports.DeadLetterTopic(s.spec.Topic)
+	if len(dlt) > 200 {
+		return nil // no dead-letter topic can be named; DeadLetter settlements will fail
+	}
+	return classify(t.declareQueue(ch, t.lbQueue(dlt, s.dlGroup), dlt, t.queueArgs(0)))
+}
+
+// classify marks a broker refusal of a declaration (a queue that exists
+// with other arguments, a forbidden name) as ports.ErrInvalid.
+func classify(err error) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.AccessRefused) {
+		return fmt.Errorf("%w: %w", ports.ErrInvalid, err)
+	}
+	return err
+}
+
+// install makes c the current consumer; after Stop it closes c instead.
+func (s *subscription) install(c *consumer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		c.acks.stop()
+		c.ch.Close()
+		return false
+	}
+	s.cur = c
+	close(s.ready)
+	return true
+}
+
+// lose forgets c as the current consumer (if it still is).
+func (s *subscription) lose(c *consumer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == c {
+		s.cur = nil
+		s.ready = make(chan struct{})
+	}
+}
+
+// current returns the current consumer, or nil and a channel closed when
+// there is one again.
+func (s *subscription) current() (*consumer, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur, s.ready
+}
+
+// supervise watches the current consumer and replaces it when it is lost,
+// until Stop. It is the only sender on errs and closes it when it returns.
+func (s *subscription) supervise(c *consumer) {
+	defer close(s.supDone)
+	defer s.closeErrs()
+	for {
+		var why error
+		cancelled := false
+		select {
+		case e, ok := <-c.closed:
+			if ok && e != nil {
+				why = e
+			} else {
+				why = errors.New("channel closed")
+			}
+		case tag := <-c.cancelled:
+			why = fmt.Errorf("consumer %s cancelled by the broker (queue deleted?)", tag)
+			cancelled = true
+		case <-s.stopCh:
+			return
+		}
+		select {
+		case <-s.stopCh:
+			return // Stop closed the channel
+		default:
+		}
+		s.lose(c)
+		lost := c.acks.stop() // write what completed while the channel may still take it
+		c.ch.Close()          // after a broker cancel: give back what it holds
+		err := fmt.Errorf("amqp: subscription %s lost its channel: %w", s.queue, why)
+		if lost > 0 {
+			err = fmt.Errorf("%w (%d acks not written; the broker redelivers those messages)", err, lost)
+		}
+		s.report(err)
+		if cancelled && !s.pause(s.a.opts.ReconnectBackoff) {
+			// Someone deleted the queue: back off before declaring it
+			// again, so as not to race whatever deletes it.
+			return
+		}
+		if c = s.reconnect(); c == nil {
+			return
+		}
+	}
+}
+
+// reconnect establishes a new consumer with exponential backoff and
+// jitter, reporting each failed attempt, until it succeeds or Stop.
+func (s *subscription) reconnect() *consumer {
+	o := s.a.opts
+	backoff := o.ReconnectBackoff
+	for attempt := 1; ; attempt++ {
+		c, err := s.establish(s.life)
+		if err == nil {
+			if !s.install(c) {
+				return nil
+			}
+			o.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue, "attempts", attempt)
+			return c
+		}
+		if s.life.Err() != nil {
+			return nil
+		}
+		s.report(fmt.Errorf("amqp: subscription %s: reconnect attempt %d: %w", s.queue, attempt, err))
+		if !s.pause(backoff/2 + rand.N(backoff/2+1)) {
+			return nil
+		}
+		backoff = min(2*backoff, o.ReconnectMaxBackoff)
+	}
+}
+
+// pause waits d; false if Stop came first.
+func (s *subscription) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.stopCh:
+		return false
+	}
+}
+
+// report sends err on Errors without blocking; when the buffer is full the
+// error is counted as dropped.
+func (s *subscription) report(err error) {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if s.errClosed {
+		return
+	}
+	select {
+	case s.errs <- err:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+func (s *subscription) closeErrs() {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if !s.errClosed {
+		s.errClosed = true
+		close(s.errs)
+	}
+}
+
+// Errors reports lost channels and failed reconnect attempts. It is closed
+// after Stop. Errors that do not fit its buffer (16) are dropped and
+// counted.
+func (s *subscription) Errors() <-chan error { return s.errs }
+
+// Stop stops receiving, waits for settlements in progress (so that no ack
+// races the close), writes the acks of completed settlements, then closes
+// the channel: the broker requeues every delivery that was not settled.
+// Stop acks nothing on its own. A BROADCAST queue without InstanceTTL is
+// deleted. Stop is idempotent.
+func (s *subscription) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		select {
+		case <-s.stopDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.stopped = true
+	close(s.stopCh)
+	s.cancel()
+	var idle chan struct{}
+	if s.settles > 0 {
+		s.idle = make(chan struct{})
+		idle = s.idle
+	}
+	s.mu.Unlock()
+	defer close(s.stopDone)
+	defer s.a.forget(s)
+
+	var errs []error
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("amqp: stop %s: settlements still in progress: %w", s.queue, ctx.Err()))
+		}
+	}
+	select {
+	case <-s.supDone:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("amqp: stop %s: reconnect still in progress: %w", s.queue, ctx.Err()))
+	}
+	s.mu.Lock()
+	c := s.cur
+	s.cur = nil
+	s.mu.Unlock()
+	if c != nil {
+		c.acks.stop()
+		if err := c.ch.Close(); err != nil && !isClosedErr(err) {
+			errs = append(errs, fmt.Errorf("amqp: stop %s: close channel: %w", s.queue, err))
+		}
+	}
+	if s.deleteOnStop {
+		if err := s.deleteQueue(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *subscription) deleteQueue(ctx context.Context) error {
+	ch, err := s.a.subC.channel(ctx)
+	if err != nil {
+		return fmt.Errorf("amqp: delete queue %s: %w", s.queue, err)
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDelete(s.queue, false, false, false); err != nil {
+		return fmt.Errorf("amqp: delete queue %s: %w", s.queue, err)
+	}
+	return nil
+}
+
+// enter admits a settlement unless the subscription stopped.
+func (s *subscription) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.settles++
+	return true
+}
+
+func (s *subscription) exit() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settles--
+	if s.settles == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}

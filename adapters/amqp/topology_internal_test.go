@@ -1,0 +1,49 @@
+package amqp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// TestBucketRoundsUpWithinGranularity: a delay queue's TTL is never below
+// the delay plus slack, and at most one grid step (plus a millisecond of
+// rounding) above it.
+func TestBucketRoundsUpWithinGranularity(t *testing.T) {
+	topo := newTopology(Options{Namespace: "n", QueueType: Quorum, DelayGranularity: 0.05, DelaySlack: 10 * time.Millisecond})
+	prev := int64(0)
+	for ms := 0; ms < 200000; ms += 1 + ms/50 {
+		d := time.Duration(ms) * time.Millisecond
+		b := topo.bucket(d)
+		want := float64(d+topo.slack) / float64(time.Millisecond)
+		if float64(b) < want {
+			t.Fatalf("delay %v: bucket %dms is below %vms", d, b, want)
+		}
+		if float64(b) > want*1.05+1 {
+			t.Fatalf("delay %v: bucket %dms is more than one 5%% step above %vms", d, b, want)
+		}
+		if b < prev {
+			t.Fatalf("delay %v: bucket %d below the previous %d (not monotonic)", d, b, prev)
+		}
+		prev = b
+	}
+}
+
+// TestQueueNamesShortened keeps queue names within AMQP's limit and
+// distinct.
+func TestQueueNamesShortened(t *testing.T) {
+	topo := newTopology(Options{Namespace: "n", QueueType: Quorum})
+	long := ports.Topic(string(make([]byte, 0)) + "t")
+	for len(long) < 200 {
+		long += "x"
+	}
+	a := topo.lbQueue(long, "group-a")
+	b := topo.lbQueue(long, "group-b")
+	if len(a) > maxQueueName || len(b) > maxQueueName || a == b {
+		t.Fatalf("names %q (%d) and %q (%d): want distinct names of at most %d bytes", a, len(a), b, len(b), maxQueueName)
+	}
+	if len(route(a)) > 255 {
+		t.Fatalf("route %q longer than a routing key may be", route(a))
+	}
+}

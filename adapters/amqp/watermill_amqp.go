@@ -1,0 +1,116 @@
+package amqp
+
+import (
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
+	"github.com/ThreeDotsLabs/watermill/message"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// WatermillAMQPConfig returns a watermill-amqp configuration that speaks
+// this adapter's wire format and topology, so an unmodified
+// watermill-amqp Publisher or Subscriber in another service exchanges
+// messages with sluice: its topics are sluice topics, its subscribers join
+// the LOAD_BALANCE group's queue, and its messages carry the sluice
+// envelope. o supplies URL, TLS, Namespace and QueueType (defaults as in
+// New); group names the subscribers' group.
+//
+// This is for interoperation, not for speed: watermill-amqp confirms one
+// publish at a time and hands out one message at a time per Subscribe
+// (prefetch is set to 1 here as in its presets), acks singly and nacks to
+// the head of the queue. Within sluice, use the Adapter (or
+// NewWatermillPublisher / NewWatermillSubscriber).
+func WatermillAMQPConfig(o Options, group string) (wamqp.Config, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return wamqp.Config{}, err
+	}
+	if group == "" {
+		return wamqp.Config{}, &ports.ValueError{Field: "group", Reason: "is required"}
+	}
+	topo := newTopology(o)
+	return wamqp.Config{
+		Connection: wamqp.ConnectionConfig{AmqpURI: o.URL, TLSConfig: o.TLS},
+		Marshaler:  WatermillAMQPMarshaler{},
+		Exchange: wamqp.ExchangeConfig{
+			GenerateName: wamqp.GenerateExchangeNameConstant(topo.topics),
+			Type:         amqp.ExchangeDirect,
+			Durable:      true,
+		},
+		Queue: wamqp.QueueConfig{
+			GenerateName: func(topic string) string { return topo.lbQueue(ports.Topic(topic), group) },
+			Durable:      true,
+			Arguments:    topo.queueArgs(0),
+		},
+		QueueBind: wamqp.QueueBindConfig{GenerateRoutingKey: func(topic string) string { return topic }},
+		Publish: wamqp.PublishConfig{
+			GenerateRoutingKey: func(topic string) string { return topic },
+			ConfirmDelivery:    true,
+			ChannelPoolSize:    1,
+		},
+		Consume:         wamqp.ConsumeConfig{Qos: wamqp.QosConfig{PrefetchCount: 1}},
+		TopologyBuilder: watermillTopology{topo: topo},
+	}, nil
+}
+
+// watermillTopology declares what a sluice subscription declares: the
+// queue bound under its topic and under its own route (delayed requeues
+// of sluice consumers on the same queue travel through the route).
+type watermillTopology struct{ topo *topology }
+
+func (w watermillTopology) ExchangeDeclare(ch *amqp.Channel, name string, _ wamqp.Config) error {
+	if name != w.topo.topics {
+		return fmt.Errorf("amqp: exchange %q is not this namespace's %q", name, w.topo.topics)
+	}
+	return w.topo.declareExchanges(ch)
+}
+
+func (w watermillTopology) BuildTopology(ch *amqp.Channel, p wamqp.BuildTopologyParams, c wamqp.Config, _ watermill.LoggerAdapter) error {
+	if err := w.ExchangeDeclare(ch, p.ExchangeName, c); err != nil {
+		return err
+	}
+	return w.topo.declareQueue(ch, p.QueueName, ports.Topic(p.Topic), c.Queue.Arguments)
+}
+
+// WatermillAMQPMarshaler is a watermill-amqp Marshaler for the sluice
+// envelope: the message UUID is the envelope id (AMQP message-id), the
+// metadata the envelope headers. Unmarshal never fails: non-string AMQP
+// headers (x-death, typed values) are rendered as text or left out, not
+// refused (watermill-amqp's default refuses them, Watermill issue #65),
+// and a malformed envelope does not make watermill-amqp nack and
+// redeliver the message forever (issue #184) — the raw header is kept in
+// the metadata for the handler to judge.
+type WatermillAMQPMarshaler struct{}
+
+var _ wamqp.Marshaler = WatermillAMQPMarshaler{}
+
+// Marshal encodes msg with the sluice envelope (stamped like Send).
+func (WatermillAMQPMarshaler) Marshal(msg *message.Message) (amqp.Publishing, error) {
+	h := make(ports.Headers, len(msg.Metadata)+1)
+	for k, v := range msg.Metadata {
+		h[k] = v
+	}
+	if h[ports.HeaderID] == "" {
+		h[ports.HeaderID] = msg.UUID
+	}
+	return encodeStamped(h, msg.Payload, nowStamp(), h[ports.HeaderPartitionKey]), nil
+}
+
+// Unmarshal decodes d into a Watermill message whose metadata are the
+// envelope headers, including the redelivery count.
+func (WatermillAMQPMarshaler) Unmarshal(d amqp.Delivery) (*message.Message, error) {
+	dec := decode(&d)
+	id := dec.headers[ports.HeaderID]
+	if id == "" {
+		id = watermill.NewUUID()
+	}
+	msg := message.NewMessage(id, d.Body)
+	for k, v := range dec.headers {
+		msg.Metadata[k] = v
+	}
+	return msg, nil
+}

@@ -1,0 +1,65 @@
+package adapters
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Fallback is what the core does for a capability the broker lacks.
+type Fallback struct {
+	// Capability is the missing capability's name as in
+	// ports.Capabilities.String ("delay", "native-dlq").
+	Capability string
+	// Effect is the documented fallback in force.
+	Effect string
+	// Degraded is true when the fallback weakens a guarantee rather than
+	// replacing the broker's mechanism (logged as a warning).
+	Degraded bool
+}
+
+// Fallbacks lists the fallbacks in force for an adapter with caps, in the
+// order of ports.Capabilities.String.
+func Fallbacks(caps ports.Capabilities) []Fallback {
+	var fs []Fallback
+	add := func(missing bool, name, effect string, degraded bool) {
+		if missing {
+			fs = append(fs, Fallback{Capability: name, Effect: effect, Degraded: degraded})
+		}
+	}
+	add(!caps.DelayedMessage, "delay", "delayed messages are stored at once and held by the consuming adapter's local scheduler until due", false)
+	add(!caps.DelayedRequeue, "delayed-requeue", "the requeue backoff is held by the consuming adapter's local scheduler", false)
+	add(!caps.NativeDeadLetter, "native-dlq", `dead letters are published with confirms to the explicit "<topic>.dlq" topic`, false)
+	add(!caps.Broadcast, "broadcast", "BROADCAST subscriptions are refused (ports.ErrUnsupported)", true)
+	add(!caps.PerMessageAck, "per-message-ack", "settlements are applied in delivery order; one slow delivery holds back the acks behind it", false)
+	add(!caps.PublisherConfirm, "confirm", "Send cannot prove the broker stored a message: this adapter is not certified", true)
+	add(!caps.NativeBatch, "native-batch", "batches are windows the adapter builds over single deliveries", false)
+	add(!caps.SubscriptionExpiry, "expiry", "SubscriptionSpec.InstanceTTL is not honoured; per-instance subscriptions are removed when the instance stops", false)
+	add(!caps.DurableGroups, "durable-groups", "messages published while every instance of a group is down may not be kept for it", true)
+	add(!caps.ExactRedeliveryCount, "exact-redelivery-count", "the redelivery count is a lower bound: a message may get more attempts than RetryPolicy.MaxAttempts", true)
+	add(caps.Ordering == ports.OrderNone, "ordering", "no delivery order is guaranteed; use a partition key on a per-key broker or operators.KeyOrdered", false)
+	return fs
+}
+
+// logOpened logs the start-up line: adapter, URL, capabilities, fallbacks
+// (Info), and one warning per degraded guarantee.
+func logOpened(l *slog.Logger, a ports.Adapter, shown string) {
+	caps := a.Capabilities()
+	fs := Fallbacks(caps)
+	attrs := []any{"adapter", a.Name(), "url", shown, "capabilities", caps.String()}
+	if len(fs) > 0 {
+		fb := make([]any, 0, len(fs))
+		for _, f := range fs {
+			fb = append(fb, slog.String(f.Capability, f.Effect))
+		}
+		attrs = append(attrs, slog.Group("fallbacks", fb...))
+	}
+	l.Info("sluice: adapter opened", attrs...)
+	for _, f := range fs {
+		if f.Degraded {
+			l.LogAttrs(context.Background(), slog.LevelWarn, "sluice: adapter lacks a guarantee",
+				slog.String("adapter", a.Name()), slog.String("capability", f.Capability), slog.String("fallback", f.Effect))
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// URLOpener opens an adapter for the URLs of one or more schemes.
+type URLOpener interface {
+	// OpenURL opens the adapter u names. cfg holds the validated shared
+	// settings (namespace, credentials, TLS, logger) and the scheme's own
+	// query parameters in cfg.Params, of which the opener must consume
+	// every one it understands and then return cfg.Params.Err() when it
+	// is not nil, so an unknown parameter is an error. u carries no user
+	// info and no query: both moved into cfg. OpenURL blocks until the
+	// adapter is connected or ctx is done.
+	OpenURL(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, error)
+}
+
+// OpenerFunc adapts a function to URLOpener.
+type OpenerFunc func(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, error)
+
+// OpenURL calls f.
+func (f OpenerFunc) OpenURL(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, error) {
+	return f(ctx, u, cfg)
+}
+
+var registry = struct {
+	sync.RWMutex
+	openers map[string]URLOpener
+}{openers: map[string]URLOpener{}}
+
+// Register makes scheme ("amqp", "pulsar+ssl") open with o. Schemes are
+// case-insensitive. It panics if scheme is empty, already registered or o
+// is nil, like database/sql.Register: registration is a program's setup,
+// done in init functions.
+func Register(scheme string, o URLOpener) {
+	scheme = strings.ToLower(scheme)
+	if scheme == "" || o == nil {
+		panic("adapters: Register with an empty scheme or a nil opener")
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.openers[scheme]; dup {
+		panic("adapters: scheme " + scheme + " registered twice")
+	}
+	registry.openers[scheme] = o
+}
+
+// Schemes returns the registered schemes, sorted.
+func Schemes() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]string, 0, len(registry.openers))
+	for s := range registry.openers {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func opener(scheme string) (URLOpener, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	o, ok := registry.openers[scheme]
+	return o, ok
+}
+
+// Open opens the adapter rawURL names (see the package documentation for
+// the schemes and shared parameters), logs its capabilities and fallbacks
+// once, and makes it the process's one adapter until it is closed.
+//
+// Errors: a malformed URL, an unknown scheme, an unknown or malformed
+// parameter, or a conflicting option wrap ports.ErrInvalid (and are a
+// *URLError naming the URL without credentials); a second Open while an
+// adapter is open wraps ErrAlreadyOpen; a failure to connect is returned
+// as the adapter reported it, inside a *URLError.
+func Open(ctx context.Context, rawURL string, opts ...Option) (ports.Adapter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	u, err := parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	shown := Redact(u)
+	fail := func(err error) error { return &URLError{URL: shown, Err: err} }
+
+	o, ok := opener(u.Scheme)
+	if !ok {
+		return nil, fail(fmt.Errorf("%w %q (registered: %s)", ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", ")))
+	}
+	cfg, err := newConfig(u, opts)
+	if err != nil {
+		return nil, fail(err)
+	}
+	release, err := claim(shown, cfg.notExclusive)
+	if err != nil {
+		return nil, fail(err)
+	}
+	target := *u
+	target.User, target.RawQuery, target.ForceQuery = nil, "", false
+	a, err := o.OpenURL(ctx, &target, cfg)
+	if err != nil {
+		release()
+		return nil, fail(scrub(err, secrets(u, cfg)))
+	}
+	if a == nil {
+		release()
+		return nil, fail(errors.New("opener returned no adapter"))
+	}
+	logOpened(cfg.Logger, a, shown)
+	return &opened{Adapter: a, url: shown, cfg: cfg, release: release}, nil
+}
+
+// parse parses rawURL without ever putting it in an error (it may hold a
+// password).
+func parse(rawURL string) (*url.URL, error) {
+	if strings.TrimSpace(rawURL) == "" {
+		return nil, &URLError{Err: fmt.Errorf("%w: empty URL (want e.g. mem://, amqp://host:5672/, kafka://host:9092)", ports.ErrInvalid)}
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &URLError{URL: "(not shown: it may hold credentials)", Err: fmt.Errorf("%w: malformed URL: %v", ports.ErrInvalid, err)}
+	}
+	if u.Scheme == "" {
+		return nil, &URLError{URL: Redact(u), Err: fmt.Errorf("%w: URL has no scheme (want e.g. mem://, amqp://host:5672/, kafka://host:9092)", ports.ErrInvalid)}
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	if u.Opaque != "" {
+		if _, known := opener(u.Scheme); !known {
+			return nil, &URLError{URL: u.Scheme + ":…", Err: fmt.Errorf("%w %q (registered: %s); a URL is scheme://host…", ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))}
+		}
+		return nil, &URLError{URL: u.Scheme + ":…", Err: fmt.Errorf("%w: write %s://… (with two slashes)", ports.ErrInvalid, u.Scheme)}
+	}
+	return u, nil
+}

@@ -1,0 +1,123 @@
+package adapters
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/sluicemq/sluice/adapters/pulsar"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// pulsar:// and pulsar+ssl:// open the Pulsar adapter:
+//
+//	pulsar://host:6650[/tenant/namespace][?send_timeout=30s&operation_timeout=30s&requeue_tick=100ms&token=…]
+//	pulsar+ssl://host:6651/…   (TLS: the system roots, or WithTLS)
+//
+// The path selects the Pulsar tenant and namespace (default public/default);
+// the shared namespace parameter becomes the topic prefix "<namespace>.".
+// A token parameter, or a user name and password (basic authentication),
+// authenticate the client; the adapter then runs on a client this opener
+// creates and closes.
+func init() {
+	Register("pulsar", OpenerFunc(openPulsar))
+	Register("pulsar+ssl", OpenerFunc(openPulsar))
+}
+
+func openPulsar(_ context.Context, u *url.URL, cfg *Config) (ports.Adapter, error) {
+	secure := u.Scheme == "pulsar+ssl"
+	if !secure {
+		if err := cfg.PlainOnly("pulsar+ssl"); err != nil {
+			return nil, err
+		}
+	}
+	if u.Host == "" {
+		return nil, &ParamError{Param: "host", Reason: u.Scheme + ":// needs a broker address, e.g. " + u.Scheme + "://127.0.0.1:6650"}
+	}
+	p := cfg.Params
+	sendTimeout := p.Duration("send_timeout", pulsar.DefaultSendTimeout, time.Millisecond, time.Hour)
+	opTimeout := p.Duration("operation_timeout", pulsar.DefaultOpTimeout, time.Millisecond, time.Hour)
+	requeueTick := p.Duration("requeue_tick", pulsar.DefaultRequeueTick, 3*time.Millisecond, time.Minute)
+	token := p.String("token", "")
+	if err := p.Err("send_timeout", "operation_timeout", "requeue_tick", "token"); err != nil {
+		return nil, err
+	}
+
+	opts := []pulsar.Option{
+		pulsar.WithSendTimeout(sendTimeout),
+		pulsar.WithOperationTimeout(opTimeout),
+		pulsar.WithRequeueTick(requeueTick),
+		pulsar.WithClientLogger(pulsarlog.NewLoggerWithSlog(cfg.WarnLogger())),
+	}
+	switch path := strings.Trim(u.Path, "/"); {
+	case path == "":
+	case strings.Count(path, "/") == 1:
+		tn := strings.SplitN(path, "/", 2)
+		opts = append(opts, pulsar.WithNamespace(tn[0], tn[1]))
+	default:
+		return nil, &ParamError{Param: "path", Reason: fmt.Sprintf("%q is not /tenant/namespace", u.Path)}
+	}
+	if cfg.Namespace != "" {
+		opts = append(opts, pulsar.WithTopicPrefix(cfg.Namespace+"."))
+	}
+
+	service := u.Scheme + "://" + u.Host
+	if token == "" && !cfg.HasCredentials && !cfg.CustomTLS() {
+		return pulsar.New(append(opts, pulsar.WithURL(service))...)
+	}
+	if token != "" && cfg.HasCredentials {
+		return nil, &ParamError{Param: "token", Reason: "give a token or a user name and password, not both"}
+	}
+	co := pulsarclient.ClientOptions{
+		URL:              service,
+		OperationTimeout: opTimeout,
+		Logger:           pulsarlog.NewLoggerWithSlog(cfg.WarnLogger()),
+	}
+	if token != "" {
+		co.Authentication = pulsarclient.NewAuthenticationToken(token)
+	}
+	if cfg.HasCredentials {
+		auth, err := pulsarclient.NewAuthenticationBasic(cfg.Username, cfg.Password)
+		if err != nil {
+			return nil, &ParamError{Param: "credentials", Reason: "basic authentication: " + err.Error()}
+		}
+		co.Authentication = auth
+	}
+	if secure {
+		co.TLSConfig = cfg.TLS()
+		co.TLSValidateHostname = !co.TLSConfig.InsecureSkipVerify
+	}
+	client, err := pulsarclient.NewClient(co)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pulsar client: %v", ports.ErrInvalid, err)
+	}
+	a, err := pulsar.New(append(opts, pulsar.WithClient(client))...)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &ownedClient{Adapter: a, close: client.Close}, nil
+}
+
+// ownedClient closes a broker client the opener created, once, after the
+// adapter on it closed.
+type ownedClient struct {
+	ports.Adapter
+	close func()
+	once  sync.Once
+}
+
+func (o *ownedClient) Close(ctx context.Context) error {
+	err := o.Adapter.Close(ctx)
+	o.once.Do(o.close)
+	return err
+}
+
+// Unwrap returns the adapter.
+func (o *ownedClient) Unwrap() ports.Adapter { return o.Adapter }

@@ -1,0 +1,112 @@
+// Command command sends commands that carry a deadline and runs a handler
+// that executes each at most until its deadline; what cannot be executed
+// in time, or not at all, goes to a dead-letter receiver.
+//
+//	go run ./examples/command
+//	go run ./examples/command -url mqtt://127.0.0.1:1883 -v
+//
+// A command is worth executing only before its deadline: a "ship order"
+// that arrives after the truck left must not run. The handler bounds the
+// warehouse call by the deadline, retries transient failures while time
+// is left, and turns a passed deadline into poison so the command is
+// dead-lettered, unexecuted, with the reason — never silently dropped and
+// never executed late.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/ports"
+)
+
+type config struct {
+	url     string
+	logger  *slog.Logger
+	timeout time.Duration
+}
+
+func main() {
+	url := flag.String("url", "mem://", "adapter URL: mem://, amqp://…, kafka://…, mqtt://…, pulsar://…")
+	verbose := flag.Bool("v", false, "log the adapter's capabilities and fallbacks to stderr")
+	flag.Parse()
+	cfg := config{url: *url, timeout: time.Minute}
+	if *verbose {
+		cfg.logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "command:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	var opts []adapters.Option
+	if cfg.logger != nil {
+		opts = append(opts, adapters.WithLogger(cfg.logger))
+	}
+	a, err := adapters.Open(ctx, cfg.url, opts...)
+	if err != nil {
+		return err
+	}
+	defer a.Close(context.Background())
+	fmt.Fprintf(w, "adapter %s: %s\n", a.Name(), a.Capabilities())
+
+	topic := ports.Topic("shipping.commands." + strings.ReplaceAll(ports.NewID(), "-", "."))
+	cmds := commands()
+	rec := newRecord(len(cmds))
+
+	// The dead-letter receiver: what could not be executed in time, or at
+	// all, with the reason and the attempts made.
+	dlq := flow.New(a, ports.SubscriptionSpec{Topic: ports.DeadLetterTopic(topic), Group: "dispatch-desk"})
+	flow.Sink(flow.Decode[ShipOrder](dlq.Source()), rec.deadLettered)
+
+	spec := adapters.Spec(a, ports.SubscriptionSpec{
+		Topic: topic, Group: "warehouse",
+		Retry: ports.RetryPolicy{MaxAttempts: 5, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second},
+	})
+	p := flow.New(a, spec)
+	sh := &shipper{warehouses: newWarehouses(), rec: rec}
+	flow.Sink(flow.Decode[ShipOrder](p.Source()), sh.handle, flow.Workers(4))
+
+	for _, pl := range []*flow.Pipeline{dlq, p} {
+		if err := pl.Start(ctx); err != nil {
+			return err
+		}
+		defer pl.Stop(context.Background())
+	}
+
+	now := time.Now()
+	for _, c := range cmds {
+		deadline := c.deadline(now)
+		if err := flow.Send(ctx, a, topic, c.ShipOrder, flow.Key(c.Order), flow.Header(HeaderDeadline, deadline)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "sent %d ship-order commands, each with a deadline (%s)\n", len(cmds), HeaderDeadline)
+
+	select {
+	case <-rec.done:
+	case <-ctx.Done():
+		return fmt.Errorf("not every command was executed or dead-lettered in time: %s", rec.progress())
+	}
+	for _, pl := range []*flow.Pipeline{p, dlq} {
+		if err := pl.Stop(ctx); err != nil {
+			return err
+		}
+	}
+	return rec.report(w)
+}
