@@ -164,7 +164,7 @@ func Run(t *testing.T, target Target) {
 				t.Logf("running %s/%s although Target.Skip says: %s", target.Name, s.name, why)
 			}
 			if s.name == "soak" && !soakEnabled {
-				t.Skipf("SKIP %s/soak: the soak runs only with -tags soak (go test -tags soak -run 'TestReliability/soak' -timeout 60m ./adapters/%s/)", target.Name, target.Name)
+				t.Skipf("SKIP %s/soak: the soak runs only with -tags soak (go test -tags soak -run '%s/soak' -timeout 60m -v <this package>)", target.Name, runPath)
 			}
 			leakCheck(t, target)
 			b := target.Start(t)
