@@ -26,7 +26,6 @@ func defaultConfig() config {
 	return config{
 		logger:       slog.Default(),
 		drainTimeout: 5 * time.Second,
-		settleTime:   30 * time.Second,
 	}
 }
 
@@ -67,7 +66,11 @@ func WithDrainTimeout(d time.Duration) Option {
 	})
 }
 
-// WithSettleTimeout bounds each call to the adapter's Settle. Default 30s.
+// WithSettleTimeout bounds each call to the adapter's Settle: a call that
+// has not returned after d has its context cancelled, and the delivery is
+// reported as a *SettleError and left unsettled (the broker redelivers it).
+// Default 0: no bound beyond the adapter's own I/O timeouts, and no timer
+// per settlement on the hot path.
 func WithSettleTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {

@@ -301,3 +301,44 @@ func TestMalformedEnvelopeIsDeadLetteredUnhandled(t *testing.T) {
 		t.Fatal("a delivery with a malformed envelope reached the handler")
 	}
 }
+
+// blockingSettle never returns from Settle until its context is done.
+type blockingSettle struct{ *fakeAdapter }
+
+func (b blockingSettle) Subscribe(ctx context.Context, s ports.SubscriptionSpec) (ports.Subscription, error) {
+	return b, nil
+}
+
+func (b blockingSettle) Settle(ctx context.Context, _ []*ports.Delivery, _ ports.Disposition) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestSettleTimeoutBoundsAStuckSettle(t *testing.T) {
+	f := newFake()
+	errs := make(chan error, 4)
+	p := flow.New(blockingSettle{f}, spec, flow.WithSettleTimeout(20*time.Millisecond),
+		flow.WithErrorHandler(func(err error) { errs <- err }))
+	flow.Sink(p.Source(), func(context.Context, *ports.Delivery) error { return nil })
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	f.push(delivery(`{}`, 0))
+	select {
+	case err := <-errs:
+		var se *flow.SettleError
+		if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("reported %v, want a SettleError wrapping DeadlineExceeded", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a stuck Settle was not bounded by WithSettleTimeout within 5s")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st := p.Stats(); st.InFlight != 0 || st.SettleErrors != 1; st = p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: the slot must be released and the failure counted", st)
+		}
+		time.Sleep(time.Millisecond) // polling counters, bounded above
+	}
+}

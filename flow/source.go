@@ -104,7 +104,14 @@ func (p *Pipeline) settle(r *root, o Outcome) {
 		return
 	}
 	disp := p.disposition(d, o)
-	err := p.sub.Settle(p.settleC, r.one[:], disp)
+	var err error
+	if p.cfg.settleTime > 0 {
+		ctx, cancel := context.WithTimeout(p.settleC, p.cfg.settleTime)
+		err = p.sub.Settle(ctx, r.one[:], disp)
+		cancel()
+	} else {
+		err = p.sub.Settle(p.settleC, r.one[:], disp)
+	}
 	if err != nil {
 		p.stats.settleErrors.Add(1)
 		p.report(&SettleError{ID: d.ID, Action: disp.Action, Err: err})

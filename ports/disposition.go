@@ -2,7 +2,9 @@ package ports
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Action is what an adapter does to a delivery when it settles it.
@@ -48,14 +50,20 @@ type Disposition struct {
 	Attempts int
 }
 
-// ReasonText is the reason as a header value (bounded to 1 KiB).
+// ReasonText is the reason as a header value: valid UTF-8 (every broker's
+// header or property encoding accepts it), at most 1 KiB, cut at a rune
+// boundary.
 func (d Disposition) ReasonText() string {
 	if d.Reason == nil {
 		return ""
 	}
-	s := d.Reason.Error()
+	s := strings.ToValidUTF8(d.Reason.Error(), "\uFFFD")
 	if len(s) > 1024 {
-		s = s[:1024]
+		cut := 1024
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
 	}
 	return s
 }

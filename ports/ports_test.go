@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -88,6 +89,31 @@ func FuzzRedeliveryCountFrom(f *testing.F) {
 		}
 		if n < 0 {
 			t.Fatalf("%q: negative count %d", s, n)
+		}
+	})
+}
+
+func TestReasonTextIsBoundedValidUTF8(t *testing.T) {
+	long := strings.Repeat("é", 700) // 1400 bytes, 2 per rune
+	for _, reason := range []string{long, "bad \xff byte", strings.Repeat("a", 1023) + "é"} {
+		got := ports.Disposition{Action: ports.DeadLetter, Reason: errors.New(reason)}.ReasonText()
+		if len(got) > 1024 || !utf8.ValidString(got) {
+			t.Errorf("ReasonText of a %d-byte reason: %d bytes, valid UTF-8 %v", len(reason), len(got), utf8.ValidString(got))
+		}
+	}
+	if got := (ports.Disposition{Action: ports.Ack}).ReasonText(); got != "" {
+		t.Errorf("no reason gave %q", got)
+	}
+}
+
+func FuzzReasonText(f *testing.F) {
+	f.Add("plain")
+	f.Add(strings.Repeat("世", 400))
+	f.Add("\xff\xfe")
+	f.Fuzz(func(t *testing.T, s string) {
+		got := ports.Disposition{Reason: errors.New(s)}.ReasonText()
+		if len(got) > 1024 || !utf8.ValidString(got) {
+			t.Fatalf("%q → %q: %d bytes, valid %v", s, got, len(got), utf8.ValidString(got))
 		}
 	})
 }

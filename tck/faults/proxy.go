@@ -43,6 +43,7 @@ type Proxy struct {
 // ProxyStats counts what a Proxy did.
 type ProxyStats struct {
 	Accepted int // connections accepted
+	Linked   int // connections linked to the upstream (accepted and dialled through)
 	Reset    int // connections reset by Reset or Refuse
 	Live     int // connections open now
 }
@@ -163,6 +164,7 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	p.conns[l] = struct{}{}
+	p.stats.Linked++
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)

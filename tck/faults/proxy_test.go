@@ -93,13 +93,23 @@ type client struct {
 	r *bufio.Reader
 }
 
+// dialProxy connects through p and returns once the proxy has linked the
+// connection to its upstream (the kernel accepts before the proxy does).
 func dialProxy(t *testing.T, p *Proxy) *client {
 	t.Helper()
+	linked := p.Stats().Linked
 	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Stats().Linked <= linked {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy did not link the new connection within 5s (stats %+v)", p.Stats())
+		}
+		time.Sleep(time.Millisecond) // polling the proxy's counter, bounded above
+	}
 	return &client{c: c, r: bufio.NewReader(c)}
 }
 
