@@ -91,8 +91,7 @@ func TestSettleTimeoutBoundsSettle(t *testing.T) {
 			t.Fatalf("settle failed with %v, want the settle timeout", err)
 		}
 	case <-time.After(3 * time.Second):
-		t.Skip("KNOWN BUG in flow: WithSettleTimeout is stored (options.go) but never applied — Pipeline.settle passes a context " +
-			"without deadline to Subscription.Settle, so a Settle stuck on a dead link holds its in-flight slot (and the handler " +
-			"goroutine) until Stop cancels it; waited 3s with a 100ms settle timeout")
+		t.Fatal("a Settle stuck for 3s was not failed by a 100ms WithSettleTimeout: its in-flight slot and handler " +
+			"goroutine stay held until Stop (regression of fc35cb0)")
 	}
 }
