@@ -108,8 +108,9 @@ func startEmbedded(t *testing.T) *faults.Broker {
 // TestLongMultibyteReasonIsDeadLettered: a poison message whose reason is
 // longer than the 1 KiB a dead-letter reason header keeps, and made of
 // multi-byte characters, must still reach the dead-letter topic. MQTT 5
-// user properties must be valid UTF-8; ports.Disposition.ReasonText cuts
-// at byte 1024, which can split a character.
+// user properties must be valid UTF-8; ports.Disposition.ReasonText used
+// to cut at byte 1024, inside a character, and both brokers refused the
+// dead-letter publish (fixed in 7654101).
 func TestLongMultibyteReasonIsDeadLettered(t *testing.T) {
 	reason := "x" + strings.Repeat("é", 600) // byte 1024 falls inside an "é"
 	brokers := map[string]string{}
@@ -158,7 +159,7 @@ func TestLongMultibyteReasonIsDeadLettered(t *testing.T) {
 					t.Fatalf("dead-lettered, but the reason header is not valid UTF-8 (%d bytes)", len(got))
 				}
 			case err := <-settleErrs:
-				t.Fatalf("%s refused the dead-letter publish of a long multi-byte reason, so the poison message is never dead-lettered: %v", name, err)
+				t.Fatalf("%s refused the dead-letter publish of a poison message with a long multi-byte reason, so it is never dead-lettered: %v", name, err)
 			case <-ctx.Done():
 				t.Fatal("the poison message never reached the dead-letter topic, and no error was reported")
 			}

@@ -91,6 +91,7 @@ func TestSettleTimeoutBoundsSettle(t *testing.T) {
 			t.Fatalf("settle failed with %v, want the settle timeout", err)
 		}
 	case <-time.After(3 * time.Second):
-		t.Fatal("WithSettleTimeout did not bound a stuck Settle: waited 3s with a 100ms settle timeout")
+		t.Fatal("a Settle stuck for 3s was not failed by a 100ms WithSettleTimeout: its in-flight slot and handler " +
+			"goroutine stay held until Stop (regression of fc35cb0)")
 	}
 }
