@@ -20,11 +20,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/examples/internal/app"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -36,34 +36,20 @@ type config struct {
 }
 
 func main() {
-	url := flag.String("url", "mem://", "adapter URL: mem://, amqp://…, kafka://…, mqtt://…, pulsar://…")
-	verbose := flag.Bool("v", false, "log the adapter's capabilities and fallbacks to stderr")
+	f := app.RegisterFlags()
 	flag.Parse()
-	cfg := config{url: *url, timeout: time.Minute}
-	if *verbose {
-		cfg.logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "command:", err)
-		os.Exit(1)
-	}
+	cfg := config{url: f.URL(), logger: f.Logger(), timeout: time.Minute}
+	app.Main("command", func(ctx context.Context) error { return run(ctx, cfg, os.Stdout) })
 }
 
 func run(ctx context.Context, cfg config, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	var opts []adapters.Option
-	if cfg.logger != nil {
-		opts = append(opts, adapters.WithLogger(cfg.logger))
-	}
-	a, err := adapters.Open(ctx, cfg.url, opts...)
+	a, err := app.Open(ctx, cfg.url, cfg.logger, w)
 	if err != nil {
 		return err
 	}
 	defer a.Close(context.Background())
-	fmt.Fprintf(w, "adapter %s: %s\n", a.Name(), a.Capabilities())
 
 	topic := ports.Topic("shipping.commands." + strings.ReplaceAll(ports.NewID(), "-", "."))
 	cmds := commands()

@@ -19,7 +19,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/examples/internal/app"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/operators"
 	"github.com/sluicemq/sluice/ports"
@@ -41,35 +41,21 @@ type config struct {
 }
 
 func main() {
-	url := flag.String("url", "mem://", "adapter URL: mem://, amqp://…, kafka://…, mqtt://…, pulsar://…")
+	f := app.RegisterFlags()
 	db := flag.String("db", "", "SQLite file (default: a temporary file, removed at exit)")
-	verbose := flag.Bool("v", false, "log the adapter's capabilities and fallbacks to stderr")
 	flag.Parse()
-	cfg := config{url: *url, db: *db, timeout: time.Minute}
-	if *verbose {
-		cfg.logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "iot:", err)
-		os.Exit(1)
-	}
+	cfg := config{url: f.URL(), logger: f.Logger(), db: *db, timeout: time.Minute}
+	app.Main("iot", func(ctx context.Context) error { return run(ctx, cfg, os.Stdout) })
 }
 
 func run(ctx context.Context, cfg config, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	var opts []adapters.Option
-	if cfg.logger != nil {
-		opts = append(opts, adapters.WithLogger(cfg.logger))
-	}
-	a, err := adapters.Open(ctx, cfg.url, opts...)
+	a, err := app.Open(ctx, cfg.url, cfg.logger, w)
 	if err != nil {
 		return err
 	}
 	defer a.Close(context.Background())
-	fmt.Fprintf(w, "adapter %s: %s\n", a.Name(), a.Capabilities())
 
 	if cfg.db == "" {
 		dir, err := os.MkdirTemp("", "sluice-iot-")

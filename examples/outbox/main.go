@@ -18,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/examples/internal/app"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -38,35 +38,21 @@ type config struct {
 }
 
 func main() {
-	url := flag.String("url", "mem://", "adapter URL: mem://, amqp://…, kafka://…, mqtt://…, pulsar://…")
+	f := app.RegisterFlags()
 	dir := flag.String("dir", "", "directory for the two SQLite databases (default: a temporary one, removed at exit)")
-	verbose := flag.Bool("v", false, "log the adapter's capabilities and fallbacks to stderr")
 	flag.Parse()
-	cfg := config{url: *url, dir: *dir, timeout: time.Minute}
-	if *verbose {
-		cfg.logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "outbox:", err)
-		os.Exit(1)
-	}
+	cfg := config{url: f.URL(), logger: f.Logger(), dir: *dir, timeout: time.Minute}
+	app.Main("outbox", func(ctx context.Context) error { return run(ctx, cfg, os.Stdout) })
 }
 
 func run(ctx context.Context, cfg config, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	var opts []adapters.Option
-	if cfg.logger != nil {
-		opts = append(opts, adapters.WithLogger(cfg.logger))
-	}
-	a, err := adapters.Open(ctx, cfg.url, opts...)
+	a, err := app.Open(ctx, cfg.url, cfg.logger, w)
 	if err != nil {
 		return err
 	}
 	defer a.Close(context.Background())
-	fmt.Fprintf(w, "adapter %s: %s\n", a.Name(), a.Capabilities())
 
 	if cfg.dir == "" {
 		if cfg.dir, err = os.MkdirTemp("", "sluice-outbox-"); err != nil {
