@@ -2,7 +2,7 @@
 # Runs sluice's whole test suite on a Debian machine with Go.
 #
 # It installs the Debian packages the broker tests need when they are
-# missing (rabbitmq-server, mosquitto), without letting the packages start
+# missing (rabbitmq-server, mosquitto, activemq, redis-server), without letting the packages start
 # system services (the tests start their own brokers on 127.0.0.1 and stop
 # them by PID), then runs vet and the race-enabled tests. In-process
 # brokers (kfake for Kafka, mochi for MQTT, the Pulsar test broker) come
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in rabbitmq-server mosquitto; do
+for pkg in rabbitmq-server mosquitto activemq redis-server; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then
