@@ -67,19 +67,35 @@ type Subscription interface {
 	Receive(ctx context.Context, max int) ([]*Delivery, error)
 
 	// Settle applies one disposition to every delivery in ds (a batch has
-	// one outcome). It is safe for concurrent use, may block on broker I/O
-	// and returns when the broker accepted the settlement — or, for a
-	// settlement the protocol never answers (an AMQP ack, an MQTT PUBACK),
-	// when it was written or queued for writing on the delivery's
-	// connection; losing it with the connection means a redelivery, never a
-	// loss. It does not
-	// retry on its own beyond reconnecting: on error the deliveries' state
-	// is unsettled and the broker will redeliver them. For DeadLetter it
-	// publishes to the dead-letter topic with confirms first and settles
-	// the originals only after that confirm; a failed dead-letter publish
-	// returns an error and leaves the originals unsettled. ctx bounds the
-	// call. After Stop it returns ErrClosed and settles nothing. It must
-	// not keep ds.
+	// one outcome). It is safe for concurrent use and may block on broker
+	// I/O; the core never calls it from a handler's goroutine (its
+	// settlement engine coalesces completions and calls Settle from its
+	// own goroutines, several calls at once).
+	//
+	// Settle returns nil once the settlement is accepted, in one of two
+	// ways, and the adapter documents which applies to each action:
+	//
+	//   - done: the broker answered (a Kafka OffsetCommit response, a
+	//     confirmed dead-letter publish followed by the removal of the
+	//     original, a STOMP COMMIT receipt);
+	//   - deferred: the protocol answers later or never, and the adapter has
+	//     recorded or written the settlement and will complete it on its
+	//     own (a Kafka offset recorded now and committed on the next commit
+	//     round; an AMQP basic.ack or an MQTT PUBACK written to the
+	//     delivery's connection; a coalesced acknowledgement queued for the
+	//     next flush). A deferred settlement that is lost (a crash, a lost
+	//     connection, a revoked partition) makes the broker redeliver,
+	//     never lose: the guarantee stays at-least-once. An adapter that
+	//     defers implements Flusher, which the core calls before Stop.
+	//
+	// Deferred acceptance is not an error: an adapter must not return one
+	// for a settlement it will still complete. Settle does not retry on its
+	// own beyond reconnecting: on error the deliveries' state is unsettled
+	// and the broker will redeliver them. For DeadLetter it publishes to
+	// the dead-letter topic with confirms first and settles the originals
+	// only after that confirm; a failed dead-letter publish returns an
+	// error and leaves the originals unsettled. ctx bounds the call. After
+	// Stop it returns ErrClosed and settles nothing. It must not keep ds.
 	Settle(ctx context.Context, ds []*Delivery, d Disposition) error
 
 	// Stop stops receiving and hands every unsettled delivery back to the
@@ -94,4 +110,16 @@ type Subscription interface {
 	// caller; adapters must not block sending to it (drop and count when
 	// full).
 	Errors() <-chan error
+}
+
+// Flusher is implemented by a Subscription whose Settle defers some
+// settlements (see Subscription.Settle): Flush completes every settlement
+// accepted before the call — commits the recorded Kafka offsets, writes the
+// queued acknowledgements — and returns when the broker has them or ctx is
+// done. The core calls it once before Stop, after the last Settle; an
+// adapter also flushes on its own on a rebalance or revoke and on an
+// interval. Flush never settles a delivery that Settle was not asked to
+// settle.
+type Flusher interface {
+	Flush(ctx context.Context) error
 }
