@@ -13,6 +13,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -27,7 +28,7 @@ type subscription struct {
 	client sarama.Client
 	cg     sarama.ConsumerGroup
 	commit *committer
-	sched  *scheduler
+	sched  *schedule.Scheduler
 
 	cancel context.CancelFunc // stops the consume loop
 	loops  sync.WaitGroup
@@ -75,7 +76,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		a: a, spec: spec, topic: spec.Topic,
 		phys:        a.names.topic(spec.Topic),
 		group:       a.names.group(spec, instance),
-		sched:       newScheduler(),
+		sched:       schedule.New(schedule.Options{}),
 		established: make(chan struct{}),
 		setupErr:    make(chan error, 1),
 		readyCh:     make(chan struct{}),
@@ -85,23 +86,23 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		stopDone:    make(chan struct{}),
 	}
 	if err := a.ensureTopic(ctx, s.phys); err != nil {
-		s.sched.close()
+		s.sched.Stop()
 		return nil, err
 	}
 	conf := a.cfg.consumerConfig(spec.InFlight)
 	client, err := sarama.NewClient(a.cfg.Brokers, conf)
 	if err != nil {
-		s.sched.close()
+		s.sched.Stop()
 		return nil, fmt.Errorf("kafka: consumer client: %w", err)
 	}
 	cg, err := sarama.NewConsumerGroupFromClient(s.group, client)
 	if err != nil {
-		s.sched.close()
+		s.sched.Stop()
 		_ = client.Close()
 		return nil, fmt.Errorf("kafka: consumer group %s: %w", s.group, err)
 	}
 	s.client, s.cg = client, cg
-	s.commit = newCommitter(client, conf, s.group, a.cfg.CommitRetry, s.report)
+	s.commit = newCommitter(client, conf, s.group, a.cfg, s.report)
 
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -257,7 +258,7 @@ func (r *record) facts() map[string]string {
 // not-before time lies ahead.
 func (s *subscription) makeAvailable(r *record) {
 	if nb := r.dec.notBefore; !nb.IsZero() && time.Now().Before(nb) {
-		if s.sched.at(nb, func() { s.pushReady(r) }) {
+		if _, err := s.sched.At(nb, func() { s.pushReady(r) }); err == nil {
 			return
 		}
 	}
@@ -269,7 +270,7 @@ func (s *subscription) redeliverLater(r *record, delay time.Duration) {
 	s.mu.Lock()
 	s.buffered++
 	s.mu.Unlock()
-	if !s.sched.at(time.Now().Add(delay), func() { s.pushReady(r) }) {
+	if _, err := s.sched.After(delay, func() { s.pushReady(r) }); err != nil {
 		s.pushReady(r)
 	}
 }
@@ -347,3 +348,18 @@ func randomID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// Flush commits every offset recorded before the call (see
+// ports.Flusher) and returns once the broker accepted the commit, or with
+// the commit error, or when ctx is done. A failed commit is retried every
+// Config.CommitRetry until ctx is done; a partition revoked meanwhile is
+// no longer committed (its new owner redelivers what it recorded). After
+// Stop it returns ports.ErrClosed (Stop committed what was recorded).
+func (s *subscription) Flush(ctx context.Context) error {
+	if s.isStopped() {
+		return ports.ErrClosed
+	}
+	return s.commit.flush(ctx)
+}
+
+var _ ports.Flusher = (*subscription)(nil)
