@@ -142,14 +142,14 @@ func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage) {
 
 // committedOffsets fetches the group's committed offsets (-1: none).
 func (s *subscription) committedOffsets(ids []int32) (map[int32]int64, error) {
-	coord, err := s.client.Coordinator(s.group)
+	coord, err := s.commitClient.Coordinator(s.group)
 	if err != nil {
 		return nil, err
 	}
-	req := sarama.NewOffsetFetchRequest(s.client.Config().Version, s.group, map[string][]int32{s.phys: ids})
+	req := sarama.NewOffsetFetchRequest(s.commitClient.Config().Version, s.group, map[string][]int32{s.phys: ids})
 	resp, err := coord.FetchOffset(req)
 	if err != nil {
-		_ = s.client.RefreshCoordinator(s.group)
+		_ = s.commitClient.RefreshCoordinator(s.group)
 		return nil, err
 	}
 	out := make(map[int32]int64, len(ids))
@@ -173,7 +173,7 @@ func (s *subscription) startOffset(id int32) (int64, error) {
 	if s.a.cfg.StartFrom == StartOldest {
 		at = sarama.OffsetOldest
 	}
-	return s.client.GetOffset(s.phys, id, at)
+	return s.commitClient.GetOffset(s.phys, id, at)
 }
 
 // stopRun carries out Stop once.
@@ -205,6 +205,9 @@ func (s *subscription) stopRun() {
 		}
 	}
 	if err := s.client.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.commitClient.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	s.a.forget(s)

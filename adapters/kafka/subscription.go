@@ -25,10 +25,11 @@ type subscription struct {
 	phys  string
 	group string
 
-	client sarama.Client
-	cg     sarama.ConsumerGroup
-	commit *committer
-	sched  *schedule.Scheduler
+	client       sarama.Client // the consumer group's (fetches, group protocol)
+	commitClient sarama.Client // commits and offset look-ups
+	cg           sarama.ConsumerGroup
+	commit       *committer
+	sched        *schedule.Scheduler
 
 	cancel context.CancelFunc // stops the consume loop
 	loops  sync.WaitGroup
@@ -95,14 +96,25 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		s.sched.Stop()
 		return nil, fmt.Errorf("kafka: consumer client: %w", err)
 	}
+	// Commits and offset look-ups get their own connections: on the
+	// consumer's connection an OffsetCommit waits behind the Fetch long
+	// poll in flight (a broker answers one connection's requests in
+	// order, and a Fetch with nothing new is held up to MaxWaitTime).
+	commitClient, err := sarama.NewClient(a.cfg.Brokers, conf)
+	if err != nil {
+		s.sched.Stop()
+		_ = client.Close()
+		return nil, fmt.Errorf("kafka: commit client: %w", err)
+	}
 	cg, err := sarama.NewConsumerGroupFromClient(s.group, client)
 	if err != nil {
 		s.sched.Stop()
 		_ = client.Close()
+		_ = commitClient.Close()
 		return nil, fmt.Errorf("kafka: consumer group %s: %w", s.group, err)
 	}
-	s.client, s.cg = client, cg
-	s.commit = newCommitter(client, conf, s.group, a.cfg, s.report)
+	s.client, s.commitClient, s.cg = client, commitClient, cg
+	s.commit = newCommitter(commitClient, conf, s.group, a.cfg, s.report)
 
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
