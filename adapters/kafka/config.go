@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -73,6 +74,11 @@ type Config struct {
 	// is up, when that many offsets were recorded since the last round.
 	// Default 1000.
 	CommitThreshold int
+	// Rejoin is the backoff between attempts to rejoin the consumer group
+	// after a session failed (the broker unreachable, the group
+	// coordinator moving). Default: kit.DefaultBackoff started at
+	// CommitRetry (200ms, doubling, at most 30s, 20% jitter).
+	Rejoin kit.Backoff
 	// Buffer bounds the records a subscription holds that are neither
 	// handed out nor settled (waiting for their key, for their delay, or
 	// for Receive), as a multiple of SubscriptionSpec.InFlight. Default 4.
@@ -137,6 +143,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CommitThreshold <= 0 {
 		c.CommitThreshold = 1000
+	}
+	if c.Rejoin == (kit.Backoff{}) {
+		c.Rejoin = kit.DefaultBackoff
+		c.Rejoin.Initial = c.CommitRetry
 	}
 	if c.Buffer <= 0 {
 		c.Buffer = 4

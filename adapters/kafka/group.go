@@ -211,10 +211,7 @@ func (s *subscription) stopRun() {
 		errs = append(errs, err)
 	}
 	s.a.forget(s)
-	s.errMu.Lock()
-	s.errsDone = true
-	close(s.errs)
-	s.errMu.Unlock()
+	s.errs.Close()
 	if len(errs) > 0 {
 		s.stopErr = fmt.Errorf("kafka: stop %s: %w", s.group, errors.Join(errs...))
 	}

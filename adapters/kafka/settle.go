@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -152,19 +153,26 @@ func (s *subscription) publishFor(ctx context.Context, recs []*record, ds []*por
 			return fmt.Errorf("kafka: dead letter: %w", err)
 		}
 	}
-	var nb time.Time
-	if d.Action == ports.Requeue && d.Delay > 0 {
-		nb = time.Now().Add(d.Delay)
-	}
+	now := time.Now()
 	pms := make([]*sarama.ProducerMessage, len(recs))
 	for i, r := range recs {
-		m := r.dec.msg
+		// The copy is made from the record as consumed (not from the
+		// Delivery the handler may have changed), with the header rules of
+		// package kit: count+1 for a requeue; reason, topic and attempts
+		// for a dead letter.
+		orig := *ds[i]
+		orig.Message = r.dec.msg
+		var m ports.Message
 		if d.Action == ports.Requeue {
-			m.Headers = requeueHeaders(m.Headers, ds[i].RedeliveryCount+1)
+			m = kit.RequeueCopy(&orig, d.Delay)
 		} else {
-			m.Headers = deadLetterHeaders(m.Headers, s.topic, d)
+			m = kit.DeadLetterCopy(&orig, d)
 		}
-		pms[i] = producerMessage(phys, &m, nb)
+		var nb time.Time
+		if m.Delay > 0 {
+			nb = now.Add(m.Delay)
+		}
+		pms[i] = producerMessage(phys, &m, nb) // writes HeaderNotBefore in this adapter's RFC 3339 form
 	}
 	var errs []error
 	for i, err := range s.a.prod.publish(ctx, pms) {

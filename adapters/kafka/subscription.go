@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -45,10 +45,7 @@ type subscription struct {
 	limit    int           // bound on buffered
 	stopped  bool
 
-	errMu    sync.Mutex
-	errs     chan error
-	errsDone bool
-	dropped  atomic.Int64
+	errs *kit.Errors // Errors(): never blocks, drops and counts when full
 
 	stopOnce sync.Once
 	stopErr  error
@@ -83,7 +80,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		readyCh:     make(chan struct{}),
 		spaceCh:     make(chan struct{}),
 		limit:       spec.InFlight * a.cfg.Buffer,
-		errs:        make(chan error, 64),
+		errs:        kit.NewErrors(64),
 		stopDone:    make(chan struct{}),
 	}
 	if err := a.ensureTopic(ctx, s.phys); err != nil {
@@ -149,24 +146,28 @@ func (s *subscription) consumeLoop(ctx context.Context) {
 	defer s.loops.Done()
 	h := &groupHandler{s: s}
 	first := true
+	failures := 0 // consecutive failed sessions
 	for {
 		err := s.cg.Consume(ctx, []string{s.phys}, h)
 		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return
 		}
-		if err != nil {
+		if err == nil {
+			failures = 0
+		} else {
 			if first && !h.setupDone.Load() {
 				select {
 				case s.setupErr <- err:
 				default:
 				}
 			}
-			s.report(fmt.Errorf("kafka: group %s session: %w", s.group, err))
+			s.report(fmt.Errorf("kafka: group %s session: %w (rejoining)", s.group, err))
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(s.a.cfg.CommitRetry):
+			case <-time.After(s.a.cfg.Rejoin.Delay(failures)):
 			}
+			failures++
 		}
 		first = false
 	}
@@ -338,22 +339,12 @@ func (s *subscription) waitSpace(ctx context.Context) bool {
 	}
 }
 
-// report hands an asynchronous error to Errors without blocking.
-func (s *subscription) report(err error) {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	if s.errsDone {
-		return
-	}
-	select {
-	case s.errs <- err:
-	default:
-		s.dropped.Add(1)
-	}
-}
+// report hands an asynchronous error to Errors without blocking (dropped
+// and counted when the buffer is full or after Stop).
+func (s *subscription) report(err error) { s.errs.Report(err) }
 
 // Errors reports asynchronous errors; it is closed after Stop.
-func (s *subscription) Errors() <-chan error { return s.errs }
+func (s *subscription) Errors() <-chan error { return s.errs.C() }
 
 func randomID() string {
 	var b [8]byte
