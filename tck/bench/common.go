@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"fmt"
 	"strconv"
 	"sync"
@@ -64,12 +66,12 @@ func encodeMsg(i int, padding string) []byte {
 // benchMessage is message i as the sluice contenders publish it: JSON
 // payload, the index in seqHeader and, when stamp is set, the send time
 // in sentHeader.
-func benchMessage(i int, padding string, stamp bool) ports.Message {
+func benchMessage(topic ports.Topic, i int, padding string, stamp bool) ports.Message {
 	h := ports.Headers{ports.HeaderContentType: "application/json", seqHeader: strconv.Itoa(i)}
 	if stamp {
 		h[sentHeader] = strconv.FormatInt(time.Now().UnixNano(), 10)
 	}
-	return ports.Message{Topic: "bench", Payload: encodeMsg(i, padding), Headers: h}
+	return ports.Message{Topic: topic, Payload: encodeMsg(i, padding), Headers: h}
 }
 
 // target is how the generic sluice contenders of a suite reach its broker.
@@ -77,6 +79,9 @@ type target struct {
 	// open returns an adapter and the subscription to consume; close
 	// releases them. Called once per contender run.
 	open func(ctx context.Context, env Env, cfg Config) (a ports.Adapter, spec ports.SubscriptionSpec, close func(), err error)
+	// openLatency, if set, replaces open for the latency contender (e.g.
+	// to consume a fresh topic rather than a pre-published one).
+	openLatency func(ctx context.Context, env Env, cfg Config) (a ports.Adapter, spec ports.SubscriptionSpec, close func(), err error)
 	// prepare, if set, publishes cfg.N messages (benchMessage 0..N-1)
 	// that spec will receive, before the timed section.
 	prepare func(ctx context.Context, a ports.Adapter, spec ports.SubscriptionSpec, cfg Config) error
@@ -87,11 +92,11 @@ type target struct {
 }
 
 // prepublish sends messages 0..n-1 in confirmed Sends of chunk.
-func prepublish(ctx context.Context, s ports.Sender, n, chunk, payload int) error {
+func prepublish(ctx context.Context, s ports.Sender, topic ports.Topic, n, chunk, payload int) error {
 	padding := pad(payload)
 	batch := make([]ports.Message, 0, chunk)
 	for i := range n {
-		batch = append(batch, benchMessage(i, padding, false))
+		batch = append(batch, benchMessage(topic, i, padding, false))
 		if len(batch) == chunk || i == n-1 {
 			if err := s.Send(ctx, batch...); err != nil {
 				return fmt.Errorf("pre-publish: %w", err)
@@ -105,7 +110,7 @@ func prepublish(ctx context.Context, s ports.Sender, n, chunk, payload int) erro
 // produce publishes messages 0..n-1 from publishers goroutines, chunk per
 // Send. With rate > 0 message i is sent no earlier than i/rate seconds
 // after the start, stamped with its send time.
-func produce(ctx context.Context, s ports.Sender, n, publishers, chunk, payload, rate int) error {
+func produce(ctx context.Context, s ports.Sender, topic ports.Topic, n, publishers, chunk, payload, rate int) error {
 	padding := pad(payload)
 	publishers, chunk = max(publishers, 1), max(chunk, 1)
 	var next atomic.Int64
@@ -129,7 +134,7 @@ func produce(ctx context.Context, s ports.Sender, n, publishers, chunk, payload,
 							time.Sleep(d) // pacing the producer, not synchronisation
 						}
 					}
-					batch = append(batch, benchMessage(i, padding, rate > 0))
+					batch = append(batch, benchMessage(topic, i, padding, rate > 0))
 				}
 				if err := s.Send(ctx, batch...); err != nil {
 					errs <- fmt.Errorf("publish: %w", err)
@@ -187,7 +192,7 @@ func (t target) runPipeline(batch bool) func(context.Context, Env, Config) (Resu
 		defer p.Stop(context.Background())
 		produced := make(chan error, 1)
 		if t.prepare == nil {
-			go func() { produced <- produce(ctx, a, cfg.N, t.publishers, t.chunk, cfg.Payload, 0) }()
+			go func() { produced <- produce(ctx, a, spec.Topic, cfg.N, t.publishers, t.chunk, cfg.Payload, 0) }()
 		}
 		if err := waitAll(ctx, "sluice", tl, produced); err != nil {
 			return Result{}, err
@@ -209,7 +214,11 @@ func (t target) runPipeline(batch bool) func(context.Context, Env, Config) (Resu
 // is taken when the observer reports its ACK accepted.
 func (t target) runLatency() func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
-		a, spec, closeFn, err := t.open(ctx, env, cfg)
+		open := t.open
+		if t.openLatency != nil {
+			open = t.openLatency
+		}
+		a, spec, closeFn, err := open(ctx, env, cfg)
 		if err != nil {
 			return Result{}, err
 		}
@@ -217,21 +226,40 @@ func (t target) runLatency() func(context.Context, Env, Config) (Result, error) 
 		n := cfg.LatencyN
 		tl := newTally(n)
 		var lat Latencies
+		ready := make(chan struct{})
+		var once sync.Once
 		p := flow.New(a, spec, flow.WithObserver(func(e flow.Event) {
-			if e.Action == ports.Ack {
-				lat.AddSince(e.Delivery.Headers)
-				tl.markHeaders(e.Delivery.Headers)
+			if e.Action != ports.Ack {
+				return
 			}
+			if e.Delivery.Headers[seqHeader] == "warm" {
+				once.Do(func() { close(ready) })
+				return
+			}
+			lat.AddSince(e.Delivery.Headers)
+			tl.markHeaders(e.Delivery.Headers)
 		}))
 		flow.Sink(flow.Decode[benchMsg](p.Source()), func(_ context.Context, v benchMsg) error { _ = scale(v); return nil })
 		if err := p.Start(ctx); err != nil {
 			return Result{}, err
 		}
 		defer p.Stop(context.Background())
+		// One message through first, so the subscription is live (group
+		// joined, shared subscription made) before latencies are taken.
+		warm := benchMessage(spec.Topic, 0, "", false)
+		warm.Headers[seqHeader] = "warm"
+		if err := a.Send(ctx, warm); err != nil {
+			return Result{}, fmt.Errorf("warm-up message: %w", err)
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("sluice-latency: the warm-up message was never settled: %w", ctx.Err())
+		}
 		m := newMeter(tl)
 		m.begin()
 		produced := make(chan error, 1)
-		go func() { produced <- produce(ctx, a, n, 4, 1, cfg.Payload, cfg.Rate) }()
+		go func() { produced <- produce(ctx, a, spec.Topic, n, 4, 1, cfg.Payload, cfg.Rate) }()
 		if err := waitAll(ctx, "sluice-latency", tl, produced); err != nil {
 			return Result{}, err
 		}
@@ -265,3 +293,7 @@ func waitAll(ctx context.Context, name string, tl *tally, produced <-chan error)
 
 // errNotAll is returned by raw consumers stopped before finishing.
 var errNotAll = errors.New("consumer stopped before every message was settled")
+
+// quiet discards adapters' start-up lines, which would interleave with
+// the results.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -72,9 +72,9 @@ type Result struct {
 	AllocsPerDelivery float64
 	// PeakHeap is the largest sampled size of live+unswept heap objects.
 	PeakHeap    uint64
-	Redelivered int64           // settled more than once (at-least-once)
-	P50, P99    time.Duration   // publish-to-settle latency (latency contenders)
-	PerSecond   []int64         // distinct messages settled in each second
+	Redelivered int64         // settled more than once (at-least-once)
+	P50, P99    time.Duration // publish-to-settle latency (latency contenders)
+	PerSecond   []int64       // distinct messages settled in each second
 	Note        string
 }
 
@@ -100,9 +100,12 @@ type Ratio struct {
 
 // Suite is one adapter's benchmark.
 type Suite struct {
-	Name       string
-	About      string // printed under the header: what is measured and where
-	DefaultN   int
+	Name     string
+	About    string // printed under the header: what is measured and where
+	DefaultN int
+	// Shared says Setup published the N messages every contender
+	// consumes (from a fresh group), so warm-up runs consume all N too.
+	Shared     bool
 	Setup      func(ctx context.Context, cfg Config) (Env, func(), error)
 	Contenders []Contender
 	Ratios     []Ratio
@@ -204,6 +207,9 @@ func runSuite(ctx context.Context, s *Suite, cfg Config, only, svgDir string) er
 	// reach steady state before anything is timed.
 	warm := cfg
 	warm.N, warm.LatencyN = min(cfg.N, 2000), min(cfg.LatencyN, 500)
+	if s.Shared {
+		warm.N = cfg.N
+	}
 	for _, c := range contenders {
 		if _, err := spawn(ctx, s.Name, c.Name, warm, env); err != nil {
 			return fmt.Errorf("warm-up: %w", err)

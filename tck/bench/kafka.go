@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	wmkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/adapters/kafka"
+	"github.com/sluicemq/sluice/ports"
+)
+
+const kafkaPartitions = 4
+
+// The kafka suite consumes the same N records, pre-published once to a
+// 4-partition topic, each contender run from a fresh consumer group at the
+// oldest offset, doing the same work per record (JSON decode, map) and
+// settling it for at-least-once:
+//
+//	sarama-mark-autocommit  best raw (1): sarama consumer group, MarkMessage
+//	                        after the handler, auto-commit (1s)
+//	franz-automarks         best raw (2): franz-go group consumer with
+//	                        AutoCommitMarks, MarkCommitRecords after the
+//	                        handler; the faster of the two is the denominator
+//	sarama-commit-per-poll  weaker: a synchronous Commit per poll batch
+//	kafka, kafka-batch      sluice default and batch pipelines
+//	watermill               Watermill router over watermill-kafka
+//	kafka-latency           default pipeline, fresh topic, paced producer
+//
+// The broker is kfake in the bench's process (a Kafka wire-protocol peer,
+// not Apache Kafka; the contenders reach it over 127.0.0.1) unless
+// KAFKA_BROKERS is set. The backlog check: -n 200000 -only kafka prints
+// the per-second series of the median round (PERSECOND).
+func init() {
+	t := target{open: openKafka, prepare: nil, openLatency: openKafkaLatency}
+	register(Suite{
+		Name:     "kafka",
+		About:    "consume + settle of pre-published records, timed from the first record received",
+		Shared:   true,
+		DefaultN: 30000,
+		Setup:    setupKafka,
+		Contenders: []Contender{
+			{Name: "sarama-mark-autocommit", Run: runSaramaAuto},
+			{Name: "franz-automarks", Run: runFranz},
+			{Name: "sarama-commit-per-poll", Run: runSaramaPerPoll},
+			{Name: "kafka", Run: t.runPipeline(false)},
+			{Name: "kafka-batch", Run: t.runPipeline(true)},
+			{Name: "watermill", Run: runKafkaWatermill},
+			{Name: "kafka-latency", Latency: true, Run: t.runLatency()},
+		},
+		Ratios: []Ratio{
+			{Label: "kafka/best-raw", Num: "kafka", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "kafka-batch/best-raw", Num: "kafka-batch", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "franz-automarks/sarama-mark-autocommit", Num: "franz-automarks", Den: []string{"sarama-mark-autocommit"}},
+		},
+	})
+}
+
+// setupKafka starts kfake (or uses KAFKA_BROKERS) and pre-publishes N
+// records, once for every contender.
+func setupKafka(ctx context.Context, cfg Config) (Env, func(), error) {
+	env := Env{"ns": fmt.Sprintf("bench%d", os.Getpid())}
+	cleanup := func() {}
+	if b := os.Getenv("KAFKA_BROKERS"); b != "" {
+		env["brokers"] = b
+		fmt.Println("broker: KAFKA_BROKERS=" + b)
+	} else {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanup = c.Close
+		env["brokers"] = strings.Join(c.ListenAddrs(), ",")
+		fmt.Println("broker: kfake in the bench process (Kafka wire protocol, not Apache Kafka)")
+	}
+	a, err := kafka.New(ctx, kafkaConfig(env))
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	defer a.Close(context.Background())
+	padding := pad(cfg.Payload)
+	batch := make([]ports.Message, 0, 500)
+	for i := range cfg.N {
+		m := benchMessage("bench", i, padding, false)
+		m.Key = strconv.Itoa(i) // spread over the partitions
+		batch = append(batch, m)
+		if len(batch) == cap(batch) || i == cfg.N-1 {
+			if err := a.Send(ctx, batch...); err != nil {
+				cleanup()
+				return nil, nil, fmt.Errorf("pre-publish: %w", err)
+			}
+			batch = batch[:0]
+		}
+	}
+	env["topic"] = env["ns"] + ".bench"
+	fmt.Printf("%d records pre-published to %s (%d partitions)\n", cfg.N, env["topic"], kafkaPartitions)
+	return env, cleanup, nil
+}
+
+func kafkaConfig(env Env) kafka.Config {
+	return kafka.Config{
+		Brokers: strings.Split(env["brokers"], ","), Namespace: env["ns"], Partitions: kafkaPartitions, StartFrom: kafka.StartOldest,
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 3 * time.Second, RebalanceTimeout: 3 * time.Second,
+	}
+}
+
+// freshGroup names a consumer group no earlier run used.
+func freshGroup() string { return fmt.Sprintf("g%d-%d", os.Getpid(), time.Now().UnixNano()%1e9) }
+
+func openKafka(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+	a, err := kafka.New(ctx, kafkaConfig(env))
+	if err != nil {
+		return nil, ports.SubscriptionSpec{}, nil, err
+	}
+	return a, ports.SubscriptionSpec{Topic: "bench", Group: freshGroup(), InFlight: cfg.InFlight}, func() { _ = a.Close(context.Background()) }, nil
+}
+
+func openKafkaLatency(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+	a, spec, closeFn, err := openKafka(ctx, env, cfg)
+	spec.Topic = ports.Topic(fmt.Sprintf("latency%d", os.Getpid()))
+	return a, spec, closeFn, err
+}
+
+func saramaConfig(cfg Config) *sarama.Config {
+	conf := sarama.NewConfig()
+	conf.Version = sarama.V2_8_0_0
+	conf.Consumer.Offsets.Initial = sarama.OffsetOldest
+	conf.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
+	conf.Consumer.Group.Session.Timeout = 3 * time.Second
+	return conf
+}
+
+func runSaramaAuto(ctx context.Context, env Env, cfg Config) (Result, error) {
+	res, err := saramaRun(ctx, env, cfg, true)
+	res.Note = "sarama group: handler, MarkMessage, auto-commit 1s"
+	return res, err
+}
+
+func runSaramaPerPoll(ctx context.Context, env Env, cfg Config) (Result, error) {
+	res, err := saramaRun(ctx, env, cfg, false)
+	res.Note = "sarama group: handler, MarkMessage, sync Commit per poll batch"
+	return res, err
+}
+
+func saramaRun(ctx context.Context, env Env, cfg Config, auto bool) (Result, error) {
+	conf := saramaConfig(cfg)
+	conf.Consumer.Offsets.AutoCommit.Enable = auto
+	group, err := sarama.NewConsumerGroup(strings.Split(env["brokers"], ","), freshGroup(), conf)
+	if err != nil {
+		return Result{}, err
+	}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	h := &saramaHandler{tl: tl, m: m, auto: auto}
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	errc := make(chan error, 1)
+	go func() {
+		defer wg.Done()
+		for cctx.Err() == nil {
+			if err := group.Consume(cctx, []string{env["topic"]}, h); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	name := "sarama"
+	select {
+	case <-tl.done:
+	case err := <-errc:
+		cancel()
+		return Result{}, fmt.Errorf("%s: consume: %w", name, err)
+	case <-ctx.Done():
+		cancel()
+		return Result{}, tl.wait(ctx, name)
+	}
+	res, err := m.finish(name)
+	cancel()
+	wg.Wait()
+	_ = group.Close()
+	if h.err != nil {
+		return Result{}, h.err
+	}
+	return res, err
+}
+
+type saramaHandler struct {
+	tl   *tally
+	m    *Meter
+	auto bool
+	mu   sync.Mutex
+	err  error
+}
+
+func (h *saramaHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *saramaHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h *saramaHandler) fail(err error) error {
+	h.mu.Lock()
+	h.err = err
+	h.mu.Unlock()
+	return err
+}
+
+func (h *saramaHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	msgs := claim.Messages()
+	for cm := range msgs {
+		h.m.begin()
+		i, err := handleJSON(cm.Value)
+		if err != nil {
+			return h.fail(err)
+		}
+		sess.MarkMessage(cm, "")
+		if h.auto {
+			h.tl.mark(i)
+			continue
+		}
+		marked := []int{i}
+		for drained := false; !drained; { // the rest of this poll batch
+			select {
+			case cm, ok := <-msgs:
+				if !ok {
+					drained = true
+					continue
+				}
+				i, err := handleJSON(cm.Value)
+				if err != nil {
+					return h.fail(err)
+				}
+				sess.MarkMessage(cm, "")
+				marked = append(marked, i)
+			default:
+				drained = true
+			}
+		}
+		sess.Commit()
+		for _, i := range marked {
+			h.tl.mark(i)
+		}
+	}
+	return nil
+}
+
+// runFranz is franz-go's group consumer with AutoCommitMarks.
+func runFranz(ctx context.Context, env Env, cfg Config) (Result, error) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(strings.Split(env["brokers"], ",")...),
+		kgo.ConsumerGroup(freshGroup()),
+		kgo.ConsumeTopics(env["topic"]),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AutoCommitMarks(),
+		kgo.HeartbeatInterval(100*time.Millisecond),
+		kgo.SessionTimeout(3*time.Second),
+	)
+	if err != nil {
+		return Result{}, err
+	}
+	defer cl.Close()
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	for {
+		select {
+		case <-tl.done:
+			return finishNote(m, "franz-automarks", "franz-go group: handler, MarkCommitRecords, AutoCommitMarks")
+		default:
+		}
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return Result{}, tl.wait(ctx, "franz-automarks")
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return Result{}, fmt.Errorf("franz-automarks: fetch: %v", errs[0].Err)
+		}
+		var ferr error
+		fs.EachRecord(func(r *kgo.Record) {
+			m.begin()
+			i, err := handleJSON(r.Value)
+			if err != nil {
+				ferr = err
+				return
+			}
+			cl.MarkCommitRecords(r)
+			tl.mark(i)
+		})
+		if ferr != nil {
+			return Result{}, ferr
+		}
+	}
+}
+
+func finishNote(m *Meter, name, note string) (Result, error) {
+	res, err := m.finish(name)
+	res.Note = note
+	return res, err
+}
+
+// runKafkaWatermill is a Watermill router over watermill-kafka's subscriber.
+func runKafkaWatermill(ctx context.Context, env Env, cfg Config) (Result, error) {
+	conf := wmkafka.DefaultSaramaSubscriberConfig()
+	conf.Version = sarama.V2_8_0_0
+	conf.Consumer.Offsets.Initial = sarama.OffsetOldest
+	conf.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
+	conf.Consumer.Group.Session.Timeout = 3 * time.Second
+	sub, err := wmkafka.NewSubscriber(wmkafka.SubscriberConfig{
+		Brokers: strings.Split(env["brokers"], ","), Unmarshaler: wmkafka.DefaultMarshaler{}, OverwriteSaramaConfig: conf, ConsumerGroup: freshGroup(),
+	}, watermill.NopLogger{})
+	if err != nil {
+		return Result{}, err
+	}
+	defer sub.Close()
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NopLogger{})
+	if err != nil {
+		return Result{}, err
+	}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	router.AddConsumerHandler("bench", env["topic"], sub, func(msg *message.Message) error {
+		m.begin()
+		i, err := handleJSON(msg.Payload)
+		if err != nil {
+			return err
+		}
+		tl.mark(i) // the ack (mark) follows the handler's return
+		return nil
+	})
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- router.Run(rctx) }()
+	select {
+	case <-tl.done:
+	case err := <-errc:
+		return Result{}, errors.Join(errors.New("watermill router stopped"), err)
+	case <-ctx.Done():
+		return Result{}, tl.wait(ctx, "watermill")
+	}
+	res, err := finishNote(m, "watermill", "Router over watermill-kafka (default config: auto-commit); ack → mark")
+	cancel()
+	<-errc
+	return res, err
+}
