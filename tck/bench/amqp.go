@@ -195,7 +195,10 @@ func rawConsume(ctx context.Context, env Env, cfg Config, name string, k int) (R
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() { _, _ = ch.QueueDelete(queue, false, false, false); _ = ch.ExchangeDelete(exchange, false, false) }()
+	defer func() {
+		_, _ = ch.QueueDelete(queue, false, false, false)
+		_ = ch.ExchangeDelete(exchange, false, false)
+	}()
 	if err := rawPublish(ctx, conn, exchange, "bench", cfg.N, 256, cfg.Payload, persistent, func(int) {}); err != nil {
 		return Result{}, fmt.Errorf("pre-publish: %w", err)
 	}
@@ -266,7 +269,10 @@ func runRawPublish(ctx context.Context, env Env, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() { _, _ = ch.QueueDelete(queue, false, false, false); _ = ch.ExchangeDelete(exchange, false, false) }()
+	defer func() {
+		_, _ = ch.QueueDelete(queue, false, false, false)
+		_ = ch.ExchangeDelete(exchange, false, false)
+	}()
 	tl := newTally(cfg.N)
 	m := newMeter(tl)
 	m.begin()
