@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+
+	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/sluicemq/sluice/adapters/pulsar"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// The pulsar suite needs a real Pulsar at PULSAR_URL (none runs on the
+// project's machines):
+//
+//	PULSAR_URL=pulsar://127.0.0.1:6650 go run ./tck/bench -adapter pulsar -n 2000
+//
+// Both contenders publish one message at a time with a synchronous,
+// broker-confirmed send while consuming, and acknowledge with
+// AckWithResponse, so the ratio shows what the adapter and flow add over
+// the client, not a difference in guarantees.
+func init() {
+	t := target{open: openPulsar, publishers: 1, chunk: 1}
+	register(Suite{
+		Name:     "pulsar",
+		About:    "confirmed publish and consume concurrently on a fresh topic (needs PULSAR_URL)",
+		DefaultN: 2000,
+		Setup: func(context.Context, Config) (Env, func(), error) {
+			url := os.Getenv("PULSAR_URL")
+			if url == "" {
+				return nil, nil, errors.New("PULSAR_URL not set (e.g. pulsar://127.0.0.1:6650); no Pulsar broker runs on the project's machines")
+			}
+			return Env{"url": url}, func() {}, nil
+		},
+		Contenders: []Contender{
+			{Name: "pulsar-client", Run: runPulsarClient},
+			{Name: "pulsar", Run: t.runPipeline(false)},
+			{Name: "pulsar-batch", Run: t.runPipeline(true)},
+		},
+		Ratios: []Ratio{
+			{Label: "pulsar/best-raw", Num: "pulsar", Den: []string{"pulsar-client"}},
+			{Label: "pulsar-batch/best-raw", Num: "pulsar-batch", Den: []string{"pulsar-client"}},
+		},
+	})
+}
+
+func benchTopic() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "sluice-bench-" + hex.EncodeToString(b[:])
+}
+
+func openPulsar(_ context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+	a, err := pulsar.New(pulsar.WithURL(env["url"]))
+	if err != nil {
+		return nil, ports.SubscriptionSpec{}, nil, err
+	}
+	spec := ports.SubscriptionSpec{Topic: ports.Topic(benchTopic()), Group: "bench", InFlight: cfg.InFlight}
+	return a, spec, func() { _ = a.Close(context.Background()) }, nil
+}
+
+// runPulsarClient is the baseline: the client alone, with the same
+// confirmed sends and acknowledged-with-response acks.
+func runPulsarClient(ctx context.Context, env Env, cfg Config) (Result, error) {
+	client, err := pulsarclient.NewClient(pulsarclient.ClientOptions{URL: env["url"], Logger: pulsarlog.DefaultNopLogger()})
+	if err != nil {
+		return Result{}, err
+	}
+	defer client.Close()
+	topic := "persistent://public/default/" + benchTopic()
+	consumer, err := client.Subscribe(pulsarclient.ConsumerOptions{
+		Topic: topic, SubscriptionName: "bench", Type: pulsarclient.Shared,
+		ReceiverQueueSize: cfg.InFlight, AckWithResponse: true,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	defer consumer.Close()
+	producer, err := client.CreateProducer(pulsarclient.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		return Result{}, err
+	}
+	defer producer.Close()
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	consumed := make(chan error, 1)
+	go func() {
+		for range cfg.N {
+			msg, err := consumer.Receive(ctx)
+			if err != nil {
+				consumed <- err
+				return
+			}
+			m.begin()
+			i, err := handleJSON(msg.Payload())
+			if err != nil {
+				consumed <- err
+				return
+			}
+			if err := consumer.AckID(msg.ID()); err != nil {
+				consumed <- err
+				return
+			}
+			tl.mark(i)
+		}
+		consumed <- nil
+	}()
+	padding := pad(cfg.Payload)
+	for i := range cfg.N {
+		if _, err := producer.Send(ctx, &pulsarclient.ProducerMessage{Payload: encodeMsg(i, padding)}); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := <-consumed; err != nil {
+		return Result{}, err
+	}
+	return finishNote(m, "pulsar-client", "client Send → Receive → Unmarshal → map → AckID")
+}
