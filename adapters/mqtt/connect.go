@@ -8,6 +8,7 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/sluicemq/sluice/adapters/kit"
 )
 
 // connSpec describes one MQTT connection the adapter keeps up.
@@ -19,7 +20,7 @@ type connSpec struct {
 	session    session.SessionManager
 	onPublish  func(paho.PublishReceived) (bool, error)
 	onUp       func(*paho.Connack)
-	errs       *errorSink
+	errs       *kit.Errors
 	disconnect func() *paho.Disconnect
 }
 
@@ -59,17 +60,17 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 		OnConnectionDown: func() bool { return true },
 		OnConnectError: func(err error) {
 			keep(err)
-			cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
+			cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
 		},
 		DisconnectPacketBuilder: cs.disconnect,
 		ClientConfig: paho.ClientConfig{
 			ClientID: cs.clientID,
 			Session:  cs.session,
 			OnClientError: func(err error) {
-				cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
+				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
 			},
 			OnServerDisconnect: func(d *paho.Disconnect) {
-				cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "lost",
+				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost",
 					Err: fmt.Errorf("server sent DISCONNECT, reason code %d", d.ReasonCode)})
 			},
 		},
