@@ -93,7 +93,7 @@ type Scheduler struct {
 	timer   ClockTimer // armed for armedAt; nil when disarmed
 	armedAt int64
 	gen     uint64 // of the armed timer; a stale timer's fire is ignored
-	running bool // a fire is running callbacks
+	running bool   // a fire is running callbacks
 	stopped bool
 	dropped int // due callbacks skipped because Stop came while running
 }
