@@ -100,10 +100,10 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 		_ = cm.Disconnect(context.Background())
 		select {
 		case last := <-lastErr:
-			return nil, fmt.Errorf("mqtt: connecting %s to %s: %w (last attempt: %v)", cs.clientID, u.Host, err, last)
+			err = fmt.Errorf("%w (last attempt: %v)", err, last)
 		default:
-			return nil, fmt.Errorf("mqtt: connecting %s to %s: %w", cs.clientID, u.Host, err)
 		}
+		return nil, fmt.Errorf("mqtt: client %s: %w", cs.clientID, &kit.DialError{Broker: "MQTT broker", Addr: u.Host, Err: err})
 	}
 	return cm, nil
 }
