@@ -1,4 +1,4 @@
-package adapters_test
+package mqtt_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/mqtt"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
@@ -19,12 +20,12 @@ import (
 func TestOpenMQTTEmbedded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var logs logBuffer
-	a, err := adapters.Open(ctx, "mqtt+embedded:///opener?instance=test-1&keep_alive=5s", adapters.WithLogger(logs.logger()))
+	var logs opentest.LogBuffer
+	a, err := adapters.Open(ctx, "mqtt+embedded:///opener?instance=test-1&keep_alive=5s", adapters.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	defer closeAdapter(t, a)
+	defer opentest.Close(t, a)
 	if _, ok := adapters.Unwrap(a).(*mqtt.Adapter); !ok || a.Name() != "mqtt" {
 		t.Fatalf("Open = %T %q", adapters.Unwrap(a), a.Name())
 	}
@@ -61,7 +62,7 @@ func TestOpenMQTTRejects(t *testing.T) {
 	} {
 		a, err := adapters.Open(ctx, raw)
 		if err == nil {
-			closeAdapter(t, a)
+			opentest.Close(t, a)
 			t.Errorf("Open(%q) succeeded", raw)
 			continue
 		}

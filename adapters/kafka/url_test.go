@@ -1,4 +1,4 @@
-package adapters_test
+package kafka_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
@@ -27,13 +28,13 @@ func TestOpenKafka(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	var logs logBuffer
+	var logs opentest.LogBuffer
 	raw := "kafka://" + strings.Join(c.ListenAddrs(), ",") + "/opener?start=oldest&session_timeout=2s&heartbeat_interval=100ms&partitions=2"
-	a, err := adapters.Open(ctx, raw, adapters.WithLogger(logs.logger()))
+	a, err := adapters.Open(ctx, raw, adapters.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatalf("Open(%q): %v", raw, err)
 	}
-	defer closeAdapter(t, a)
+	defer opentest.Close(t, a)
 	if _, ok := adapters.Unwrap(a).(*kafka.Adapter); !ok {
 		t.Fatalf("Unwrap = %T", adapters.Unwrap(a))
 	}
@@ -71,7 +72,7 @@ func TestOpenKafkaRejects(t *testing.T) {
 	} {
 		a, err := adapters.Open(ctx, raw)
 		if err == nil {
-			closeAdapter(t, a)
+			opentest.Close(t, a)
 			t.Errorf("Open(%q) succeeded", raw)
 			continue
 		}

@@ -1,4 +1,4 @@
-package adapters_test
+package pulsar_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/pulsar"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -21,8 +22,8 @@ func TestOpenPulsar(t *testing.T) {
 		"pulsar://u:s3cret@127.0.0.1:6650/",
 		"pulsar+ssl://127.0.0.1:6651/?token=t0ken",
 	} {
-		var logs logBuffer
-		a, err := adapters.Open(ctx, raw, adapters.WithLogger(logs.logger()))
+		var logs opentest.LogBuffer
+		a, err := adapters.Open(ctx, raw, adapters.WithLogger(logs.Logger()))
 		if err != nil {
 			t.Fatalf("Open(%q): %v", raw, err)
 		}
@@ -32,7 +33,7 @@ func TestOpenPulsar(t *testing.T) {
 		if out := logs.String(); strings.Contains(out, "s3cret") || strings.Contains(out, "t0ken") || !strings.Contains(out, "native-dlq") {
 			t.Errorf("start-up log for %q: %s", raw, out)
 		}
-		closeAdapter(t, a)
+		opentest.Close(t, a)
 	}
 }
 
@@ -51,7 +52,7 @@ func TestOpenPulsarRejects(t *testing.T) {
 	} {
 		a, err := adapters.Open(ctx, raw)
 		if err == nil {
-			closeAdapter(t, a)
+			opentest.Close(t, a)
 			t.Errorf("Open(%q) succeeded", raw)
 			continue
 		}

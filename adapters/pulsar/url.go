@@ -1,4 +1,4 @@
-package adapters
+package pulsar
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 
-	"github.com/sluicemq/sluice/adapters/pulsar"
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -26,11 +26,11 @@ import (
 // authenticate the client; the adapter then runs on a client this opener
 // creates and closes.
 func init() {
-	Register("pulsar", OpenerFunc(openPulsar))
-	Register("pulsar+ssl", OpenerFunc(openPulsar))
+	adapters.Register("pulsar", adapters.OpenerFunc(openPulsar))
+	adapters.Register("pulsar+ssl", adapters.OpenerFunc(openPulsar))
 }
 
-func openPulsar(_ context.Context, u *url.URL, cfg *Config) (ports.Adapter, error) {
+func openPulsar(_ context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "pulsar+ssl"
 	if !secure {
 		if err := cfg.PlainOnly("pulsar+ssl"); err != nil {
@@ -38,41 +38,41 @@ func openPulsar(_ context.Context, u *url.URL, cfg *Config) (ports.Adapter, erro
 		}
 	}
 	if u.Host == "" {
-		return nil, &ParamError{Param: "host", Reason: u.Scheme + ":// needs a broker address, e.g. " + u.Scheme + "://127.0.0.1:6650"}
+		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs a broker address, e.g. " + u.Scheme + "://127.0.0.1:6650"}
 	}
 	p := cfg.Params
-	sendTimeout := p.Duration("send_timeout", pulsar.DefaultSendTimeout, time.Millisecond, time.Hour)
-	opTimeout := p.Duration("operation_timeout", pulsar.DefaultOpTimeout, time.Millisecond, time.Hour)
-	requeueTick := p.Duration("requeue_tick", pulsar.DefaultRequeueTick, 3*time.Millisecond, time.Minute)
+	sendTimeout := p.Duration("send_timeout", DefaultSendTimeout, time.Millisecond, time.Hour)
+	opTimeout := p.Duration("operation_timeout", DefaultOpTimeout, time.Millisecond, time.Hour)
+	requeueTick := p.Duration("requeue_tick", DefaultRequeueTick, 3*time.Millisecond, time.Minute)
 	token := p.String("token", "")
 	if err := p.Err("send_timeout", "operation_timeout", "requeue_tick", "token"); err != nil {
 		return nil, err
 	}
 
-	opts := []pulsar.Option{
-		pulsar.WithSendTimeout(sendTimeout),
-		pulsar.WithOperationTimeout(opTimeout),
-		pulsar.WithRequeueTick(requeueTick),
-		pulsar.WithClientLogger(pulsarlog.NewLoggerWithSlog(cfg.WarnLogger())),
+	opts := []Option{
+		WithSendTimeout(sendTimeout),
+		WithOperationTimeout(opTimeout),
+		WithRequeueTick(requeueTick),
+		WithClientLogger(pulsarlog.NewLoggerWithSlog(cfg.WarnLogger())),
 	}
 	switch path := strings.Trim(u.Path, "/"); {
 	case path == "":
 	case strings.Count(path, "/") == 1:
 		tn := strings.SplitN(path, "/", 2)
-		opts = append(opts, pulsar.WithNamespace(tn[0], tn[1]))
+		opts = append(opts, WithNamespace(tn[0], tn[1]))
 	default:
-		return nil, &ParamError{Param: "path", Reason: fmt.Sprintf("%q is not /tenant/namespace", u.Path)}
+		return nil, &adapters.ParamError{Param: "path", Reason: fmt.Sprintf("%q is not /tenant/namespace", u.Path)}
 	}
 	if cfg.Namespace != "" {
-		opts = append(opts, pulsar.WithTopicPrefix(cfg.Namespace+"."))
+		opts = append(opts, WithTopicPrefix(cfg.Namespace+"."))
 	}
 
 	service := u.Scheme + "://" + u.Host
 	if token == "" && !cfg.HasCredentials && !cfg.CustomTLS() {
-		return pulsar.New(append(opts, pulsar.WithURL(service))...)
+		return New(append(opts, WithURL(service))...)
 	}
 	if token != "" && cfg.HasCredentials {
-		return nil, &ParamError{Param: "token", Reason: "give a token or a user name and password, not both"}
+		return nil, &adapters.ParamError{Param: "token", Reason: "give a token or a user name and password, not both"}
 	}
 	co := pulsarclient.ClientOptions{
 		URL:              service,
@@ -85,7 +85,7 @@ func openPulsar(_ context.Context, u *url.URL, cfg *Config) (ports.Adapter, erro
 	if cfg.HasCredentials {
 		auth, err := pulsarclient.NewAuthenticationBasic(cfg.Username, cfg.Password)
 		if err != nil {
-			return nil, &ParamError{Param: "credentials", Reason: "basic authentication: " + err.Error()}
+			return nil, &adapters.ParamError{Param: "credentials", Reason: "basic authentication: " + err.Error()}
 		}
 		co.Authentication = auth
 	}
@@ -97,7 +97,7 @@ func openPulsar(_ context.Context, u *url.URL, cfg *Config) (ports.Adapter, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: pulsar client: %v", ports.ErrInvalid, err)
 	}
-	a, err := pulsar.New(append(opts, pulsar.WithClient(client))...)
+	a, err := New(append(opts, WithClient(client))...)
 	if err != nil {
 		client.Close()
 		return nil, err
