@@ -105,7 +105,7 @@ func caseInstanceTTL(k *kit) {
 	c.waitStats("its ack", func(s flow.Stats) bool { return s.Acked == 1 })
 	c.stop()
 
-	time.Sleep(3 * ttl) // the subject of this case is expiry after the TTL
+	time.Sleep(3 * ttl)             // the subject of this case is expiry after the TTL
 	lost := k.sendUnrouted(k.first) // may be refused: ports.ErrNoSubscriber
 	c = k.consume(k.adapter(), sp, nil)
 	fresh := k.send(k.first, 1)[0]
