@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -67,5 +68,12 @@ func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 	if err := p.Err(amqpParams...); err != nil {
 		return nil, err
 	}
-	return New(ctx, o)
+	a, err := New(ctx, o)
+	if err != nil {
+		if errors.Is(err, ports.ErrInvalid) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w; check that RabbitMQ listens at %s (AMQP port, 5672 or 5671 for amqps), that it is reachable from here, and the credentials and virtual host", err, u.Host)
+	}
+	return a, nil
 }

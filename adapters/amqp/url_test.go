@@ -93,3 +93,22 @@ func TestOpenAMQPRejects(t *testing.T) {
 		t.Errorf("WithTLS on amqp:// = %v", err)
 	}
 }
+
+// An unreachable broker fails Open at once, naming the address and what
+// to check.
+func TestOpenUnreachableNamesAddressAndWhatToCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	a, err := adapters.Open(ctx, "amqp://127.0.0.1:1/?dial_timeout=1s", adapters.NotExclusive())
+	if err == nil {
+		_ = a.Close(context.Background())
+		t.Fatal("Open of amqp://127.0.0.1:1 succeeded")
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("Open took %v with a 1s dial timeout", took)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "check that RabbitMQ listens") {
+		t.Fatalf("Open = %v, want the address and what to check", err)
+	}
+}

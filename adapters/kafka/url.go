@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -92,5 +93,12 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 			}
 		}
 	}
-	return New(ctx, kc)
+	a, err := New(ctx, kc)
+	if err != nil {
+		if errors.Is(err, ports.ErrInvalid) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w; check that a Kafka broker listens at %s, that it is reachable from here and advertises an address reachable from here too", err, u.Host)
+	}
+	return a, nil
 }

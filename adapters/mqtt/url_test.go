@@ -77,3 +77,23 @@ func TestOpenMQTTRejects(t *testing.T) {
 		t.Errorf("WithTLS on mqtt:// = %v", err)
 	}
 }
+
+// An unreachable broker fails Open within the connect timeout, naming the
+// address and what to check (it used to block until ctx ended, silently).
+func TestOpenUnreachableFailsWithinConnectTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	a, err := adapters.Open(ctx, "mqtt://127.0.0.1:1?connect_timeout=300ms", adapters.NotExclusive())
+	if err == nil {
+		_ = a.Close(context.Background())
+		t.Fatal("Open of mqtt://127.0.0.1:1 succeeded")
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("Open took %v with a 300ms connect timeout", took)
+	}
+	var ce *mqtt.ConnectError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "check") {
+		t.Fatalf("Open = %v, want a *mqtt.ConnectError naming 127.0.0.1:1 and what to check", err)
+	}
+}

@@ -2,7 +2,9 @@ package pulsar
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -17,20 +19,22 @@ import (
 
 // pulsar:// and pulsar+ssl:// open the Pulsar adapter:
 //
-//	pulsar://host:6650[/tenant/namespace][?send_timeout=30s&operation_timeout=30s&requeue_tick=100ms&token=…]
+//	pulsar://host:6650[/tenant/namespace][?send_timeout=30s&operation_timeout=30s&requeue_tick=100ms&connect_timeout=10s&token=…]
 //	pulsar+ssl://host:6651/…   (TLS: the system roots, or WithTLS)
 //
 // The path selects the Pulsar tenant and namespace (default public/default);
 // the shared namespace parameter becomes the topic prefix "<namespace>.".
 // A token parameter, or a user name and password (basic authentication),
 // authenticate the client; the adapter then runs on a client this opener
-// creates and closes.
+// creates and closes. Open checks that the broker's address accepts a
+// connection within connect_timeout (default 10s) and fails with a
+// *ConnectError naming it otherwise.
 func init() {
 	adapters.Register("pulsar", adapters.OpenerFunc(openPulsar))
 	adapters.Register("pulsar+ssl", adapters.OpenerFunc(openPulsar))
 }
 
-func openPulsar(_ context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+func openPulsar(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "pulsar+ssl"
 	if !secure {
 		if err := cfg.PlainOnly("pulsar+ssl"); err != nil {
@@ -45,7 +49,8 @@ func openPulsar(_ context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 	opTimeout := p.Duration("operation_timeout", DefaultOpTimeout, time.Millisecond, time.Hour)
 	requeueTick := p.Duration("requeue_tick", DefaultRequeueTick, 3*time.Millisecond, time.Minute)
 	token := p.String("token", "")
-	if err := p.Err("send_timeout", "operation_timeout", "requeue_tick", "token"); err != nil {
+	connectTimeout := p.Duration("connect_timeout", DefaultConnectTimeout, 10*time.Millisecond, time.Hour)
+	if err := p.Err("send_timeout", "operation_timeout", "requeue_tick", "token", "connect_timeout"); err != nil {
 		return nil, err
 	}
 
@@ -67,9 +72,27 @@ func openPulsar(_ context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 		opts = append(opts, WithTopicPrefix(cfg.Namespace+"."))
 	}
 
+	if token != "" && cfg.HasCredentials {
+		return nil, &adapters.ParamError{Param: "token", Reason: "give a token or a user name and password, not both"}
+	}
+
 	service := u.Scheme + "://" + u.Host
+	// The Pulsar client connects lazily: without this check an unreachable
+	// broker "opens" and every Send and Subscribe then waits out its
+	// timeout. Open fails instead, naming the address.
+	reachable := func(a ports.Adapter) (ports.Adapter, error) {
+		if err := probe(ctx, u.Host, connectTimeout); err != nil {
+			_ = a.Close(context.Background())
+			return nil, err
+		}
+		return a, nil
+	}
 	if token == "" && !cfg.HasCredentials && !cfg.CustomTLS() {
-		return New(append(opts, WithURL(service))...)
+		a, err := New(append(opts, WithURL(service))...)
+		if err != nil {
+			return nil, err
+		}
+		return reachable(a)
 	}
 	if token != "" && cfg.HasCredentials {
 		return nil, &adapters.ParamError{Param: "token", Reason: "give a token or a user name and password, not both"}
@@ -102,7 +125,7 @@ func openPulsar(_ context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 		client.Close()
 		return nil, err
 	}
-	return &ownedClient{Adapter: a, close: client.Close}, nil
+	return reachable(&ownedClient{Adapter: a, close: client.Close})
 }
 
 // ownedClient closes a broker client the opener created, once, after the
@@ -121,3 +144,36 @@ func (o *ownedClient) Close(ctx context.Context) error {
 
 // Unwrap returns the adapter.
 func (o *ownedClient) Unwrap() ports.Adapter { return o.Adapter }
+
+// DefaultConnectTimeout bounds Open's check that the broker is reachable.
+const DefaultConnectTimeout = 10 * time.Second
+
+// ConnectError reports that the Pulsar broker at Addr did not accept a
+// connection.
+type ConnectError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("pulsar: cannot connect to %s: %v; check that a Pulsar broker listens at that address (host and binary-protocol port, 6650 or 6651 for TLS) and that it is reachable from here", e.Addr, e.Err)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// probe dials host (host:port) once within timeout, or until ctx ends.
+func probe(ctx context.Context, host string, timeout time.Duration) error {
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(host, "6650")
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", host)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no connection within the connect timeout %v", timeout)
+		}
+		return &ConnectError{Addr: host, Err: err}
+	}
+	return conn.Close()
+}
