@@ -104,3 +104,27 @@ func seenIn(want, seen map[string]bool) []string {
 	}
 	return out
 }
+
+// A group declared ahead keeps what is sent before its first consumer.
+func TestDeclareGroupKeepsMessagesBeforeTheFirstConsumer(t *testing.T) {
+	a := newAdapter(t, amqp.Options{RejectUnroutable: true})
+	ctx := testCtx(t)
+	if err := ports.DeclareGroup(ctx, a, "early", "g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(ctx, ports.Message{Topic: "early", Payload: []byte(`{}`), Headers: map[string]string{ports.HeaderID: "e1"}}); err != nil {
+		t.Fatalf("Send after DeclareGroup: %v", err)
+	}
+	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "early", Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil || len(ds) != 1 || ds[0].ID != "e1" {
+		t.Fatalf("Receive = %v, %v; want the message sent after DeclareGroup", ds, err)
+	}
+	if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatal(err)
+	}
+}
