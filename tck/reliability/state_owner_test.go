@@ -120,8 +120,10 @@ func TestConsumerThatLostItsQueueCannotSettle(t *testing.T) {
 		if err := <-resultA; !errors.Is(err, errFenced) {
 			t.Fatalf("the stale owner's commit returned %v, want it fenced", err)
 		}
-		if err := <-stopped; err != nil {
-			t.Fatal(err)
+		// Stop counts the delivery it abandoned: it completed after stop.
+		var abandoned *flow.AbandonedError
+		if err := <-stopped; !errors.As(err, &abandoned) || abandoned.Late != 1 {
+			t.Fatalf("Stop = %v, want an *AbandonedError counting the 1 late completion", err)
 		}
 		var late *flow.LateCompletionError
 		if err := w.errorMatching("the stale owner's completion refused", func(err error) bool { return errors.As(err, &late) }); late.ID != id {
