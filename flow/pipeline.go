@@ -37,6 +37,7 @@ type Pipeline struct {
 	ended    bool // Run or Stop has run: the pipeline is single-use
 	sub      ports.Subscription
 	slots    *slots
+	eng      *engine
 	workCtx  context.Context // items' parent context; cancelled by Stop
 	work     context.CancelFunc
 	recv     context.CancelFunc // stops the source
@@ -136,6 +137,8 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	p.started = true
 	p.sub = sub
 	p.slots = newSlots(p.spec.InFlight)
+	p.eng = newEngine(p, sub)
+	go p.eng.run()
 	p.workCtx, p.work = context.WithCancel(context.Background())
 	p.settleC, p.settleX = context.WithCancel(context.Background())
 	recvCtx, recv := context.WithCancel(context.Background())
@@ -221,14 +224,28 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 		// Past the drain, what is still in flight is cancelled below.
 		_ = p.slots.waitIdle(dctx)
 		cancel()
-		cancelled0, late0 := p.stats.cancelled.Load(), p.stats.unsettled.Load()
 		p.closed.Store(true)
+		cancelled0, late0 := p.stats.cancelled.Load(), p.stats.unsettled.Load()
 		p.work()
+		// Settle what completed before the stop, complete the adapter's
+		// deferred settlements, then hand the rest back.
+		fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		if err := p.eng.close(fctx); err != nil {
+			p.report(fmt.Errorf("flow: stop: settlements still running after %v: %w", flushTimeout, err))
+		}
+		if f, ok := p.sub.(ports.Flusher); ok {
+			if err := f.Flush(fctx); err != nil {
+				p.report(fmt.Errorf("flow: stop: flush %s: %w (those deliveries will be redelivered)", p.adapter.Name(), err))
+			}
+		}
+		cancel()
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := p.sub.Stop(sctx)
 		cancel()
-		p.wg.Wait()
 		p.settleX()
+		p.wg.Wait()
+		// Abandoned: every delivery the stop cancelled or refused, and any
+		// still never completed now that every goroutine has returned.
 		ab := AbandonedError{
 			Cancelled: int(p.stats.cancelled.Load() - cancelled0),
 			Late:      int(p.stats.unsettled.Load() - late0),
@@ -245,6 +262,10 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 	})
 	return p.stopErr
 }
+
+// flushTimeout bounds how long Stop waits for running settlements and the
+// adapter's Flush.
+const flushTimeout = 10 * time.Second
 
 // Done is closed when the pipeline has stopped.
 func (p *Pipeline) Done() <-chan struct{} { return p.done }

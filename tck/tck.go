@@ -26,7 +26,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -183,24 +182,6 @@ func (k *kit) spec() ports.SubscriptionSpec {
 }
 
 // send sends n JSON messages {"n": i} and returns their ids in order.
-// sendUnrouted sends one message to a topic that may have no subscription
-// at the moment: an adapter may refuse it with ports.ErrNoSubscriber
-// (nothing stored) or accept and drop it, as an exchange with no binding
-// does. It returns the message's id.
-func (k *kit) sendUnrouted(a ports.Adapter) string {
-	k.t.Helper()
-	m, err := flow.NewMessage(k.ctx, k.topic, payload{})
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	id := ports.NewID()
-	m.Headers[ports.HeaderID] = id
-	if err := a.Send(k.ctx, m); err != nil && !errors.Is(err, ports.ErrNoSubscriber) {
-		k.t.Fatalf("Send 1 message: %v", err)
-	}
-	return id
-}
-
 func (k *kit) send(a ports.Adapter, n int, opts ...flow.MessageOption) []string {
 	k.t.Helper()
 	ids := make([]string, n)
@@ -272,10 +253,7 @@ func (c *consumer) stop() {
 	c.once.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		// Cancelling what is in flight is the point here: an
-		// *AbandonedError only counts it.
-		var abandoned *flow.AbandonedError
-		if err := c.p.Stop(ctx); err != nil && !errors.As(err, &abandoned) {
+		if err := c.p.Stop(ctx); err != nil && !abandoned(err) {
 			c.k.t.Errorf("stopping consumer: %v", err)
 		}
 	})
