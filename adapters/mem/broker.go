@@ -129,19 +129,22 @@ func (b *Broker) Close(ctx context.Context) error {
 	return nil
 }
 
-// route hands a message to every queue bound to its topic. A topic with no
-// queue yet drops it: a group receives what is published after its first
-// Subscribe.
-func (b *Broker) route(ns string, m *message) {
+// route hands a message to every queue bound to its topic and reports
+// whether there was one. A topic with no queue drops it (Send refuses such
+// a message with ports.ErrNoSubscriber before it gets here; a delayed one
+// falls due to the queues bound then).
+func (b *Broker) route(ns string, m *message) bool {
 	b.mu.RLock()
 	t := b.topics[topicKey{ns, m.topic}]
 	b.mu.RUnlock()
 	if t == nil {
-		return
+		return false
 	}
-	for _, q := range *t.queues.Load() {
+	qs := *t.queues.Load()
+	for _, q := range qs {
 		q.offer(m)
 	}
+	return len(qs) > 0
 }
 
 // send routes a message published by Send: it first waits until every
@@ -153,9 +156,12 @@ func (b *Broker) send(ctx context.Context, ns string, m *message) error {
 	t := b.topics[topicKey{ns, m.topic}]
 	b.mu.RUnlock()
 	if t == nil {
-		return nil
+		return ports.ErrNoSubscriber
 	}
 	qs := *t.queues.Load()
+	if len(qs) == 0 {
+		return ports.ErrNoSubscriber
+	}
 	for _, q := range qs {
 		if err := q.admit(ctx); err != nil {
 			return err
@@ -168,6 +174,15 @@ func (b *Broker) send(ctx context.Context, ns string, m *message) error {
 		q.offer(m)
 	}
 	return nil
+}
+
+// bound reports whether a queue is bound to topic in namespace ns (a
+// subscription or a declared group).
+func (b *Broker) bound(ns string, topic ports.Topic) bool {
+	b.mu.RLock()
+	t := b.topics[topicKey{ns, topic}]
+	b.mu.RUnlock()
+	return t != nil && len(*t.queues.Load()) > 0
 }
 
 // delay routes m in namespace ns once d has passed, holding it in the
@@ -202,25 +217,14 @@ func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int) (
 	if b.closed.Load() {
 		return nil, ports.ErrClosed
 	}
-	q := b.queues[key]
-	if q == nil {
-		q = &queue{key: key}
-		b.queues[key] = q
-		tk := topicKey{key.ns, key.topic}
-		t := b.topics[tk]
-		if t == nil {
-			t = &topicQueues{}
-			t.queues.Store(&[]*queue{})
-			b.topics[tk] = t
-		}
-		old := *t.queues.Load()
-		qs := make([]*queue, len(old), len(old)+1)
-		copy(qs, old)
-		qs = append(qs, q)
-		t.queues.Store(&qs)
-	}
+	q := b.queueLocked(key)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if key.mode == ports.Broadcast && q.consumers > 0 {
+		return nil, valueError("SubscriptionSpec.Instance", fmt.Sprintf(
+			"%q already has a running consumer on %s: each running Broadcast instance needs its own Instance (or leave it empty for a random one)",
+			key.instance, key))
+	}
 	if q.consumers > 0 && q.filter != spec.KeyFilter {
 		return nil, valueError("SubscriptionSpec.KeyFilter", fmt.Sprintf(
 			"is %q but the running consumers of queue %s filter by %q (the filter belongs to the queue: stop them first)",

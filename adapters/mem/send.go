@@ -12,8 +12,10 @@ import (
 // in-process broker confirms synchronously, so a nil error means every
 // message is in the queues bound to its topic (or, with Message.Delay, in
 // the scheduler, routed to the queues bound when it falls due). A topic
-// with no queue yet confirms and drops the message, as a broker exchange
-// with no binding would.
+// with no queue yet — no subscription ever made and no group declared with
+// DeclareGroup — stores nothing: that message fails with
+// ports.ErrNoSubscriber instead of being dropped silently. A delayed
+// message is routed to the queues bound when it falls due.
 //
 // Send copies each message's headers and payload: the caller may reuse
 // them as soon as Send returns. Each failed message is reported as a
@@ -56,6 +58,10 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			if err := b.send(ctx, a.ns, &msg); err != nil {
 				errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
 			}
+			continue
+		}
+		if !b.bound(a.ns, msg.topic) {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: ports.ErrNoSubscriber})
 			continue
 		}
 		if !b.delay(a.ns, msg, m.Delay) {

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 
@@ -96,14 +97,47 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 	if err != nil {
 		return nil, fmt.Errorf("mqtt: %s: %w", cs.clientID, err)
 	}
-	if err := cm.AwaitConnection(ctx); err != nil {
+	// The first connection is bounded by ConnectTimeout (autopaho would
+	// otherwise retry until ctx ends, silently).
+	actx, cancel := context.WithTimeout(ctx, a.opts.ConnectTimeout)
+	defer cancel()
+	if err := cm.AwaitConnection(actx); err != nil {
 		_ = cm.Disconnect(context.Background())
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no connection within the connect timeout %v", a.opts.ConnectTimeout)
+		}
+		var last error
 		select {
-		case last := <-lastErr:
-			err = fmt.Errorf("%w (last attempt: %v)", err, last)
+		case last = <-lastErr:
 		default:
 		}
-		return nil, fmt.Errorf("mqtt: client %s: %w", cs.clientID, &kit.DialError{Broker: "MQTT broker", Addr: u.Host, Err: err})
+		return nil, &ConnectError{Addr: u.Host, ClientID: cs.clientID, Err: err, Last: last}
 	}
 	return cm, nil
+}
+
+// ConnectError reports that the adapter could not connect to the broker
+// at Addr. Err is why it gave up (the connect timeout, or ctx); Last is
+// the last attempt's failure, if any.
+type ConnectError struct {
+	Addr     string
+	ClientID string
+	Err      error
+	Last     error
+}
+
+func (e *ConnectError) Error() string {
+	msg := fmt.Sprintf("mqtt: cannot connect %s to %s: %v", e.ClientID, e.Addr, e.Err)
+	if e.Last != nil {
+		msg += fmt.Sprintf(" (last attempt: %v)", e.Last)
+	}
+	return msg + "; check that an MQTT 5 broker listens at that address (host and port), that it is reachable from here, and the credentials"
+}
+
+// Unwrap returns the cause and the last attempt's failure.
+func (e *ConnectError) Unwrap() []error {
+	if e.Last == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Last}
 }

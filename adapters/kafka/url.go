@@ -1,7 +1,8 @@
-package adapters
+package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -9,7 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/sluicemq/sluice/adapters/kafka"
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -22,32 +23,32 @@ import (
 // prefixes every topic and group; a user name and password authenticate
 // with SASL/PLAIN. Open connects before it returns.
 func init() {
-	Register("kafka", OpenerFunc(openKafka))
-	Register("kafka+tls", OpenerFunc(openKafka))
+	adapters.Register("kafka", adapters.OpenerFunc(openKafka))
+	adapters.Register("kafka+tls", adapters.OpenerFunc(openKafka))
 }
 
 var kafkaParams = []string{"client_id", "partitions", "replication_factor", "start", "create_topics",
 	"session_timeout", "heartbeat_interval", "idempotent"}
 
-func openKafka(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, error) {
+func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "kafka+tls"
 	if !secure {
 		if err := cfg.PlainOnly("kafka+tls"); err != nil {
 			return nil, err
 		}
 	}
-	var kc kafka.Config
+	var kc Config
 	for _, h := range strings.Split(u.Host, ",") {
 		if h != "" {
 			kc.Brokers = append(kc.Brokers, h)
 		}
 	}
 	if len(kc.Brokers) == 0 {
-		return nil, &ParamError{Param: "host", Reason: u.Scheme + ":// needs at least one broker address, e.g. " + u.Scheme + "://127.0.0.1:9092"}
+		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs at least one broker address, e.g. " + u.Scheme + "://127.0.0.1:9092"}
 	}
 	if ns := strings.Trim(u.Path, "/"); ns != "" {
 		if cfg.Namespace != "" {
-			return nil, &ParamError{Param: paramNamespace, Reason: "given both as the URL path and as the namespace parameter or option"}
+			return nil, &adapters.ParamError{Param: "namespace", Reason: "given both as the URL path and as the namespace parameter or option"}
 		}
 		kc.Namespace = ns
 	} else {
@@ -60,11 +61,11 @@ func openKafka(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, err
 	kc.ReplicationFactor = int16(p.Int("replication_factor", 0, 1, 100))
 	switch start := p.String("start", "newest"); start {
 	case "newest":
-		kc.StartFrom = kafka.StartNewest
+		kc.StartFrom = StartNewest
 	case "oldest":
-		kc.StartFrom = kafka.StartOldest
+		kc.StartFrom = StartOldest
 	default:
-		return nil, &ParamError{Param: "start", Reason: fmt.Sprintf("%q is not newest or oldest", start)}
+		return nil, &adapters.ParamError{Param: "start", Reason: fmt.Sprintf("%q is not newest or oldest", start)}
 	}
 	kc.NoCreateTopics = !p.Bool("create_topics", true)
 	kc.SessionTimeout = p.Duration("session_timeout", 0, 100*time.Millisecond, time.Hour)
@@ -92,5 +93,12 @@ func openKafka(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, err
 			}
 		}
 	}
-	return kafka.New(ctx, kc)
+	a, err := New(ctx, kc)
+	if err != nil {
+		if errors.Is(err, ports.ErrInvalid) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w; check that a Kafka broker listens at %s, that it is reachable from here and advertises an address reachable from here too", err, u.Host)
+	}
+	return a, nil
 }

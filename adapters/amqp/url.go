@@ -1,12 +1,13 @@
-package adapters
+package amqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/amqp"
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -20,15 +21,15 @@ import (
 // URL or WithCredentials (RabbitMQ's default is guest/guest, accepted
 // from loopback only). Open connects before it returns.
 func init() {
-	Register("amqp", OpenerFunc(openAMQP))
-	Register("amqps", OpenerFunc(openAMQP))
+	adapters.Register("amqp", adapters.OpenerFunc(openAMQP))
+	adapters.Register("amqps", adapters.OpenerFunc(openAMQP))
 }
 
 var amqpParams = []string{"queue_type", "reject_unroutable", "publish_channels", "max_outstanding",
 	"dial_timeout", "heartbeat", "reconnect_backoff", "reconnect_max_backoff", "orphan_expiry",
 	"delay_granularity", "delay_slack"}
 
-func openAMQP(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, error) {
+func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "amqps"
 	if !secure {
 		if err := cfg.PlainOnly("amqps"); err != nil {
@@ -36,23 +37,23 @@ func openAMQP(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, erro
 		}
 	}
 	if u.Host == "" {
-		return nil, &ParamError{Param: "host", Reason: u.Scheme + ":// needs a broker address, e.g. " + u.Scheme + "://guest:guest@127.0.0.1:5672/"}
+		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs a broker address, e.g. " + u.Scheme + "://guest:guest@127.0.0.1:5672/"}
 	}
 	target := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	if cfg.HasCredentials {
 		target.User = url.UserPassword(cfg.Username, cfg.Password)
 	}
-	o := amqp.Options{URL: target.String(), Namespace: cfg.Namespace, Logger: cfg.Logger}
+	o := Options{URL: target.String(), Namespace: cfg.Namespace, Logger: cfg.Logger}
 	if secure {
 		o.TLS = cfg.TLS()
 	}
 
 	p := cfg.Params
-	switch qt := p.String("queue_type", string(amqp.Quorum)); amqp.QueueType(qt) {
-	case amqp.Quorum, amqp.Classic:
-		o.QueueType = amqp.QueueType(qt)
+	switch qt := p.String("queue_type", string(Quorum)); QueueType(qt) {
+	case Quorum, Classic:
+		o.QueueType = QueueType(qt)
 	default:
-		return nil, &ParamError{Param: "queue_type", Reason: fmt.Sprintf("%q is not quorum or classic", qt)}
+		return nil, &adapters.ParamError{Param: "queue_type", Reason: fmt.Sprintf("%q is not quorum or classic", qt)}
 	}
 	o.RejectUnroutable = p.Bool("reject_unroutable", false)
 	o.PublishChannels = p.Int("publish_channels", 0, 1, 64)
@@ -67,5 +68,12 @@ func openAMQP(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, erro
 	if err := p.Err(amqpParams...); err != nil {
 		return nil, err
 	}
-	return amqp.New(ctx, o)
+	a, err := New(ctx, o)
+	if err != nil {
+		if errors.Is(err, ports.ErrInvalid) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w; check that RabbitMQ listens at %s (AMQP port, 5672 or 5671 for amqps), that it is reachable from here, and the credentials and virtual host", err, u.Host)
+	}
+	return a, nil
 }

@@ -1,4 +1,4 @@
-package adapters
+package mqtt
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/mqtt"
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -22,9 +22,9 @@ import (
 // ports.ErrUnsupported: the adapter has no TLS option yet. Open connects
 // before it returns.
 func init() {
-	Register("mqtt", OpenerFunc(openMQTT))
-	Register("mqtt+embedded", OpenerFunc(openMQTT))
-	Register("mqtts", OpenerFunc(func(context.Context, *url.URL, *Config) (ports.Adapter, error) {
+	adapters.Register("mqtt", adapters.OpenerFunc(openMQTT))
+	adapters.Register("mqtt+embedded", adapters.OpenerFunc(openMQTT))
+	adapters.Register("mqtts", adapters.OpenerFunc(func(context.Context, *url.URL, *adapters.Config) (ports.Adapter, error) {
 		return nil, fmt.Errorf("%w: mqtts:// is not available: the MQTT adapter has no TLS support yet (use mqtt:// inside a trusted network, or a TLS-terminating proxy)", ports.ErrUnsupported)
 	}))
 }
@@ -32,26 +32,26 @@ func init() {
 var mqttParams = []string{"instance", "session_expiry", "reconnect_grace", "leave_group_on_stop",
 	"receive_maximum", "keep_alive", "connect_timeout"}
 
-func openMQTT(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, error) {
+func openMQTT(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	if err := cfg.PlainOnly("mqtts"); err != nil {
 		return nil, err
 	}
-	var o mqtt.Options
+	var o Options
 	switch u.Scheme {
 	case "mqtt+embedded":
 		if u.Host != "" {
-			return nil, &ParamError{Param: "host", Reason: "mqtt+embedded:// starts its own broker and takes no host (write mqtt+embedded:// or mqtt+embedded:///namespace)"}
+			return nil, &adapters.ParamError{Param: "host", Reason: "mqtt+embedded:// starts its own broker and takes no host (write mqtt+embedded:// or mqtt+embedded:///namespace)"}
 		}
 		o.Embedded = true
 	default:
 		if u.Host == "" {
-			return nil, &ParamError{Param: "host", Reason: "mqtt:// needs a broker address, e.g. mqtt://127.0.0.1:1883"}
+			return nil, &adapters.ParamError{Param: "host", Reason: "mqtt:// needs a broker address, e.g. mqtt://127.0.0.1:1883"}
 		}
 		o.URL = "mqtt://" + u.Host
 	}
 	if ns := strings.Trim(u.Path, "/"); ns != "" {
 		if cfg.Namespace != "" {
-			return nil, &ParamError{Param: paramNamespace, Reason: "given both as the URL path and as the namespace parameter or option"}
+			return nil, &adapters.ParamError{Param: "namespace", Reason: "given both as the URL path and as the namespace parameter or option"}
 		}
 		o.Namespace = ns
 	} else {
@@ -71,5 +71,5 @@ func openMQTT(ctx context.Context, u *url.URL, cfg *Config) (ports.Adapter, erro
 		return nil, err
 	}
 	o.Logger = cfg.Logger
-	return mqtt.New(ctx, o)
+	return New(ctx, o)
 }

@@ -1,4 +1,4 @@
-package adapters_test
+package amqp_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -29,13 +30,13 @@ func TestOpenAMQP(t *testing.T) {
 	}
 	user := nu.User.Username()
 	pass, _ := nu.User.Password()
-	var logs logBuffer
+	var logs opentest.LogBuffer
 	raw := "amqp://" + nu.Host + nu.EscapedPath() + "?namespace=opener&queue_type=classic&heartbeat=5s&delay_granularity=0.1"
-	a, err := adapters.Open(ctx, raw, adapters.WithCredentials(user, pass), adapters.WithLogger(logs.logger()))
+	a, err := adapters.Open(ctx, raw, adapters.WithCredentials(user, pass), adapters.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatalf("Open(%q): %v", raw, err)
 	}
-	defer closeAdapter(t, a)
+	defer opentest.Close(t, a)
 	if _, ok := adapters.Unwrap(a).(*amqp.Adapter); !ok || a.Name() != "amqp" {
 		t.Fatalf("Open = %T %q", adapters.Unwrap(a), a.Name())
 	}
@@ -80,7 +81,7 @@ func TestOpenAMQPRejects(t *testing.T) {
 	} {
 		a, err := adapters.Open(ctx, raw)
 		if err == nil {
-			closeAdapter(t, a)
+			opentest.Close(t, a)
 			t.Errorf("Open(%q) succeeded", raw)
 			continue
 		}
@@ -90,5 +91,24 @@ func TestOpenAMQPRejects(t *testing.T) {
 	}
 	if _, err := adapters.Open(ctx, "amqp://h:5672/", adapters.WithTLS(&tls.Config{})); err == nil || !strings.Contains(err.Error(), "use amqps://") {
 		t.Errorf("WithTLS on amqp:// = %v", err)
+	}
+}
+
+// An unreachable broker fails Open at once, naming the address and what
+// to check.
+func TestOpenUnreachableNamesAddressAndWhatToCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	a, err := adapters.Open(ctx, "amqp://127.0.0.1:1/?dial_timeout=1s", adapters.NotExclusive())
+	if err == nil {
+		_ = a.Close(context.Background())
+		t.Fatal("Open of amqp://127.0.0.1:1 succeeded")
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("Open took %v with a 1s dial timeout", took)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "check that RabbitMQ listens") {
+		t.Fatalf("Open = %v, want the address and what to check", err)
 	}
 }

@@ -1,4 +1,4 @@
-package adapters_test
+package kafka_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
@@ -27,13 +28,13 @@ func TestOpenKafka(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	var logs logBuffer
+	var logs opentest.LogBuffer
 	raw := "kafka://" + strings.Join(c.ListenAddrs(), ",") + "/opener?start=oldest&session_timeout=2s&heartbeat_interval=100ms&partitions=2"
-	a, err := adapters.Open(ctx, raw, adapters.WithLogger(logs.logger()))
+	a, err := adapters.Open(ctx, raw, adapters.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatalf("Open(%q): %v", raw, err)
 	}
-	defer closeAdapter(t, a)
+	defer opentest.Close(t, a)
 	if _, ok := adapters.Unwrap(a).(*kafka.Adapter); !ok {
 		t.Fatalf("Unwrap = %T", adapters.Unwrap(a))
 	}
@@ -71,7 +72,7 @@ func TestOpenKafkaRejects(t *testing.T) {
 	} {
 		a, err := adapters.Open(ctx, raw)
 		if err == nil {
-			closeAdapter(t, a)
+			opentest.Close(t, a)
 			t.Errorf("Open(%q) succeeded", raw)
 			continue
 		}
@@ -81,5 +82,24 @@ func TestOpenKafkaRejects(t *testing.T) {
 	}
 	if _, err := adapters.Open(ctx, "kafka://h:9092", adapters.WithTLS(&tls.Config{})); err == nil || !strings.Contains(err.Error(), "use kafka+tls://") {
 		t.Errorf("WithTLS on kafka:// = %v", err)
+	}
+}
+
+// An unreachable broker fails Open at once, naming the address and what
+// to check.
+func TestOpenUnreachableNamesAddressAndWhatToCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	a, err := adapters.Open(ctx, "kafka://127.0.0.1:1", adapters.NotExclusive())
+	if err == nil {
+		_ = a.Close(context.Background())
+		t.Fatal("Open of kafka://127.0.0.1:1 succeeded")
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("Open took %v", took)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "check that a Kafka broker listens") {
+		t.Fatalf("Open = %v, want the address and what to check", err)
 	}
 }

@@ -1,4 +1,4 @@
-package adapters_test
+package mqtt_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/mqtt"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
@@ -19,12 +20,12 @@ import (
 func TestOpenMQTTEmbedded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var logs logBuffer
-	a, err := adapters.Open(ctx, "mqtt+embedded:///opener?instance=test-1&keep_alive=5s", adapters.WithLogger(logs.logger()))
+	var logs opentest.LogBuffer
+	a, err := adapters.Open(ctx, "mqtt+embedded:///opener?instance=test-1&keep_alive=5s", adapters.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	defer closeAdapter(t, a)
+	defer opentest.Close(t, a)
 	if _, ok := adapters.Unwrap(a).(*mqtt.Adapter); !ok || a.Name() != "mqtt" {
 		t.Fatalf("Open = %T %q", adapters.Unwrap(a), a.Name())
 	}
@@ -61,7 +62,7 @@ func TestOpenMQTTRejects(t *testing.T) {
 	} {
 		a, err := adapters.Open(ctx, raw)
 		if err == nil {
-			closeAdapter(t, a)
+			opentest.Close(t, a)
 			t.Errorf("Open(%q) succeeded", raw)
 			continue
 		}
@@ -74,5 +75,25 @@ func TestOpenMQTTRejects(t *testing.T) {
 	}
 	if _, err := adapters.Open(ctx, "mqtt://h:1883", adapters.WithTLS(&tls.Config{})); err == nil || !strings.Contains(err.Error(), "WithTLS") {
 		t.Errorf("WithTLS on mqtt:// = %v", err)
+	}
+}
+
+// An unreachable broker fails Open within the connect timeout, naming the
+// address and what to check (it used to block until ctx ended, silently).
+func TestOpenUnreachableFailsWithinConnectTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	a, err := adapters.Open(ctx, "mqtt://127.0.0.1:1?connect_timeout=300ms", adapters.NotExclusive())
+	if err == nil {
+		_ = a.Close(context.Background())
+		t.Fatal("Open of mqtt://127.0.0.1:1 succeeded")
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("Open took %v with a 300ms connect timeout", took)
+	}
+	var ce *mqtt.ConnectError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "check") {
+		t.Fatalf("Open = %v, want a *mqtt.ConnectError naming 127.0.0.1:1 and what to check", err)
 	}
 }
