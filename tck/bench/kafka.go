@@ -45,11 +45,12 @@ const kafkaPartitions = 4
 func init() {
 	t := target{open: openKafka, prepare: nil, openLatency: openKafkaLatency}
 	register(Suite{
-		Name:     "kafka",
-		About:    "consume + settle of pre-published records, timed from the first record received",
-		Shared:   true,
-		DefaultN: 30000,
-		Setup:    setupKafka,
+		Name:      "kafka",
+		About:     "consume + settle of pre-published records, timed from the first record received",
+		Shared:    true,
+		PerSecond: true,
+		DefaultN:  30000,
+		Setup:     setupKafka,
 		Contenders: []Contender{
 			{Name: "sarama-mark-autocommit", Run: runSaramaAuto},
 			{Name: "franz-automarks", Run: runFranz},

@@ -106,7 +106,11 @@ type Suite struct {
 	DefaultN int
 	// Shared says Setup published the N messages every contender
 	// consumes (from a fresh group), so warm-up runs consume all N too.
-	Shared     bool
+	Shared bool
+	// PerSecond prints each contender's per-second series (median round)
+	// and whether it stays flat: no second after the first below half
+	// the median second.
+	PerSecond  bool
 	Setup      func(ctx context.Context, cfg Config) (Env, func(), error)
 	Contenders []Contender
 	Ratios     []Ratio
@@ -271,7 +275,7 @@ func runSuite(ctx context.Context, s *Suite, cfg Config, only, svgDir string) er
 		if c.Latency {
 			continue
 		}
-		if ps := sums[c.Name].Median.PerSecond; len(ps) >= 3 {
+		if ps := sums[c.Name].Median.PerSecond; s.PerSecond && len(ps) >= 3 {
 			fmt.Println(flatness(c.Name, ps))
 		}
 	}
