@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/sluicemq/sluice/adapters/mem"
+	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -37,10 +38,13 @@ func init() {
 			{Name: "channel", Run: runChannel},
 			{Name: "mem", Run: t.runPipeline(false)},
 			{Name: "mem-batch", Run: t.runPipeline(true)},
+			// Diagnostic: the default pipeline with rounds settled at once.
+			{Name: "mem-linger0", Run: t.runPipeline(false, flow.WithSettleLinger(0))},
 			{Name: "watermill-gochannel", Run: runGoChannel},
 			{Name: "mem-latency", Latency: true, Run: t.runLatency()},
 		},
 		Ratios: []Ratio{
+			{Label: "mem-linger0/best-raw", Num: "mem-linger0", Den: []string{"channel"}},
 			{Label: "mem/best-raw", Num: "mem", Den: []string{"channel"}},
 			{Label: "mem-batch/best-raw", Num: "mem-batch", Den: []string{"channel"}},
 			{Label: "watermill-gochannel/best-raw", Num: "watermill-gochannel", Den: []string{"channel"}},
