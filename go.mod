@@ -26,6 +26,7 @@ require go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 
 require (
 	github.com/cenkalti/backoff/v3 v3.2.2 // indirect
+	github.com/go-stomp/stomp/v3 v3.1.3 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/rs/xid v1.4.0 // indirect
 )
