@@ -1,0 +1,120 @@
+package activemq
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/go-stomp/stomp/v3"
+)
+
+// conn is one STOMP connection and the socket under it (closed directly
+// to unblock every waiter when the connection is given up).
+type conn struct {
+	c  *stomp.Conn
+	nc net.Conn
+}
+
+// dial connects and completes the STOMP handshake within DialTimeout.
+func (a *Adapter) dial(ctx context.Context) (*conn, error) {
+	o := a.opts
+	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	defer cancel()
+	d := net.Dialer{}
+	nc, err := d.DialContext(ctx, "tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("activemq: connect to %s: %w (is the broker's STOMP connector listening there?)", o.Addr, err)
+	}
+	if o.TLS != nil {
+		tc := tls.Client(nc, o.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("activemq: TLS handshake with %s: %w (is it a stomp+ssl connector, and does the certificate match?)", o.Addr, err)
+		}
+		nc = tc
+	}
+	opts := []func(*stomp.Conn) error{
+		stomp.ConnOpt.Host(o.VirtualHost),
+		stomp.ConnOpt.AcceptVersion(stomp.V12),
+		stomp.ConnOpt.HeartBeat(o.HeartBeat, o.HeartBeat),
+		stomp.ConnOpt.HeartBeatError(heartBeatError),
+		stomp.ConnOpt.MsgSendTimeout(o.HeartBeat),
+		stomp.ConnOpt.RcvReceiptTimeout(o.HeartBeat),
+		stomp.ConnOpt.DisconnectReceiptTimeout(o.HeartBeat),
+		stomp.ConnOpt.UnsubscribeReceiptTimeout(o.HeartBeat),
+		stomp.ConnOpt.ReadChannelCapacity(256),
+		stomp.ConnOpt.WriteChannelCapacity(256),
+		stomp.ConnOpt.Logger(stompLogger{a.opts.Logger}),
+	}
+	if o.Login != "" || o.Passcode != "" {
+		opts = append(opts, stomp.ConnOpt.Login(o.Login, o.Passcode))
+	}
+	c, err := stomp.ConnectWithContext(ctx, nc, opts...)
+	if err != nil {
+		nc.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (no STOMP CONNECTED within %v)", err, o.DialTimeout)
+		}
+		return nil, fmt.Errorf("activemq: STOMP handshake with %s: %w (check the address names a STOMP connector and the credentials)", o.Addr, err)
+	}
+	return &conn{c: c, nc: nc}, nil
+}
+
+// barrier sends BEGIN and ABORT-with-receipt: the receipt comes after the
+// broker processed every frame written before it on this connection
+// (acknowledgements, subscriptions).
+func (c *conn) barrier() error {
+	tx, err := c.c.BeginWithError()
+	if err != nil {
+		return err
+	}
+	return tx.AbortWithReceipt()
+}
+
+// close disconnects gracefully (DISCONNECT with a receipt, after every
+// frame written before it) when graceful, then closes the socket.
+func (c *conn) close(graceful bool) {
+	if graceful {
+		_ = c.c.Disconnect()
+	}
+	_ = c.c.MustDisconnect()
+	_ = c.nc.Close()
+}
+
+// wait runs f and returns its error, or ctx.Err() when ctx is done first
+// (f keeps running: its outcome is unknown to the caller).
+func wait(ctx context.Context, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errLost marks a connection failure (the broker redelivers what this
+// connection held).
+var errLost = errors.New("activemq: connection lost")
+
+// stompLogger routes go-stomp's log lines to slog at debug level (the
+// adapter reports what matters itself, through Errors).
+type stompLogger struct{ l *slog.Logger }
+
+func (s stompLogger) Debugf(f string, v ...any) { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
+func (s stompLogger) Debug(m string)            { s.l.Debug("go-stomp: " + m) }
+func (s stompLogger) Infof(f string, v ...any)  { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
+func (s stompLogger) Info(m string)             { s.l.Debug("go-stomp: " + m) }
+func (s stompLogger) Warningf(f string, v ...any) {
+	s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...))
+}
+func (s stompLogger) Warning(m string)          { s.l.Debug("go-stomp: " + m) }
+func (s stompLogger) Errorf(f string, v ...any) { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
+func (s stompLogger) Error(m string)            { s.l.Debug("go-stomp: " + m) }
