@@ -39,12 +39,19 @@ func (a *Adapter) dial(ctx context.Context) (*conn, error) {
 	opts := []func(*stomp.Conn) error{
 		stomp.ConnOpt.Host(o.VirtualHost),
 		stomp.ConnOpt.AcceptVersion(stomp.V12),
-		stomp.ConnOpt.HeartBeat(o.HeartBeat, o.HeartBeat),
+		// The broker sends heart-beats; the client sends none. go-stomp
+		// 3.1.3 gives up a receipt wait after the client's heart-beat
+		// interval and then blocks its connection goroutine forever on the
+		// abandoned receipt when the connection closes (a leak per
+		// connection). Without client heart-beats it waits for every
+		// receipt until the receipt or the connection's end, which the
+		// broker's heart-beats bound: silence for HeartBeat+1s closes it.
+		stomp.ConnOpt.HeartBeat(0, o.HeartBeat),
 		stomp.ConnOpt.HeartBeatError(heartBeatError),
-		stomp.ConnOpt.MsgSendTimeout(o.HeartBeat),
-		stomp.ConnOpt.RcvReceiptTimeout(o.HeartBeat),
-		stomp.ConnOpt.DisconnectReceiptTimeout(o.HeartBeat),
-		stomp.ConnOpt.UnsubscribeReceiptTimeout(o.HeartBeat),
+		stomp.ConnOpt.MsgSendTimeout(2*o.HeartBeat + 2*heartBeatError),
+		stomp.ConnOpt.RcvReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
+		stomp.ConnOpt.DisconnectReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
+		stomp.ConnOpt.UnsubscribeReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
 		stomp.ConnOpt.ReadChannelCapacity(256),
 		stomp.ConnOpt.WriteChannelCapacity(256),
 		stomp.ConnOpt.Logger(stompLogger{a.opts.Logger}),
@@ -52,7 +59,7 @@ func (a *Adapter) dial(ctx context.Context) (*conn, error) {
 	if o.Login != "" || o.Passcode != "" {
 		opts = append(opts, stomp.ConnOpt.Login(o.Login, o.Passcode))
 	}
-	c, err := stomp.ConnectWithContext(ctx, nc, opts...)
+	c, err := stomp.ConnectWithContext(ctx, &skipLeadingEOL{Conn: nc}, opts...)
 	if err != nil {
 		nc.Close()
 		if ctx.Err() != nil {
@@ -118,3 +125,32 @@ func (s stompLogger) Warningf(f string, v ...any) {
 func (s stompLogger) Warning(m string)          { s.l.Debug("go-stomp: " + m) }
 func (s stompLogger) Errorf(f string, v ...any) { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
 func (s stompLogger) Error(m string)            { s.l.Debug("go-stomp: " + m) }
+
+// skipLeadingEOL drops end-of-line bytes (STOMP heart-beats) that arrive
+// before the first frame: ActiveMQ may send a heart-beat ahead of
+// CONNECTED, which go-stomp 3.1.3 takes for an empty reply and fails the
+// handshake ("unexpected empty frame").
+type skipLeadingEOL struct {
+	net.Conn
+	started bool
+}
+
+func (c *skipLeadingEOL) Read(p []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(p)
+		if c.started || n == 0 {
+			return n, err
+		}
+		i := 0
+		for i < n && (p[i] == '\n' || p[i] == '\r') {
+			i++
+		}
+		if i < n {
+			c.started = true
+			return copy(p, p[i:n]), err
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}

@@ -33,11 +33,12 @@ type Options struct {
 	// DialTimeout bounds each TCP connect plus the STOMP handshake.
 	// Default 10s.
 	DialTimeout time.Duration
-	// HeartBeat is the STOMP heart-beat interval in both directions. A
+	// HeartBeat is the interval of the broker's STOMP heart-beats: a
 	// connection silent for longer than HeartBeat plus one second is
-	// treated as lost. It also bounds every receipt wait (a COMMIT whose
-	// receipt takes longer fails and the connection is replaced).
-	// Default 10s; at least 1s.
+	// treated as lost, which bounds every receipt wait. The client sends
+	// no heart-beats (see docs/adapters/activemq.md): enable TCP
+	// keep-alive on the broker's connector (transport.keepAlive=true) so
+	// the broker notices a vanished client. Default 10s; at least 1s.
 	HeartBeat time.Duration
 	// ReconnectBackoff and ReconnectMaxBackoff pace a subscription's
 	// reconnect attempts (exponential with jitter). Defaults 100ms and 5s.

@@ -131,6 +131,15 @@ func (s *Subscription) run(cc *consumerConn) {
 	backoff := kit.Backoff{Initial: s.a.opts.ReconnectBackoff, Max: s.a.opts.ReconnectMaxBackoff}
 	for {
 		err := s.pump(cc)
+		// Nobody reads the STOMP subscription any more: drain it so that
+		// go-stomp's connection goroutine is never blocked handing over a
+		// message (and can process the DISCONNECT receipt). Drained
+		// messages are unacknowledged: the broker redelivers them. The
+		// channel closes when the connection ends.
+		go func(sub *stomp.Subscription) {
+			for range sub.C {
+			}
+		}(cc.sub)
 		if s.ctx.Err() != nil {
 			return // stopped: Stop disconnects cc
 		}

@@ -162,7 +162,7 @@ func (b *Broker) writeFiles(port int, policies string) error {
       <tempUsage><tempUsage limit="1 gb"/></tempUsage>
     </systemUsage></systemUsage>
     <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:%[2]d?transport.closeAsync=false"/>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:%[2]d?transport.closeAsync=false&amp;transport.keepAlive=true"/>
     </transportConnectors>
   </broker>
 </beans>
