@@ -2,6 +2,7 @@ package activemq_test
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -12,3 +13,5 @@ var nsSeq atomic.Uint64
 func namespace(prefix string) string {
 	return fmt.Sprintf("%s%d-%d", prefix, time.Now().UnixNano()%1e6, nsSeq.Add(1))
 }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
