@@ -258,7 +258,7 @@ type amqRawPublisher struct {
 func (b *amqBench) rawPublisher(dest string) (*amqRawPublisher, error) {
 	p := &amqRawPublisher{dest: dest}
 	for range amqConns {
-		c, err := stomp.Dial("tcp", b.addr, stomp.ConnOpt.HeartBeat(0, 10*time.Second))
+		c, err := stomp.Dial("tcp", b.addr)
 		if err != nil {
 			p.close()
 			return nil, err
@@ -293,7 +293,7 @@ func (p *amqRawPublisher) close() {
 func (b *amqBench) runRaw(ctx context.Context, cfg Config) (Result, error) {
 	name := b.topic("raw")
 	queue := "/queue/Consumer.bench.VirtualTopic." + name
-	cc, err := stomp.Dial("tcp", b.addr, stomp.ConnOpt.HeartBeat(0, 10*time.Second))
+	cc, err := stomp.Dial("tcp", b.addr)
 	if err != nil {
 		return Result{}, err
 	}
