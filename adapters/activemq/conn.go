@@ -97,6 +97,9 @@ func wait(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if ctx.Done() == nil { // never cancelled: no goroutine needed
+		return f()
+	}
 	done := make(chan error, 1)
 	go func() { done <- f() }()
 	select {

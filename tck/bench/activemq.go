@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3"
+	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/sluicemq/sluice/adapters/activemq"
 	"github.com/sluicemq/sluice/adapters/activemq/activemqtest"
@@ -35,6 +36,10 @@ func init() { register("activemq", activemqSuite) }
 //	                  connection), one consumer connection with the same
 //	                  prefetch (activemq.prefetchSize) and
 //	                  ack:client-individual, one ACK per message
+//	raw+env           raw sending the headers the adapter sends (ce-id,
+//	                  ce-specversion, ce-time), to separate the cost of the
+//	                  envelope, which the broker stores as JMS properties,
+//	                  from the cost of the adapter
 //	activemq-publish  confirmed publish alone (adapter Send)
 //	raw-publish       confirmed publish alone (go-stomp transactions)
 //
@@ -52,9 +57,10 @@ func activemqSuite(ctx context.Context, cfg Config) ([]Result, []Ratio, error) {
 		addr = b.StompAddr
 	}
 	ab := &amqBench{addr: addr}
-	contenders := []func(context.Context, Config) (Result, error){ab.runRaw, ab.runAdapter, ab.runRawPublish, ab.runAdapterPublish}
+	contenders := []func(context.Context, Config) (Result, error){ab.runRaw, ab.runRawEnvelope, ab.runAdapter, ab.runRawPublish, ab.runAdapterPublish}
 	ratios := []Ratio{
 		{Label: "activemq/best-raw", Num: "activemq", Den: "raw"},
+		{Label: "activemq/raw+env", Num: "activemq", Den: "raw+env"},
 		{Label: "activemq-publish/raw-publish", Num: "activemq-publish", Den: "raw-publish"},
 	}
 	warm := cfg
@@ -250,9 +256,10 @@ func (b *amqBench) runAdapterPublish(ctx context.Context, cfg Config) (Result, e
 // amqRawPublisher publishes chunks as transactions over amqConns
 // connections, receipts pipelined.
 type amqRawPublisher struct {
-	conns []*stomp.Conn
-	next  atomic.Uint64
-	dest  string
+	conns    []*stomp.Conn
+	next     atomic.Uint64
+	dest     string
+	envelope bool
 }
 
 func (b *amqBench) rawPublisher(dest string) (*amqRawPublisher, error) {
@@ -275,7 +282,13 @@ func (p *amqRawPublisher) publish(_ context.Context, payloads [][]byte) error {
 		return err
 	}
 	for _, pl := range payloads {
-		if err := tx.Send(p.dest, "application/json", pl, stomp.SendOpt.Header("persistent", "true")); err != nil {
+		opts := []func(*frame.Frame) error{stomp.SendOpt.Header("persistent", "true")}
+		if p.envelope {
+			opts = append(opts, stomp.SendOpt.Header(ports.HeaderID, ports.NewID()),
+				stomp.SendOpt.Header(ports.HeaderSpecVersion, "1.0"),
+				stomp.SendOpt.Header(ports.HeaderTime, time.Now().UTC().Format(time.RFC3339Nano)))
+		}
+		if err := tx.Send(p.dest, "application/json", pl, opts...); err != nil {
 			return err
 		}
 	}
@@ -291,6 +304,15 @@ func (p *amqRawPublisher) close() {
 // runRaw: go-stomp publishing as the adapter does, one consumer
 // connection, one ACK per message.
 func (b *amqBench) runRaw(ctx context.Context, cfg Config) (Result, error) {
+	return b.rawRun(ctx, cfg, "raw", false)
+}
+
+// runRawEnvelope is runRaw sending the adapter's envelope headers.
+func (b *amqBench) runRawEnvelope(ctx context.Context, cfg Config) (Result, error) {
+	return b.rawRun(ctx, cfg, "raw+env", true)
+}
+
+func (b *amqBench) rawRun(ctx context.Context, cfg Config, label string, envelope bool) (Result, error) {
 	name := b.topic("raw")
 	queue := "/queue/Consumer.bench.VirtualTopic." + name
 	cc, err := stomp.Dial("tcp", b.addr)
@@ -309,6 +331,7 @@ func (b *amqBench) runRaw(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	pub.envelope = envelope
 	defer pub.close()
 	var lat Latencies
 	t := newAmqTally(cfg)
@@ -351,7 +374,7 @@ func (b *amqBench) runRaw(ctx context.Context, cfg Config) (Result, error) {
 	}
 	el, allocs := m.Stop(cfg.N)
 	p50, p99 := lat.Percentiles()
-	return Result{Name: "raw", Deliveries: cfg.N, Elapsed: el, AllocsPerDelivery: allocs, P50: p50, P99: p99,
+	return Result{Name: label, Deliveries: cfg.N, Elapsed: el, AllocsPerDelivery: allocs, P50: p50, P99: p99,
 		Note: "go-stomp tx+receipt publish, client-individual ACK, same prefetch"}, nil
 }
 
