@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
+	"time"
 
 	"github.com/go-stomp/stomp/v3"
 )
@@ -14,8 +16,11 @@ import (
 // conn is one STOMP connection and the socket under it (closed directly
 // to unblock every waiter when the connection is given up).
 type conn struct {
-	c  *stomp.Conn
-	nc net.Conn
+	c    *stomp.Conn
+	nc   net.Conn
+	dead chan struct{} // closed once a read from nc failed: no receipt can come any more
+
+	receiptTimeout time.Duration
 }
 
 // dial connects and completes the STOMP handshake within DialTimeout.
@@ -59,7 +64,8 @@ func (a *Adapter) dial(ctx context.Context) (*conn, error) {
 	if o.Login != "" || o.Passcode != "" {
 		opts = append(opts, stomp.ConnOpt.Login(o.Login, o.Passcode))
 	}
-	c, err := stomp.ConnectWithContext(ctx, &skipLeadingEOL{Conn: nc}, opts...)
+	dead := make(chan struct{})
+	c, err := stomp.ConnectWithContext(ctx, &watchedConn{Conn: nc, dead: dead}, opts...)
 	if err != nil {
 		nc.Close()
 		if ctx.Err() != nil {
@@ -67,7 +73,7 @@ func (a *Adapter) dial(ctx context.Context) (*conn, error) {
 		}
 		return nil, fmt.Errorf("activemq: STOMP handshake with %s: %w (check the address names a STOMP connector and the credentials)", o.Addr, err)
 	}
-	return &conn{c: c, nc: nc}, nil
+	return &conn{c: c, nc: nc, dead: dead, receiptTimeout: 2*o.HeartBeat + 2*heartBeatError}, nil
 }
 
 // barrier sends BEGIN and ABORT-with-receipt: the receipt comes after the
@@ -91,22 +97,40 @@ func (c *conn) close(graceful bool) {
 	_ = c.nc.Close()
 }
 
-// wait runs f and returns its error, or ctx.Err() when ctx is done first
-// (f keeps running: its outcome is unknown to the caller).
-func wait(ctx context.Context, f func() error) error {
+// wait runs f, which writes frames to c and waits for a receipt, and
+// returns its error; or ctx.Err() when ctx is done first, errLost when the
+// connection's read side failed first, an error after the receipt timeout
+// (then the connection is closed). In the last three cases f keeps running
+// and its outcome is unknown to the caller.
+//
+// The connection-death and timeout cases exist because go-stomp 3.1.3 can
+// leave a receipt wait blocked forever: a frame queued in the instant
+// between its connection goroutine's exit and the connection being marked
+// closed is never written and never answered. Such a goroutine stays
+// blocked (an upstream bug); the caller does not.
+func (c *conn) wait(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if ctx.Done() == nil { // never cancelled: no goroutine needed
-		return f()
-	}
 	done := make(chan error, 1)
 	go func() { done <- f() }()
+	timer := time.NewTimer(c.receiptTimeout)
+	defer timer.Stop()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-c.dead:
+		select {
+		case err := <-done: // the answer was already there
+			return err
+		default:
+		}
+		return errLost
+	case <-timer.C:
+		_ = c.nc.Close()
+		return fmt.Errorf("activemq: no receipt within %v: %w", c.receiptTimeout, errLost)
 	}
 }
 
@@ -129,16 +153,27 @@ func (s stompLogger) Warning(m string)          { s.l.Debug("go-stomp: " + m) }
 func (s stompLogger) Errorf(f string, v ...any) { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
 func (s stompLogger) Error(m string)            { s.l.Debug("go-stomp: " + m) }
 
-// skipLeadingEOL drops end-of-line bytes (STOMP heart-beats) that arrive
-// before the first frame: ActiveMQ may send a heart-beat ahead of
-// CONNECTED, which go-stomp 3.1.3 takes for an empty reply and fails the
-// handshake ("unexpected empty frame").
-type skipLeadingEOL struct {
+// watchedConn is the socket as go-stomp sees it. It closes dead when a
+// read fails (the connection is over), and it drops end-of-line bytes
+// (STOMP heart-beats) that arrive before the first frame: ActiveMQ may send
+// a heart-beat ahead of CONNECTED, which go-stomp 3.1.3 takes for an empty
+// reply and fails the handshake ("unexpected empty frame").
+type watchedConn struct {
 	net.Conn
+	dead    chan struct{}
+	once    sync.Once
 	started bool
 }
 
-func (c *skipLeadingEOL) Read(p []byte) (int, error) {
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.read(p)
+	if err != nil {
+		c.once.Do(func() { close(c.dead) })
+	}
+	return n, err
+}
+
+func (c *watchedConn) read(p []byte) (int, error) {
 	for {
 		n, err := c.Conn.Read(p)
 		if c.started || n == 0 {

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if code == 0 && os.Getenv("SLUICE_FAULTS_CHILD") == "" {
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/ThreeDotsLabs/watermill/pubsub/tests.TestReconnect.func2")); err != nil {
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/ThreeDotsLabs/watermill/pubsub/tests.TestReconnect.func2"), stompReceiptRace); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

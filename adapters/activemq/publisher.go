@@ -73,7 +73,7 @@ func (p *publisher) publish(ctx context.Context, msgs []ports.Message) error {
 		return fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 	}
 	failing := p.a.opts.faults.sendsFailing()
-	err = wait(ctx, func() error {
+	err = c.wait(ctx, func() error {
 		tx, err := c.c.BeginWithError()
 		if err != nil {
 			return err

@@ -39,7 +39,10 @@ func TestReliability(t *testing.T) {
 		Position:     func(d *ports.Delivery) string { return d.Facts["message-id"] },
 		// The broker outlives the scenarios (started above): the JVM that
 		// broker-restart starts is waited for by a goroutine of its own.
-		IgnoreLeaks: []goleak.Option{goleak.IgnoreAnyFunction("github.com/sluicemq/sluice/adapters/activemq/activemqtest.(*Broker).launch.func1")},
+		IgnoreLeaks: []goleak.Option{
+			goleak.IgnoreAnyFunction("github.com/sluicemq/sluice/adapters/activemq/activemqtest.(*Broker).launch.func1"),
+			stompReceiptRace,
+		},
 		Start: func(t *testing.T) *faults.Broker {
 			return &faults.Broker{
 				Addr:    b.StompAddr,
@@ -67,3 +70,11 @@ func dialActiveMQ(ctx context.Context, addr, _ string) (ports.Adapter, error) {
 		ReconnectMaxBackoff: time.Second,
 	}, relFaults))
 }
+
+// stompReceiptRace ignores the one goroutine go-stomp 3.1.3 can leave
+// behind when a connection dies: a frame with a receipt queued in the
+// instant between the connection goroutine's exit and the connection
+// being marked closed is never written, and its sendFrame waits forever
+// (an upstream race; the adapter's caller is released by the connection's
+// death, see conn.wait). Only that frame's goroutine is ignored.
+var stompReceiptRace = goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3.(*Conn).sendFrame")

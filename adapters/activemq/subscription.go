@@ -115,7 +115,7 @@ func (s *Subscription) connect(ctx context.Context) (*consumerConn, error) {
 	sub, err := c.c.Subscribe(s.queue, stomp.AckClientIndividual,
 		stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(s.spec.InFlight)))
 	if err == nil {
-		err = wait(ctx, c.barrier)
+		err = c.wait(ctx, c.barrier)
 	}
 	if err != nil {
 		c.close(false)
@@ -321,7 +321,7 @@ func (s *Subscription) transact(ctx context.Context, ds []*ports.Delivery, a por
 		return err
 	}
 	for cc, g := range groups {
-		err := wait(ctx, func() error {
+		err := cc.wait(ctx, func() error {
 			tx, err := cc.c.BeginWithError()
 			if err != nil {
 				return err
@@ -361,7 +361,7 @@ func (s *Subscription) Flush(ctx context.Context) error {
 	if cc == nil || cc.isLost() {
 		return nil // nothing deferred survives a lost connection: the broker redelivers
 	}
-	if err := wait(ctx, cc.barrier); err != nil {
+	if err := cc.wait(ctx, cc.barrier); err != nil {
 		return fmt.Errorf("activemq: flush of %s: %w (unconfirmed ACKs are redelivered)", s.queue, err)
 	}
 	return nil

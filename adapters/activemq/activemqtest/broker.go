@@ -156,13 +156,8 @@ func (b *Broker) writeFiles(port int, policies string) error {
     </policyEntries></policyMap></destinationPolicy>
     <managementContext><managementContext createConnector="false"/></managementContext>
     <persistenceAdapter><kahaDB directory="%[1]s/kahadb"/></persistenceAdapter>
-    <systemUsage><systemUsage>
-      <memoryUsage><memoryUsage limit="128 mb"/></memoryUsage>
-      <storeUsage><storeUsage limit="2 gb"/></storeUsage>
-      <tempUsage><tempUsage limit="1 gb"/></tempUsage>
-    </systemUsage></systemUsage>
     <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:%[2]d?transport.closeAsync=false&amp;transport.keepAlive=true"/>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:%[2]d?transport.keepAlive=true"/>
     </transportConnectors>
   </broker>
 </beans>
