@@ -112,3 +112,43 @@ func TestSubscribeErrorsAndSettleAfterStop(t *testing.T) {
 		t.Fatalf("second, different settlement: %v, want ErrConflict", err)
 	}
 }
+
+// Subscribing to a queue with a backlog larger than go-stomp's channel
+// buffers returns (the broker starts delivering before it answers the
+// subscription's receipt barrier) and hands out the whole backlog.
+func TestSubscribeToBacklog(t *testing.T) {
+	a := newAdapter(t, activemq.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	spec := ports.SubscriptionSpec{Topic: "backlog", Group: "g", InFlight: 100}
+	sub, err := a.Subscribe(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	msgs := make([]ports.Message, n)
+	for i := range msgs {
+		msgs[i] = ports.Message{Topic: "backlog", Payload: []byte(`{}`)}
+	}
+	if err := a.Send(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	sub, err = a.Subscribe(ctx, spec)
+	if err != nil {
+		t.Fatalf("Subscribe to a queue holding %d messages: %v", n, err)
+	}
+	defer sub.Stop(context.Background())
+	for got := 0; got < n; {
+		ds, err := sub.Receive(ctx, 100)
+		if err != nil {
+			t.Fatalf("after %d of %d: %v", got, n, err)
+		}
+		if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
+			t.Fatal(err)
+		}
+		got += len(ds)
+	}
+}

@@ -101,12 +101,19 @@ func newSubscription(ctx context.Context, a *Adapter, spec ports.SubscriptionSpe
 	}
 	s.cur = cc
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// The pump runs before the barrier: a queue with a backlog starts
+	// delivering at once, and go-stomp hands the barrier's receipt over
+	// only after the messages ahead of it were taken.
 	go s.run(cc)
+	if err := cc.wait(ctx, cc.barrier); err != nil {
+		_ = s.Stop(context.Background())
+		return nil, fmt.Errorf("activemq: subscribe to %s at %s: %w", s.queue, s.a.opts.Addr, err)
+	}
 	return s, nil
 }
 
-// connect dials, subscribes and waits for the broker to have processed
-// the SUBSCRIBE.
+// connect dials and subscribes (newSubscription then waits for the
+// broker to have processed the SUBSCRIBE).
 func (s *Subscription) connect(ctx context.Context) (*consumerConn, error) {
 	c, err := s.a.dial(ctx)
 	if err != nil {
@@ -114,9 +121,6 @@ func (s *Subscription) connect(ctx context.Context) (*consumerConn, error) {
 	}
 	sub, err := c.c.Subscribe(s.queue, stomp.AckClientIndividual,
 		stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(s.spec.InFlight)))
-	if err == nil {
-		err = c.wait(ctx, c.barrier)
-	}
 	if err != nil {
 		c.close(false)
 		return nil, fmt.Errorf("activemq: subscribe to %s at %s: %w", s.queue, s.a.opts.Addr, err)

@@ -68,11 +68,15 @@ func setupActiveMQ(ctx context.Context, _ Config) (Env, func(), error) {
 		fmt.Println("broker: ACTIVEMQ_ADDR")
 		return Env{"addr": addr}, func() {}, nil
 	}
-	b, err := activemqtest.Start(ctx, activemqtest.Options{})
+	// Pre-publishing N persistent messages to a queue nobody consumes yet
+	// trips ActiveMQ's producer flow control (the queue's memory limit),
+	// which blocks a transacted producer until a consumer drains it: the
+	// bench broker turns it off for queues and lets them spool to KahaDB.
+	b, err := activemqtest.Start(ctx, activemqtest.Options{PolicyEntries: `<policyEntry queue=">" producerFlowControl="false"/>`})
 	if err != nil {
 		return nil, nil, fmt.Errorf("no ACTIVEMQ_ADDR and no private ActiveMQ could start: %w", err)
 	}
-	fmt.Println("broker: private ActiveMQ 5.17 (activemqtest) on 127.0.0.1, STOMP")
+	fmt.Println("broker: private ActiveMQ 5.17 (activemqtest) on 127.0.0.1, STOMP, producerFlowControl=false for queues")
 	return Env{"addr": b.StompAddr}, func() { b.Stop() }, nil
 }
 
