@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3"
+	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/sluicemq/sluice/adapters/activemq"
 	"github.com/sluicemq/sluice/adapters/activemq/activemqtest"
@@ -26,6 +27,10 @@ import (
 //	                    ack:client-individual, one ACK per delivery (STOMP
 //	                    has no multiple-ack for out-of-order settlement;
 //	                    ack:client would ack cumulatively)
+//	raw-individual-ack+env  the same, the messages carrying the headers the
+//	                    adapter's carry (ce-id, ce-specversion, ce-time,
+//	                    content-type, the bench's sequence header), which
+//	                    ActiveMQ stores and delivers as JMS properties
 //	activemq            sluice default pipeline
 //	activemq-latency    default pipeline with a paced concurrent producer
 //
@@ -44,7 +49,8 @@ func init() {
 		DefaultN: 10000,
 		Setup:    setupActiveMQ,
 		Contenders: []Contender{
-			{Name: "raw-individual-ack", Run: runStompConsume},
+			{Name: "raw-individual-ack", Run: runStompConsume(false)},
+			{Name: "raw-individual-ack+env", Run: runStompConsume(true)},
 			{Name: "activemq", Run: t.runPipeline(false)},
 			{Name: "raw-publish-tx", Run: runStompPublish},
 			{Name: "activemq-publish", Run: runActiveMQPublish},
@@ -52,6 +58,7 @@ func init() {
 		},
 		Ratios: []Ratio{
 			{Label: "activemq/best-raw", Num: "activemq", Den: []string{"raw-individual-ack"}},
+			{Label: "activemq/raw+env", Num: "activemq", Den: []string{"raw-individual-ack+env"}},
 			{Label: "activemq-publish/best-raw", Num: "activemq-publish", Den: []string{"raw-publish-tx"}},
 		},
 	})
@@ -108,7 +115,7 @@ func prepareActiveMQ(ctx context.Context, a ports.Adapter, spec ports.Subscripti
 // stompPublish sends payloads 0..n-1 to dest from amqPublishers goroutines
 // in transactions of amqChunk SENDs, each committed with a receipt, over
 // conns (receipts pipelined on each connection); confirmed(i) per message.
-func stompPublish(ctx context.Context, conns []*stomp.Conn, dest string, n, payload int, confirmed func(int)) error {
+func stompPublish(ctx context.Context, conns []*stomp.Conn, dest string, n, payload int, envelope bool, confirmed func(int)) error {
 	padding := pad(payload)
 	var next, rr atomic.Int64
 	errs := make(chan error, amqPublishers)
@@ -130,7 +137,14 @@ func stompPublish(ctx context.Context, conns []*stomp.Conn, dest string, n, payl
 				}
 				last := min(first+amqChunk, n)
 				for i := first; i < last; i++ {
-					if err := tx.Send(dest, "application/json", encodeMsg(i, padding), stomp.SendOpt.Header("persistent", "true")); err != nil {
+					opts := []func(*frame.Frame) error{stomp.SendOpt.Header("persistent", "true")}
+					if envelope {
+						opts = append(opts, stomp.SendOpt.Header(ports.HeaderID, ports.NewID()),
+							stomp.SendOpt.Header(ports.HeaderSpecVersion, "1.0"),
+							stomp.SendOpt.Header(ports.HeaderTime, time.Now().UTC().Format(time.RFC3339Nano)),
+							stomp.SendOpt.Header(seqHeader, strconv.Itoa(i)))
+					}
+					if err := tx.Send(dest, "application/json", encodeMsg(i, padding), opts...); err != nil {
 						errs <- err
 						return
 					}
@@ -171,17 +185,27 @@ func stompConns(addr string, k int) ([]*stomp.Conn, func(), error) {
 	return conns, closeAll, nil
 }
 
-// runStompConsume pre-publishes N straight to a queue, then consumes with
-// prefetch = in-flight and one ACK per delivery.
-func runStompConsume(ctx context.Context, env Env, cfg Config) (Result, error) {
-	const name = "raw-individual-ack"
+// runStompConsume pre-publishes N straight to a queue (with the
+// adapter's headers when envelope), then consumes with prefetch =
+// in-flight and one ACK per delivery.
+func runStompConsume(envelope bool) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		name := "raw-individual-ack"
+		if envelope {
+			name += "+env"
+		}
+		return stompConsume(ctx, env, cfg, name, envelope)
+	}
+}
+
+func stompConsume(ctx context.Context, env Env, cfg Config, name string, envelope bool) (Result, error) {
 	queue := "/queue/Consumer.bench.VirtualTopic." + amqNamespace("raw")
 	conns, closeAll, err := stompConns(env["addr"], amqConns)
 	if err != nil {
 		return Result{}, err
 	}
 	defer closeAll()
-	if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, func(int) {}); err != nil {
+	if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, envelope, func(int) {}); err != nil {
 		return Result{}, fmt.Errorf("pre-publish: %w", err)
 	}
 	c := conns[0]
@@ -226,7 +250,7 @@ func runStompPublish(ctx context.Context, env Env, cfg Config) (Result, error) {
 	tl := newTally(cfg.N)
 	m := newMeter(tl)
 	m.begin()
-	if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, tl.mark); err != nil {
+	if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, false, tl.mark); err != nil {
 		return Result{}, err
 	}
 	return finishNote(m, "raw-publish-tx", fmt.Sprintf("go-stomp: %d goroutines × %d SENDs per transaction, %d connections, persistent", amqPublishers, amqChunk, amqConns))
