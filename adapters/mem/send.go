@@ -19,8 +19,11 @@ import (
 // them as soon as Send returns. Each failed message is reported as a
 // *ports.SendError joined with errors.Join: wrapping ports.ErrInvalid for
 // a message that fails Message.Validate, ports.ErrUnconfirmed while
-// [Broker.FailSends] is on, ports.ErrClosed after Close, or ctx.Err() when
-// ctx was done before Send started (nothing is stored then).
+// [Broker.FailSends] is on, ports.ErrClosed after Close, ctx.Err() when
+// ctx was done before Send started (nothing is stored then), or
+// [ErrQueueFull] joined with ctx.Err() for a message that waited for room
+// in a full queue until ctx was done (see [WithMaxQueue]; nothing of that
+// message is stored, the messages before it are).
 func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 	if err := ctx.Err(); err != nil {
 		return failAll(msgs, err)
@@ -50,10 +53,12 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			headers: m.Headers,
 		}
 		if m.Delay <= 0 {
-			b.route(a.ns, &msg)
+			if err := b.send(ctx, a.ns, &msg); err != nil {
+				errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			}
 			continue
 		}
-		if !b.sched.add(entry{due: now.Add(m.Delay), kind: routeMessage, ns: a.ns, it: item{msg: msg}}) {
+		if !b.delay(a.ns, msg, m.Delay) {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: ports.ErrClosed})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/sluicemq/sluice/adapters/kit"
 )
 
 // connSpec describes one MQTT connection the adapter keeps up.
@@ -19,7 +20,7 @@ type connSpec struct {
 	session    session.SessionManager
 	onPublish  func(paho.PublishReceived) (bool, error)
 	onUp       func(*paho.Connack)
-	errs       *errorSink
+	errs       *kit.Errors
 	disconnect func() *paho.Disconnect
 }
 
@@ -59,17 +60,17 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 		OnConnectionDown: func() bool { return true },
 		OnConnectError: func(err error) {
 			keep(err)
-			cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
+			cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
 		},
 		DisconnectPacketBuilder: cs.disconnect,
 		ClientConfig: paho.ClientConfig{
 			ClientID: cs.clientID,
 			Session:  cs.session,
 			OnClientError: func(err error) {
-				cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
+				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
 			},
 			OnServerDisconnect: func(d *paho.Disconnect) {
-				cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "lost",
+				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost",
 					Err: fmt.Errorf("server sent DISCONNECT, reason code %d", d.ReasonCode)})
 			},
 		},
@@ -99,10 +100,10 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 		_ = cm.Disconnect(context.Background())
 		select {
 		case last := <-lastErr:
-			return nil, fmt.Errorf("mqtt: connecting %s to %s: %w (last attempt: %v)", cs.clientID, u.Host, err, last)
+			err = fmt.Errorf("%w (last attempt: %v)", err, last)
 		default:
-			return nil, fmt.Errorf("mqtt: connecting %s to %s: %w", cs.clientID, u.Host, err)
 		}
+		return nil, fmt.Errorf("mqtt: client %s: %w", cs.clientID, &kit.DialError{Broker: "MQTT broker", Addr: u.Host, Err: err})
 	}
 	return cm, nil
 }
