@@ -7,6 +7,7 @@ require (
 	github.com/ThreeDotsLabs/watermill-amqp/v3 v3.0.2
 	github.com/apache/pulsar-client-go v0.19.0
 	github.com/eclipse/paho.golang v0.23.0
+	github.com/go-stomp/stomp/v3 v3.1.3
 	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/prometheus/client_golang v1.23.0
 	github.com/rabbitmq/amqp091-go v1.10.0
