@@ -61,7 +61,8 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 
 // checkFsync verifies appendonly yes and appendfsync always.
 func checkFsync(ctx context.Context, rc *goredis.Client) error {
-	for key, want := range map[string]string{"appendonly": "yes", "appendfsync": "always"} {
+	for _, kv := range [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}} {
+		key, want := kv[0], kv[1]
 		m, err := rc.ConfigGet(ctx, key).Result()
 		if err != nil {
 			return fmt.Errorf("durability fsync needs CONFIG GET %s to check the server's persistence: %w (allow CONFIG for this user, or choose durability=none or durability=replicas explicitly)", key, err)

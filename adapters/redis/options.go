@@ -156,7 +156,7 @@ func (o Options) client() *goredis.Client {
 		Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLS,
 		DialTimeout: o.DialTimeout, PoolSize: o.PoolSize,
 		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
-		MaxRetries: -1, // never retry a command on its own: XADD retried could duplicate
+		MaxRetries:      -1, // never retry a command on its own: XADD retried could duplicate
 		DisableIdentity: true,
 		Protocol:        2,
 	})
