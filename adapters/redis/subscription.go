@@ -375,16 +375,22 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 		return fmt.Errorf("%w: unknown action %v", ports.ErrInvalid, disp.Action)
 	}
 	if err != nil {
+		// The entries stay pending, unsettled. They leave the held set, so
+		// their lease is no longer renewed: once idle for ClaimMinIdle an
+		// XAUTOCLAIM (this consumer's or another's) hands them out again.
+		s.release(hs, false)
 		return fmt.Errorf("redis: %v %d entries of %s: %w", disp.Action, len(ds), s.stream, err)
 	}
-	s.release(hs)
+	s.release(hs, true)
 	return nil
 }
 
-func (s *subscription) release(hs []*handle) {
+func (s *subscription) release(hs []*handle, settled bool) {
 	s.mu.Lock()
 	for _, h := range hs {
-		h.settled.Store(true)
+		if settled {
+			h.settled.Store(true)
+		}
 		delete(s.held, h.id)
 	}
 	s.mu.Unlock()
