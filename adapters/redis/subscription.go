@@ -6,20 +6,23 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// handle is a delivery's settlement handle: its stream entry and whether
-// it was settled already.
+// handle is a delivery's settlement handle: its stream entry and its
+// settlement claim (kit.Tracker's state).
 type handle struct {
-	id      string
-	settled atomic.Bool
+	id    string
+	claim kit.Claim
 }
+
+// Claim implements kit.Claimer.
+func (h *handle) Claim() *kit.Claim { return &h.claim }
 
 type subscription struct {
 	a         *Adapter
@@ -35,29 +38,29 @@ type subscription struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	inbox   *kit.Inbox[*ports.Delivery]
+	errs    *kit.Errors
+	settler *kit.Settler
+
 	mu      sync.Mutex
-	inbox   []*ports.Delivery
 	held    map[string]struct{} // entry ids received and not settled (inbox + handed out)
-	ready   chan struct{}       // signalled when inbox gains deliveries
+	loose   map[string]struct{} // entry ids whose settlement failed: pending, not renewed
 	room    chan struct{}       // signalled when held shrinks
 	stopped bool
 	cursor  string
 
-	errs     chan error
-	dropped  atomic.Int64
 	stopOnce sync.Once
 	stopErr  error
-	done     chan struct{}
 }
 
 func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
 	s := &subscription{
 		a: a, spec: spec, stream: a.streamKey(spec.Topic), group: spec.Group,
 		consumer: "c-" + ports.NewID(),
-		held:     map[string]struct{}{},
-		ready:    make(chan struct{}, 1), room: make(chan struct{}, 1),
-		errs: make(chan error, 64), done: make(chan struct{}), cursor: "0-0",
+		held:     map[string]struct{}{}, loose: map[string]struct{}{}, room: make(chan struct{}, 1), cursor: "0-0",
+		inbox: kit.NewInbox[*ports.Delivery](0), errs: kit.NewErrors(64),
 	}
+	s.settler = kit.NewSettler(settleBroker{s})
 	if spec.Mode == ports.Broadcast {
 		s.broadcast = true
 		inst := spec.Instance
@@ -98,13 +101,7 @@ func (s *subscription) start() {
 	go s.leaseLoop()
 }
 
-func (s *subscription) report(err error) {
-	select {
-	case s.errs <- err:
-	default:
-		s.dropped.Add(1)
-	}
-}
+func (s *subscription) report(err error) { s.errs.Report(err) }
 
 func signal(c chan struct{}) {
 	select {
@@ -126,7 +123,8 @@ func (s *subscription) free() int {
 func (s *subscription) readLoop() {
 	defer s.wg.Done()
 	o := s.a.o
-	backoff := 50 * time.Millisecond
+	policy := kit.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
+	failures := 0
 	var lastClaim time.Time
 	for s.ctx.Err() == nil {
 		n := s.free()
@@ -159,14 +157,16 @@ func (s *subscription) readLoop() {
 				}
 			}
 			s.report(err)
+			t := time.NewTimer(policy.Delay(failures))
 			select {
-			case <-time.After(backoff):
+			case <-t.C:
 			case <-s.ctx.Done():
+				t.Stop()
 			}
-			backoff = min(backoff*2, 2*time.Second)
+			failures++
 			continue
 		}
-		backoff = 50 * time.Millisecond
+		failures = 0
 		if len(ds) > 0 {
 			s.push(ds)
 		}
@@ -174,6 +174,7 @@ func (s *subscription) readLoop() {
 }
 
 func (s *subscription) push(ds []*ports.Delivery) {
+	fresh := ds[:0]
 	s.mu.Lock()
 	for _, d := range ds {
 		h := d.Handle.(*handle)
@@ -181,10 +182,13 @@ func (s *subscription) push(ds []*ports.Delivery) {
 			continue // already held (claimed back from ourselves)
 		}
 		s.held[h.id] = struct{}{}
-		s.inbox = append(s.inbox, d)
+		delete(s.loose, h.id)
+		fresh = append(fresh, d)
 	}
 	s.mu.Unlock()
-	signal(s.ready)
+	// Unbounded inbox: held already bounds it by InFlight. After Stop the
+	// entries stay pending and Stop releases every held one.
+	_ = s.inbox.Push(context.Background(), fresh...)
 }
 
 func (s *subscription) claim(n int) ([]*ports.Delivery, error) {
@@ -309,39 +313,13 @@ func toAny(ss []string) []any {
 
 // Receive returns up to max deliveries, blocking for at least one.
 func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
-	if max < 1 {
-		max = 1
-	}
-	for {
-		s.mu.Lock()
-		if s.stopped {
-			s.mu.Unlock()
-			return nil, ports.ErrClosed
-		}
-		if len(s.inbox) > 0 {
-			n := min(max, len(s.inbox))
-			out := make([]*ports.Delivery, n)
-			copy(out, s.inbox)
-			s.inbox = s.inbox[n:]
-			more := len(s.inbox) > 0
-			s.mu.Unlock()
-			if more {
-				signal(s.ready)
-			}
-			return out, nil
-		}
-		s.mu.Unlock()
-		select {
-		case <-s.ready:
-		case <-s.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	return s.inbox.Receive(ctx, max)
 }
 
 // Settle: see the package documentation for the mapping. Every action is
 // done (answered by Redis) when Settle returns nil; nothing is deferred.
+// kit.Settler carries it out with this adapter's native requeue and dead
+// letter (settleBroker); its Tracker refuses a second settlement.
 func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
 	s.mu.Lock()
 	stopped := s.stopped
@@ -358,40 +336,87 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 		if !ok {
 			return fmt.Errorf("%w: delivery %q was not received by this redis adapter", ports.ErrInvalid, d.ID)
 		}
-		if h.settled.Load() {
-			return fmt.Errorf("settle %q: %w", d.ID, ports.ErrAlreadyCompleted)
-		}
 		hs = append(hs, h)
 	}
-	var err error
-	switch disp.Action {
-	case ports.Ack:
-		err = s.ack(ctx, hs)
-	case ports.Requeue:
-		err = s.requeue(ctx, ds, hs, disp.Delay)
-	case ports.DeadLetter:
-		err = s.deadLetter(ctx, ds, hs, disp)
-	default:
-		return fmt.Errorf("%w: unknown action %v", ports.ErrInvalid, disp.Action)
-	}
-	if err != nil {
+	err := s.settler.Settle(ctx, ds, disp)
+	switch {
+	case errors.Is(err, ports.ErrAlreadyCompleted), errors.Is(err, ports.ErrConflict), errors.Is(err, ports.ErrInvalid):
+		return err
+	case err != nil:
 		// The entries stay pending, unsettled. They leave the held set, so
 		// their lease is no longer renewed: once idle for ClaimMinIdle an
-		// XAUTOCLAIM (this consumer's or another's) hands them out again.
-		s.release(hs, false)
+		// XAUTOCLAIM (this consumer's or another's) hands them out again,
+		// paced by ClaimMinIdle; Stop hands them back at once.
+		s.release(hs)
+		s.mu.Lock()
+		for _, h := range hs {
+			s.loose[h.id] = struct{}{}
+		}
+		s.mu.Unlock()
 		return fmt.Errorf("redis: %v %d entries of %s: %w", disp.Action, len(ds), s.stream, err)
 	}
-	s.release(hs, true)
+	s.release(hs)
 	return nil
 }
 
-func (s *subscription) release(hs []*handle, settled bool) {
+// settleBroker is the kit.Broker of a subscription, with Redis' native
+// requeue (idle shaping) and dead letter (MULTI).
+type settleBroker struct{ s *subscription }
+
+var (
+	_ kit.NativeRequeue    = settleBroker{}
+	_ kit.NativeDeadLetter = settleBroker{}
+)
+
+func (b settleBroker) Ack(ctx context.Context, ds []*ports.Delivery) error {
+	return b.s.ack(ctx, handles(ds))
+}
+
+// Publish is the confirmed Send (the Settler uses it only for brokers
+// without the native interfaces; kept for completeness).
+func (b settleBroker) Publish(ctx context.Context, msgs []ports.Message) []error {
+	err := b.s.a.Send(ctx, msgs...)
+	if err == nil {
+		return nil
+	}
+	errs := make([]error, len(msgs))
+	var se *ports.SendError
+	for _, e := range unjoin(err) {
+		if errors.As(e, &se) && se.Index < len(errs) {
+			errs[se.Index] = e
+		}
+	}
+	return errs
+}
+
+func (b settleBroker) Requeue(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error {
+	return b.s.requeue(ctx, ds, handles(ds), delay)
+}
+
+func (b settleBroker) DeadLetter(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	return b.s.deadLetter(ctx, ds, handles(ds), disp)
+}
+
+func handles(ds []*ports.Delivery) []*handle {
+	hs := make([]*handle, len(ds))
+	for i, d := range ds {
+		hs[i] = d.Handle.(*handle)
+	}
+	return hs
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func (s *subscription) release(hs []*handle) {
 	s.mu.Lock()
 	for _, h := range hs {
-		if settled {
-			h.settled.Store(true)
-		}
 		delete(s.held, h.id)
+		delete(s.loose, h.id)
 	}
 	s.mu.Unlock()
 	signal(s.room)
@@ -423,12 +448,7 @@ func (s *subscription) requeue(ctx context.Context, ds []*ports.Delivery, hs []*
 	}
 	pipe := s.a.rc.Pipeline()
 	for i, d := range ds {
-		m := d.Message
-		m.Headers = d.Headers.Clone()
-		if m.Headers == nil {
-			m.Headers = ports.Headers{}
-		}
-		m.Headers[ports.HeaderRedeliveryCount] = fmt.Sprint(d.RedeliveryCount + 1)
+		m := kit.RequeueCopy(d, 0) // the count in its header; the delay is the delayed set's
 		args := append([]any{delay.Milliseconds(), s.stream, s.group, hs[i].id}, encode(&m)...)
 		delayAddAckScript.Eval(ctx, pipe, []string{s.a.delayedMsgKey(), s.a.delayedKey(), s.stream}, args...)
 	}
@@ -473,7 +493,7 @@ func (s *subscription) deadLetter(ctx context.Context, ds []*ports.Delivery, hs 
 	dlq := s.a.streamKey(ports.DeadLetterTopic(s.spec.Topic))
 	_, err := s.a.rc.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, d := range ds {
-			m := deadLetterCopy(d, disp)
+			m := kit.DeadLetterCopy(d, disp)
 			p.XAdd(ctx, &goredis.XAddArgs{Stream: dlq, Values: encode(&m)})
 		}
 		p.XAck(ctx, s.stream, s.group, ids(hs)...)
@@ -483,22 +503,6 @@ func (s *subscription) deadLetter(ctx context.Context, ds []*ports.Delivery, hs 
 		return fmt.Errorf("%w: dead-letter to %s: %v", ports.ErrUnconfirmed, dlq, err)
 	}
 	return nil
-}
-
-func deadLetterCopy(d *ports.Delivery, disp ports.Disposition) ports.Message {
-	m := ports.Message{Topic: ports.DeadLetterTopic(d.Topic), Key: d.Key, Payload: d.Payload, Headers: d.Headers.Clone()}
-	if m.Headers == nil {
-		m.Headers = ports.Headers{}
-	}
-	delete(m.Headers, ports.HeaderRedeliveryCount)
-	m.Headers[ports.HeaderDeadLetterReason] = disp.ReasonText()
-	m.Headers[ports.HeaderDeadLetterTopic] = string(d.Topic)
-	attempts := disp.Attempts
-	if attempts <= 0 {
-		attempts = d.RedeliveryCount + 1
-	}
-	m.Headers[ports.HeaderAttempts] = fmt.Sprint(attempts)
-	return m
 }
 
 // Stop stops reading and hands every held entry back to the group: their
@@ -512,7 +516,7 @@ func (s *subscription) Stop(ctx context.Context) error {
 		s.stopped = true
 		s.mu.Unlock()
 		s.cancel()
-		close(s.done)
+		s.inbox.Close() // queued deliveries stay held and are released below
 		waited := make(chan struct{})
 		go func() { s.wg.Wait(); close(waited) }()
 		select {
@@ -521,7 +525,13 @@ func (s *subscription) Stop(ctx context.Context) error {
 			s.stopErr = fmt.Errorf("redis: stop %s: %w", s.stream, ctx.Err())
 		}
 		var errs []error
-		if ids := s.heldIDs(); len(ids) > 0 {
+		ids := s.heldIDs()
+		s.mu.Lock()
+		for id := range s.loose {
+			ids = append(ids, id)
+		}
+		s.mu.Unlock()
+		if len(ids) > 0 {
 			if err := s.setIdle(ctx, ids, s.a.o.ClaimMinIdle); err != nil {
 				errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(ids), err))
 			}
@@ -544,10 +554,10 @@ func (s *subscription) Stop(ctx context.Context) error {
 			s.stopErr = fmt.Errorf("redis: stop %s: %w", s.stream, errors.Join(errs...))
 		}
 		s.a.forget(s)
-		close(s.errs)
+		s.errs.Close()
 	})
 	return s.stopErr
 }
 
 // Errors reports asynchronous errors; closed after Stop.
-func (s *subscription) Errors() <-chan error { return s.errs }
+func (s *subscription) Errors() <-chan error { return s.errs.C() }
