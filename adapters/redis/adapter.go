@@ -94,7 +94,12 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 	}
 }
 
-func (a *Adapter) streamKey(t ports.Topic) string { return a.o.Namespace + ":stream:" + string(t) }
+func (a *Adapter) streamKey(t ports.Topic) string {
+	if a.o.RawStreamNames {
+		return string(t)
+	}
+	return a.o.Namespace + ":stream:" + string(t)
+}
 func (a *Adapter) delayedKey() string             { return a.o.Namespace + ":delayed" }
 func (a *Adapter) delayedMsgKey() string          { return a.o.Namespace + ":delayed:" + ports.NewID() }
 func (a *Adapter) heartbeatKey(stream, group string) string {
@@ -131,7 +136,7 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			continue
 		}
 		stream := a.streamKey(m.Topic)
-		fields := encode(&m)
+		fields := encodeFor(a.o.Wire, &m)
 		var cmd goredis.Cmder
 		if m.Delay > 0 {
 			args := append([]any{m.Delay.Milliseconds(), stream}, fields...)

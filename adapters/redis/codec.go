@@ -21,7 +21,46 @@ const (
 	fieldStream  = "__stream" // only in a delayed message's hash
 )
 
-// encode returns the XADD field/value list of m.
+// The watermill-redisstream wire format (github.com/ThreeDotsLabs/
+// watermill-redisstream, DefaultMarshallerUnmarshaller): the message UUID,
+// the metadata as a MessagePack map, the payload.
+const (
+	fieldWatermillUUID = "_watermill_message_uuid"
+	fieldWatermillMeta = "metadata"
+)
+
+// Wire is the entry format Send writes. Both formats are read, whatever
+// Wire says.
+type Wire int
+
+const (
+	// WireSluice: "payload", "key" and one "h:<name>" field per header
+	// (readable with redis-cli). The default.
+	WireSluice Wire = iota
+	// WireWatermill: watermill-redisstream's format — "_watermill_message_uuid"
+	// (the message id), "metadata" (every header, MessagePack) and
+	// "payload" — so watermill-redisstream subscribers read what this
+	// adapter sends. The partition key travels as the ce-partitionkey
+	// header.
+	WireWatermill
+)
+
+func encodeFor(w Wire, m *ports.Message) []any {
+	if w == WireWatermill {
+		return encodeWatermill(m)
+	}
+	return encode(m)
+}
+
+func encodeWatermill(m *ports.Message) []any {
+	meta := make(map[string]string, len(m.Headers))
+	for k, v := range m.Headers {
+		meta[k] = v
+	}
+	return []any{fieldWatermillUUID, m.Headers[ports.HeaderID], fieldWatermillMeta, msgpackMap(meta), fieldPayload, m.Payload}
+}
+
+// encode returns the XADD field/value list of m in the sluice format.
 func encode(m *ports.Message) []any {
 	out := make([]any, 0, 4+2*len(m.Headers))
 	out = append(out, fieldPayload, m.Payload)
@@ -49,6 +88,24 @@ func decode(topic ports.Topic, stream, group, id string, values map[string]any, 
 			d.Key = s
 		case strings.HasPrefix(k, headerPrefix):
 			h[k[len(headerPrefix):]] = s
+		}
+	}
+	if uuid, ok := values[fieldWatermillUUID].(string); ok {
+		// watermill-redisstream format: metadata are the headers.
+		if raw, _ := values[fieldWatermillMeta].(string); raw != "" {
+			meta, err := unmsgpackMap([]byte(raw))
+			if err != nil {
+				d.Err = ports.Poison(fmt.Errorf("redis stream %s entry %s: watermill metadata: %w", stream, id, err))
+			}
+			for k, v := range meta {
+				h[k] = v
+			}
+		}
+		if h[ports.HeaderID] == "" {
+			h[ports.HeaderID] = uuid
+		}
+		if d.Key == "" {
+			d.Key = h[ports.HeaderPartitionKey]
 		}
 	}
 	d.Headers = h

@@ -44,3 +44,5 @@ func newAdapter(t testing.TB, o redis.Options) *redis.Adapter {
 	})
 	return a
 }
+
+func sharedAddr(t testing.TB) string { return redistest.Shared(t).Addr }

@@ -58,6 +58,15 @@ type Options struct {
 	// Namespace prefixes every key the adapter creates
 	// ("<ns>:stream:<topic>", "<ns>:delayed", "<ns>:hb:…"). Default "sluice".
 	Namespace string
+	// RawStreamNames names each topic's stream by the topic alone, without
+	// the "<ns>:stream:" prefix (the delayed set and heartbeats keep the
+	// namespace). Use it to share streams with other clients, such as
+	// watermill-redisstream, which names a stream by its topic.
+	RawStreamNames bool
+	// Wire is the entry format Send (and dead letters, requeued copies)
+	// write. Default WireSluice; WireWatermill for watermill-redisstream
+	// consumers.
+	Wire Wire
 	// Durability is the confirm level of Send. Default DurabilityFsync,
 	// checked against the server's configuration at New.
 	Durability Durability

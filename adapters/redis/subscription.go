@@ -449,7 +449,7 @@ func (s *subscription) requeue(ctx context.Context, ds []*ports.Delivery, hs []*
 	pipe := s.a.rc.Pipeline()
 	for i, d := range ds {
 		m := kit.RequeueCopy(d, 0) // the count in its header; the delay is the delayed set's
-		args := append([]any{delay.Milliseconds(), s.stream, s.group, hs[i].id}, encode(&m)...)
+		args := append([]any{delay.Milliseconds(), s.stream, s.group, hs[i].id}, encodeFor(s.a.o.Wire, &m)...)
 		delayAddAckScript.Eval(ctx, pipe, []string{s.a.delayedMsgKey(), s.a.delayedKey(), s.stream}, args...)
 	}
 	cmds, err := pipe.Exec(ctx)
@@ -494,7 +494,7 @@ func (s *subscription) deadLetter(ctx context.Context, ds []*ports.Delivery, hs 
 	_, err := s.a.rc.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, d := range ds {
 			m := kit.DeadLetterCopy(d, disp)
-			p.XAdd(ctx, &goredis.XAddArgs{Stream: dlq, Values: encode(&m)})
+			p.XAdd(ctx, &goredis.XAddArgs{Stream: dlq, Values: encodeFor(s.a.o.Wire, &m)})
 		}
 		p.XAck(ctx, s.stream, s.group, ids(hs)...)
 		return nil

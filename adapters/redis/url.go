@@ -15,7 +15,7 @@ import (
 // redis:// and rediss:// open the adapter (import this package for its
 // side effect to register them):
 //
-//	redis://[user:password@]host:6379[/db][?durability=fsync|none|replicas&replicas=1&wait_timeout=1s&claim_min_idle=30s&claim_interval=50ms&delay_poll=25ms&janitor_interval=5s&instance_ttl=1m&dial_timeout=5s&pool_size=32]
+//	redis://[user:password@]host:6379[/db][?durability=fsync|none|replicas&replicas=1&wait_timeout=1s&claim_min_idle=30s&claim_interval=50ms&delay_poll=25ms&janitor_interval=5s&instance_ttl=1m&dial_timeout=5s&pool_size=32&wire=sluice|watermill&raw_stream_names=false]
 //	rediss://…   (TLS: the system roots, or adapters.WithTLS)
 //
 // The path is the logical database (default 0); the user is the ACL user
@@ -28,7 +28,7 @@ func init() {
 }
 
 var urlParams = []string{"durability", "replicas", "wait_timeout", "claim_min_idle", "claim_interval",
-	"delay_poll", "janitor_interval", "instance_ttl", "dial_timeout", "pool_size"}
+	"delay_poll", "janitor_interval", "instance_ttl", "dial_timeout", "pool_size", "wire", "raw_stream_names"}
 
 func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	o, err := optionsFromURL(u, cfg)
@@ -85,6 +85,15 @@ func optionsFromURL(u *url.URL, cfg *adapters.Config) (Options, error) {
 	o.InstanceTTL = p.Duration("instance_ttl", 0, 10*time.Millisecond, 365*24*time.Hour)
 	o.DialTimeout = p.Duration("dial_timeout", 0, 10*time.Millisecond, time.Hour)
 	o.PoolSize = p.Int("pool_size", 0, 1, 4096)
+	switch w := p.String("wire", "sluice"); w {
+	case "sluice":
+		o.Wire = WireSluice
+	case "watermill":
+		o.Wire = WireWatermill
+	default:
+		return Options{}, &adapters.ParamError{Param: "wire", Reason: fmt.Sprintf("%q is not sluice or watermill", w)}
+	}
+	o.RawStreamNames = p.Bool("raw_stream_names", false)
 	if err := p.Err(urlParams...); err != nil {
 		return Options{}, err
 	}
