@@ -100,8 +100,8 @@ func (a *Adapter) streamKey(t ports.Topic) string {
 	}
 	return a.o.Namespace + ":stream:" + string(t)
 }
-func (a *Adapter) delayedKey() string             { return a.o.Namespace + ":delayed" }
-func (a *Adapter) delayedMsgKey() string          { return a.o.Namespace + ":delayed:" + ports.NewID() }
+func (a *Adapter) delayedKey() string    { return a.o.Namespace + ":delayed" }
+func (a *Adapter) delayedMsgKey() string { return a.o.Namespace + ":delayed:" + ports.NewID() }
 func (a *Adapter) heartbeatKey(stream, group string) string {
 	return a.o.Namespace + ":hb:" + stream + ":" + group
 }
