@@ -110,11 +110,12 @@ func signal(c chan struct{}) {
 	}
 }
 
-// free returns how many more entries may be read without exceeding InFlight.
-func (s *subscription) free() int {
+// free returns how many more entries may be read without exceeding
+// InFlight, and how many are held.
+func (s *subscription) free() (n, held int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.spec.InFlight - len(s.held)
+	return s.spec.InFlight - len(s.held), len(s.held)
 }
 
 // readLoop claims idle entries (crashed consumers', released and requeued
@@ -126,9 +127,13 @@ func (s *subscription) readLoop() {
 	policy := kit.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
 	failures := 0
 	var lastClaim time.Time
+	// Refill in large reads: wait until half the in-flight window is free
+	// (or nothing is held) rather than reading the few slots each
+	// settlement frees — one XREADGROUP per half window, not per Settle.
+	refill := max(1, s.spec.InFlight/2)
 	for s.ctx.Err() == nil {
-		n := s.free()
-		if n <= 0 {
+		n, held := s.free()
+		if n <= 0 || (n < refill && held > 0) {
 			select {
 			case <-s.room:
 			case <-s.ctx.Done():
