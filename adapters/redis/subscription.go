@@ -110,6 +110,10 @@ func signal(c chan struct{}) {
 	}
 }
 
+// refillLinger bounds how long the read loop waits for half the in-flight
+// window to be free before it reads what is free.
+const refillLinger = 2 * time.Millisecond
+
 // free returns how many more entries may be read without exceeding
 // InFlight, and how many are held.
 func (s *subscription) free() (n, held int) {
@@ -127,18 +131,37 @@ func (s *subscription) readLoop() {
 	policy := kit.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
 	failures := 0
 	var lastClaim time.Time
-	// Refill in large reads: wait until half the in-flight window is free
-	// (or nothing is held) rather than reading the few slots each
-	// settlement frees — one XREADGROUP per half window, not per Settle.
+	// Refill in large reads: while less than half the in-flight window is
+	// free and something is held, wait up to refillLinger for more room —
+	// one XREADGROUP per half window under load, not one per Settle — then
+	// read what is free (handlers that hold their deliveries must still
+	// get the rest of the window).
 	refill := max(1, s.spec.InFlight/2)
+	linger := time.NewTimer(0)
+	defer linger.Stop()
 	for s.ctx.Err() == nil {
 		n, held := s.free()
-		if n <= 0 || (n < refill && held > 0) {
+		if n <= 0 {
 			select {
 			case <-s.room:
 			case <-s.ctx.Done():
 			}
 			continue
+		}
+		if n < refill && held > 0 {
+			linger.Reset(refillLinger)
+		wait:
+			for n < refill {
+				select {
+				case <-s.room:
+					n, _ = s.free()
+				case <-linger.C:
+					break wait
+				case <-s.ctx.Done():
+					return
+				}
+			}
+			linger.Stop()
 		}
 		var ds []*ports.Delivery
 		var err error
