@@ -77,7 +77,8 @@ func SetNotBefore(h ports.Headers, at time.Time) {
 }
 
 // TakeNotBefore removes HeaderNotBefore from h and returns its time (the
-// zero time when absent). A malformed value is removed too and returned as
+// zero time when absent). It reads Unix milliseconds (SetNotBefore's form)
+// and RFC 3339 (the Kafka adapter's). A malformed value is removed too and returned as
 // a *ports.HeaderError (poison: set it as Delivery.Err).
 func TakeNotBefore(h ports.Headers) (time.Time, error) {
 	s, ok := h[HeaderNotBefore]
@@ -86,10 +87,16 @@ func TakeNotBefore(h ports.Headers) (time.Time, error) {
 	}
 	delete(h, HeaderNotBefore)
 	ms, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || ms < 0 {
-		return time.Time{}, &ports.HeaderError{Header: HeaderNotBefore, Value: s}
+	if err == nil && ms >= 0 {
+		return time.UnixMilli(ms), nil
 	}
-	return time.UnixMilli(ms), nil
+	// The Kafka adapter writes its own records' header in RFC 3339 (its
+	// wire form since before the kit); accept it, so the one header name
+	// has one meaning wherever a copy ends up.
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, &ports.HeaderError{Header: HeaderNotBefore, Value: s}
 }
 
 // copyHeaders clones d's headers with room for extra more, and fills
