@@ -112,18 +112,28 @@ func (c *Completion) Complete(o Outcome) error {
 }
 
 func (c *Completion) complete(o Outcome) error {
+	next, err := c.finish(o)
+	if next != nil {
+		next.completed(o)
+	}
+	return err
+}
+
+// finish moves c to o and returns the notifier to hand o to (nil when c
+// was already complete), without calling it.
+func (c *Completion) finish(o Outcome) (notifier, error) {
 	c.mu.Lock()
 	if c.kind != Pending {
 		prev := c.kind
 		c.mu.Unlock()
 		if prev == o.Kind {
-			return ports.ErrAlreadyCompleted
+			return nil, ports.ErrAlreadyCompleted
 		}
 		err := &ConflictError{First: prev, Second: o}
 		if c.report != nil {
 			c.report(err)
 		}
-		return err
+		return nil, err
 	}
 	c.kind, c.err = o.Kind, o.Err
 	if c.done != nil {
@@ -131,10 +141,7 @@ func (c *Completion) complete(o Outcome) error {
 	}
 	next := c.next
 	c.mu.Unlock()
-	if next != nil {
-		next.completed(o)
-	}
-	return nil
+	return next, nil
 }
 
 // Outcome returns c's outcome; Kind is Pending until c completes.
@@ -248,8 +255,30 @@ func Join(members ...*Completion) *Completion {
 type joined []*Completion
 
 func (js joined) completed(o Outcome) {
+	// Members that are deliveries of one pipeline are handed to its
+	// settlement engine together, so the batch is settled with one
+	// Settle call; other members are completed one by one.
+	var (
+		p     *Pipeline
+		roots []*root
+	)
 	for _, m := range js {
-		_ = m.complete(o) // a conflict is reported by the member itself
+		next, _ := m.finish(o) // a conflict is reported by the member itself
+		switch n := next.(type) {
+		case nil:
+		case *root:
+			if p != nil && n.p != p {
+				p.settleBatch(roots, o)
+				roots = roots[:0]
+			}
+			p = n.p
+			roots = append(roots, n)
+		default:
+			n.completed(o)
+		}
+	}
+	if len(roots) > 0 {
+		p.settleBatch(roots, o)
 	}
 }
 

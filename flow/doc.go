@@ -31,10 +31,18 @@
 // Completion.Split), a batch completes every member with its one outcome
 // (Join), and a panic in user code becomes a *ports.PanicError.
 //
+// The goroutine that completes an item never talks to the broker: the
+// pipeline's settlement engine gathers completions into rounds and settles
+// each round with as few Subscription.Settle calls as the dispositions
+// allow (all ACKs of a round in one call; a Join batch in one call), from
+// its own goroutines. WithSettleLinger, WithSettleBatch and
+// WithSettleConcurrency tune it; docs/settlement.md describes it.
+//
 // # Backpressure and stop
 //
 // At most SubscriptionSpec.InFlight deliveries are received and not yet
-// completed. Stop (or the end of Run) stops receiving, waits for in-flight
+// settled: a delivery's slot is given back when the adapter accepted its
+// settlement. Stop (or the end of Run) stops receiving, waits for in-flight
 // work until its context is done, then cancels the rest; nothing completed
 // after that is settled, and Stop itself never acks.
 //

@@ -64,5 +64,5 @@ func ExamplePipeline() {
 	fmt.Printf("%+v\n", p.Stats())
 	// Output:
 	// billing o-1 for 42 request req-1
-	// {Received:1 Acked:1 Requeued:0 DeadLettered:0 Cancelled:0 Unsettled:0 Filtered:0 SettleErrors:0 Conflicts:0 Errors:0 InFlight:0}
+	// {Received:1 Acked:1 Requeued:0 DeadLettered:0 Cancelled:0 Unsettled:0 Filtered:0 SettleErrors:0 Conflicts:0 Errors:0 InFlight:0 SettleCalls:1}
 }

@@ -20,12 +20,32 @@ type config struct {
 	observer     func(Event)
 	drainTimeout time.Duration
 	settleTime   time.Duration
+	settle       settleConfig
 }
+
+// settleConfig tunes the settlement engine.
+type settleConfig struct {
+	linger      time.Duration
+	maxBatch    int // 0: half the in-flight limit
+	concurrency int
+}
+
+// Defaults of the settlement engine.
+const (
+	// DefaultSettleLinger is how long a completion waits at most for
+	// others to share its Settle call while deliveries are still being
+	// handled.
+	DefaultSettleLinger = time.Millisecond
+	// DefaultSettleConcurrency is how many Settle calls a pipeline runs
+	// at once.
+	DefaultSettleConcurrency = 4
+)
 
 func defaultConfig() config {
 	return config{
 		logger:       slog.Default(),
 		drainTimeout: 5 * time.Second,
+		settle:       settleConfig{linger: DefaultSettleLinger, concurrency: DefaultSettleConcurrency},
 	}
 }
 
@@ -75,6 +95,44 @@ func WithSettleTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
 			c.settleTime = d
+		}
+	})
+}
+
+// WithSettleLinger bounds how long a completion waits for others to share
+// its Settle call (and so the delay settlement adds to a delivery): a round
+// is settled when it is full (WithSettleBatch), when no delivery is being
+// handled any more, or when its oldest completion has waited d. Zero
+// settles every round at once, with whatever completed meanwhile. Default
+// DefaultSettleLinger (1 ms). Negative values are ignored.
+func WithSettleLinger(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d >= 0 {
+			c.settle.linger = d
+		}
+	})
+}
+
+// WithSettleBatch sets how many completions fill a round, which is then
+// settled without waiting out the linger. Default: half the in-flight limit
+// (at least 1). Values below 1 keep the default.
+func WithSettleBatch(n int) Option {
+	return optionFunc(func(c *config) {
+		if n >= 1 {
+			c.settle.maxBatch = n
+		}
+	})
+}
+
+// WithSettleConcurrency sets how many Settle calls the pipeline runs at
+// once. While all are busy, completions keep coalescing into the next
+// round, so a slow settlement (a confirmed dead-letter publish) never holds
+// up the handlers — only, past the in-flight limit, the receiving of more.
+// Default DefaultSettleConcurrency (4). Values below 1 keep the default.
+func WithSettleConcurrency(n int) Option {
+	return optionFunc(func(c *config) {
+		if n >= 1 {
+			c.settle.concurrency = n
 		}
 	})
 }

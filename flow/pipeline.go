@@ -35,6 +35,7 @@ type Pipeline struct {
 	started  bool
 	sub      ports.Subscription
 	slots    *slots
+	eng      *engine
 	workCtx  context.Context // items' parent context; cancelled by Stop
 	work     context.CancelFunc
 	recv     context.CancelFunc // stops the source
@@ -117,6 +118,8 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	p.started = true
 	p.sub = sub
 	p.slots = newSlots(p.spec.InFlight)
+	p.eng = newEngine(p, sub)
+	go p.eng.run()
 	p.workCtx, p.work = context.WithCancel(context.Background())
 	p.settleC, p.settleX = context.WithCancel(context.Background())
 	recvCtx, recv := context.WithCancel(context.Background())
@@ -171,11 +174,23 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 		_ = p.slots.waitIdle(ctx)
 		p.closed.Store(true)
 		p.work()
+		// Settle what completed before the stop, complete the adapter's
+		// deferred settlements, then hand the rest back.
+		fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		if err := p.eng.close(fctx); err != nil {
+			p.report(fmt.Errorf("flow: stop: settlements still running after %v: %w", flushTimeout, err))
+		}
+		if f, ok := p.sub.(ports.Flusher); ok {
+			if err := f.Flush(fctx); err != nil {
+				p.report(fmt.Errorf("flow: stop: flush %s: %w (those deliveries will be redelivered)", p.adapter.Name(), err))
+			}
+		}
+		cancel()
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := p.sub.Stop(sctx)
 		cancel()
-		p.wg.Wait()
 		p.settleX()
+		p.wg.Wait()
 		if err != nil {
 			p.stopErr = fmt.Errorf("flow: stop subscription: %w", err)
 		}
@@ -183,6 +198,10 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 	})
 	return p.stopErr
 }
+
+// flushTimeout bounds how long Stop waits for running settlements and the
+// adapter's Flush.
+const flushTimeout = 10 * time.Second
 
 // Done is closed when the pipeline has stopped.
 func (p *Pipeline) Done() <-chan struct{} { return p.done }

@@ -14,6 +14,7 @@ type root struct {
 	Completion
 	ctx deliveryCtx
 	one [1]*ports.Delivery // the Settle argument, without allocating a slice
+	me  [1]*root           // the engine's argument, likewise
 	p   *Pipeline
 }
 
@@ -53,10 +54,12 @@ func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery) bool {
 	r := &root{p: p}
 	r.ctx = deliveryCtx{Context: p.workCtx, d: d}
 	r.one[0] = d
+	r.me[0] = r
 	r.next = r
 	r.report = p.report
 	p.stats.received.Add(1)
 	p.stats.inFlight.Add(1)
+	p.eng.handed()
 	p.observe(Event{Delivery: d, Received: true})
 	if d.Err != nil {
 		// The adapter could not decode the envelope: poison, unhandled.
@@ -87,31 +90,97 @@ func (p *Pipeline) abandon(d *ports.Delivery, cause error) {
 	p.observe(Event{Delivery: d, Outcome: Outcome{Kind: Cancelled, Err: cause}})
 }
 
-// settle turns a terminal outcome into the adapter's settlement.
+// settle hands a delivery's terminal outcome to the settlement engine.
+// It never calls the adapter: the engine does, from its own goroutines.
 func (p *Pipeline) settle(r *root, o Outcome) {
-	defer p.slots.release(1)
-	defer p.stats.inFlight.Add(-1)
-	d := r.one[0]
+	if !p.unsettled(r, o) {
+		return
+	}
+	if !p.eng.enqueue(r.me[:], p.disposition(r.one[0], o)) {
+		p.late(r, o)
+	}
+}
+
+// settleBatch hands the members of a batch (a Join whose members are the
+// pipeline's own deliveries) to the engine together, so that the batch is
+// carried out with one Settle call per disposition: one for an ACK, one
+// per redelivery count for a REQUEUE or DEAD_LETTER.
+func (p *Pipeline) settleBatch(rs []*root, o Outcome) {
+	if o.Kind == Succeeded {
+		keep := rs[:0:0]
+		for _, r := range rs {
+			if p.unsettled(r, o) {
+				keep = append(keep, r)
+			}
+		}
+		if len(keep) > 0 && !p.eng.enqueue(keep, ports.Disposition{Action: ports.Ack}) {
+			for _, r := range keep {
+				p.late(r, o)
+			}
+		}
+		return
+	}
+	byCount := map[int][]*root{}
+	var order []int
+	for _, r := range rs {
+		if !p.unsettled(r, o) {
+			continue
+		}
+		c := r.one[0].RedeliveryCount
+		if _, ok := byCount[c]; !ok {
+			order = append(order, c)
+		}
+		byCount[c] = append(byCount[c], r)
+	}
+	for _, c := range order {
+		group := byCount[c]
+		if !p.eng.enqueue(group, p.disposition(group[0].one[0], o)) {
+			for _, r := range group {
+				p.late(r, o)
+			}
+		}
+	}
+}
+
+// unsettled accounts for an outcome that is not settled (a cancellation,
+// or a completion after Stop) and reports false for it; true means the
+// outcome is to be settled.
+func (p *Pipeline) unsettled(r *root, o Outcome) bool {
 	if o.Kind == Cancelled {
 		p.stats.cancelled.Add(1)
-		p.observe(Event{Delivery: d, Outcome: o})
-		return
+		p.observe(Event{Delivery: r.one[0], Outcome: o})
+		p.release(1)
+		return false
 	}
 	if p.closed.Load() {
-		p.stats.unsettled.Add(1)
-		p.report(&LateCompletionError{ID: d.ID, Outcome: o})
-		p.observe(Event{Delivery: d, Outcome: o})
-		return
+		p.late(r, o)
+		return false
 	}
-	disp := p.disposition(d, o)
-	var err error
-	if p.cfg.settleTime > 0 {
-		ctx, cancel := context.WithTimeout(p.settleC, p.cfg.settleTime)
-		err = p.sub.Settle(ctx, r.one[:], disp)
-		cancel()
-	} else {
-		err = p.sub.Settle(p.settleC, r.one[:], disp)
-	}
+	return true
+}
+
+// late reports a completion that arrived after Stop had cancelled
+// in-flight work: it is not settled and the broker redelivers it.
+func (p *Pipeline) late(r *root, o Outcome) {
+	d := r.one[0]
+	p.stats.unsettled.Add(1)
+	p.report(&LateCompletionError{ID: d.ID, Outcome: o})
+	p.observe(Event{Delivery: d, Outcome: o})
+	p.release(1)
+}
+
+// release gives back the slots of n deliveries that need no settlement.
+func (p *Pipeline) release(n int) {
+	p.stats.inFlight.Add(-int64(n))
+	p.slots.release(n)
+	p.eng.done(n)
+}
+
+// settled accounts for one delivery after the engine's Settle call for it
+// returned err.
+func (p *Pipeline) settled(r *root, disp ports.Disposition, err error) {
+	d := r.one[0]
+	o := r.Outcome()
 	if err != nil {
 		p.stats.settleErrors.Add(1)
 		p.report(&SettleError{ID: d.ID, Action: disp.Action, Err: err})

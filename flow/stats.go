@@ -6,7 +6,7 @@ type counters struct {
 	received, acked, requeued, deadLettered atomic.Int64
 	cancelled, unsettled, filtered          atomic.Int64
 	settleErrors, conflicts, errors         atomic.Int64
-	inFlight                                atomic.Int64
+	inFlight, settleCalls                   atomic.Int64
 }
 
 // Stats counts what a pipeline did with its deliveries so far.
@@ -21,7 +21,8 @@ type Stats struct {
 	SettleErrors int64 // settlements the adapter failed (left unsettled)
 	Conflicts    int64 // conflicting second completions refused
 	Errors       int64 // every error reported to the error handler
-	InFlight     int64 // received and not yet completed
+	InFlight     int64 // received and not yet settled (or given up)
+	SettleCalls  int64 // calls to the adapter's Settle (one per coalesced round and disposition)
 }
 
 // Stats returns a snapshot of the pipeline's counters.
@@ -37,6 +38,7 @@ func (p *Pipeline) Stats() Stats {
 		SettleErrors: p.stats.settleErrors.Load(),
 		Conflicts:    p.stats.conflicts.Load(),
 		Errors:       p.stats.errors.Load(),
+		SettleCalls:  p.stats.settleCalls.Load(),
 	}
 	s.InFlight = p.stats.inFlight.Load()
 	return s

@@ -142,6 +142,9 @@ func caseBatch(k *kit) {
 		}
 		time.Sleep(2 * time.Millisecond) // polling a counter, bounded
 	}
+	if st := p.Stats(); st.SettleCalls > int64(batchesSeen) {
+		k.t.Fatalf("%d batches were settled with %d Settle calls: each batch must be one call", batchesSeen, st.SettleCalls)
+	}
 	stopNow(k, p)
 	for _, id := range sent {
 		if seen[id] != 1 {

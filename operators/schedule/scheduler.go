@@ -34,7 +34,36 @@ type Options struct {
 	// scheduler goes on with the next timer. Default: logged at Error
 	// level with slog.Default().
 	OnPanic func(error)
+	// Clock is the time source (a fake clock in tests). Default: the
+	// system clock.
+	Clock Clock
 }
+
+// Clock is a Scheduler's time source. Tests pass a manual clock to make
+// timers fire when they advance it.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has elapsed, like
+	// time.AfterFunc. The Scheduler has at most one such timer armed.
+	AfterFunc(d time.Duration, f func()) ClockTimer
+}
+
+// ClockTimer is the handle returned by Clock.AfterFunc; *time.Timer
+// satisfies it.
+type ClockTimer interface {
+	// Stop prevents the timer from firing; it reports whether it did.
+	Stop() bool
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// AfterFunc is time.AfterFunc.
+func (SystemClock) AfterFunc(d time.Duration, f func()) ClockTimer { return time.AfterFunc(d, f) }
 
 // Scheduler runs callbacks at their deadlines, in deadline order (ties in
 // scheduling order), one at a time on its own goroutine.
@@ -46,6 +75,7 @@ type Options struct {
 // A Scheduler is safe for concurrent use. Its zero value is not usable;
 // call New, and Stop when done (the goroutine runs until then).
 type Scheduler struct {
+	clock   Clock
 	start   time.Time
 	onPanic func(error)
 
@@ -61,8 +91,13 @@ type Scheduler struct {
 
 // New returns a running Scheduler.
 func New(opts Options) *Scheduler {
+	c := opts.Clock
+	if c == nil {
+		c = SystemClock{}
+	}
 	s := &Scheduler{
-		start:   time.Now(),
+		clock:   c,
+		start:   c.Now(),
 		onPanic: opts.OnPanic,
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
@@ -95,7 +130,7 @@ func (t *Timer) Cancel() bool {
 
 // After runs fn once d has passed (d <= 0: as soon as possible).
 func (s *Scheduler) After(d time.Duration, fn func()) (*Timer, error) {
-	return s.at(int64(time.Since(s.start)+d), fn)
+	return s.at(int64(s.clock.Now().Sub(s.start)+d), fn)
 }
 
 // At runs fn at t (a past t: as soon as possible).
@@ -149,11 +184,23 @@ func (s *Scheduler) Stop() int {
 
 func (s *Scheduler) loop() {
 	defer close(s.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	var timer ClockTimer
+	fired := make(chan struct{}, 1)
+	fire := func() {
+		select {
+		case fired <- struct{}{}:
+		default:
+		}
+	}
+	stopTimer := func() {
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+	}
 	var batch []func()
 	for {
-		now := int64(time.Since(s.start))
+		now := int64(s.clock.Now().Sub(s.start))
 		s.mu.Lock()
 		for e := s.h.Peek(); e != nil && e.When <= now; e = s.h.Peek() {
 			s.h.Pop()
@@ -178,14 +225,16 @@ func (s *Scheduler) loop() {
 			continue // time has passed: look again before sleeping
 		}
 		if next != nil {
-			timer.Reset(time.Duration(wait))
+			stopTimer()
+			timer = s.clock.AfterFunc(time.Duration(wait), fire)
 		}
 		select {
-		case <-timer.C:
+		case <-fired:
+			timer = nil
 		case <-s.wake:
-			timer.Stop()
+			stopTimer()
 		case <-s.quit:
-			timer.Stop()
+			stopTimer()
 			return
 		}
 	}

@@ -1,0 +1,87 @@
+package kit
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// HeaderNotBefore carries the earliest delivery time of a requeued copy
+// or a delayed message, in Unix milliseconds, for adapters that hold such
+// messages on the consumer side (or double-check a broker's approximate
+// delay). It is a transport header: an adapter removes it (TakeNotBefore)
+// before it hands a delivery to the core.
+const HeaderNotBefore = "sluice-not-before"
+
+// RequeueCopy returns the message to republish for a requeue of d: the
+// same topic, key, payload and headers (so the same HeaderID), with
+// HeaderRedeliveryCount set to d.RedeliveryCount+1. With delay > 0 the
+// copy's Delay is delay and HeaderNotBefore is now+delay; with delay <= 0
+// a stale HeaderNotBefore is removed. The copy shares no header storage
+// with d.
+func RequeueCopy(d *ports.Delivery, delay time.Duration) ports.Message {
+	h := cloneHeaders(d.Headers, 2)
+	h[ports.HeaderRedeliveryCount] = strconv.Itoa(d.RedeliveryCount + 1)
+	delete(h, HeaderNotBefore)
+	m := ports.Message{Topic: d.Topic, Key: d.Key, Payload: d.Payload, Headers: h}
+	if delay > 0 {
+		m.Delay = delay
+		h[HeaderNotBefore] = strconv.FormatInt(time.Now().Add(delay).UnixMilli()+1, 10)
+	}
+	return m
+}
+
+// NoReason is HeaderDeadLetterReason when a dead-letter disposition has no
+// Reason.
+const NoReason = "no reason given"
+
+// DeadLetterCopy returns the message to publish to the dead-letter topic
+// for d: topic ports.DeadLetterTopic(d.Topic), the same key, payload and
+// headers (so the same HeaderID), plus HeaderDeadLetterReason
+// (disp.ReasonText, or NoReason), HeaderDeadLetterTopic (d.Topic) and
+// HeaderAttempts (disp.Attempts, or d.RedeliveryCount+1 when not set).
+// HeaderRedeliveryCount and HeaderNotBefore are removed: the count starts
+// again on the dead-letter topic. The copy shares no header storage with
+// d.
+func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition) ports.Message {
+	h := cloneHeaders(d.Headers, 3)
+	delete(h, ports.HeaderRedeliveryCount)
+	delete(h, HeaderNotBefore)
+	reason := disp.ReasonText()
+	if reason == "" {
+		reason = NoReason
+	}
+	attempts := disp.Attempts
+	if attempts <= 0 {
+		attempts = d.RedeliveryCount + 1
+	}
+	h[ports.HeaderDeadLetterReason] = reason
+	h[ports.HeaderDeadLetterTopic] = string(d.Topic)
+	h[ports.HeaderAttempts] = strconv.Itoa(attempts)
+	return ports.Message{Topic: ports.DeadLetterTopic(d.Topic), Key: d.Key, Payload: d.Payload, Headers: h}
+}
+
+// TakeNotBefore removes HeaderNotBefore from h and returns its time (the
+// zero time when absent). A malformed value is removed too and returned as
+// a *ports.HeaderError (poison: set it as Delivery.Err).
+func TakeNotBefore(h ports.Headers) (time.Time, error) {
+	s, ok := h[HeaderNotBefore]
+	if !ok {
+		return time.Time{}, nil
+	}
+	delete(h, HeaderNotBefore)
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms < 0 {
+		return time.Time{}, &ports.HeaderError{Header: HeaderNotBefore, Value: s}
+	}
+	return time.UnixMilli(ms), nil
+}
+
+func cloneHeaders(h ports.Headers, extra int) ports.Headers {
+	c := make(ports.Headers, len(h)+extra)
+	for k, v := range h {
+		c[k] = v
+	}
+	return c
+}

@@ -1,0 +1,136 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Broker is what a Settler needs from an adapter: the two broker
+// operations every settlement is made of.
+type Broker interface {
+	// Ack removes the originals from the broker (a native ack, a delete,
+	// an offset recorded). It returns nil once the ack is accepted, done or
+	// deferred (see ports.Subscription.Settle); on error none of ds may be
+	// considered removed. Make it one broker call per batch where the
+	// broker allows.
+	Ack(ctx context.Context, ds []*ports.Delivery) error
+	// Publish publishes msgs with the broker's confirm and returns one
+	// error per message (nil: confirmed), or a nil slice when all were
+	// confirmed. It must honour Message.Delay (natively, or with a
+	// Delayer).
+	Publish(ctx context.Context, msgs []ports.Message) []error
+}
+
+// NativeRequeue is implemented by a Broker that requeues natively with an
+// exact redelivery count (and the delay, natively or held by the adapter);
+// the Settler then calls Requeue instead of publishing copies.
+type NativeRequeue interface {
+	Requeue(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error
+}
+
+// NativeDeadLetter is implemented by a Broker with a native dead-letter
+// queue that records disp's reason and attempts; the Settler then calls
+// DeadLetter instead of publishing copies and acking.
+type NativeDeadLetter interface {
+	DeadLetter(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error
+}
+
+// Settler carries out ports.Subscription.Settle over a Broker:
+//
+//   - Ack: Broker.Ack.
+//   - Requeue: NativeRequeue.Requeue when the broker has it; otherwise one
+//     RequeueCopy per delivery is published with confirms and, only when
+//     every copy is confirmed, the originals are acked.
+//   - DeadLetter: NativeDeadLetter.DeadLetter when the broker has it;
+//     otherwise one DeadLetterCopy per delivery is published with confirms
+//     and, only when every copy is confirmed, the originals are acked.
+//
+// A batch has one outcome: a failed publish acks no original (the copies
+// that were confirmed become duplicates, as at-least-once allows) and
+// leaves every delivery unsettled, so it can be settled again or is
+// redelivered. The Tracker detects a second settlement of a delivery
+// (ports.ErrAlreadyCompleted for the same action, ports.ErrConflict for
+// another). Settle is safe for concurrent use; what happens after Stop
+// (ports.ErrClosed) is the adapter's to check before calling it.
+type Settler struct {
+	Broker  Broker
+	Tracker Tracker
+}
+
+// NewSettler returns a Settler over b with the default Tracker.
+func NewSettler(b Broker) *Settler { return &Settler{Broker: b} }
+
+// Settle applies disp to every delivery of ds (see Settler).
+func (s *Settler) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	if err := ValidDisposition(disp); err != nil {
+		return err
+	}
+	if err := s.Tracker.Begin(ds, disp.Action); err != nil {
+		return err
+	}
+	err := s.apply(ctx, ds, disp)
+	s.Tracker.End(ds, err == nil)
+	return err
+}
+
+func (s *Settler) apply(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	switch disp.Action {
+	case ports.Requeue:
+		if n, ok := s.Broker.(NativeRequeue); ok {
+			return n.Requeue(ctx, ds, disp.Delay)
+		}
+		if err := s.publish(ctx, ds, disp, func(d *ports.Delivery) ports.Message { return RequeueCopy(d, disp.Delay) }); err != nil {
+			return err
+		}
+	case ports.DeadLetter:
+		if n, ok := s.Broker.(NativeDeadLetter); ok {
+			return n.DeadLetter(ctx, ds, disp)
+		}
+		if err := s.publish(ctx, ds, disp, func(d *ports.Delivery) ports.Message { return DeadLetterCopy(d, disp) }); err != nil {
+			return err
+		}
+	}
+	return s.Broker.Ack(ctx, ds)
+}
+
+func (s *Settler) publish(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition, mk func(*ports.Delivery) ports.Message) error {
+	msgs := make([]ports.Message, len(ds))
+	for i, d := range ds {
+		msgs[i] = mk(d)
+	}
+	return PublishErrors(disp.Action, ds, s.Broker.Publish(ctx, msgs))
+}
+
+// PublishErrors joins the non-nil errs of a copy publish, each naming the
+// action, the message and the topic; nil when all are nil. errs[i] belongs
+// to ds[i]; a shorter errs counts the missing ones as confirmed.
+func PublishErrors(a ports.Action, ds []*ports.Delivery, errs []error) error {
+	var out []error
+	for i, err := range errs {
+		if err != nil && i < len(ds) {
+			out = append(out, fmt.Errorf("%v %q from %q: publish of the copy not confirmed (the original stays unsettled): %w", a, ds[i].ID, string(ds[i].Topic), err))
+		}
+	}
+	return errors.Join(out...)
+}
+
+// ValidDisposition rejects an unknown action or a negative delay with an
+// error wrapping ports.ErrInvalid.
+func ValidDisposition(d ports.Disposition) error {
+	switch d.Action {
+	case ports.Ack, ports.Requeue, ports.DeadLetter:
+	default:
+		return &ports.ValueError{Field: "Disposition.Action", Reason: fmt.Sprintf("is unknown (%v): use ports.Ack, ports.Requeue or ports.DeadLetter", d.Action)}
+	}
+	if d.Delay < 0 {
+		return &ports.ValueError{Field: "Disposition.Delay", Reason: "must not be negative"}
+	}
+	return nil
+}

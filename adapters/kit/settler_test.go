@@ -1,0 +1,279 @@
+package kit_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
+)
+
+type handle struct{ claim kit.Claim }
+
+func (h *handle) Claim() *kit.Claim { return &h.claim }
+
+// fakeBroker records what the Settler asks of it.
+type fakeBroker struct {
+	mu        sync.Mutex
+	acks      [][]string
+	published []ports.Message
+	failPub   map[int]error // by index within one Publish call
+	ackErr    error
+}
+
+func (b *fakeBroker) Ack(_ context.Context, ds []*ports.Delivery) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ackErr != nil {
+		return b.ackErr
+	}
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	b.acks = append(b.acks, ids)
+	return nil
+}
+
+func (b *fakeBroker) Publish(_ context.Context, msgs []ports.Message) []error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for i, m := range msgs {
+		if err := b.failPub[i]; err != nil {
+			if errs == nil {
+				errs = make([]error, len(msgs))
+			}
+			errs[i] = err
+			continue
+		}
+		b.published = append(b.published, m)
+	}
+	return errs
+}
+
+func deliveries(n int) []*ports.Delivery {
+	ds := make([]*ports.Delivery, n)
+	for i := range ds {
+		id := "m" + strconv.Itoa(i)
+		ds[i] = &ports.Delivery{
+			Message:         ports.Message{Topic: "orders", Key: "k", Payload: []byte(id), Headers: ports.Headers{ports.HeaderID: id, "x": "y"}},
+			ID:              id,
+			RedeliveryCount: 2,
+			Handle:          &handle{},
+		}
+	}
+	return ds
+}
+
+func state(d *ports.Delivery) kit.State {
+	st, _ := d.Handle.(*handle).claim.State()
+	return st
+}
+
+func TestSettlerAckIsOneBrokerCallPerBatch(t *testing.T) {
+	b := &fakeBroker{}
+	s := kit.NewSettler(b)
+	ds := deliveries(50)
+	if err := s.Settle(context.Background(), ds, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.acks) != 1 || len(b.acks[0]) != 50 {
+		t.Fatalf("acks = %d calls, want 1 call of 50", len(b.acks))
+	}
+	for _, d := range ds {
+		if state(d) != kit.Done {
+			t.Fatalf("%s is %v, want done", d.ID, state(d))
+		}
+	}
+}
+
+func TestSettlerRequeuePublishesCopiesThenAcks(t *testing.T) {
+	b := &fakeBroker{}
+	s := kit.NewSettler(b)
+	ds := deliveries(3)
+	if err := s.Settle(context.Background(), ds, ports.Disposition{Action: ports.Requeue, Delay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.published) != 3 || len(b.acks) != 1 {
+		t.Fatalf("published %d, ack calls %d; want 3 and 1", len(b.published), len(b.acks))
+	}
+	for i, m := range b.published {
+		if m.Topic != "orders" || m.Headers[ports.HeaderRedeliveryCount] != "3" || m.Delay != time.Second || m.Headers[kit.HeaderNotBefore] == "" || m.ID() != ds[i].ID {
+			t.Fatalf("copy %d = %+v", i, m)
+		}
+	}
+	if _, ok := ds[0].Headers[ports.HeaderRedeliveryCount]; ok {
+		t.Fatal("RequeueCopy changed the original's headers")
+	}
+}
+
+func TestSettlerDeadLetterFailedPublishLeavesOriginalsUnsettled(t *testing.T) {
+	b := &fakeBroker{failPub: map[int]error{1: ports.ErrUnconfirmed}}
+	s := kit.NewSettler(b)
+	ds := deliveries(3)
+	disp := ports.Disposition{Action: ports.DeadLetter, Reason: errors.New("bad"), Attempts: 4}
+	err := s.Settle(context.Background(), ds, disp)
+	if !errors.Is(err, ports.ErrUnconfirmed) {
+		t.Fatalf("Settle = %v, want ErrUnconfirmed", err)
+	}
+	if len(b.acks) != 0 {
+		t.Fatalf("acked %v after a failed dead-letter publish", b.acks)
+	}
+	for _, d := range ds {
+		if state(d) != kit.Out {
+			t.Fatalf("%s is %v after a failed publish, want out", d.ID, state(d))
+		}
+	}
+	// Settle again once the broker recovers: the same deliveries settle.
+	b.failPub = nil
+	b.published = nil
+	if err := s.Settle(context.Background(), ds, disp); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.acks) != 1 || len(b.published) != 3 {
+		t.Fatalf("after recovery: %d ack calls, %d published", len(b.acks), len(b.published))
+	}
+	m := b.published[0]
+	if m.Topic != "orders.dlq" || m.Headers[ports.HeaderDeadLetterReason] != "bad" || m.Headers[ports.HeaderAttempts] != "4" || m.Headers[ports.HeaderDeadLetterTopic] != "orders" {
+		t.Fatalf("dead-letter copy = %+v", m)
+	}
+}
+
+func TestSettlerFailedAckLeavesOriginalsUnsettled(t *testing.T) {
+	b := &fakeBroker{ackErr: errors.New("connection lost")}
+	s := kit.NewSettler(b)
+	ds := deliveries(2)
+	if err := s.Settle(context.Background(), ds, ports.Disposition{Action: ports.Ack}); err == nil {
+		t.Fatal("Settle succeeded although Ack failed")
+	}
+	if state(ds[0]) != kit.Out || state(ds[1]) != kit.Out {
+		t.Fatal("a failed ack must leave the deliveries out")
+	}
+}
+
+func TestSettlerDetectsAlreadyCompletedAndConflict(t *testing.T) {
+	b := &fakeBroker{}
+	s := kit.NewSettler(b)
+	ds := deliveries(2)
+	ctx := context.Background()
+	if err := s.Settle(ctx, ds[:1], ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, ds[:1], ports.Disposition{Action: ports.Ack}); !errors.Is(err, ports.ErrAlreadyCompleted) {
+		t.Fatalf("second ack = %v, want ErrAlreadyCompleted", err)
+	}
+	if err := s.Settle(ctx, ds[:1], ports.Disposition{Action: ports.Requeue}); !errors.Is(err, ports.ErrConflict) {
+		t.Fatalf("requeue after ack = %v, want ErrConflict", err)
+	}
+	// A batch with one settled member settles nothing and leaves the rest out.
+	if err := s.Settle(ctx, []*ports.Delivery{ds[1], ds[0]}, ports.Disposition{Action: ports.Ack}); !errors.Is(err, ports.ErrAlreadyCompleted) {
+		t.Fatalf("batch with a settled member = %v", err)
+	}
+	if state(ds[1]) != kit.Out {
+		t.Fatalf("the unsettled member is %v, want out", state(ds[1]))
+	}
+	if len(b.acks) != 1 {
+		t.Fatalf("%d ack calls, want 1", len(b.acks))
+	}
+}
+
+func TestSettlerConcurrentSettleOfOneDeliverySettlesOnce(t *testing.T) {
+	b := &fakeBroker{}
+	s := kit.NewSettler(b)
+	ds := deliveries(1)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s.Settle(context.Background(), ds, ports.Disposition{Action: ports.Ack}) == nil {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ok != 1 || len(b.acks) != 1 {
+		t.Fatalf("%d Settle calls succeeded, %d acks; want 1 and 1", ok, len(b.acks))
+	}
+}
+
+func TestSettlerRejectsForeignHandleAndBadDisposition(t *testing.T) {
+	s := kit.NewSettler(&fakeBroker{})
+	ctx := context.Background()
+	foreign := []*ports.Delivery{{ID: "x", Handle: 42}}
+	if err := s.Settle(ctx, foreign, ports.Disposition{Action: ports.Ack}); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("foreign handle = %v, want ErrInvalid", err)
+	}
+	if err := s.Settle(ctx, deliveries(1), ports.Disposition{Action: 99}); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("unknown action = %v, want ErrInvalid", err)
+	}
+	if err := s.Settle(ctx, deliveries(1), ports.Disposition{Action: ports.Requeue, Delay: -1}); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("negative delay = %v, want ErrInvalid", err)
+	}
+	if err := s.Settle(ctx, nil, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatalf("empty batch = %v", err)
+	}
+}
+
+type nativeBroker struct {
+	fakeBroker
+	requeued, deadLettered int
+}
+
+func (b *nativeBroker) Requeue(_ context.Context, ds []*ports.Delivery, _ time.Duration) error {
+	b.requeued += len(ds)
+	return nil
+}
+
+func (b *nativeBroker) DeadLetter(_ context.Context, ds []*ports.Delivery, _ ports.Disposition) error {
+	b.deadLettered += len(ds)
+	return nil
+}
+
+func TestSettlerPrefersNativeRequeueAndDeadLetter(t *testing.T) {
+	b := &nativeBroker{}
+	s := kit.NewSettler(b)
+	ctx := context.Background()
+	if err := s.Settle(ctx, deliveries(2), ports.Disposition{Action: ports.Requeue}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, deliveries(3), ports.Disposition{Action: ports.DeadLetter}); err != nil {
+		t.Fatal(err)
+	}
+	if b.requeued != 2 || b.deadLettered != 3 || len(b.published) != 0 || len(b.acks) != 0 {
+		t.Fatalf("requeued %d, dead-lettered %d, published %d, acks %d", b.requeued, b.deadLettered, len(b.published), len(b.acks))
+	}
+}
+
+func TestCopiesHeaderRules(t *testing.T) {
+	d := deliveries(1)[0]
+	d.Headers[kit.HeaderNotBefore] = "1"
+	r := kit.RequeueCopy(d, 0)
+	if _, ok := r.Headers[kit.HeaderNotBefore]; ok || r.Delay != 0 {
+		t.Fatal("an undelayed requeue must drop a stale not-before")
+	}
+	dl := kit.DeadLetterCopy(d, ports.Disposition{Action: ports.DeadLetter})
+	if dl.Headers[ports.HeaderDeadLetterReason] != kit.NoReason || dl.Headers[ports.HeaderAttempts] != "3" {
+		t.Fatalf("defaults: %v", dl.Headers)
+	}
+	if _, ok := dl.Headers[ports.HeaderRedeliveryCount]; ok {
+		t.Fatal("the dead-letter copy must not carry the redelivery count")
+	}
+	h := ports.Headers{kit.HeaderNotBefore: "1700000000000"}
+	at, err := kit.TakeNotBefore(h)
+	if err != nil || at.UnixMilli() != 1700000000000 || len(h) != 0 {
+		t.Fatalf("TakeNotBefore = %v, %v, %v", at, err, h)
+	}
+	if _, err := kit.TakeNotBefore(ports.Headers{kit.HeaderNotBefore: "soon"}); !ports.IsPoison(err) {
+		t.Fatalf("malformed not-before = %v, want poison", err)
+	}
+}

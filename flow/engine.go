@@ -1,0 +1,234 @@
+package flow
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// engine is a pipeline's settlement engine. Completions are handed to it
+// (enqueue never blocks and does no broker I/O); it coalesces them into
+// rounds and carries each round out with as few Subscription.Settle calls
+// as the dispositions allow: every ACK of a round in one call, and each
+// batch (a flow.Join) with a shared disposition in one call. Several calls
+// may run at once (settleConcurrency); the in-flight slot of a delivery is
+// released only when its call returned.
+//
+// A round is flushed when it holds maxBatch deliveries, when no delivery
+// is being handled any more (so nothing else is coming soon: a lone
+// message is settled at once), when the oldest pending completion has
+// waited linger, or when the pipeline stops.
+type engine struct {
+	p           *Pipeline
+	sub         ports.Subscription
+	linger      time.Duration
+	maxBatch    int
+	settleTime  time.Duration
+	concurrency chan struct{} // a token per running Settle call
+
+	// active counts deliveries handed to the pipeline and not yet
+	// completed; when it drops to zero the pending round is flushed.
+	active atomic.Int64
+
+	mu      sync.Mutex
+	acks    []*root // pending ACKs, settled together
+	groups  []group // pending other dispositions, one call each
+	n       int     // deliveries pending in acks and groups
+	since   time.Time
+	closing bool
+
+	wake  chan struct{} // capacity 1: something to look at
+	quit  chan struct{} // closed by close: flush what is pending, then exit
+	exit  chan struct{} // closed when the loop has returned
+	calls sync.WaitGroup
+}
+
+// group is deliveries settled together with one disposition.
+type group struct {
+	rs   []*root
+	disp ports.Disposition
+}
+
+func newEngine(p *Pipeline, sub ports.Subscription) *engine {
+	c := p.cfg.settle
+	e := &engine{
+		p:           p,
+		sub:         sub,
+		linger:      c.linger,
+		maxBatch:    c.maxBatch,
+		settleTime:  p.cfg.settleTime,
+		concurrency: make(chan struct{}, c.concurrency),
+		wake:        make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		exit:        make(chan struct{}),
+	}
+	if e.maxBatch <= 0 {
+		e.maxBatch = max(1, p.spec.InFlight/2)
+	}
+	return e
+}
+
+// handed records a delivery entering the pipeline.
+func (e *engine) handed() { e.active.Add(1) }
+
+// enqueue takes over the settlement of rs, all with disp. It never blocks
+// on the adapter. It returns false, taking nothing, once the engine is
+// closing: the caller reports those completions as late.
+func (e *engine) enqueue(rs []*root, disp ports.Disposition) bool {
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		return false
+	}
+	if e.n == 0 {
+		e.since = time.Now()
+	}
+	if disp.Action == ports.Ack {
+		e.acks = append(e.acks, rs...)
+	} else {
+		e.groups = append(e.groups, group{rs: append([]*root(nil), rs...), disp: disp})
+	}
+	e.n += len(rs)
+	first := e.n == len(rs)
+	full := e.n >= e.maxBatch
+	e.mu.Unlock()
+	idle := e.active.Add(-int64(len(rs))) == 0
+	if first || full || idle {
+		e.poke()
+	}
+	return true
+}
+
+// done records completions that need no settlement (cancelled, late).
+func (e *engine) done(n int) {
+	if e.active.Add(-int64(n)) == 0 {
+		e.poke()
+	}
+}
+
+func (e *engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the engine's loop; it returns after close once everything pending
+// was handed to a Settle call.
+func (e *engine) run() {
+	defer close(e.exit)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	for {
+		select {
+		case <-e.wake:
+		case <-timer.C:
+			armed = false
+		case <-e.quit:
+		}
+		e.mu.Lock()
+		n, closing := e.n, e.closing
+		wait := e.linger - time.Since(e.since)
+		e.mu.Unlock()
+		// Wait for more only while deliveries are still being handled,
+		// the round is below its size and its oldest member is younger
+		// than the linger.
+		if n > 0 && !closing && n < e.maxBatch && e.active.Load() > 0 && wait > 0 {
+			if !armed {
+				timer.Reset(wait)
+				armed = true
+			}
+			continue
+		}
+		if armed {
+			timer.Stop() // Go ≥1.23: no stale tick is delivered after Stop
+			armed = false
+		}
+		if n > 0 {
+			e.flush()
+		}
+		if closing {
+			return
+		}
+	}
+}
+
+// flush takes the pending round and starts its Settle calls. It waits for
+// a free call token first, so that while every token is busy completions
+// keep coalescing into the next round.
+func (e *engine) flush() {
+	e.concurrency <- struct{}{}
+	e.mu.Lock()
+	acks, groups := e.acks, e.groups
+	e.acks, e.groups, e.n = nil, nil, 0
+	e.mu.Unlock()
+	if len(acks) > 0 {
+		groups = append(groups, group{rs: acks, disp: ports.Disposition{Action: ports.Ack}})
+	}
+	for i, g := range groups {
+		if i > 0 {
+			e.concurrency <- struct{}{}
+		}
+		e.calls.Add(1)
+		go e.call(g)
+	}
+	if len(groups) == 0 {
+		<-e.concurrency
+	}
+}
+
+// call carries out one group and accounts for each of its deliveries.
+func (e *engine) call(g group) {
+	defer e.calls.Done()
+	defer func() { <-e.concurrency }()
+	p := e.p
+	ds := make([]*ports.Delivery, len(g.rs))
+	for i, r := range g.rs {
+		ds[i] = r.one[0]
+	}
+	if len(ds) == 1 {
+		ds = g.rs[0].one[:]
+	}
+	var err error
+	p.stats.settleCalls.Add(1)
+	if e.settleTime > 0 {
+		ctx, cancel := context.WithTimeout(p.settleC, e.settleTime)
+		err = e.sub.Settle(ctx, ds, g.disp)
+		cancel()
+	} else {
+		err = e.sub.Settle(p.settleC, ds, g.disp)
+	}
+	for _, r := range g.rs {
+		p.settled(r, g.disp, err)
+	}
+	p.stats.inFlight.Add(-int64(len(g.rs)))
+	p.slots.release(len(g.rs))
+}
+
+// close flushes what is pending and waits until every Settle call it
+// started has returned, or ctx is done. Completions enqueued after close
+// are not settled by it; the pipeline refuses them before (closed).
+func (e *engine) close(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.closing {
+		e.closing = true
+		close(e.quit)
+	}
+	e.mu.Unlock()
+	idle := make(chan struct{})
+	go func() {
+		<-e.exit
+		e.calls.Wait()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

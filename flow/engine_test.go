@@ -1,0 +1,346 @@
+package flow_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// gatedFake wraps fakeAdapter: it records the size of every Settle call,
+// can hold Settle calls until released, and is a ports.Flusher that
+// records when it was flushed relative to Stop.
+type gatedFake struct {
+	*fakeAdapter
+	mu      sync.Mutex
+	calls   []int          // deliveries per Settle call, in call order
+	gate    chan struct{}  // when non-nil, Settle waits for it to close
+	entered chan int       // receives the size of each call as it starts
+	events  []string       // "flush", "stop"
+	flushed map[string]int // deliveries settled before Flush was called
+}
+
+func newGated() *gatedFake {
+	return &gatedFake{fakeAdapter: newFake(), entered: make(chan int, 1024)}
+}
+
+func (g *gatedFake) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	if _, err := g.fakeAdapter.Subscribe(ctx, spec); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *gatedFake) hold() { g.mu.Lock(); g.gate = make(chan struct{}); g.mu.Unlock() }
+
+func (g *gatedFake) open() {
+	g.mu.Lock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *gatedFake) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
+	g.mu.Lock()
+	g.calls = append(g.calls, len(ds))
+	gate := g.gate
+	g.mu.Unlock()
+	g.entered <- len(ds)
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return g.fakeAdapter.Settle(ctx, ds, d)
+}
+
+func (g *gatedFake) Flush(context.Context) error {
+	g.mu.Lock()
+	g.events = append(g.events, "flush")
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *gatedFake) Stop(ctx context.Context) error {
+	g.mu.Lock()
+	g.events = append(g.events, "stop")
+	g.mu.Unlock()
+	return g.fakeAdapter.Stop(ctx)
+}
+
+func (g *gatedFake) callSizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]int(nil), g.calls...)
+}
+
+// waitEntered waits for the next Settle call to start and returns its size.
+func (g *gatedFake) waitEntered(t *testing.T) int {
+	t.Helper()
+	select {
+	case n := <-g.entered:
+		return n
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no Settle call started within 5s (calls so far %v)", g.callSizes())
+		return 0
+	}
+}
+
+func startGated(t *testing.T, g *gatedFake, sp ports.SubscriptionSpec, build func(*flow.Pipeline), opts ...flow.Option) *flow.Pipeline {
+	t.Helper()
+	p := flow.New(g, sp, opts...)
+	build(p)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		g.open()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return p
+}
+
+func deliveries(n int) []*ports.Delivery {
+	ds := make([]*ports.Delivery, n)
+	for i := range ds {
+		ds[i] = delivery(fmt.Sprintf(`{"id":"o%d","total":1}`, i), 0)
+	}
+	return ds
+}
+
+// A handler is never held up by a slow settlement: while the first Settle
+// call is blocked, the single sink worker goes on handling every delivery
+// the in-flight limit lets in, and their ACKs coalesce into one later call.
+func TestSlowSettleDoesNotBlockTheHandler(t *testing.T) {
+	const inFlight = 8
+	g := newGated()
+	g.hold()
+	handled := make(chan string, 64)
+	sp := spec
+	sp.InFlight = inFlight
+	startGated(t, g, sp, sinkOrders(func(_ context.Context, o order) error {
+		handled <- o.ID
+		return nil
+	}), flow.WithSettleLinger(time.Hour))
+	g.push(deliveries(inFlight)...)
+	for i := range inFlight {
+		select {
+		case <-handled:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("handled %d of %d deliveries while Settle was blocked: the handler waits for settlement", i, inFlight)
+		}
+	}
+	first := g.waitEntered(t)
+	g.open()
+	got := g.waitSettled(t, inFlight)
+	if len(got) != inFlight {
+		t.Fatalf("settled %d, want %d", len(got), inFlight)
+	}
+	rest := 0
+	for _, n := range g.callSizes()[1:] {
+		rest += n
+	}
+	if first+rest != inFlight || len(g.callSizes()) > 2 {
+		t.Fatalf("Settle calls %v: want the first delivery's call and one call for the %d that completed while it was blocked", g.callSizes(), inFlight-first)
+	}
+}
+
+// The in-flight slot of a delivery is given back only when its Settle call
+// returned: with every slot waiting for a blocked settlement, nothing more
+// is received.
+func TestSlotsAreReleasedOnlyWhenSettleReturns(t *testing.T) {
+	const inFlight = 4
+	g := newGated()
+	g.hold()
+	sp := spec
+	sp.InFlight = inFlight
+	p := startGated(t, g, sp, sinkOrders(func(context.Context, order) error { return nil }))
+	g.push(deliveries(3 * inFlight)...)
+	total := 0
+	for total < inFlight {
+		total += g.waitEntered(t)
+	}
+	if st := p.Stats(); st.Received != inFlight || st.InFlight != inFlight {
+		t.Fatalf("with %d settlements blocked: stats %+v, want exactly %d received and in flight", inFlight, st, inFlight)
+	}
+	g.mu.Lock()
+	maxOut := g.maxOut
+	g.mu.Unlock()
+	if maxOut > inFlight {
+		t.Fatalf("adapter handed out %d unsettled deliveries, limit %d", maxOut, inFlight)
+	}
+	g.open()
+	g.waitSettled(t, 3*inFlight)
+}
+
+// A batch (flow.Join of the pipeline's deliveries) is settled with exactly
+// one Settle call carrying every member.
+func TestBatchSettlesWithOneCall(t *testing.T) {
+	const size = 50
+	g := newGated()
+	sp := spec
+	sp.InFlight = size
+	startGated(t, g, sp, func(p *flow.Pipeline) {
+		batches := flow.Operate(p.Source(), func(ctx context.Context, in <-chan flow.Item[*ports.Delivery], out chan<- flow.Item[[]*ports.Delivery]) error {
+			var (
+				ds []*ports.Delivery
+				cs []*flow.Completion
+			)
+			for it := range in {
+				ds, cs = append(ds, it.Value), append(cs, it.Completion)
+				if len(ds) == size {
+					out <- flow.Item[[]*ports.Delivery]{Ctx: ctx, Value: ds, Completion: flow.Join(cs...)}
+					ds, cs = nil, nil
+				}
+			}
+			return nil
+		})
+		flow.Sink(batches, func(context.Context, []*ports.Delivery) error { return nil })
+	})
+	g.push(deliveries(size)...)
+	got := g.waitSettled(t, size)
+	if calls := g.callSizes(); len(calls) != 1 || calls[0] != size {
+		t.Fatalf("a batch of %d was settled with calls %v, want one call of %d", size, calls, size)
+	}
+	for _, s := range got {
+		if s.disp.Action != ports.Ack {
+			t.Fatalf("member %s settled %v, want ACK", s.id, s.disp.Action)
+		}
+	}
+}
+
+// A failed batch is settled with one call per redelivery count (each count
+// has its own backoff and attempt number).
+func TestFailedBatchSettlesOneCallPerRedeliveryCount(t *testing.T) {
+	g := newGated()
+	sp := spec
+	sp.InFlight = 6
+	startGated(t, g, sp, func(p *flow.Pipeline) {
+		batches := flow.Operate(p.Source(), func(ctx context.Context, in <-chan flow.Item[*ports.Delivery], out chan<- flow.Item[int]) error {
+			var cs []*flow.Completion
+			for it := range in {
+				cs = append(cs, it.Completion)
+				if len(cs) == 6 {
+					out <- flow.Item[int]{Ctx: ctx, Value: 6, Completion: flow.Join(cs...)}
+					cs = nil
+				}
+			}
+			return nil
+		})
+		flow.Sink(batches, func(context.Context, int) error { return errTransient })
+	})
+	var ds []*ports.Delivery
+	for i := range 6 {
+		ds = append(ds, delivery(`{}`, i%2))
+	}
+	g.push(ds...)
+	got := g.waitSettled(t, 6)
+	calls := g.callSizes()
+	if len(calls) != 2 || calls[0]+calls[1] != 6 {
+		t.Fatalf("calls %v: want two calls of 3 (redelivery counts 0 and 1)", calls)
+	}
+	for _, s := range got {
+		if s.disp.Action != ports.Requeue {
+			t.Fatalf("member %s settled %v, want REQUEUE", s.id, s.disp.Action)
+		}
+	}
+}
+
+// A lone delivery is settled at once, whatever the linger: nothing else is
+// being handled, so there is nothing to wait for.
+func TestLoneDeliverySettlesWithoutWaitingOutTheLinger(t *testing.T) {
+	g := newGated()
+	startGated(t, g, spec, sinkOrders(func(context.Context, order) error { return nil }), flow.WithSettleLinger(time.Hour))
+	g.push(deliveries(1)...)
+	g.waitSettled(t, 1)
+}
+
+// A full round is settled without waiting out the linger.
+func TestFullRoundSettlesWithoutWaitingOutTheLinger(t *testing.T) {
+	g := newGated()
+	sp := spec
+	sp.InFlight = 16
+	release := make(chan struct{})
+	startGated(t, g, sp, func(p *flow.Pipeline) {
+		flow.Sink(p.Source(), func(_ context.Context, d *ports.Delivery) error {
+			if d.ID == "last" {
+				<-release // keeps one delivery in hand, so the round is not idle
+			}
+			return nil
+		}, flow.Workers(2))
+	}, flow.WithSettleLinger(time.Hour), flow.WithSettleBatch(4))
+	last := delivery(`{}`, 0)
+	last.ID = "last"
+	g.push(last)
+	g.push(deliveries(8)...)
+	g.waitSettled(t, 8)
+	close(release)
+	g.waitSettled(t, 9)
+}
+
+// Stop settles what completed before it, then flushes the adapter's
+// deferred settlements, then stops the subscription — in that order.
+func TestStopFlushesAcceptedCompletionsThenFlushesThenStops(t *testing.T) {
+	g := newGated()
+	sp := spec
+	sp.InFlight = 4
+	p := flow.New(g, sp, flow.WithSettleLinger(time.Hour))
+	flow.Sink(p.Source(), func(context.Context, *ports.Delivery) error { return nil })
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g.push(deliveries(4)...)
+	g.waitSettled(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	g.mu.Lock()
+	events := fmt.Sprint(g.events)
+	g.mu.Unlock()
+	if events != "[flush stop]" {
+		t.Fatalf("adapter saw %s, want [flush stop]", events)
+	}
+	if st := p.Stats(); st.Acked != 4 || st.InFlight != 0 {
+		t.Fatalf("stats %+v, want 4 acked, none in flight", st)
+	}
+}
+
+// Conflicting outcomes are still refused and never settled twice.
+func TestEngineKeepsConflictsUnsettled(t *testing.T) {
+	g := newGated()
+	var errs []error
+	var mu sync.Mutex
+	startGated(t, g, spec, func(p *flow.Pipeline) {
+		none := flow.Via(p.Source(), func(it flow.Item[*ports.Delivery], _ flow.Emit[int]) {
+			_ = it.Succeed()
+			_ = it.Fail(ports.Poisonf("late poison"))
+		})
+		flow.Sink(none, func(context.Context, int) error { return nil })
+	}, flow.WithErrorHandler(func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }))
+	g.push(deliveries(3)...)
+	got := g.waitSettled(t, 3)
+	for _, s := range got {
+		if s.disp.Action != ports.Ack {
+			t.Fatalf("settled %v, want ACK only", s.disp.Action)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != 3 {
+		t.Fatalf("reported %d errors, want 3 conflicts: %v", len(errs), errs)
+	}
+}
