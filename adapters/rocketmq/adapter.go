@@ -130,6 +130,12 @@ func (a *Adapter) publish(ctx context.Context, msgs []ports.Message) []error {
 		rctx, cancel := context.WithTimeout(ctx, a.cfg.requestTimeout)
 		defer cancel()
 		if _, err := p.Send(rctx, m); err != nil {
+			if cerr := rctx.Err(); cerr != nil {
+				// The client reports a gRPC status; keep the context's
+				// error in the chain so callers can test for it.
+				errs[i] = fmt.Errorf("rocketmq: send to %s not confirmed: %w (%v)", m.Topic, cerr, err)
+				return
+			}
 			errs[i] = fmt.Errorf("rocketmq: send to %s not confirmed: %w", m.Topic, err)
 		}
 	}
