@@ -290,6 +290,8 @@ func (s *Subscription) Stop(ctx context.Context) error {
 	return s.stopErr
 }
 
+var ackBackoff = kit.Backoff{Initial: 50 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
+
 // settleBroker is the kit.Broker (and kit.NativeRequeue) of a
 // subscription.
 type settleBroker struct{ s *Subscription }
@@ -299,13 +301,34 @@ var (
 	_ kit.NativeRequeue = settleBroker{}
 )
 
+// Ack acknowledges each delivery's receipt handle. A failed AckMessage
+// RPC is ambiguous — the proxy may have applied it and lost only the
+// answer — so it is retried (with backoff, within twice the request
+// timeout): a retry of an applied ack is answered INVALID_RECEIPT_HANDLE,
+// which the v5 client reports as success, so a retried Ack returns nil in
+// both cases and an error only when the proxy could not be reached at all
+// (the message is then redelivered after its invisible duration).
 func (b settleBroker) Ack(ctx context.Context, ds []*ports.Delivery) error {
 	errs := make([]error, len(ds))
-	parallel(len(ds), b.s.a.cfg.parallelism, func(i int) {
-		rctx, cancel := context.WithTimeout(ctx, b.s.a.cfg.requestTimeout)
-		defer cancel()
-		if err := b.s.sc.Ack(rctx, ds[i].Handle.(*handle).mv); err != nil {
-			errs[i] = fmt.Errorf("rocketmq: ack %q in group %s: %w", ds[i].ID, b.s.group, err)
+	cfg := &b.s.a.cfg
+	budget, cancel := context.WithTimeout(ctx, 2*cfg.requestTimeout)
+	defer cancel()
+	parallel(len(ds), cfg.parallelism, func(i int) {
+		mv := ds[i].Handle.(*handle).mv
+		for attempt := 0; ; attempt++ {
+			rctx, cancel := context.WithTimeout(budget, cfg.requestTimeout)
+			err := b.s.sc.Ack(rctx, mv)
+			cancel()
+			if err == nil {
+				errs[i] = nil
+				return
+			}
+			errs[i] = fmt.Errorf("rocketmq: ack %q in group %s (%d attempts): %w", ds[i].ID, b.s.group, attempt+1, err)
+			select {
+			case <-budget.Done():
+				return
+			case <-time.After(ackBackoff.Delay(attempt)):
+			}
 		}
 	})
 	err := errors.Join(errs...)

@@ -17,8 +17,9 @@
 //   - TLS with a throwaway self-signed certificate (the client's default:
 //     TLS without verification); WithPlaintext for clients with
 //     EnableSsl=false.
-//   - QueryRoute: one READ_WRITE message queue (id 0) per topic, served by
-//     this endpoint; topics are made on first use unless WithoutAutoCreate.
+//   - QueryRoute: one READ_WRITE message queue (id 0) per topic, served at
+//     the endpoints the request names (the client's access point, so a
+//     client behind a TCP proxy stays on it), else the peer's; topics are made on first use unless WithoutAutoCreate.
 //     QueryAssignment answers the same queue (for push consumers).
 //   - Telemetry: each Settings command is answered with settings of its
 //     kind; Publishing carries MaxBodySize (WithMaxBodySize, default 4 MiB;

@@ -30,7 +30,18 @@ func clientID(ctx context.Context) string {
 	return ""
 }
 
-func (b *Broker) messageQueue(topicName string) *v2.MessageQueue {
+// messageQueue is topic's single queue as seen from the access point
+// via, the endpoints a QueryRoute named (a RocketMQ proxy returns routes
+// "in the perspective of the given endpoints"): a client that reached the
+// peer through a TCP proxy keeps using that proxy. nil via: the peer's own
+// address.
+func (b *Broker) messageQueue(topicName string, via *v2.Endpoints) *v2.MessageQueue {
+	if via == nil || len(via.GetAddresses()) == 0 {
+		via = &v2.Endpoints{
+			Scheme:    v2.AddressScheme_IPv4,
+			Addresses: []*v2.Address{{Host: b.host, Port: int32(b.port)}},
+		}
+	}
 	return &v2.MessageQueue{
 		Topic:      &v2.Resource{Name: topicName},
 		Id:         0,
@@ -38,10 +49,7 @@ func (b *Broker) messageQueue(topicName string) *v2.MessageQueue {
 		Broker: &v2.Broker{
 			Name: "rocketmqtest",
 			Id:   0,
-			Endpoints: &v2.Endpoints{
-				Scheme:    v2.AddressScheme_IPv4,
-				Addresses: []*v2.Address{{Host: b.host, Port: int32(b.port)}},
-			},
+			Endpoints: via,
 		},
 		AcceptMessageTypes: []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_DELAY, v2.MessageType_FIFO},
 	}
@@ -58,7 +66,7 @@ func (s *service) QueryRoute(_ context.Context, req *v2.QueryRouteRequest) (*v2.
 	if t == nil {
 		return &v2.QueryRouteResponse{Status: status(v2.Code_TOPIC_NOT_FOUND, "topic "+name+" not found")}, nil
 	}
-	return &v2.QueryRouteResponse{Status: okStatus, MessageQueues: []*v2.MessageQueue{s.b.messageQueue(name)}}, nil
+	return &v2.QueryRouteResponse{Status: okStatus, MessageQueues: []*v2.MessageQueue{s.b.messageQueue(name, req.GetEndpoints())}}, nil
 }
 
 func (s *service) QueryAssignment(_ context.Context, req *v2.QueryAssignmentRequest) (*v2.QueryAssignmentResponse, error) {
@@ -72,7 +80,7 @@ func (s *service) QueryAssignment(_ context.Context, req *v2.QueryAssignmentRequ
 	if t == nil {
 		return &v2.QueryAssignmentResponse{Status: status(v2.Code_TOPIC_NOT_FOUND, "topic "+name+" not found")}, nil
 	}
-	return &v2.QueryAssignmentResponse{Status: okStatus, Assignments: []*v2.Assignment{{MessageQueue: s.b.messageQueue(name)}}}, nil
+	return &v2.QueryAssignmentResponse{Status: okStatus, Assignments: []*v2.Assignment{{MessageQueue: s.b.messageQueue(name, req.GetEndpoints())}}}, nil
 }
 
 func (s *service) Heartbeat(context.Context, *v2.HeartbeatRequest) (*v2.HeartbeatResponse, error) {
