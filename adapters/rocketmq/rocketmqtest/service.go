@@ -47,8 +47,8 @@ func (b *Broker) messageQueue(topicName string, via *v2.Endpoints) *v2.MessageQu
 		Id:         0,
 		Permission: v2.Permission_READ_WRITE,
 		Broker: &v2.Broker{
-			Name: "rocketmqtest",
-			Id:   0,
+			Name:      "rocketmqtest",
+			Id:        0,
 			Endpoints: via,
 		},
 		AcceptMessageTypes: []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_DELAY, v2.MessageType_FIFO},
