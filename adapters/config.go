@@ -32,6 +32,8 @@ type Config struct {
 	// InFlight and Retry are the subscription defaults Spec applies.
 	InFlight int
 	Retry    ports.RetryPolicy
+
+	inFlightSet bool // InFlight came from the URL or WithInFlight
 	// Params are the scheme's own query parameters.
 	Params *Params
 
@@ -147,6 +149,7 @@ func newConfig(u *url.URL, opts []Option) (*Config, error) {
 		}
 		c.InFlight = o.inFlight
 	}
+	c.inFlightSet = c.InFlight != 0
 	if c.InFlight == 0 {
 		c.InFlight = ports.DefaultInFlight
 	}

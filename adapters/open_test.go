@@ -115,8 +115,12 @@ func TestOpenMemRoundTripAndLogsOnce(t *testing.T) {
 		t.Fatalf("Spec = InFlight %d Retry %+v, want 8 and %+v", spec.InFlight, spec.Retry, want)
 	}
 	kept := adapters.Spec(a, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 3, Retry: ports.RetryPolicy{MaxAttempts: 9}})
-	if kept.InFlight != 3 || kept.Retry.MaxAttempts != 9 || kept.Retry.Backoff != 0 {
-		t.Fatalf("Spec overwrote set fields: %+v", kept)
+	if kept.InFlight != 3 || kept.Retry.MaxAttempts != 9 || kept.Retry.Backoff != 10*time.Millisecond || kept.Retry.MaxBackoff != time.Second {
+		t.Fatalf("Spec = %+v: want the fields set in code kept and the URL's filled in field by field", kept)
+	}
+	// flow.New applies the URL's defaults by itself: no adapters.Spec needed.
+	if got := flow.New(a, ports.SubscriptionSpec{Topic: "t", Group: "g", Retry: ports.RetryPolicy{Backoff: 20 * time.Millisecond}}).Spec(); got.Retry.MaxAttempts != 3 || got.InFlight != 8 || got.Retry.Backoff != 20*time.Millisecond {
+		t.Fatalf("flow.New spec = %+v: want max_attempts=3 and inflight=8 from the URL, Backoff 20ms from code", got)
 	}
 
 	sub, err := a.Subscribe(ctx, spec)

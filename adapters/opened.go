@@ -79,20 +79,52 @@ func URL(a ports.Adapter) string {
 }
 
 // Spec returns s with the subscription defaults of a's URL and options
-// filled into its zero fields: InFlight (inflight, WithInFlight) and Retry
-// (max_attempts, backoff, max_backoff, WithRetry) when s.Retry is the zero
-// value. For an adapter that did not come from Open it returns s as it is.
-// Fields left zero after that take the ports defaults in flow.New.
+// filled in (see SpecDefaults). For an adapter that did not come from Open
+// it returns s as it is. flow.New applies the same defaults by itself, so
+// calling Spec is only needed to see the resulting spec.
 func Spec(a ports.Adapter, s ports.SubscriptionSpec) ports.SubscriptionSpec {
-	o, ok := a.(*opened)
-	if !ok {
-		return s
-	}
-	if s.InFlight == 0 {
-		s.InFlight = o.cfg.InFlight
-	}
-	if s.Retry == (ports.RetryPolicy{}) {
-		s.Retry = o.cfg.Retry
+	if o, ok := a.(*opened); ok {
+		return o.SpecDefaults(s)
 	}
 	return s
+}
+
+// SpecDefaults implements ports.SpecDefaulter: the URL's inflight,
+// max_attempts, backoff and max_backoff (or WithInFlight and WithRetry)
+// fill the fields s leaves zero, one field at a time; a field set in code
+// wins. It applies to every subscription made on the adapter, through
+// flow.New or Subscribe. Fields still zero take the ports defaults.
+func (o *opened) SpecDefaults(s ports.SubscriptionSpec) ports.SubscriptionSpec {
+	c := o.cfg
+	if s.InFlight == 0 && c.inFlightSet {
+		s.InFlight = max(c.InFlight, s.Batch.Size)
+	}
+	r, d := &s.Retry, c.Retry
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = d.MaxAttempts
+	}
+	if r.Backoff == 0 && !r.NoBackoff {
+		r.Backoff = d.Backoff
+		r.NoBackoff = d.NoBackoff
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = d.MaxBackoff
+		if r.Backoff > 0 && r.MaxBackoff > 0 && r.MaxBackoff < r.Backoff {
+			r.MaxBackoff = r.Backoff // the code's Backoff wins over the URL's cap
+		}
+	}
+	if r.Multiplier == 0 {
+		r.Multiplier = d.Multiplier
+	}
+	if r.Jitter == 0 && !r.NoJitter {
+		r.Jitter = d.Jitter
+		r.NoJitter = d.NoJitter
+	}
+	return s
+}
+
+// Subscribe subscribes with the adapter's subscription defaults applied
+// (SpecDefaults), so they hold for callers that bypass flow.New too.
+func (o *opened) Subscribe(ctx context.Context, s ports.SubscriptionSpec) (ports.Subscription, error) {
+	return o.Adapter.Subscribe(ctx, o.SpecDefaults(s))
 }

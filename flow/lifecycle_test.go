@@ -29,8 +29,9 @@ func TestStopCancelsPendingWorkAndAcksNothing(t *testing.T) {
 	<-entered
 	expired, cancel := context.WithCancel(context.Background())
 	cancel() // no drain: cancel in-flight work at once
-	if err := p.Stop(expired); err != nil {
-		t.Fatalf("Stop: %v", err)
+	var ae *flow.AbandonedError
+	if err := p.Stop(expired); !errors.As(err, &ae) || ae.InFlight != 2 || ae.Cancelled != 2 {
+		t.Fatalf("Stop = %v, want an *AbandonedError naming 2 in-flight deliveries, 2 cancelled", err)
 	}
 	if s := f.settlements(); len(s) != 0 {
 		t.Fatalf("stop settled %v; stop must never settle", s)
@@ -92,8 +93,9 @@ func TestCompletionAfterStopIsNotSettled(t *testing.T) {
 	c := <-held
 	expired, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := p2.Stop(expired); err != nil {
-		t.Fatal(err)
+	var ae *flow.AbandonedError
+	if err := p2.Stop(expired); !errors.As(err, &ae) || ae.InFlight != 1 {
+		t.Fatalf("Stop = %v, want an *AbandonedError naming the 1 held delivery", err)
 	}
 	if err := c.Succeed(); err != nil {
 		t.Fatalf("late Succeed: %v", err)

@@ -20,7 +20,8 @@ import (
 // waits for all of them.
 type Pipeline struct {
 	adapter ports.Adapter
-	spec    ports.SubscriptionSpec
+	raw     ports.SubscriptionSpec // as the caller wrote it, for Validate
+	spec    ports.SubscriptionSpec // with the adapter's and ports' defaults
 	cfg     config
 
 	// Built before Start.
@@ -33,6 +34,7 @@ type Pipeline struct {
 	// Running state.
 	mu       sync.Mutex
 	started  bool
+	ended    bool // Run or Stop has run: the pipeline is single-use
 	sub      ports.Subscription
 	slots    *slots
 	eng      *engine
@@ -55,26 +57,36 @@ type Pipeline struct {
 }
 
 // New returns a pipeline that will consume spec from adapter. Nothing
-// happens until Start or Run. spec is validated by Start; defaults are
-// applied here (see ports.SubscriptionSpec).
+// happens until Start or Run. Start validates spec as given (so a negative
+// or out-of-range value is an error, not replaced by a default); the
+// subscription defaults of the adapter (the URL parameters of an adapter
+// from adapters.Open, see ports.SpecDefaulter) fill the fields left zero,
+// field by field, then the ports defaults fill the rest (see
+// ports.SubscriptionSpec). A nil adapter makes Start fail.
 func New(adapter ports.Adapter, spec ports.SubscriptionSpec, opts ...Option) *Pipeline {
 	p := &Pipeline{
 		adapter: adapter,
-		spec:    spec.WithDefaults(),
+		raw:     spec,
+		spec:    ports.ApplySpecDefaults(adapter, spec).WithDefaults(),
 		cfg:     defaultConfig(),
 		failed:  make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	if adapter == nil {
+		p.buildFail(fmt.Errorf("flow: New with a nil adapter (open one with mem.Open, adapters.Open or an adapter's Open): %w", ports.ErrInvalid))
+	}
 	for _, o := range opts {
 		o.apply(&p.cfg)
 	}
+	p.stats.acked.n, p.stats.requeued.n, p.stats.deadLettered.n = &p.stats.settled, &p.stats.settled, &p.stats.settled
 	p.report = p.reportErr
 	p.source = make(chan Item[*ports.Delivery], min(p.spec.InFlight, 256))
 	p.open = 1
 	return p
 }
 
-// Spec returns the subscription spec with defaults applied.
+// Spec returns the subscription spec with defaults applied (the adapter's,
+// then the ports defaults).
 func (p *Pipeline) Spec() ports.SubscriptionSpec { return p.spec }
 
 // Source returns the stream of deliveries. It may be taken once.
@@ -99,8 +111,11 @@ func (p *Pipeline) buildFail(err error) {
 func (p *Pipeline) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.ended {
+		return ErrSingleUse
+	}
 	if p.started {
-		return errors.New("flow: pipeline already started")
+		return errors.New("flow: pipeline already started; Start and Run are called once per pipeline")
 	}
 	if p.buildErr != nil {
 		return p.buildErr
@@ -108,8 +123,12 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	if p.open != 0 {
 		return fmt.Errorf("flow: %d stream(s) have no consumer; end every branch with Sink", p.open)
 	}
-	if err := p.spec.Validate(); err != nil {
+	// The caller's values first: a default must not hide a mistake.
+	if err := p.raw.Validate(); err != nil {
 		return err
+	}
+	if err := p.spec.Validate(); err != nil {
+		return fmt.Errorf("flow: spec with the adapter's defaults: %w", err)
 	}
 	sub, err := p.adapter.Subscribe(ctx, p.spec)
 	if err != nil {
@@ -146,33 +165,68 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-p.failed:
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.drainTimeout)
-	defer cancel()
-	err := p.Stop(dctx)
+	err := p.Stop(context.WithoutCancel(ctx))
 	if p.fatal != nil {
 		return p.fatal
+	}
+	var ae *AbandonedError
+	if errors.As(err, &ae) {
+		// A shutdown with work in flight is normal; the broker
+		// redelivers what was abandoned. Say so, and return nil.
+		p.cfg.logger.Warn("sluice: "+ae.Error(), "topic", string(p.spec.Topic), "adapter", p.adapter.Name())
+		return nil
 	}
 	return err
 }
 
-// Stop stops receiving, waits for in-flight deliveries to complete until
-// ctx is done, then cancels the ones still in flight: their items' contexts
-// are cancelled and nothing completed after that point is settled — the
-// broker redelivers them. Stop never acks on its own. It waits for every
-// pipeline goroutine, so handlers must return when their context is
-// cancelled. Stop is idempotent; later calls return the first result.
+// ErrSingleUse is returned by Start and Run on a pipeline that has already
+// run: a pipeline is single-use; build a new one with New.
+var ErrSingleUse = errors.New("flow: pipeline already ran and stopped; a pipeline is single-use: build a new one with New")
+
+// AbandonedError is Stop's result when deliveries were still in flight at
+// the end of the drain: their work was cancelled and none of them was
+// settled, so the broker redelivers every one. Cancelled ended as
+// cancelled; Late completed after the cancellation and were not settled
+// either.
+type AbandonedError struct {
+	InFlight  int // in flight when the drain ended
+	Cancelled int // of which completed as cancelled
+	Late      int // of which completed after stop (not settled)
+}
+
+func (e *AbandonedError) Error() string {
+	return fmt.Sprintf("flow: stop abandoned %d in-flight deliveries (%d cancelled, %d completed after stop); none was settled, the broker redelivers them", e.InFlight, e.Cancelled, e.Late)
+}
+
+// Unwrap returns context.Canceled: the abandoned work was cancelled.
+func (e *AbandonedError) Unwrap() error { return context.Canceled }
+
+// Stop stops receiving, waits for in-flight deliveries to complete for up
+// to the drain timeout (WithDrainTimeout, default 5s) or until ctx is done,
+// whichever comes first, then cancels the ones still in flight: their
+// items' contexts are cancelled and nothing completed after that point is
+// settled — the broker redelivers them. Stop never acks on its own, and it
+// returns with any ctx, context.Background() included, once every
+// pipeline goroutine has returned (handlers must return when their
+// context is cancelled). When deliveries were abandoned that way the
+// result is an *AbandonedError that counts them. Stop is idempotent;
+// later calls return the first result. A stopped pipeline is single-use.
 func (p *Pipeline) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	started := p.started
+	p.ended = true
 	p.mu.Unlock()
 	if !started {
 		return nil
 	}
 	p.stopOnce.Do(func() {
 		p.recv()
-		// Past ctx, what is still in flight is cancelled below.
-		_ = p.slots.waitIdle(ctx)
+		dctx, cancel := context.WithTimeout(ctx, p.cfg.drainTimeout)
+		// Past the drain, what is still in flight is cancelled below.
+		_ = p.slots.waitIdle(dctx)
+		cancel()
 		p.closed.Store(true)
+		cancelled0, late0 := p.stats.cancelled.Load(), p.stats.unsettled.Load()
 		p.work()
 		// Settle what completed before the stop, complete the adapter's
 		// deferred settlements, then hand the rest back.
@@ -191,8 +245,16 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 		cancel()
 		p.settleX()
 		p.wg.Wait()
-		if err != nil {
+		// Abandoned: every delivery the stop cancelled or refused, and any
+		// still never completed now that every goroutine has returned.
+		cancelled := int(p.stats.cancelled.Load() - cancelled0)
+		late := int(p.stats.unsettled.Load() - late0)
+		abandoned := cancelled + late + int(p.stats.inFlight.Load())
+		switch {
+		case err != nil:
 			p.stopErr = fmt.Errorf("flow: stop subscription: %w", err)
+		case abandoned > 0:
+			p.stopErr = &AbandonedError{InFlight: abandoned, Cancelled: cancelled, Late: late}
 		}
 		close(p.done)
 	})
@@ -233,7 +295,14 @@ func (p *Pipeline) reportErr(err error) {
 		p.cfg.onError(err)
 		return
 	}
-	p.cfg.logger.Warn("sluice: "+err.Error(), "topic", string(p.spec.Topic), "adapter", p.adapter.Name())
+	p.cfg.logger.Warn("sluice: "+err.Error(), "topic", string(p.spec.Topic), "adapter", p.adapterName())
+}
+
+func (p *Pipeline) adapterName() string {
+	if p.adapter == nil {
+		return "(nil adapter)"
+	}
+	return p.adapter.Name()
 }
 
 func (p *Pipeline) drainErrors(errs <-chan error) {

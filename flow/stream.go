@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime/debug"
 	"sync"
 
@@ -59,8 +60,15 @@ func (s Stream[T]) take() <-chan Item[T] {
 	if s.p == nil {
 		panic("flow: zero Stream; streams come from Pipeline.Source and stages")
 	}
-	if s.p.started {
-		s.p.buildFail(errors.New("flow: stage added after Start"))
+	s.p.mu.Lock()
+	started := s.p.started || s.p.ended
+	s.p.mu.Unlock()
+	if started {
+		// Too late to be part of this pipeline: fail it loudly rather
+		// than leave a stage that never runs.
+		err := errors.New("flow: stage added after Start: build every stage (and Sink) before Start or Run")
+		s.p.report(err)
+		s.p.fail(err)
 	}
 	s.p.open--
 	return s.ch
@@ -110,18 +118,18 @@ func Via[In, Out any](in Stream[In], fn func(it Item[In], emit Emit[Out]), opts 
 				_ = it.Completion.Cancel(err)
 				continue
 			}
-			callVia(fn, it, emit)
+			callVia(p, fn, it, emit)
 		}
 	}, func() { close(out.ch) })
 	return out
 }
 
-func callVia[In, Out any](fn func(Item[In], Emit[Out]), it Item[In], emit Emit[Out]) {
+func callVia[In, Out any](p *Pipeline, fn func(Item[In], Emit[Out]), it Item[In], emit Emit[Out]) {
 	defer func() {
 		if v := recover(); v != nil {
 			// If fn already completed or handed on the item this reports
 			// a conflict instead of settling twice.
-			_ = it.Completion.Fail(&ports.PanicError{Value: v, Stack: debug.Stack()})
+			_ = it.Completion.Fail(p.panicked(v, debug.Stack()))
 		}
 	}()
 	fn(it, emit)
@@ -143,7 +151,7 @@ func Operate[In, Out any](in Stream[In], run func(ctx context.Context, in <-chan
 		err := func() (err error) {
 			defer func() {
 				if v := recover(); v != nil {
-					err = &ports.PanicError{Value: v, Stack: debug.Stack()}
+					err = p.panicked(v, debug.Stack())
 				}
 			}()
 			return run(p.workCtx, src, out.ch)
@@ -171,18 +179,32 @@ func Sink[T any](in Stream[T], fn func(ctx context.Context, v T) error, opts ...
 				_ = it.Completion.Cancel(err)
 				continue
 			}
-			_ = it.Settle(callSink(fn, it.Ctx, it.Value))
+			_ = it.Settle(callSink(in.p, fn, it.Ctx, it.Value))
 		}
 	}, nil)
 }
 
-func callSink[T any](fn func(context.Context, T) error, ctx context.Context, v T) (err error) {
+func callSink[T any](p *Pipeline, fn func(context.Context, T) error, ctx context.Context, v T) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &ports.PanicError{Value: r, Stack: debug.Stack()}
+			err = p.panicked(r, debug.Stack())
 		}
 	}()
 	return fn(ctx, v)
+}
+
+// panicked turns a recovered panic into a *ports.PanicError, logs it once
+// at Error level with its stack (the stack stays out of message headers:
+// the dead-letter reason carries only the panic value), and hands it to
+// the error handler when one is set.
+func (p *Pipeline) panicked(v any, stack []byte) *ports.PanicError {
+	pe := &ports.PanicError{Value: v, Stack: stack}
+	p.stats.errors.Add(1)
+	p.cfg.logger.Error("sluice: handler panicked", "panic", fmt.Sprint(v), "topic", string(p.spec.Topic), "adapter", p.adapterName(), "stack", string(stack))
+	if p.cfg.onError != nil {
+		p.cfg.onError(pe)
+	}
+	return pe
 }
 
 // Invalid stands in for a stage whose options are invalid: it records err

@@ -117,3 +117,33 @@ func FuzzReasonText(f *testing.F) {
 		}
 	})
 }
+
+func TestTopicValidateNamesTheRuneNotAByte(t *testing.T) {
+	err := ports.Topic("ünïcode").Validate()
+	if err == nil || !strings.Contains(err.Error(), "'ü'") {
+		t.Fatalf("Validate = %v, want the invalid character 'ü' named", err)
+	}
+}
+
+type defaulter struct{ ports.Adapter }
+
+func (defaulter) SpecDefaults(s ports.SubscriptionSpec) ports.SubscriptionSpec {
+	if s.Retry.MaxAttempts == 0 {
+		s.Retry.MaxAttempts = 2
+	}
+	return s
+}
+
+type wrapper struct{ ports.Adapter }
+
+func (w wrapper) Unwrap() ports.Adapter { return w.Adapter }
+
+func TestApplySpecDefaultsFollowsWrappers(t *testing.T) {
+	got := ports.ApplySpecDefaults(wrapper{defaulter{}}, ports.SubscriptionSpec{Topic: "t"})
+	if got.Retry.MaxAttempts != 2 {
+		t.Fatalf("MaxAttempts = %d, want the adapter default 2", got.Retry.MaxAttempts)
+	}
+	if got := ports.ApplySpecDefaults(nil, ports.SubscriptionSpec{}); got.Retry.MaxAttempts != 0 {
+		t.Fatalf("nil adapter changed the spec: %+v", got)
+	}
+}

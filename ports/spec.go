@@ -48,7 +48,9 @@ type SubscriptionSpec struct {
 	// Batch asks for batched delivery; the zero value means single delivery.
 	Batch BatchSpec
 	// InFlight bounds the deliveries handed out and not yet settled (the
-	// prefetch). Default 64; with Batch, at least Batch.Size.
+	// prefetch). Default 64, or Batch.Size when that is larger. A value
+	// set below Batch.Size is an error (every batch would be cut short and
+	// wait out its window).
 	InFlight int
 	// KeyFilter, when set, keeps only messages whose partition key matches
 	// this path.Match pattern (e.g. "device-*"). Messages that do not match
@@ -92,14 +94,44 @@ type RetryPolicy struct {
 	Backoff time.Duration
 	// MaxBackoff caps the exponential backoff. Default 30s.
 	MaxBackoff time.Duration
-	// Multiplier grows the backoff per attempt. Default 2.
+	// Multiplier grows the backoff per attempt: 1 keeps it constant.
+	// Default (zero) 2; a value below 1 other than zero is an error.
 	Multiplier float64
 	// Jitter is the fraction (0..1) of random spread applied to each
-	// backoff. Default 0.2.
+	// backoff. Default (zero) 0.2; set NoJitter for none.
 	Jitter float64
+	// NoJitter turns the random spread off (Jitter must then be zero).
+	NoJitter bool
 	// NoBackoff requeues immediately (tests, or brokers that pace
 	// redelivery themselves).
 	NoBackoff bool
+}
+
+// SpecDefaulter is implemented by adapters that carry subscription
+// defaults of their own, such as an adapter opened by adapters.Open with
+// URL parameters (inflight, max_attempts, backoff, max_backoff). flow.New
+// calls it through ApplySpecDefaults before the ports defaults.
+type SpecDefaulter interface {
+	// SpecDefaults returns s with the adapter's defaults filled into the
+	// fields s leaves zero, field by field; a field s sets is kept.
+	SpecDefaults(s SubscriptionSpec) SubscriptionSpec
+}
+
+// ApplySpecDefaults returns s with a's subscription defaults filled in
+// when a (or an adapter it wraps) is a SpecDefaulter, and s unchanged
+// otherwise.
+func ApplySpecDefaults(a Adapter, s SubscriptionSpec) SubscriptionSpec {
+	for a != nil {
+		if d, ok := a.(SpecDefaulter); ok {
+			return d.SpecDefaults(s)
+		}
+		w, ok := a.(interface{ Unwrap() Adapter })
+		if !ok {
+			break
+		}
+		a = w.Unwrap()
+	}
+	return s
 }
 
 // Defaults used when a field is left zero.
@@ -144,16 +176,20 @@ func (p RetryPolicy) WithDefaults() RetryPolicy {
 	if p.MaxBackoff < p.Backoff {
 		p.MaxBackoff = p.Backoff
 	}
-	if p.Multiplier < 1 {
+	if p.Multiplier == 0 {
 		p.Multiplier = DefaultMultiplier
 	}
-	if p.Jitter <= 0 || p.Jitter > 1 {
+	if p.NoJitter {
+		p.Jitter = 0
+	} else if p.Jitter == 0 {
 		p.Jitter = DefaultJitter
 	}
 	return p
 }
 
-// Validate reports the first problem with s, as an error wrapping ErrInvalid.
+// Validate reports the first problem with s, as an error wrapping
+// ErrInvalid. Call it on the spec as written, before WithDefaults, which
+// would replace some invalid values.
 func (s SubscriptionSpec) Validate() error {
 	if err := s.Topic.Validate(); err != nil {
 		return err
@@ -173,6 +209,9 @@ func (s SubscriptionSpec) Validate() error {
 	if s.Batch.Size < 0 || s.Batch.Window < 0 || s.Batch.MaxBytes < 0 {
 		return &ValueError{Field: "SubscriptionSpec.Batch", Reason: "size, window and bytes must not be negative"}
 	}
+	if s.Batch.Size > 0 && s.InFlight > 0 && s.InFlight < s.Batch.Size {
+		return &ValueError{Field: "SubscriptionSpec.InFlight", Reason: fmt.Sprintf("%d is below Batch.Size %d: every batch would be cut short; raise InFlight or leave it zero", s.InFlight, s.Batch.Size)}
+	}
 	if s.InstanceTTL < 0 {
 		return &ValueError{Field: "SubscriptionSpec.InstanceTTL", Reason: "must not be negative"}
 	}
@@ -181,8 +220,26 @@ func (s SubscriptionSpec) Validate() error {
 			return &ValueError{Field: "SubscriptionSpec.KeyFilter", Reason: fmt.Sprintf("bad pattern %q: %v", s.KeyFilter, err)}
 		}
 	}
-	if r := s.Retry; r.Backoff < 0 || r.MaxBackoff < 0 || r.Jitter < 0 || r.Jitter > 1 || r.Multiplier < 0 {
-		return &ValueError{Field: "SubscriptionSpec.Retry", Reason: "backoffs and multiplier must not be negative, jitter must be within 0..1"}
+	return s.Retry.Validate()
+}
+
+// Validate reports the first problem with p, as an error wrapping
+// ErrInvalid.
+func (p RetryPolicy) Validate() error {
+	field := func(f string) string { return "SubscriptionSpec.Retry." + f }
+	switch {
+	case p.Backoff < 0:
+		return &ValueError{Field: field("Backoff"), Reason: fmt.Sprintf("%v is negative (zero means the default %v; NoBackoff requeues at once)", p.Backoff, DefaultBackoff)}
+	case p.MaxBackoff < 0:
+		return &ValueError{Field: field("MaxBackoff"), Reason: fmt.Sprintf("%v is negative (zero means the default %v)", p.MaxBackoff, DefaultMaxBackoff)}
+	case p.Backoff > 0 && p.MaxBackoff > 0 && p.MaxBackoff < p.Backoff:
+		return &ValueError{Field: field("MaxBackoff"), Reason: fmt.Sprintf("%v is shorter than Backoff %v", p.MaxBackoff, p.Backoff)}
+	case p.Multiplier != 0 && p.Multiplier < 1:
+		return &ValueError{Field: field("Multiplier"), Reason: fmt.Sprintf("%v is below 1 (1 keeps the backoff constant; zero means the default %v)", p.Multiplier, DefaultMultiplier)}
+	case p.Jitter < 0 || p.Jitter > 1:
+		return &ValueError{Field: field("Jitter"), Reason: fmt.Sprintf("%v is outside 0..1 (zero means the default %v; NoJitter turns it off)", p.Jitter, DefaultJitter)}
+	case p.NoJitter && p.Jitter != 0:
+		return &ValueError{Field: field("Jitter"), Reason: "set together with NoJitter"}
 	}
 	return nil
 }

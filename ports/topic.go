@@ -1,15 +1,12 @@
 package ports
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // Topic is a logical topic name such as "orders" or "billing.invoices".
 //
 // Physical names (an exchange and queue, a Kafka topic, a Pulsar persistent
 // topic, an MQTT topic) are private to adapters, which derive them with a
-// namespace prefix. A logical name is 1..200 characters of letters, digits
+// namespace prefix. A logical name is 1..200 bytes of ASCII letters, digits
 // and '.', '-', '_'.
 type Topic string
 
@@ -26,10 +23,10 @@ func (t Topic) Validate() error {
 	if len(t) == 0 || len(t) > 200 {
 		return fmt.Errorf("%w: topic %q must be 1..200 characters", ErrInvalid, string(t))
 	}
-	if i := strings.IndexFunc(string(t), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_')
-	}); i >= 0 {
-		return fmt.Errorf("%w: topic %q has invalid character %q at %d (allowed: letters, digits, '.', '-', '_')", ErrInvalid, string(t), t[i], i)
+	for i, r := range string(t) {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return fmt.Errorf("%w: topic %q has invalid character %q at byte %d (allowed: ASCII letters, digits, '.', '-', '_')", ErrInvalid, string(t), r, i)
+		}
 	}
 	return nil
 }

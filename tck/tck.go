@@ -253,7 +253,7 @@ func (c *consumer) stop() {
 	c.once.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := c.p.Stop(ctx); err != nil {
+		if err := c.p.Stop(ctx); err != nil && !abandoned(err) {
 			c.k.t.Errorf("stopping consumer: %v", err)
 		}
 	})

@@ -109,9 +109,21 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 // Send publishes msgs with acks=all and returns when every one is
 // confirmed (see ports.Sender). A message with Delay is stored at once and
 // held by the consuming adapter until its time.
+//
+// With a ctx that is already done Send publishes nothing and names every
+// message in the error (each wraps ctx.Err()). When ctx ends midway, the
+// messages whose acks arrived are confirmed (not named); each one named
+// wraps ctx.Err() and may or may not have been stored by the broker.
 func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 	if a.isClosed() {
 		return ports.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		errs := make([]error, len(msgs))
+		for i := range msgs {
+			errs[i] = &ports.SendError{Index: i, Topic: msgs[i].Topic, Err: fmt.Errorf("kafka: not sent (nothing published): %w", err)}
+		}
+		return errors.Join(errs...)
 	}
 	var errs []error
 	pms := make([]*sarama.ProducerMessage, 0, len(msgs))

@@ -202,12 +202,36 @@ func send(t testing.TB, a *kafka.Adapter, topic ports.Topic, keys []string, payl
 	}
 }
 
+// settle settles ds with d and then flushes: when it returns, the
+// recorded offsets are committed.
 func settle(t testing.TB, s ports.Subscription, d ports.Disposition, ds ...*ports.Delivery) {
+	t.Helper()
+	record(t, s, d, ds...)
+	flush(t, s)
+}
+
+// record settles ds with d without flushing (Settle returns once the
+// completions are recorded; the commit follows on the committer's round).
+func record(t testing.TB, s ports.Subscription, d ports.Disposition, ds ...*ports.Delivery) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Settle(ctx, ds, d); err != nil {
 		t.Fatalf("settle %v: %v", d.Action, err)
+	}
+}
+
+// flush commits what s recorded and waits for the broker's answer.
+func flush(t testing.TB, s ports.Subscription) {
+	t.Helper()
+	f, ok := s.(ports.Flusher)
+	if !ok {
+		t.Fatalf("the kafka subscription %T does not implement ports.Flusher", s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
 	}
 }
 

@@ -1,19 +1,20 @@
 package kafka
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // HeaderNotBefore carries the earliest delivery time of a delayed message
-// or a delayed requeue, as RFC 3339 with nanoseconds. It is private to this
-// adapter: it is removed from a Delivery's headers.
-const HeaderNotBefore = "sluice-not-before"
+// or a delayed requeue, as RFC 3339 with nanoseconds (this adapter's wire
+// form; the name is kit.HeaderNotBefore). It is private to this adapter:
+// it is removed from a Delivery's headers.
+const HeaderNotBefore = kit.HeaderNotBefore
 
 // names derives physical topic and group names from logical ones.
 type names struct{ ns string }
@@ -96,30 +97,4 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic) decoded {
 	d.count = n
 	d.msg = ports.Message{Topic: topic, Key: string(cm.Key), Payload: cm.Value, Headers: h}
 	return d
-}
-
-// requeueHeaders returns h with the redelivery count set to count.
-func requeueHeaders(h ports.Headers, count int) ports.Headers {
-	c := h.Clone()
-	if c == nil {
-		c = ports.Headers{}
-	}
-	c[ports.HeaderRedeliveryCount] = strconv.Itoa(count)
-	return c
-}
-
-// deadLetterHeaders returns h with the dead-letter reason headers. The
-// redelivery count is dropped: the dead letter is a new message on its own
-// topic, its history is in HeaderAttempts and the reason — and a malformed
-// count copied over would make the dead letter itself unreadable.
-func deadLetterHeaders(h ports.Headers, topic ports.Topic, d ports.Disposition) ports.Headers {
-	c := h.Clone()
-	if c == nil {
-		c = ports.Headers{}
-	}
-	delete(c, ports.HeaderRedeliveryCount)
-	c[ports.HeaderDeadLetterReason] = d.ReasonText()
-	c[ports.HeaderDeadLetterTopic] = string(topic)
-	c[ports.HeaderAttempts] = strconv.Itoa(d.Attempts)
-	return c
 }

@@ -1,10 +1,15 @@
 package kafka_test
 
 import (
+	"context"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -64,36 +69,166 @@ func TestOutOfOrderCommitsPrefix(t *testing.T) {
 	}
 }
 
-// TestBatchOneCommit: a batch settled with one Settle call is committed
-// with one OffsetCommit request covering every partition it touched.
+// countingSub counts the Settle calls made through it.
+type countingSub struct {
+	ports.Subscription
+	settles atomic.Int64
+}
+
+func (c *countingSub) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
+	c.settles.Add(1)
+	return c.Subscription.Settle(ctx, ds, d)
+}
+
+func (c *countingSub) Flush(ctx context.Context) error {
+	return c.Subscription.(ports.Flusher).Flush(ctx)
+}
+
+// manualCommits is a config whose committer commits only on Flush, revoke
+// and stop (no interval or threshold round within a test's time).
+func manualCommits(cfg kafka.Config) kafka.Config {
+	cfg.CommitInterval = time.Hour
+	cfg.CommitThreshold = 1 << 30
+	return cfg
+}
+
+// TestBatchOneCommit: a batch of N deliveries over two partitions settled
+// with one Settle call returns at once (the offsets are recorded, no
+// commit request is sent), and the next commit round — here Flush — is
+// one OffsetCommit request covering every partition.
 func TestBatchOneCommit(t *testing.T) {
 	b := newBroker(t)
 	if b.cluster == nil {
 		t.Skip("counting commit requests needs kfake; KAFKA_BROKERS is set")
 	}
-	a := b.adapter(t, b.config("bc", 2))
-	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 32})
-	send(t, a, "t", nil, "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11")
-	ds := receiveN(t, s, 12, 10*time.Second)
-	want := map[string]int64{}
-	for _, d := range ds {
-		if o := offsetOf(t, d) + 1; o > want[d.Facts["partition"]] {
-			want[d.Facts["partition"]] = o
-		}
+	a := b.adapter(t, manualCommits(b.config("bc", 2)))
+	s := &countingSub{Subscription: subscribe(t, a, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 64})}
+	var all []string
+	for i := range 50 {
+		all = append(all, strconv.Itoa(i))
+	}
+	send(t, a, "t", nil, all...)
+	ds := receiveN(t, s, len(all), 10*time.Second)
+	want := lastOffsets(t, ds)
+	if len(want) != 2 {
+		t.Fatalf("the 50 messages landed on partitions %v, want both", want)
 	}
 	mark := b.commitCount()
-	settle(t, s, ack, ds...)
+	record(t, s, ack, ds...)
+	if n := b.commitCount() - mark; n != 0 {
+		t.Fatalf("%d commit requests sent by Settle itself, want 0 (deferred: the offsets are only recorded)", n)
+	}
+	flush(t, s)
+	commits := b.commitsSince(mark)
+	if got := s.settles.Load(); got != 1 {
+		t.Fatalf("%d Settle calls, want 1", got)
+	}
+	if len(commits) != 1 {
+		t.Fatalf("%d OffsetCommit requests for one Settle of %d deliveries, want 1: %+v", len(commits), len(ds), commits)
+	}
+	for id, off := range want {
+		if got := commits[0].offsets[id]; got != off {
+			t.Fatalf("batch commit of partition %d = %d, want %d (%+v)", id, got, off, commits[0])
+		}
+	}
+}
+
+// TestManySettlesOneCommitPerRound: 50 concurrent single-delivery Settle
+// calls are coalesced by the committer: one round, one OffsetCommit
+// request covering both partitions.
+func TestManySettlesOneCommitPerRound(t *testing.T) {
+	b := newBroker(t)
+	if b.cluster == nil {
+		t.Skip("counting commit requests needs kfake; KAFKA_BROKERS is set")
+	}
+	a := b.adapter(t, manualCommits(b.config("ms", 2)))
+	s := &countingSub{Subscription: subscribe(t, a, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 64})}
+	var all []string
+	for i := range 50 {
+		all = append(all, strconv.Itoa(i))
+	}
+	send(t, a, "t", nil, all...)
+	ds := receiveN(t, s, len(all), 10*time.Second)
+	want := lastOffsets(t, ds)
+	mark := b.commitCount()
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Go(func() {
+			if err := s.Settle(t.Context(), []*ports.Delivery{d}, ack); err != nil {
+				t.Errorf("settle: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	flush(t, s)
+	if got := s.settles.Load(); got != int64(len(ds)) {
+		t.Fatalf("%d Settle calls, want %d", got, len(ds))
+	}
 	commits := b.commitsSince(mark)
 	if len(commits) != 1 {
-		t.Fatalf("%d commit requests for one batch settlement, want 1: %+v", len(commits), commits)
+		t.Fatalf("%d OffsetCommit requests for %d Settle calls in one round, want 1: %+v", len(commits), len(ds), commits)
 	}
-	for p, off := range want {
-		var id int32
-		if p == "1" {
-			id = 1
-		}
+	for id, off := range want {
 		if got := commits[0].offsets[id]; got != off {
-			t.Fatalf("batch commit of partition %s = %d, want %d (%+v)", p, got, off, commits[0])
+			t.Fatalf("commit of partition %d = %d, want %d", id, got, off)
 		}
 	}
+}
+
+// TestCommitThresholdAndInterval: without Flush, the committer commits on
+// its own — at once when CommitThreshold offsets were recorded, and after
+// CommitInterval for fewer.
+func TestCommitThresholdAndInterval(t *testing.T) {
+	b := newBroker(t)
+	cfg := manualCommits(b.config("thr", 1))
+	cfg.CommitThreshold = 10
+	a := b.adapter(t, cfg)
+	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 64})
+	send(t, a, "t", nil, "0", "1", "2", "3", "4", "5", "6", "7", "8", "9")
+	ds := receiveN(t, s, 10, 10*time.Second)
+	start := offsetOf(t, ds[0])
+	record(t, s, ack, ds[:9]...)
+	record(t, s, ack, ds[9])
+	awaitCommitted(t, b, "thr.g", "thr.t", 0, start+10, "the threshold of 10 recorded offsets")
+
+	cfg = manualCommits(b.config("ivl", 1))
+	cfg.CommitInterval = 50 * time.Millisecond
+	a = b.adapter(t, cfg)
+	s = subscribe(t, a, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 64})
+	send(t, a, "t", nil, "x")
+	d := receiveN(t, s, 1, 10*time.Second)[0]
+	record(t, s, ack, d)
+	awaitCommitted(t, b, "ivl.g", "ivl.t", 0, offsetOf(t, d)+1, "the 50ms commit interval")
+}
+
+// awaitCommitted waits (bounded) until group's committed offset is want.
+func awaitCommitted(t *testing.T, b *broker, group, topic string, partition int32, want int64, why string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := b.committed(t, group, topic, partition)
+		if c == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committed offset %d, want %d within 10s (committed by %s)", c, want, why)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the broker's state, not synchronising
+	}
+}
+
+// lastOffsets is the commit position (last offset + 1) per partition.
+func lastOffsets(t *testing.T, ds []*ports.Delivery) map[int32]int64 {
+	t.Helper()
+	want := map[int32]int64{}
+	for _, d := range ds {
+		p, err := strconv.Atoi(d.Facts["partition"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := offsetOf(t, d) + 1; o > want[int32(p)] {
+			want[int32(p)] = o
+		}
+	}
+	return want
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -63,6 +64,21 @@ type Config struct {
 	// CommitRetry is how often the committer retries a failed commit.
 	// Default 200ms.
 	CommitRetry time.Duration
+	// CommitInterval is how often the committer commits the offsets that
+	// Settle recorded (Settle(ACK) returns once the offset is recorded; it
+	// does not wait for the commit). A crash loses at most the offsets
+	// recorded in the last interval: their messages are redelivered,
+	// never lost. Default 100ms.
+	CommitInterval time.Duration
+	// CommitThreshold starts a commit round at once, before the interval
+	// is up, when that many offsets were recorded since the last round.
+	// Default 1000.
+	CommitThreshold int
+	// Rejoin is the backoff between attempts to rejoin the consumer group
+	// after a session failed (the broker unreachable, the group
+	// coordinator moving). Default: kit.DefaultBackoff started at
+	// CommitRetry (200ms, doubling, at most 30s, 20% jitter).
+	Rejoin kit.Backoff
 	// Buffer bounds the records a subscription holds that are neither
 	// handed out nor settled (waiting for their key, for their delay, or
 	// for Receive), as a multiple of SubscriptionSpec.InFlight. Default 4.
@@ -121,6 +137,16 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CommitRetry <= 0 {
 		c.CommitRetry = 200 * time.Millisecond
+	}
+	if c.CommitInterval <= 0 {
+		c.CommitInterval = 100 * time.Millisecond
+	}
+	if c.CommitThreshold <= 0 {
+		c.CommitThreshold = 1000
+	}
+	if c.Rejoin == (kit.Backoff{}) {
+		c.Rejoin = kit.DefaultBackoff
+		c.Rejoin.Initial = c.CommitRetry
 	}
 	if c.Buffer <= 0 {
 		c.Buffer = 4

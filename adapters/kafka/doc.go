@@ -10,18 +10,28 @@
 // records each completion as it arrives (in any order) and commits only
 // the contiguous prefix of completed offsets:
 //
-//	ACK          completion recorded; the prefix it closes is committed
+//	ACK          completion recorded; Settle returns (deferred acceptance)
 //	REQUEUE      republished to the same topic (acks=all, idempotent
 //	             producer) with sluice-redelivery-count+1, then recorded
 //	DEAD_LETTER  published to "<topic>.dlq" with the reason headers
 //	             (acks=all), then recorded
 //
-// Commits are sent by one committer per subscription with the
-// generation and member id of the consumer-group session that owns the
-// partition. When a partition is revoked in a rebalance (or the
-// subscription stops) it is fenced at once: no commit for it is sent
-// after that, and settling one of its deliveries returns [ErrRevoked];
-// the new owner redelivers it (at least once).
+// Settle does not wait for the offset commit. One committer per
+// subscription commits the recorded prefixes of every partition in one
+// OffsetCommit request per round: every [Config.CommitInterval] (default
+// 100ms), as soon as [Config.CommitThreshold] offsets (default 1000) were
+// recorded since the last round, on Flush (ports.Flusher, which waits for
+// the broker's answer), when a partition is revoked and on Stop. A crash
+// redelivers what was recorded since the last successful round, never
+// loses it. Commits carry the generation and member id of the
+// consumer-group session that owns the partition and go over their own
+// connections (not behind the consumer's Fetch long polls).
+//
+// When a partition is revoked in a rebalance (or the subscription stops)
+// its recorded prefix is committed once more (best effort) and it is
+// fenced: no commit for it is sent after that, and settling one of its
+// deliveries returns [ErrRevoked]; the new owner redelivers it (at least
+// once).
 //
 // # Ordering
 //
@@ -34,9 +44,10 @@
 //
 // Kafka has no delayed delivery. Message.Delay and a Requeue's
 // Disposition.Delay are written as an absolute "sluice-not-before"
-// header; the consuming adapter holds such a record in one local timer
-// heap until that time (the record stays uncommitted meanwhile). The
-// producer's and consumer's clocks are assumed to agree.
+// header; the consuming adapter holds such a record in the local
+// scheduler (operators/schedule) until that time (the record stays
+// uncommitted meanwhile). The producer's and consumer's clocks are assumed
+// to agree.
 //
 // # Topics and groups
 //

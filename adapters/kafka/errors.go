@@ -27,8 +27,11 @@ func (e *RevokedError) Error() string {
 func (e *RevokedError) Is(target error) bool { return target == ErrRevoked }
 
 // CommitError is an offset commit the broker refused or that could not be
-// sent. The committer retries it; a Settle that returns it was recorded but
-// its commit is not confirmed.
+// sent. It is reported through Subscription.Errors (and returned by Flush);
+// Settle never returns it, since Settle only records. The committer
+// retries the commit every Config.CommitRetry; if it never succeeds (the
+// process dies, the partition is revoked) the recorded messages are
+// redelivered, never lost.
 type CommitError struct {
 	Group     string
 	Topic     string

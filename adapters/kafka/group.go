@@ -52,9 +52,9 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 			list = append(list, p)
 		}
 		s.commit.track(list...)
-		if !s.commit.round() {
+		if err := s.commit.round(); err != nil {
 			s.unbuffer(s.commit.revoke(list...))
-			return fmt.Errorf("kafka: group %s: committing start offsets failed", s.group)
+			return fmt.Errorf("kafka: group %s: committing start offsets failed: %w", s.group, err)
 		}
 	}
 	h.mu.Lock()
@@ -66,7 +66,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	return nil
 }
 
-// Cleanup revokes whatever the session still holds.
+// Cleanup commits what the session's partitions recorded and fences them.
 func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
 	h.mu.Lock()
 	parts := h.parts
@@ -76,7 +76,7 @@ func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
 	for _, p := range parts {
 		list = append(list, p)
 	}
-	h.s.unbuffer(h.s.commit.revoke(list...))
+	h.s.unbuffer(h.s.commit.release(list...))
 	return nil
 }
 
@@ -90,7 +90,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		return fmt.Errorf("kafka: claim %s/%d without a tracker", claim.Topic(), claim.Partition())
 	}
 	s := h.s
-	defer func() { s.unbuffer(s.commit.revoke(p)) }()
+	defer func() { s.unbuffer(s.commit.release(p)) }() // commit what it recorded, then fence
 	ctx := sess.Context()
 	for {
 		if !s.waitSpace(ctx) {
@@ -126,11 +126,11 @@ func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage) {
 			p.mu.Lock()
 			r.state = stateOut
 			p.mu.Unlock()
-			if next, _, err := p.complete(r, ports.Ack); err == nil {
+			if next, err := p.complete(r, ports.Ack); err == nil {
 				if next != nil {
 					s.makeAvailable(next)
 				}
-				s.commit.signal()
+				s.commit.record(1)
 			}
 		}
 		return
@@ -142,14 +142,14 @@ func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage) {
 
 // committedOffsets fetches the group's committed offsets (-1: none).
 func (s *subscription) committedOffsets(ids []int32) (map[int32]int64, error) {
-	coord, err := s.client.Coordinator(s.group)
+	coord, err := s.commitClient.Coordinator(s.group)
 	if err != nil {
 		return nil, err
 	}
-	req := sarama.NewOffsetFetchRequest(s.client.Config().Version, s.group, map[string][]int32{s.phys: ids})
+	req := sarama.NewOffsetFetchRequest(s.commitClient.Config().Version, s.group, map[string][]int32{s.phys: ids})
 	resp, err := coord.FetchOffset(req)
 	if err != nil {
-		_ = s.client.RefreshCoordinator(s.group)
+		_ = s.commitClient.RefreshCoordinator(s.group)
 		return nil, err
 	}
 	out := make(map[int32]int64, len(ids))
@@ -173,7 +173,7 @@ func (s *subscription) startOffset(id int32) (int64, error) {
 	if s.a.cfg.StartFrom == StartOldest {
 		at = sarama.OffsetOldest
 	}
-	return s.client.GetOffset(s.phys, id, at)
+	return s.commitClient.GetOffset(s.phys, id, at)
 }
 
 // stopRun carries out Stop once.
@@ -189,8 +189,7 @@ func (s *subscription) stopRun() {
 
 	// Commit what was settled before Stop, then fence every partition:
 	// from here on nothing is committed, and nothing unsettled was.
-	s.commit.round()
-	s.commit.revokeAll()
+	s.unbuffer(s.commit.releaseAll())
 
 	var errs []error
 	s.cancel()
@@ -199,7 +198,7 @@ func (s *subscription) stopRun() {
 	}
 	s.loops.Wait()
 	s.commit.close()
-	s.sched.close()
+	s.sched.Stop()
 	if s.spec.Mode == ports.Broadcast && s.spec.InstanceTTL == 0 {
 		if err := s.a.admin.DeleteConsumerGroup(s.group); err != nil && err != sarama.ErrGroupIDNotFound {
 			errs = append(errs, fmt.Errorf("kafka: delete broadcast group %s: %w", s.group, err))
@@ -208,11 +207,11 @@ func (s *subscription) stopRun() {
 	if err := s.client.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.commitClient.Close(); err != nil {
+		errs = append(errs, err)
+	}
 	s.a.forget(s)
-	s.errMu.Lock()
-	s.errsDone = true
-	close(s.errs)
-	s.errMu.Unlock()
+	s.errs.Close()
 	if len(errs) > 0 {
 		s.stopErr = fmt.Errorf("kafka: stop %s: %w", s.group, errors.Join(errs...))
 	}

@@ -55,12 +55,6 @@ type partition struct {
 	mark int64
 	// committed is the last position the broker accepted (-1: none).
 	committed int64
-	// commitErr is the error of the last commit attempt (nil after a
-	// success).
-	commitErr error
-	// changed is closed and replaced whenever committed, commitErr or
-	// revoked changes.
-	changed chan struct{}
 	// keys maps a key with a record out (or held) to the records of the
 	// same key waiting behind it, in offset order.
 	keys map[string][]*record
@@ -70,8 +64,7 @@ func newPartition(topic string, id, gen int32, member string, start, committed i
 	return &partition{
 		topic: topic, id: id, gen: gen, member: member,
 		mark: start, committed: committed,
-		changed: make(chan struct{}),
-		keys:    make(map[string][]*record),
+		keys: make(map[string][]*record),
 	}
 }
 
@@ -97,15 +90,15 @@ func (p *partition) add(r *record) (avail, live bool) {
 	return true, true
 }
 
-// complete marks r done with action a, advances mark over the completed
-// prefix and frees r's key. It returns the next record of the key to make
-// available (nil if none), and whether r is now below mark (its commit can
-// be awaited). It returns ErrRevoked when the partition was revoked.
-func (p *partition) complete(r *record, a ports.Action) (next *record, committable bool, err error) {
+// complete marks r done with action a (the completion is recorded),
+// advances mark over the completed prefix and frees r's key. It returns
+// the next record of the key to make available (nil if none). It returns
+// ErrRevoked when the partition was revoked.
+func (p *partition) complete(r *record, a ports.Action) (next *record, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.revoked.Load() {
-		return nil, false, p.revokedErr()
+		return nil, p.revokedErr()
 	}
 	r.state, r.action = stateDone, a
 	for p.head < len(p.log) && p.log[p.head].state == stateDone {
@@ -118,8 +111,7 @@ func (p *partition) complete(r *record, a ports.Action) (next *record, committab
 		clear(p.log[n:])
 		p.log, p.head = p.log[:n], 0
 	}
-	next = p.releaseKeyLocked(r.dec.msg.Key)
-	return next, r.offset < p.mark, nil
+	return p.releaseKeyLocked(r.dec.msg.Key), nil
 }
 
 // releaseKeyLocked frees key and returns the next waiting record of it.
@@ -151,16 +143,13 @@ func (p *partition) dirty() (int64, bool) {
 	return p.mark, true
 }
 
-// committedTo records the broker's answer for a commit of pos.
-func (p *partition) committedTo(pos int64, err error) {
+// committedTo records that the broker accepted the commit of pos.
+func (p *partition) committedTo(pos int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err == nil && pos > p.committed {
+	if pos > p.committed {
 		p.committed = pos
 	}
-	p.commitErr = err
-	close(p.changed)
-	p.changed = make(chan struct{})
 }
 
 // revoke fences the partition: nothing of it is committed or handed out
@@ -178,26 +167,7 @@ func (p *partition) revoke() (dropped int) {
 	p.keys = nil
 	clear(p.log)
 	p.log = nil
-	close(p.changed)
-	p.changed = make(chan struct{})
 	return dropped
-}
-
-// waitState reports, for a record below mark, whether its offset is
-// committed, the error that stops waiting (revoked, last commit error),
-// and a channel that is closed on the next change.
-func (p *partition) waitState(off int64, seenErr bool) (done bool, err error, changed <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.committed > off:
-		return true, nil, nil
-	case p.revoked.Load():
-		return false, p.revokedErr(), nil
-	case seenErr && p.commitErr != nil:
-		return false, p.commitErr, nil
-	}
-	return false, nil, p.changed
 }
 
 func (p *partition) revokedErr() error {

@@ -86,7 +86,9 @@ func (p *producer) dispatch() {
 
 // publish sends msgs and waits for every confirm. It returns one error per
 // message (nil when confirmed). On ctx cancellation the unconfirmed ones
-// report ctx.Err(); they may still be stored by the broker.
+// report ctx.Err(): those not yet handed to the producer are not
+// published; those handed over and not confirmed may still be stored by
+// the broker. A message whose confirm arrived is never reported.
 func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) []error {
 	c := &call{errs: make([]error, len(msgs)), finished: make([]bool, len(msgs)), pending: len(msgs), done: make(chan struct{})}
 	if len(msgs) == 0 {
@@ -102,13 +104,16 @@ func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) 
 	}
 	queued := 0
 	for i, m := range msgs {
+		if ctx.Err() != nil {
+			break // not handed to the producer: certainly not published
+		}
 		m.Metadata = slot{c: c, i: i}
 		select {
 		case p.ap.Input() <- m:
 			queued++
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil {
+		if queued == i {
 			break
 		}
 	}

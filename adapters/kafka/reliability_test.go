@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -45,14 +44,10 @@ func TestReliability(t *testing.T) {
 			return d.Facts["topic"] + "/" + d.Facts["partition"] + "@" + d.Facts["offset"]
 		},
 		SoakMessages: 100_000,
-		// An Ack whose offset commit fails returns the *CommitError but
-		// keeps the completion recorded; the committer commits it on a
-		// later round, so Kafka does not redeliver the message (see
-		// docs/reliability.md: the core is told "left unsettled").
-		Deferred: func(err error) bool {
-			var ce *kafka.CommitError
-			return errors.As(err, &ce)
-		},
+		// No Deferred: Settle only records (its acceptance is deferred, see
+		// ports.Subscription.Settle) and never returns a commit error; a
+		// failed commit is retried by the committer and reported through
+		// Errors, and a commit that never lands means a redelivery.
 		// go-metrics (used by sarama) runs one process-wide meter ticker,
 		// started by the first client (see TestMain).
 		IgnoreLeaks: []goleak.Option{goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick")},

@@ -8,18 +8,25 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Settle carries out d for every delivery of ds (see ports.Subscription):
+// Settle carries out d for every delivery of ds (see ports.Subscription).
+// Its acceptance is deferred (ports.Subscription.Settle): it returns once
+// the completions are recorded, without waiting for the offset commit,
+// which the committer sends on its next round (see Config.CommitInterval
+// and Config.CommitThreshold, and Flush):
 //
-//   - Ack records the completions; for each partition whose commit prefix
-//     now covers them it waits until the broker accepted the commit.
+//   - Ack records the completions.
 //   - Requeue republishes each message to its topic with the redelivery
 //     count incremented (and HeaderNotBefore when d.Delay > 0), waits for
-//     acks=all, then records and commits as Ack.
+//     acks=all, then records the originals as Ack does.
 //   - DeadLetter publishes to "<topic>.dlq" with the reason headers, waits
-//     for acks=all, then records and commits as Ack.
+//     for acks=all, then records the originals as Ack does.
+//
+// A recorded completion whose commit is lost (a crash before the next
+// round, a revoke whose commit fails) is redelivered, never lost.
 //
 // A failed publish leaves the originals unsettled: they are handed out
 // again by Receive after the retry backoff (the redelivery count grows).
@@ -51,27 +58,20 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports
 		}
 	}
 	var errs []error
-	waits := map[*partition]int64{}
+	recorded := 0
 	for _, r := range recs {
-		next, committable, err := r.p.complete(r, d.Action)
+		next, err := r.p.complete(r, d.Action)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		recorded++
 		if next != nil {
 			s.makeAvailable(next)
 		}
-		if committable && r.offset >= waits[r.p] {
-			waits[r.p] = r.offset + 1
-		}
 	}
-	if len(waits) > 0 {
-		s.commit.signal()
-	}
-	for p, end := range waits {
-		if err := awaitCommit(ctx, p, end-1); err != nil {
-			errs = append(errs, err)
-		}
+	if recorded > 0 {
+		s.commit.record(recorded)
 	}
 	return errors.Join(errs...)
 }
@@ -153,19 +153,26 @@ func (s *subscription) publishFor(ctx context.Context, recs []*record, ds []*por
 			return fmt.Errorf("kafka: dead letter: %w", err)
 		}
 	}
-	var nb time.Time
-	if d.Action == ports.Requeue && d.Delay > 0 {
-		nb = time.Now().Add(d.Delay)
-	}
+	now := time.Now()
 	pms := make([]*sarama.ProducerMessage, len(recs))
 	for i, r := range recs {
-		m := r.dec.msg
+		// The copy is made from the record as consumed (not from the
+		// Delivery the handler may have changed), with the header rules of
+		// package kit: count+1 for a requeue; reason, topic and attempts
+		// for a dead letter.
+		orig := *ds[i]
+		orig.Message = r.dec.msg
+		var m ports.Message
 		if d.Action == ports.Requeue {
-			m.Headers = requeueHeaders(m.Headers, ds[i].RedeliveryCount+1)
+			m = kit.RequeueCopy(&orig, d.Delay)
 		} else {
-			m.Headers = deadLetterHeaders(m.Headers, s.topic, d)
+			m = kit.DeadLetterCopy(&orig, d)
 		}
-		pms[i] = producerMessage(phys, &m, nb)
+		var nb time.Time
+		if m.Delay > 0 {
+			nb = now.Add(m.Delay)
+		}
+		pms[i] = producerMessage(phys, &m, nb) // writes HeaderNotBefore in this adapter's RFC 3339 form
 	}
 	var errs []error
 	for i, err := range s.a.prod.publish(ctx, pms) {
@@ -177,25 +184,4 @@ func (s *subscription) publishFor(ctx context.Context, recs []*record, ds []*por
 		return fmt.Errorf("kafka: %v publish to %s failed, originals not settled: %w", d.Action, phys, errors.Join(errs...))
 	}
 	return nil
-}
-
-// awaitCommit waits until off of p is committed, p is revoked, a commit
-// attempt after the call failed, or ctx is done.
-func awaitCommit(ctx context.Context, p *partition, off int64) error {
-	seen := false
-	for {
-		done, err, changed := p.waitState(off, seen)
-		if done {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		select {
-		case <-changed:
-			seen = true
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }

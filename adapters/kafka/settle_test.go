@@ -111,6 +111,7 @@ func TestDeadLetterFailureLeavesOriginal(t *testing.T) {
 	if !errors.Is(err, ports.ErrUnconfirmed) {
 		t.Fatalf("settle with the dead-letter topic refusing: %v, want ErrUnconfirmed", err)
 	}
+	flush(t, s)
 	if c := b.committed(t, "dlf.g", "dlf.t", 0); c != start {
 		t.Fatalf("committed %d after a failed dead letter, want %d (original unsettled)", c, start)
 	}

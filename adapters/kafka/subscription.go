@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -24,10 +25,11 @@ type subscription struct {
 	phys  string
 	group string
 
-	client sarama.Client
-	cg     sarama.ConsumerGroup
-	commit *committer
-	sched  *scheduler
+	client       sarama.Client // the consumer group's (fetches, group protocol)
+	commitClient sarama.Client // commits and offset look-ups
+	cg           sarama.ConsumerGroup
+	commit       *committer
+	sched        *schedule.Scheduler
 
 	cancel context.CancelFunc // stops the consume loop
 	loops  sync.WaitGroup
@@ -43,10 +45,7 @@ type subscription struct {
 	limit    int           // bound on buffered
 	stopped  bool
 
-	errMu    sync.Mutex
-	errs     chan error
-	errsDone bool
-	dropped  atomic.Int64
+	errs *kit.Errors // Errors(): never blocks, drops and counts when full
 
 	stopOnce sync.Once
 	stopErr  error
@@ -75,33 +74,44 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		a: a, spec: spec, topic: spec.Topic,
 		phys:        a.names.topic(spec.Topic),
 		group:       a.names.group(spec, instance),
-		sched:       newScheduler(),
+		sched:       schedule.New(schedule.Options{}),
 		established: make(chan struct{}),
 		setupErr:    make(chan error, 1),
 		readyCh:     make(chan struct{}),
 		spaceCh:     make(chan struct{}),
 		limit:       spec.InFlight * a.cfg.Buffer,
-		errs:        make(chan error, 64),
+		errs:        kit.NewErrors(64),
 		stopDone:    make(chan struct{}),
 	}
 	if err := a.ensureTopic(ctx, s.phys); err != nil {
-		s.sched.close()
+		s.sched.Stop()
 		return nil, err
 	}
 	conf := a.cfg.consumerConfig(spec.InFlight)
 	client, err := sarama.NewClient(a.cfg.Brokers, conf)
 	if err != nil {
-		s.sched.close()
+		s.sched.Stop()
 		return nil, fmt.Errorf("kafka: consumer client: %w", err)
+	}
+	// Commits and offset look-ups get their own connections: on the
+	// consumer's connection an OffsetCommit waits behind the Fetch long
+	// poll in flight (a broker answers one connection's requests in
+	// order, and a Fetch with nothing new is held up to MaxWaitTime).
+	commitClient, err := sarama.NewClient(a.cfg.Brokers, conf)
+	if err != nil {
+		s.sched.Stop()
+		_ = client.Close()
+		return nil, fmt.Errorf("kafka: commit client: %w", err)
 	}
 	cg, err := sarama.NewConsumerGroupFromClient(s.group, client)
 	if err != nil {
-		s.sched.close()
+		s.sched.Stop()
 		_ = client.Close()
+		_ = commitClient.Close()
 		return nil, fmt.Errorf("kafka: consumer group %s: %w", s.group, err)
 	}
-	s.client, s.cg = client, cg
-	s.commit = newCommitter(client, conf, s.group, a.cfg.CommitRetry, s.report)
+	s.client, s.commitClient, s.cg = client, commitClient, cg
+	s.commit = newCommitter(commitClient, conf, s.group, a.cfg, s.report)
 
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -136,24 +146,28 @@ func (s *subscription) consumeLoop(ctx context.Context) {
 	defer s.loops.Done()
 	h := &groupHandler{s: s}
 	first := true
+	failures := 0 // consecutive failed sessions
 	for {
 		err := s.cg.Consume(ctx, []string{s.phys}, h)
 		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return
 		}
-		if err != nil {
+		if err == nil {
+			failures = 0
+		} else {
 			if first && !h.setupDone.Load() {
 				select {
 				case s.setupErr <- err:
 				default:
 				}
 			}
-			s.report(fmt.Errorf("kafka: group %s session: %w", s.group, err))
+			s.report(fmt.Errorf("kafka: group %s session: %w (rejoining)", s.group, err))
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(s.a.cfg.CommitRetry):
+			case <-time.After(s.a.cfg.Rejoin.Delay(failures)):
 			}
+			failures++
 		}
 		first = false
 	}
@@ -257,7 +271,7 @@ func (r *record) facts() map[string]string {
 // not-before time lies ahead.
 func (s *subscription) makeAvailable(r *record) {
 	if nb := r.dec.notBefore; !nb.IsZero() && time.Now().Before(nb) {
-		if s.sched.at(nb, func() { s.pushReady(r) }) {
+		if _, err := s.sched.At(nb, func() { s.pushReady(r) }); err == nil {
 			return
 		}
 	}
@@ -269,7 +283,7 @@ func (s *subscription) redeliverLater(r *record, delay time.Duration) {
 	s.mu.Lock()
 	s.buffered++
 	s.mu.Unlock()
-	if !s.sched.at(time.Now().Add(delay), func() { s.pushReady(r) }) {
+	if _, err := s.sched.After(delay, func() { s.pushReady(r) }); err != nil {
 		s.pushReady(r)
 	}
 }
@@ -325,25 +339,30 @@ func (s *subscription) waitSpace(ctx context.Context) bool {
 	}
 }
 
-// report hands an asynchronous error to Errors without blocking.
-func (s *subscription) report(err error) {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	if s.errsDone {
-		return
-	}
-	select {
-	case s.errs <- err:
-	default:
-		s.dropped.Add(1)
-	}
-}
+// report hands an asynchronous error to Errors without blocking (dropped
+// and counted when the buffer is full or after Stop).
+func (s *subscription) report(err error) { s.errs.Report(err) }
 
 // Errors reports asynchronous errors; it is closed after Stop.
-func (s *subscription) Errors() <-chan error { return s.errs }
+func (s *subscription) Errors() <-chan error { return s.errs.C() }
 
 func randomID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// Flush commits every offset recorded before the call (see
+// ports.Flusher) and returns once the broker accepted the commit, or with
+// the commit error, or when ctx is done. A failed commit is retried every
+// Config.CommitRetry until ctx is done; a partition revoked meanwhile is
+// no longer committed (its new owner redelivers what it recorded). After
+// Stop it returns ports.ErrClosed (Stop committed what was recorded).
+func (s *subscription) Flush(ctx context.Context) error {
+	if s.isStopped() {
+		return ports.ErrClosed
+	}
+	return s.commit.flush(ctx)
+}
+
+var _ ports.Flusher = (*subscription)(nil)

@@ -38,7 +38,8 @@ func (a *Adapter) WatermillPublisher() message.Publisher { return &wmPublisher{a
 
 // WatermillSubscriber returns a Watermill subscriber over the adapter's
 // subscriptions: many messages per partition are in flight at once, Ack
-// commits (the contiguous prefix) and Nack republishes with the redelivery
+// records the offset (the contiguous prefix is committed on the adapter's
+// next commit round, and when the subscriber closes) and Nack republishes with the redelivery
 // count incremented. A Watermill router can run on it. Closing it stops its
 // subscriptions, not the adapter.
 func (a *Adapter) WatermillSubscriber(cfg WatermillConfig) message.Subscriber {

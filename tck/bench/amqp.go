@@ -2,236 +2,372 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
-	"github.com/sluicemq/sluice/flow"
-	"github.com/sluicemq/sluice/operators"
 	"github.com/sluicemq/sluice/ports"
 )
 
-func init() { register("amqp", amqpSuite) }
+// The amqp suite, on a private RabbitMQ node (rabbittest) or $AMQP_URL,
+// every queue a durable quorum queue (the adapter's default), messages
+// persistent:
+//
+// consume + ack of N pre-published messages (timed from the first delivery):
+//
+//	raw-multiack      best raw: amqp091-go, prefetch = in-flight, one
+//	                  multiple-ack every -k deliveries (the denominator)
+//	raw-single-ack    weaker: one ack per delivery
+//	amqp, amqp-batch  sluice default and batch pipelines
+//	watermill         Watermill router over watermill-amqp's durable queue
+//	                  config with prefetch = in-flight
+//	amqp-latency      default pipeline with a paced concurrent producer
+//
+// confirmed publish of N messages to a bound queue (the queue's depth is
+// checked to be N afterwards):
+//
+//	raw-publish-256     best raw: amqp091-go, one channel, 256 outstanding
+//	                    confirms
+//	amqp-publish        Adapter.Send from 16 goroutines × 16 messages
+//	amqp-publish-1send  one Adapter.Send of all N
+func init() {
+	t := target{open: openAMQP, prepare: prepareAMQP}
+	register(Suite{
+		Name:     "amqp",
+		About:    "consume suites pre-publish N persistent messages per run and time consume + ack from the first delivery",
+		DefaultN: 30000,
+		Setup:    setupAMQP,
+		Contenders: []Contender{
+			{Name: "raw-multiack", Run: runRawMultiAck},
+			{Name: "raw-single-ack", Run: runRawSingleAck},
+			{Name: "amqp", Run: t.runPipeline(false)},
+			{Name: "amqp-batch", Run: t.runPipeline(true)},
+			{Name: "watermill", Run: runAMQPWatermill},
+			{Name: "raw-publish-256", Run: runRawPublish},
+			{Name: "amqp-publish", Run: runAdapterPublish(16, 16)},
+			{Name: "amqp-publish-1send", Run: runAdapterPublish(1, 0)},
+			{Name: "amqp-latency", Latency: true, Run: t.runLatency()},
+		},
+		Ratios: []Ratio{
+			{Label: "amqp/best-raw", Num: "amqp", Den: []string{"raw-multiack"}},
+			{Label: "amqp-batch/best-raw", Num: "amqp-batch", Den: []string{"raw-multiack"}},
+			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"raw-multiack"}},
+			{Label: "raw-single-ack/best-raw", Num: "raw-single-ack", Den: []string{"raw-multiack"}},
+			{Label: "amqp-publish/best-raw", Num: "amqp-publish", Den: []string{"raw-publish-256"}},
+			{Label: "amqp-publish-1send/best-raw", Num: "amqp-publish-1send", Den: []string{"raw-publish-256"}},
+		},
+	})
+}
 
-// The amqp suite runs one workload — N messages published with confirms
-// (at most maxOutstanding(cfg) published and not yet settled), each
-// decoded and mapped by a one-stage handler and settled — through:
-//
-//	amqp       this adapter: Send (amqpProducers goroutines, amqpChunk
-//	           messages per Send, together filling the window) → flow
-//	           pipeline → Sink → ACK
-//	raw        amqp091-go by hand: one publisher with asynchronous
-//	           confirms, one consumer goroutine, the same prefetch, one ack
-//	           per message (a multiple-ack per batch with -batch)
-//	raw+env    raw publishing the same bytes as the adapter (message id,
-//	           spec version and time headers), to separate the cost of
-//	           the envelope from the cost of the adapter
-//	watermill  watermill-amqp's NewDurableQueueConfig with ConfirmDelivery
-//	           (the workload publishes with confirms), published by the
-//	           same producer goroutines, consumed by a Watermill router
-//
-// The broker is $AMQP_URL, or a private RabbitMQ node started for the run
-// (rabbittest) on 127.0.0.1. amqp and raw use quorum queues (the adapter's
-// default); watermill uses its config's classic durable queue.
-func amqpSuite(ctx context.Context, cfg Config) ([]Result, []Ratio, error) {
-	url := os.Getenv("AMQP_URL")
-	if url == "" {
-		node, err := rabbittest.Start(ctx, rabbittest.Options{})
+func setupAMQP(ctx context.Context, _ Config) (Env, func(), error) {
+	if url := os.Getenv("AMQP_URL"); url != "" {
+		fmt.Println("broker: AMQP_URL")
+		return Env{"url": url}, func() {}, nil
+	}
+	node, err := rabbittest.Start(ctx, rabbittest.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("no AMQP_URL and no private RabbitMQ node could start: %w", err)
+	}
+	fmt.Println("broker: private RabbitMQ node (rabbittest) on 127.0.0.1")
+	return Env{"url": node.URL}, func() { node.Stop() }, nil
+}
+
+// amqpNamespace gives every run its own exchanges and queues.
+func amqpNamespace(name string) string {
+	return fmt.Sprintf("bench-%s-%d-%d", name, os.Getpid(), time.Now().UnixNano()%1e9)
+}
+
+func openAMQP(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+	a, err := amqp.New(ctx, amqp.Options{URL: env["url"], Namespace: amqpNamespace("sluice"), Logger: quiet})
+	if err != nil {
+		return nil, ports.SubscriptionSpec{}, nil, err
+	}
+	return a, ports.SubscriptionSpec{Topic: "bench", Group: "bench", InFlight: cfg.InFlight}, func() { _ = a.Close(context.Background()) }, nil
+}
+
+// prepareAMQP declares the subscription's queue (Subscribe, then Stop:
+// a load-balanced queue outlives its consumer) and publishes N to it.
+func prepareAMQP(ctx context.Context, a ports.Adapter, spec ports.SubscriptionSpec, cfg Config) error {
+	sub, err := a.Subscribe(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if err := sub.Stop(ctx); err != nil {
+		return err
+	}
+	return prepublish(ctx, a, spec.Topic, cfg.N, 256, cfg.Payload)
+}
+
+// rawQueue declares a direct exchange and a durable quorum queue bound
+// under "bench", as the adapter's topology does.
+func rawQueue(ch *amqp091.Channel, ns string) (exchange, queue string, err error) {
+	exchange, queue = ns+".topics", ns+"/bench"
+	if err := ch.ExchangeDeclare(exchange, amqp091.ExchangeDirect, true, false, false, false, nil); err != nil {
+		return "", "", err
+	}
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		return "", "", err
+	}
+	return exchange, queue, ch.QueueBind(queue, "bench", exchange, false, nil)
+}
+
+// rawPublish publishes messages 0..n-1 on one confirm-mode channel with
+// up to window confirms outstanding, calling confirmed(i) for each ack.
+func rawPublish(ctx context.Context, conn *amqp091.Connection, exchange, key string, n, window, payload int, publishing func([]byte, int) amqp091.Publishing, confirmed func(int)) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, window+1))
+	slots := make(chan struct{}, window)
+	done := make(chan error, 1)
+	go func() {
+		var got int
+		for c := range confirms {
+			if !c.Ack {
+				done <- fmt.Errorf("publish %d nacked by the broker", c.DeliveryTag)
+				return
+			}
+			confirmed(int(c.DeliveryTag) - 1)
+			<-slots
+			if got++; got == n {
+				done <- nil
+				return
+			}
+		}
+		done <- fmt.Errorf("confirm channel closed after %d of %d confirms", got, n)
+	}()
+	padding := pad(payload)
+	for i := range n {
+		select {
+		case slots <- struct{}{}:
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := ch.PublishWithContext(ctx, exchange, key, false, false, publishing(encodeMsg(i, padding), i)); err != nil {
+			return err
+		}
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func persistent(body []byte, _ int) amqp091.Publishing {
+	return amqp091.Publishing{Body: body, DeliveryMode: amqp091.Persistent, ContentType: "application/json"}
+}
+
+func runRawMultiAck(ctx context.Context, env Env, cfg Config) (Result, error) {
+	return rawConsume(ctx, env, cfg, "raw-multiack", cfg.K)
+}
+
+func runRawSingleAck(ctx context.Context, env Env, cfg Config) (Result, error) {
+	return rawConsume(ctx, env, cfg, "raw-single-ack", 1)
+}
+
+// rawConsume pre-publishes N, then consumes with prefetch = in-flight and
+// one multiple-ack every k deliveries (and one for the tail).
+func rawConsume(ctx context.Context, env Env, cfg Config, name string, k int) (Result, error) {
+	conn, err := amqp091.Dial(env["url"])
+	if err != nil {
+		return Result{}, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return Result{}, err
+	}
+	exchange, queue, err := rawQueue(ch, amqpNamespace(name))
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		_, _ = ch.QueueDelete(queue, false, false, false)
+		_ = ch.ExchangeDelete(exchange, false, false)
+	}()
+	if err := rawPublish(ctx, conn, exchange, "bench", cfg.N, 256, cfg.Payload, persistent, func(int) {}); err != nil {
+		return Result{}, fmt.Errorf("pre-publish: %w", err)
+	}
+	cch, err := conn.Channel()
+	if err != nil {
+		return Result{}, err
+	}
+	defer cch.Close()
+	if err := cch.Qos(cfg.InFlight, 0, false); err != nil {
+		return Result{}, err
+	}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	deliveries, err := cch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	pending := make([]int, 0, k)
+	received := 0
+	for received < cfg.N {
+		var d amqp091.Delivery
+		var ok bool
+		select {
+		case d, ok = <-deliveries:
+		case <-ctx.Done():
+			return Result{}, tl.wait(ctx, name)
+		}
+		if !ok {
+			return Result{}, fmt.Errorf("%s: %w", name, errNotAll)
+		}
+		m.begin()
+		i, err := handleJSON(d.Body)
 		if err != nil {
-			return nil, nil, fmt.Errorf("amqp: no AMQP_URL and no local RabbitMQ: %w", err)
+			return Result{}, err
 		}
-		defer node.Stop()
-		url = node.URL
-	}
-	b := amqpBench{url: url}
-	contenders := []func(context.Context, Config) (Result, error){b.runRaw, b.runRawEnvelope, b.runAdapter}
-	ratios := []Ratio{{Label: "amqp/raw", Num: "amqp", Den: "raw"}, {Label: "amqp/raw+env", Num: "amqp", Den: "raw+env"}}
-	if cfg.Batch > 0 {
-		contenders = append(contenders, b.runRawBatch, b.runRawBatchEnvelope, b.runAdapterBatch)
-		ratios = append(ratios, Ratio{Label: "amqp-batch/raw-batch", Num: "amqp-batch", Den: "raw-batch"},
-			Ratio{Label: "amqp-batch/raw-batch+env", Num: "amqp-batch", Den: "raw-batch+env"})
-	}
-	contenders = append(contenders, b.runWatermill)
-	ratios = append(ratios, Ratio{Label: "amqp/watermill", Num: "amqp", Den: "watermill"})
-
-	warm := cfg
-	warm.N = min(cfg.N, 2000)
-	for _, run := range contenders {
-		if _, err := run(ctx, warm); err != nil {
-			return nil, nil, fmt.Errorf("warm-up: %w", err)
+		received++
+		pending = append(pending, i)
+		if len(pending) == k || received == cfg.N {
+			if err := cch.Ack(d.DeliveryTag, k > 1); err != nil {
+				return Result{}, fmt.Errorf("%s: ack: %w", name, err)
+			}
+			for _, i := range pending {
+				tl.mark(i)
+			}
+			pending = pending[:0]
 		}
 	}
-	results, err := rounds(ctx, cfg, contenders...)
-	return results, ratios, err
-}
-
-type amqpBench struct {
-	url string
-	seq atomic.Int64
-}
-
-// namespace gives every run fresh exchanges and queues.
-func (b *amqpBench) namespace(name string) string {
-	return fmt.Sprintf("bench-%s-%d-%d", name, os.Getpid(), b.seq.Add(1))
-}
-
-// amqpChunk is how many messages one producer publishes per call; there
-// are as many producers as it takes for the chunks to fill the window,
-// since each waits for its chunk's confirms. (More producers than that
-// could each hold part of a chunk's tokens and starve one another.)
-const amqpChunk = 16
-
-func amqpProducers(cfg Config) int { return max(1, maxOutstanding(cfg)/amqpChunk) }
-
-// handleMsg is the one stage every contender runs: decode and map.
-func handleMsg(body []byte, lat *Latencies) error {
-	var m benchMsg
-	if err := json.Unmarshal(body, &m); err != nil {
-		return ports.Poison(err)
+	note := fmt.Sprintf("amqp091: prefetch %d, one multiple-ack every %d", cfg.InFlight, k)
+	if k == 1 {
+		note = fmt.Sprintf("amqp091: prefetch %d, one ack per delivery", cfg.InFlight)
 	}
-	o := scale(m)
-	lat.Add(time.Duration(time.Now().UnixNano() - o.SentNS))
+	return finishNote(m, name, note)
+}
+
+// runRawPublish: one channel, 256 outstanding confirms.
+func runRawPublish(ctx context.Context, env Env, cfg Config) (Result, error) {
+	conn, err := amqp091.Dial(env["url"])
+	if err != nil {
+		return Result{}, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return Result{}, err
+	}
+	defer ch.Close()
+	exchange, queue, err := rawQueue(ch, amqpNamespace("rawpub"))
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		_, _ = ch.QueueDelete(queue, false, false, false)
+		_ = ch.ExchangeDelete(exchange, false, false)
+	}()
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	m.begin()
+	if err := rawPublish(ctx, conn, exchange, "bench", cfg.N, 256, cfg.Payload, persistent, tl.mark); err != nil {
+		return Result{}, err
+	}
+	res, err := finishNote(m, "raw-publish-256", "amqp091: one channel, 256 outstanding confirms, persistent")
+	if err != nil {
+		return Result{}, err
+	}
+	return res, checkDepth(ch, queue, cfg.N)
+}
+
+// checkDepth fails unless queue holds exactly n messages.
+func checkDepth(ch *amqp091.Channel, queue string, n int) error {
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
+	if err != nil {
+		return fmt.Errorf("inspect queue %s: %w", queue, err)
+	}
+	if q.Messages != n {
+		return fmt.Errorf("queue %s holds %d messages after %d confirmed publishes: the contender is broken, its figure is void", queue, q.Messages, n)
+	}
 	return nil
 }
 
-// encodeMsg is the payload of message i, stamped with its send time.
-func encodeMsg(i int, padding string) []byte {
-	b, _ := json.Marshal(benchMsg{Device: "dev", Value: float64(i), Pad: padding, SentNS: time.Now().UnixNano()})
-	return b
-}
-
-// produce runs amqpProducers goroutines that publish cfg.N messages in
-// chunks of amqpChunk, each chunk taking as many tokens from window first.
-func produce(ctx context.Context, cfg Config, window chan struct{}, publish func(ctx context.Context, payloads [][]byte) error) error {
-	var next atomic.Int64
-	padding := pad(cfg.Payload)
-	errs := make(chan error, amqpProducers(cfg))
-	var wg sync.WaitGroup
-	for range amqpProducers(cfg) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				start := int(next.Add(amqpChunk)) - amqpChunk
-				if start >= cfg.N {
-					return
-				}
-				n := min(amqpChunk, cfg.N-start)
-				payloads := make([][]byte, n)
-				for i := range n {
-					select {
-					case window <- struct{}{}:
-					case <-ctx.Done():
-						errs <- ctx.Err()
+// runAdapterPublish: Adapter.Send from goroutines × chunk messages per
+// Send (chunk 0: one Send of all N).
+func runAdapterPublish(goroutines, chunk int) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		name := "amqp-publish"
+		ns := amqpNamespace("sluicepub")
+		a, err := amqp.New(ctx, amqp.Options{URL: env["url"], Namespace: ns, Logger: quiet})
+		if err != nil {
+			return Result{}, err
+		}
+		defer a.Close(context.Background())
+		spec := ports.SubscriptionSpec{Topic: "bench", Group: "bench", InFlight: cfg.InFlight}
+		sub, err := a.Subscribe(ctx, spec) // declares the queue the messages reach
+		if err != nil {
+			return Result{}, err
+		}
+		if err := sub.Stop(ctx); err != nil {
+			return Result{}, err
+		}
+		if chunk == 0 {
+			chunk, name = cfg.N, "amqp-publish-1send"
+		}
+		padding := pad(cfg.Payload)
+		msgs := make([]ports.Message, cfg.N)
+		for i := range msgs {
+			msgs[i] = benchMessage("bench", i, padding, false)
+		}
+		tl := newTally(cfg.N)
+		m := newMeter(tl)
+		m.begin()
+		var next atomic.Int64
+		errs := make(chan error, goroutines)
+		for range goroutines {
+			go func() {
+				for {
+					first := int(next.Add(int64(chunk))) - chunk
+					if first >= cfg.N {
+						errs <- nil
 						return
 					}
-					payloads[i] = encodeMsg(start+i, padding)
+					last := min(first+chunk, cfg.N)
+					if err := a.Send(ctx, msgs[first:last]...); err != nil {
+						errs <- err
+						return
+					}
+					for i := first; i < last; i++ {
+						tl.mark(i)
+					}
 				}
-				if err := publish(ctx, payloads); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
-}
-
-// waitDone waits until done reaches n.
-func waitDone(ctx context.Context, name string, finished <-chan struct{}, done *atomic.Int64, n int) error {
-	select {
-	case <-finished:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %d of %d settled: %w", name, done.Load(), n, ctx.Err())
-	}
-}
-
-// runAdapter is this adapter under a flow pipeline, single delivery.
-func (b *amqpBench) runAdapter(ctx context.Context, cfg Config) (Result, error) {
-	return b.adapterRun(ctx, cfg, "amqp", false)
-}
-
-// runAdapterBatch is this adapter with operators.Batch of cfg.Batch (one
-// outcome per batch; the adapter coalesces the members' acks into
-// multiple-acks).
-func (b *amqpBench) runAdapterBatch(ctx context.Context, cfg Config) (Result, error) {
-	return b.adapterRun(ctx, cfg, "amqp-batch", true)
-}
-
-func (b *amqpBench) adapterRun(ctx context.Context, cfg Config, name string, batch bool) (Result, error) {
-	a, err := amqp.New(ctx, amqp.Options{URL: b.url, Namespace: b.namespace(name)})
-	if err != nil {
-		return Result{}, err
-	}
-	defer a.Close(context.Background())
-	spec := ports.SubscriptionSpec{Topic: "bench", Group: "bench", InFlight: cfg.InFlight}
-	if batch {
-		spec.Batch = ports.BatchSpec{Size: cfg.Batch, Window: 5 * time.Millisecond}
-	}
-	var lat Latencies
-	var done atomic.Int64
-	finished := make(chan struct{})
-	window := make(chan struct{}, maxOutstanding(cfg))
-	settled := func(n int) {
-		for range n {
-			<-window
+			}()
 		}
-		if done.Add(int64(n)) == int64(cfg.N) {
-			close(finished)
-		}
-	}
-	p := flow.New(a, spec, flow.WithDrainTimeout(0))
-	if batch {
-		flow.Sink(operators.Batch(p.Source(), operators.BatchOptions{}), func(_ context.Context, b operators.Batched[*ports.Delivery]) error {
-			for _, d := range b.Values {
-				if err := handleMsg(d.Payload, &lat); err != nil {
-					return err
-				}
+		for range goroutines {
+			if err := <-errs; err != nil {
+				return Result{}, fmt.Errorf("%s: %w", name, err)
 			}
-			settled(b.Len())
-			return nil
-		})
-	} else {
-		flow.Sink(p.Source(), func(_ context.Context, d *ports.Delivery) error {
-			if err := handleMsg(d.Payload, &lat); err != nil {
-				return err
-			}
-			settled(1)
-			return nil
-		})
-	}
-	if err := p.Start(ctx); err != nil {
-		return Result{}, err
-	}
-	defer p.Stop(context.Background())
-	var m Meter
-	m.Start()
-	err = produce(ctx, cfg, window, func(ctx context.Context, payloads [][]byte) error {
-		msgs := make([]ports.Message, len(payloads))
-		for i, pl := range payloads {
-			msgs[i] = ports.Message{Topic: "bench", Payload: pl, Headers: ports.Headers{ports.HeaderContentType: "application/json"}}
 		}
-		return a.Send(ctx, msgs...)
-	})
-	if err != nil {
-		return Result{}, err
+		res, err := finishNote(m, name, fmt.Sprintf("Adapter.Send: %d goroutine(s) × %d messages per Send", goroutines, chunk))
+		if err != nil {
+			return Result{}, err
+		}
+		conn, err := amqp091.Dial(env["url"])
+		if err != nil {
+			return Result{}, err
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil {
+			return Result{}, err
+		}
+		defer ch.Close()
+		return res, checkDepth(ch, ns+"/bench/lb/bench", cfg.N)
 	}
-	if err := waitDone(ctx, name, finished, &done, cfg.N); err != nil {
-		return Result{}, err
-	}
-	el, allocs := m.Stop(cfg.N)
-	p50, p99 := lat.Percentiles()
-	note := "Send → flow → Sink → ACK (coalesced)"
-	if batch {
-		note = fmt.Sprintf("Send → flow → batch %d → Sink → multiple-ACK", cfg.Batch)
-	}
-	return Result{Name: name, Deliveries: cfg.N, Elapsed: el, AllocsPerDelivery: allocs, P50: p50, P99: p99, Note: note}, nil
 }

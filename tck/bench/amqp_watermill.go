@@ -2,83 +2,76 @@ package main
 
 import (
 	"context"
-	"sync/atomic"
+	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
 	"github.com/ThreeDotsLabs/watermill/message"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
-// runWatermill is a Watermill router over watermill-amqp with its
-// default durable queue config (prefetch 1, one ack per message, a
-// channel per Publish) plus ConfirmDelivery, since the workload publishes
-// with confirms. The producers are the same as the adapter's.
-func (b *amqpBench) runWatermill(ctx context.Context, cfg Config) (Result, error) {
-	topic := b.namespace("watermill")
-	wcfg := wamqp.NewDurableQueueConfig(b.url)
-	wcfg.Publish.ConfirmDelivery = true
+// runAMQPWatermill is a Watermill router over watermill-amqp's durable
+// queue config (a classic durable queue: Watermill's own topology) with
+// prefetch = in-flight. N messages are pre-published to its queue with
+// amqp091-go, encoded by watermill-amqp's marshaler, before the timed
+// section.
+func runAMQPWatermill(ctx context.Context, env Env, cfg Config) (Result, error) {
+	topic := amqpNamespace("watermill")
+	wcfg := wamqp.NewDurableQueueConfig(env["url"])
+	wcfg.Consume.Qos.PrefetchCount = cfg.InFlight
 	logger := watermill.NopLogger{}
-	pub, err := wamqp.NewPublisher(wcfg, logger)
-	if err != nil {
-		return Result{}, err
-	}
-	defer pub.Close()
 	sub, err := wamqp.NewSubscriber(wcfg, logger)
 	if err != nil {
 		return Result{}, err
 	}
 	defer sub.Close()
+	if err := sub.SubscribeInitialize(topic); err != nil {
+		return Result{}, err
+	}
+	conn, err := amqp091.Dial(env["url"])
+	if err != nil {
+		return Result{}, err
+	}
+	defer conn.Close()
+	defer func() {
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(topic, false, false, false)
+			_ = ch.Close()
+		}
+	}()
+	var merr error
+	marshal := func(body []byte, _ int) amqp091.Publishing {
+		p, err := wamqp.DefaultMarshaler{}.Marshal(message.NewMessage(watermill.NewUUID(), body))
+		if err != nil {
+			merr = err
+		}
+		return p
+	}
+	if err := rawPublish(ctx, conn, "", topic, cfg.N, 256, cfg.Payload, marshal, func(int) {}); err != nil || merr != nil {
+		return Result{}, fmt.Errorf("pre-publish: %v %v", err, merr)
+	}
 	router, err := message.NewRouter(message.RouterConfig{}, logger)
 	if err != nil {
 		return Result{}, err
 	}
-	var lat Latencies
-	var done atomic.Int64
-	finished := make(chan struct{})
-	window := make(chan struct{}, maxOutstanding(cfg))
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
 	router.AddConsumerHandler("bench", topic, sub, func(msg *message.Message) error {
-		if err := handleMsg(msg.Payload, &lat); err != nil {
+		m.begin()
+		i, err := handleJSON(msg.Payload)
+		if err != nil {
 			return err
 		}
-		<-window
-		if done.Add(1) == int64(cfg.N) {
-			close(finished)
-		}
+		tl.mark(i) // the ack follows the handler's return
 		return nil
 	})
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	ran := make(chan error, 1)
 	go func() { ran <- router.Run(rctx) }()
-	defer func() { router.Close(); <-ran }()
-	select {
-	case <-router.Running():
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
-	}
-	defer func() {
-		if c, err := sub.Connection().Channel(); err == nil {
-			_, _ = c.QueueDelete(topic, false, false, false)
-			c.Close()
-		}
-	}()
-	var m Meter
-	m.Start()
-	err = produce(ctx, cfg, window, func(_ context.Context, payloads [][]byte) error {
-		msgs := make([]*message.Message, len(payloads))
-		for i, pl := range payloads {
-			msgs[i] = message.NewMessage(watermill.NewUUID(), pl)
-		}
-		return pub.Publish(topic, msgs...)
-	})
-	if err != nil {
+	defer func() { _ = router.Close(); <-ran }()
+	if err := tl.wait(ctx, "watermill"); err != nil {
 		return Result{}, err
 	}
-	if err := waitDone(ctx, "watermill", finished, &done, cfg.N); err != nil {
-		return Result{}, err
-	}
-	el, allocs := m.Stop(cfg.N)
-	p50, p99 := lat.Percentiles()
-	return Result{Name: "watermill", Deliveries: cfg.N, Elapsed: el, AllocsPerDelivery: allocs, P50: p50, P99: p99,
-		Note: "watermill-amqp durable queue config + confirms → Router → handler → ack"}, nil
+	return finishNote(m, "watermill", fmt.Sprintf("Router over watermill-amqp durable queue config, prefetch %d, ack per message", cfg.InFlight))
 }

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -16,237 +15,221 @@ import (
 	wmkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/kafka"
-	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
-func init() { register("kafka", kafkaSuite) }
-
-// kafkaBench is one suite run: a broker, a topic of N pre-published
-// messages, and a fresh consumer group per contender run.
-type kafkaBench struct {
-	brokers []string
-	ns      string
-	topic   string // physical
-	groups  atomic.Int64
-}
-
 const kafkaPartitions = 4
 
-// kafkaSuite consumes the same N pre-published messages (4 partitions)
-// three ways, each from a fresh consumer group at the oldest offset, doing
-// the same work per message — JSON decode, map, then commit:
+// The kafka suite consumes the same N records, pre-published once to a
+// 4-partition topic, each contender run from a fresh consumer group at the
+// oldest offset, doing the same work per record (JSON decode, map) and
+// settling it for at-least-once:
 //
-//   - kafka: this adapter under a flow pipeline (Decode → Map → Sink),
-//     InFlight deliveries in flight, each Ack committed as a prefix;
-//   - raw-sarama: a sarama consumer-group handler, one message at a time
-//     per partition, MarkMessage and a synchronous commit per poll batch;
-//   - watermill: a Watermill router over watermill-kafka's subscriber
-//     (one un-acked message per partition), ack → mark + commit;
-//   - raw-sarama-autocommit (reference): raw-sarama with sarama's 1s
-//     auto-commit instead of a commit per poll batch — less commit work.
+//	sarama-mark-autocommit  best raw (1): sarama consumer group, MarkMessage
+//	                        after the handler, auto-commit (1s)
+//	franz-automarks         best raw (2): franz-go group consumer with
+//	                        AutoCommitMarks, MarkCommitRecords after the
+//	                        handler; the faster of the two is the denominator
+//	sarama-commit-per-poll  weaker: a synchronous Commit per poll batch
+//	kafka, kafka-batch      sluice default and batch pipelines
+//	watermill               Watermill router over watermill-kafka
+//	kafka-latency           default pipeline, fresh topic, paced producer
 //
-// The messages are published before any contender starts, so
-// publish-to-settle latency is not measured (p50/p99 print as 0).
-//
-// The broker is kfake in this process (a Kafka wire-protocol peer, not
-// Apache Kafka) unless KAFKA_BROKERS is set.
-func kafkaSuite(ctx context.Context, cfg Config) ([]Result, []Ratio, error) {
-	b := &kafkaBench{ns: "bench" + randSuffix()}
-	where := "kfake (in-process Kafka wire-protocol peer, not Apache Kafka)"
-	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
-		b.brokers = strings.Split(env, ",")
-		where = "KAFKA_BROKERS=" + env
+// The broker is kfake in the bench's process (a Kafka wire-protocol peer,
+// not Apache Kafka; the contenders reach it over 127.0.0.1) unless
+// KAFKA_BROKERS is set. The backlog check: -n 200000 -only kafka prints
+// the per-second series of the median round (PERSECOND).
+func init() {
+	t := target{open: openKafka, prepare: nil, openLatency: openKafkaLatency}
+	register(Suite{
+		Name:     "kafka",
+		About:    "consume + settle of pre-published records, timed from the first record received",
+		Shared:   true,
+		DefaultN: 30000,
+		Setup:    setupKafka,
+		Contenders: []Contender{
+			{Name: "sarama-mark-autocommit", Run: runSaramaAuto},
+			{Name: "franz-automarks", Run: runFranz},
+			{Name: "sarama-commit-per-poll", Run: runSaramaPerPoll},
+			{Name: "kafka", Run: t.runPipeline(false)},
+			{Name: "kafka-batch", Run: t.runPipeline(true)},
+			{Name: "watermill", Run: runKafkaWatermill},
+			{Name: "kafka-latency", Latency: true, Run: t.runLatency()},
+		},
+		Ratios: []Ratio{
+			{Label: "kafka/best-raw", Num: "kafka", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "kafka-batch/best-raw", Num: "kafka-batch", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "franz-automarks/sarama-mark-autocommit", Num: "franz-automarks", Den: []string{"sarama-mark-autocommit"}},
+		},
+	})
+}
+
+// setupKafka starts kfake (or uses KAFKA_BROKERS) and pre-publishes N
+// records, once for every contender.
+func setupKafka(ctx context.Context, cfg Config) (Env, func(), error) {
+	env := Env{"ns": fmt.Sprintf("bench%d", os.Getpid())}
+	cleanup := func() {}
+	if b := os.Getenv("KAFKA_BROKERS"); b != "" {
+		env["brokers"] = b
+		fmt.Println("broker: KAFKA_BROKERS=" + b)
 	} else {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 		if err != nil {
 			return nil, nil, err
 		}
-		defer c.Close()
-		b.brokers = c.ListenAddrs()
+		cleanup = c.Close
+		env["brokers"] = strings.Join(c.ListenAddrs(), ",")
+		fmt.Println("broker: kfake in the bench process (Kafka wire protocol, not Apache Kafka)")
 	}
-	fmt.Printf("broker: %s; %d messages pre-published to %d partitions; consume+commit measured\n", where, cfg.N, kafkaPartitions)
-	if err := b.prepublish(ctx, cfg); err != nil {
+	a, err := kafka.New(ctx, kafkaConfig(env))
+	if err != nil {
+		cleanup()
 		return nil, nil, err
 	}
-	warm := cfg
-	warm.N = min(cfg.N, 2000)
-	contenders := []func(context.Context, Config) (Result, error){b.runRaw, b.runKafka, b.runWatermill, b.runRawAuto}
-	for _, run := range contenders {
-		if _, err := run(ctx, warm); err != nil {
-			return nil, nil, err
-		}
-	}
-	results, err := rounds(ctx, cfg, contenders...)
-	return results, []Ratio{
-		{Label: "kafka/raw", Num: "kafka", Den: "raw-sarama"},
-		{Label: "kafka/watermill", Num: "kafka", Den: "watermill"},
-		{Label: "kafka/raw-autocommit", Num: "kafka", Den: "raw-sarama-autocommit"},
-	}, err
-}
-
-func randSuffix() string { return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff) }
-
-func (b *kafkaBench) adapterConfig() kafka.Config {
-	return kafka.Config{
-		Brokers: b.brokers, Namespace: b.ns, Partitions: kafkaPartitions, StartFrom: kafka.StartOldest,
-		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 3 * time.Second, RebalanceTimeout: 3 * time.Second,
-	}
-}
-
-// prepublish sends cfg.N messages in confirmed batches of 500.
-func (b *kafkaBench) prepublish(ctx context.Context, cfg Config) error {
-	a, err := kafka.New(ctx, b.adapterConfig())
-	if err != nil {
-		return err
-	}
 	defer a.Close(context.Background())
-	b.topic = b.ns + ".bench"
 	padding := pad(cfg.Payload)
 	batch := make([]ports.Message, 0, 500)
 	for i := range cfg.N {
-		m, err := flow.NewMessage(ctx, "bench", benchMsg{Device: fmt.Sprintf("dev-%d", i%64), Value: float64(i), Pad: padding})
-		if err != nil {
-			return err
-		}
-		m.Key = m.Headers[ports.HeaderID] // spread over partitions, no two alike
+		m := benchMessage("bench", i, padding, false)
+		m.Key = strconv.Itoa(i) // spread over the partitions
 		batch = append(batch, m)
 		if len(batch) == cap(batch) || i == cfg.N-1 {
 			if err := a.Send(ctx, batch...); err != nil {
-				return err
+				cleanup()
+				return nil, nil, fmt.Errorf("pre-publish: %w", err)
 			}
 			batch = batch[:0]
 		}
 	}
-	return nil
+	env["topic"] = env["ns"] + ".bench"
+	fmt.Printf("%d records pre-published to %s (%d partitions)\n", cfg.N, env["topic"], kafkaPartitions)
+	return env, cleanup, nil
 }
 
-func (b *kafkaBench) group() string { return fmt.Sprintf("%s.g%d", b.ns, b.groups.Add(1)) }
+func kafkaConfig(env Env) kafka.Config {
+	return kafka.Config{
+		Brokers: strings.Split(env["brokers"], ","), Namespace: env["ns"], Partitions: kafkaPartitions, StartFrom: kafka.StartOldest,
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 3 * time.Second, RebalanceTimeout: 3 * time.Second,
+	}
+}
 
-// runKafka: the adapter under a flow pipeline.
-func (b *kafkaBench) runKafka(ctx context.Context, cfg Config) (Result, error) {
-	a, err := kafka.New(ctx, b.adapterConfig())
+// freshGroup names a consumer group no earlier run used.
+func freshGroup() string { return fmt.Sprintf("g%d-%d", os.Getpid(), time.Now().UnixNano()%1e9) }
+
+func openKafka(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+	a, err := kafka.New(ctx, kafkaConfig(env))
 	if err != nil {
-		return Result{}, err
+		return nil, ports.SubscriptionSpec{}, nil, err
 	}
-	defer a.Close(context.Background())
-	var done atomic.Int64
-	finished := make(chan struct{})
-	spec := ports.SubscriptionSpec{Topic: "bench", Group: strings.TrimPrefix(b.group(), b.ns+"."), InFlight: cfg.InFlight}
-	p := flow.New(a, spec, flow.WithObserver(func(e flow.Event) {
-		if e.Action == ports.Ack && done.Add(1) == int64(cfg.N) {
-			close(finished)
-		}
-	}))
-	out := flow.Map(flow.Decode[benchMsg](p.Source()), func(_ context.Context, m benchMsg) (benchOut, error) { return scale(m), nil })
-	flow.Sink(out, func(context.Context, benchOut) error { return nil }, flow.Workers(cfg.InFlight))
-	var m Meter
-	m.Start()
-	if err := p.Start(ctx); err != nil {
-		return Result{}, err
-	}
-	defer p.Stop(context.Background())
-	select {
-	case <-finished:
-	case <-ctx.Done():
-		return Result{}, fmt.Errorf("kafka: %d of %d settled: %w", done.Load(), cfg.N, ctx.Err())
-	}
-	el, allocs := m.Stop(cfg.N)
-	if s := p.Stats(); s.Acked < int64(cfg.N) {
-		return Result{}, fmt.Errorf("kafka: %+v, want %d acked", s, cfg.N)
-	}
-	return Result{Name: "kafka", Deliveries: cfg.N, Elapsed: el, AllocsPerDelivery: allocs,
-		Note: fmt.Sprintf("flow Decode→Map→Sink, %d in flight, prefix commits; latency n/a", cfg.InFlight)}, nil
+	return a, ports.SubscriptionSpec{Topic: "bench", Group: freshGroup(), InFlight: cfg.InFlight}, func() { _ = a.Close(context.Background()) }, nil
 }
 
-// runRaw: sarama's consumer group, sequential per partition, a
-// synchronous commit per poll batch.
-func (b *kafkaBench) runRaw(ctx context.Context, cfg Config) (Result, error) {
-	return b.rawRun(ctx, cfg, false)
+func openKafkaLatency(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+	a, spec, closeFn, err := openKafka(ctx, env, cfg)
+	spec.Topic = ports.Topic(fmt.Sprintf("latency%d", os.Getpid()))
+	return a, spec, closeFn, err
 }
 
-// runRawAuto: the same, but marked offsets are committed by sarama's
-// auto-commit every second (less commit work: for reference only).
-func (b *kafkaBench) runRawAuto(ctx context.Context, cfg Config) (Result, error) {
-	return b.rawRun(ctx, cfg, true)
-}
-
-func (b *kafkaBench) rawRun(ctx context.Context, cfg Config, auto bool) (Result, error) {
+func saramaConfig(cfg Config) *sarama.Config {
 	conf := sarama.NewConfig()
 	conf.Version = sarama.V2_8_0_0
 	conf.Consumer.Offsets.Initial = sarama.OffsetOldest
-	conf.Consumer.Offsets.AutoCommit.Enable = auto
 	conf.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
 	conf.Consumer.Group.Session.Timeout = 3 * time.Second
-	conf.ChannelBufferSize = max(cfg.InFlight, 16)
-	group, err := sarama.NewConsumerGroup(b.brokers, b.group(), conf)
+	return conf
+}
+
+func runSaramaAuto(ctx context.Context, env Env, cfg Config) (Result, error) {
+	res, err := saramaRun(ctx, env, cfg, true)
+	res.Note = "sarama group: handler, MarkMessage, auto-commit 1s"
+	return res, err
+}
+
+func runSaramaPerPoll(ctx context.Context, env Env, cfg Config) (Result, error) {
+	res, err := saramaRun(ctx, env, cfg, false)
+	res.Note = "sarama group: handler, MarkMessage, sync Commit per poll batch"
+	return res, err
+}
+
+func saramaRun(ctx context.Context, env Env, cfg Config, auto bool) (Result, error) {
+	conf := saramaConfig(cfg)
+	conf.Consumer.Offsets.AutoCommit.Enable = auto
+	group, err := sarama.NewConsumerGroup(strings.Split(env["brokers"], ","), freshGroup(), conf)
 	if err != nil {
 		return Result{}, err
 	}
-	defer group.Close()
-	h := &rawHandler{n: int64(cfg.N), auto: auto, finished: make(chan struct{})}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	h := &saramaHandler{tl: tl, m: m, auto: auto}
 	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	errc := make(chan error, 1)
-	var m Meter
-	m.Start()
 	go func() {
 		defer wg.Done()
 		for cctx.Err() == nil {
-			if err := group.Consume(cctx, []string{b.topic}, h); err != nil {
+			if err := group.Consume(cctx, []string{env["topic"]}, h); err != nil {
 				errc <- err
 				return
 			}
 		}
 	}()
+	name := "sarama"
 	select {
-	case <-h.finished:
+	case <-tl.done:
 	case err := <-errc:
-		return Result{}, fmt.Errorf("raw: consume: %w", err)
+		cancel()
+		return Result{}, fmt.Errorf("%s: consume: %w", name, err)
 	case <-ctx.Done():
-		return Result{}, fmt.Errorf("raw: %d of %d committed: %w", h.done.Load(), cfg.N, ctx.Err())
+		cancel()
+		return Result{}, tl.wait(ctx, name)
 	}
-	el, allocs := m.Stop(cfg.N)
+	res, err := m.finish(name)
 	cancel()
 	wg.Wait()
+	_ = group.Close()
 	if h.err != nil {
 		return Result{}, h.err
 	}
-	if auto {
-		return Result{Name: "raw-sarama-autocommit", Deliveries: cfg.N, Elapsed: el, AllocsPerDelivery: allocs,
-			Note: "as raw-sarama, commits by auto-commit (1s); latency n/a"}, nil
-	}
-	return Result{Name: "raw-sarama", Deliveries: cfg.N, Elapsed: el, AllocsPerDelivery: allocs,
-		Note: "ConsumeClaim: decode, map, MarkMessage; Commit per poll batch; latency n/a"}, nil
+	return res, err
 }
 
-type rawHandler struct {
-	n        int64
-	auto     bool
-	done     atomic.Int64
-	finished chan struct{}
-	once     sync.Once
-	err      error
+type saramaHandler struct {
+	tl   *tally
+	m    *Meter
+	auto bool
+	mu   sync.Mutex
+	err  error
 }
 
-func (h *rawHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
-func (h *rawHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *saramaHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *saramaHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 
-func (h *rawHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+func (h *saramaHandler) fail(err error) error {
+	h.mu.Lock()
+	h.err = err
+	h.mu.Unlock()
+	return err
+}
+
+func (h *saramaHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	msgs := claim.Messages()
 	for cm := range msgs {
-		var v benchMsg
-		if err := json.Unmarshal(cm.Value, &v); err != nil {
-			h.err = err
-			return err
+		h.m.begin()
+		i, err := handleJSON(cm.Value)
+		if err != nil {
+			return h.fail(err)
 		}
-		_ = scale(v)
 		sess.MarkMessage(cm, "")
-		var settled int64 = 1
+		if h.auto {
+			h.tl.mark(i)
+			continue
+		}
+		marked := []int{i}
 		for drained := false; !drained; { // the rest of this poll batch
 			select {
 			case cm, ok := <-msgs:
@@ -254,76 +237,119 @@ func (h *rawHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama
 					drained = true
 					continue
 				}
-				if err := json.Unmarshal(cm.Value, &v); err != nil {
-					h.err = err
-					return err
+				i, err := handleJSON(cm.Value)
+				if err != nil {
+					return h.fail(err)
 				}
-				_ = scale(v)
 				sess.MarkMessage(cm, "")
-				settled++
+				marked = append(marked, i)
 			default:
 				drained = true
 			}
 		}
-		if !h.auto {
-			sess.Commit()
-		}
-		if h.done.Add(settled) >= h.n {
-			h.once.Do(func() { close(h.finished) })
+		sess.Commit()
+		for _, i := range marked {
+			h.tl.mark(i)
 		}
 	}
 	return nil
 }
 
-// runWatermill: a Watermill router over watermill-kafka's subscriber.
-func (b *kafkaBench) runWatermill(ctx context.Context, cfg Config) (Result, error) {
+// runFranz is franz-go's group consumer with AutoCommitMarks.
+func runFranz(ctx context.Context, env Env, cfg Config) (Result, error) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(strings.Split(env["brokers"], ",")...),
+		kgo.ConsumerGroup(freshGroup()),
+		kgo.ConsumeTopics(env["topic"]),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AutoCommitMarks(),
+		kgo.HeartbeatInterval(100*time.Millisecond),
+		kgo.SessionTimeout(3*time.Second),
+	)
+	if err != nil {
+		return Result{}, err
+	}
+	defer cl.Close()
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	for {
+		select {
+		case <-tl.done:
+			return finishNote(m, "franz-automarks", "franz-go group: handler, MarkCommitRecords, AutoCommitMarks")
+		default:
+		}
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return Result{}, tl.wait(ctx, "franz-automarks")
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return Result{}, fmt.Errorf("franz-automarks: fetch: %v", errs[0].Err)
+		}
+		var ferr error
+		fs.EachRecord(func(r *kgo.Record) {
+			m.begin()
+			i, err := handleJSON(r.Value)
+			if err != nil {
+				ferr = err
+				return
+			}
+			cl.MarkCommitRecords(r)
+			tl.mark(i)
+		})
+		if ferr != nil {
+			return Result{}, ferr
+		}
+	}
+}
+
+func finishNote(m *Meter, name, note string) (Result, error) {
+	res, err := m.finish(name)
+	res.Note = note
+	return res, err
+}
+
+// runKafkaWatermill is a Watermill router over watermill-kafka's subscriber.
+func runKafkaWatermill(ctx context.Context, env Env, cfg Config) (Result, error) {
 	conf := wmkafka.DefaultSaramaSubscriberConfig()
 	conf.Version = sarama.V2_8_0_0
 	conf.Consumer.Offsets.Initial = sarama.OffsetOldest
-	conf.Consumer.Offsets.AutoCommit.Enable = false // commit after each ack, as the others commit
 	conf.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
 	conf.Consumer.Group.Session.Timeout = 3 * time.Second
-	conf.ChannelBufferSize = max(cfg.InFlight, 16)
 	sub, err := wmkafka.NewSubscriber(wmkafka.SubscriberConfig{
-		Brokers: b.brokers, Unmarshaler: wmkafka.DefaultMarshaler{}, OverwriteSaramaConfig: conf, ConsumerGroup: b.group(),
+		Brokers: strings.Split(env["brokers"], ","), Unmarshaler: wmkafka.DefaultMarshaler{}, OverwriteSaramaConfig: conf, ConsumerGroup: freshGroup(),
 	}, watermill.NopLogger{})
 	if err != nil {
 		return Result{}, err
 	}
+	defer sub.Close()
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NopLogger{})
 	if err != nil {
 		return Result{}, err
 	}
-	var done atomic.Int64
-	finished := make(chan struct{})
-	router.AddConsumerHandler("bench", b.topic, sub, func(msg *message.Message) error {
-		var v benchMsg
-		if err := json.Unmarshal(msg.Payload, &v); err != nil {
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	router.AddConsumerHandler("bench", env["topic"], sub, func(msg *message.Message) error {
+		m.begin()
+		i, err := handleJSON(msg.Payload)
+		if err != nil {
 			return err
 		}
-		_ = scale(v)
-		if done.Add(1) == int64(cfg.N) {
-			close(finished)
-		}
+		tl.mark(i) // the ack (mark) follows the handler's return
 		return nil
 	})
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
-	var m Meter
-	m.Start()
 	go func() { errc <- router.Run(rctx) }()
 	select {
-	case <-finished:
+	case <-tl.done:
 	case err := <-errc:
 		return Result{}, errors.Join(errors.New("watermill router stopped"), err)
 	case <-ctx.Done():
-		return Result{}, fmt.Errorf("watermill: %d of %d handled: %w", done.Load(), cfg.N, ctx.Err())
+		return Result{}, tl.wait(ctx, "watermill")
 	}
-	el, allocs := m.Stop(cfg.N)
+	res, err := finishNote(m, "watermill", "Router over watermill-kafka (default config: auto-commit); ack → mark")
 	cancel()
 	<-errc
-	_ = sub.Close()
-	return Result{Name: "watermill", Deliveries: cfg.N, Elapsed: el, AllocsPerDelivery: allocs,
-		Note: "Router over watermill-kafka: decode, map; ack → mark + commit; latency n/a"}, nil
+	return res, err
 }

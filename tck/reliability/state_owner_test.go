@@ -120,8 +120,9 @@ func TestConsumerThatLostItsQueueCannotSettle(t *testing.T) {
 		if err := <-resultA; !errors.Is(err, errFenced) {
 			t.Fatalf("the stale owner's commit returned %v, want it fenced", err)
 		}
-		if err := <-stopped; err != nil {
-			t.Fatal(err)
+		var ab *flow.AbandonedError
+		if err := <-stopped; !errors.As(err, &ab) || ab.Late != 1 {
+			t.Fatalf("the stale owner's Stop returned %v, want an *flow.AbandonedError counting its 1 late completion", err)
 		}
 		var late *flow.LateCompletionError
 		if err := w.errorMatching("the stale owner's completion refused", func(err error) bool { return errors.As(err, &late) }); late.ID != id {
