@@ -6,6 +6,7 @@ import (
 	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/adapters/mqtt"
 	"github.com/sluicemq/sluice/adapters/pulsar"
+	"github.com/sluicemq/sluice/adapters/rocketmq"
 )
 
 // Adapters are the rows of the matrix, one line per adapter: its name, its
@@ -16,4 +17,5 @@ var Adapters = []Adapter{
 	{Name: "kafka", Package: "adapters/kafka", Broker: "kfake, an in-process Kafka wire-protocol peer (not Apache Kafka); a real cluster when `KAFKA_BROKERS` is set", Caps: new(kafka.Adapter).Capabilities()},
 	{Name: "mqtt", Package: "adapters/mqtt", Broker: "mosquitto 2 (a real broker process the tests start), and the embedded mochi-mqtt broker", Caps: new(mqtt.Adapter).Capabilities()},
 	{Name: "pulsar", Package: "adapters/pulsar", Broker: "a real Pulsar at `PULSAR_URL` (skipped when unset); in every run pulsartest, the project's Pulsar wire-protocol test broker, and fakepulsar, a model of the client — neither is Apache Pulsar, so neither certifies", Caps: new(pulsar.Adapter).Capabilities()},
+	{Name: "rocketmq", Package: "adapters/rocketmq", Broker: "certified against the protocol peer only: rocketmqtest, the project's in-process RocketMQ 5 gRPC protocol peer, with the official v5 client (not Apache RocketMQ); a real proxy when `ROCKETMQ_ENDPOINT` is set (skipped when unset)", Caps: new(rocketmq.Adapter).Capabilities()},
 }
