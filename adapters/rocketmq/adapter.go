@@ -21,6 +21,10 @@ type Adapter struct {
 	pmu      sync.Mutex
 	producer rmq.Producer // nil until the first Send
 
+	// routeMu serialises the first send to each topic (see warm).
+	routeMu sync.Mutex
+	routed  sync.Map // broker topic name → struct{}: route known to the producer
+
 	mu     sync.Mutex
 	closed bool
 	subs   map[*Subscription]struct{}
@@ -139,12 +143,37 @@ func (a *Adapter) publish(ctx context.Context, msgs []ports.Message) []error {
 			errs[i] = fmt.Errorf("rocketmq: send to %s not confirmed: %w", m.Topic, err)
 		}
 	}
-	if len(msgs) == 1 {
-		one(0)
-		return errs
+	// The first send to a topic makes the client fetch its route and
+	// publish its settings on the Telemetry stream; the v5 client (v5.1.3)
+	// does that without serialising stream Sends, and concurrent first
+	// sends hang it. So the first message to each new topic goes alone,
+	// under routeMu, and the rest in parallel.
+	done := make([]bool, len(msgs))
+	for i := range msgs {
+		if msgs[i].Topic == "" {
+			done[i] = true
+			continue
+		}
+		name, err := brokerName("topic", string(msgs[i].Topic))
+		if err != nil {
+			errs[i], done[i] = err, true
+			continue
+		}
+		if _, ok := a.routed.Load(name); ok {
+			continue
+		}
+		a.routeMu.Lock()
+		if _, ok := a.routed.Load(name); !ok {
+			one(i)
+			done[i] = true
+			if errs[i] == nil {
+				a.routed.Store(name, struct{}{})
+			}
+		}
+		a.routeMu.Unlock()
 	}
 	parallel(len(msgs), a.cfg.parallelism, func(i int) {
-		if msgs[i].Topic != "" {
+		if !done[i] {
 			one(i)
 		}
 	})
@@ -190,6 +219,7 @@ func (a *Adapter) getProducer(ctx context.Context, topic ports.Topic) (rmq.Produ
 		return nil, err
 	}
 	a.producer = p
+	a.routed.Store(name, struct{}{})
 	return p, nil
 }
 
