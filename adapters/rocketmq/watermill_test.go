@@ -19,12 +19,16 @@ import (
 // once); guaranteed order no (a nacked message comes back after others);
 // persistent yes (SubscribeInitialize makes the group before the test
 // publishes). A new group starts at the topic's end, so
-// NewSubscriberReceivesOldMessages is false.
+// NewSubscriberReceivesOldMessages is false. RocketMQ moves a message to
+// the group's %DLQ% topic after its maximum delivery attempts (16 retries
+// on a broker's default group config), while the suite nacks some
+// messages more often than that (TestContinueAfterErrors: 300 nacks over
+// 50 messages, unevenly): the peer runs with 1000 attempts here.
 func TestWatermillUniversal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the universal suite publishes thousands of messages")
 	}
-	b, err := rocketmqtest.Start()
+	b, err := rocketmqtest.Start(rocketmqtest.WithMaxDeliveryAttempts(1000))
 	if err != nil {
 		t.Fatal(err)
 	}
