@@ -87,6 +87,9 @@
 //     server's Settings.BackoffPolicy without synchronisation: a data race
 //     under -race with the heartbeat goroutine. The peer sends no
 //     BackoffPolicy; a real proxy does.
+//   - The client sends its settings on the Telemetry stream from whichever
+//     goroutine first uses a topic, with no lock around the stream's Send:
+//     concurrent first uses of new topics can hang it.
 //   - Start blocks (sleeping in 1 s steps) until the first Telemetry
 //     settings reply, and forever when the client was given no topic:
 //     always give producers WithTopics and simple consumers a subscription.
