@@ -5,18 +5,23 @@ go 1.26.0
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/ThreeDotsLabs/watermill-amqp/v3 v3.0.2
+	github.com/ThreeDotsLabs/watermill-redisstream v1.4.5
 	github.com/apache/pulsar-client-go v0.19.0
+	github.com/apache/rocketmq-clients/golang/v5 v5.1.3
 	github.com/eclipse/paho.golang v0.23.0
+	github.com/go-stomp/stomp/v3 v3.1.3
 	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/prometheus/client_golang v1.23.0
 	github.com/rabbitmq/amqp091-go v1.10.0
 	github.com/reactivex/rxgo/v2 v2.5.0
+	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.uber.org/goleak v1.3.0
+	google.golang.org/grpc v1.72.0
 	google.golang.org/protobuf v1.36.8
 	modernc.org/sqlite v1.62.0
 	pgregory.net/rapid v1.3.0
@@ -26,7 +31,7 @@ require go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 
 require (
 	contrib.go.opencensus.io/exporter/ocagent v0.7.0 // indirect
-	github.com/apache/rocketmq-clients/golang/v5 v5.1.3 // indirect
+	github.com/Rican7/retry v0.3.1 // indirect
 	github.com/cenkalti/backoff/v3 v3.2.2 // indirect
 	github.com/census-instrumentation/opencensus-proto v0.4.1 // indirect
 	github.com/dchest/siphash v1.2.3 // indirect
@@ -44,14 +49,15 @@ require (
 	github.com/pierrec/lz4 v2.6.1+incompatible // indirect
 	github.com/rs/xid v1.4.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
+	github.com/vmihailenco/msgpack v4.0.4+incompatible // indirect
 	go.opencensus.io v0.24.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	google.golang.org/api v0.230.0 // indirect
+	google.golang.org/appengine v1.6.8 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20250422160041-2d3770c4ea7f // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250422160041-2d3770c4ea7f // indirect
-	google.golang.org/grpc v1.72.0 // indirect
 )
 
 require (
@@ -116,7 +122,7 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/mod v0.42.0 // indirect

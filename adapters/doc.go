@@ -13,11 +13,19 @@
 //	mqtt://host:1883/ns                 an MQTT 5 broker (mqtt+embedded:// for an in-process one)
 //	pulsar://host:6650/tenant/ns        Pulsar (pulsar+ssl:// with TLS)
 //
-// Each scheme's own parameters are documented on its opener (the
-// open_<name>.go files) and listed in the error for an unknown one.
-// This package registers the schemes of the adapters in this module
-// ([Schemes] lists them); [Register] adds others. mqtts:// is refused with
-// ports.ErrUnsupported until the MQTT adapter supports TLS.
+// Each adapter package registers its own schemes with [Register] when it
+// is imported, and this package imports no adapter: a program links only
+// the broker clients of the adapters it imports. Import the ones you use,
+// or package adapters/all for every scheme of this module:
+//
+//	import _ "github.com/sluicemq/sluice/adapters/mem" // mem://
+//	import _ "github.com/sluicemq/sluice/adapters/all" // every scheme
+//
+// [Schemes] lists the registered schemes; Open's error for an unknown one
+// lists them too. Each scheme's own parameters are documented in its
+// package (adapters/<name>/url.go) and listed in the error for an unknown
+// one. mqtts:// is refused with ports.ErrUnsupported until the MQTT
+// adapter supports TLS.
 //
 // # One adapter per process
 //
@@ -42,8 +50,10 @@
 // belongs to the scheme; an unknown one is an error. Every validation
 // error wraps ports.ErrInvalid and names the parameter.
 //
-// The defaults for in-flight and retry are not applied behind the
-// caller's back: [Spec] fills them into a SubscriptionSpec's zero fields.
+// The in-flight and retry parameters are defaults for every subscription
+// made on the adapter: flow.New (and the adapter's Subscribe) fill them
+// into the fields a SubscriptionSpec leaves zero, field by field, so a
+// field set in code wins. [Spec] returns the resulting spec.
 //
 // # Logging
 //

@@ -66,6 +66,14 @@ func Schemes() []string {
 	return out
 }
 
+// registered lists the registered schemes for an error message.
+func registered() string {
+	if s := Schemes(); len(s) > 0 {
+		return strings.Join(s, ", ")
+	}
+	return "none"
+}
+
 func opener(scheme string) (URLOpener, bool) {
 	registry.RLock()
 	defer registry.RUnlock()
@@ -95,7 +103,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (ports.Adapter, er
 
 	o, ok := opener(u.Scheme)
 	if !ok {
-		return nil, fail(fmt.Errorf("%w %q (registered: %s)", ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", ")))
+		return nil, fail(fmt.Errorf("%w %q (registered: %s); each adapter registers its schemes when its package is imported: import _ \"github.com/sluicemq/sluice/adapters/<name>\" (or adapters/all for every scheme)", ErrUnknownScheme, u.Scheme, registered()))
 	}
 	cfg, err := newConfig(u, opts)
 	if err != nil {

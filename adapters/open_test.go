@@ -1,100 +1,36 @@
 package adapters_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
 	"net/url"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/sluicemq/sluice/adapters"
-	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// TestMain stops the RabbitMQ node the amqp:// test started, then checks
-// for leaked goroutines.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := rabbittest.StopShared(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping RabbitMQ:", err)
-		code = max(code, 1)
-	}
-	if code == 0 {
-		// sarama's metrics registry starts one process-wide ticker that
-		// never stops (the kafka adapter's tests ignore it too).
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain checks for leaked goroutines. The schemes' own tests live in
+// their adapter packages (adapters/<name>/url_test.go).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// logBuffer is a JSON slog logger whose records a test can read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logBuffer = opentest.LogBuffer
 
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func (b *logBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r map[string]any
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func closeAdapter(t *testing.T, a ports.Adapter) {
-	t.Helper()
-	if err := a.Close(context.Background()); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-}
+func closeAdapter(t *testing.T, a ports.Adapter) { t.Helper(); opentest.Close(t, a) }
 
 func TestOpenMemRoundTripAndLogsOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var logs logBuffer
-	a, err := adapters.Open(ctx, "mem://?namespace=open-test&inflight=8&max_attempts=3&backoff=10ms&max_backoff=1s", adapters.WithLogger(logs.logger()))
+	a, err := adapters.Open(ctx, "mem://?namespace=open-test&inflight=8&max_attempts=3&backoff=10ms&max_backoff=1s", adapters.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -163,7 +99,7 @@ func TestOpenMemRoundTripAndLogsOnce(t *testing.T) {
 		t.Fatalf("the default namespace received %v (%v) from namespace open-test", ds, err)
 	}
 
-	recs := logs.records(t)
+	recs := logs.Records(t)
 	if len(recs) != 1 {
 		t.Fatalf("want exactly one log record at open, got %d:\n%s", len(recs), logs.String())
 	}

@@ -61,7 +61,7 @@ func TestOpenerGetsValidatedConfig(t *testing.T) {
 	ctx := context.Background()
 	var logs logBuffer
 	a, err := adapters.Open(ctx, "FAKEQS://alice:s3cret@broker.example:5671/vhost?region=us&verbose=true&interval=250ms&token=t0ken&namespace=billing&max_attempts=7",
-		adapters.WithLogger(logs.logger()), adapters.NotExclusive())
+		adapters.WithLogger(logs.Logger()), adapters.NotExclusive())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -90,7 +90,7 @@ func TestOpenerGetsValidatedConfig(t *testing.T) {
 			t.Errorf("the log shows a secret %q:\n%s", secret, out)
 		}
 	}
-	recs := logs.records(t)
+	recs := logs.Records(t)
 	if len(recs) < 2 || recs[0]["level"] != "INFO" {
 		t.Fatalf("want the Info start-up line then warnings, got:\n%s", out)
 	}
@@ -147,7 +147,7 @@ func TestOpenerParamErrors(t *testing.T) {
 func TestDefaultLoggerPassesOnlyWarnings(t *testing.T) {
 	var logs logBuffer
 	prev := slog.Default()
-	slog.SetDefault(logs.logger())
+	slog.SetDefault(logs.Logger())
 	defer slog.SetDefault(prev)
 
 	a, err := adapters.Open(context.Background(), "fakeq://h/", adapters.NotExclusive())
@@ -155,7 +155,7 @@ func TestDefaultLoggerPassesOnlyWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeAdapter(t, a)
-	recs := logs.records(t)
+	recs := logs.Records(t)
 	if len(recs) != 1 || recs[0]["level"] != "WARN" || recs[0]["capability"] != "confirm" {
 		t.Fatalf("default logging = %v, want only the missing-confirm warning", recs)
 	}

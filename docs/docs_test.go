@@ -21,8 +21,10 @@ var (
 )
 
 // TestGoBlocksCompile extracts every complete-file ```go block of
-// docs/*.md into packages inside the module and type-checks them with go
-// vet, then runs the tests among them. Blocks of one Markdown file with
+// README.md and docs/**/*.md into packages inside the module and
+// type-checks them with go vet, then runs the tests among them, and runs
+// the programs that claim what they print (see runClaim). A block marked
+// as a fragment compiles inside its stated wrapper (see fragmentMarker). Blocks of one Markdown file with
 // the same package name (a "_test" suffix ignored) form one package, so a
 // guide can show code and its test; every package main block stands
 // alone. A block that is not a complete file is an excerpt: it must be
@@ -33,16 +35,14 @@ func TestGoBlocksCompile(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Fatalf("the go command is needed: %v", err)
 	}
-	mds, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mds := markdownFiles(t)
 	root, err := os.MkdirTemp(".", "_doccheck-") // inside the module; "_" hides it from ./...
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
 
+	var runs []run
 	where := map[string]string{} // file written → Markdown file:line
 	dirs := map[string]bool{}    // package dir → has tests
 	blocks := 0
@@ -55,6 +55,14 @@ func TestGoBlocksCompile(t *testing.T) {
 			src := string(b[m[2]:m[3]])
 			loc := fmt.Sprintf("%s:%d", md, 1+strings.Count(string(b[:m[0]]), "\n"))
 			pm := pkgClause.FindStringSubmatch(src)
+			if kind, ok := fragmentKind(b[:m[0]]); ok && pm == nil {
+				wrapped, err := wrapFragment(kind, src)
+				if err != nil {
+					t.Errorf("%s: %v", loc, err)
+					continue
+				}
+				src, pm = wrapped, []string{"", "fragment"}
+			}
 			if pm == nil {
 				var refs []string
 				for _, r := range exampleRef.FindAllStringSubmatch(string(b[m[4]:m[5]]), -1) {
@@ -67,7 +75,10 @@ func TestGoBlocksCompile(t *testing.T) {
 			if pkg == "main" { // every program stands alone
 				pkg = fmt.Sprintf("main%d", i+1)
 			}
-			dir := filepath.Join(root, strings.TrimSuffix(md, ".md")+"_"+pkg)
+			if pkg == "fragment" { // every fragment compiles alone
+				pkg = fmt.Sprintf("fragment%d", i+1)
+			}
+			dir := filepath.Join(root, strings.NewReplacer("/", "_", ".", "_").Replace(strings.TrimSuffix(md, ".md"))+"_"+pkg)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -83,6 +94,13 @@ func TestGoBlocksCompile(t *testing.T) {
 			where[filepath.ToSlash(file)] = loc
 			dirs[dir] = dirs[dir] || isTest
 			blocks++
+			if claim, ok := runClaim(b[m[4]:]); ok {
+				if pm[1] != "main" {
+					t.Errorf("%s: only a package main block can claim what it prints", loc)
+				} else {
+					runs = append(runs, run{dir: dir, loc: loc, claim: claim})
+				}
+			}
 		}
 	}
 	if blocks == 0 {
@@ -113,5 +131,8 @@ func TestGoBlocksCompile(t *testing.T) {
 			t.Fatalf("the docs' tests failed:\n%s", explain(out))
 		}
 	}
-	t.Logf("%d Go blocks in %d packages compiled; tests run in %d", blocks, len(all), len(tested))
+	for _, r := range runs {
+		r.check(t)
+	}
+	t.Logf("%d Go blocks in %d packages compiled; tests run in %d; %d programs run", blocks, len(all), len(tested), len(runs))
 }

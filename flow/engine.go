@@ -17,10 +17,13 @@ import (
 // may run at once (settleConcurrency); the in-flight slot of a delivery is
 // released only when its call returned.
 //
-// A round is flushed when it holds maxBatch deliveries, when no delivery
-// is being handled any more (so nothing else is coming soon: a lone
-// message is settled at once), when the oldest pending completion has
-// waited linger, or when the pipeline stops.
+// A round is flushed at once when no Settle call is running; while one is,
+// completions gather until it returns, and the round goes then — or
+// earlier, on another call, when it holds maxBatch deliveries, when no
+// delivery is being handled any more (nothing else is coming soon), when
+// its oldest completion has waited linger, or when the pipeline stops.
+// Rounds so grow with the broker's round trip, and an idle pipeline adds
+// no delay at all.
 type engine struct {
 	p           *Pipeline
 	sub         ports.Subscription
@@ -32,6 +35,9 @@ type engine struct {
 	// active counts deliveries handed to the pipeline and not yet
 	// completed; when it drops to zero the pending round is flushed.
 	active atomic.Int64
+	// running counts Settle calls in progress; while none is, a pending
+	// round is flushed at once.
+	running atomic.Int64
 
 	mu      sync.Mutex
 	acks    []*root // pending ACKs, settled together
@@ -134,10 +140,12 @@ func (e *engine) run() {
 		n, closing := e.n, e.closing
 		wait := e.linger - time.Since(e.since)
 		e.mu.Unlock()
-		// Wait for more only while deliveries are still being handled,
+		// Wait for more only while a Settle call is running (so the round
+		// grows with the broker's round trip instead of adding latency
+		// when the adapter is idle), deliveries are still being handled,
 		// the round is below its size and its oldest member is younger
 		// than the linger.
-		if n > 0 && !closing && n < e.maxBatch && e.active.Load() > 0 && wait > 0 {
+		if n > 0 && !closing && n < e.maxBatch && e.active.Load() > 0 && e.running.Load() > 0 && wait > 0 {
 			if !armed {
 				timer.Reset(wait)
 				armed = true
@@ -174,6 +182,7 @@ func (e *engine) flush() {
 			e.concurrency <- struct{}{}
 		}
 		e.calls.Add(1)
+		e.running.Add(1)
 		go e.call(g)
 	}
 	if len(groups) == 0 {
@@ -207,6 +216,8 @@ func (e *engine) call(g group) {
 	}
 	p.stats.inFlight.Add(-int64(len(g.rs)))
 	p.slots.release(len(g.rs))
+	e.running.Add(-1)
+	e.poke() // a round that waited for this call goes now
 }
 
 // close flushes what is pending and waits until every Settle call it

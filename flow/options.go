@@ -74,10 +74,10 @@ func WithObserver(f func(Event)) Option {
 	return optionFunc(func(c *config) { c.observer = f })
 }
 
-// WithDrainTimeout bounds how long Run waits, once its context is done,
-// for in-flight deliveries to complete before it cancels them (cancelled
-// deliveries are not settled and will be redelivered). Default 5s; zero
-// cancels at once.
+// WithDrainTimeout bounds how long Stop (and Run, once its context is
+// done) waits for in-flight deliveries to complete before it cancels them
+// (cancelled deliveries are not settled and will be redelivered), whatever
+// context Stop is given. Default 5s; zero cancels at once.
 func WithDrainTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d >= 0 {

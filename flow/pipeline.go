@@ -185,17 +185,16 @@ var ErrSingleUse = errors.New("flow: pipeline already ran and stopped; a pipelin
 
 // AbandonedError is Stop's result when deliveries were still in flight at
 // the end of the drain: their work was cancelled and none of them was
-// settled, so the broker redelivers every one. Cancelled ended as
-// cancelled; Late completed after the cancellation and were not settled
-// either.
+// settled, so the broker redelivers every one.
 type AbandonedError struct {
-	InFlight  int // in flight when the drain ended
-	Cancelled int // of which completed as cancelled
-	Late      int // of which completed after stop (not settled)
+	InFlight  int // abandoned: Cancelled + Late + Open
+	Cancelled int // completed as cancelled
+	Late      int // completed after stop (not settled)
+	Open      int // still not completed when Stop returned (held by user code)
 }
 
 func (e *AbandonedError) Error() string {
-	return fmt.Sprintf("flow: stop abandoned %d in-flight deliveries (%d cancelled, %d completed after stop); none was settled, the broker redelivers them", e.InFlight, e.Cancelled, e.Late)
+	return fmt.Sprintf("flow: stop abandoned %d in-flight deliveries (%d cancelled, %d completed after stop, %d not completed); none was settled, the broker redelivers them", e.InFlight, e.Cancelled, e.Late, e.Open)
 }
 
 // Unwrap returns context.Canceled: the abandoned work was cancelled.
@@ -247,14 +246,17 @@ func (p *Pipeline) Stop(ctx context.Context) error {
 		p.wg.Wait()
 		// Abandoned: every delivery the stop cancelled or refused, and any
 		// still never completed now that every goroutine has returned.
-		cancelled := int(p.stats.cancelled.Load() - cancelled0)
-		late := int(p.stats.unsettled.Load() - late0)
-		abandoned := cancelled + late + int(p.stats.inFlight.Load())
+		ab := AbandonedError{
+			Cancelled: int(p.stats.cancelled.Load() - cancelled0),
+			Late:      int(p.stats.unsettled.Load() - late0),
+			Open:      int(p.stats.inFlight.Load()),
+		}
+		ab.InFlight = ab.Cancelled + ab.Late + ab.Open
 		switch {
 		case err != nil:
 			p.stopErr = fmt.Errorf("flow: stop subscription: %w", err)
-		case abandoned > 0:
-			p.stopErr = &AbandonedError{InFlight: abandoned, Cancelled: cancelled, Late: late}
+		case ab.InFlight > 0:
+			p.stopErr = &ab
 		}
 		close(p.done)
 	})

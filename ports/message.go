@@ -13,7 +13,8 @@ type Message struct {
 	// key field.
 	Key string
 	// Payload is the encoded body (JSON by convention, encoded by the
-	// caller or by flow.Encode — never by a broker-side converter).
+	// caller, or by flow.NewMessage and flow.Send — never by a broker-side
+	// converter).
 	Payload []byte
 	// Headers are the envelope and user headers. Send fills HeaderID,
 	// HeaderSpecVersion and HeaderTime when they are missing.

@@ -1,7 +1,9 @@
 package ports_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -147,3 +149,29 @@ func TestApplySpecDefaultsFollowsWrappers(t *testing.T) {
 		t.Fatalf("nil adapter changed the spec: %+v", got)
 	}
 }
+
+func TestSendErrorsFindsEveryFailedMessage(t *testing.T) {
+	joined := errors.Join(
+		&ports.SendError{Index: 0, Topic: "a", Err: ports.ErrUnconfirmed},
+		fmt.Errorf("wrapped: %w", &ports.SendError{Index: 2, Topic: "a", Err: ports.ErrInvalid}),
+		errors.Join(&ports.SendError{Index: 5, Topic: "b", Err: ports.ErrClosed}),
+	)
+	got := ports.SendErrors(fmt.Errorf("send: %w", joined))
+	if len(got) != 3 || got[0].Index != 0 || got[1].Index != 2 || got[2].Index != 5 {
+		t.Fatalf("SendErrors = %v, want indexes 0, 2, 5", got)
+	}
+	if ports.SendErrors(nil) != nil || ports.SendErrors(errors.New("x")) != nil {
+		t.Fatal("SendErrors of an error without SendError must be nil")
+	}
+}
+
+func TestDeclareGroupUnsupported(t *testing.T) {
+	err := ports.DeclareGroup(context.Background(), wrapper{named{}}, "t", "g")
+	if !errors.Is(err, ports.ErrUnsupported) {
+		t.Fatalf("DeclareGroup on an adapter without it = %v, want ErrUnsupported", err)
+	}
+}
+
+type named struct{ ports.Adapter }
+
+func (named) Name() string { return "named" }

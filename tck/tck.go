@@ -26,6 +26,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -179,6 +180,24 @@ func (k *kit) spec() ports.SubscriptionSpec {
 		Topic: k.topic, Group: k.group, InFlight: 16,
 		Retry: ports.RetryPolicy{MaxAttempts: 10, Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
 	}
+}
+
+// sendUnrouted sends one message to a topic that may have no subscription
+// at the moment: an adapter may refuse it with ports.ErrNoSubscriber
+// (nothing stored) or accept and drop it, as an exchange with no binding
+// does. It returns the message's id.
+func (k *kit) sendUnrouted(a ports.Adapter) string {
+	k.t.Helper()
+	m, err := flow.NewMessage(k.ctx, k.topic, payload{})
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	id := ports.NewID()
+	m.Headers[ports.HeaderID] = id
+	if err := a.Send(k.ctx, m); err != nil && !errors.Is(err, ports.ErrNoSubscriber) {
+		k.t.Fatalf("Send 1 message: %v", err)
+	}
+	return id
 }
 
 // send sends n JSON messages {"n": i} and returns their ids in order.

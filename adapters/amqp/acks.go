@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -30,9 +31,11 @@ type acker struct {
 	mu   sync.Mutex
 	out  []uint64 // outstanding tags (received, not settled), ascending, from hd
 	hd   int
-	pend []uint64 // settled, not yet written
-	err  error    // the channel failed a write; nothing more is written
-	lost int      // acks not written because of err
+	pend []uint64      // settled, not yet written
+	err  error         // the channel failed a write; nothing more is written
+	lost int           // acks not written because of err
+	busy bool          // run is writing a batch taken from pend
+	idle chan struct{} // closed and replaced when run is done writing, if waited on
 
 	wake chan struct{}
 	quit chan struct{}
@@ -123,6 +126,7 @@ func (a *acker) flush(batch []uint64) []uint64 {
 	}
 	batch = append(batch, a.pend...)
 	a.pend = a.pend[:0]
+	a.busy = true
 	low := ^uint64(0)
 	if a.hd < len(a.out) {
 		low = a.out[a.hd]
@@ -146,14 +150,54 @@ func (a *acker) flush(batch []uint64) []uint64 {
 			written++
 		}
 	}
+	a.mu.Lock()
 	if err != nil {
-		a.mu.Lock()
 		a.err = fmt.Errorf("amqp: ack: %w", err)
 		a.lost += len(batch) - written + len(a.pend)
 		a.pend = a.pend[:0]
-		a.mu.Unlock()
 	}
+	a.busy = false
+	if a.idle != nil && (len(a.pend) == 0 || a.err != nil) {
+		close(a.idle)
+		a.idle = nil
+	}
+	a.mu.Unlock()
 	return batch
+}
+
+// wait returns when every ack settled so far is written to the channel
+// (or could not be: the channel's write error), or ctx is done.
+func (a *acker) wait(ctx context.Context) error {
+	for {
+		a.mu.Lock()
+		if a.err != nil {
+			err := a.err
+			a.mu.Unlock()
+			return err
+		}
+		if len(a.pend) == 0 && !a.busy {
+			a.mu.Unlock()
+			return nil
+		}
+		if a.idle == nil {
+			a.idle = make(chan struct{})
+		}
+		idle := a.idle
+		a.mu.Unlock()
+		select {
+		case <-idle:
+		case <-a.done:
+			a.mu.Lock()
+			n := len(a.pend)
+			a.mu.Unlock()
+			if n > 0 {
+				return fmt.Errorf("amqp: ack: %d acks not written: the channel's ack writer stopped", n)
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // stop flushes what is pending, stops the writer and returns how many acks

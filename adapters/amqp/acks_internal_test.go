@@ -1,9 +1,13 @@
 package amqp
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
+	"time"
 )
 
 // brokerAcks models RabbitMQ's view of one channel's unacked deliveries:
@@ -141,5 +145,60 @@ func TestAckerStopsWritingAfterAFailure(t *testing.T) {
 	}
 	if err := a.settle(3); err == nil {
 		t.Fatal("settle after a failed write returned nil")
+	}
+}
+
+// TestAckerWaitReturnsWhenSettledAcksAreWritten: Flush's wait returns only
+// after the writer wrote every ack settled before the call.
+func TestAckerWaitReturnsWhenSettledAcksAreWritten(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	written := 0
+	a := newAcker(func(uint64, bool) error {
+		<-release
+		mu.Lock()
+		written++
+		mu.Unlock()
+		return nil
+	}, 8)
+	go a.run()
+	defer a.stop()
+	a.received(1, 2, 3)
+	if err := a.settle(1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.wait(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("wait returned %v before the ack was written", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait did not return within 5s of the write")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if written != 1 {
+		t.Fatalf("%d ack frames, want one multiple-ack", written)
+	}
+}
+
+func TestAckerWaitReportsAWriteError(t *testing.T) {
+	a := newAcker(func(uint64, bool) error { return errors.New("channel closed") }, 8)
+	go a.run()
+	defer a.stop()
+	a.received(1)
+	_ = a.settle(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.wait(ctx); err == nil || ctx.Err() != nil {
+		t.Fatalf("wait = %v, want the write error within 5s", err)
 	}
 }

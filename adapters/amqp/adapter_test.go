@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -438,5 +440,28 @@ func TestZeroAdapterCapabilities(t *testing.T) {
 	c := new(amqp.Adapter).Capabilities()
 	if !c.ExactRedeliveryCount || !c.PublisherConfirm || !c.DelayedMessage || c.NativeDeadLetter || c.NativeBatch {
 		t.Fatalf("zero adapter capabilities %v", c)
+	}
+}
+
+// TestNewFailsWithinDialTimeoutNamingTheAddress: nothing listens on the
+// port, so New fails at once with an error that names the address without
+// the password and says what to check.
+func TestNewFailsWithinDialTimeoutNamingTheAddress(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = amqp.New(ctx, amqp.Options{URL: "amqp://u:s3cret@" + addr + "/", DialTimeout: 2 * time.Second})
+	var de *kit.DialError
+	if !errors.As(err, &de) {
+		t.Fatalf("New = %v, want a *kit.DialError", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, addr) || !strings.Contains(msg, "check") || strings.Contains(msg, "s3cret") {
+		t.Fatalf("error %q must name %s, say what to check and hide the password", msg, addr)
 	}
 }

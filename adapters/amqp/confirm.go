@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -67,19 +68,34 @@ func (o *outcome) resolve(i int, err error) {
 	}
 }
 
+// confirmGrace is how long wait keeps collecting the confirms of
+// publishes already written after ctx is done: a confirm that arrives
+// then is reported as the confirm it is, not as a failure.
+const confirmGrace = 2 * time.Second
+
 // wait blocks until every publish is resolved or ctx is done, and returns
-// the per-index errors (ctx.Err() for the unresolved ones).
+// the per-index errors. Past ctx, publishes already written get up to
+// confirmGrace for their confirms; one still unconfirmed then fails with
+// an error wrapping both ports.ErrUnconfirmed and ctx.Err() (it may have
+// been stored). A publish never written failed with ctx.Err() when it was
+// skipped.
 func (o *outcome) wait(ctx context.Context) []error {
 	select {
 	case <-o.done:
 	case <-ctx.Done():
+		t := time.NewTimer(confirmGrace)
+		select {
+		case <-o.done:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := make([]error, len(o.errs))
 	for i, err := range o.errs {
 		if err == errPending {
-			err = ctx.Err()
+			err = fmt.Errorf("%w: %w before the broker's confirm arrived (the message may have been stored)", ports.ErrUnconfirmed, ctx.Err())
 		}
 		out[i] = err
 	}
@@ -242,10 +258,16 @@ func (c *confirmChannel) isDead() bool {
 	}
 }
 
-// publish writes one message and registers it under (o, i). A nil return
+// publish writes one message and registers it under (o, i); it writes
+// nothing once ctx is done (the error is then ctx.Err()). A nil return
 // means o will be resolved for i by the listener; an error means the
 // message was not published and the caller resolves it.
 func (c *confirmChannel) publish(ctx context.Context, o *outcome, i int, it *item) error {
+	// amqp091 writes whatever it is given, whatever ctx says: a caller
+	// that gave up must not go on publishing the rest of its Send.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():

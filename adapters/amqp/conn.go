@@ -9,6 +9,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -65,27 +66,28 @@ func (c *connector) get(ctx context.Context) (*amqp.Connection, error) {
 }
 
 // dial connects with a bound of DialTimeout (and ctx) on the TCP connect
-// and the AMQP handshake.
+// and the AMQP handshake. Its error is a *kit.DialError naming the
+// address (without credentials) and what to check.
 func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.to)
-	defer cancel()
-	cfg := c.cfg
-	cfg.Dial = func(network, addr string) (net.Conn, error) {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
+	conn, err := kit.DialTimeout(ctx, "RabbitMQ", redact(c.url), c.to, func(ctx context.Context) (*amqp.Connection, error) {
+		cfg := c.cfg
+		cfg.Dial = func(network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			deadline, _ := ctx.Deadline()
+			if err := conn.SetDeadline(deadline); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return newCoalescingConn(conn), nil
 		}
-		deadline, _ := ctx.Deadline()
-		if err := conn.SetDeadline(deadline); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		return newCoalescingConn(conn), nil
-	}
-	conn, err := amqp.DialConfig(c.url, cfg)
+		return amqp.DialConfig(c.url, cfg)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("amqp: dial %s (%s connection): %w", redact(c.url), c.name, err)
+		return nil, fmt.Errorf("amqp: dial (%s connection): %w", c.name, err)
 	}
 	return conn, nil
 }

@@ -54,7 +54,7 @@ type Options struct {
 
 	// PublishChannels is how many confirm-mode channels Send spreads
 	// publishes over. Each carries any number of outstanding confirms.
-	// Default 2.
+	// Default 1 (DefaultPublishChannels).
 	PublishChannels int
 	// MaxOutstanding bounds the unconfirmed publishes per publish channel;
 	// Send blocks (bounded by its ctx) when the bound is reached. Default

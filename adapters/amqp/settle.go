@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -127,11 +127,8 @@ func (s *subscription) publishCopies(ctx context.Context, ds []*ports.Delivery, 
 // requeueItem is the copy of d that goes back to this subscription's queue
 // with its redelivery count incremented.
 func (s *subscription) requeueItem(d *ports.Delivery, disp ports.Disposition) item {
-	h := d.Headers.Clone()
-	if h == nil {
-		h = ports.Headers{}
-	}
-	h[ports.HeaderRedeliveryCount] = strconv.Itoa(d.RedeliveryCount + 1)
+	// The delay travels through the delay queue, not as a header.
+	h := kit.RequeueCopy(d, 0).Headers
 	it := item{exch: "", key: s.queue, pub: encode(h, d.Payload), mandatory: true}
 	if disp.Delay > 0 {
 		it.key = route(s.queue)
@@ -143,18 +140,9 @@ func (s *subscription) requeueItem(d *ports.Delivery, disp ports.Disposition) it
 // deadLetterItem is the copy of d for the dead-letter topic. Its
 // redelivery count starts again at zero there.
 func (s *subscription) deadLetterItem(d *ports.Delivery, disp ports.Disposition) item {
-	h := d.Headers.Clone()
-	if h == nil {
-		h = ports.Headers{}
-	}
-	delete(h, ports.HeaderRedeliveryCount)
-	attempts := disp.Attempts
-	if attempts <= 0 {
-		attempts = d.RedeliveryCount + 1
-	}
-	h[ports.HeaderDeadLetterReason] = disp.ReasonText()
-	h[ports.HeaderDeadLetterTopic] = string(s.spec.Topic)
-	h[ports.HeaderAttempts] = strconv.Itoa(attempts)
+	dl := *d
+	dl.Topic = s.spec.Topic
+	h := kit.DeadLetterCopy(&dl, disp).Headers
 	key := string(ports.DeadLetterTopic(s.spec.Topic))
 	if s.a.faults.deadLetters.Load() {
 		key = faultKey

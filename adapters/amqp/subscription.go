@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -32,10 +31,7 @@ type subscription struct {
 	life   context.Context // cancelled by Stop
 	cancel context.CancelFunc
 
-	errMu     sync.Mutex
-	errs      chan error
-	errClosed bool
-	dropped   atomic.Int64
+	errs *kit.Errors
 
 	mu       sync.Mutex
 	cur      *consumer
@@ -70,7 +66,7 @@ func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
 		spec:     spec,
 		queue:    a.topo.queueFor(spec),
 		dlGroup:  spec.Group,
-		errs:     make(chan error, 16),
+		errs:     kit.NewErrors(16),
 		ready:    make(chan struct{}),
 		stopCh:   make(chan struct{}),
 		stopDone: make(chan struct{}),
@@ -94,12 +90,12 @@ func (s *subscription) start(ctx context.Context) error {
 	c, err := s.establish(ctx)
 	if err != nil {
 		s.cancel()
-		s.closeErrs()
+		s.errs.Close()
 		close(s.supDone) // no supervisor: a concurrent Stop must not wait for one
 		return fmt.Errorf("amqp: subscribe %s: %w", s.queue, err)
 	}
 	if !s.install(c) { // stopped meanwhile (the adapter is closing)
-		s.closeErrs()
+		s.errs.Close()
 		close(s.supDone)
 		return ports.ErrClosed
 	}
@@ -204,7 +200,7 @@ func (s *subscription) current() (*consumer, <-chan struct{}) {
 // until Stop. It is the only sender on errs and closes it when it returns.
 func (s *subscription) supervise(c *consumer) {
 	defer close(s.supDone)
-	defer s.closeErrs()
+	defer s.errs.Close()
 	for {
 		var why error
 		cancelled := false
@@ -246,28 +242,32 @@ func (s *subscription) supervise(c *consumer) {
 }
 
 // reconnect establishes a new consumer with exponential backoff and
-// jitter, reporting each failed attempt, until it succeeds or Stop.
+// jitter (kit.Reconnect), reporting each failed attempt, until it succeeds
+// or Stop.
 func (s *subscription) reconnect() *consumer {
 	o := s.a.opts
-	backoff := o.ReconnectBackoff
-	for attempt := 1; ; attempt++ {
-		c, err := s.establish(s.life)
-		if err == nil {
-			if !s.install(c) {
-				return nil
-			}
-			o.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue, "attempts", attempt)
-			return c
+	b := kit.Backoff{Initial: o.ReconnectBackoff, Max: o.ReconnectMaxBackoff, Multiplier: 2, Jitter: 0.5}
+	var c *consumer
+	attempts := 0
+	err := kit.Reconnect(s.life, b, func(ctx context.Context) error {
+		attempts++
+		nc, err := s.establish(ctx)
+		if err != nil {
+			return err
 		}
-		if s.life.Err() != nil {
-			return nil
+		if !s.install(nc) {
+			return kit.Permanent(ports.ErrClosed)
 		}
-		s.report(fmt.Errorf("amqp: subscription %s: reconnect attempt %d: %w", s.queue, attempt, err))
-		if !s.pause(backoff/2 + rand.N(backoff/2+1)) {
-			return nil
-		}
-		backoff = min(2*backoff, o.ReconnectMaxBackoff)
+		c = nc
+		return nil
+	}, func(err error) {
+		s.report(fmt.Errorf("amqp: subscription %s: %w", s.queue, err))
+	})
+	if err != nil {
+		return nil
 	}
+	o.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue, "attempts", attempts)
+	return c
 }
 
 // pause waits d; false if Stop came first.
@@ -284,32 +284,12 @@ func (s *subscription) pause(d time.Duration) bool {
 
 // report sends err on Errors without blocking; when the buffer is full the
 // error is counted as dropped.
-func (s *subscription) report(err error) {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	if s.errClosed {
-		return
-	}
-	select {
-	case s.errs <- err:
-	default:
-		s.dropped.Add(1)
-	}
-}
-
-func (s *subscription) closeErrs() {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	if !s.errClosed {
-		s.errClosed = true
-		close(s.errs)
-	}
-}
+func (s *subscription) report(err error) { s.errs.Report(err) }
 
 // Errors reports lost channels and failed reconnect attempts. It is closed
 // after Stop. Errors that do not fit its buffer (16) are dropped and
 // counted.
-func (s *subscription) Errors() <-chan error { return s.errs }
+func (s *subscription) Errors() <-chan error { return s.errs.C() }
 
 // Stop stops receiving, waits for settlements in progress (so that no ack
 // races the close), writes the acks of completed settlements, then closes
@@ -369,6 +349,24 @@ func (s *subscription) Stop(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Flush completes the deferred acks: it returns when every basic.ack that
+// Settle accepted so far is written to the current channel (an AMQP ack
+// has no reply; one lost with its channel makes the broker redeliver). It
+// returns the channel's write error when an ack could not be written, and
+// nil after Stop (Stop writes what is pending).
+func (s *subscription) Flush(ctx context.Context) error {
+	c, _ := s.current()
+	if c == nil {
+		return nil
+	}
+	if err := c.acks.wait(ctx); err != nil {
+		return fmt.Errorf("amqp: flush acks of %s: %w", s.queue, err)
+	}
+	return nil
+}
+
+var _ ports.Flusher = (*subscription)(nil)
 
 func (s *subscription) deleteQueue(ctx context.Context) error {
 	ch, err := s.a.subC.channel(ctx)

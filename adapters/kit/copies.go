@@ -15,19 +15,20 @@ import (
 const HeaderNotBefore = "sluice-not-before"
 
 // RequeueCopy returns the message to republish for a requeue of d: the
-// same topic, key, payload and headers (so the same HeaderID), with
+// same topic, key, payload and headers (so the same HeaderID; d.ID when
+// the headers have none), with
 // HeaderRedeliveryCount set to d.RedeliveryCount+1. With delay > 0 the
 // copy's Delay is delay and HeaderNotBefore is now+delay; with delay <= 0
 // a stale HeaderNotBefore is removed. The copy shares no header storage
 // with d.
 func RequeueCopy(d *ports.Delivery, delay time.Duration) ports.Message {
-	h := cloneHeaders(d.Headers, 2)
+	h := copyHeaders(d, 2)
 	h[ports.HeaderRedeliveryCount] = strconv.Itoa(d.RedeliveryCount + 1)
 	delete(h, HeaderNotBefore)
 	m := ports.Message{Topic: d.Topic, Key: d.Key, Payload: d.Payload, Headers: h}
 	if delay > 0 {
 		m.Delay = delay
-		h[HeaderNotBefore] = strconv.FormatInt(time.Now().Add(delay).UnixMilli()+1, 10)
+		SetNotBefore(h, time.Now().Add(delay))
 	}
 	return m
 }
@@ -38,14 +39,14 @@ const NoReason = "no reason given"
 
 // DeadLetterCopy returns the message to publish to the dead-letter topic
 // for d: topic ports.DeadLetterTopic(d.Topic), the same key, payload and
-// headers (so the same HeaderID), plus HeaderDeadLetterReason
+// headers (so the same HeaderID; d.ID when the headers have none), plus HeaderDeadLetterReason
 // (disp.ReasonText, or NoReason), HeaderDeadLetterTopic (d.Topic) and
 // HeaderAttempts (disp.Attempts, or d.RedeliveryCount+1 when not set).
 // HeaderRedeliveryCount and HeaderNotBefore are removed: the count starts
 // again on the dead-letter topic. The copy shares no header storage with
 // d.
 func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition) ports.Message {
-	h := cloneHeaders(d.Headers, 3)
+	h := copyHeaders(d, 3)
 	delete(h, ports.HeaderRedeliveryCount)
 	delete(h, HeaderNotBefore)
 	reason := disp.ReasonText()
@@ -60,6 +61,19 @@ func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition) ports.Message {
 	h[ports.HeaderDeadLetterTopic] = string(d.Topic)
 	h[ports.HeaderAttempts] = strconv.Itoa(attempts)
 	return ports.Message{Topic: ports.DeadLetterTopic(d.Topic), Key: d.Key, Payload: d.Payload, Headers: h}
+}
+
+// SetNotBefore sets HeaderNotBefore to at, rounded up to the millisecond
+// (never early). An adapter for a broker without native delay publishes a
+// delayed message at once with this header and holds it on the consuming
+// side until then (TakeNotBefore, then a Delayer), so the message is on the
+// broker, not in the sender's memory, while it waits.
+func SetNotBefore(h ports.Headers, at time.Time) {
+	ms := at.UnixMilli()
+	if at.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	h[HeaderNotBefore] = strconv.FormatInt(ms, 10)
 }
 
 // TakeNotBefore removes HeaderNotBefore from h and returns its time (the
@@ -78,10 +92,16 @@ func TakeNotBefore(h ports.Headers) (time.Time, error) {
 	return time.UnixMilli(ms), nil
 }
 
-func cloneHeaders(h ports.Headers, extra int) ports.Headers {
-	c := make(ports.Headers, len(h)+extra)
-	for k, v := range h {
+// copyHeaders clones d's headers with room for extra more, and fills
+// HeaderID from d.ID when the headers lack it (a message published without
+// sluice's envelope), so the copy keeps the delivery's idempotency key.
+func copyHeaders(d *ports.Delivery, extra int) ports.Headers {
+	c := make(ports.Headers, len(d.Headers)+extra+1)
+	for k, v := range d.Headers {
 		c[k] = v
+	}
+	if c[ports.HeaderID] == "" && d.ID != "" {
+		c[ports.HeaderID] = d.ID
 	}
 	return c
 }

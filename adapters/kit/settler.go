@@ -20,8 +20,9 @@ type Broker interface {
 	Ack(ctx context.Context, ds []*ports.Delivery) error
 	// Publish publishes msgs with the broker's confirm and returns one
 	// error per message (nil: confirmed), or a nil slice when all were
-	// confirmed. It must honour Message.Delay (natively, or with a
-	// Delayer).
+	// confirmed. A requeue copy carries Message.Delay only when the
+	// Settler has no Delayer: Publish must then honour it natively (a
+	// broker's scheduled delivery).
 	Publish(ctx context.Context, msgs []ports.Message) []error
 }
 
@@ -44,7 +45,14 @@ type NativeDeadLetter interface {
 //   - Ack: Broker.Ack.
 //   - Requeue: NativeRequeue.Requeue when the broker has it; otherwise one
 //     RequeueCopy per delivery is published with confirms and, only when
-//     every copy is confirmed, the originals are acked.
+//     every copy is confirmed, the originals are acked. With a Delay and a
+//     Delayer, the whole requeue is held until the delay is over and
+//     Settle returns nil at once (a deferred acceptance): the original
+//     stays unacked on the broker while it is held, so a Stop or a crash
+//     before the copy is published makes the broker redeliver it, never
+//     lose it. A held requeue whose publish or ack fails is retried with
+//     DefaultBackoff (each failure reported to OnError) until it succeeds
+//     or the Delayer stops.
 //   - DeadLetter: NativeDeadLetter.DeadLetter when the broker has it;
 //     otherwise one DeadLetterCopy per delivery is published with confirms
 //     and, only when every copy is confirmed, the originals are acked.
@@ -59,6 +67,13 @@ type NativeDeadLetter interface {
 type Settler struct {
 	Broker  Broker
 	Tracker Tracker
+	// Delayer holds delayed requeues (see above). Nil: a delayed requeue
+	// copy is published at once with Message.Delay set, for a broker that
+	// delays natively on publish.
+	Delayer *Delayer
+	// OnError receives the failures of held requeues (report them through
+	// Errors). Default: dropped.
+	OnError func(error)
 }
 
 // NewSettler returns a Settler over b with the default Tracker.
@@ -74,6 +89,15 @@ func (s *Settler) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.D
 	}
 	if err := s.Tracker.Begin(ds, disp.Action); err != nil {
 		return err
+	}
+	if disp.Action == ports.Requeue && disp.Delay > 0 && s.Delayer != nil {
+		if _, native := s.Broker.(NativeRequeue); !native {
+			err := s.hold(ds, disp.Delay)
+			if err != nil {
+				s.Tracker.End(ds, false)
+			}
+			return err
+		}
 	}
 	err := s.apply(ctx, ds, disp)
 	s.Tracker.End(ds, err == nil)
@@ -98,6 +122,34 @@ func (s *Settler) apply(ctx context.Context, ds []*ports.Delivery, disp ports.Di
 		}
 	}
 	return s.Broker.Ack(ctx, ds)
+}
+
+// hold keeps a delayed requeue in the Delayer until it is due, then
+// publishes the copies and acks the originals, retrying on failure.
+func (s *Settler) hold(ds []*ports.Delivery, delay time.Duration) error {
+	held := append([]*ports.Delivery(nil), ds...) // Settle must not keep ds
+	var run func(ctx context.Context)
+	attempt := 0
+	run = func(ctx context.Context) {
+		err := s.apply(ctx, held, ports.Disposition{Action: ports.Requeue})
+		if err == nil {
+			s.Tracker.End(held, true)
+			return
+		}
+		if ctx.Err() != nil {
+			return // stopping: the originals stay unacked and are redelivered
+		}
+		wait := DefaultBackoff.Delay(attempt)
+		attempt++
+		if s.OnError != nil {
+			s.OnError(fmt.Errorf("held requeue of %d message(s) failed (attempt %d), retrying in %v; the originals stay unacked meanwhile: %w", len(held), attempt, wait.Round(time.Millisecond), err))
+		}
+		_ = s.Delayer.After(wait, run) // fails only after Stop: redelivered then
+	}
+	if err := s.Delayer.After(delay, run); err != nil {
+		return fmt.Errorf("requeue with delay %v: %w", delay, err)
+	}
+	return nil
 }
 
 func (s *Settler) publish(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition, mk func(*ports.Delivery) ports.Message) error {

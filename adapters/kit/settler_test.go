@@ -277,3 +277,102 @@ func TestCopiesHeaderRules(t *testing.T) {
 		t.Fatalf("malformed not-before = %v, want poison", err)
 	}
 }
+
+func TestSettlerHeldRequeueKeepsOriginalUnackedUntilTheCopyIsPublished(t *testing.T) {
+	b := &fakeBroker{}
+	d := kit.NewDelayer(kit.DelayerOptions{})
+	defer d.Stop()
+	s := &kit.Settler{Broker: b, Delayer: d}
+	ds := deliveries(2)
+	if err := s.Settle(context.Background(), ds, ports.Disposition{Action: ports.Requeue, Delay: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	early := len(b.acks) + len(b.published)
+	b.mu.Unlock()
+	if early != 0 {
+		t.Fatal("a held requeue published or acked before its delay")
+	}
+	if state(ds[0]) != kit.Settling {
+		t.Fatalf("held delivery is %v, want settling", state(ds[0]))
+	}
+	if err := s.Settle(context.Background(), ds[:1], ports.Disposition{Action: ports.Ack}); !errors.Is(err, ports.ErrConflict) {
+		t.Fatalf("ack of a held requeue = %v, want ErrConflict", err)
+	}
+	deadline := time.Now().Add(wait)
+	for state(ds[1]) != kit.Done {
+		if time.Now().After(deadline) {
+			t.Fatal("held requeue not completed within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.published) != 2 || len(b.acks) != 1 {
+		t.Fatalf("published %d, ack calls %d; want 2 and 1", len(b.published), len(b.acks))
+	}
+	if b.published[0].Delay != 0 || b.published[0].Headers[ports.HeaderRedeliveryCount] != "3" {
+		t.Fatalf("held copy = %+v, want no delay left and count 3", b.published[0])
+	}
+}
+
+func TestSettlerHeldRequeueDroppedByStopLeavesOriginalUnacked(t *testing.T) {
+	b := &fakeBroker{}
+	d := kit.NewDelayer(kit.DelayerOptions{})
+	s := &kit.Settler{Broker: b, Delayer: d}
+	ds := deliveries(1)
+	if err := s.Settle(context.Background(), ds, ports.Disposition{Action: ports.Requeue, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Stop(); n != 1 {
+		t.Fatalf("Stop cancelled %d, want 1", n)
+	}
+	if len(b.acks) != 0 || len(b.published) != 0 {
+		t.Fatal("Stop must not ack or publish a held requeue")
+	}
+	if err := s.Settle(context.Background(), deliveries(1), ports.Disposition{Action: ports.Requeue, Delay: time.Hour}); !errors.Is(err, ports.ErrClosed) {
+		t.Fatalf("held requeue after the Delayer stopped = %v, want ErrClosed", err)
+	}
+}
+
+func TestSettlerHeldRequeueRetriesAFailedPublish(t *testing.T) {
+	b := &fakeBroker{failPub: map[int]error{0: ports.ErrUnconfirmed}}
+	d := kit.NewDelayer(kit.DelayerOptions{})
+	defer d.Stop()
+	failed := make(chan error, 8)
+	s := &kit.Settler{Broker: b, Delayer: d, OnError: func(err error) {
+		b.mu.Lock()
+		b.failPub = nil // the broker recovers
+		b.mu.Unlock()
+		failed <- err
+	}}
+	ds := deliveries(1)
+	if err := s.Settle(context.Background(), ds, ports.Disposition{Action: ports.Requeue, Delay: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		if !errors.Is(err, ports.ErrUnconfirmed) {
+			t.Fatalf("reported %v", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the failed held requeue was not reported")
+	}
+	deadline := time.Now().Add(wait)
+	for state(ds[0]) != kit.Done {
+		if time.Now().After(deadline) {
+			t.Fatal("held requeue not retried to completion within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestNotBeforeRoundsUp(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_000).Add(time.Microsecond)
+	h := ports.Headers{}
+	kit.SetNotBefore(h, at)
+	got, err := kit.TakeNotBefore(h)
+	if err != nil || got.Before(at) || got.Sub(at) > time.Millisecond {
+		t.Fatalf("round trip of %v = %v, %v", at, got, err)
+	}
+}

@@ -12,8 +12,9 @@ import (
 // Adapter is one process's connection to a [Broker]: it implements
 // ports.Adapter. Make several on one Broker to model several processes.
 type Adapter struct {
-	b  *Broker
-	ns string
+	b        *Broker
+	ns       string
+	maxQueue int // WithMaxQueue: set on the queues it subscribes to
 
 	mu     sync.Mutex
 	subs   map[*subscription]struct{}
@@ -29,13 +30,13 @@ func New(b *Broker, opts ...Option) (*Adapter, error) {
 	if b == nil {
 		return nil, valueError("mem.New", "broker must not be nil (use mem.Open for the default broker)")
 	}
-	var cfg adapterConfig
+	cfg := adapterConfig{maxQueue: DefaultMaxQueue}
 	for _, o := range opts {
 		if err := o.applyAdapter(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	a := &Adapter{b: b, ns: cfg.namespace, subs: map[*subscription]struct{}{}}
+	a := &Adapter{b: b, ns: cfg.namespace, maxQueue: cfg.maxQueue, subs: map[*subscription]struct{}{}}
 	if err := b.register(a); err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	if a.closed.Load() {
 		return nil, ports.ErrClosed
 	}
-	q, err := a.b.join(key, spec)
+	q, err := a.b.join(key, spec, a.maxQueue)
 	if err != nil {
 		return nil, err
 	}

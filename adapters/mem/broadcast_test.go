@@ -2,7 +2,9 @@ package mem_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,9 +49,21 @@ func TestBroadcastWithoutTTLIsDeletedAtStop(t *testing.T) {
 	if _, ok := b.Stats().Queue("", "prices", "cache", "i1"); ok {
 		t.Fatal("broadcast queue without TTL outlived its instance")
 	}
-	send(t, a, "prices", "2")
+	if err := a.Send(context.Background(), ports.Message{Topic: "prices", Payload: []byte("2")}); !errors.Is(err, ports.ErrNoSubscriber) {
+		t.Fatalf("Send with the only queue gone = %v, want ErrNoSubscriber", err)
+	}
 	s2 := subscribe(t, a, bc("prices", "i1", 0))
 	receiveBlocked(t, s2)
+}
+
+func TestBroadcastSameInstanceTwiceIsRefused(t *testing.T) {
+	b := newBroker(t)
+	a := newAdapter(t, b)
+	subscribe(t, a, bc("prices", "i1", 0))
+	_, err := a.Subscribe(context.Background(), bc("prices", "i1", 0))
+	if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "i1") {
+		t.Fatalf("second Subscribe of instance i1 = %v, want ErrInvalid naming the instance", err)
+	}
 }
 
 func TestBroadcastTTLKeepsThenExpires(t *testing.T) {

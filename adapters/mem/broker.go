@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -19,7 +21,10 @@ import (
 // one with [NewBroker], or use the process-wide [Default].
 type Broker struct {
 	clock Clock
-	sched *scheduler
+	sched *schedule.Scheduler
+	// delayedMsgs counts messages sent with a Delay that are still held
+	// by sched (for Stats).
+	delayedMsgs atomic.Int64
 
 	mu       sync.RWMutex
 	topics   map[topicKey]*topicQueues
@@ -58,7 +63,7 @@ func NewBroker(opts ...BrokerOption) (*Broker, error) {
 		queues:   map[queueKey]*queue{},
 		adapters: map[*Adapter]struct{}{},
 	}
-	b.sched = newScheduler(cfg.clock, b.runDue)
+	b.sched = schedule.New(schedule.Options{Clock: scheduleClock{cfg.clock}})
 	return b, nil
 }
 
@@ -106,7 +111,8 @@ func (b *Broker) Close(ctx context.Context) error {
 	for _, a := range adapters {
 		_ = a.Close(ctx) // never fails
 	}
-	b.sched.close()
+	b.sched.Stop()
+	b.delayedMsgs.Store(0)
 
 	b.mu.Lock()
 	queues := b.queues
@@ -117,74 +123,116 @@ func (b *Broker) Close(ctx context.Context) error {
 		q.mu.Lock()
 		q.deleted = true
 		q.ready.Clear()
+		q.roomLocked()
 		q.mu.Unlock()
 	}
 	return nil
 }
 
-// route hands a message to every queue bound to its topic. A topic with no
-// queue yet drops it: a group receives what is published after its first
-// Subscribe.
-func (b *Broker) route(ns string, m *message) {
+// route hands a message to every queue bound to its topic and reports
+// whether there was one. A topic with no queue drops it (Send refuses such
+// a message with ports.ErrNoSubscriber before it gets here; a delayed one
+// falls due to the queues bound then).
+func (b *Broker) route(ns string, m *message) bool {
 	b.mu.RLock()
 	t := b.topics[topicKey{ns, m.topic}]
 	b.mu.RUnlock()
 	if t == nil {
-		return
+		return false
 	}
-	for _, q := range *t.queues.Load() {
+	qs := *t.queues.Load()
+	for _, q := range qs {
 		q.offer(m)
 	}
+	return len(qs) > 0
 }
 
-// runDue carries out scheduler entries that fell due.
-func (b *Broker) runDue(due []entry) {
-	for i := range due {
-		e := &due[i]
-		switch e.kind {
-		case routeMessage:
-			b.route(e.ns, &e.it.msg)
-		case requeueItem:
-			e.q.requeued(e.it)
-		case expireQueue:
-			b.deleteQueue(e.q, e.gen)
+// send routes a message published by Send: it first waits until every
+// queue bound to the topic has room (see WithMaxQueue), then offers it to
+// each. On ctx done it stores nothing and returns an error wrapping
+// ErrQueueFull and ctx.Err().
+func (b *Broker) send(ctx context.Context, ns string, m *message) error {
+	b.mu.RLock()
+	t := b.topics[topicKey{ns, m.topic}]
+	b.mu.RUnlock()
+	if t == nil {
+		return ports.ErrNoSubscriber
+	}
+	qs := *t.queues.Load()
+	if len(qs) == 0 {
+		return ports.ErrNoSubscriber
+	}
+	for _, q := range qs {
+		if err := q.admit(ctx); err != nil {
+			return err
 		}
 	}
+	if b.closed.Load() {
+		return ports.ErrClosed
+	}
+	for _, q := range qs {
+		q.offer(m)
+	}
+	return nil
+}
+
+// bound reports whether a queue is bound to topic in namespace ns (a
+// subscription or a declared group).
+func (b *Broker) bound(ns string, topic ports.Topic) bool {
+	b.mu.RLock()
+	t := b.topics[topicKey{ns, topic}]
+	b.mu.RUnlock()
+	return t != nil && len(*t.queues.Load()) > 0
+}
+
+// delay routes m in namespace ns once d has passed, holding it in the
+// scheduler. It reports false, holding nothing, after Close.
+func (b *Broker) delay(ns string, m message, d time.Duration) bool {
+	b.delayedMsgs.Add(1)
+	_, err := b.sched.At(b.clock.Now().Add(d), func() {
+		b.delayedMsgs.Add(-1)
+		b.route(ns, &m)
+	})
+	if err != nil {
+		b.delayedMsgs.Add(-1)
+		return false
+	}
+	return true
+}
+
+// scheduleClock lets a Clock drive operators/schedule.
+type scheduleClock struct{ c Clock }
+
+func (s scheduleClock) Now() time.Time { return s.c.Now() }
+
+func (s scheduleClock) AfterFunc(d time.Duration, f func()) schedule.ClockTimer {
+	return s.c.AfterFunc(d, f)
 }
 
 // join returns the queue named key, creating and binding it if needed, and
 // counts one more consumer on it. The caller holds no lock.
-func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec) (*queue, error) {
+func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int) (*queue, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed.Load() {
 		return nil, ports.ErrClosed
 	}
-	q := b.queues[key]
-	if q == nil {
-		q = &queue{key: key}
-		b.queues[key] = q
-		tk := topicKey{key.ns, key.topic}
-		t := b.topics[tk]
-		if t == nil {
-			t = &topicQueues{}
-			t.queues.Store(&[]*queue{})
-			b.topics[tk] = t
-		}
-		old := *t.queues.Load()
-		qs := make([]*queue, len(old), len(old)+1)
-		copy(qs, old)
-		qs = append(qs, q)
-		t.queues.Store(&qs)
-	}
+	q := b.queueLocked(key)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if key.mode == ports.Broadcast && q.consumers > 0 {
+		return nil, valueError("SubscriptionSpec.Instance", fmt.Sprintf(
+			"%q already has a running consumer on %s: each running Broadcast instance needs its own Instance (or leave it empty for a random one)",
+			key.instance, key))
+	}
 	if q.consumers > 0 && q.filter != spec.KeyFilter {
 		return nil, valueError("SubscriptionSpec.KeyFilter", fmt.Sprintf(
 			"is %q but the running consumers of queue %s filter by %q (the filter belongs to the queue: stop them first)",
 			spec.KeyFilter, key, q.filter))
 	}
 	q.filter = spec.KeyFilter
+	q.max = maxQueue
+	q.roomLocked() // a raised bound lets blocked senders in
 	if key.mode == ports.Broadcast {
 		q.ttl = spec.InstanceTTL
 	}
@@ -208,7 +256,7 @@ func (b *Broker) leave(q *queue) {
 		b.deleteQueue(q, gen)
 		return
 	}
-	if !b.sched.add(entry{due: b.clock.Now().Add(ttl), kind: expireQueue, q: q, gen: gen}) {
+	if _, err := b.sched.At(b.clock.Now().Add(ttl), func() { b.deleteQueue(q, gen) }); err != nil {
 		b.deleteQueue(q, gen) // scheduler closed: the broker is closing
 	}
 }
@@ -225,6 +273,7 @@ func (b *Broker) deleteQueue(q *queue, gen uint64) {
 	}
 	q.deleted = true
 	q.ready.Clear()
+	q.roomLocked()
 	if b.queues[q.key] == q {
 		delete(b.queues, q.key)
 	}

@@ -2,6 +2,7 @@ package mem_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -61,10 +62,16 @@ func TestDelayedMessagesAreRoutedWhenDue(t *testing.T) {
 	clock := newManualClock()
 	b := newBroker(t, mem.WithClock(clock))
 	a := newAdapter(t, b)
+	// A delayed send, like any other, needs a queue bound to its topic:
+	// the group is declared ahead and its first consumer starts during
+	// the delay.
+	if err := ports.DeclareGroup(context.Background(), a, "orders", "g"); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.Send(context.Background(), ports.Message{Topic: "orders", Delay: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	s := subscribe(t, a, lb("orders", "g")) // bound during the delay
+	s := subscribe(t, a, lb("orders", "g"))
 	clock.Advance(time.Second)
 	receive(t, s, 1)
 }
@@ -148,12 +155,25 @@ func TestSchedulerOrderEqualDeadlines(t *testing.T) {
 	}
 }
 
+// A delayed send to a topic no queue is bound to is refused at once, as
+// an immediate one is: it would otherwise be dropped when due.
+func TestDelayedSendWithoutQueueIsRefused(t *testing.T) {
+	a := newAdapter(t, newBroker(t))
+	err := a.Send(context.Background(), ports.Message{Topic: "nobody", Delay: time.Hour})
+	if !errors.Is(err, ports.ErrNoSubscriber) {
+		t.Fatalf("delayed send to a topic without a queue returned %v, want ErrNoSubscriber", err)
+	}
+}
+
 func TestCloseStopsPendingTimer(t *testing.T) {
 	b, err := mem.NewBroker()
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := newAdapter(t, b)
+	if err := ports.DeclareGroup(context.Background(), a, "orders", "g"); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.Send(context.Background(), ports.Message{Topic: "orders", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}

@@ -39,11 +39,22 @@
 // # Time
 //
 // Delayed messages (Message.Delay), delayed requeues and instance expiry
-// (SubscriptionSpec.InstanceTTL, for Broadcast queues) share one min-heap
-// per broker driven by a single timer armed for the earliest deadline: no
-// goroutine per message, and none at all while nothing is scheduled. A
-// delayed message is routed when it falls due, to the queues bound then.
+// (SubscriptionSpec.InstanceTTL, for Broadcast queues) share one
+// operators/schedule Scheduler per broker (the module's one scheduler): a
+// min-heap driven by a single timer armed for the earliest deadline, no
+// goroutine per message, and none at all while nothing is due. A delayed
+// message is routed when it falls due, to the queues bound then.
 // [WithClock] replaces the system clock, for tests.
+//
+// # Bounded memory
+//
+// Each queue holds at most [DefaultMaxQueue] (10,000) ready messages by
+// default; [WithMaxQueue] (URL parameter max_queue, 0 for unbounded) sets
+// the bound of the queues an adapter subscribes to. While a queue is at its
+// bound, Send to its topic blocks until a consumer takes messages or
+// Send's ctx is done, and then fails that message with [ErrQueueFull]: a
+// producer that outruns its consumers is slowed to their pace instead of
+// growing the heap. In-flight deliveries are bounded by InFlight.
 //
 // # Faults
 //

@@ -1,6 +1,7 @@
 package mem
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/sluicemq/sluice/ports"
@@ -19,6 +20,11 @@ var (
 	// adapter's, or one built by hand). Nothing is settled.
 	ErrForeignDelivery = fmt.Errorf("%w: delivery was not received from this subscription", ports.ErrInvalid)
 )
+
+// ErrQueueFull is wrapped, together with ctx.Err(), by the error of a
+// message that Send could not store because a queue of its topic stayed at
+// its bound (see [WithMaxQueue]) until Send's ctx was done.
+var ErrQueueFull = errors.New("mem: queue full")
 
 func valueError(field, reason string) error {
 	return &ports.ValueError{Field: field, Reason: reason}

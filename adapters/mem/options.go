@@ -66,6 +66,39 @@ type Option interface {
 
 type adapterConfig struct {
 	namespace string
+	maxQueue  int
+}
+
+// DefaultMaxQueue is the default bound on a queue's ready messages (see
+// [WithMaxQueue]).
+const DefaultMaxQueue = 10_000
+
+// WithMaxQueue bounds each queue this adapter subscribes to at n ready
+// messages (received and not yet settled ones are bounded by InFlight
+// instead). While a queue holds n or more, Send to its topic blocks until
+// a consumer takes some or Send's ctx is done; then that message fails
+// with an error wrapping [ErrQueueFull] and ctx.Err() (nothing of it is
+// stored). So memory stays bounded when producers outrun consumers.
+//
+// The bound belongs to the queue and is set by each Subscribe (the latest
+// wins, as the queue's KeyFilter). It is soft by at most one message per
+// concurrent Send, and not applied to what re-enters a queue (requeues,
+// deliveries returned by Stop), to dead-letter copies and to delayed
+// messages when they fall due: holding those back would stall
+// settlement or the scheduler.
+//
+// n == 0 means unbounded (the behaviour before the bound existed: a
+// producer that is not paced grows the heap without limit). Default
+// [DefaultMaxQueue]. A negative n is an error. The URL parameter is
+// max_queue (mem://?max_queue=50000).
+func WithMaxQueue(n int) Option {
+	return optionFunc(func(cfg *adapterConfig) error {
+		if n < 0 {
+			return valueError("WithMaxQueue", fmt.Sprintf("is %d; use a positive bound, or 0 for unbounded queues", n))
+		}
+		cfg.maxQueue = n
+		return nil
+	})
 }
 
 type optionFunc func(*adapterConfig) error

@@ -1,6 +1,8 @@
 package mem
 
 import (
+	"context"
+	"fmt"
 	"path"
 	"sync"
 	"time"
@@ -65,6 +67,45 @@ type queue struct {
 	delayed   int    // requeued items waiting in the scheduler
 	gen       uint64 // bumped when a consumer joins; stale expiries check it
 	deleted   bool
+	max       int           // WithMaxQueue: Send waits while ready >= max (0: unbounded)
+	room      chan struct{} // closed and replaced when senders wait and room is made
+	senders   bool          // a Send waits on room
+}
+
+// admit waits until q has room for one more ready message, or is deleted
+// (a deleted queue drops what it is offered). On ctx done it returns an
+// error wrapping ErrQueueFull and ctx.Err().
+func (q *queue) admit(ctx context.Context) error {
+	q.mu.Lock()
+	for q.max > 0 && q.ready.Len() >= q.max && !q.deleted {
+		if q.room == nil {
+			q.room = make(chan struct{})
+		}
+		room := q.room
+		q.senders = true
+		q.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			q.mu.Lock()
+			n, limit := q.ready.Len(), q.max
+			q.mu.Unlock()
+			return fmt.Errorf("%w: queue %s holds %d ready messages (max_queue %d) and no consumer made room before the send's deadline; consume faster, raise mem.WithMaxQueue (0: unbounded) or give Send a longer deadline: %w",
+				ErrQueueFull, q.key, n, limit, ctx.Err())
+		}
+		q.mu.Lock()
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+// roomLocked wakes the senders waiting in admit, if any.
+func (q *queue) roomLocked() {
+	if q.senders {
+		q.senders = false
+		close(q.room)
+		q.room = nil
+	}
 }
 
 // offer routes a published message into the queue if its key passes the

@@ -12,15 +12,20 @@ import (
 // in-process broker confirms synchronously, so a nil error means every
 // message is in the queues bound to its topic (or, with Message.Delay, in
 // the scheduler, routed to the queues bound when it falls due). A topic
-// with no queue yet confirms and drops the message, as a broker exchange
-// with no binding would.
+// with no queue yet — no subscription ever made and no group declared with
+// DeclareGroup — stores nothing: that message fails with
+// ports.ErrNoSubscriber instead of being dropped silently. A delayed
+// message is routed to the queues bound when it falls due.
 //
 // Send copies each message's headers and payload: the caller may reuse
 // them as soon as Send returns. Each failed message is reported as a
 // *ports.SendError joined with errors.Join: wrapping ports.ErrInvalid for
 // a message that fails Message.Validate, ports.ErrUnconfirmed while
-// [Broker.FailSends] is on, ports.ErrClosed after Close, or ctx.Err() when
-// ctx was done before Send started (nothing is stored then).
+// [Broker.FailSends] is on, ports.ErrClosed after Close, ctx.Err() when
+// ctx was done before Send started (nothing is stored then), or
+// [ErrQueueFull] joined with ctx.Err() for a message that waited for room
+// in a full queue until ctx was done (see [WithMaxQueue]; nothing of that
+// message is stored, the messages before it are).
 func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 	if err := ctx.Err(); err != nil {
 		return failAll(msgs, err)
@@ -50,10 +55,16 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			headers: m.Headers,
 		}
 		if m.Delay <= 0 {
-			b.route(a.ns, &msg)
+			if err := b.send(ctx, a.ns, &msg); err != nil {
+				errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			}
 			continue
 		}
-		if !b.sched.add(entry{due: now.Add(m.Delay), kind: routeMessage, ns: a.ns, it: item{msg: msg}}) {
+		if !b.bound(a.ns, msg.topic) {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: ports.ErrNoSubscriber})
+			continue
+		}
+		if !b.delay(a.ns, msg, m.Delay) {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: ports.ErrClosed})
 		}
 	}

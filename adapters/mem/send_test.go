@@ -132,17 +132,36 @@ func TestSendWithDoneContext(t *testing.T) {
 	}
 }
 
-func TestSendToTopicWithoutQueueConfirmsAndDrops(t *testing.T) {
+func TestSendToTopicWithoutQueueFailsWithErrNoSubscriber(t *testing.T) {
 	b := newBroker(t)
 	a := newAdapter(t, b)
-	send(t, a, "orders", "early")
+	err := a.Send(context.Background(), ports.Message{Topic: "orders", Payload: []byte("early")})
+	if !errors.Is(err, ports.ErrNoSubscriber) {
+		t.Fatalf("Send before any subscription = %v, want ErrNoSubscriber (never a silent drop)", err)
+	}
+	if se := ports.SendErrors(err); len(se) != 1 || se[0].Index != 0 {
+		t.Fatalf("SendErrors = %v, want the one message", se)
+	}
 	s := subscribe(t, a, lb("orders", "g"))
 	send(t, a, "orders", "late")
 	if got := payloads(receive(t, s, 1)); got[0] != "late" {
 		t.Fatalf("got %v, want only the message sent after the first Subscribe", got)
 	}
-	if q := queueStats(t, b, "orders", "g"); q.Ready != 0 {
-		t.Fatalf("%d messages left, want 0", q.Ready)
+}
+
+func TestDeclareGroupKeepsMessagesBeforeTheFirstConsumer(t *testing.T) {
+	b := newBroker(t)
+	a := newAdapter(t, b)
+	if err := ports.DeclareGroup(context.Background(), a, "orders", "g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ports.DeclareGroup(context.Background(), a, "orders", "g"); err != nil {
+		t.Fatalf("second DeclareGroup: %v (must be idempotent)", err)
+	}
+	send(t, a, "orders", "early")
+	s := subscribe(t, a, lb("orders", "g"))
+	if got := payloads(receive(t, s, 1)); got[0] != "early" {
+		t.Fatalf("got %v, want the message sent after DeclareGroup", got)
 	}
 }
 

@@ -3,8 +3,8 @@ package mem
 import (
 	"context"
 	"fmt"
-	"strconv"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -109,7 +109,7 @@ func (s *subscription) requeueLocked(it item, d ports.Disposition) {
 		return
 	}
 	b := s.a.b
-	if b.sched.add(entry{due: b.clock.Now().Add(d.Delay), kind: requeueItem, q: q, it: it}) {
+	if _, err := b.sched.At(b.clock.Now().Add(d.Delay), func() { q.requeued(it) }); err == nil {
 		q.delayed++
 	}
 	// else the broker is closing and drops everything it holds.
@@ -127,7 +127,7 @@ func (s *subscription) deadLetter(ds []*ports.Delivery, d ports.Disposition) err
 		err = fmt.Errorf("dead-letter publish to %q: %w", string(ports.DeadLetterTopic(ds[0].Topic)), ports.ErrUnconfirmed)
 	default:
 		for _, pd := range ds {
-			dl := deadLetterCopy(pd.Handle.(*delivery).it, d)
+			dl := deadLetterCopy(pd, d)
 			b.route(s.q.key.ns, &dl)
 		}
 	}
@@ -160,31 +160,11 @@ func (s *subscription) deadLetter(ds []*ports.Delivery, d ports.Disposition) err
 	return err
 }
 
-// deadLetterCopy builds the message published to the dead-letter topic.
-func deadLetterCopy(it item, d ports.Disposition) message {
-	m := &it.msg
-	h := make(ports.Headers, len(m.headers)+3)
-	for k, v := range m.headers {
-		h[k] = v
-	}
-	reason := d.ReasonText()
-	if reason == "" {
-		reason = "no reason given"
-	}
-	attempts := d.Attempts
-	if attempts <= 0 {
-		attempts = it.redeliveries + 1
-	}
-	h[ports.HeaderDeadLetterReason] = reason
-	h[ports.HeaderDeadLetterTopic] = string(m.topic)
-	h[ports.HeaderAttempts] = strconv.Itoa(attempts)
-	return message{
-		topic:   ports.DeadLetterTopic(m.topic),
-		key:     m.key,
-		id:      m.id,
-		payload: m.payload,
-		headers: h,
-	}
+// deadLetterCopy builds the message published to the dead-letter topic
+// with the kit's header rules.
+func deadLetterCopy(pd *ports.Delivery, d ports.Disposition) message {
+	m := kit.DeadLetterCopy(pd, d)
+	return message{topic: m.Topic, key: m.Key, id: pd.ID, payload: m.Payload, headers: m.Headers}
 }
 
 // validDisposition rejects an unknown action or a negative delay.

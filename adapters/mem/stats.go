@@ -40,6 +40,8 @@ type QueueStats struct {
 	InFlight int
 	// Delayed is the number of requeued messages waiting for their delay.
 	Delayed int
+	// MaxReady is the queue's bound on Ready (WithMaxQueue; 0: unbounded).
+	MaxReady int
 }
 
 // Stats returns a snapshot. Each queue is read under its own lock, so the
@@ -53,7 +55,7 @@ func (b *Broker) Stats() Stats {
 	b.mu.RUnlock()
 
 	var st Stats
-	st.Scheduled, st.DelayedMessages = b.sched.counts()
+	st.Scheduled, st.DelayedMessages = b.sched.Len(), int(b.delayedMsgs.Load())
 	st.Queues = make([]QueueStats, 0, len(queues))
 	for _, q := range queues {
 		q.mu.Lock()
@@ -69,6 +71,7 @@ func (b *Broker) Stats() Stats {
 			Ready:     q.ready.Len(),
 			InFlight:  q.inFlight,
 			Delayed:   q.delayed,
+			MaxReady:  q.max,
 		})
 		q.mu.Unlock()
 	}

@@ -180,6 +180,7 @@ func (s *subscription) takeLocked(n int, now time.Time) []*ports.Delivery {
 	}
 	s.inFlight += n
 	s.q.inFlight += n
+	s.q.roomLocked()
 	return out
 }
 

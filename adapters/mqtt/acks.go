@@ -36,13 +36,14 @@ type ackSession struct {
 	inner session.SessionManager
 
 	mu      sync.Mutex
-	gen     uint64     // bumped at every ConAckReceived and ConnectionLost
-	conn    io.Writer  // this generation's connection; nil while down
-	order   []*ackSlot // QoS 1 deliveries of this generation in arrival order, unacknowledged or held back
-	pending []byte     // encoded PUBACKs in order, not yet written
-	spare   []byte     // the writer's previous buffer, reused
-	writing bool       // a settler is writing pending
-	wrote   bool       // a PUBACK was written since the last takeWrote
+	gen     uint64        // bumped at every ConAckReceived and ConnectionLost
+	conn    io.Writer     // this generation's connection; nil while down
+	order   []*ackSlot    // QoS 1 deliveries of this generation in arrival order, unacknowledged or held back
+	pending []byte        // encoded PUBACKs in order, not yet written
+	spare   []byte        // the writer's previous buffer, reused
+	writing bool          // a settler is writing pending
+	idle    chan struct{} // closed and replaced when a writer finishes, if flushers wait
+	wrote   bool          // a PUBACK was written since the last takeWrote
 }
 
 type ackSlot struct {
@@ -80,15 +81,35 @@ func (s *ackSession) arrived(packetID uint16, qos byte) ackTicket {
 // is held back behind an earlier, still unacknowledged delivery of the
 // same connection.
 func (s *ackSession) release(t ackTicket) error {
-	if t.slot == nil {
-		return nil
-	}
-	s.mu.Lock()
-	if t.gen != s.gen || s.conn == nil {
-		s.mu.Unlock()
+	var gone [1]bool
+	err := s.releaseAll([]ackTicket{t}, gone[:])
+	if gone[0] {
 		return errConnectionGone
 	}
-	t.slot.released = true
+	return err
+}
+
+// releaseAll releases every ticket of ts under one lock and writes the
+// PUBACKs now in order with one write. gone[i] is set for a ticket whose
+// connection is closed. The error is the write error, as for release.
+func (s *ackSession) releaseAll(ts []ackTicket, gone []bool) error {
+	s.mu.Lock()
+	live := false
+	for i, t := range ts {
+		if t.slot == nil {
+			continue
+		}
+		if t.gen != s.gen || s.conn == nil {
+			gone[i] = true
+			continue
+		}
+		t.slot.released = true
+		live = true
+	}
+	if !live {
+		s.mu.Unlock()
+		return nil
+	}
 	n := 0
 	for _, slot := range s.order {
 		if !slot.released {
@@ -126,8 +147,36 @@ func (s *ackSession) release(t ackTicket) error {
 		// released on the new connection and is written there.
 	}
 	s.writing = false
+	if s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
 	s.mu.Unlock()
 	return err
+}
+
+// flush waits until no PUBACK released so far is still waiting to be
+// written (a settler writing now finishes its buffer), or ctx is done.
+// PUBACKs held back behind an unacknowledged delivery stay held: MQTT
+// acknowledges in order, and that delivery is not settled.
+func (s *ackSession) flush(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if !s.writing || s.conn == nil {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.idle == nil {
+			s.idle = make(chan struct{})
+		}
+		idle := s.idle
+		s.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // takeWrote reports whether a PUBACK was written since the last call.

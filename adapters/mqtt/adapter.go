@@ -8,6 +8,7 @@ import (
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -20,7 +21,7 @@ type Adapter struct {
 	broker *embedded.Broker // when Options.Embedded
 	pub    *autopaho.ConnectionManager
 	pubID  string
-	errs   *errorSink
+	errs   *kit.Errors
 
 	// publishFault, when set (tests only), fails publishes before they are
 	// written, as a refusing broker would.
@@ -47,7 +48,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	a := &Adapter{opts: opts, url: opts.URL, errs: newErrorSink(64),
+	a := &Adapter{opts: opts, url: opts.URL, errs: kit.NewErrors(64),
 		subs: map[*subscription]struct{}{}, clientIDs: map[string]bool{}}
 	if opts.Embedded {
 		b, err := embedded.Start(embedded.Options{})
@@ -96,7 +97,7 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 
 // Errors reports the sender connection's errors (lost, reconnect
 // failures). It is closed by Close. Subscriptions have their own.
-func (a *Adapter) Errors() <-chan error { return a.errs.ch }
+func (a *Adapter) Errors() <-chan error { return a.errs.C() }
 
 // Close stops every subscription (as Subscription.Stop: nothing is
 // acknowledged), disconnects the sender and stops the embedded broker. It
@@ -119,7 +120,7 @@ func (a *Adapter) Close(ctx context.Context) error {
 		if err := a.pub.Disconnect(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("mqtt: disconnect sender: %w", err))
 		}
-		a.errs.close()
+		a.errs.Close()
 		if a.broker != nil {
 			if err := a.broker.Close(); err != nil {
 				errs = append(errs, err)

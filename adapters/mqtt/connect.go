@@ -2,12 +2,14 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/sluicemq/sluice/adapters/kit"
 )
 
 // connSpec describes one MQTT connection the adapter keeps up.
@@ -19,7 +21,7 @@ type connSpec struct {
 	session    session.SessionManager
 	onPublish  func(paho.PublishReceived) (bool, error)
 	onUp       func(*paho.Connack)
-	errs       *errorSink
+	errs       *kit.Errors
 	disconnect func() *paho.Disconnect
 }
 
@@ -59,17 +61,17 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 		OnConnectionDown: func() bool { return true },
 		OnConnectError: func(err error) {
 			keep(err)
-			cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
+			cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
 		},
 		DisconnectPacketBuilder: cs.disconnect,
 		ClientConfig: paho.ClientConfig{
 			ClientID: cs.clientID,
 			Session:  cs.session,
 			OnClientError: func(err error) {
-				cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
+				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
 			},
 			OnServerDisconnect: func(d *paho.Disconnect) {
-				cs.errs.report(&ConnectionError{ClientID: cs.clientID, Op: "lost",
+				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost",
 					Err: fmt.Errorf("server sent DISCONNECT, reason code %d", d.ReasonCode)})
 			},
 		},
@@ -95,14 +97,47 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 	if err != nil {
 		return nil, fmt.Errorf("mqtt: %s: %w", cs.clientID, err)
 	}
-	if err := cm.AwaitConnection(ctx); err != nil {
+	// The first connection is bounded by ConnectTimeout (autopaho would
+	// otherwise retry until ctx ends, silently).
+	actx, cancel := context.WithTimeout(ctx, a.opts.ConnectTimeout)
+	defer cancel()
+	if err := cm.AwaitConnection(actx); err != nil {
 		_ = cm.Disconnect(context.Background())
-		select {
-		case last := <-lastErr:
-			return nil, fmt.Errorf("mqtt: connecting %s to %s: %w (last attempt: %v)", cs.clientID, u.Host, err, last)
-		default:
-			return nil, fmt.Errorf("mqtt: connecting %s to %s: %w", cs.clientID, u.Host, err)
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no connection within the connect timeout %v", a.opts.ConnectTimeout)
 		}
+		var last error
+		select {
+		case last = <-lastErr:
+		default:
+		}
+		return nil, &ConnectError{Addr: u.Host, ClientID: cs.clientID, Err: err, Last: last}
 	}
 	return cm, nil
+}
+
+// ConnectError reports that the adapter could not connect to the broker
+// at Addr. Err is why it gave up (the connect timeout, or ctx); Last is
+// the last attempt's failure, if any.
+type ConnectError struct {
+	Addr     string
+	ClientID string
+	Err      error
+	Last     error
+}
+
+func (e *ConnectError) Error() string {
+	msg := fmt.Sprintf("mqtt: cannot connect %s to %s: %v", e.ClientID, e.Addr, e.Err)
+	if e.Last != nil {
+		msg += fmt.Sprintf(" (last attempt: %v)", e.Last)
+	}
+	return msg + "; check that an MQTT 5 broker listens at that address (host and port), that it is reachable from here, and the credentials"
+}
+
+// Unwrap returns the cause and the last attempt's failure.
+func (e *ConnectError) Unwrap() []error {
+	if e.Last == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Last}
 }

@@ -33,9 +33,8 @@ type entry struct {
 	state        entryState
 	out          *ports.Delivery // the delivery the core holds, in stateOut
 	received     time.Time
-	due          time.Time // scheduler key
-	owedAt       int       // connection count when the PUBACK became owed
-	malformed    error     // an envelope header that did not decode: the core dead-letters it
+	owedAt       int   // connection count when the PUBACK became owed
+	malformed    error // an envelope header that did not decode: the core dead-letters it
 }
 
 // delivery builds the Delivery handed to the core for e's next attempt.

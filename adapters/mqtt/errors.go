@@ -3,14 +3,7 @@ package mqtt
 import (
 	"errors"
 	"fmt"
-	"sync"
 )
-
-// ErrAckDeferred is returned by Settle when the connection that received a
-// delivery closed before its PUBACK could be written. The broker redelivers
-// the message on the next connection; the adapter then acknowledges that
-// copy without handing it out again (while the subscription runs).
-var ErrAckDeferred = errors.New("mqtt: connection lost before the PUBACK; the broker's redelivery will be acknowledged")
 
 // ErrSessionLost is reported when a connection came back without its
 // session (it expired, or the broker lost its state): deliveries the broker
@@ -35,47 +28,3 @@ func (e *ConnectionError) Error() string {
 
 // Unwrap returns the cause.
 func (e *ConnectionError) Unwrap() error { return e.Err }
-
-// errorSink is a bounded, never-blocking error channel that can be closed
-// while reporters still run.
-type errorSink struct {
-	mu      sync.Mutex
-	ch      chan error
-	closed  bool
-	dropped int
-}
-
-func newErrorSink(n int) *errorSink { return &errorSink{ch: make(chan error, n)} }
-
-// report sends err without blocking; when the channel is full or closed the
-// error is dropped and counted.
-func (s *errorSink) report(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		s.dropped++
-		return
-	}
-	select {
-	case s.ch <- err:
-	default:
-		s.dropped++
-	}
-}
-
-// close closes the channel; later reports are dropped.
-func (s *errorSink) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.ch)
-	}
-}
-
-// droppedCount is how many errors were dropped.
-func (s *errorSink) droppedCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dropped
-}

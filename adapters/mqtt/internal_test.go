@@ -13,38 +13,6 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-func TestSchedulerFiresInDueOrder(t *testing.T) {
-	fired := make(chan string, 3)
-	s := newScheduler(func(e *entry) { fired <- e.id })
-	defer s.close()
-	now := time.Now()
-	for i, id := range []string{"c", "a", "b"} {
-		s.add(&entry{id: id}, now.Add(time.Duration([]int{60, 20, 40}[i])*time.Millisecond))
-	}
-	for _, want := range []string{"a", "b", "c"} {
-		select {
-		case got := <-fired:
-			if got != want {
-				t.Fatalf("fired %s, want %s", got, want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s never fired", want)
-		}
-	}
-	if s.len() != 0 {
-		t.Fatalf("%d entries left", s.len())
-	}
-}
-
-func TestSchedulerCloseDropsPending(t *testing.T) {
-	s := newScheduler(func(*entry) { t.Error("fired after close") })
-	s.add(&entry{id: "x"}, time.Now().Add(time.Hour))
-	s.close()
-	if s.add(&entry{id: "y"}, time.Now()) {
-		t.Fatal("add after close accepted")
-	}
-}
-
 // nopSession is a session manager that only records that Ack was not used.
 type nopSession struct{ session.SessionManager }
 

@@ -35,7 +35,6 @@ func TestLedgerFaults(t *testing.T) {
 		faults.Run(t, faults.Target{
 			Name:         "mqtt-mosquitto",
 			Dial:         dialMQTT(0),
-			Deferred:     ackDeferred,
 			SoakMessages: 100_000,
 			BrokerDrops: map[string]string{
 				"broker-restart": "mosquitto 2.0 does not restore shared subscriptions from its persistence file: a LOAD_BALANCE " +
@@ -54,9 +53,8 @@ func TestLedgerFaults(t *testing.T) {
 	})
 	t.Run("embedded", func(t *testing.T) {
 		faults.Run(t, faults.Target{
-			Name:     "mqtt-embedded",
-			Dial:     dialMQTT(65535),
-			Deferred: ackDeferred,
+			Name: "mqtt-embedded",
+			Dial: dialMQTT(65535),
 			Skip: map[string]string{
 				"soak": "mochi v2.7.9 stalls under the soak's requeues and dead letters: with Receive Maximum 65535 a consumer " +
 					"holding PUBACKs back blocks the broker until publishes time out, and with a small Receive Maximum mochi keeps " +
@@ -68,11 +66,6 @@ func TestLedgerFaults(t *testing.T) {
 		})
 	})
 }
-
-// ackDeferred: an Ack whose connection is gone returns ErrAckDeferred; the
-// adapter acknowledges the broker's redelivered copy when it arrives,
-// without handing it out again (documented on Settle).
-func ackDeferred(err error) bool { return errors.Is(err, mqtt.ErrAckDeferred) }
 
 // dialMQTT makes adapters with receive maximum rm (0: the adapter's
 // default), playing the process named identity.

@@ -63,7 +63,9 @@ type Options struct {
 
 	// KeepAlive is the MQTT keep-alive. Default 30s.
 	KeepAlive time.Duration
-	// ConnectTimeout bounds one connection attempt. Default 10s.
+	// ConnectTimeout bounds one connection attempt, and New's wait for the
+	// first connection: past it New fails with a *ConnectError naming the
+	// address. Default 10s.
 	ConnectTimeout time.Duration
 	// ReconnectBackoff is the pause before a reconnect attempt. Default
 	// 250ms (constant).

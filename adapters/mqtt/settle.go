@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -16,10 +16,14 @@ import (
 //
 //   - Ack releases each delivery's PUBACK. It is written at once when every
 //     earlier delivery of the connection is acknowledged, otherwise as
-//     soon as they are (MQTT's in-order rule). If the connection that
-//     received a delivery is gone, Settle returns ErrAckDeferred: the
-//     broker redelivers it and the adapter acknowledges that copy on
-//     arrival.
+//     soon as they are (MQTT's in-order rule); a batch is one write. The
+//     PUBACK is written, not answered: Settle returns nil once it is
+//     written or queued (a deferred acceptance; Flush waits for the
+//     write). If the connection that received a delivery is gone, Settle
+//     still returns nil: the broker redelivers the message on the next
+//     connection and the adapter acknowledges that copy on arrival without
+//     handing it out again (while the subscription runs; after Stop, the
+//     copy is delivered again to the next consumer — at-least-once).
 //   - Requeue sends no PUBACK: the delivery is handed out again, with its
 //     redelivery count + 1, after d.Delay (the local scheduler).
 //   - DeadLetter publishes a copy of each delivery to "<ns>/<topic>/dlq" at
@@ -103,42 +107,47 @@ func (s *subscription) requeue(es []*entry, delay time.Duration) {
 	if delay > 0 {
 		due := time.Now().Add(delay)
 		for _, e := range es {
-			s.sched.add(e, due)
+			s.hold(e, due)
 		}
 	}
 }
 
-// ack releases the PUBACK of each entry. An entry whose connection closed
-// owes its PUBACK to the redelivered copy.
+// ack releases the PUBACKs of es with one lock of the ack session and one
+// write. An entry whose connection closed (or broke while its PUBACK was
+// being written) owes its PUBACK to the copy the broker redelivers: it is
+// marked so and acknowledged on arrival without being handed out again —
+// a deferred acceptance, not an error.
 func (s *subscription) ack(es []*entry) error {
-	deferred := 0
-	for _, e := range es {
-		for {
-			s.mu.Lock()
-			t := e.ticket
-			s.mu.Unlock()
-			err := s.sess.release(t)
-			s.mu.Lock()
-			if err == nil {
+	for len(es) > 0 {
+		var oneT [1]ackTicket
+		var oneG [1]bool
+		ts, gone := oneT[:0], oneG[:]
+		if len(es) > 1 {
+			ts, gone = make([]ackTicket, 0, len(es)), make([]bool, len(es))
+		}
+		s.mu.Lock()
+		for _, e := range es {
+			ts = append(ts, e.ticket)
+		}
+		s.mu.Unlock()
+		werr := s.sess.releaseAll(ts, gone)
+		var again []*entry
+		s.mu.Lock()
+		for i, e := range es {
+			switch {
+			case !gone[i] && werr == nil:
 				e.state = stateDone
 				if s.byID[e.id] == e {
 					delete(s.byID, e.id)
 				}
-				s.mu.Unlock()
-				break
+			case e.ticket != ts[i]: // a redelivered copy arrived meanwhile: acknowledge that one
+				again = append(again, e)
+			default:
+				e.state, e.owedAt = stateAckOwed, s.ups
 			}
-			if e.ticket != t { // a redelivered copy arrived meanwhile: acknowledge that one
-				s.mu.Unlock()
-				continue
-			}
-			e.state, e.owedAt = stateAckOwed, s.ups
-			s.mu.Unlock()
-			deferred++
-			break
 		}
-	}
-	if deferred > 0 {
-		return fmt.Errorf("%w (%d of %d deliveries)", ErrAckDeferred, deferred, len(es))
+		s.mu.Unlock()
+		es = again
 	}
 	return nil
 }
@@ -147,22 +156,15 @@ func (s *subscription) ack(es []*entry) error {
 // waits for all confirms.
 func (s *subscription) deadLetter(ctx context.Context, es []*entry, d ports.Disposition) error {
 	topic := deadLetterTopic(s.a.opts.Namespace, s.spec.Topic)
-	reason := d.ReasonText()
 	errs := make([]error, len(es))
 	var wg sync.WaitGroup
 	for i, e := range es {
-		attempts := d.Attempts
-		if attempts <= 0 {
-			attempts = e.redeliveries + 1
-		}
-		m := ports.Message{Topic: ports.DeadLetterTopic(s.spec.Topic), Payload: e.pub.Payload, Headers: e.headers.Clone()}
-		if m.Headers == nil {
-			m.Headers = ports.Headers{}
-		}
+		m := kit.DeadLetterCopy(&ports.Delivery{
+			Message:         ports.Message{Topic: s.spec.Topic, Key: e.headers[ports.HeaderPartitionKey], Payload: e.pub.Payload, Headers: e.headers},
+			ID:              e.id,
+			RedeliveryCount: e.redeliveries,
+		}, d)
 		delete(m.Headers, HeaderDeliverAt)
-		m.Headers[ports.HeaderDeadLetterReason] = reason
-		m.Headers[ports.HeaderDeadLetterTopic] = string(s.spec.Topic)
-		m.Headers[ports.HeaderAttempts] = strconv.Itoa(attempts)
 		p := toPublish(topic, &m, time.Time{})
 		wg.Add(1)
 		go func(p *paho.Publish) {

@@ -10,6 +10,8 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session/state"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -25,8 +27,8 @@ type subscription struct {
 
 	sess  *ackSession
 	cm    *autopaho.ConnectionManager
-	sched *scheduler
-	errs  *errorSink
+	sched *schedule.Scheduler // delayed messages and requeue backoffs
+	errs  *kit.Errors
 
 	mu     sync.Mutex
 	ready  []*entry
@@ -62,7 +64,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, &ports.ValueError{Field: "SubscriptionSpec.Instance", Reason: fmt.Sprintf("%q must not contain '/', '+', '#' or '$'", spec.Instance)}
 	}
 	s := &subscription{a: a, spec: spec, filter: subscriptionFilter(a.opts.Namespace, spec),
-		errs: newErrorSink(64), byID: map[string]*entry{},
+		errs: kit.NewErrors(64), byID: map[string]*entry{},
 		first:  make(chan bool, 1),
 		signal: make(chan struct{}, 1), stopCh: make(chan struct{}), stopDone: make(chan struct{})}
 	expiry := seconds(a.opts.SessionExpiry)
@@ -78,7 +80,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, err
 	}
 	s.sess = newAckSession(state.NewInMemory())
-	s.sched = newScheduler(s.due)
+	s.sched = schedule.New(schedule.Options{})
 	rm := spec.InFlight
 	if a.opts.ReceiveMaximum > 0 {
 		rm = a.opts.ReceiveMaximum
@@ -88,7 +90,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		session: s.sess, onPublish: s.onPublish, onUp: s.onUp, errs: s.errs, disconnect: s.disconnectPacket,
 	})
 	if err != nil {
-		s.sched.close()
+		s.sched.Stop()
 		a.forget(s)
 		return nil, err
 	}
@@ -204,7 +206,7 @@ func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 			e.state = stateDone
 			s.mu.Unlock()
 			if err := s.sess.release(t); err != nil {
-				s.errs.report(fmt.Errorf("mqtt: PUBACK of redelivered %s: %w", id, err))
+				s.errs.Report(fmt.Errorf("mqtt: PUBACK of redelivered %s: %w", id, err))
 			}
 			return true, nil
 		}
@@ -228,7 +230,7 @@ func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 	if at.After(e.received) {
 		e.state = stateWaiting
 		s.mu.Unlock()
-		s.sched.add(e, at)
+		s.hold(e, at)
 		return true, nil
 	}
 	s.pushLocked(e)
@@ -244,6 +246,13 @@ func (s *subscription) pushLocked(e *entry) {
 	case s.signal <- struct{}{}:
 	default:
 	}
+}
+
+// hold hands e (stateWaiting) to the scheduler until at. After Stop the
+// scheduler refuses it and e is dropped with the subscription: it was
+// never acknowledged, so the broker redelivers it.
+func (s *subscription) hold(e *entry, at time.Time) {
+	_, _ = s.sched.At(at, func() { s.due(e) })
 }
 
 // due is the scheduler's callback: e's delay or backoff has passed.
@@ -316,7 +325,7 @@ func (s *subscription) onUp(ca *paho.Connack) {
 	}
 	s.a.opts.Logger.Info("sluice mqtt: reconnected", "client", s.clientID, "session_present", ca.SessionPresent)
 	if !ca.SessionPresent {
-		s.errs.report(&ConnectionError{ClientID: s.clientID, Op: "reconnect", Err: ErrSessionLost})
+		s.errs.Report(&ConnectionError{ClientID: s.clientID, Op: "reconnect", Err: ErrSessionLost})
 	}
 	if !resubscribe {
 		return
@@ -326,7 +335,7 @@ func (s *subscription) onUp(ca *paho.Connack) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.a.opts.ConnectTimeout)
 		defer cancel()
 		if err := s.subscribe(ctx, ca.SessionPresent); err != nil {
-			s.errs.report(&ConnectionError{ClientID: s.clientID, Op: "resubscribe", Err: err})
+			s.errs.Report(&ConnectionError{ClientID: s.clientID, Op: "resubscribe", Err: err})
 		}
 	}()
 }
@@ -359,8 +368,30 @@ func (s *subscription) barrier(ctx context.Context) {
 	_, _ = s.cm.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{s.a.opts.Namespace + "/sluice-barrier"}})
 }
 
+// Flush completes the deferred acknowledgements: it waits until every
+// PUBACK released by Settle so far is written to the connection, then makes
+// one request/response round trip so that the broker has read them (see
+// barrier). PUBACKs held back behind an unsettled delivery of the same
+// connection stay held (MQTT acknowledges in order). It returns ctx.Err()
+// when ctx is done first and nil after Stop (Stop flushed).
+func (s *subscription) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil
+	}
+	if err := s.sess.flush(ctx); err != nil {
+		return fmt.Errorf("mqtt: flush PUBACKs of %s: %w", s.clientID, err)
+	}
+	s.barrier(ctx)
+	return ctx.Err()
+}
+
+var _ ports.Flusher = (*subscription)(nil)
+
 // Errors reports connection events and deferred problems; closed by Stop.
-func (s *subscription) Errors() <-chan error { return s.errs.ch }
+func (s *subscription) Errors() <-chan error { return s.errs.C() }
 
 // Stop stops receiving and disconnects without acknowledging anything that
 // was not settled: the broker keeps those messages in the session (for a
@@ -373,17 +404,17 @@ func (s *subscription) Stop(ctx context.Context) error {
 		s.ready = nil
 		s.mu.Unlock()
 		close(s.stopCh)
-		s.sched.close()
+		s.sched.Stop()
 		s.barrier(ctx)
 		if s.spec.Mode == ports.LoadBalance && s.a.opts.LeaveGroupOnStop {
 			if _, err := s.cm.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{s.filter}}); err != nil {
-				s.errs.report(fmt.Errorf("mqtt: leave group %s: %w", s.filter, err))
+				s.errs.Report(fmt.Errorf("mqtt: leave group %s: %w", s.filter, err))
 			}
 		}
 		s.stopErr = s.cm.Disconnect(ctx)
 		s.wg.Wait()
 		s.a.forget(s)
-		s.errs.close()
+		s.errs.Close()
 		close(s.stopDone)
 	})
 	select {

@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -177,8 +178,9 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		idle:    make(chan struct{}),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
-		errs:    make(chan error, a.cfg.errorsBuffer),
+		errs:    kit.NewErrors(a.cfg.errorsBuffer),
 	}
+	s.settler = newSettler(s)
 	precision := int64(0) // no trimming of nack deadlines: never redeliver early
 	consumer, err := a.subscribe(ctx, pulsarclient.ConsumerOptions{
 		Topic:                       a.names.topic(spec.Topic),

@@ -2,13 +2,13 @@ package pulsar
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -20,13 +20,15 @@ import (
 //     (see requeueDelays); the broker redelivers it with RedeliveryCount+1.
 //     Nack is local until the delay is over, so Requeue reports no broker
 //     error; if the process dies first, the message is redelivered anyway.
-//   - DeadLetter publishes a copy of each message to the dead-letter topic
-//     with the reason, source topic and attempts headers, waits for every
-//     receipt, and only then acknowledges the originals. A failed
-//     dead-letter publish returns an error and acknowledges nothing.
+//   - DeadLetter publishes a copy of each message (kit.DeadLetterCopy: the
+//     reason, source topic and attempts headers) to the dead-letter topic,
+//     waits for every receipt, and only then acknowledges the originals. A
+//     failed dead-letter publish returns an error and acknowledges nothing.
 //
-// A delivery that did not come from this subscription fails the whole call
-// with an error wrapping ports.ErrInvalid before anything is settled.
+// The kit.Settler carries this out. A delivery that did not come from this
+// subscription fails the whole call with an error wrapping ports.ErrInvalid
+// before anything is settled; a delivery settled before returns
+// ports.ErrAlreadyCompleted (same action) or ports.ErrConflict.
 func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
 	if len(ds) == 0 {
 		return nil
@@ -35,28 +37,67 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports
 		return ports.ErrClosed
 	}
 	defer s.leave()
-	msgs, err := s.messages(ds)
-	if err != nil {
-		return err
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	switch d.Action {
-	case ports.Ack:
-		return s.ack(ctx, msgs)
-	case ports.Requeue:
-		for _, m := range msgs {
-			s.delays.nack(s.consumer, m, d.Delay)
+	return s.settler.Settle(ctx, ds, d)
+}
+
+// settleBroker is what kit.Settler needs from Pulsar: the ack, the native
+// requeue (a negative acknowledgement with a per-call delay) and the
+// confirmed publish of dead-letter copies.
+type settleBroker struct{ s *Subscription }
+
+var (
+	_ kit.Broker        = settleBroker{}
+	_ kit.NativeRequeue = settleBroker{}
+)
+
+// newSettler returns the kit.Settler of s; a delivery's claim lives in its
+// handle, which must come from s.
+func newSettler(s *Subscription) *kit.Settler {
+	return &kit.Settler{Broker: settleBroker{s}, Tracker: kit.Tracker{Lookup: func(d *ports.Delivery) (*kit.Claim, error) {
+		h, ok := d.Handle.(*handle)
+		if !ok || h.sub != s {
+			return nil, &ports.ValueError{Field: "Delivery.Handle", Reason: fmt.Sprintf("delivery %s was not received by this subscription (%s)", d.ID, s.name)}
 		}
-		return nil
-	case ports.DeadLetter:
-		if err := s.deadLetter(ctx, ds, d); err != nil {
-			return err
-		}
-		return s.ack(ctx, msgs)
+		return &h.claim, nil
+	}}}
+}
+
+func (b settleBroker) Ack(ctx context.Context, ds []*ports.Delivery) error {
+	msgs, err := b.s.messages(ds)
+	if err != nil {
+		return err
 	}
-	return &ports.ValueError{Field: "Disposition.Action", Reason: fmt.Sprintf("unknown action %v", d.Action)}
+	return b.s.ack(ctx, msgs)
+}
+
+// Requeue negatively acknowledges each message with the delay (see
+// requeueDelays); the broker redelivers it with RedeliveryCount+1.
+func (b settleBroker) Requeue(_ context.Context, ds []*ports.Delivery, delay time.Duration) error {
+	msgs, err := b.s.messages(ds)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		b.s.delays.nack(b.s.consumer, m, delay)
+	}
+	return nil
+}
+
+// Publish publishes the dead-letter copies and waits for every receipt.
+func (b settleBroker) Publish(ctx context.Context, msgs []ports.Message) []error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	wms := make([]*message.Message, len(msgs))
+	for i := range msgs {
+		wm := toWatermill(&msgs[i])
+		wm.SetContext(ctx)
+		wms[i] = wm
+	}
+	return b.s.a.pub.publish(b.s.a.names.topic(msgs[0].Topic), wms)
 }
 
 // messages returns the Pulsar messages behind ds.
@@ -107,37 +148,4 @@ func (s *Subscription) ack(ctx context.Context, msgs []pulsarclient.Message) err
 	case <-ctx.Done():
 		return fmt.Errorf("pulsar: ack on %s: outcome unknown: %w", s.name, ctx.Err())
 	}
-}
-
-// deadLetter publishes a copy of every delivery to the dead-letter topic
-// and returns nil only when all were confirmed.
-func (s *Subscription) deadLetter(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
-	dlq := ports.DeadLetterTopic(s.spec.Topic)
-	wms := make([]*message.Message, len(ds))
-	for i, del := range ds {
-		m := ports.Message{Topic: dlq, Key: del.Key, Payload: del.Payload, Headers: del.Headers.Clone()}
-		if m.Headers == nil {
-			m.Headers = ports.Headers{}
-		}
-		if m.Headers[ports.HeaderID] == "" {
-			m.Headers[ports.HeaderID] = del.ID
-		}
-		m.Headers[ports.HeaderDeadLetterReason] = d.ReasonText()
-		m.Headers[ports.HeaderDeadLetterTopic] = string(s.spec.Topic)
-		m.Headers[ports.HeaderAttempts] = strconv.Itoa(d.Attempts)
-		wm := toWatermill(&m)
-		wm.SetContext(ctx)
-		wms[i] = wm
-	}
-	errs := s.a.pub.publish(s.a.names.topic(dlq), wms)
-	if errs == nil {
-		return nil
-	}
-	var failed []error
-	for i, err := range errs {
-		if err != nil {
-			failed = append(failed, fmt.Errorf("message %s: %w", ds[i].ID, err))
-		}
-	}
-	return fmt.Errorf("pulsar: dead-letter publish to %s not confirmed, originals left unacknowledged: %w", dlq, errors.Join(failed...))
 }

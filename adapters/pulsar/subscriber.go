@@ -119,18 +119,37 @@ func (s *Subscriber) consume(ctx context.Context, consumer pulsarclient.Consumer
 		case <-s.closing:
 			return
 		}
-		select {
-		case <-wm.Acked():
+		ack := func() {
 			if err := consumer.AckID(pm.ID()); err != nil {
 				s.logger.Error("pulsar ack failed; the broker will redeliver", err, fields.Add(watermill.LogFields{"uuid": wm.UUID}))
 			}
+		}
+		select {
+		case <-wm.Acked():
+			ack()
 		case <-wm.Nacked():
 			consumer.Nack(pm)
 		case <-ctx.Done():
+			s.settleDecided(wm, pm, consumer, ack)
 			return
 		case <-s.closing:
+			s.settleDecided(wm, pm, consumer, ack)
 			return
 		}
+	}
+}
+
+// settleDecided forwards an ack or nack the handler gave just as the
+// subscriber stopped (select picks at random among ready cases, so a
+// stop racing the router's Ack used to drop it: a redelivery of a message
+// that was handled).
+func (s *Subscriber) settleDecided(wm *message.Message, pm pulsarclient.Message, consumer pulsarclient.Consumer, ack func()) {
+	select {
+	case <-wm.Acked():
+		ack()
+	case <-wm.Nacked():
+		consumer.Nack(pm)
+	default:
 	}
 }
 

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -35,16 +35,15 @@ type Subscription struct {
 	stopErr  error
 	bg       sync.WaitGroup // ack calls outliving a cancelled Settle
 
-	errMu   sync.Mutex
-	errs    chan error
-	errsOff bool
-	dropped atomic.Int64
+	settler *kit.Settler
+	errs    *kit.Errors
 }
 
 // handle is a delivery's settlement handle.
 type handle struct {
-	sub *Subscription
-	msg pulsarclient.Message
+	sub   *Subscription
+	msg   pulsarclient.Message
+	claim kit.Claim
 }
 
 // Receive implements ports.Subscription. It hands out what the client's
@@ -144,24 +143,14 @@ func (s *Subscription) delivery(msg pulsarclient.Message, now time.Time) *ports.
 // Errors implements ports.Subscription. It carries what the adapter
 // detects on its own (a malformed not-before guard) and the client's
 // error-level log entries when the adapter created the client.
-func (s *Subscription) Errors() <-chan error { return s.errs }
+func (s *Subscription) Errors() <-chan error { return s.errs.C() }
 
-// Dropped is the number of errors dropped because Errors was full.
-func (s *Subscription) Dropped() int64 { return s.dropped.Load() }
+// Dropped is the number of errors dropped because Errors was full (or
+// reported after Stop).
+func (s *Subscription) Dropped() int64 { return int64(s.errs.Dropped()) }
 
 // report sends err to Errors without blocking.
-func (s *Subscription) report(err error) {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	if s.errsOff {
-		return
-	}
-	select {
-	case s.errs <- err:
-	default:
-		s.dropped.Add(1)
-	}
-}
+func (s *Subscription) report(err error) { s.errs.Report(err) }
 
 // enter registers a Settle call; false after Stop began.
 func (s *Subscription) enter() bool {
@@ -221,10 +210,7 @@ func (s *Subscription) Stop(ctx context.Context) error {
 	s.bg.Wait() // ack calls end once the consumer is closed
 	s.a.forget(s)
 
-	s.errMu.Lock()
-	s.errsOff = true
-	close(s.errs)
-	s.errMu.Unlock()
+	s.errs.Close()
 
 	if waitErr != nil {
 		err = waitErr

@@ -134,6 +134,11 @@ func TestDeliverySpansLinkToProducerAndRecordSettlement(t *testing.T) {
 		}
 		return nil
 	})
+	// The handler sends receipts: keep them for a group (mem refuses a
+	// message no subscription or declared group would keep).
+	if err := ports.DeclareGroup(ctx, r.a, "receipts", "audit"); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

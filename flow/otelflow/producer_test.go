@@ -40,6 +40,9 @@ func TestSenderDoesNotTouchCallerHeadersAndReportsUnconfirmed(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	sender := r.tel.Sender(r.a)
+	if err := ports.DeclareGroup(ctx, r.a, "t", "g"); err != nil { // somewhere to keep the messages
+		t.Fatal(err)
+	}
 	h := ports.Headers{"x": "1"}
 	if err := sender.Send(ctx, ports.Message{Topic: "t", Payload: []byte("1"), Headers: h}); err != nil {
 		t.Fatal(err)

@@ -1,12 +1,15 @@
 // Package schedule is the local delay scheduler: one timer heap driven by
-// one goroutine, for brokers without native delay. Adapters use it to hold
+// one clock timer, for brokers without native delay. It is the one
+// scheduler of the module: the adapters hold their delays with it
+// (directly, or through adapters/kit's Delayer). Adapters use it to hold
 // delayed messages (ports.Message.Delay) and delayed requeues
 // (ports.Disposition.Delay); the Delay stage of package operators uses the
 // same heap inside a pipeline.
 //
 // A Scheduler keeps any number of pending timers for the cost of one heap
-// entry each (no goroutine, no runtime timer per entry): 100k pending timers
-// are a few megabytes. Stop cancels everything still pending without
+// entry each (no goroutine, no runtime timer per entry; no goroutine at all
+// while nothing is due): 100k pending timers are a few megabytes. A Clock
+// option lets tests drive it with a manual clock. Stop cancels everything still pending without
 // running it, so a scheduler never settles or sends anything on its own
 // after Stop.
 //
@@ -18,7 +21,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/operators/internal/timeheap"
@@ -66,30 +68,37 @@ func (SystemClock) Now() time.Time { return time.Now() }
 func (SystemClock) AfterFunc(d time.Duration, f func()) ClockTimer { return time.AfterFunc(d, f) }
 
 // Scheduler runs callbacks at their deadlines, in deadline order (ties in
-// scheduling order), one at a time on its own goroutine.
+// scheduling order), one at a time.
+//
+// It holds no goroutine of its own: one clock timer is armed for the
+// earliest deadline, and when it fires, the due callbacks run on the
+// timer's goroutine, one after another. Idle, or with every timer far in
+// the future, a Scheduler costs no goroutine at all.
 //
 // Callbacks must be quick and must not block: a slow callback delays every
 // later timer (none is lost). Hand blocking work (a broker publish) to a
-// goroutine or a channel of your own. Callbacks must not call Stop.
+// goroutine or a channel of your own (adapters/kit's Delayer does).
+// Callbacks must not call Stop.
 //
 // A Scheduler is safe for concurrent use. Its zero value is not usable;
-// call New, and Stop when done (the goroutine runs until then).
+// call New, and Stop when done.
 type Scheduler struct {
 	clock   Clock
 	start   time.Time
 	onPanic func(error)
 
 	mu      sync.Mutex
+	idle    sync.Cond // signalled when running becomes false
 	h       timeheap.Heap[func()]
-	stopped atomic.Bool
-	wake    chan struct{} // a new earliest deadline
-	quit    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	dropped int
+	timer   ClockTimer // armed for armedAt; nil when disarmed
+	armedAt int64
+	gen     uint64 // of the armed timer; a stale timer's fire is ignored
+	running bool   // a fire is running callbacks
+	stopped bool
+	dropped int // due callbacks skipped because Stop came while running
 }
 
-// New returns a running Scheduler.
+// New returns a ready Scheduler.
 func New(opts Options) *Scheduler {
 	c := opts.Clock
 	if c == nil {
@@ -99,14 +108,11 @@ func New(opts Options) *Scheduler {
 		clock:   c,
 		start:   c.Now(),
 		onPanic: opts.OnPanic,
-		wake:    make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
 	}
+	s.idle.L = &s.mu
 	if s.onPanic == nil {
 		s.onPanic = func(err error) { slog.Error("sluice schedule: callback panicked", "err", err) }
 	}
-	go s.loop()
 	return s
 }
 
@@ -130,7 +136,7 @@ func (t *Timer) Cancel() bool {
 
 // After runs fn once d has passed (d <= 0: as soon as possible).
 func (s *Scheduler) After(d time.Duration, fn func()) (*Timer, error) {
-	return s.at(int64(s.clock.Now().Sub(s.start)+d), fn)
+	return s.at(s.now()+int64(d), fn)
 }
 
 // At runs fn at t (a past t: as soon as possible).
@@ -138,24 +144,33 @@ func (s *Scheduler) At(t time.Time, fn func()) (*Timer, error) {
 	return s.at(int64(t.Sub(s.start)), fn)
 }
 
+func (s *Scheduler) now() int64 { return int64(s.clock.Now().Sub(s.start)) }
+
 func (s *Scheduler) at(when int64, fn func()) (*Timer, error) {
 	t := &Timer{s: s}
 	t.e.When, t.e.Value = when, fn
 	s.mu.Lock()
-	if s.stopped.Load() {
-		s.mu.Unlock()
+	defer s.mu.Unlock()
+	if s.stopped {
 		return nil, ErrStopped
 	}
 	s.h.PushEntry(&t.e)
-	first := s.h.Peek() == &t.e
-	s.mu.Unlock()
-	if first {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+	// A running fire re-arms for the earliest entry when it is done.
+	if !s.running && (s.timer == nil || when < s.armedAt) {
+		s.armLocked(when)
 	}
 	return t, nil
+}
+
+// armLocked arms the one clock timer for when.
+func (s *Scheduler) armLocked(when int64) {
+	if s.timer != nil {
+		s.timer.Stop() // a timer that fired anyway finds nothing due: harmless
+	}
+	s.armedAt = when
+	s.gen++
+	gen := s.gen
+	s.timer = s.clock.AfterFunc(time.Duration(max(when-s.now(), 0)), func() { s.fire(gen) })
 }
 
 // Len returns the number of pending timers.
@@ -166,78 +181,73 @@ func (s *Scheduler) Len() int {
 }
 
 // Stop cancels every pending timer without running it, waits for a
-// callback that is running to return, and stops the goroutine. It returns
-// the number of timers cancelled. It is idempotent (later calls return 0).
+// callback that is running to return, and disarms the clock timer. It
+// returns the number of timers cancelled. It is idempotent (later calls
+// return 0). Callbacks must not call it.
 func (s *Scheduler) Stop() int {
-	n := 0
-	s.once.Do(func() {
-		s.mu.Lock()
-		s.stopped.Store(true)
-		n = len(s.h.Drain())
-		s.mu.Unlock()
-		close(s.quit)
-		<-s.done
-		n += s.dropped
-	})
-	return n
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0
+	}
+	s.stopped = true
+	n := len(s.h.Drain())
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	for s.running {
+		s.idle.Wait()
+	}
+	return n + s.dropped
 }
 
-func (s *Scheduler) loop() {
-	defer close(s.done)
-	var timer ClockTimer
-	fired := make(chan struct{}, 1)
-	fire := func() {
-		select {
-		case fired <- struct{}{}:
-		default:
-		}
+// fire runs every due callback, in order, then re-arms for the next
+// deadline. A spurious or late call is harmless.
+func (s *Scheduler) fire(gen uint64) {
+	s.mu.Lock()
+	if s.stopped || s.running || gen != s.gen || s.timer == nil {
+		s.mu.Unlock()
+		return
 	}
-	stopTimer := func() {
-		if timer != nil {
-			timer.Stop()
-			timer = nil
-		}
-	}
+	s.running = true
+	s.timer = nil
 	var batch []func()
 	for {
-		now := int64(s.clock.Now().Sub(s.start))
-		s.mu.Lock()
+		now := s.now()
 		for e := s.h.Peek(); e != nil && e.When <= now; e = s.h.Peek() {
 			s.h.Pop()
 			batch = append(batch, e.Value)
 		}
-		next := s.h.Peek()
-		var wait int64
-		if next != nil {
-			wait = next.When - now
+		if len(batch) == 0 || s.stopped {
+			break
 		}
 		s.mu.Unlock()
-		if len(batch) > 0 {
-			for i, fn := range batch {
-				if s.stopped.Load() {
-					s.dropped = len(batch) - i
-					break
-				}
-				s.call(fn)
+		for i, fn := range batch {
+			if i > 0 && s.isStopped() {
+				s.mu.Lock()
+				s.dropped += len(batch) - i
+				s.mu.Unlock()
+				break
 			}
-			clear(batch)
-			batch = batch[:0]
-			continue // time has passed: look again before sleeping
+			s.call(fn)
+			batch[i] = nil
 		}
-		if next != nil {
-			stopTimer()
-			timer = s.clock.AfterFunc(time.Duration(wait), fire)
-		}
-		select {
-		case <-fired:
-			timer = nil
-		case <-s.wake:
-			stopTimer()
-		case <-s.quit:
-			stopTimer()
-			return
-		}
+		batch = batch[:0]
+		s.mu.Lock() // time has passed: look again before re-arming
 	}
+	if next := s.h.Peek(); next != nil && !s.stopped {
+		s.armLocked(next.When)
+	}
+	s.running = false
+	s.idle.Broadcast()
+	s.mu.Unlock()
+}
+
+func (s *Scheduler) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
 }
 
 func (s *Scheduler) call(fn func()) {

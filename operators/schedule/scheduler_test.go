@@ -145,3 +145,83 @@ func TestHundredThousandPendingFireAll(t *testing.T) {
 		t.Fatalf("Len = %d after all fired", s.Len())
 	}
 }
+
+// manualClock is a Clock that moves only when the test advances it.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*manualTimer
+}
+
+type manualTimer struct {
+	c    *manualClock
+	at   time.Time
+	f    func()
+	done bool
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) schedule.ClockTimer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &manualTimer{c: c, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *manualTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.done
+	t.done = true
+	return was
+}
+
+// Advance moves the clock and runs, synchronously, every timer now due.
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*manualTimer
+	for _, t := range c.timers {
+		if !t.done && !t.at.After(c.now) {
+			t.done = true
+			due = append(due, t)
+		}
+	}
+	c.mu.Unlock()
+	for _, t := range due {
+		t.f()
+	}
+}
+
+func TestManualClockDrivesTimers(t *testing.T) {
+	c := &manualClock{now: time.Unix(1000, 0)}
+	s := schedule.New(schedule.Options{Clock: c})
+	defer s.Stop()
+	var got []int
+	for _, i := range []int{3, 1, 2} {
+		if _, err := s.After(time.Duration(i)*time.Second, func() { got = append(got, i) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Advance(time.Second - time.Nanosecond)
+	if len(got) != 0 {
+		t.Fatalf("ran %v before the first deadline", got)
+	}
+	c.Advance(time.Nanosecond)
+	if len(got) != 1 || got[0] != 1 {
+		t.Fatalf("after 1s: %v, want [1]", got)
+	}
+	c.Advance(time.Hour)
+	if len(got) != 3 || got[1] != 2 || got[2] != 3 {
+		t.Fatalf("after 1h: %v, want [1 2 3]", got)
+	}
+	if s.Len() != 0 {
+		t.Fatalf("Len = %d", s.Len())
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -47,6 +48,8 @@ func init() {
 			{Name: "raw-single-ack", Run: runRawSingleAck},
 			{Name: "amqp", Run: t.runPipeline(false)},
 			{Name: "amqp-batch", Run: t.runPipeline(true)},
+			// Diagnostic: the default pipeline with rounds settled at once.
+			{Name: "amqp-linger0", Run: t.runPipeline(false, flow.WithSettleLinger(0))},
 			{Name: "watermill", Run: runAMQPWatermill},
 			{Name: "raw-publish-256", Run: runRawPublish},
 			{Name: "amqp-publish", Run: runAdapterPublish(16, 16)},
@@ -56,6 +59,7 @@ func init() {
 		Ratios: []Ratio{
 			{Label: "amqp/best-raw", Num: "amqp", Den: []string{"raw-multiack"}},
 			{Label: "amqp-batch/best-raw", Num: "amqp-batch", Den: []string{"raw-multiack"}},
+			{Label: "amqp-linger0/best-raw", Num: "amqp-linger0", Den: []string{"raw-multiack"}},
 			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"raw-multiack"}},
 			{Label: "raw-single-ack/best-raw", Num: "raw-single-ack", Den: []string{"raw-multiack"}},
 			{Label: "amqp-publish/best-raw", Num: "amqp-publish", Den: []string{"raw-publish-256"}},

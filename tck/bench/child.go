@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 )
 
@@ -87,6 +89,19 @@ func runChild(which string) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, job.Cfg.Timeout)
 	defer cancel()
+	if dir := job.Cfg.ProfileDir; dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.pprof", suiteName, name, os.Getpid())))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench child: cpu profile:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child: cpu profile:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	res, err := c.Run(ctx, job.Env, job.Cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s/%s: %v\n", suiteName, name, err)

@@ -153,7 +153,10 @@ func produce(ctx context.Context, s ports.Sender, topic ports.Topic, n, publishe
 // 5ms window) → flow.Sink; the handler maps each message. A message counts
 // as settled when the pipeline observer reports its ACK (after the
 // adapter's Settle accepted it).
-func (t target) runPipeline(batch bool) func(context.Context, Env, Config) (Result, error) {
+//
+// opts are extra pipeline options (for diagnostic contenders, e.g. a
+// different settle linger).
+func (t target) runPipeline(batch bool, opts ...flow.Option) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
 		a, spec, closeFn, err := t.open(ctx, env, cfg)
 		if err != nil {
@@ -167,13 +170,13 @@ func (t target) runPipeline(batch bool) func(context.Context, Env, Config) (Resu
 		}
 		tl := newTally(cfg.N)
 		m := newMeter(tl)
-		p := flow.New(a, spec, flow.WithObserver(func(e flow.Event) {
+		p := flow.New(a, spec, append([]flow.Option{flow.WithObserver(func(e flow.Event) {
 			if e.Received {
 				m.begin()
 			} else if e.Action == ports.Ack {
 				tl.markHeaders(e.Delivery.Headers)
 			}
-		}))
+		})}, opts...)...)
 		decoded := flow.Decode[benchMsg](p.Source())
 		if batch {
 			flow.Sink(operators.Batch(decoded, operators.BatchOptions{Size: cfg.Batch, Window: 5 * time.Millisecond}),

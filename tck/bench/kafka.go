@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/kafka"
+	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -45,21 +46,25 @@ const kafkaPartitions = 4
 func init() {
 	t := target{open: openKafka, prepare: nil, openLatency: openKafkaLatency}
 	register(Suite{
-		Name:     "kafka",
-		About:    "consume + settle of pre-published records, timed from the first record received",
-		Shared:   true,
-		DefaultN: 30000,
-		Setup:    setupKafka,
+		Name:      "kafka",
+		About:     "consume + settle of pre-published records, timed from the first record received",
+		Shared:    true,
+		PerSecond: true,
+		DefaultN:  30000,
+		Setup:     setupKafka,
 		Contenders: []Contender{
 			{Name: "sarama-mark-autocommit", Run: runSaramaAuto},
 			{Name: "franz-automarks", Run: runFranz},
 			{Name: "sarama-commit-per-poll", Run: runSaramaPerPoll},
 			{Name: "kafka", Run: t.runPipeline(false)},
 			{Name: "kafka-batch", Run: t.runPipeline(true)},
+			// Diagnostic: the default pipeline with rounds settled at once.
+			{Name: "kafka-linger0", Run: t.runPipeline(false, flow.WithSettleLinger(0))},
 			{Name: "watermill", Run: runKafkaWatermill},
 			{Name: "kafka-latency", Latency: true, Run: t.runLatency()},
 		},
 		Ratios: []Ratio{
+			{Label: "kafka-linger0/best-raw", Num: "kafka-linger0", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "kafka/best-raw", Num: "kafka", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "kafka-batch/best-raw", Num: "kafka-batch", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},

@@ -57,6 +57,7 @@ type Config struct {
 	Rate        int           // latency contenders: messages per second
 	LatencyN    int           // latency contenders: messages per run
 	Timeout     time.Duration // bound on one contender run
+	ProfileDir  string        // when set, each contender run writes a CPU profile here
 }
 
 // Env is what a suite's Setup hands to its contender processes.
@@ -105,7 +106,11 @@ type Suite struct {
 	DefaultN int
 	// Shared says Setup published the N messages every contender
 	// consumes (from a fresh group), so warm-up runs consume all N too.
-	Shared     bool
+	Shared bool
+	// PerSecond prints each contender's per-second series (median round)
+	// and whether it stays flat: no second after the first below half
+	// the median second.
+	PerSecond  bool
 	Setup      func(ctx context.Context, cfg Config) (Env, func(), error)
 	Contenders []Contender
 	Ratios     []Ratio
@@ -144,6 +149,7 @@ func main() {
 	flag.IntVar(&cfg.Rate, "rate", 2000, "latency contenders: paced publish rate, messages/s")
 	flag.IntVar(&cfg.LatencyN, "latency-n", 6000, "latency contenders: messages per run")
 	flag.DurationVar(&cfg.Timeout, "timeout", 3*time.Minute, "bound on one contender run")
+	flag.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write a CPU profile of every contender run to <dir>/<suite>-<contender>-<pid>.pprof")
 	svgDir := flag.String("svg", "", "write a chart per suite to <dir>/<suite>.svg")
 	child := flag.String("child", "", "internal: run one contender (suite/contender) in this process")
 	flag.Parse()
@@ -269,7 +275,7 @@ func runSuite(ctx context.Context, s *Suite, cfg Config, only, svgDir string) er
 		if c.Latency {
 			continue
 		}
-		if ps := sums[c.Name].Median.PerSecond; len(ps) >= 3 {
+		if ps := sums[c.Name].Median.PerSecond; s.PerSecond && len(ps) >= 3 {
 			fmt.Println(flatness(c.Name, ps))
 		}
 	}

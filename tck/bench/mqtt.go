@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/adapters/mqtt"
 	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
 	"github.com/sluicemq/sluice/adapters/mqtt/mqtttest"
+	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -47,9 +48,12 @@ func init() {
 			{Name: "paho-auto", Run: runPaho(false)},
 			{Name: "mqtt", Run: t.runPipeline(false)},
 			{Name: "mqtt-batch", Run: t.runPipeline(true)},
+			// Diagnostic: the default pipeline with rounds settled at once.
+			{Name: "mqtt-linger0", Run: t.runPipeline(false, flow.WithSettleLinger(0))},
 			{Name: "mqtt-latency", Latency: true, Run: t.runLatency()},
 		},
 		Ratios: []Ratio{
+			{Label: "mqtt-linger0/best-raw", Num: "mqtt-linger0", Den: []string{"paho-manual"}},
 			{Label: "mqtt/best-raw", Num: "mqtt", Den: []string{"paho-manual"}},
 			{Label: "mqtt-batch/best-raw", Num: "mqtt-batch", Den: []string{"paho-manual"}},
 			{Label: "paho-auto/best-raw", Num: "paho-auto", Den: []string{"paho-manual"}},

@@ -76,10 +76,10 @@ func writeChart(dir, suite string, cfg Config, bars []bar, ratios []string) (str
 		Ratios:   ratios, Left: left, PlotW: plotW, PlotTop: top, Width: left + plotW + 150,
 	}
 	for _, t := range ticks {
-		d.Ticks = append(d.Ticks, chartTick{X: left + t*scale, Label: short(t)})
+		d.Ticks = append(d.Ticks, chartTick{X: px(left + t*scale), Label: short(t)})
 	}
 	for i, b := range bars {
-		r := chartRow{bar: b, Y: top + 6 + float64(i)*rowH, W: b.Median * scale, WMin: b.Min * scale, WMax: b.Max * scale}
+		r := chartRow{bar: b, Y: top + 6 + float64(i)*rowH, W: px(b.Median * scale), WMin: px(b.Min * scale), WMax: px(b.Max * scale)}
 		r.LabelX = left + math.Max(r.W, r.WMax) + 6
 		r.Label = short(b.Median) + "/s"
 		d.Rows = append(d.Rows, r)
@@ -97,6 +97,9 @@ func writeChart(dir, suite string, cfg Config, bars []bar, ratios []string) (str
 	path := filepath.Join(dir, suite+".svg")
 	return path, os.WriteFile(path, buf.Bytes(), 0o644)
 }
+
+// px rounds a coordinate to a tenth of a pixel.
+func px(v float64) float64 { return math.Round(v*10) / 10 }
 
 // axis picks a round tick step for values up to hi over w pixels.
 func axis(hi, w float64) (scale float64, ticks []float64) {

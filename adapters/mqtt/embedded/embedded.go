@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
@@ -72,7 +73,12 @@ func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 // Broker is a running embedded broker.
 type Broker struct {
 	srv  *mochi.Server
+	ln   net.Listener
 	addr string
+
+	// serverClose is srv.Close; a test replaces it to prove Close is
+	// bounded.
+	serverClose func() error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -110,7 +116,7 @@ func Start(opts Options) (*Broker, error) {
 		_ = srv.Close()
 		return nil, fmt.Errorf("embedded: serve: %w", err)
 	}
-	return &Broker{srv: srv, addr: ln.Addr().String()}, nil
+	return &Broker{srv: srv, ln: ln, addr: ln.Addr().String(), serverClose: srv.Close}, nil
 }
 
 // Addr is the host:port the broker listens on.
@@ -119,10 +125,27 @@ func (b *Broker) Addr() string { return b.addr }
 // URL is the broker's address as an mqtt:// URL for mqtt.Options.URL.
 func (b *Broker) URL() string { return "mqtt://" + b.addr }
 
-// Close disconnects every client and stops the broker. It is idempotent.
+// closeTimeout bounds Close: mochi's Server.Close waits for its client
+// goroutines and has been seen to hang.
+var closeTimeout = 10 * time.Second
+
+// Close disconnects every client and stops the broker, waiting at most
+// 10 seconds: past it, Close closes the listener itself, leaves mochi's
+// remaining goroutines behind and returns an error saying so. It is
+// idempotent.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
-		b.closeErr = b.srv.Close()
+		done := make(chan error, 1)
+		go func() { done <- b.serverClose() }()
+		timer := time.NewTimer(closeTimeout)
+		defer timer.Stop()
+		select {
+		case err := <-done:
+			b.closeErr = err
+		case <-timer.C:
+			_ = b.ln.Close() // no new connections, whatever mochi is stuck on
+			b.closeErr = fmt.Errorf("embedded: the mochi broker on %s did not stop within %v; its remaining goroutines are abandoned", b.addr, closeTimeout)
+		}
 		if errors.Is(b.closeErr, net.ErrClosed) {
 			b.closeErr = nil
 		}

@@ -8,9 +8,11 @@
 // StartMosquitto writes a config under a fresh temporary directory
 // (persistence on, anonymous clients allowed, listener on 127.0.0.1 only),
 // starts /usr/sbin/mosquitto (or $MOSQUITTO) and waits until it answers an
-// MQTT CONNECT. When the test runs as root, mosquitto drops to user
-// "mosquitto", so the directory is handed to that user. The process is
-// stopped by its PID, never by name.
+// MQTT CONNECT. It runs as the test's user (the config says so: when root,
+// mosquitto would otherwise drop to user "mosquitto", which clears the
+// parent-death signal); the directory is still handed to user "mosquitto"
+// when it exists. The process dies with the test process (Linux
+// Pdeathsig) and is stopped by its PID, never by name.
 //
 // # Availability
 //
@@ -27,6 +29,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -147,6 +150,12 @@ log_type error
 log_type warning
 log_type notice
 `, m.port, m.dir, opts.AutosaveInterval, opts.MaxQueuedMessages, filepath.Join(m.dir, "mosquitto.log"))
+	if me, err := user.Current(); err == nil {
+		// Stay the current user (root included): switching user would
+		// clear the parent-death signal that ends the broker with the
+		// test process.
+		conf += "user " + me.Username + "\n"
+	}
 	for _, l := range opts.Extra {
 		conf += l + "\n"
 	}
@@ -186,6 +195,16 @@ func (m *Mosquitto) Addr() string { return net.JoinHostPort("127.0.0.1", strconv
 // URL is the broker's mqtt:// URL.
 func (m *Mosquitto) URL() string { return "mqtt://" + m.Addr() }
 
+// PID is the running broker's process id, 0 when it is stopped.
+func (m *Mosquitto) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
 // Dir is the broker's config, persistence and log directory.
 func (m *Mosquitto) Dir() string { return m.dir }
 
@@ -205,8 +224,15 @@ func (m *Mosquitto) Start(ctx context.Context) error {
 	}
 	cmd := exec.Command(m.bin, "-c", m.conf)
 	cmd.Dir = m.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = procAttr()
+	// Pdeathsig fires when the thread that started the child exits: keep
+	// this goroutine on one thread while starting it. (Go does not end
+	// threads whose goroutines unlock them, so the parent thread lives as
+	// long as the process.)
+	runtime.LockOSThread()
+	err := cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
 		m.mu.Unlock()
 		return fmt.Errorf("start %s: %w", m.bin, err)
 	}

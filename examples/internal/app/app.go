@@ -13,6 +13,7 @@ import (
 	"os/signal"
 
 	"github.com/sluicemq/sluice/adapters"
+	_ "github.com/sluicemq/sluice/adapters/all" // -url may name any broker
 	"github.com/sluicemq/sluice/ports"
 )
 

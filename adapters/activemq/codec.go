@@ -1,0 +1,115 @@
+package activemq
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-stomp/stomp/v3"
+	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Header mapping. Every sluice header travels as a STOMP header of the
+// same name (ActiveMQ keeps it as a JMS string property), except names the
+// broker or STOMP reserves, which get the escapePrefix (and lose it again
+// on delivery). content-type travels as STOMP's content-type.
+const escapePrefix = "sluice-hdr-"
+
+// scheduledDelay is ActiveMQ's delay property (milliseconds; needs
+// schedulerSupport on the broker).
+const scheduledDelay = "AMQ_SCHEDULED_DELAY"
+
+// reserved are the names STOMP or ActiveMQ give a meaning of their own on
+// SEND or MESSAGE frames.
+var reserved = map[string]bool{
+	"destination": true, "message-id": true, "subscription": true, "ack": true, "receipt": true,
+	"transaction": true, "content-length": true, "expires": true, "priority": true, "persistent": true,
+	"timestamp": true, "type": true, "correlation-id": true, "reply-to": true, "redelivered": true,
+	"original-destination": true, "id": true, "selector": true, "transformation": true,
+	"transformation-error": true, "scheduledjobid": true, "receipt-id": true, "message": true,
+	"login": true, "passcode": true, "host": true, "heart-beat": true, "accept-version": true, "version": true,
+}
+
+func needsEscape(k string) bool {
+	l := strings.ToLower(k)
+	return reserved[l] || strings.HasPrefix(l, "jms") || strings.HasPrefix(l, "amq_") ||
+		strings.HasPrefix(l, "activemq") || strings.HasPrefix(k, escapePrefix)
+}
+
+// sendOpts returns the content type and the frame options that carry m:
+// its headers, persistent:true and the delay.
+func sendOpts(m *ports.Message, extra ...func(*frame.Frame) error) (string, []func(*frame.Frame) error) {
+	opts := make([]func(*frame.Frame) error, 0, len(m.Headers)+2+len(extra))
+	opts = append(opts, stomp.SendOpt.Header("persistent", "true"))
+	contentType := ""
+	for k, v := range m.Headers {
+		switch {
+		case k == ports.HeaderContentType:
+			contentType = v
+		case needsEscape(k):
+			opts = append(opts, stomp.SendOpt.Header(escapePrefix+k, v))
+		default:
+			opts = append(opts, stomp.SendOpt.Header(k, v))
+		}
+	}
+	if m.Delay > 0 {
+		ms := (m.Delay + time.Millisecond - 1) / time.Millisecond
+		opts = append(opts, stomp.SendOpt.Header(scheduledDelay, strconv.FormatInt(int64(ms), 10)))
+	}
+	return contentType, append(opts, extra...)
+}
+
+// brokerHeaders are added by the broker on delivery and are facts, not
+// message headers.
+var brokerHeaders = map[string]bool{
+	"destination": true, "message-id": true, "subscription": true, "ack": true, "content-length": true,
+	"expires": true, "priority": true, "persistent": true, "timestamp": true, "redelivered": true,
+	"original-destination": true, "scheduledJobId": true, scheduledDelay: true, "content-type": true,
+	"transformation": true,
+}
+
+// decode makes the delivery of m, received on topic.
+func decode(m *stomp.Message, topic ports.Topic) *ports.Delivery {
+	h := make(ports.Headers, m.Header.Len())
+	for i := range m.Header.Len() {
+		k, v := m.Header.GetAt(i)
+		if brokerHeaders[k] {
+			continue
+		}
+		if orig, ok := strings.CutPrefix(k, escapePrefix); ok {
+			k = orig
+		}
+		if _, dup := h[k]; !dup { // STOMP: the first occurrence wins
+			h[k] = v
+		}
+	}
+	if m.ContentType != "" {
+		h[ports.HeaderContentType] = m.ContentType
+	}
+	d := &ports.Delivery{
+		Message:    ports.Message{Topic: topic, Key: h[ports.HeaderPartitionKey], Payload: m.Body, Headers: h},
+		ID:         h[ports.HeaderID],
+		ReceivedAt: time.Now(),
+		Facts: map[string]string{
+			"message-id":  m.Header.Get("message-id"),
+			"destination": m.Destination,
+		},
+	}
+	if d.ID == "" {
+		d.ID = m.Header.Get("message-id")
+	}
+	n, err := ports.RedeliveryCountFrom(h)
+	if err != nil {
+		d.Err = err
+	}
+	d.RedeliveryCount = n
+	if m.Header.Get("redelivered") == "true" {
+		// Handed back by a lost or closed consumer: STOMP says only that
+		// it was delivered before, not how often.
+		d.RedeliveryCount++
+		d.Facts["redelivered"] = "true"
+	}
+	return d
+}

@@ -1,0 +1,194 @@
+package activemq
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-stomp/stomp/v3"
+)
+
+// conn is one STOMP connection and the socket under it (closed directly
+// to unblock every waiter when the connection is given up).
+type conn struct {
+	c    *stomp.Conn
+	nc   net.Conn
+	dead chan struct{} // closed once a read from nc failed: no receipt can come any more
+
+	receiptTimeout time.Duration
+}
+
+// dial connects and completes the STOMP handshake within DialTimeout.
+func (a *Adapter) dial(ctx context.Context) (*conn, error) {
+	o := a.opts
+	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	defer cancel()
+	d := net.Dialer{}
+	nc, err := d.DialContext(ctx, "tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("activemq: connect to %s: %w (is the broker's STOMP connector listening there?)", o.Addr, err)
+	}
+	if o.TLS != nil {
+		tc := tls.Client(nc, o.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("activemq: TLS handshake with %s: %w (is it a stomp+ssl connector, and does the certificate match?)", o.Addr, err)
+		}
+		nc = tc
+	}
+	opts := []func(*stomp.Conn) error{
+		stomp.ConnOpt.Host(o.VirtualHost),
+		stomp.ConnOpt.AcceptVersion(stomp.V12),
+		// The broker sends heart-beats; the client sends none. go-stomp
+		// 3.1.3 gives up a receipt wait after the client's heart-beat
+		// interval and then blocks its connection goroutine forever on the
+		// abandoned receipt when the connection closes (a leak per
+		// connection). Without client heart-beats it waits for every
+		// receipt until the receipt or the connection's end, which the
+		// broker's heart-beats bound: silence for HeartBeat+1s closes it.
+		stomp.ConnOpt.HeartBeat(0, o.HeartBeat),
+		stomp.ConnOpt.HeartBeatError(heartBeatError),
+		stomp.ConnOpt.MsgSendTimeout(2*o.HeartBeat + 2*heartBeatError),
+		stomp.ConnOpt.RcvReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
+		stomp.ConnOpt.DisconnectReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
+		stomp.ConnOpt.UnsubscribeReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
+		stomp.ConnOpt.ReadChannelCapacity(256),
+		stomp.ConnOpt.WriteChannelCapacity(256),
+		stomp.ConnOpt.Logger(stompLogger{a.opts.Logger}),
+	}
+	if o.Login != "" || o.Passcode != "" {
+		opts = append(opts, stomp.ConnOpt.Login(o.Login, o.Passcode))
+	}
+	dead := make(chan struct{})
+	c, err := stomp.ConnectWithContext(ctx, &watchedConn{Conn: nc, dead: dead}, opts...)
+	if err != nil {
+		nc.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (no STOMP CONNECTED within %v)", err, o.DialTimeout)
+		}
+		return nil, fmt.Errorf("activemq: STOMP handshake with %s: %w (check the address names a STOMP connector and the credentials)", o.Addr, err)
+	}
+	return &conn{c: c, nc: nc, dead: dead, receiptTimeout: 2*o.HeartBeat + 2*heartBeatError}, nil
+}
+
+// barrier sends BEGIN and ABORT-with-receipt: the receipt comes after the
+// broker processed every frame written before it on this connection
+// (acknowledgements, subscriptions).
+func (c *conn) barrier() error {
+	tx, err := c.c.BeginWithError()
+	if err != nil {
+		return err
+	}
+	return tx.AbortWithReceipt()
+}
+
+// close disconnects gracefully (DISCONNECT with a receipt, after every
+// frame written before it) when graceful, then closes the socket.
+func (c *conn) close(graceful bool) {
+	if graceful {
+		_ = c.c.Disconnect()
+	}
+	_ = c.c.MustDisconnect()
+	_ = c.nc.Close()
+}
+
+// wait runs f, which writes frames to c and waits for a receipt, and
+// returns its error; or ctx.Err() when ctx is done first, errLost when the
+// connection's read side failed first, an error after the receipt timeout
+// (then the connection is closed). In the last three cases f keeps running
+// and its outcome is unknown to the caller.
+//
+// The connection-death and timeout cases exist because go-stomp 3.1.3 can
+// leave a receipt wait blocked forever: a frame queued in the instant
+// between its connection goroutine's exit and the connection being marked
+// closed is never written and never answered. Such a goroutine stays
+// blocked (an upstream bug); the caller does not.
+func (c *conn) wait(ctx context.Context, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	timer := time.NewTimer(c.receiptTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.dead:
+		select {
+		case err := <-done: // the answer was already there
+			return err
+		default:
+		}
+		return errLost
+	case <-timer.C:
+		_ = c.nc.Close()
+		return fmt.Errorf("activemq: no receipt within %v: %w", c.receiptTimeout, errLost)
+	}
+}
+
+// errLost marks a connection failure (the broker redelivers what this
+// connection held).
+var errLost = errors.New("activemq: connection lost")
+
+// stompLogger routes go-stomp's log lines to slog at debug level (the
+// adapter reports what matters itself, through Errors).
+type stompLogger struct{ l *slog.Logger }
+
+func (s stompLogger) Debugf(f string, v ...any) { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
+func (s stompLogger) Debug(m string)            { s.l.Debug("go-stomp: " + m) }
+func (s stompLogger) Infof(f string, v ...any)  { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
+func (s stompLogger) Info(m string)             { s.l.Debug("go-stomp: " + m) }
+func (s stompLogger) Warningf(f string, v ...any) {
+	s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...))
+}
+func (s stompLogger) Warning(m string)          { s.l.Debug("go-stomp: " + m) }
+func (s stompLogger) Errorf(f string, v ...any) { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
+func (s stompLogger) Error(m string)            { s.l.Debug("go-stomp: " + m) }
+
+// watchedConn is the socket as go-stomp sees it. It closes dead when a
+// read fails (the connection is over), and it drops end-of-line bytes
+// (STOMP heart-beats) that arrive before the first frame: ActiveMQ may send
+// a heart-beat ahead of CONNECTED, which go-stomp 3.1.3 takes for an empty
+// reply and fails the handshake ("unexpected empty frame").
+type watchedConn struct {
+	net.Conn
+	dead    chan struct{}
+	once    sync.Once
+	started bool
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.read(p)
+	if err != nil {
+		c.once.Do(func() { close(c.dead) })
+	}
+	return n, err
+}
+
+func (c *watchedConn) read(p []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(p)
+		if c.started || n == 0 {
+			return n, err
+		}
+		i := 0
+		for i < n && (p[i] == '\n' || p[i] == '\r') {
+			i++
+		}
+		if i < n {
+			c.started = true
+			return copy(p, p[i:n]), err
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}

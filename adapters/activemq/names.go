@@ -1,0 +1,64 @@
+package activemq
+
+import (
+	"strings"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Physical names. Every logical topic is an ActiveMQ virtual topic:
+//
+//	publish            /topic/VirtualTopic.<ns>.<topic>
+//	LOAD_BALANCE group /queue/Consumer.<group>.VirtualTopic.<ns>.<topic>
+//	BROADCAST instance /queue/Consumer.<group>__<instance>.VirtualTopic.<ns>.<topic>
+//
+// The broker copies each message published to the virtual topic into
+// every consumer queue that exists at that moment, so a group keeps its
+// backlog while no instance runs. A dead-letter topic ("<topic>.dlq") is a
+// plain queue, /queue/<ns>.<topic>.dlq, so that a dead letter is stored
+// even before anyone subscribed to it; its consumers compete.
+
+func (a *Adapter) physical(t ports.Topic) string { return a.opts.Namespace + "." + string(t) }
+
+func isDeadLetterTopic(t ports.Topic) bool {
+	return strings.HasSuffix(string(t), ports.DeadLetterSuffix)
+}
+
+// sendDest is where Send publishes a message for t.
+func (a *Adapter) sendDest(t ports.Topic) string {
+	if isDeadLetterTopic(t) {
+		return "/queue/" + a.physical(t)
+	}
+	return "/topic/VirtualTopic." + a.physical(t)
+}
+
+// queueFor is the queue a subscription consumes.
+func (a *Adapter) queueFor(spec ports.SubscriptionSpec) string {
+	if isDeadLetterTopic(spec.Topic) {
+		return "/queue/" + a.physical(spec.Topic)
+	}
+	name := escape(spec.Group)
+	if spec.Mode == ports.Broadcast {
+		name += "__" + escape(spec.Instance)
+	}
+	return "/queue/Consumer." + name + ".VirtualTopic." + a.physical(spec.Topic)
+}
+
+// escape makes s one destination segment: letters, digits and '-' stay,
+// every other byte becomes "_xx" (lower-case hex), so different inputs
+// give different segments and "__" never appears in the output.
+func escape(s string) string {
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('_')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}

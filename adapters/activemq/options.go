@@ -1,0 +1,105 @@
+package activemq
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Options configure an Adapter. The zero value of every field but Addr is
+// a sensible default.
+type Options struct {
+	// Addr is the broker's STOMP connector, "host:port". Required.
+	Addr string
+	// Login and Passcode are the STOMP credentials (ActiveMQ accepts any
+	// without a security plugin).
+	Login, Passcode string
+	// VirtualHost is the STOMP host header. Default "localhost".
+	VirtualHost string
+	// TLS, when set, connects with STOMP over TLS (ActiveMQ's stomp+ssl
+	// connector).
+	TLS *tls.Config
+	// Namespace prefixes every physical destination ("<ns>.<topic>").
+	// Default "sluice".
+	Namespace string
+	// PublishConns is the number of publish connections Send spreads its
+	// transactions over (ActiveMQ syncs its store per commit; several
+	// connections let commits overlap). Default 4.
+	PublishConns int
+	// DialTimeout bounds each TCP connect plus the STOMP handshake.
+	// Default 10s.
+	DialTimeout time.Duration
+	// HeartBeat is the interval of the broker's STOMP heart-beats: a
+	// connection silent for longer than HeartBeat plus one second is
+	// treated as lost, which bounds every receipt wait. The client sends
+	// no heart-beats (see docs/adapters/activemq.md): enable TCP
+	// keep-alive on the broker's connector (transport.keepAlive=true) so
+	// the broker notices a vanished client. Default 10s; at least 1s.
+	HeartBeat time.Duration
+	// ReconnectBackoff and ReconnectMaxBackoff pace a subscription's
+	// reconnect attempts (exponential with jitter). Defaults 100ms and 5s.
+	ReconnectBackoff, ReconnectMaxBackoff time.Duration
+	// Logger receives connection events. Default: slog.Default().
+	Logger *slog.Logger
+
+	faults *Faults
+}
+
+const (
+	defaultNamespace    = "sluice"
+	defaultPublishConns = 4
+	defaultDialTimeout  = 10 * time.Second
+	defaultHeartBeat    = 10 * time.Second
+	heartBeatError      = time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.VirtualHost == "" {
+		o.VirtualHost = "localhost"
+	}
+	if o.Namespace == "" {
+		o.Namespace = defaultNamespace
+	}
+	if o.PublishConns <= 0 {
+		o.PublishConns = defaultPublishConns
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = defaultDialTimeout
+	}
+	if o.HeartBeat <= 0 {
+		o.HeartBeat = defaultHeartBeat
+	}
+	if o.ReconnectBackoff <= 0 {
+		o.ReconnectBackoff = 100 * time.Millisecond
+	}
+	if o.ReconnectMaxBackoff <= 0 {
+		o.ReconnectMaxBackoff = 5 * time.Second
+	}
+	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
+		o.ReconnectMaxBackoff = o.ReconnectBackoff
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.Addr == "" {
+		return &ports.ValueError{Field: "activemq.Options.Addr", Reason: `is required: the broker's STOMP connector, e.g. "127.0.0.1:61613"`}
+	}
+	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+		return &ports.ValueError{Field: "activemq.Options.Addr", Reason: fmt.Sprintf("%q is not host:port: %v", o.Addr, err)}
+	}
+	if err := ports.Topic(o.Namespace).Validate(); err != nil {
+		return &ports.ValueError{Field: "activemq.Options.Namespace", Reason: err.Error()}
+	}
+	if o.HeartBeat < time.Second {
+		return &ports.ValueError{Field: "activemq.Options.HeartBeat", Reason: "must be at least 1s"}
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package activemq
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// activemq:// and activemq+ssl:// open this adapter through the scheme
+// registry (adapters.Open):
+//
+//	activemq://[login:passcode@]host:61613[?namespace=…&virtual_host=localhost&publish_conns=4&dial_timeout=10s&heartbeat=10s&reconnect_backoff=100ms&reconnect_max_backoff=5s]
+//	activemq+ssl://…   (STOMP over TLS to a stomp+ssl connector: the system roots, or WithTLS)
+//
+// Credentials come from the URL or WithCredentials (they become the STOMP
+// login and passcode). Open connects before it returns.
+func init() {
+	adapters.Register("activemq", adapters.OpenerFunc(openURL))
+	adapters.Register("activemq+ssl", adapters.OpenerFunc(openURL))
+}
+
+var urlParams = []string{"virtual_host", "publish_conns", "dial_timeout", "heartbeat", "reconnect_backoff", "reconnect_max_backoff"}
+
+func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+	secure := u.Scheme == "activemq+ssl"
+	if !secure {
+		if err := cfg.PlainOnly("activemq+ssl"); err != nil {
+			return nil, err
+		}
+	}
+	if u.Host == "" || u.Port() == "" {
+		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs the broker's STOMP connector as host:port, e.g. " + u.Scheme + "://127.0.0.1:61613"}
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, &adapters.ParamError{Param: "path", Reason: u.Scheme + ":// takes no path (the namespace is the namespace parameter)"}
+	}
+	o := Options{Addr: u.Host, Namespace: cfg.Namespace, Logger: cfg.WarnLogger()}
+	if cfg.HasCredentials {
+		o.Login, o.Passcode = cfg.Username, cfg.Password
+	}
+	if secure {
+		o.TLS = cfg.TLS()
+	}
+	p := cfg.Params
+	o.VirtualHost = p.String("virtual_host", "")
+	o.PublishConns = p.Int("publish_conns", 0, 1, 64)
+	o.DialTimeout = p.Duration("dial_timeout", 0, 10*time.Millisecond, time.Hour)
+	o.HeartBeat = p.Duration("heartbeat", 0, time.Second, time.Hour)
+	o.ReconnectBackoff = p.Duration("reconnect_backoff", 0, time.Millisecond, time.Hour)
+	o.ReconnectMaxBackoff = p.Duration("reconnect_max_backoff", 0, time.Millisecond, time.Hour)
+	if err := p.Err(urlParams...); err != nil {
+		return nil, err
+	}
+	return New(ctx, o)
+}

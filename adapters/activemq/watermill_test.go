@@ -1,0 +1,52 @@
+package activemq_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
+
+	"github.com/sluicemq/sluice/adapters/activemq"
+	"github.com/sluicemq/sluice/adapters/activemq/activemqtest"
+)
+
+// TestWatermillUniversalSuite runs Watermill's own pub/sub suite against
+// the adapter's Watermill publisher and subscriber on the package's
+// broker.
+//
+// Features, honestly: consumer groups yes (a virtual-topic queue per
+// group); exactly-once no (at least once); guaranteed order no (a nack
+// requeues a copy at the tail of the queue); persistent yes (persistent
+// messages in KahaDB); new subscribers receive old messages no (a group
+// receives what is published after its queue exists); context preserved
+// no (only the envelope travels). The reconnect case is not run: the
+// broker is a child of this test process, and Watermill restarts a
+// service with a command of another process (the fault kit's
+// broker-restart scenario covers a restart, TestReliability).
+func TestWatermillUniversalSuite(t *testing.T) {
+	b := activemqtest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := activemq.New(ctx, activemq.Options{Addr: b.StompAddr, Namespace: namespace("wm")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	features := tests.Features{
+		ConsumerGroups:                   true,
+		ExactlyOnceDelivery:              false,
+		GuaranteedOrder:                  false,
+		Persistent:                       true,
+		NewSubscriberReceivesOldMessages: false,
+		ContextPreserved:                 false,
+	}
+	tests.TestPubSub(t, features,
+		func(t *testing.T) (message.Publisher, message.Subscriber) {
+			return activemq.NewWatermillPublisher(a), activemq.NewWatermillSubscriber(a, activemq.WatermillSubscriberConfig{})
+		},
+		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+			return activemq.NewWatermillPublisher(a), activemq.NewWatermillSubscriber(a, activemq.WatermillSubscriberConfig{Group: group})
+		})
+}

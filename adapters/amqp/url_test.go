@@ -1,0 +1,114 @@
+package amqp_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/amqp"
+	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
+	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// amqp:// against a private RabbitMQ node the test starts (skipped when
+// RabbitMQ is not installed, a failure with CI=true). The credentials go
+// through WithCredentials and never show in the log.
+func TestOpenAMQP(t *testing.T) {
+	node := rabbittest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nu, err := url.Parse(node.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := nu.User.Username()
+	pass, _ := nu.User.Password()
+	var logs opentest.LogBuffer
+	raw := "amqp://" + nu.Host + nu.EscapedPath() + "?namespace=opener&queue_type=classic&heartbeat=5s&delay_granularity=0.1"
+	a, err := adapters.Open(ctx, raw, adapters.WithCredentials(user, pass), adapters.WithLogger(logs.Logger()))
+	if err != nil {
+		t.Fatalf("Open(%q): %v", raw, err)
+	}
+	defer opentest.Close(t, a)
+	if _, ok := adapters.Unwrap(a).(*amqp.Adapter); !ok || a.Name() != "amqp" {
+		t.Fatalf("Open = %T %q", adapters.Unwrap(a), a.Name())
+	}
+	if a.Capabilities().ExactRedeliveryCount {
+		t.Errorf("queue_type=classic did not reach the adapter: %v", a.Capabilities())
+	}
+	if out := logs.String(); !strings.Contains(out, `"msg":"sluice: adapter opened"`) || (pass != "" && strings.Contains(out, ":"+pass+"@")) {
+		t.Errorf("start-up log: %s", out)
+	}
+	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "greetings", Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop(context.Background())
+	if err := flow.Send(ctx, a, "greetings", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil || len(ds) != 1 || string(ds[0].Payload) != `"hello"` {
+		t.Fatalf("Receive = %v, %v", ds, err)
+	}
+	if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A wrong password is refused by the broker; the error does not show it.
+	_, err = adapters.Open(ctx, "amqp://"+nu.Host+"/?dial_timeout=5s", adapters.WithCredentials(user, "n0t-the-password"), adapters.NotExclusive())
+	if err == nil || strings.Contains(err.Error(), "n0t-the-password") {
+		t.Errorf("wrong password: %v", err)
+	}
+}
+
+func TestOpenAMQPRejects(t *testing.T) {
+	ctx := context.Background()
+	for raw, want := range map[string]string{
+		"amqp://":                             "amqp:// needs a broker address",
+		"amqp://h:5672/?queue_type=stream":    `parameter queue_type: "stream" is not quorum or classic`,
+		"amqp://h:5672/?heartbeat=0s":         "parameter heartbeat",
+		"amqp://h:5672/?delay_granularity=2":  "parameter delay_granularity",
+		"amqp://h:5672/?prefetch=10":          "parameter prefetch: unknown for amqp://",
+		"amqp://h:5672/?namespace=bad%20name": "amqp.Options.Namespace",
+	} {
+		a, err := adapters.Open(ctx, raw)
+		if err == nil {
+			opentest.Close(t, a)
+			t.Errorf("Open(%q) succeeded", raw)
+			continue
+		}
+		if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%q) = %v, want ErrInvalid saying %q", raw, err, want)
+		}
+	}
+	if _, err := adapters.Open(ctx, "amqp://h:5672/", adapters.WithTLS(&tls.Config{})); err == nil || !strings.Contains(err.Error(), "use amqps://") {
+		t.Errorf("WithTLS on amqp:// = %v", err)
+	}
+}
+
+// An unreachable broker fails Open at once, naming the address and what
+// to check.
+func TestOpenUnreachableNamesAddressAndWhatToCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	a, err := adapters.Open(ctx, "amqp://127.0.0.1:1/?dial_timeout=1s", adapters.NotExclusive())
+	if err == nil {
+		_ = a.Close(context.Background())
+		t.Fatal("Open of amqp://127.0.0.1:1 succeeded")
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("Open took %v with a 1s dial timeout", took)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "check that RabbitMQ listens") {
+		t.Fatalf("Open = %v, want the address and what to check", err)
+	}
+}

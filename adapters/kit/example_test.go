@@ -1,0 +1,61 @@
+package kit_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// logBroker is a kit.Broker that prints what the Settler asks of it.
+type logBroker struct{}
+
+func (logBroker) Ack(_ context.Context, ds []*ports.Delivery) error {
+	fmt.Println("ack", len(ds), "in one call")
+	return nil
+}
+
+func (logBroker) Publish(_ context.Context, msgs []ports.Message) []error {
+	for _, m := range msgs {
+		fmt.Println("publish", m.Topic, "reason:", m.Headers[ports.HeaderDeadLetterReason])
+	}
+	return nil
+}
+
+// A Settler turns a dead-letter disposition into confirmed copies to
+// "<topic>.dlq" followed by one ack of the originals; a second settlement
+// of the same deliveries is refused.
+func ExampleSettler() {
+	s := kit.NewSettler(logBroker{})
+	ds := []*ports.Delivery{
+		{Message: ports.Message{Topic: "orders"}, ID: "m-1", Handle: &handle{}},
+		{Message: ports.Message{Topic: "orders"}, ID: "m-2", Handle: &handle{}},
+	}
+	disp := ports.Disposition{Action: ports.DeadLetter, Reason: ports.Poisonf("bad total")}
+	fmt.Println(s.Settle(context.Background(), ds, disp))
+	fmt.Println(s.Settle(context.Background(), ds, ports.Disposition{Action: ports.Ack}))
+	// Output:
+	// publish orders.dlq reason: poison: bad total
+	// publish orders.dlq reason: poison: bad total
+	// ack 2 in one call
+	// <nil>
+	// settle "m-1": conflicting completion: ACK asked, DEAD_LETTER is done already
+}
+
+// A Coalescer turns many acknowledgements into one broker call.
+func ExampleCoalescer() {
+	c := kit.NewCoalescer(kit.CoalescerOptions{Max: 3, Linger: time.Hour}, func(_ context.Context, tags []uint64) error {
+		fmt.Println("one ack frame for", tags)
+		return nil
+	})
+	ctx := context.Background()
+	for tag := uint64(1); tag <= 4; tag++ {
+		_ = c.Add(ctx, tag) // the third Add flushes
+	}
+	_ = c.Flush(ctx) // what the adapter's ports.Flusher does before Stop
+	// Output:
+	// one ack frame for [1 2 3]
+	// one ack frame for [4]
+}

@@ -1,0 +1,36 @@
+package mem
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// mem:// opens an adapter on the process's default in-process broker
+// (Default): "mem://" or "mem://?namespace=svc". It takes no host,
+// path, credentials or TLS.
+func init() {
+	adapters.Register("mem", adapters.OpenerFunc(openMem))
+}
+
+func openMem(_ context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+	if u.Host != "" || (u.Path != "" && u.Path != "/") {
+		return nil, &adapters.ParamError{Param: "host", Reason: "mem:// names the process's in-process broker and takes no host or path (write mem:// or mem://?namespace=svc)"}
+	}
+	if err := cfg.NoCredentials(); err != nil {
+		return nil, err
+	}
+	if err := cfg.PlainOnly(""); err != nil {
+		return nil, err
+	}
+	if err := cfg.Params.Err(); err != nil {
+		return nil, err
+	}
+	var opts []Option
+	if cfg.Namespace != "" {
+		opts = append(opts, WithNamespace(cfg.Namespace))
+	}
+	return Open(opts...)
+}

@@ -1,0 +1,101 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// redis:// and rediss:// open the adapter (import this package for its
+// side effect to register them):
+//
+//	redis://[user:password@]host:6379[/db][?durability=fsync|none|replicas&replicas=1&wait_timeout=1s&claim_min_idle=30s&claim_interval=50ms&delay_poll=25ms&janitor_interval=5s&instance_ttl=1m&dial_timeout=5s&pool_size=32&wire=sluice|watermill&raw_stream_names=false]
+//	rediss://…   (TLS: the system roots, or adapters.WithTLS)
+//
+// The path is the logical database (default 0); the user is the ACL user
+// (empty for the legacy requirepass). The shared namespace parameter
+// prefixes every key. Open connects and checks the durability level before
+// it returns.
+func init() {
+	adapters.Register("redis", adapters.OpenerFunc(openURL))
+	adapters.Register("rediss", adapters.OpenerFunc(openURL))
+}
+
+var urlParams = []string{"durability", "replicas", "wait_timeout", "claim_min_idle", "claim_interval",
+	"delay_poll", "janitor_interval", "instance_ttl", "dial_timeout", "pool_size", "wire", "raw_stream_names"}
+
+func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+	o, err := optionsFromURL(u, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, o)
+}
+
+func optionsFromURL(u *url.URL, cfg *adapters.Config) (Options, error) {
+	secure := u.Scheme == "rediss"
+	if !secure {
+		if err := cfg.PlainOnly("rediss"); err != nil {
+			return Options{}, err
+		}
+	}
+	if u.Host == "" {
+		return Options{}, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs a server address, e.g. " + u.Scheme + "://127.0.0.1:6379/0"}
+	}
+	o := Options{Addr: u.Host, Namespace: cfg.Namespace, Logger: cfg.Logger}
+	if u.Port() == "" {
+		o.Addr = u.Host + ":6379"
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		n, err := strconv.Atoi(db)
+		if err != nil || n < 0 {
+			return Options{}, &adapters.ParamError{Param: "path", Reason: fmt.Sprintf("%q is not a database number (write %s://host:6379/0)", db, u.Scheme)}
+		}
+		o.DB = n
+	}
+	if cfg.HasCredentials {
+		o.Username, o.Password = cfg.Username, cfg.Password
+	}
+	if secure {
+		o.TLS = cfg.TLS()
+	}
+	p := cfg.Params
+	switch d := p.String("durability", "fsync"); d {
+	case "fsync":
+		o.Durability = DurabilityFsync
+	case "none":
+		o.Durability = DurabilityNone
+	case "replicas":
+		o.Durability = DurabilityReplicas
+	default:
+		return Options{}, &adapters.ParamError{Param: "durability", Reason: fmt.Sprintf("%q is not fsync, none or replicas", d)}
+	}
+	o.Replicas = p.Int("replicas", 0, 1, 64)
+	o.WaitTimeout = p.Duration("wait_timeout", 0, time.Millisecond, time.Minute)
+	o.ClaimMinIdle = p.Duration("claim_min_idle", 0, 100*time.Millisecond, 24*time.Hour)
+	o.ClaimInterval = p.Duration("claim_interval", 0, time.Millisecond, time.Minute)
+	o.DelayPoll = p.Duration("delay_poll", 0, time.Millisecond, time.Minute)
+	o.JanitorInterval = p.Duration("janitor_interval", 0, 10*time.Millisecond, time.Hour)
+	o.InstanceTTL = p.Duration("instance_ttl", 0, 10*time.Millisecond, 365*24*time.Hour)
+	o.DialTimeout = p.Duration("dial_timeout", 0, 10*time.Millisecond, time.Hour)
+	o.PoolSize = p.Int("pool_size", 0, 1, 4096)
+	switch w := p.String("wire", "sluice"); w {
+	case "sluice":
+		o.Wire = WireSluice
+	case "watermill":
+		o.Wire = WireWatermill
+	default:
+		return Options{}, &adapters.ParamError{Param: "wire", Reason: fmt.Sprintf("%q is not sluice or watermill", w)}
+	}
+	o.RawStreamNames = p.Bool("raw_stream_names", false)
+	if err := p.Err(urlParams...); err != nil {
+		return Options{}, err
+	}
+	return o, nil
+}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-stomp/stomp/v3"
+	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/sluicemq/sluice/adapters/activemq"
+	"github.com/sluicemq/sluice/adapters/activemq/activemqtest"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// The activemq suite, on a private ActiveMQ Classic broker (activemqtest)
+// or the STOMP connector at $ACTIVEMQ_ADDR, messages persistent:
+//
+// consume + ack of N pre-published messages (timed from the first delivery):
+//
+//	raw-individual-ack  best raw: go-stomp, one connection,
+//	                    activemq.prefetchSize = in-flight,
+//	                    ack:client-individual, one ACK per delivery (STOMP
+//	                    has no multiple-ack for out-of-order settlement;
+//	                    ack:client would ack cumulatively)
+//	raw-individual-ack+env  the same, the messages carrying the headers the
+//	                    adapter's carry (ce-id, ce-specversion, ce-time,
+//	                    content-type, the bench's sequence header), which
+//	                    ActiveMQ stores and delivers as JMS properties
+//	activemq            sluice default pipeline
+//	activemq-latency    default pipeline with a paced concurrent producer
+//
+// confirmed publish of N messages to a consumer queue:
+//
+//	raw-publish-tx      best raw: go-stomp, 16 goroutines × transactions of
+//	                    16 SENDs committed with a receipt, receipts
+//	                    pipelined over 4 connections (the adapter's default)
+//	activemq-publish    Adapter.Send from 16 goroutines × 16 messages (one
+//	                    transaction per Send, 4 publish connections)
+func init() {
+	t := target{open: openActiveMQ, prepare: prepareActiveMQ, publishers: 4, chunk: 1}
+	register(Suite{
+		Name:     "activemq",
+		About:    "consume suites pre-publish N persistent messages per run and time consume + ack from the first delivery",
+		DefaultN: 10000,
+		Setup:    setupActiveMQ,
+		Contenders: []Contender{
+			{Name: "raw-individual-ack", Run: runStompConsume(false)},
+			{Name: "raw-individual-ack+env", Run: runStompConsume(true)},
+			{Name: "activemq", Run: t.runPipeline(false)},
+			{Name: "raw-publish-tx", Run: runStompPublish},
+			{Name: "activemq-publish", Run: runActiveMQPublish},
+			{Name: "activemq-latency", Latency: true, Run: t.runLatency()},
+		},
+		Ratios: []Ratio{
+			{Label: "activemq/best-raw", Num: "activemq", Den: []string{"raw-individual-ack"}},
+			{Label: "activemq/raw+env", Num: "activemq", Den: []string{"raw-individual-ack+env"}},
+			{Label: "activemq-publish/best-raw", Num: "activemq-publish", Den: []string{"raw-publish-tx"}},
+		},
+	})
+}
+
+const (
+	amqPublishers = 16 // publish goroutines
+	amqChunk      = 16 // messages per Send / per transaction
+	amqConns      = 4  // publish connections (the adapter's default)
+)
+
+func setupActiveMQ(ctx context.Context, _ Config) (Env, func(), error) {
+	if addr := os.Getenv("ACTIVEMQ_ADDR"); addr != "" {
+		fmt.Println("broker: ACTIVEMQ_ADDR")
+		return Env{"addr": addr}, func() {}, nil
+	}
+	// Pre-publishing N persistent messages to a queue nobody consumes yet
+	// trips ActiveMQ's producer flow control (the queue's memory limit),
+	// which blocks a transacted producer until a consumer drains it: the
+	// bench broker turns it off for queues and lets them spool to KahaDB.
+	b, err := activemqtest.Start(ctx, activemqtest.Options{PolicyEntries: `<policyEntry queue=">" producerFlowControl="false"/>`})
+	if err != nil {
+		return nil, nil, fmt.Errorf("no ACTIVEMQ_ADDR and no private ActiveMQ could start: %w", err)
+	}
+	fmt.Println("broker: private ActiveMQ 5.17 (activemqtest) on 127.0.0.1, STOMP, producerFlowControl=false for queues")
+	return Env{"addr": b.StompAddr}, func() { b.Stop() }, nil
+}
+
+func amqNamespace(name string) string {
+	return fmt.Sprintf("bench-%s-%d-%d", name, os.Getpid(), time.Now().UnixNano()%1e9)
+}
+
+func openActiveMQ(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+	a, err := activemq.New(ctx, activemq.Options{Addr: env["addr"], Namespace: amqNamespace("sluice"), PublishConns: amqConns, Logger: quiet})
+	if err != nil {
+		return nil, ports.SubscriptionSpec{}, nil, err
+	}
+	return a, ports.SubscriptionSpec{Topic: "bench", Group: "bench", InFlight: cfg.InFlight}, func() { _ = a.Close(context.Background()) }, nil
+}
+
+// prepareActiveMQ makes the group's queue (Subscribe, then Stop: a
+// virtual-topic consumer queue outlives its consumer) and publishes N.
+func prepareActiveMQ(ctx context.Context, a ports.Adapter, spec ports.SubscriptionSpec, cfg Config) error {
+	sub, err := a.Subscribe(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if err := sub.Stop(ctx); err != nil {
+		return err
+	}
+	return prepublish(ctx, a, spec.Topic, cfg.N, 256, cfg.Payload)
+}
+
+// stompPublish sends payloads 0..n-1 to dest from amqPublishers goroutines
+// in transactions of amqChunk SENDs, each committed with a receipt, over
+// conns (receipts pipelined on each connection); confirmed(i) per message.
+func stompPublish(ctx context.Context, conns []*stomp.Conn, dest string, n, payload int, envelope bool, confirmed func(int)) error {
+	padding := pad(payload)
+	var next, rr atomic.Int64
+	errs := make(chan error, amqPublishers)
+	var wg sync.WaitGroup
+	for range amqPublishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				first := int(next.Add(amqChunk)) - amqChunk
+				if first >= n {
+					return
+				}
+				c := conns[int(rr.Add(1))%len(conns)]
+				tx, err := c.BeginWithError()
+				if err != nil {
+					errs <- err
+					return
+				}
+				last := min(first+amqChunk, n)
+				for i := first; i < last; i++ {
+					opts := []func(*frame.Frame) error{stomp.SendOpt.Header("persistent", "true")}
+					if envelope {
+						opts = append(opts, stomp.SendOpt.Header(ports.HeaderID, ports.NewID()),
+							stomp.SendOpt.Header(ports.HeaderSpecVersion, "1.0"),
+							stomp.SendOpt.Header(ports.HeaderTime, time.Now().UTC().Format(time.RFC3339Nano)),
+							stomp.SendOpt.Header(seqHeader, strconv.Itoa(i)))
+					}
+					if err := tx.Send(dest, "application/json", encodeMsg(i, padding), opts...); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if err := tx.CommitWithReceipt(); err != nil {
+					errs <- fmt.Errorf("commit: %w", err)
+					return
+				}
+				for i := first; i < last; i++ {
+					confirmed(i)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func stompConns(addr string, k int) ([]*stomp.Conn, func(), error) {
+	var conns []*stomp.Conn
+	closeAll := func() {
+		for _, c := range conns {
+			_ = c.Disconnect()
+		}
+	}
+	for range k {
+		c, err := stomp.Dial("tcp", addr)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, closeAll, nil
+}
+
+// runStompConsume pre-publishes N straight to a queue (with the
+// adapter's headers when envelope), then consumes with prefetch =
+// in-flight and one ACK per delivery.
+func runStompConsume(envelope bool) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		name := "raw-individual-ack"
+		if envelope {
+			name += "+env"
+		}
+		return stompConsume(ctx, env, cfg, name, envelope)
+	}
+}
+
+func stompConsume(ctx context.Context, env Env, cfg Config, name string, envelope bool) (Result, error) {
+	queue := "/queue/Consumer.bench.VirtualTopic." + amqNamespace("raw")
+	conns, closeAll, err := stompConns(env["addr"], amqConns)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeAll()
+	if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, envelope, func(int) {}); err != nil {
+		return Result{}, fmt.Errorf("pre-publish: %w", err)
+	}
+	c := conns[0]
+	sub, err := c.Subscribe(queue, stomp.AckClientIndividual, stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(cfg.InFlight)))
+	if err != nil {
+		return Result{}, err
+	}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	for received := 0; received < cfg.N; received++ {
+		var msg *stomp.Message
+		var ok bool
+		select {
+		case msg, ok = <-sub.C:
+		case <-ctx.Done():
+			return Result{}, tl.wait(ctx, name)
+		}
+		if !ok || msg.Err != nil {
+			return Result{}, fmt.Errorf("%s: %w", name, errNotAll)
+		}
+		m.begin()
+		i, err := handleJSON(msg.Body)
+		if err != nil {
+			return Result{}, err
+		}
+		if err := c.Ack(msg); err != nil {
+			return Result{}, fmt.Errorf("%s: ack: %w", name, err)
+		}
+		tl.mark(i)
+	}
+	return finishNote(m, name, fmt.Sprintf("go-stomp: prefetch %d, ack:client-individual, one ACK per delivery", cfg.InFlight))
+}
+
+// runStompPublish: go-stomp transactions, receipts pipelined.
+func runStompPublish(ctx context.Context, env Env, cfg Config) (Result, error) {
+	conns, closeAll, err := stompConns(env["addr"], amqConns)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeAll()
+	queue := "/queue/Consumer.bench.VirtualTopic." + amqNamespace("rawpub")
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	m.begin()
+	if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, false, tl.mark); err != nil {
+		return Result{}, err
+	}
+	return finishNote(m, "raw-publish-tx", fmt.Sprintf("go-stomp: %d goroutines × %d SENDs per transaction, %d connections, persistent", amqPublishers, amqChunk, amqConns))
+}
+
+// runActiveMQPublish: Adapter.Send from amqPublishers goroutines ×
+// amqChunk messages, to the group's queue.
+func runActiveMQPublish(ctx context.Context, env Env, cfg Config) (Result, error) {
+	a, spec, closeFn, err := openActiveMQ(ctx, env, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeFn()
+	sub, err := a.Subscribe(ctx, spec) // makes the queue the messages reach
+	if err != nil {
+		return Result{}, err
+	}
+	if err := sub.Stop(ctx); err != nil {
+		return Result{}, err
+	}
+	padding := pad(cfg.Payload)
+	msgs := make([]ports.Message, cfg.N)
+	for i := range msgs {
+		msgs[i] = benchMessage(spec.Topic, i, padding, false)
+	}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	m.begin()
+	var next atomic.Int64
+	errs := make(chan error, amqPublishers)
+	var wg sync.WaitGroup
+	for range amqPublishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				first := int(next.Add(amqChunk)) - amqChunk
+				if first >= cfg.N {
+					return
+				}
+				last := min(first+amqChunk, cfg.N)
+				if err := a.Send(ctx, msgs[first:last]...); err != nil {
+					errs <- err
+					return
+				}
+				for i := first; i < last; i++ {
+					tl.mark(i)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return Result{}, err
+	}
+	return finishNote(m, "activemq-publish", fmt.Sprintf("Adapter.Send: %d goroutines × %d messages (one transaction each), %d connections", amqPublishers, amqChunk, amqConns))
+}

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream"
+	"github.com/ThreeDotsLabs/watermill/message"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicemq/sluice/adapters/redis"
+	"github.com/sluicemq/sluice/adapters/redis/redistest"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// The redis suite, on two private redis-servers (redistest): one without
+// persistence (the throughput comparisons; the adapter with
+// durability=none) and one with appendonly yes + appendfsync always (the
+// cost of the adapter's default fsync durability on publish). $REDIS_ADDR
+// replaces both (durability=none).
+//
+// consume + settle of N pre-published entries (timed from the first
+// delivery):
+//
+//	raw-xreadgroup     best raw: go-redis XREADGROUP COUNT = in-flight, one
+//	                   XACK of every entry read (the denominator)
+//	redis, redis-batch sluice default and batch pipelines
+//	watermill          Watermill router over watermill-redisstream's
+//	                   subscriber
+//	redis-latency      default pipeline with a paced concurrent producer
+//
+// confirmed publish of N messages (the stream's length is checked):
+//
+//	raw-xadd-pipe        best raw: go-redis, 16 goroutines × pipelines of
+//	                     16 XADDs
+//	raw-xadd-pipe-envelope  the same, each entry carrying the fields the
+//	                     adapter writes (id, spec version, time, content
+//	                     type, sequence header), made per message
+//	redis-publish        Adapter.Send from 16 goroutines × 16 messages
+//	raw-xadd-pipe-fsync  the same raw publisher on the fsync server
+//	redis-publish-fsync  Adapter.Send, durability fsync, 16 × 16
+func init() {
+	t := target{open: openRedis(false), prepare: prepareRedis}
+	register(Suite{
+		Name:     "redis",
+		About:    "consume suites pre-publish N entries per run and time consume + settle from the first delivery; servers are private redis-server 7.0 processes",
+		DefaultN: 30000,
+		Setup:    setupRedis,
+		Contenders: []Contender{
+			{Name: "raw-xreadgroup", Run: runRawXReadGroup},
+			{Name: "redis", Run: t.runPipeline(false)},
+			{Name: "redis-batch", Run: t.runPipeline(true)},
+			{Name: "watermill", Run: runRedisWatermill},
+			{Name: "raw-xadd-pipe", Run: runRawXAdd("addr", "raw-xadd-pipe")},
+			{Name: "raw-xadd-pipe-envelope", Run: runRawXAddEnvelope},
+			{Name: "redis-publish", Run: runRedisPublish("addr", "redis-publish", redis.DurabilityNone)},
+			{Name: "raw-xadd-pipe-fsync", Run: runRawXAdd("addr_fsync", "raw-xadd-pipe-fsync")},
+			{Name: "redis-publish-fsync", Run: runRedisPublish("addr_fsync", "redis-publish-fsync", redis.DurabilityFsync)},
+			{Name: "redis-latency", Latency: true, Run: target{open: openRedis(false)}.runLatency()},
+		},
+		Ratios: []Ratio{
+			{Label: "redis/best-raw", Num: "redis", Den: []string{"raw-xreadgroup"}},
+			{Label: "redis-batch/best-raw", Num: "redis-batch", Den: []string{"raw-xreadgroup"}},
+			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"raw-xreadgroup"}},
+			{Label: "redis-publish/best-raw", Num: "redis-publish", Den: []string{"raw-xadd-pipe"}},
+			{Label: "redis-publish/raw-envelope", Num: "redis-publish", Den: []string{"raw-xadd-pipe-envelope"}},
+			{Label: "redis-publish-fsync/best-raw", Num: "redis-publish-fsync", Den: []string{"raw-xadd-pipe-fsync"}},
+			{Label: "fsync-cost/raw-publish", Num: "raw-xadd-pipe-fsync", Den: []string{"raw-xadd-pipe"}},
+		},
+	})
+}
+
+func setupRedis(ctx context.Context, _ Config) (Env, func(), error) {
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		fmt.Println("broker: REDIS_ADDR (durability none for every contender)")
+		return Env{"addr": addr, "addr_fsync": addr, "fsync": "no"}, func() {}, nil
+	}
+	mem, err := redistest.Start(ctx, redistest.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("no REDIS_ADDR and no private redis-server could start: %w", err)
+	}
+	durable, err := redistest.Start(ctx, redistest.Options{Durable: true})
+	if err != nil {
+		_ = mem.Stop()
+		return nil, nil, fmt.Errorf("no private durable redis-server could start: %w", err)
+	}
+	fmt.Println("broker: private redis-server 7.0 processes on 127.0.0.1 (no persistence; appendfsync always)")
+	return Env{"addr": mem.Addr, "addr_fsync": durable.Addr, "fsync": "yes"},
+		func() { _ = mem.Stop(); _ = durable.Stop() }, nil
+}
+
+func redisNamespace(name string) string {
+	return fmt.Sprintf("bench-%s-%d-%d", name, os.Getpid(), time.Now().UnixNano()%1e9)
+}
+
+func openRedis(fsync bool) func(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+	return func(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+		o := redis.Options{Addr: env["addr"], Namespace: redisNamespace("sluice"), Durability: redis.DurabilityNone, Logger: quiet}
+		if fsync && env["fsync"] == "yes" {
+			o.Addr, o.Durability = env["addr_fsync"], redis.DurabilityFsync
+		}
+		a, err := redis.New(ctx, o)
+		if err != nil {
+			return nil, ports.SubscriptionSpec{}, nil, err
+		}
+		return a, ports.SubscriptionSpec{Topic: "bench", Group: "bench", InFlight: cfg.InFlight}, func() { _ = a.Close(context.Background()) }, nil
+	}
+}
+
+// prepareRedis creates the group (Subscribe, then Stop: the group outlives
+// its consumers) and publishes N to the stream.
+func prepareRedis(ctx context.Context, a ports.Adapter, spec ports.SubscriptionSpec, cfg Config) error {
+	sub, err := a.Subscribe(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if err := sub.Stop(ctx); err != nil {
+		return err
+	}
+	return prepublish(ctx, a, spec.Topic, cfg.N, 256, cfg.Payload)
+}
+
+// rawXAdd publishes bodies 0..n-1 to stream with pipelines of chunk XADDs
+// from goroutines goroutines.
+func rawXAdd(ctx context.Context, rc *goredis.Client, stream string, n, goroutines, chunk int, values func(i int) any, done func(i int)) error {
+	var next atomic.Int64
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		go func() {
+			for {
+				first := int(next.Add(int64(chunk))) - chunk
+				if first >= n {
+					errs <- nil
+					return
+				}
+				last := min(first+chunk, n)
+				pipe := rc.Pipeline()
+				for i := first; i < last; i++ {
+					pipe.XAdd(ctx, &goredis.XAddArgs{Stream: stream, Values: values(i)})
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					errs <- err
+					return
+				}
+				for i := first; i < last; i++ {
+					done(i)
+				}
+			}
+		}()
+	}
+	var first error
+	for range goroutines {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func runRawXReadGroup(ctx context.Context, env Env, cfg Config) (Result, error) {
+	const name = "raw-xreadgroup"
+	rc := goredis.NewClient(&goredis.Options{Addr: env["addr"]})
+	defer rc.Close()
+	stream := redisNamespace(name)
+	defer rc.Del(context.Background(), stream)
+	if err := rc.XGroupCreateMkStream(ctx, stream, "bench", "$").Err(); err != nil {
+		return Result{}, err
+	}
+	padding := pad(cfg.Payload)
+	if err := rawXAdd(ctx, rc, stream, cfg.N, 1, 256, func(i int) any {
+		return []any{"payload", encodeMsg(i, padding)}
+	}, func(int) {}); err != nil {
+		return Result{}, fmt.Errorf("pre-publish: %w", err)
+	}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	received := 0
+	ids := make([]string, 0, cfg.InFlight)
+	for received < cfg.N {
+		res, err := rc.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "bench", Consumer: "c", Streams: []string{stream, ">"},
+			Count: int64(cfg.InFlight), Block: 100 * time.Millisecond}).Result()
+		if errors.Is(err, goredis.Nil) {
+			continue
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w", name, err)
+		}
+		m.begin()
+		ids = ids[:0]
+		var idx []int
+		for _, st := range res {
+			for _, e := range st.Messages {
+				body, _ := e.Values["payload"].(string)
+				i, err := handleJSON([]byte(body))
+				if err != nil {
+					return Result{}, err
+				}
+				ids = append(ids, e.ID)
+				idx = append(idx, i)
+			}
+		}
+		if err := rc.XAck(ctx, stream, "bench", ids...).Err(); err != nil {
+			return Result{}, fmt.Errorf("%s: XACK: %w", name, err)
+		}
+		for _, i := range idx {
+			tl.mark(i)
+		}
+		received += len(ids)
+	}
+	return finishNote(m, name, fmt.Sprintf("go-redis: XREADGROUP COUNT %d, one XACK per read", cfg.InFlight))
+}
+
+func runRawXAdd(addrKey, name string) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		rc := goredis.NewClient(&goredis.Options{Addr: env[addrKey], PoolSize: 32})
+		defer rc.Close()
+		stream := redisNamespace(name)
+		defer rc.Del(context.Background(), stream)
+		padding := pad(cfg.Payload)
+		bodies := make([][]byte, cfg.N)
+		for i := range bodies {
+			bodies[i] = encodeMsg(i, padding)
+		}
+		tl := newTally(cfg.N)
+		m := newMeter(tl)
+		m.begin()
+		if err := rawXAdd(ctx, rc, stream, cfg.N, 16, 16, func(i int) any {
+			return []any{"payload", bodies[i]}
+		}, tl.mark); err != nil {
+			return Result{}, fmt.Errorf("%s: %w", name, err)
+		}
+		res, err := finishNote(m, name, "go-redis: 16 goroutines × pipelines of 16 XADD")
+		if err != nil {
+			return Result{}, err
+		}
+		return res, checkStreamLen(ctx, rc, stream, cfg.N)
+	}
+}
+
+func checkStreamLen(ctx context.Context, rc *goredis.Client, stream string, n int) error {
+	got, err := rc.XLen(ctx, stream).Result()
+	if err != nil {
+		return err
+	}
+	if got != int64(n) {
+		return fmt.Errorf("stream %s has %d entries, want %d: the contender is broken, its figure is void", stream, got, n)
+	}
+	return nil
+}
+
+func runRedisPublish(addrKey, name string, dur redis.Durability) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		if env["fsync"] != "yes" {
+			dur = redis.DurabilityNone
+		}
+		ns := redisNamespace("sluicepub")
+		a, err := redis.New(ctx, redis.Options{Addr: env[addrKey], Namespace: ns, Durability: dur, Logger: quiet})
+		if err != nil {
+			return Result{}, err
+		}
+		defer a.Close(context.Background())
+		const goroutines, chunk = 16, 16
+		padding := pad(cfg.Payload)
+		msgs := make([]ports.Message, cfg.N)
+		for i := range msgs {
+			msgs[i] = benchMessage("bench", i, padding, false)
+		}
+		tl := newTally(cfg.N)
+		m := newMeter(tl)
+		m.begin()
+		var next atomic.Int64
+		errs := make(chan error, goroutines)
+		for range goroutines {
+			go func() {
+				for {
+					first := int(next.Add(chunk)) - chunk
+					if first >= cfg.N {
+						errs <- nil
+						return
+					}
+					last := min(first+chunk, cfg.N)
+					if err := a.Send(ctx, msgs[first:last]...); err != nil {
+						errs <- err
+						return
+					}
+					for i := first; i < last; i++ {
+						tl.mark(i)
+					}
+				}
+			}()
+		}
+		for range goroutines {
+			if err := <-errs; err != nil {
+				return Result{}, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		res, err := finishNote(m, name, fmt.Sprintf("Adapter.Send (durability %v): %d goroutines × %d messages per Send", dur, goroutines, chunk))
+		if err != nil {
+			return Result{}, err
+		}
+		rc := goredis.NewClient(&goredis.Options{Addr: env[addrKey]})
+		defer rc.Close()
+		stream := ns + ":stream:bench"
+		defer rc.Del(context.Background(), stream)
+		return res, checkStreamLen(ctx, rc, stream, cfg.N)
+	}
+}
+
+// runRedisWatermill is a Watermill router over watermill-redisstream's
+// subscriber (its defaults: one consumer, ack = XACK per message); N
+// entries are pre-published in its wire format with pipelined XADDs.
+func runRedisWatermill(ctx context.Context, env Env, cfg Config) (Result, error) {
+	topic := redisNamespace("watermill")
+	logger := watermill.NopLogger{}
+	rc := goredis.NewClient(&goredis.Options{Addr: env["addr"]})
+	defer rc.Close()
+	defer rc.Del(context.Background(), topic)
+	sub, err := redisstream.NewSubscriber(redisstream.SubscriberConfig{
+		Client: goredis.NewClient(&goredis.Options{Addr: env["addr"]}), ConsumerGroup: "bench", OldestId: "0",
+	}, logger)
+	if err != nil {
+		return Result{}, err
+	}
+	defer sub.Close()
+	padding := pad(cfg.Payload)
+	var merr error
+	if err := rawXAdd(ctx, rc, topic, cfg.N, 1, 256, func(i int) any {
+		v, err := redisstream.DefaultMarshallerUnmarshaller{}.Marshal(topic, message.NewMessage(watermill.NewUUID(), encodeMsg(i, padding)))
+		if err != nil {
+			merr = err
+		}
+		return v
+	}, func(int) {}); err != nil || merr != nil {
+		return Result{}, fmt.Errorf("pre-publish: %v %v", err, merr)
+	}
+	router, err := message.NewRouter(message.RouterConfig{}, logger)
+	if err != nil {
+		return Result{}, err
+	}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	router.AddConsumerHandler("bench", topic, sub, func(msg *message.Message) error {
+		m.begin()
+		i, err := handleJSON(msg.Payload)
+		if err != nil {
+			return err
+		}
+		tl.mark(i)
+		return nil
+	})
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- router.Run(rctx) }()
+	defer func() { _ = router.Close(); <-ran }()
+	if err := tl.wait(ctx, "watermill"); err != nil {
+		return Result{}, err
+	}
+	return finishNote(m, "watermill", "Router over watermill-redisstream subscriber (defaults), XACK per message")
+}
+
+// runRawXAddEnvelope is raw-xadd-pipe writing, per message, the entry the
+// adapter writes for benchMessage: the payload and the envelope headers
+// (a fresh id and time per message), so the comparison is like for like.
+func runRawXAddEnvelope(ctx context.Context, env Env, cfg Config) (Result, error) {
+	const name = "raw-xadd-pipe-envelope"
+	rc := goredis.NewClient(&goredis.Options{Addr: env["addr"], PoolSize: 32})
+	defer rc.Close()
+	stream := redisNamespace(name)
+	defer rc.Del(context.Background(), stream)
+	padding := pad(cfg.Payload)
+	bodies := make([][]byte, cfg.N)
+	for i := range bodies {
+		bodies[i] = encodeMsg(i, padding)
+	}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	m.begin()
+	if err := rawXAdd(ctx, rc, stream, cfg.N, 16, 16, func(i int) any {
+		return []any{"payload", bodies[i], "h:" + ports.HeaderID, ports.NewID(), "h:" + ports.HeaderSpecVersion, "1.0",
+			"h:" + ports.HeaderTime, time.Now().UTC().Format(time.RFC3339Nano), "h:" + ports.HeaderContentType, "application/json",
+			"h:" + seqHeader, strconv.Itoa(i)}
+	}, tl.mark); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", name, err)
+	}
+	res, err := finishNote(m, name, "go-redis: 16 goroutines × pipelines of 16 XADD, the adapter's fields")
+	if err != nil {
+		return Result{}, err
+	}
+	return res, checkStreamLen(ctx, rc, stream, cfg.N)
+}
