@@ -8,6 +8,7 @@ import (
 	"github.com/sluicemq/sluice/adapters/mqtt"
 	"github.com/sluicemq/sluice/adapters/pulsar"
 	"github.com/sluicemq/sluice/adapters/redis"
+	"github.com/sluicemq/sluice/adapters/rocketmq"
 )
 
 // Adapters are the rows of the matrix, one line per adapter: its name, its
@@ -20,4 +21,5 @@ var Adapters = []Adapter{
 	{Name: "activemq", Package: "adapters/activemq", Broker: "ActiveMQ Classic 5.17 (Debian), a private broker JVM the tests start, over STOMP 1.2", Caps: new(activemq.Adapter).Capabilities()},
 	{Name: "pulsar", Package: "adapters/pulsar", Broker: "a real Pulsar at `PULSAR_URL` (skipped when unset); in every run pulsartest, the project's Pulsar wire-protocol test broker, and fakepulsar, a model of the client — neither is Apache Pulsar, so neither certifies", Caps: new(pulsar.Adapter).Capabilities()},
 	{Name: "redis", Package: "adapters/redis", Broker: "redis-server 7.0 from Debian (a private process the tests start, appendonly yes + appendfsync always)", Caps: new(redis.Adapter).Capabilities()},
+	{Name: "rocketmq", Package: "adapters/rocketmq", Broker: "certified against the protocol peer only: rocketmqtest, the project's in-process RocketMQ 5 gRPC protocol peer, with the official v5 client (not Apache RocketMQ); a real proxy when `ROCKETMQ_ENDPOINT` is set (skipped when unset)", Caps: new(rocketmq.Adapter).Capabilities()},
 }

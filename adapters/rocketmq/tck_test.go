@@ -1,0 +1,111 @@
+package rocketmq_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/rocketmq"
+	"github.com/sluicemq/sluice/adapters/rocketmq/rocketmqtest"
+	"github.com/sluicemq/sluice/ports"
+	"github.com/sluicemq/sluice/tck"
+)
+
+// peerInvisible is the invisible duration the TCK uses against the peer:
+// short, so that the cases about unsettled messages (redelivered after the
+// invisible duration) run quickly.
+const peerInvisible = 2 * time.Second
+
+// TestTCK runs the contract kit:
+//
+//   - "rocketmq": against a real RocketMQ 5 proxy at ROCKETMQ_ENDPOINT
+//     (host:8081). Only this run can certify the adapter against Apache
+//     RocketMQ; without ROCKETMQ_ENDPOINT it is skipped, saying so.
+//   - "rocketmqtest": the official v5 client over loopback gRPC against
+//     rocketmqtest, the project's RocketMQ 5 protocol peer. It proves the
+//     adapter speaks the protocol the client expects and honours the
+//     semantics the peer implements; it is NOT Apache RocketMQ.
+func TestTCK(t *testing.T) {
+	t.Run("rocketmq", func(t *testing.T) {
+		ep := os.Getenv("ROCKETMQ_ENDPOINT")
+		if ep == "" {
+			t.Skip("ROCKETMQ_ENDPOINT not set: the RocketMQ adapter is NOT certified against Apache RocketMQ by this run " +
+				"(start a RocketMQ 5 namesrv, broker and proxy, e.g. with the apache/rocketmq:5.3.1 image and " +
+				"autoCreateTopicEnable=true, then ROCKETMQ_ENDPOINT=127.0.0.1:8081 go test -run TestTCK/rocketmq$ ./adapters/rocketmq/)")
+		}
+		t.Logf("running the TCK against the RocketMQ proxy at %s", ep)
+		tck.RunWith(t, endpointHarness(ep, nil, 10*time.Second), tck.Options{Timeout: 60 * time.Second, InstanceTTL: 2 * time.Second, Delay: 2 * time.Second})
+	})
+	t.Run("rocketmqtest", func(t *testing.T) {
+		t.Logf("running the TCK with the official v5 client against rocketmqtest — a RocketMQ 5 gRPC " +
+			"protocol peer written for these tests, NOT Apache RocketMQ")
+		tck.RunWith(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
+			b, err := rocketmqtest.Start()
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { b.Close() })
+			t.Cleanup(func() {
+				if t.Skipped() && !strings.Contains(t.Name(), "InstanceTTL") {
+					t.Errorf("TCK case %s skipped against the peer: only capability skips are expected", t.Name())
+				}
+			})
+			return endpointHarness(b.Endpoint(), b, peerInvisible)(ctx, t)
+		}, tck.Options{})
+	})
+}
+
+// endpointHarness makes adapters on one endpoint; with a peer it also
+// offers the send and dead-letter fault hooks.
+func endpointHarness(ep string, b *rocketmqtest.Broker, invisible time.Duration) tck.NewHarness {
+	return func(context.Context, *testing.T) (tck.Harness, error) {
+		h := &harness{ep: ep, invisible: invisible}
+		if b != nil {
+			return &peerHarness{harness: h, b: b}, nil
+		}
+		return h, nil
+	}
+}
+
+type harness struct {
+	ep        string
+	invisible time.Duration
+}
+
+func (h *harness) MakeAdapter(context.Context) (ports.Adapter, error) {
+	return rocketmq.New(rocketmq.WithEndpoint(h.ep), rocketmq.WithInvisibleDuration(h.invisible),
+		rocketmq.WithAwaitDuration(time.Second))
+}
+func (h *harness) Close() {}
+
+type peerHarness struct {
+	*harness
+	b *rocketmqtest.Broker
+}
+
+func (h *peerHarness) FailSends(fail bool) { h.b.RefuseSends(fail) }
+func (h *peerHarness) FailDeadLetters(fail bool) {
+	if !fail {
+		h.b.ControlSend(nil)
+		return
+	}
+	h.b.ControlSend(func(topic string) error {
+		if strings.HasSuffix(topic, "|dlq") { // ports.DeadLetterSuffix, '.' mapped to '|'
+			return errRefusedDLQ
+		}
+		return nil
+	})
+}
+
+var errRefusedDLQ = &refused{"dead-letter publish refused by the test harness"}
+
+type refused struct{ s string }
+
+func (r *refused) Error() string { return r.s }
+
+var (
+	_ tck.SendFaults       = (*peerHarness)(nil)
+	_ tck.DeadLetterFaults = (*peerHarness)(nil)
+)

@@ -1,0 +1,28 @@
+package rocketmq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sluicemq/sluice/adapters"
+	_ "github.com/sluicemq/sluice/adapters/rocketmq"
+	"github.com/sluicemq/sluice/ports"
+)
+
+func TestOpenURL(t *testing.T) {
+	ctx := context.Background()
+	a, err := adapters.Open(ctx, "rocketmq://127.0.0.1:8081?invisible=15s&await=2s")
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if got := adapters.Unwrap(a).Name(); got != "rocketmq" {
+		t.Fatalf("opened %q, want rocketmq", got)
+	}
+	_ = a.Close(ctx)
+	for _, bad := range []string{"rocketmq://127.0.0.1:8081?bogus=1", "rocketmq://127.0.0.1:8081?invisible=1ms", "rocketmq:///"} {
+		if _, err := adapters.Open(ctx, bad); err == nil || !errors.Is(err, ports.ErrInvalid) {
+			t.Errorf("Open(%q) = %v, want an ErrInvalid error", bad, err)
+		}
+	}
+}

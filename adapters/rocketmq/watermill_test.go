@@ -1,0 +1,58 @@
+package rocketmq_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
+
+	"github.com/sluicemq/sluice/adapters/rocketmq"
+	"github.com/sluicemq/sluice/adapters/rocketmq/rocketmqtest"
+)
+
+// TestWatermillUniversal runs Watermill's universal Pub/Sub suite against
+// the package's Watermill Publisher and Subscriber on rocketmqtest (a
+// RocketMQ 5 protocol peer, NOT Apache RocketMQ).
+//
+// Features, honestly: consumer groups yes; exactly-once no (at least
+// once); guaranteed order no (a nacked message comes back after others);
+// persistent yes (SubscribeInitialize makes the group before the test
+// publishes). A new group starts at the topic's end, so
+// NewSubscriberReceivesOldMessages is false. RocketMQ moves a message to
+// the group's %DLQ% topic after its maximum delivery attempts (16 retries
+// on a broker's default group config), while the suite nacks some
+// messages more often than that (TestContinueAfterErrors: 300 nacks over
+// 50 messages, unevenly): the peer runs with 1000 attempts here.
+func TestWatermillUniversal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the universal suite publishes thousands of messages")
+	}
+	b, err := rocketmqtest.Start(rocketmqtest.WithMaxDeliveryAttempts(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	opts := []rocketmq.Option{rocketmq.WithEndpoint(b.Endpoint()), rocketmq.WithInvisibleDuration(5 * time.Second), rocketmq.WithAwaitDuration(time.Second)}
+	mk := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+		pub, err := rocketmq.NewPublisher(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub, err := rocketmq.NewSubscriber(rocketmq.SubscriberConfig{Group: group, NackDelay: 10 * time.Millisecond}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pub, sub
+	}
+	tests.TestPubSub(t, tests.Features{
+		ConsumerGroups:                   true,
+		ExactlyOnceDelivery:              false,
+		GuaranteedOrder:                  false,
+		Persistent:                       true,
+		NewSubscriberReceivesOldMessages: false,
+	},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return mk(t, "test") },
+		func(t *testing.T, group string) (message.Publisher, message.Subscriber) { return mk(t, group) },
+	)
+}
