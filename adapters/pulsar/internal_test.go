@@ -54,7 +54,9 @@ func TestRequeueDelaysGiveEachConcurrentNackItsOwnDelay(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range 50 {
-		want := max(time.Duration(i)*time.Millisecond, time.Millisecond)
+		// One millisecond more than asked: the client truncates its
+		// deadline to the millisecond (see requeueDelays.nack).
+		want := time.Duration(i)*time.Millisecond + time.Millisecond
 		if got := rec.got[strconv.Itoa(i)]; got != want {
 			t.Fatalf("nack %d got delay %v, want %v", i, got, want)
 		}

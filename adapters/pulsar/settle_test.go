@@ -61,7 +61,7 @@ func TestRequeueNacksWithItsOwnDelayAndNativeCount(t *testing.T) {
 		if len(nacks) != attempt+1 {
 			t.Fatalf("nack events = %d, want %d", len(nacks), attempt+1)
 		}
-		if want := max(delay, time.Millisecond); nacks[attempt].Delay != want {
+		if want := delay + time.Millisecond; nacks[attempt].Delay != want { // +1ms: the client truncates to the millisecond
 			t.Fatalf("attempt %d: the client's tracker got delay %v, want %v", attempt, nacks[attempt].Delay, want)
 		}
 		d = receiveN(t, s, 1)[0]

@@ -458,9 +458,30 @@ func ids(hs []*handle) []string {
 	return out
 }
 
-// ack is one XACK for the whole batch.
+// ack is one XACK for the whole batch. XACK is idempotent (an id already
+// acknowledged is skipped), and a call that failed on a reset connection
+// may have been applied with only its answer lost: reporting that as a
+// failed settlement would leave the entry neither pending nor redelivered
+// (the fault kit's conn-reset scenario lost two messages that way). So a
+// failed XACK is retried on a fresh connection, with a short backoff
+// (10 ms doubling, five retries), before the settlement is reported failed.
 func (s *subscription) ack(ctx context.Context, hs []*handle) error {
-	return s.a.rc.XAck(ctx, s.stream, s.group, ids(hs)...).Err()
+	keys := ids(hs)
+	backoff := 10 * time.Millisecond
+	var err error
+	for retry := 0; ; retry++ {
+		if err = s.a.rc.XAck(ctx, s.stream, s.group, keys...).Err(); err == nil || retry == 5 || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		backoff *= 2
+	}
 }
 
 // requeue leaves the entries pending and sets their idle time to
