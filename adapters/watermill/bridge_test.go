@@ -321,3 +321,63 @@ func TestUnreadableDeliveryIsDeadLettered(t *testing.T) {
 		t.Fatalf("settlements %+v, want a DEAD_LETTER with a poison reason and 1 attempt first", pa.settled)
 	}
 }
+
+// plainAdapter hides mem's DeclareGroup (an adapter that cannot declare a
+// group ahead of its consumer) and gives its subscriptions a Flush, as
+// adapters that defer settlements do; it records the order of the calls.
+type plainAdapter struct {
+	ports.Adapter
+	mu    sync.Mutex
+	calls []string
+}
+
+func (p *plainAdapter) record(call string) {
+	p.mu.Lock()
+	p.calls = append(p.calls, call)
+	p.mu.Unlock()
+}
+
+func (p *plainAdapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	p.record("subscribe")
+	s, err := p.Adapter.Subscribe(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &flushSub{Subscription: s, p: p}, nil
+}
+
+type flushSub struct {
+	ports.Subscription
+	p *plainAdapter
+}
+
+func (s *flushSub) Flush(context.Context) error { s.p.record("flush"); return nil }
+
+func (s *flushSub) Stop(ctx context.Context) error {
+	s.p.record("stop")
+	return s.Subscription.Stop(ctx)
+}
+
+// Without ports.GroupDeclarer, SubscribeInitialize starts and stops a
+// subscription; a subscription's deferred settlements are flushed before
+// it stops, after the last verdict.
+func TestInitializeFallbackAndFlushBeforeStop(t *testing.T) {
+	pa := &plainAdapter{Adapter: newMem(t)}
+	sub := wmbridge.NewSubscriber(pa, wmbridge.SubscriberConfig{Group: "g"})
+	if err := sub.SubscribeInitialize("t"); err != nil {
+		t.Fatal(err)
+	}
+	msgs := subscribe(t, sub, "t")
+	if err := wmbridge.NewPublisher(pa).Publish("t", message.NewMessage("f", nil)); err != nil {
+		t.Fatal(err)
+	}
+	next(t, msgs, "message").Ack()
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pa.mu.Lock()
+	defer pa.mu.Unlock()
+	if got := strings.Join(pa.calls, " "); got != "subscribe stop subscribe flush stop" {
+		t.Fatalf("calls %q, want %q", got, "subscribe stop subscribe flush stop")
+	}
+}
