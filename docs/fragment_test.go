@@ -87,6 +87,8 @@ var fragmentImports = map[string]string{
 	"ports":        "github.com/sluicemq/sluice/ports",
 	"operators":    "github.com/sluicemq/sluice/operators",
 	"pulsarclient": "github.com/apache/pulsar-client-go/pulsar",
+	"wmbridge":     "github.com/sluicemq/sluice/adapters/watermill",
+	"message":      "github.com/ThreeDotsLabs/watermill/message",
 }
 
 var qualifier = regexp.MustCompile(`\b([a-z][a-z0-9]*)\.[A-Za-z_]`)
@@ -111,18 +113,12 @@ func wrapFragment(kind, src string) (string, error) {
 	var b strings.Builder
 	b.WriteString("package fragment\n\nimport (\n")
 	for _, p := range imports {
-		name := p[strings.LastIndex(p, "/")+1:]
-		if p == "github.com/apache/pulsar-client-go/pulsar" {
-			name = "pulsarclient"
-		}
+		name := importName(p)
 		fmt.Fprintf(&b, "\t%s %q\n", name, p)
 	}
 	b.WriteString(")\n\n")
 	for _, p := range imports { // keep every import used
-		name := p[strings.LastIndex(p, "/")+1:]
-		if p == "github.com/apache/pulsar-client-go/pulsar" {
-			name = "pulsarclient"
-		}
+		name := importName(p)
 		fmt.Fprintf(&b, "var _ = %s.%s\n", name, anyExported[p])
 	}
 	switch kind {
@@ -138,14 +134,28 @@ func wrapFragment(kind, src string) (string, error) {
 	return b.String(), nil
 }
 
+// importName is the name a fragment's import of path p is bound to: its
+// qualifier in fragmentImports (pulsarclient, wmbridge differ from the
+// path's last element).
+func importName(p string) string {
+	for q, path := range fragmentImports {
+		if path == p {
+			return q
+		}
+	}
+	return p[strings.LastIndex(p, "/")+1:]
+}
+
 // anyExported names one exported identifier of each importable package,
 // to keep an import used.
 var anyExported = map[string]string{
-	"context":                             "Background",
-	"errors":                              "New",
-	"fmt":                                 "Sprint",
-	"log":                                 "Print",
-	"log/slog":                            "Default",
+	"context":  "Background",
+	"errors":   "New",
+	"fmt":      "Sprint",
+	"log":      "Print",
+	"log/slog": "Default",
+	"github.com/sluicemq/sluice/adapters/watermill": "NewPublisher",
+	"github.com/ThreeDotsLabs/watermill/message":    "NewMessage",
 	"os":                                  "Getenv",
 	"time":                                "Now",
 	"github.com/sluicemq/sluice/adapters": "Open",
