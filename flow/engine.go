@@ -41,6 +41,7 @@ type engine struct {
 
 	mu      sync.Mutex
 	acks    []*root // pending ACKs, settled together
+	ackEnds []int   // where each enqueue's ACKs end in acks (for splitting)
 	groups  []group // pending other dispositions, one call each
 	n       int     // deliveries pending in acks and groups
 	since   time.Time
@@ -56,6 +57,12 @@ type engine struct {
 type group struct {
 	rs   []*root
 	disp ports.Disposition
+	// ends, for a coalesced ACK round, is where each completion's (or
+	// batch's) members end in rs: when the round's Settle call fails, the
+	// parts are settled again one by one, so that one delivery the
+	// adapter cannot settle (from a lost channel, a revoked partition)
+	// does not leave the others of the round unsettled.
+	ends []int
 }
 
 func newEngine(p *Pipeline, sub ports.Subscription) *engine {
@@ -94,6 +101,7 @@ func (e *engine) enqueue(rs []*root, disp ports.Disposition) bool {
 	}
 	if disp.Action == ports.Ack {
 		e.acks = append(e.acks, rs...)
+		e.ackEnds = append(e.ackEnds, len(e.acks))
 	} else {
 		e.groups = append(e.groups, group{rs: append([]*root(nil), rs...), disp: disp})
 	}
@@ -171,11 +179,11 @@ func (e *engine) run() {
 func (e *engine) flush() {
 	e.concurrency <- struct{}{}
 	e.mu.Lock()
-	acks, groups := e.acks, e.groups
-	e.acks, e.groups, e.n = nil, nil, 0
+	acks, ends, groups := e.acks, e.ackEnds, e.groups
+	e.acks, e.ackEnds, e.groups, e.n = nil, nil, nil, 0
 	e.mu.Unlock()
 	if len(acks) > 0 {
-		groups = append(groups, group{rs: acks, disp: ports.Disposition{Action: ports.Ack}})
+		groups = append(groups, group{rs: acks, disp: ports.Disposition{Action: ports.Ack}, ends: ends})
 	}
 	for i, g := range groups {
 		if i > 0 {
@@ -202,22 +210,40 @@ func (e *engine) call(g group) {
 	if len(ds) == 1 {
 		ds = g.rs[0].one[:]
 	}
-	var err error
-	p.stats.settleCalls.Add(1)
-	if e.settleTime > 0 {
-		ctx, cancel := context.WithTimeout(p.settleC, e.settleTime)
-		err = e.sub.Settle(ctx, ds, g.disp)
-		cancel()
+	err := e.settle(ds, g.disp)
+	if err != nil && len(g.ends) > 1 {
+		// The round coalesced independent completions: settle each part
+		// on its own, as if they had never shared a call.
+		start := 0
+		for _, end := range g.ends {
+			part := ds[start:end]
+			perr := e.settle(part, g.disp)
+			for _, r := range g.rs[start:end] {
+				p.settled(r, g.disp, perr)
+			}
+			start = end
+		}
 	} else {
-		err = e.sub.Settle(p.settleC, ds, g.disp)
-	}
-	for _, r := range g.rs {
-		p.settled(r, g.disp, err)
+		for _, r := range g.rs {
+			p.settled(r, g.disp, err)
+		}
 	}
 	p.stats.inFlight.Add(-int64(len(g.rs)))
 	p.slots.release(len(g.rs))
 	e.running.Add(-1)
 	e.poke() // a round that waited for this call goes now
+}
+
+// settle is one call to the adapter's Settle.
+func (e *engine) settle(ds []*ports.Delivery, disp ports.Disposition) error {
+	p := e.p
+	p.stats.settleCalls.Add(1)
+	if e.settleTime > 0 {
+		ctx, cancel := context.WithTimeout(p.settleC, e.settleTime)
+		defer cancel()
+		return e.sub.Settle(ctx, ds, disp)
+	}
+	return e.sub.Settle(p.settleC, ds, disp)
 }
 
 // close flushes what is pending and waits until every Settle call it

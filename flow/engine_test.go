@@ -2,6 +2,7 @@ package flow_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ type gatedFake struct {
 	gate    chan struct{}  // when non-nil, Settle waits for it to close
 	entered chan int       // receives the size of each call as it starts
 	events  []string       // "flush", "stop"
+	reject  string         // a Settle call that carries this id fails whole
 	flushed map[string]int // deliveries settled before Flush was called
 }
 
@@ -49,7 +51,7 @@ func (g *gatedFake) open() {
 func (g *gatedFake) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
 	g.mu.Lock()
 	g.calls = append(g.calls, len(ds))
-	gate := g.gate
+	gate, reject := g.gate, g.reject
 	g.mu.Unlock()
 	g.entered <- len(ds)
 	if gate != nil {
@@ -57,6 +59,11 @@ func (g *gatedFake) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Di
 		case <-gate:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+	for _, x := range ds {
+		if reject != "" && x.ID == reject {
+			return fmt.Errorf("delivery %s is from a lost channel: %w", x.ID, ports.ErrClosed)
 		}
 	}
 	return g.fakeAdapter.Settle(ctx, ds, d)
@@ -345,5 +352,55 @@ func TestEngineKeepsConflictsUnsettled(t *testing.T) {
 	defer mu.Unlock()
 	if len(errs) != 3 {
 		t.Fatalf("reported %d errors, want 3 conflicts: %v", len(errs), errs)
+	}
+}
+
+// Coalescing never changes an outcome: when a round of independent ACKs
+// fails because the adapter cannot settle one of them (a delivery of a lost
+// channel), the others are settled on their own and only that one is
+// reported.
+func TestFailedRoundIsSplitSoOneBadDeliveryDoesNotFailTheOthers(t *testing.T) {
+	g := newGated()
+	g.hold()
+	sp := spec
+	sp.InFlight = 8
+	var mu sync.Mutex
+	var reported []error
+	handled := make(chan struct{}, 8)
+	startGated(t, g, sp, func(p *flow.Pipeline) {
+		flow.Sink(p.Source(), func(context.Context, *ports.Delivery) error { handled <- struct{}{}; return nil })
+	}, flow.WithSettleConcurrency(1), flow.WithSettleLinger(time.Hour),
+		flow.WithErrorHandler(func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }))
+	first := deliveries(1)
+	g.push(first...)
+	g.waitEntered(t) // the first call is held; what completes now coalesces
+	rest := deliveries(4)
+	g.mu.Lock()
+	g.reject = rest[1].ID
+	g.mu.Unlock()
+	g.push(rest...)
+	// Wait until all five are handled: the four behind the held call
+	// then wait for the next round together.
+	for i := range 5 {
+		select {
+		case <-handled:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("handled %d of 5 deliveries", i)
+		}
+	}
+	g.open()
+	got := g.waitSettled(t, 4) // the first and the three good ones
+	ids := map[string]bool{}
+	for _, s := range got {
+		ids[s.id] = true
+	}
+	if ids[rest[1].ID] || len(ids) != 4 {
+		t.Fatalf("settled %v: want every delivery but %s", ids, rest[1].ID)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var se *flow.SettleError
+	if len(reported) != 1 || !errors.As(reported[0], &se) || se.ID != rest[1].ID {
+		t.Fatalf("reported %v: want one SettleError for %s", reported, rest[1].ID)
 	}
 }
