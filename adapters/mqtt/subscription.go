@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -123,6 +124,9 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	return s, nil
 }
 
+// errSubscribeRefused marks a SUBACK that did not grant QoS 1.
+var errSubscribeRefused = errors.New("subscription refused")
+
 // subscribeFirst subscribes on the first connection. When that connection
 // ends before the SUBACK (another instance with the same client id took
 // the session over, or the network failed), the request is abandoned and
@@ -147,12 +151,22 @@ func (s *subscription) subscribeFirst(ctx context.Context, resumed bool) error {
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, errSubscribeRefused) || ctx.Err() != nil {
+			return err
+		}
+		// A transport error: paho may report it (a failed write) before
+		// the connection's end is signalled. Retry only if it did end.
+		t := time.NewTimer(s.a.opts.ConnectTimeout)
 		select {
 		case <-lost:
-		default:
-			return err // not a lost connection
+			t.Stop()
+		case <-t.C:
+			return err
+		case <-ctx.Done():
+			t.Stop()
+			return err
 		}
-		if ctx.Err() != nil || s.takenOver() {
+		if s.takenOver() {
 			return err
 		}
 		if err := s.cm.AwaitConnection(ctx); err != nil {
@@ -225,7 +239,7 @@ func (s *subscription) subscribe(ctx context.Context, resumed bool) error {
 			return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
 		}
 		if len(sa.Reasons) != 1 || sa.Reasons[0] != 1 {
-			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS 1 granted", s.filter, sa.Reasons)
+			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS 1 granted: %w", s.filter, sa.Reasons, errSubscribeRefused)
 		}
 		return nil
 	}
