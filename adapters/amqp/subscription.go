@@ -88,6 +88,13 @@ func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
 // start establishes the first consumer and starts the supervisor.
 func (s *subscription) start(ctx context.Context) error {
 	c, err := s.establish(ctx)
+	for end := time.Now().Add(instanceSettle); err != nil && time.Now().Before(end); {
+		var busy *instanceInUseError
+		if !errors.As(err, &busy) || !s.pauseCtx(ctx, 100*time.Millisecond) {
+			break
+		}
+		c, err = s.establish(ctx)
+	}
 	if err != nil {
 		s.cancel()
 		s.errs.Close()
@@ -205,12 +212,25 @@ func (s *subscription) checkAlone(ch *amqp.Channel, own int) error {
 // SubscriptionSpec.Instance. It is ports.ErrInvalid and wraps cause (the
 // broker's refusal, or what checkAlone saw).
 func (s *subscription) instanceInUse(cause error) error {
-	return fmt.Errorf("%w: %w", &ports.ValueError{
+	return &instanceInUseError{fmt.Errorf("%w: %w", &ports.ValueError{
 		Field: "SubscriptionSpec.Instance",
 		Reason: fmt.Sprintf("%q already has a running consumer on queue %q (two running instances share the same Instance): "+
 			"each running Broadcast instance needs its own Instance (or leave it empty for a random one)", s.spec.Instance, s.queue),
-	}, cause)
+	}, cause)}
 }
+
+// instanceInUseError marks the error of instanceInUse, so that start can
+// tell it from other failures.
+type instanceInUseError struct{ err error }
+
+func (e *instanceInUseError) Error() string { return e.err.Error() }
+func (e *instanceInUseError) Unwrap() error { return e.err }
+
+// instanceSettle is how long the first Subscribe of a BROADCAST instance
+// retries while its queue still shows another consumer: a quorum queue
+// counts the consumer of a channel that has just closed (a Stop right
+// before, in this process or a restarted one) for a moment after.
+const instanceSettle = 2 * time.Second
 
 // classify marks a broker refusal of a declaration (a queue that exists
 // with other arguments, a forbidden name) as ports.ErrInvalid.
@@ -326,6 +346,18 @@ func (s *subscription) reconnect() *consumer {
 	}
 	o.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue, "attempts", attempts)
 	return c
+}
+
+// pauseCtx waits d; false if ctx ended first.
+func (s *subscription) pauseCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // pause waits d; false if Stop came first.
