@@ -30,6 +30,7 @@ type subscription struct {
 
 	sess  *ackSession
 	cm    *autopaho.ConnectionManager
+	cmSet chan struct{}       // closed once cm is set (or connecting failed: cm stays nil)
 	sched *schedule.Scheduler // delayed messages and requeue backoffs
 	errs  *kit.Errors
 
@@ -75,7 +76,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	}
 	s := &subscription{a: a, spec: spec, filter: subscriptionFilter(a.opts.Namespace, spec),
 		errs: kit.NewErrors(64), byID: map[string]*entry{},
-		first: make(chan bool, 1), deadCh: make(chan struct{}), lost: make(chan struct{}),
+		first: make(chan bool, 1), deadCh: make(chan struct{}), lost: make(chan struct{}), cmSet: make(chan struct{}),
 		signal: make(chan struct{}, 1), stopCh: make(chan struct{}), stopDone: make(chan struct{})}
 	expiry := seconds(a.opts.SessionExpiry)
 	if spec.Mode == ports.Broadcast {
@@ -102,11 +103,13 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		stayDown: s.takenOver, onConnectError: s.onConnectError,
 	})
 	if err != nil {
+		close(s.cmSet)
 		s.sched.Stop()
 		a.forget(s)
 		return nil, err
 	}
 	s.cm = cm
+	close(s.cmSet)
 	var resumed bool
 	select {
 	case resumed = <-s.first:
@@ -498,6 +501,12 @@ func (s *subscription) onUp(ca *paho.Connack) {
 	}
 	go func() {
 		defer s.wg.Done()
+		// A reconnect can come before connect returned the manager (the
+		// first connection was lost at once, e.g. in a takeover war).
+		<-s.cmSet
+		if s.cm == nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.a.opts.ConnectTimeout)
 		defer cancel()
 		if err := s.subscribe(ctx, ca.SessionPresent); err != nil {
