@@ -88,6 +88,13 @@ func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
 // start establishes the first consumer and starts the supervisor.
 func (s *subscription) start(ctx context.Context) error {
 	c, err := s.establish(ctx)
+	for end := time.Now().Add(instanceSettle); err != nil && time.Now().Before(end); {
+		var busy *instanceInUseError
+		if !errors.As(err, &busy) || !s.pauseCtx(ctx, 100*time.Millisecond) {
+			break
+		}
+		c, err = s.establish(ctx)
+	}
 	if err != nil {
 		s.cancel()
 		s.errs.Close()
@@ -125,10 +132,35 @@ func (s *subscription) establish(ctx context.Context) (*consumer, error) {
 		closed:    ch.NotifyClose(make(chan *amqp.Error, 1)),
 		cancelled: ch.NotifyCancel(make(chan string, 1)),
 	}
-	c.deliveries, err = ch.Consume(s.queue, c.tag, false, false, false, false, nil)
+	// A BROADCAST queue belongs to one instance, so a second running
+	// subscription with the same Instance is refused instead of silently
+	// sharing — and so halving — the instance's copy of the stream. The
+	// consumer is exclusive (a classic queue refuses a second consumer
+	// with ACCESS_REFUSED, atomically); quorum queues ignore that flag, so
+	// the queue's consumer count is checked before and after consuming.
+	// The broker drops a consumer with its channel or connection, so a
+	// reconnect after a loss takes the queue again (retrying, with backoff,
+	// while the broker has not yet noticed a half-open old connection).
+	exclusive := s.spec.Mode == ports.Broadcast
+	if exclusive {
+		if err := s.checkAlone(ch, 0); err != nil {
+			ch.Close()
+			return nil, err
+		}
+	}
+	c.deliveries, err = ch.Consume(s.queue, c.tag, false, exclusive, false, false, nil)
 	if err != nil {
 		ch.Close()
+		if exclusive && isAccessRefused(err) {
+			return nil, s.instanceInUse(err)
+		}
 		return nil, fmt.Errorf("consume %q: %w", s.queue, err)
+	}
+	if exclusive {
+		if err := s.checkAlone(ch, 1); err != nil {
+			ch.Close() // cancels the consumer; the broker requeues what it delivered
+			return nil, err
+		}
 	}
 	c.acks = newAcker(func(tag uint64, multiple bool) error { return ch.Ack(tag, multiple) }, s.spec.InFlight)
 	go c.acks.run()
@@ -153,6 +185,52 @@ func (s *subscription) declare(ch *amqp.Channel) error {
 	}
 	return classify(t.declareQueue(ch, t.lbQueue(dlt, s.dlGroup), dlt, t.queueArgs(0)))
 }
+
+// isAccessRefused reports whether err is the broker's ACCESS_REFUSED (403).
+func isAccessRefused(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.AccessRefused
+}
+
+// checkAlone fails with instanceInUse when the subscription's BROADCAST
+// queue has more than own consumers (own: 0 before consuming, 1 after).
+// Two subscriptions racing to consume may both see the other and both
+// fail: loud, never silent.
+func (s *subscription) checkAlone(ch *amqp.Channel, own int) error {
+	q, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("check consumers of queue %q: %w", s.queue, err)
+	}
+	if q.Consumers > own {
+		return s.instanceInUse(fmt.Errorf("queue %q has %d other consumer(s)", s.queue, q.Consumers-own))
+	}
+	return nil
+}
+
+// instanceInUse is the error for a BROADCAST queue already consumed by
+// another subscription: two running instances share one
+// SubscriptionSpec.Instance. It is ports.ErrInvalid and wraps cause (the
+// broker's refusal, or what checkAlone saw).
+func (s *subscription) instanceInUse(cause error) error {
+	return &instanceInUseError{fmt.Errorf("%w: %w", &ports.ValueError{
+		Field: "SubscriptionSpec.Instance",
+		Reason: fmt.Sprintf("%q already has a running consumer on queue %q (two running instances share the same Instance): "+
+			"each running Broadcast instance needs its own Instance (or leave it empty for a random one)", s.spec.Instance, s.queue),
+	}, cause)}
+}
+
+// instanceInUseError marks the error of instanceInUse, so that start can
+// tell it from other failures.
+type instanceInUseError struct{ err error }
+
+func (e *instanceInUseError) Error() string { return e.err.Error() }
+func (e *instanceInUseError) Unwrap() error { return e.err }
+
+// instanceSettle is how long the first Subscribe of a BROADCAST instance
+// retries while its queue still shows another consumer: a quorum queue
+// counts the consumer of a channel that has just closed (a Stop right
+// before, in this process or a restarted one) for a moment after.
+const instanceSettle = 2 * time.Second
 
 // classify marks a broker refusal of a declaration (a queue that exists
 // with other arguments, a forbidden name) as ports.ErrInvalid.
@@ -268,6 +346,18 @@ func (s *subscription) reconnect() *consumer {
 	}
 	o.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue, "attempts", attempts)
 	return c
+}
+
+// pauseCtx waits d; false if ctx ended first.
+func (s *subscription) pauseCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // pause waits d; false if Stop came first.

@@ -34,6 +34,11 @@ var errConnectionGone = errors.New("the connection that received this delivery i
 // and a burst of settlements costs one system call.
 type ackSession struct {
 	inner session.SessionManager
+	// onLost, when set, is called when a connection ends — with the
+	// broker's DISCONNECT if it sent one, then with nil as paho shuts the
+	// connection down — on paho's goroutine, before autopaho decides to
+	// reconnect; it must not block.
+	onLost func(*packets.Disconnect)
 
 	mu      sync.Mutex
 	gen     uint64        // bumped at every ConAckReceived and ConnectionLost
@@ -223,6 +228,9 @@ func (s *ackSession) ConAckReceived(conn io.Writer, cp *packets.Connect, ca *pac
 // acknowledged.
 func (s *ackSession) ConnectionLost(dp *packets.Disconnect) error {
 	s.newGeneration(nil)
+	if s.onLost != nil {
+		s.onLost(dp)
+	}
 	return s.inner.ConnectionLost(dp)
 }
 

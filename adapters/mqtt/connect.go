@@ -23,7 +23,20 @@ type connSpec struct {
 	onUp       func(*paho.Connack)
 	errs       *kit.Errors
 	disconnect func() *paho.Disconnect
+	// stayDown, when set, is asked when the connection was lost: true
+	// keeps it down (the session was taken over, see
+	// subscription.onTakenOver; reconnecting would take it back from the
+	// newcomer, and the two would take it from each other for ever).
+	stayDown func() bool
+	// onConnectError, when set, is called when a connection attempt
+	// failed; it must not block.
+	onConnectError func()
 }
+
+// reasonSessionTakenOver is the MQTT 5 DISCONNECT reason code the broker
+// sends a client whose session another connection with the same client id
+// took over.
+const reasonSessionTakenOver = 0x8E
 
 // connect starts an autopaho connection manager for cs and waits until the
 // first connection is up or ctx is done. The manager lives until its
@@ -58,9 +71,12 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 				cs.onUp(ca)
 			}
 		},
-		OnConnectionDown: func() bool { return true },
+		OnConnectionDown: func() bool { return cs.stayDown == nil || !cs.stayDown() },
 		OnConnectError: func(err error) {
 			keep(err)
+			if cs.onConnectError != nil {
+				cs.onConnectError()
+			}
 			cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
 		},
 		DisconnectPacketBuilder: cs.disconnect,
@@ -71,6 +87,9 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
 			},
 			OnServerDisconnect: func(d *paho.Disconnect) {
+				if cs.stayDown != nil && cs.stayDown() {
+					return // reported by whoever keeps it down
+				}
 				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost",
 					Err: fmt.Errorf("server sent DISCONNECT, reason code %d", d.ReasonCode)})
 			},

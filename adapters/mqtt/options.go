@@ -33,8 +33,10 @@ type Options struct {
 	// and gets back what it had not acknowledged, and the share of the
 	// group's messages the broker parked for it while it was down. Give
 	// each replica its own stable value (a StatefulSet pod name, a host
-	// name); two live processes with the same Instance take each other's
-	// connections over. Default: random per Adapter, which strands a
+	// name). Two live processes with the same Instance cannot share a
+	// session: the broker gives it to the newer connection, and the older
+	// subscription reports ErrInstanceShared on Errors, stops reconnecting
+	// and fails Receive. Default: random per Adapter, which strands a
 	// stopped member's session until SessionExpiry (see the docs).
 	Instance string
 	// SessionExpiry is how long the broker keeps a LoadBalance member's

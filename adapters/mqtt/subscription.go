@@ -2,12 +2,14 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session/state"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -23,10 +25,12 @@ type subscription struct {
 	spec      ports.SubscriptionSpec
 	filter    string
 	clientID  string
-	endOnStop bool // Broadcast without InstanceTTL: the session ends at Stop
+	instance  string // the Instance named in clientID
+	endOnStop bool   // Broadcast without InstanceTTL: the session ends at Stop
 
 	sess  *ackSession
 	cm    *autopaho.ConnectionManager
+	cmSet chan struct{}       // closed once cm is set (or connecting failed: cm stays nil)
 	sched *schedule.Scheduler // delayed messages and requeue backoffs
 	errs  *kit.Errors
 
@@ -37,6 +41,13 @@ type subscription struct {
 	ups    int       // connections made
 	first  chan bool // receives the first CONNACK's session-present flag
 	wg     sync.WaitGroup
+	dead   error         // the session was taken over: Receive fails with it
+	deadCh chan struct{} // closed when dead is set
+	upAt   time.Time     // when the current connection came up
+	quick  int           // consecutive connections closed by the broker soon after it accepted them
+	failed bool          // a connection attempt failed since the last connection came up
+	lost   chan struct{} // closed when the current connection ends
+	isLost bool          // lost is closed
 
 	signal   chan struct{} // a ready entry was queued
 	stopCh   chan struct{}
@@ -65,7 +76,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	}
 	s := &subscription{a: a, spec: spec, filter: subscriptionFilter(a.opts.Namespace, spec),
 		errs: kit.NewErrors(64), byID: map[string]*entry{},
-		first:  make(chan bool, 1),
+		first: make(chan bool, 1), deadCh: make(chan struct{}), lost: make(chan struct{}), cmSet: make(chan struct{}),
 		signal: make(chan struct{}, 1), stopCh: make(chan struct{}), stopDone: make(chan struct{})}
 	expiry := seconds(a.opts.SessionExpiry)
 	if spec.Mode == ports.Broadcast {
@@ -80,6 +91,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, err
 	}
 	s.sess = newAckSession(state.NewInMemory())
+	s.sess.onLost = s.onLost
 	s.sched = schedule.New(schedule.Options{})
 	rm := spec.InFlight
 	if a.opts.ReceiveMaximum > 0 {
@@ -88,13 +100,16 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	cm, err := a.connect(ctx, connSpec{
 		clientID: s.clientID, expiry: expiry, receiveMax: uint16(min(rm, 65535)),
 		session: s.sess, onPublish: s.onPublish, onUp: s.onUp, errs: s.errs, disconnect: s.disconnectPacket,
+		stayDown: s.takenOver, onConnectError: s.onConnectError,
 	})
 	if err != nil {
+		close(s.cmSet)
 		s.sched.Stop()
 		a.forget(s)
 		return nil, err
 	}
 	s.cm = cm
+	close(s.cmSet)
 	var resumed bool
 	select {
 	case resumed = <-s.first:
@@ -105,11 +120,62 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	// Subscribe even when the session was resumed: mosquitto 2.0.11 does
 	// not restore a shared subscription from its persistence file after a
 	// restart, although it reports the session as present.
-	if err := s.subscribe(ctx, resumed); err != nil {
+	if err := s.subscribeFirst(ctx, resumed); err != nil {
 		_ = s.Stop(context.Background())
 		return nil, err
 	}
 	return s, nil
+}
+
+// errSubscribeRefused marks a SUBACK that did not grant QoS 1.
+var errSubscribeRefused = errors.New("subscription refused")
+
+// subscribeFirst subscribes on the first connection. When that connection
+// ends before the SUBACK (another instance with the same client id took
+// the session over, or the network failed), the request is abandoned and
+// sent again on the next connection, until ctx is done.
+func (s *subscription) subscribeFirst(ctx context.Context, resumed bool) error {
+	for {
+		s.mu.Lock()
+		lost := s.lost
+		s.mu.Unlock()
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			select {
+			case <-lost:
+				cancel()
+			case <-done:
+			}
+		}()
+		err := s.subscribe(actx, resumed)
+		close(done)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, errSubscribeRefused) || ctx.Err() != nil {
+			return err
+		}
+		// A transport error: paho may report it (a failed write) before
+		// the connection's end is signalled. Retry only if it did end.
+		t := time.NewTimer(s.a.opts.ConnectTimeout)
+		select {
+		case <-lost:
+			t.Stop()
+		case <-t.C:
+			return err
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		if s.takenOver() {
+			return err
+		}
+		if err := s.cm.AwaitConnection(ctx); err != nil {
+			return fmt.Errorf("mqtt: subscribe %s: the connection was lost and did not come back: %w", s.filter, err)
+		}
+	}
 }
 
 // register gives s its client id: the spec's instance, or for a
@@ -125,7 +191,7 @@ func (a *Adapter) register(s *subscription) error {
 	inst := s.spec.Instance
 	switch {
 	case inst != "":
-		s.clientID = clientID(a.opts.Namespace, s.spec, inst)
+		s.clientID, s.instance = clientID(a.opts.Namespace, s.spec, inst), inst
 		if a.clientIDs[s.clientID] {
 			return &ports.ValueError{Field: "SubscriptionSpec.Instance", Reason: fmt.Sprintf("%q is already subscribed to %s in this adapter", inst, s.spec.Topic)}
 		}
@@ -136,11 +202,13 @@ func (a *Adapter) register(s *subscription) error {
 				inst += "-" + strconv.Itoa(k)
 			}
 			if s.clientID = clientID(a.opts.Namespace, s.spec, inst); !a.clientIDs[s.clientID] {
+				s.instance = inst
 				break
 			}
 		}
 	default:
-		s.clientID = clientID(a.opts.Namespace, s.spec, randomID())
+		s.instance = randomID()
+		s.clientID = clientID(a.opts.Namespace, s.spec, s.instance)
 	}
 	a.clientIDs[s.clientID] = true
 	a.subs[s] = struct{}{}
@@ -174,7 +242,7 @@ func (s *subscription) subscribe(ctx context.Context, resumed bool) error {
 			return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
 		}
 		if len(sa.Reasons) != 1 || sa.Reasons[0] != 1 {
-			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS 1 granted", s.filter, sa.Reasons)
+			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS 1 granted: %w", s.filter, sa.Reasons, errSubscribeRefused)
 		}
 		return nil
 	}
@@ -276,6 +344,11 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 			s.mu.Unlock()
 			return nil, ports.ErrClosed
 		}
+		if len(s.ready) == 0 && s.dead != nil {
+			err := s.dead
+			s.mu.Unlock()
+			return nil, err
+		}
 		if n := min(max, len(s.ready)); n > 0 {
 			out := make([]*ports.Delivery, n)
 			for i, e := range s.ready[:n] {
@@ -295,8 +368,100 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 			return nil, ctx.Err()
 		case <-s.stopCh:
 			return nil, ports.ErrClosed
+		case <-s.deadCh:
 		}
 	}
+}
+
+// Session takeover detection. Another connection with the same client id
+// takes the session over: the broker disconnects this one, with MQTT 5
+// reason 0x8E ("Session taken over") where it sends one (mochi does;
+// mosquitto 2.0 closes the socket without it). Without that reason, the
+// tell-tale is a takeover war: both connections reconnect at once and
+// take the session from each other, so the broker keeps closing a
+// connection it has just accepted. takeoverQuick such closes in a row,
+// each within takeoverWindow of the connection coming up and with no
+// failed connection attempt in between (a broker that restarts or a
+// network that is down refuses attempts), count as a takeover.
+const (
+	takeoverQuick  = 5
+	takeoverWindow = 2 * time.Second
+)
+
+// onConnectError runs when a connection attempt failed.
+func (s *subscription) onConnectError() {
+	s.mu.Lock()
+	s.failed = true
+	s.mu.Unlock()
+}
+
+// onLost runs on paho's goroutine when the connection ended (see
+// ackSession.onLost): dp is the broker's DISCONNECT, or nil. A takeover
+// (see takeoverQuick) is reported and logged once; the connection is then
+// not re-established (takenOver keeps it down: reconnecting would take
+// the session back, and the two instances would take it from each other
+// for ever), and Receive fails once the ready queue is empty.
+func (s *subscription) onLost(dp *packets.Disconnect) {
+	s.mu.Lock()
+	if dp == nil && !s.isLost {
+		close(s.lost)
+		s.isLost = true
+	}
+	if s.closed || s.dead != nil {
+		s.mu.Unlock()
+		return
+	}
+	var reason string
+	switch {
+	case dp != nil && dp.ReasonCode == reasonSessionTakenOver:
+		reason = "sent DISCONNECT reason 0x8E, session taken over"
+		if dp.Properties != nil && dp.Properties.ReasonString != "" {
+			reason += ": " + dp.Properties.ReasonString
+		}
+	case dp != nil:
+		s.mu.Unlock()
+		return // the nil call that follows counts this loss
+	default:
+		if !s.upAt.IsZero() && time.Since(s.upAt) < takeoverWindow && !s.failed {
+			s.quick++
+		} else {
+			s.quick = 0
+		}
+		s.upAt = time.Time{}
+		if s.quick < takeoverQuick {
+			s.mu.Unlock()
+			return
+		}
+		reason = fmt.Sprintf("closed %d connections in a row within %v of accepting them, without a DISCONNECT reason: another connection with the same client id keeps taking the session", s.quick, takeoverWindow)
+	}
+	s.mu.Unlock()
+	s.takeOver(reason)
+}
+
+// takeOver marks the session as taken over, once: it logs and reports a
+// *SessionTakenOverError and wakes Receive.
+func (s *subscription) takeOver(reason string) {
+	err := &SessionTakenOverError{Instance: s.instance, ClientID: s.clientID, Reason: reason}
+	s.mu.Lock()
+	first := s.dead == nil
+	if first {
+		s.dead = err
+		close(s.deadCh)
+	}
+	s.mu.Unlock()
+	if !first {
+		return
+	}
+	s.a.opts.Logger.Error("sluice mqtt: session taken over: two running instances share one Instance; this subscription stopped receiving",
+		"instance", s.instance, "client", s.clientID, "topic", string(s.spec.Topic), "error", err)
+	s.errs.Report(err)
+}
+
+// takenOver reports whether the session was taken over (see onLost).
+func (s *subscription) takenOver() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dead != nil
 }
 
 // onUp runs on autopaho's goroutine when a connection came up; it must not
@@ -304,6 +469,10 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 func (s *subscription) onUp(ca *paho.Connack) {
 	s.mu.Lock()
 	s.ups++
+	s.upAt, s.failed = time.Now(), false
+	if s.isLost {
+		s.lost, s.isLost = make(chan struct{}), false
+	}
 	reconnect := s.ups > 1
 	for id, e := range s.byID {
 		// A PUBACK owed since before the previous connection will not be
@@ -332,6 +501,12 @@ func (s *subscription) onUp(ca *paho.Connack) {
 	}
 	go func() {
 		defer s.wg.Done()
+		// A reconnect can come before connect returned the manager (the
+		// first connection was lost at once, e.g. in a takeover war).
+		<-s.cmSet
+		if s.cm == nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.a.opts.ConnectTimeout)
 		defer cancel()
 		if err := s.subscribe(ctx, ca.SessionPresent); err != nil {
