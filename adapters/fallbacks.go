@@ -35,7 +35,7 @@ func Fallbacks(caps ports.Capabilities) []Fallback {
 	add(!caps.PerMessageAck, "per-message-ack", "settlements are applied in delivery order; one slow delivery holds back the acks behind it", false)
 	add(!caps.PublisherConfirm, "confirm", "Send cannot prove the broker stored a message: this adapter is not certified", true)
 	add(!caps.NativeBatch, "native-batch", "batches are windows the adapter builds over single deliveries", false)
-	add(!caps.SubscriptionExpiry, "expiry", "SubscriptionSpec.InstanceTTL is not honoured; per-instance subscriptions are removed when the instance stops", false)
+	add(!caps.SubscriptionExpiry, "expiry", "SubscriptionSpec.InstanceTTL is not honoured; what becomes of a stopped instance's subscription (removed at stop, or kept until removed by hand) is the adapter's and its guide says which", false)
 	add(!caps.DurableGroups, "durable-groups", "messages published while every instance of a group is down may not be kept for it", true)
 	add(!caps.ExactRedeliveryCount, "exact-redelivery-count", "the redelivery count is a lower bound: a message may get more attempts than RetryPolicy.MaxAttempts", true)
 	add(caps.Ordering == ports.OrderNone, "ordering", "no delivery order is guaranteed; use a partition key on a per-key broker or operators.KeyOrdered", false)

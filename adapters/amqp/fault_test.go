@@ -197,7 +197,13 @@ func (r *faultRun) run(fault func(), recovered func() error) {
 	select {
 	case <-r.afterHeld:
 	case <-ctx.Done():
-		t.Fatal("nothing was delivered after the fault")
+		r.mu.Lock()
+		errs := append([]error(nil), r.errs...)
+		r.mu.Unlock()
+		if len(errs) > 6 {
+			errs = errs[len(errs)-6:]
+		}
+		t.Fatalf("nothing was delivered after the fault; pipeline %+v; last errors reported: %v", p.Stats(), errs)
 	}
 	r.waitAllHandled(ctx, p)
 	stop(t, p)
