@@ -5,8 +5,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters/kit/timeheap"
 	"github.com/sluicemq/sluice/flow"
-	"github.com/sluicemq/sluice/operators/internal/timeheap"
 	"github.com/sluicemq/sluice/ports"
 )
 

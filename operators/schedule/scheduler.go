@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicemq/sluice/operators/internal/timeheap"
+	"github.com/sluicemq/sluice/adapters/kit/timeheap"
 	"github.com/sluicemq/sluice/ports"
 )
 

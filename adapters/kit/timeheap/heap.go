@@ -1,6 +1,8 @@
-// Package timeheap is a binary min-heap of deadlines with O(log n)
-// removal, shared by the scheduler and the timer-driven stages. It is not
-// safe for concurrent use; its owner locks or confines it.
+// Package timeheap is the module's one timer heap: a binary min-heap of
+// deadlines with O(log n) removal, used by operators/schedule (the one
+// scheduler), the timer-driven operators and the Pulsar adapter's
+// not-before hold. It is not safe for concurrent use; its owner locks or
+// confines it.
 package timeheap
 
 // Entry is one deadline in a Heap. Its fields are read-only for callers.
