@@ -208,9 +208,10 @@ func (t target) runPipeline(batch bool, opts ...flow.Option) func(context.Contex
 		if err != nil {
 			return Result{}, err
 		}
-		res.Note = fmt.Sprintf("flow.New → Decode → Sink, 1 worker, in-flight %d", cfg.InFlight)
+		calls := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
+		res.Note = fmt.Sprintf("flow.New → Decode → Sink, 1 worker, in-flight %d; %.1f msgs per Settle", cfg.InFlight, calls)
 		if batch {
-			res.Note = fmt.Sprintf("flow.New → Decode → operators.Batch(%d, 5ms) → Sink", cfg.Batch)
+			res.Note = fmt.Sprintf("flow.New → Decode → operators.Batch(%d, 5ms) → Sink; %.1f msgs per Settle", cfg.Batch, calls)
 		}
 		return res, nil
 	}
