@@ -387,6 +387,16 @@ func (n *Node) LogTail(max int) string {
 	return b.String()
 }
 
+// PID is the process id of the node's server script (the broker runs
+// under it), 0 when it is not running. The bench reads the broker's CPU
+// time from it and its descendants.
+func (n *Node) PID() int {
+	if n.server == nil || n.server.Process == nil {
+		return 0
+	}
+	return n.server.Process.Pid
+}
+
 // Stop stops the node by PID (SIGTERM to the server script, which shuts
 // RabbitMQ down cleanly; SIGKILL after 30s), then epmd, and removes the
 // node's directory. It is idempotent.
