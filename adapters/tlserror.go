@@ -125,7 +125,7 @@ func expiredReason(c *x509.Certificate) string {
 // names it ("bad certificate").
 func alertReason(alert string) string {
 	alert = strings.TrimSpace(alert)
-	if i := strings.IndexAny(alert, "\n;"); i > 0 {
+	if i := strings.IndexAny(alert, "\n;\"\\"); i > 0 {
 		alert = alert[:i]
 	}
 	base := fmt.Sprintf("the broker refused the TLS handshake with the alert %q", alert)

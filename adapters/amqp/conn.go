@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -18,10 +19,11 @@ import (
 // declarations) and one for consuming, so that broker flow control on
 // publishers never holds back acks.
 type connector struct {
-	name string
-	url  string
-	cfg  amqp.Config
-	to   time.Duration
+	name   string
+	url    string
+	cfg    amqp.Config
+	to     time.Duration
+	secure bool // amqps
 
 	lock chan struct{} // a mutex that can be abandoned on ctx
 	conn *amqp.Connection
@@ -29,10 +31,11 @@ type connector struct {
 }
 
 func newConnector(name string, o Options) *connector {
-	return &connector{
-		name: name,
-		url:  o.URL,
-		to:   o.DialTimeout,
+	c := &connector{
+		name:   name,
+		url:    o.URL,
+		to:     o.DialTimeout,
+		secure: strings.HasPrefix(o.URL, "amqps:"),
 		cfg: amqp.Config{
 			Heartbeat:       o.Heartbeat,
 			TLSClientConfig: o.TLS,
@@ -40,6 +43,10 @@ func newConnector(name string, o Options) *connector {
 		},
 		lock: make(chan struct{}, 1),
 	}
+	if o.External {
+		c.cfg.SASL = []amqp.Authentication{&amqp.ExternalAuth{}}
+	}
+	return c
 }
 
 // get returns the open connection, dialling a new one if there is none or
@@ -84,7 +91,8 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 			}
 			return newCoalescingConn(conn), nil
 		}
-		return amqp.DialConfig(c.url, cfg)
+		conn, err := amqp.DialConfig(c.url, cfg)
+		return conn, explainDial(c.secure, c.cfg.SASL != nil, redact(c.url), err)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("amqp: dial (%s connection): %w", c.name, err)
