@@ -133,7 +133,7 @@ func alertReason(alert string) string {
 	case strings.Contains(alert, "certificate required"):
 		return base + ": it requires a client certificate and this client sent none: give one with cert_file= and key_file= (or adapters.WithTLSFiles), signed by a CA the broker trusts (a client sends no certificate the broker's list of CAs does not accept)"
 	case strings.Contains(alert, "bad certificate"), strings.Contains(alert, "unknown certificate"),
-		strings.Contains(alert, "certificate expired"), strings.Contains(alert, "certificate revoked"),
+		strings.Contains(alert, "certificate expired"), strings.Contains(alert, "expired certificate"), strings.Contains(alert, "certificate revoked"),
 		strings.Contains(alert, "unsupported certificate"), strings.Contains(alert, "access denied"):
 		return base + ": it did not accept this client's certificate: check that cert_file is signed by a CA the broker trusts, still valid, and given at all where the broker requires one"
 	case strings.Contains(alert, "protocol version"), strings.Contains(alert, "handshake failure"), strings.Contains(alert, "insufficient security"):
