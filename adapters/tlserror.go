@@ -105,7 +105,7 @@ func tlsReason(err error) string {
 	case errors.As(err, &record) || strings.Contains(text, "tls: first record does not look like a TLS handshake"):
 		return "the broker answered in plaintext, not TLS: is this a plaintext port? use the broker's TLS port, or the plaintext scheme"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(text, "connection reset by peer"):
-		return "the broker closed the connection during the TLS handshake: not a TLS port? (a plaintext listener drops a TLS hello), or the broker refused this client without a TLS alert (for example, no client certificate where it requires one)"
+		return "the broker closed the connection during or right after the TLS handshake: not a TLS port? (a plaintext listener drops a TLS hello), or the broker refused this client's certificate and its alert was lost with the connection (none given where it requires one, expired, or signed by a CA it does not trust)"
 	}
 	return ""
 }
