@@ -90,6 +90,7 @@
 // (to slog.Default). Credentials and secret query parameters are never
 // logged, nor do they appear in errors: Open scrubs every secret it knows
 // (the password, whatever Params.Secret read, secret-named parameters)
-// from the errors it returns and from every line logged through the
-// logger it hands the adapter. Payloads are not logged.
+// from the errors it returns, from the errors of the opened adapter's Send
+// and Subscribe, and from every line logged through the logger it hands
+// the adapter. Payloads are not logged.
 package adapters
