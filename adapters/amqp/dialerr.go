@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -16,9 +17,19 @@ import (
 // refused credentials (adapters.ErrAuth), or a plaintext client that got
 // no AMQP answer, as from a TLS port. Other errors are returned as they
 // are.
-func explainDial(secure, external bool, addr string, err error) error {
+//
+// cause, when not nil, is the first read error of the TLS connection
+// under amqp091: a TLS alert there (a refused client certificate) is the
+// reason, whatever amqp091 made of the closed connection (even
+// ErrCredentials, which it reports for any close during the login).
+func explainDial(secure, external bool, addr string, err, cause error) error {
 	if err == nil {
 		return nil
+	}
+	if secure && cause != nil {
+		if e := adapters.ExplainTLS(addr, cause); errors.Is(e, adapters.ErrTLS) && !isClosed(cause) {
+			return e
+		}
 	}
 	switch {
 	case errors.Is(err, amqp.ErrCredentials) && external:
@@ -38,4 +49,9 @@ func explainDial(secure, external bool, addr string, err error) error {
 		return fmt.Errorf("%w: %s gave no AMQP answer to a plaintext connection: not a plaintext port? if it is RabbitMQ's TLS port (5671), use amqps://: %v", adapters.ErrTLS, addr, err)
 	}
 	return err
+}
+
+// isClosed reports a connection that merely ended (no TLS alert in it).
+func isClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection reset")
 }
