@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/internal/tlstest"
 	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
 	"github.com/sluicemq/sluice/adapters/mqtt/mqtttest"
@@ -121,6 +122,22 @@ func TestTLSMochi(t *testing.T) {
 	})
 	t.Run("password-and-client-certificate", func(t *testing.T) {
 		tlstest.RunSecureTCK(t, "mqtts://svc@"+b.Addr()+"/?"+query("password_file", good, "receive_maximum", "65535")+"&"+pki.Query())
+	})
+	t.Run("insecure", func(t *testing.T) {
+		// Without the CA, insecure=true connects, and says so loudly.
+		var logs opentest.LogBuffer
+		ctx, cancel := context.WithTimeout(context.Background(), 2*tlsTimeout)
+		defer cancel()
+		a, err := adapters.Open(ctx, "mqtts://svc@"+b.Addr()+"/?"+query("password_file", good, "insecure", "true"),
+			adapters.NotExclusive(), adapters.WithLogger(logs.Logger()))
+		if err != nil {
+			t.Fatalf("Open with insecure=true: %v", err)
+		}
+		opentest.Close(t, a)
+		if !strings.Contains(logs.String(), `"level":"WARN","msg":"sluice: TLS certificate verification is OFF`) {
+			t.Errorf("no warning for insecure=true:\n%s", logs.String())
+		}
+		tlstest.NoSecrets(t, "", &logs, tlsPassword)
 	})
 	tlstest.ExpectRefused(t, tlsTimeout,
 		tlstest.Refusal{Name: "wrong CA", URL: "mqtts://svc@" + b.Addr() + "/?" + query("password_file", good, "ca_file", pki.OtherCAFile),
