@@ -32,8 +32,9 @@ func explainConnect(secure bool, addr string, err error) error {
 		return fmt.Errorf("%w: %s gave no TLS answer within the dial timeout: is it Redis' plaintext port (use its tls-port, or redis://)? or is it unreachable? %v", adapters.ErrTLS, addr, err)
 	case secure:
 		return adapters.ExplainTLS(addr, err)
-	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(text, "connection reset"):
-		return fmt.Errorf("%w: %s closed the plaintext connection: not a plaintext port? if it is Redis' TLS port (tls-port), use rediss://: %v", adapters.ErrTLS, addr, err)
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(text, "connection reset") ||
+		strings.Contains(text, "can't parse") || strings.Contains(text, "invalid reply"): // a TLS alert read as RESP
+		return fmt.Errorf("%w: %s closed the plaintext connection or answered something that is not RESP: not a plaintext port? if it is Redis' TLS port (tls-port), use rediss://: %v", adapters.ErrTLS, addr, err)
 	}
 	return err
 }
