@@ -266,7 +266,37 @@ func (b *Broker) launchAndWait(ctx context.Context) error {
 	if err := b.waitStomp(wctx); err != nil {
 		return fmt.Errorf("activemqtest: broker did not start at %s: %w\n--- log tail ---\n%s", b.StompAddr, err, b.LogTail(4096))
 	}
+	if b.StompSSLAddr != "" {
+		// The connectors start one after the other: the stomp+ssl one
+		// may still be coming up when the plaintext one answers.
+		if err := b.waitListening(wctx, b.StompSSLAddr); err != nil {
+			return fmt.Errorf("activemqtest: the stomp+ssl connector did not listen at %s: %w\n--- log tail ---\n%s", b.StompSSLAddr, err, b.LogTail(4096))
+		}
+	}
 	return nil
+}
+
+// waitListening polls until addr accepts a TCP connection, the JVM exits
+// or ctx is done.
+func (b *Broker) waitListening(ctx context.Context, addr string) error {
+	b.mu.Lock()
+	exited := b.exited
+	b.mu.Unlock()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("the JVM exited (last attempt: %v)", err)
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
 }
 
 // launch starts the JVM as a child that is killed if the test process
