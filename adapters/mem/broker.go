@@ -225,7 +225,7 @@ func (b *Broker) send(ctx context.Context, ns string, m *message) error {
 	if len(qs) == 0 {
 		return ports.ErrNoSubscriber
 	}
-	if m.qos != ports.BestEffort { // a best-effort message is dropped by a full queue instead
+	if m.qos != bestEffortClass { // a best-effort message is dropped by a full queue instead
 		for _, q := range qs {
 			if err := q.admit(ctx); err != nil {
 				return err

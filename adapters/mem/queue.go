@@ -20,17 +20,38 @@ type message struct {
 	id      string
 	payload []byte
 	headers ports.Headers
-	// expires is when the topic's retention drops it unconsumed (zero:
-	// kept until consumed).
-	expires time.Time
+	// expires is when the topic's retention drops it unconsumed, in Unix
+	// nanoseconds (0: kept until consumed). Kept small: a message is
+	// stored by value in every queue and delivery.
+	expires int64
 	// qos is the message's class: a best-effort message is dropped by a
 	// full queue instead of making Send wait.
-	qos ports.QoS
+	qos qosClass
+}
+
+// qosClass is a ports.QoS in one byte (only the two classes Send accepts).
+type qosClass uint8
+
+func classOf(q ports.QoS) qosClass {
+	if q == ports.BestEffort {
+		return bestEffortClass
+	}
+	return 0
+}
+
+const bestEffortClass qosClass = 1
+
+// QoS returns the class as a ports.QoS.
+func (c qosClass) QoS() ports.QoS {
+	if c == bestEffortClass {
+		return ports.BestEffort
+	}
+	return ports.AtLeastOnce
 }
 
 // expired reports whether m's retention has passed at now.
 func (m *message) expired(now time.Time) bool {
-	return !m.expires.IsZero() && !now.Before(m.expires)
+	return m.expires != 0 && now.UnixNano() >= m.expires
 }
 
 // item is a message's place in one queue.
@@ -137,7 +158,7 @@ func (q *queue) offerLocked(m *message) {
 	if q.deleted || (q.filter != "" && !matchKey(q.filter, m.key)) {
 		return
 	}
-	if m.qos == ports.BestEffort && q.max > 0 && q.ready.Len() >= q.max {
+	if m.qos == bestEffortClass && q.max > 0 && q.ready.Len() >= q.max {
 		q.dropped++
 		return
 	}

@@ -67,14 +67,14 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			id:      m.Headers[ports.HeaderID],
 			payload: bytes.Clone(m.Payload),
 			headers: m.Headers,
-			qos:     m.QoS,
+			qos:     classOf(m.QoS),
 		}
 		if spec := b.spec(a.ns, phys); spec.Retention > 0 || spec.QoS != ports.AtLeastOnce {
 			if spec.Retention > 0 {
-				msg.expires = now.Add(m.Delay + spec.Retention) // measured from when it is due
+				msg.expires = now.Add(m.Delay + spec.Retention).UnixNano() // measured from when it is due
 			}
-			if msg.qos == ports.AtLeastOnce {
-				msg.qos = spec.QoS
+			if m.QoS == ports.AtLeastOnce {
+				msg.qos = classOf(spec.QoS)
 			}
 		}
 		if m.Delay <= 0 {

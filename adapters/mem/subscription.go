@@ -191,7 +191,7 @@ func (s *subscription) takeLocked(n int, now time.Time) []*ports.Delivery {
 		m := &it.msg
 		x.sub, x.it = s, it
 		x.pd = ports.Delivery{
-			Message:         ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers, QoS: m.qos},
+			Message:         ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers, QoS: m.qos.QoS()},
 			ID:              m.id,
 			RedeliveryCount: it.redeliveries,
 			Facts:           s.facts,
