@@ -3,29 +3,210 @@ package amqp
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sluicemq/sluice/ports"
 )
 
-// DeclareGroup implements ports.GroupDeclarer: it declares the durable
-// queue of the LoadBalance group on topic and binds it, without starting a
-// consumer, so messages sent from then on are kept for the group until its
-// first consumer subscribes (Watermill's SubscribeInitialize). It is
-// idempotent; the queue has the adapter's queue type and no expiry.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
+// DeclareTopic implements ports.TopicDeclarer. It records spec for this
+// adapter (the subscription queues it declares later for the topic take
+// spec's Retention as x-message-ttl and MaxLength as x-max-length) and
+// declares the durable queue of each of spec.Groups with those arguments,
+// bound to the topic, so that what is published from then on is kept for
+// each group before its first consumer starts.
+//
+// A queue that exists with other arguments (another x-queue-type, another
+// TTL or length, x-single-active-consumer) is left as it is: DeclareTopic
+// fails with a *ports.RedeclareError naming each argument that differs
+// (see redeclare.go for how they are found without changing the queue).
+// Declaring the same spec again is a no-op; declaring the topic again with
+// other properties on the same adapter fails with a *ports.RedeclareError
+// before touching the broker. The groups of an adopted topic (see
+// Options.Existing) are not declared: their queues exist already and are
+// checked to exist.
+func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if err := spec.Validate(); err != nil {
 		return err
+	}
+	if spec.QoS == ports.BestEffort && len(spec.Groups) > 0 {
+		return fmt.Errorf("%w: amqp: topic %q is best-effort: its groups' queues are non-durable and exist only while consumed, so they cannot be declared ahead (drop TopicSpec.Groups or use AtLeastOnce)", ports.ErrUnsupported, string(spec.Topic))
+	}
+	if err := a.declared.add(spec); err != nil {
+		return err
+	}
+	if len(spec.Groups) == 0 {
+		return nil
 	}
 	ch, err := a.pubC.channel(ctx)
 	if err != nil {
 		return err
 	}
-	defer ch.Close()
-	if err := a.topo.declareQueue(ch, a.topo.lbQueue(topic, group), topic, a.topo.queueArgs(0)); err != nil {
+	defer func() { ch.Close() }()
+	for _, g := range spec.Groups {
+		if q, ok := a.existing.queue(spec.Topic, g); ok {
+			if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
+				return fmt.Errorf("amqp: declare topic %q: group %q is adopted as queue %q, which does not exist: %w", string(spec.Topic), g, q, err)
+			}
+			continue
+		}
+		d := a.topo.groupQueue(spec.Topic, g, a.shape(spec.Topic, false, false))
+		if err := a.declareChecked(ctx, &ch, d); err != nil {
+			return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
+		}
+	}
+	return nil
+}
+
+// DeclareGroup implements ports.GroupDeclarer: it declares the durable
+// queue of the LoadBalance group on topic and binds it, without starting a
+// consumer, so messages sent from then on are kept for the group until its
+// first consumer subscribes (Watermill's SubscribeInitialize). It is
+// idempotent; the queue has the adapter's queue type, the topic's declared
+// retention and length (DeclareTopic) and no expiry. A queue that exists
+// with other arguments fails with a *ports.RedeclareError and is left as
+// it is.
+func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if _, ok := a.existing.queue(topic, group); ok {
+		return nil // adopted: it exists, and it is not sluice's to declare
+	}
+	ch, err := a.pubC.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { ch.Close() }()
+	if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(topic, group, a.shape(topic, false, false))); err != nil {
 		return fmt.Errorf("amqp: declare group %q of %s: %w", group, topic, err)
 	}
 	return nil
 }
 
-var _ ports.GroupDeclarer = (*Adapter)(nil)
+// declareChecked declares d on *ch; when the broker refuses it because
+// the queue exists with other arguments it finds each differing argument
+// on fresh channels (replacing *ch, which the refusal closed) and returns
+// a *ports.RedeclareError.
+func (a *Adapter) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl) error {
+	err := a.topo.declare(*ch, d)
+	if err == nil || !isPrecondition(err) {
+		return err
+	}
+	open := func() (*amqp.Channel, error) { return a.pubC.channel(ctx) }
+	rerr := explainMismatch(open, d, err)
+	if nc, err := open(); err == nil {
+		(*ch).Close()
+		*ch = nc
+	}
+	return rerr
+}
+
+// shape returns the queue arguments a subscription queue of topic gets:
+// the declared topic's retention and length, and the flags asked for.
+func (a *Adapter) shape(topic ports.Topic, singleActive, bestEffort bool) queueShape {
+	spec, _ := a.declared.lookup(topic)
+	return queueShape{ttl: spec.Retention, maxLen: spec.MaxLength, singleActive: singleActive, bestEffort: bestEffort}
+}
+
+// queueShape is what decides a subscription queue's declaration.
+type queueShape struct {
+	expires      time.Duration // x-expires; 0: none
+	ttl          time.Duration // x-message-ttl (TopicSpec.Retention); 0: none
+	maxLen       int           // x-max-length (TopicSpec.MaxLength); 0: none
+	singleActive bool          // x-single-active-consumer
+	bestEffort   bool          // a non-durable classic queue
+}
+
+// queueDecl is one queue declaration: name, flags, arguments and the
+// bindings on the namespace's exchange (or an adopted one).
+type queueDecl struct {
+	name    string
+	durable bool
+	args    amqp.Table
+	// binds are (exchange, routing key) pairs the queue is bound under.
+	binds [][2]string
+}
+
+// groupQueue is the declaration of the LoadBalance queue of group on
+// topic with shape sh.
+func (t *topology) groupQueue(topic ports.Topic, group string, sh queueShape) queueDecl {
+	name := t.lbQueue(topic, group)
+	if sh.bestEffort {
+		name = t.shorten(fmt.Sprintf("%s/%s/q0/%s", t.ns, topic.Physical(".."), group))
+	}
+	return t.queueDecl(name, topic, sh)
+}
+
+// queueDecl is the declaration of the queue name for topic with shape sh.
+func (t *topology) queueDecl(name string, topic ports.Topic, sh queueShape) queueDecl {
+	args := t.queueArgs(sh.expires)
+	if sh.bestEffort {
+		args["x-queue-type"] = string(Classic)
+	}
+	if sh.ttl > 0 {
+		args["x-message-ttl"] = max(int64(sh.ttl/time.Millisecond), 1)
+	}
+	if sh.maxLen > 0 {
+		args["x-max-length"] = int64(sh.maxLen)
+	}
+	if sh.singleActive {
+		args["x-single-active-consumer"] = true
+	}
+	exch, key := t.target(topic)
+	d := queueDecl{name: name, durable: !sh.bestEffort, args: args, binds: [][2]string{{exch, key}}}
+	d.binds = append(d.binds, [2]string{t.topics, route(name)})
+	return d
+}
+
+// declare declares d and binds it.
+func (t *topology) declare(ch *amqp.Channel, d queueDecl) error {
+	if _, err := ch.QueueDeclare(d.name, d.durable, false, false, false, d.args); err != nil {
+		return fmt.Errorf("declare queue %q: %w", d.name, err)
+	}
+	for _, b := range d.binds {
+		if err := ch.QueueBind(d.name, b[1], b[0], false, nil); err != nil {
+			return fmt.Errorf("bind queue %q to exchange %q under %q: %w", d.name, b[0], b[1], err)
+		}
+	}
+	return nil
+}
+
+// declaredTopics is the adapter's record of the topics declared with
+// DeclareTopic (RabbitMQ keeps a queue's arguments but no topic, so the
+// record is what gives later subscription queues the topic's properties).
+type declaredTopics struct {
+	mu    sync.Mutex
+	specs map[ports.Topic]ports.TopicSpec
+}
+
+func (d *declaredTopics) add(spec ports.TopicSpec) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old, ok := d.specs[spec.Topic]; ok {
+		if diffs := ports.DiffTopicSpecs(old, spec); len(diffs) > 0 {
+			return &ports.RedeclareError{Name: string(spec.Topic), Diffs: diffs}
+		}
+		return nil
+	}
+	if d.specs == nil {
+		d.specs = map[ports.Topic]ports.TopicSpec{}
+	}
+	d.specs[spec.Topic] = spec
+	return nil
+}
+
+func (d *declaredTopics) lookup(t ports.Topic) (ports.TopicSpec, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.specs[t]
+	return s, ok
+}
+
+var (
+	_ ports.GroupDeclarer = (*Adapter)(nil)
+	_ ports.TopicDeclarer = (*Adapter)(nil)
+)
