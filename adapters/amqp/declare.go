@@ -25,8 +25,9 @@ import (
 // Declaring the same spec again is a no-op; declaring the topic again with
 // other properties on the same adapter fails with a *ports.RedeclareError
 // before touching the broker. The groups of an adopted topic (see
-// Options.Existing) are not declared: their queues exist already and are
-// checked to exist.
+// Options.Existing) are not declared: their queues exist already, and
+// each is checked to have spec's Retention and MaxLength where spec sets
+// them (verifyAdopted).
 func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if err := spec.Validate(); err != nil {
 		return err
@@ -47,8 +48,8 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 	defer func() { ch.Close() }()
 	for _, g := range spec.Groups {
 		if q, ok := a.existing.queue(spec.Topic, g); ok {
-			if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
-				return fmt.Errorf("amqp: declare topic %q: group %q is adopted as queue %q, which does not exist: %w", string(spec.Topic), g, q, err)
+			if err := a.verifyAdopted(ctx, q, spec); err != nil {
+				return fmt.Errorf("amqp: declare topic %q: group %q is adopted as queue %q: %w", string(spec.Topic), g, q, err)
 			}
 			continue
 		}
@@ -103,6 +104,72 @@ func (a *Adapter) declareChecked(ctx context.Context, ch **amqp.Channel, d queue
 		*ch = nc
 	}
 	return rerr
+}
+
+// verifyAdopted checks that the adopted queue q exists and that its
+// x-message-ttl and x-max-length are spec's Retention and MaxLength (where
+// spec sets them), by the same probing as explainMismatch: the queue's
+// other arguments (its type, dead-lettering, ...) are whatever they are
+// and are not compared; nothing is changed. A difference is a
+// *ports.RedeclareError.
+func (a *Adapter) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
+	ch, err := a.pubC.channel(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
+	ch.Close()
+	if err != nil {
+		return fmt.Errorf("it does not exist (sluice never declares an adopted queue): %w", err)
+	}
+	if spec.Retention == 0 && spec.MaxLength == 0 {
+		return nil
+	}
+	d := queueDecl{name: q, durable: true, args: amqp.Table{}}
+	if spec.Retention > 0 {
+		d.args["x-message-ttl"] = max(int64(spec.Retention/time.Millisecond), 1)
+	}
+	if spec.MaxLength > 0 {
+		d.args["x-max-length"] = int64(spec.MaxLength)
+	}
+	open := func() (*amqp.Channel, error) { return a.pubC.channel(ctx) }
+	ch, err = open()
+	if err != nil {
+		return err
+	}
+	_, err = ch.QueueDeclare(q, d.durable, false, false, false, d.args)
+	ch.Close()
+	if err == nil {
+		return nil // it has exactly these arguments: a no-op declaration
+	}
+	if !isPrecondition(err) {
+		return err
+	}
+	diffs, matched := probe(open, d, err)
+	var texts []string
+	for _, x := range diffs {
+		if _, ours := d.args[x.key]; ours || x.key == "" {
+			texts = append(texts, x.text)
+		}
+	}
+	if len(texts) > 0 {
+		return &ports.RedeclareError{Name: q, Diffs: texts}
+	}
+	if !matched {
+		return fmt.Errorf("%w: its retention and length could not be verified (the broker's refusals named arguments sluice cannot express); check them by hand: %s", ports.ErrUnsupported, diffTexts(diffs))
+	}
+	return nil
+}
+
+func diffTexts(ds []argDiff) string {
+	var b []byte
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, "; "...)
+		}
+		b = append(b, d.text...)
+	}
+	return string(b)
 }
 
 // shape returns the queue arguments a subscription queue of topic gets:

@@ -40,38 +40,57 @@ func isPrecondition(err error) bool {
 // *ports.RedeclareError naming every differing argument. open gives a
 // fresh channel per probe (a refusal closes the channel).
 func explainMismatch(open func() (*amqp.Channel, error), d queueDecl, first error) error {
+	diffs, _ := probe(open, d, first)
+	texts := make([]string, len(diffs))
+	for i, x := range diffs {
+		texts[i] = x.text
+	}
+	return &ports.RedeclareError{Name: d.name, Diffs: texts}
+}
+
+// argDiff is one argument in which a declaration differs from the queue.
+type argDiff struct {
+	key  string // "" when the refusal could not be read
+	text string // "key: existing X, declared Y"
+}
+
+// probe finds the arguments in which d differs from the existing queue,
+// starting from the refusal first; matched reports that the last probe
+// matched the queue, so diffs is complete.
+func probe(open func() (*amqp.Channel, error), d queueDecl, first error) (diffs []argDiff, matched bool) {
 	args := maps.Clone(d.args)
+	if args == nil {
+		args = amqp.Table{}
+	}
 	durable := d.durable
-	var diffs []string
 	err := first
 	for range maxProbes {
 		var ae *amqp.Error
 		if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
-			break
+			return diffs, false
 		}
 		m := inequivalent.FindStringSubmatch(ae.Reason)
 		if m == nil {
-			diffs = append(diffs, ae.Reason)
-			break
+			return append(diffs, argDiff{text: ae.Reason}), false
 		}
 		key, received, current := m[1], m[2], m[3]
-		diffs = append(diffs, fmt.Sprintf("%s: existing %s, declared %s", key, current, received))
+		diffs = append(diffs, argDiff{key: key, text: fmt.Sprintf("%s: existing %s, declared %s", key, current, received)})
 		if key == "durable" {
 			durable = !durable
 		} else if !adoptValue(args, key, m) {
-			break
+			return diffs, false
 		}
 		ch, oerr := open()
 		if oerr != nil {
-			break
+			return diffs, false
 		}
 		_, err = ch.QueueDeclare(d.name, durable, false, false, false, args)
 		ch.Close()
 		if err == nil {
-			break
+			return diffs, true
 		}
 	}
-	return &ports.RedeclareError{Name: d.name, Diffs: diffs}
+	return diffs, false
 }
 
 // adoptValue sets args[key] to the existing value in match m (or removes
