@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -21,8 +22,8 @@ type Adapter struct {
 	caps   ports.Capabilities
 	faults *faults
 
-	declared declaredTopics // topics declared with DeclareTopic
-	existing *Existing      // adopted names (Options.Existing)
+	declared kit.Declared // topics declared with DeclareTopic
+	existing *Existing    // adopted names (Options.Existing)
 
 	mu     sync.Mutex
 	closed bool

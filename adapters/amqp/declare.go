@@ -3,7 +3,6 @@ package amqp
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -35,9 +34,12 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 	if spec.QoS == ports.BestEffort && len(spec.Groups) > 0 {
 		return fmt.Errorf("%w: amqp: topic %q is best-effort: its groups' queues are non-durable and exist only while consumed, so they cannot be declared ahead (drop TopicSpec.Groups or use AtLeastOnce)", ports.ErrUnsupported, string(spec.Topic))
 	}
-	if err := a.declared.add(spec); err != nil {
-		return err
-	}
+	return a.declared.Declare(ctx, spec, a.createTopic)
+}
+
+// createTopic declares (or, for adopted groups, verifies) the queues of
+// spec.Groups; kit.Declared records spec only when it succeeds.
+func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if len(spec.Groups) == 0 {
 		return nil
 	}
@@ -53,8 +55,8 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 			}
 			continue
 		}
-		d := a.topo.groupQueue(spec.Topic, g, a.shape(spec.Topic, false, false))
-		if err := a.declareChecked(ctx, &ch, d); err != nil {
+		sh := queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}
+		if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(spec.Topic, g, sh)); err != nil {
 			return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
 		}
 	}
@@ -175,7 +177,7 @@ func diffTexts(ds []argDiff) string {
 // shape returns the queue arguments a subscription queue of topic gets:
 // the declared topic's retention and length, and the flags asked for.
 func (a *Adapter) shape(topic ports.Topic, singleActive, bestEffort bool) queueShape {
-	spec, _ := a.declared.lookup(topic)
+	spec, _ := a.declared.Lookup(topic)
 	return queueShape{ttl: spec.Retention, maxLen: spec.MaxLength, singleActive: singleActive, bestEffort: bestEffort}
 }
 
@@ -240,37 +242,6 @@ func (t *topology) declare(ch *amqp.Channel, d queueDecl) error {
 		}
 	}
 	return nil
-}
-
-// declaredTopics is the adapter's record of the topics declared with
-// DeclareTopic (RabbitMQ keeps a queue's arguments but no topic, so the
-// record is what gives later subscription queues the topic's properties).
-type declaredTopics struct {
-	mu    sync.Mutex
-	specs map[ports.Topic]ports.TopicSpec
-}
-
-func (d *declaredTopics) add(spec ports.TopicSpec) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if old, ok := d.specs[spec.Topic]; ok {
-		if diffs := ports.DiffTopicSpecs(old, spec); len(diffs) > 0 {
-			return &ports.RedeclareError{Name: string(spec.Topic), Diffs: diffs}
-		}
-		return nil
-	}
-	if d.specs == nil {
-		d.specs = map[ports.Topic]ports.TopicSpec{}
-	}
-	d.specs[spec.Topic] = spec
-	return nil
-}
-
-func (d *declaredTopics) lookup(t ports.Topic) (ports.TopicSpec, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.specs[t]
-	return s, ok
 }
 
 var (

@@ -18,10 +18,11 @@ import (
 // Subscribe consumes the adopted queue as it is — its type, TTL, length
 // and dead-lettering arguments stay whatever they were declared with.
 //
-// The one thing sluice adds to an adopted queue is a binding from its own
-// namespace exchange ("<ns>.topics", routing key "~<queue>"), which
-// carries delayed requeues back to it; it changes no argument and nothing
-// published by other programs reaches it. Message.Delay is refused for
+// The one thing sluice may add to an adopted queue is a binding from its
+// own namespace exchange ("<ns>.topics", routing key "~<queue>"), made on
+// the first requeue with a delay (backoff), which carries delayed requeues
+// back to it; it changes no argument and nothing published by other
+// programs reaches it. Message.Delay is refused for
 // adopted topics (the delay queues dead-letter into the namespace
 // exchange, not into an adopted one).
 type Existing struct {
@@ -131,4 +132,25 @@ func (t *topology) target(topic ports.Topic) (exch, key string) {
 		return x.Exchange, x.RoutingKey
 	}
 	return t.topics, topic.Physical("..")
+}
+
+// bindRequeueRoute binds an adopted queue under its requeue route on the
+// namespace exchange before its first delayed requeue (the delay queues
+// dead-letter into that exchange). Queues sluice declares are bound at
+// declaration; an adopted one only when a delayed requeue needs it, so
+// that an adopted topology gains no binding otherwise.
+func (s *subscription) bindRequeueRoute(ctx context.Context, disp ports.Disposition) error {
+	if !s.adopted || disp.Delay <= 0 || s.routeBound.Load() {
+		return nil
+	}
+	ch, err := s.a.subC.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := ch.QueueBind(s.queue, route(s.queue), s.a.topo.topics, false, nil); err != nil {
+		return fmt.Errorf("bind adopted queue %q to its requeue route on %q: %w", s.queue, s.a.topo.topics, err)
+	}
+	s.routeBound.Store(true)
+	return nil
 }

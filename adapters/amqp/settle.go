@@ -56,7 +56,9 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 			err = s.publishCopies(ctx, ds, s.deadLetterItem, disp)
 			break
 		}
-		err = s.publishCopies(ctx, ds, s.requeueItem, disp)
+		if err = s.bindRequeueRoute(ctx, disp); err == nil {
+			err = s.publishCopies(ctx, ds, s.requeueItem, disp)
+		}
 	default:
 		err = &ports.ValueError{Field: "Disposition.Action", Reason: fmt.Sprintf("unknown action %v", disp.Action)}
 	}

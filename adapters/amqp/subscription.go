@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -26,9 +27,10 @@ type subscription struct {
 	queue        string
 	expires      time.Duration // x-expires of the queue; 0: none
 	deleteOnStop bool
-	dlGroup      string // the dead-letter topic's group that keeps dead letters
-	adopted      bool   // queue is an adopted one (Options.Existing): used passively
-	bestEffort   bool   // QoS BestEffort: a non-durable queue, no requeue or dead letter
+	dlGroup      string      // the dead-letter topic's group that keeps dead letters
+	adopted      bool        // queue is an adopted one (Options.Existing): used passively
+	bestEffort   bool        // QoS BestEffort: a non-durable queue, no requeue or dead letter
+	routeBound   atomic.Bool // an adopted queue's requeue route is bound (bindRequeueRoute)
 
 	life   context.Context // cancelled by Stop
 	cancel context.CancelFunc
@@ -186,8 +188,8 @@ func (s *subscription) establish(ctx context.Context) (*consumer, error) {
 // subscription's queue is a non-durable classic queue. A queue that exists
 // with other arguments is left as it is and the subscription fails with a
 // *ports.RedeclareError naming each one. An adopted queue
-// (Options.Existing) is checked to exist and never declared; only its
-// requeue route on the namespace exchange is bound (existing.go). ch is
+// (Options.Existing) is checked to exist and never declared (its requeue
+// route is bound on the first delayed requeue; existing.go). ch is
 // replaced when a refusal closed it.
 func (s *subscription) declare(ctx context.Context, ch **amqp.Channel) error {
 	t := s.a.topo
@@ -195,13 +197,10 @@ func (s *subscription) declare(ctx context.Context, ch **amqp.Channel) error {
 		if _, err := (*ch).QueueDeclarePassive(s.queue, true, false, false, false, nil); err != nil {
 			return fmt.Errorf("adopted queue %q (Options.Existing) does not exist; sluice never declares an adopted queue: %w", s.queue, err)
 		}
-		if err := (*ch).QueueBind(s.queue, route(s.queue), t.topics, false, nil); err != nil {
-			return fmt.Errorf("bind adopted queue %q to its requeue route: %w", s.queue, err)
-		}
 	} else {
 		sh := s.a.shape(s.spec.Topic, s.spec.SingleActive, s.bestEffort)
 		sh.expires = s.expires
-		if err := s.declareChecked(ctx, ch, t.queueDecl(s.queue, s.spec.Topic, sh)); err != nil {
+		if err := s.declareChecked(ctx, ch, t.queueDecl(s.queue, s.spec.Topic, sh), s.spec.Topic); err != nil {
 			return classify(err)
 		}
 	}
@@ -216,22 +215,56 @@ func (s *subscription) declare(ctx context.Context, ch **amqp.Channel) error {
 		return nil // an adopted dead-letter topic: its queues exist already
 	}
 	dq := t.queueDecl(t.lbQueue(dlt, s.dlGroup), dlt, queueShape{})
-	return classify(s.declareChecked(ctx, ch, dq))
+	return classify(s.declareChecked(ctx, ch, dq, dlt))
 }
 
-// declareChecked is Adapter.declareChecked on the consume connection.
-func (s *subscription) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl) error {
+// declareChecked declares d on the consume connection. When the queue
+// exists with other arguments, and the only differences are a TTL or
+// length on a topic this adapter did not declare (another process declared
+// it with DeclareTopic), the queue is used as it is: the last probe
+// matched it, so nothing was changed. Any other difference (queue type,
+// single-active, or a TTL or length other than this adapter declared) is
+// a *ports.RedeclareError. ch is replaced when a refusal closed it.
+func (s *subscription) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl, topic ports.Topic) error {
 	err := s.a.topo.declare(*ch, d)
 	if err == nil || !isPrecondition(err) {
 		return err
 	}
 	open := func() (*amqp.Channel, error) { return s.a.subC.channel(ctx) }
-	rerr := explainMismatch(open, d, err)
-	if nc, err := open(); err == nil {
-		(*ch).Close()
-		*ch = nc
+	diffs, matched := probe(open, d, err)
+	nc, oerr := open()
+	if oerr != nil {
+		return oerr
 	}
-	return rerr
+	(*ch).Close()
+	*ch = nc
+	_, declaredHere := s.a.declared.Lookup(topic)
+	if matched && !declaredHere && onlyTopicArgs(diffs) {
+		s.a.opts.Logger.Info("sluice amqp: queue exists with the retention or length of a topic declared elsewhere; used as it is",
+			"queue", d.name, "differences", diffTexts(diffs))
+		for _, b := range d.binds { // the refused declaration bound nothing
+			if err := nc.QueueBind(d.name, b[1], b[0], false, nil); err != nil {
+				return fmt.Errorf("bind queue %q to exchange %q under %q: %w", d.name, b[0], b[1], err)
+			}
+		}
+		return nil
+	}
+	texts := make([]string, len(diffs))
+	for i, x := range diffs {
+		texts[i] = x.text
+	}
+	return &ports.RedeclareError{Name: d.name, Diffs: texts}
+}
+
+// onlyTopicArgs reports whether every difference is an argument that
+// comes from a topic's declaration (x-message-ttl, x-max-length).
+func onlyTopicArgs(diffs []argDiff) bool {
+	for _, x := range diffs {
+		if x.key != "x-message-ttl" && x.key != "x-max-length" {
+			return false
+		}
+	}
+	return len(diffs) > 0
 }
 
 // isAccessRefused reports whether err is the broker's ACCESS_REFUSED (403).
