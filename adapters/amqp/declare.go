@@ -56,7 +56,7 @@ func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
 			continue
 		}
 		sh := queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}
-		if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(spec.Topic, g, sh)); err != nil {
+		if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(spec.Topic, g, sh), spec.Topic, false); err != nil {
 			return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
 		}
 	}
@@ -84,28 +84,55 @@ func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group str
 		return err
 	}
 	defer func() { ch.Close() }()
-	if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(topic, group, a.shape(topic, false, false))); err != nil {
+	if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(topic, group, a.shape(topic, false, false)), topic, true); err != nil {
 		return fmt.Errorf("amqp: declare group %q of %s: %w", group, topic, err)
 	}
 	return nil
 }
 
-// declareChecked declares d on *ch; when the broker refuses it because
-// the queue exists with other arguments it finds each differing argument
-// on fresh channels (replacing *ch, which the refusal closed) and returns
-// a *ports.RedeclareError.
-func (a *Adapter) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl) error {
+// declareChecked declares d on *ch (a channel of the publish connection).
+// tolerate is false for DeclareTopic, which must refuse any difference.
+func (a *Adapter) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
+	return a.declareOn(ctx, a.pubC, ch, d, topic, tolerate)
+}
+
+// declareOn declares d on *ch, a channel of conn. When the queue exists
+// with other arguments, tolerate is set, and the only differences are a
+// TTL or length of a topic this adapter did not declare (another process
+// declared it with DeclareTopic), the queue is used as it is: the last probe matched it, so
+// nothing was changed. Any other difference (queue type, single-active,
+// or a TTL or length other than this adapter declared) is a
+// *ports.RedeclareError naming each one. *ch is replaced when a refusal
+// closed it.
+func (a *Adapter) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
 	err := a.topo.declare(*ch, d)
 	if err == nil || !isPrecondition(err) {
 		return err
 	}
-	open := func() (*amqp.Channel, error) { return a.pubC.channel(ctx) }
-	rerr := explainMismatch(open, d, err)
-	if nc, err := open(); err == nil {
-		(*ch).Close()
-		*ch = nc
+	open := func() (*amqp.Channel, error) { return conn.channel(ctx) }
+	diffs, matched := probe(open, d, err)
+	nc, oerr := open()
+	if oerr != nil {
+		return oerr
 	}
-	return rerr
+	(*ch).Close()
+	*ch = nc
+	_, declaredHere := a.declared.Lookup(topic)
+	if tolerate && matched && !declaredHere && onlyTopicArgs(diffs) {
+		a.opts.Logger.Info("sluice amqp: queue exists with the retention or length of a topic declared elsewhere; used as it is",
+			"queue", d.name, "differences", diffTexts(diffs))
+		for _, b := range d.binds { // the refused declaration bound nothing
+			if err := nc.QueueBind(d.name, b[1], b[0], false, nil); err != nil {
+				return fmt.Errorf("bind queue %q to exchange %q under %q: %w", d.name, b[0], b[1], err)
+			}
+		}
+		return nil
+	}
+	texts := make([]string, len(diffs))
+	for i, x := range diffs {
+		texts[i] = x.text
+	}
+	return &ports.RedeclareError{Name: d.name, Diffs: texts}
 }
 
 // verifyAdopted checks that the adopted queue q exists and that its

@@ -218,42 +218,9 @@ func (s *subscription) declare(ctx context.Context, ch **amqp.Channel) error {
 	return classify(s.declareChecked(ctx, ch, dq, dlt))
 }
 
-// declareChecked declares d on the consume connection. When the queue
-// exists with other arguments, and the only differences are a TTL or
-// length on a topic this adapter did not declare (another process declared
-// it with DeclareTopic), the queue is used as it is: the last probe
-// matched it, so nothing was changed. Any other difference (queue type,
-// single-active, or a TTL or length other than this adapter declared) is
-// a *ports.RedeclareError. ch is replaced when a refusal closed it.
+// declareChecked is Adapter.declareChecked on the consume connection.
 func (s *subscription) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl, topic ports.Topic) error {
-	err := s.a.topo.declare(*ch, d)
-	if err == nil || !isPrecondition(err) {
-		return err
-	}
-	open := func() (*amqp.Channel, error) { return s.a.subC.channel(ctx) }
-	diffs, matched := probe(open, d, err)
-	nc, oerr := open()
-	if oerr != nil {
-		return oerr
-	}
-	(*ch).Close()
-	*ch = nc
-	_, declaredHere := s.a.declared.Lookup(topic)
-	if matched && !declaredHere && onlyTopicArgs(diffs) {
-		s.a.opts.Logger.Info("sluice amqp: queue exists with the retention or length of a topic declared elsewhere; used as it is",
-			"queue", d.name, "differences", diffTexts(diffs))
-		for _, b := range d.binds { // the refused declaration bound nothing
-			if err := nc.QueueBind(d.name, b[1], b[0], false, nil); err != nil {
-				return fmt.Errorf("bind queue %q to exchange %q under %q: %w", d.name, b[0], b[1], err)
-			}
-		}
-		return nil
-	}
-	texts := make([]string, len(diffs))
-	for i, x := range diffs {
-		texts[i] = x.text
-	}
-	return &ports.RedeclareError{Name: d.name, Diffs: texts}
+	return s.a.declareOn(ctx, s.a.subC, ch, d, topic, true)
 }
 
 // onlyTopicArgs reports whether every difference is an argument that

@@ -231,3 +231,34 @@ func TestOversizedPayloadRefusedBeforeTheBroker(t *testing.T) {
 		t.Fatalf("MaxMessageBytes above 512 MiB: %v", err)
 	}
 }
+
+// TestOtherProcessUsesADeclaredQueueAsItIs: a second adapter (another
+// process) that did not declare the topic subscribes to and declares the
+// group whose queue has the topic's TTL, using it as it is; declaring the
+// topic with another retention is refused and the queue unchanged.
+func TestOtherProcessUsesADeclaredQueueAsItIs(t *testing.T) {
+	ns := namespace("other")
+	a := newAdapter(t, amqp.Options{Namespace: ns})
+	if err := ports.DeclareTopic(testCtx(t), a, ports.TopicSpec{Topic: "ev", Retention: time.Minute, Groups: []string{"g"}}); err != nil {
+		t.Fatal(err)
+	}
+	q := ns + "/ev/lb/g"
+	before := queueArgs(t, q)
+	b := newAdapter(t, amqp.Options{Namespace: ns})
+	if err := ports.DeclareGroup(testCtx(t), b, "ev", "g"); err != nil {
+		t.Fatalf("DeclareGroup by another adapter: %v", err)
+	}
+	s := subscribe(t, b, ports.SubscriptionSpec{Topic: "ev", Group: "g"})
+	send(t, a, "ev", "e1")
+	if d := receive1(t, s); d.ID != "e1" {
+		t.Fatalf("got %q", d.ID)
+	}
+	var re *ports.RedeclareError
+	err := ports.DeclareTopic(testCtx(t), b, ports.TopicSpec{Topic: "ev", Retention: 2 * time.Minute, Groups: []string{"g"}})
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "x-message-ttl: existing '60000', declared '120000'") {
+		t.Fatalf("DeclareTopic with another retention by another adapter: %v", err)
+	}
+	if after := queueArgs(t, q); after != before {
+		t.Fatalf("queue changed: %s → %s", before, after)
+	}
+}
