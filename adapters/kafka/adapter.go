@@ -109,8 +109,8 @@ func (a *Adapter) Name() string { return "kafka" }
 // offset (StartEarliest), retention is the topic's retention.ms (set when
 // DeclareTopic creates it; records older than it are also skipped at
 // consumption, since Kafka deletes whole segments only at its retention
-// check), a single-active group is a one-member assignment (see
-// SubscriptionSpec.SingleActive in doc.go). Kafka has no count cap
+// check), a single-active group is a sticky one-member assignment (see
+// singleActive). Kafka has no count cap
 // (MaxLength) and no weaker delivery class: BestEffort falls back to
 // at-least-once, said at Subscribe. MaxMessageBytes is
 // Config.MaxMessageBytes and counts the envelope.
