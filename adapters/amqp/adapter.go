@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -20,6 +21,9 @@ type Adapter struct {
 	pub    *publisher
 	caps   ports.Capabilities
 	faults *faults
+
+	declared kit.Declared // topics declared with DeclareTopic
+	existing *Existing    // adopted names (Options.Existing)
 
 	mu     sync.Mutex
 	closed bool
@@ -53,18 +57,24 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 		subC:   newConnector("consume", opts),
 		faults: opts.faults,
 		subs:   map[*subscription]struct{}{},
+
+		existing: opts.Existing,
 	}
 	if a.faults == nil {
 		a.faults = &faults{}
 	}
 	a.pub = newPublisher(a.pubC, a.topo, opts)
 	a.caps = capabilities(opts.QueueType)
+	a.caps.MaxMessageBytes = opts.MaxMessageBytes
 	ch, err := a.pubC.channel(ctx)
 	if err != nil {
 		return nil, err
 	}
 	err = a.topo.declareExchanges(ch)
 	ch.Close()
+	if err == nil {
+		err = opts.Existing.check(ctx, a.pubC.channel)
+	}
 	if err != nil {
 		a.pubC.close(context.Background())
 		return nil, fmt.Errorf("amqp: %w", err)
@@ -85,6 +95,14 @@ func (a *Adapter) Name() string { return "amqp" }
 // "<topic>.dlq" topic with a confirmed publish (RabbitMQ's own DLX does not
 // confirm to the client), batches are formed by Receive over the prefetch
 // and settled with multiple-acks, and there is no ordering guarantee.
+//
+// Of the topic properties: retention (x-message-ttl) and max length
+// (x-max-length) on the group queues, single-active consumers
+// (x-single-active-consumer) and best effort (transient messages on a
+// non-durable classic queue) are native; a new group cannot start at the
+// earliest message (a queue holds only what was routed to it after it was
+// declared), so StartEarliest is refused. MaxMessageBytes is
+// Options.MaxMessageBytes and counts the payload only.
 //
 // The zero Adapter (not made by New) reports the defaults' capabilities
 // (quorum queues), so a capability table can be built without a broker.
@@ -109,6 +127,13 @@ func capabilities(qt QueueType) ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: qt == Quorum,
 		Ordering:             ports.OrderNone,
+		StartEarliest:        false,
+		SingleActive:         true,
+		BestEffort:           true,
+		Retention:            true,
+		MaxLength:            true,
+		MaxMessageBytes:      DefaultMaxMessageBytes,
+		SizeCountsEnvelope:   false,
 	}
 }
 
@@ -137,11 +162,11 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 	now := nowStamp()
 	for i := range msgs {
 		m := &msgs[i]
-		if err := m.Validate(); err != nil {
+		it, err := a.sendItem(m, now)
+		if err != nil {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
 			continue
 		}
-		it := item{exch: a.topo.topics, key: string(m.Topic), pub: encodeStamped(m.Headers, m.Payload, now, m.Key), mandatory: a.opts.RejectUnroutable}
 		if a.faults.sends.Load() {
 			it.key, it.mandatory = faultKey, true
 		}
@@ -166,6 +191,9 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 // spec.InFlight and returns once the broker confirmed the consumer.
 func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
 	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if err := a.checkSpec(spec); err != nil {
 		return nil, err
 	}
 	spec = spec.WithDefaults()

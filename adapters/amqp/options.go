@@ -95,6 +95,19 @@ type Options struct {
 	// before it confirms). Default 10ms.
 	DelaySlack time.Duration
 
+	// Existing adopts exchanges and queues that exist already under their
+	// own names (see Existing). Default: none; every name is derived from
+	// Namespace.
+	Existing *Existing
+	// MaxMessageBytes is the largest payload Send accepts; a larger one
+	// fails with a *ports.SizeError before anything is published. Set it to
+	// the broker's max_message_size. RabbitMQ counts the message body
+	// only, which is the payload: sluice's envelope travels in the AMQP
+	// header table, whose frame must fit in the negotiated frame_max
+	// (128 KiB by default). Default 128 MiB (DefaultMaxMessageBytes,
+	// RabbitMQ 3.8–3.13's default; 4.0 lowered it to 16 MiB).
+	MaxMessageBytes int
+
 	// Logger receives the capability line at start and reconnect notes.
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -115,6 +128,7 @@ const (
 	DefaultOrphanExpiry        = 10 * time.Minute
 	DefaultDelayGranularity    = 0.05
 	DefaultDelaySlack          = 10 * time.Millisecond
+	DefaultMaxMessageBytes     = 128 << 20
 )
 
 // withDefaults returns o with every zero field set to its default.
@@ -152,6 +166,9 @@ func (o Options) withDefaults() Options {
 	if o.DelaySlack <= 0 {
 		o.DelaySlack = DefaultDelaySlack
 	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -182,6 +199,12 @@ func (o Options) validate() error {
 	case Quorum, Classic:
 	default:
 		return &ports.ValueError{Field: "amqp.Options.QueueType", Reason: fmt.Sprintf("unknown queue type %q (quorum or classic)", string(o.QueueType))}
+	}
+	if o.MaxMessageBytes > 512<<20 {
+		return &ports.ValueError{Field: "amqp.Options.MaxMessageBytes", Reason: fmt.Sprintf("%d is above RabbitMQ's ceiling of 512 MiB for max_message_size", o.MaxMessageBytes)}
+	}
+	if err := o.Existing.validate(); err != nil {
+		return err
 	}
 	if o.DelayGranularity > 1 {
 		return &ports.ValueError{Field: "amqp.Options.DelayGranularity", Reason: "must be within (0, 1]"}

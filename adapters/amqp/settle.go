@@ -45,10 +45,20 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 	}
 	switch disp.Action {
 	case ports.Ack:
-	case ports.Requeue:
-		err = s.publishCopies(ctx, ds, s.requeueItem, disp)
-	case ports.DeadLetter:
-		err = s.publishCopies(ctx, ds, s.deadLetterItem, disp)
+	case ports.Requeue, ports.DeadLetter:
+		if s.bestEffort {
+			// QoS BestEffort: never requeued or dead-lettered by sluice
+			// (ports.BestEffort); the delivery is dropped with an ack.
+			s.a.opts.Logger.Debug("sluice amqp: best-effort delivery dropped instead of "+disp.Action.String(), "queue", s.queue, "count", len(ds))
+			break
+		}
+		if disp.Action == ports.DeadLetter {
+			err = s.publishCopies(ctx, ds, s.deadLetterItem, disp)
+			break
+		}
+		if err = s.bindRequeueRoute(ctx, disp); err == nil {
+			err = s.publishCopies(ctx, ds, s.requeueItem, disp)
+		}
 	default:
 		err = &ports.ValueError{Field: "Disposition.Action", Reason: fmt.Sprintf("unknown action %v", disp.Action)}
 	}
@@ -143,9 +153,9 @@ func (s *subscription) deadLetterItem(d *ports.Delivery, disp ports.Disposition)
 	dl := *d
 	dl.Topic = s.spec.Topic
 	h := kit.DeadLetterCopy(&dl, disp).Headers
-	key := string(ports.DeadLetterTopic(s.spec.Topic))
+	exch, key := s.a.topo.target(ports.DeadLetterTopic(s.spec.Topic))
 	if s.a.faults.deadLetters.Load() {
 		key = faultKey
 	}
-	return item{exch: s.a.topo.topics, key: key, pub: encode(h, d.Payload), mandatory: true}
+	return item{exch: exch, key: key, pub: encode(h, d.Payload), mandatory: true}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -26,7 +27,10 @@ type subscription struct {
 	queue        string
 	expires      time.Duration // x-expires of the queue; 0: none
 	deleteOnStop bool
-	dlGroup      string // the dead-letter topic's group that keeps dead letters
+	dlGroup      string      // the dead-letter topic's group that keeps dead letters
+	adopted      bool        // queue is an adopted one (Options.Existing): used passively
+	bestEffort   bool        // QoS BestEffort: a non-durable queue, no requeue or dead letter
+	routeBound   atomic.Bool // an adopted queue's requeue route is bound (bindRequeueRoute)
 
 	life   context.Context // cancelled by Stop
 	cancel context.CancelFunc
@@ -75,6 +79,12 @@ func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
 	if s.dlGroup == "" {
 		s.dlGroup = "dead-letters"
 	}
+	s.bestEffort = spec.QoS == ports.BestEffort
+	if q, ok := a.existing.queue(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
+		s.queue, s.adopted = q, true
+	} else if s.bestEffort && spec.Mode == ports.LoadBalance {
+		s.queue = a.topo.groupQueue(spec.Topic, spec.Group, queueShape{bestEffort: true}).name
+	}
 	if spec.Mode == ports.Broadcast {
 		s.expires = spec.InstanceTTL
 		if s.expires == 0 {
@@ -117,7 +127,7 @@ func (s *subscription) establish(ctx context.Context) (*consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.declare(ch); err != nil {
+	if err := s.declare(ctx, &ch); err != nil {
 		ch.Close()
 		return nil, err
 	}
@@ -171,19 +181,57 @@ func (s *subscription) establish(ctx context.Context) (*consumer, error) {
 // off, the queue that keeps the dead-letter topic's messages for the
 // group (so dead letters published before anyone consumes the dead-letter
 // topic are not dropped).
-func (s *subscription) declare(ch *amqp.Channel) error {
+//
+// The queue's arguments are the adapter's queue type, the topic's declared
+// retention and length (DeclareTopic), x-single-active-consumer for a
+// SingleActive group and x-expires for a Broadcast instance; a best-effort
+// subscription's queue is a non-durable classic queue. A queue that exists
+// with other arguments is left as it is and the subscription fails with a
+// *ports.RedeclareError naming each one. An adopted queue
+// (Options.Existing) is checked to exist and never declared (its requeue
+// route is bound on the first delayed requeue; existing.go). ch is
+// replaced when a refusal closed it.
+func (s *subscription) declare(ctx context.Context, ch **amqp.Channel) error {
 	t := s.a.topo
-	if err := t.declareQueue(ch, s.queue, s.spec.Topic, t.queueArgs(s.expires)); err != nil {
-		return classify(err)
+	if s.adopted {
+		if _, err := (*ch).QueueDeclarePassive(s.queue, true, false, false, false, nil); err != nil {
+			return fmt.Errorf("adopted queue %q (Options.Existing) does not exist; sluice never declares an adopted queue: %w", s.queue, err)
+		}
+	} else {
+		sh := s.a.shape(s.spec.Topic, s.spec.SingleActive, s.bestEffort)
+		sh.expires = s.expires
+		if err := s.declareChecked(ctx, ch, t.queueDecl(s.queue, s.spec.Topic, sh), s.spec.Topic); err != nil {
+			return classify(err)
+		}
 	}
-	if s.spec.DisableDeadLetter {
-		return nil
+	if s.spec.DisableDeadLetter || s.bestEffort {
+		return nil // a best-effort message is never dead-lettered
 	}
 	dlt := ports.DeadLetterTopic(s.spec.Topic)
 	if len(dlt) > 200 {
 		return nil // no dead-letter topic can be named; DeadLetter settlements will fail
 	}
-	return classify(t.declareQueue(ch, t.lbQueue(dlt, s.dlGroup), dlt, t.queueArgs(0)))
+	if _, ok := s.a.existing.topic(dlt); ok {
+		return nil // an adopted dead-letter topic: its queues exist already
+	}
+	dq := t.queueDecl(t.lbQueue(dlt, s.dlGroup), dlt, queueShape{})
+	return classify(s.declareChecked(ctx, ch, dq, dlt))
+}
+
+// declareChecked is Adapter.declareChecked on the consume connection.
+func (s *subscription) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl, topic ports.Topic) error {
+	return s.a.declareOn(ctx, s.a.subC, ch, d, topic, true)
+}
+
+// onlyTopicArgs reports whether every difference is an argument that
+// comes from a topic's declaration (x-message-ttl, x-max-length).
+func onlyTopicArgs(diffs []argDiff) bool {
+	for _, x := range diffs {
+		if x.key != "x-message-ttl" && x.key != "x-max-length" {
+			return false
+		}
+	}
+	return len(diffs) > 0
 }
 
 // isAccessRefused reports whether err is the broker's ACCESS_REFUSED (403).

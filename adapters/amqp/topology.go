@@ -24,9 +24,15 @@ import (
 //	<ns>.delay.<ms>    a delay queue: x-message-ttl <ms>, dead-letters into
 //	                   <ns>.topics with the original routing key
 //	<ns>/<topic>/lb/<group>              LOAD_BALANCE queue (durable, shared)
+//	<ns>/<topic>/q0/<group>              best-effort LOAD_BALANCE queue
+//	                                     (classic, non-durable)
 //	<ns>/<topic>/bc/<group>/<instance>   BROADCAST queue (x-expires)
 //
-// Queue names longer than maxQueueName are shortened with a hash.
+// <topic> is Topic.Physical(".."): a scoped "tenant/ns/name" is written
+// "tenant..ns..name" in queue names and routing keys, so two tenants never
+// share a queue or a routing key. Queue names longer than maxQueueName are
+// shortened with a hash. Options.Existing replaces these names with
+// adopted ones (existing.go).
 type topology struct {
 	ns          string
 	topics      string
@@ -35,6 +41,7 @@ type topology struct {
 	orphan      time.Duration
 	granularity float64
 	slack       time.Duration
+	existing    *Existing
 
 	mu      sync.Mutex
 	buckets map[int64]time.Time // delay queue ms -> when last declared
@@ -56,6 +63,7 @@ func newTopology(o Options) *topology {
 		orphan:      o.OrphanExpiry,
 		granularity: o.DelayGranularity,
 		slack:       o.DelaySlack,
+		existing:    o.Existing,
 		buckets:     map[int64]time.Time{},
 	}
 }
@@ -63,13 +71,13 @@ func newTopology(o Options) *topology {
 // queueFor returns the physical queue of spec (defaults applied).
 func (t *topology) queueFor(spec ports.SubscriptionSpec) string {
 	if spec.Mode == ports.Broadcast {
-		return t.shorten(fmt.Sprintf("%s/%s/bc/%s/%s", t.ns, spec.Topic, spec.Group, spec.Instance))
+		return t.shorten(fmt.Sprintf("%s/%s/bc/%s/%s", t.ns, spec.Topic.Physical(".."), spec.Group, spec.Instance))
 	}
 	return t.lbQueue(spec.Topic, spec.Group)
 }
 
 func (t *topology) lbQueue(topic ports.Topic, group string) string {
-	return t.shorten(fmt.Sprintf("%s/%s/lb/%s", t.ns, topic, group))
+	return t.shorten(fmt.Sprintf("%s/%s/lb/%s", t.ns, topic.Physical(".."), group))
 }
 
 func (t *topology) shorten(name string) string {
@@ -109,7 +117,7 @@ func (t *topology) declareQueue(ch *amqp.Channel, queue string, topic ports.Topi
 	if _, err := ch.QueueDeclare(queue, true, false, false, false, args); err != nil {
 		return fmt.Errorf("declare queue %q: %w", queue, err)
 	}
-	if err := ch.QueueBind(queue, string(topic), t.topics, false, nil); err != nil {
+	if err := ch.QueueBind(queue, topic.Physical(".."), t.topics, false, nil); err != nil {
 		return fmt.Errorf("bind queue %q to topic %q: %w", queue, topic, err)
 	}
 	if err := ch.QueueBind(queue, route(queue), t.topics, false, nil); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -22,6 +23,8 @@ type Adapter struct {
 	client sarama.Client
 	prod   *producer
 	admin  sarama.ClusterAdmin
+
+	declared kit.Declared // topics declared with DeclareTopic
 
 	topicsMu sync.Mutex
 	topics   map[string]bool // physical topics known to exist
@@ -78,8 +81,14 @@ func connect(cfg Config) (*Adapter, error) {
 		_ = client.Close()
 		return nil, fmt.Errorf("kafka: admin: %w", err)
 	}
+	if err := cfg.Existing.check(admin); err != nil {
+		_ = admin.Close()
+		_ = prod.close()
+		_ = client.Close()
+		return nil, err
+	}
 	return &Adapter{
-		cfg: cfg, names: names{ns: cfg.Namespace},
+		cfg: cfg, names: names{ns: cfg.Namespace, existing: cfg.Existing},
 		client: client, prod: prod, admin: admin,
 		topics: make(map[string]bool),
 		subs:   make(map[*subscription]struct{}),
@@ -95,14 +104,35 @@ func (a *Adapter) Name() string { return "kafka" }
 // adapter applies the local-scheduler and "<topic>.dlq" fallbacks itself.
 // Redelivery counts are a lower bound (a crash before commit redelivers
 // without counting) and ordering is none (see the package doc).
+//
+// Of the topic properties: a new group can start at the oldest retained
+// offset (StartEarliest), retention is the topic's retention.ms (set when
+// DeclareTopic creates it; records older than it are also skipped at
+// consumption, since Kafka deletes whole segments only at its retention
+// check), a single-active group is a sticky one-member assignment (see
+// singleActive). Kafka has no count cap
+// (MaxLength) and no weaker delivery class: BestEffort falls back to
+// at-least-once, said at Subscribe. MaxMessageBytes is
+// Config.MaxMessageBytes and counts the envelope.
 func (a *Adapter) Capabilities() ports.Capabilities {
+	max := a.cfg.MaxMessageBytes
+	if max == 0 {
+		max = DefaultMaxMessageBytes // the zero Adapter
+	}
 	return ports.Capabilities{
-		Broadcast:        true,
-		PerMessageAck:    true,
-		PublisherConfirm: true,
-		NativeBatch:      true,
-		DurableGroups:    true,
-		Ordering:         ports.OrderNone,
+		Broadcast:          true,
+		PerMessageAck:      true,
+		PublisherConfirm:   true,
+		NativeBatch:        true,
+		DurableGroups:      true,
+		Ordering:           ports.OrderNone,
+		StartEarliest:      true,
+		SingleActive:       true,
+		BestEffort:         false,
+		Retention:          true,
+		MaxLength:          false,
+		MaxMessageBytes:    max,
+		SizeCountsEnvelope: true,
 	}
 }
 
@@ -136,16 +166,21 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			continue
 		}
 		phys := a.names.topic(m.Topic)
-		if err := a.ensureTopic(ctx, phys); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			continue
-		}
 		m.Stamp(now)
 		var nb time.Time
 		if m.Delay > 0 {
 			nb = now.Add(m.Delay)
 		}
-		pms = append(pms, producerMessage(phys, &m, nb))
+		pm := producerMessage(phys, &m, nb)
+		if err := checkSize(&m, pm, a.cfg.MaxMessageBytes); err != nil {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			continue
+		}
+		if err := a.ensureTopic(ctx, phys); err != nil {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			continue
+		}
+		pms = append(pms, pm)
 		idx = append(idx, i)
 	}
 	for j, err := range a.prod.publish(ctx, pms) {
@@ -174,7 +209,7 @@ func (a *Adapter) ensureTopic(ctx context.Context, phys string) error {
 	if known {
 		return nil
 	}
-	if !a.cfg.NoCreateTopics {
+	if !a.cfg.NoCreateTopics && !a.cfg.Existing.adopted(phys) {
 		err := a.admin.CreateTopic(phys, &sarama.TopicDetail{NumPartitions: a.cfg.Partitions, ReplicationFactor: a.cfg.ReplicationFactor}, false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 			return fmt.Errorf("kafka: create topic %s: %w", phys, err)

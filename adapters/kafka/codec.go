@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -17,27 +16,6 @@ import (
 const HeaderNotBefore = kit.HeaderNotBefore
 
 // names derives physical topic and group names from logical ones.
-type names struct{ ns string }
-
-func (n names) topic(t ports.Topic) string { return n.ns + "." + string(t) }
-
-// logical returns the logical topic of a physical one.
-func (n names) logical(phys string) ports.Topic {
-	return ports.Topic(strings.TrimPrefix(phys, n.ns+"."))
-}
-
-// group returns the consumer group of spec for this instance.
-func (n names) group(spec ports.SubscriptionSpec, instance string) string {
-	if spec.Mode == ports.Broadcast {
-		base := spec.Group
-		if base == "" {
-			base = string(spec.Topic)
-		}
-		return n.ns + "." + base + ".bcast." + instance
-	}
-	return n.ns + "." + spec.Group
-}
-
 // producerMessage encodes m for the physical topic phys. Headers must
 // already be stamped. notBefore, when non-zero, is written as
 // HeaderNotBefore.

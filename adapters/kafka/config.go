@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -84,6 +85,22 @@ type Config struct {
 	// for Receive), as a multiple of SubscriptionSpec.InFlight. Default 4.
 	Buffer int
 
+	// Existing adopts topics and consumer groups that exist already under
+	// their own names (see Existing). Default: none.
+	Existing *Existing
+	// MaxMessageBytes bounds a record as sarama counts it
+	// (ProducerMessage.ByteSize: payload, key, headers — sluice's envelope
+	// included — and the record overhead); a larger message fails Send
+	// with a *ports.SizeError before anything is sent. Default 1,000,000
+	// (DefaultMaxMessageBytes), below both sarama's Producer.MaxMessageBytes
+	// (1 MiB) and the broker's message.max.bytes default (1,048,588 for a
+	// record batch). Raise it only with both of those.
+	MaxMessageBytes int
+
+	// Logger receives the adapter's notes (a fallback said at Subscribe).
+	// Default slog.Default().
+	Logger *slog.Logger
+
 	// Sarama, when set, is called on each sarama configuration the adapter
 	// builds (producer, consumer, admin) after its own settings, for TLS,
 	// SASL and tuning. It must not turn off acks=all or Return.Successes.
@@ -151,10 +168,25 @@ func (c Config) withDefaults() Config {
 	if c.Buffer <= 0 {
 		c.Buffer = 4
 	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 	return c
 }
 
+// DefaultMaxMessageBytes is the default Config.MaxMessageBytes.
+const DefaultMaxMessageBytes = 1_000_000
+
 func (c Config) validate() error {
+	if err := c.Existing.validate(); err != nil {
+		return err
+	}
+	if p := c.producerConfig().Producer.MaxMessageBytes; c.MaxMessageBytes > p {
+		return &ports.ValueError{Field: "kafka.Config.MaxMessageBytes", Reason: fmt.Sprintf("%d is above the producer's Producer.MaxMessageBytes %d: raise that too (Config.Sarama), and the broker's message.max.bytes", c.MaxMessageBytes, p)}
+	}
 	if len(c.Brokers) == 0 {
 		return &ports.ValueError{Field: "kafka.Config.Brokers", Reason: "is required"}
 	}

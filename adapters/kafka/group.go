@@ -157,8 +157,9 @@ func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage, avail []
 		s.unbuffer(1)
 		return avail
 	}
-	if !s.spec.MatchKey(r.dec.msg.Key) {
-		// Not for this subscription: settled without handling.
+	if !s.spec.MatchKey(r.dec.msg.Key) || s.expired(cm.Timestamp) {
+		// Not for this subscription, or older than the topic's retention
+		// (Kafka deletes whole segments, late): settled without handling.
 		s.unbuffer(1)
 		if ok {
 			p.mu.Lock()
@@ -209,7 +210,7 @@ func (s *subscription) committedOffsets(ids []int32) (map[int32]int64, error) {
 // startOffset is where a group without a commit starts on partition id.
 func (s *subscription) startOffset(id int32) (int64, error) {
 	at := sarama.OffsetNewest
-	if s.a.cfg.StartFrom == StartOldest {
+	if s.a.cfg.StartFrom == StartOldest || s.spec.Start == ports.StartEarliest {
 		at = sarama.OffsetOldest
 	}
 	return s.commitClient.GetOffset(s.phys, id, at)

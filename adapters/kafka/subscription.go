@@ -50,6 +50,8 @@ type subscription struct {
 
 	errs *kit.Errors // Errors(): never blocks, drops and counts when full
 
+	retention time.Duration // records older than this are skipped (0: none)
+
 	stopOnce sync.Once
 	stopErr  error
 	stopDone chan struct{}
@@ -63,6 +65,10 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, err
 	}
 	spec = spec.WithDefaults()
+	if spec.QoS == ports.BestEffort {
+		a.logger().Info("sluice kafka: QoS best-effort falls back to at-least-once (Kafka has no weaker delivery class): failed deliveries are requeued and poison dead-lettered",
+			"topic", string(spec.Topic), "group", spec.Group)
+	}
 	a.mu.Lock()
 	closed := a.closed
 	a.mu.Unlock()
@@ -90,7 +96,14 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		s.sched.Stop()
 		return nil, err
 	}
+	s.retention = a.retention(spec.Topic, s.phys)
 	conf := a.cfg.consumerConfig(spec.InFlight)
+	if spec.Start == ports.StartEarliest {
+		conf.Consumer.Offsets.Initial = sarama.OffsetOldest
+	}
+	if spec.SingleActive {
+		conf.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{newSingleActive()}
+	}
 	client, err := sarama.NewClient(a.cfg.Brokers, conf)
 	if err != nil {
 		s.sched.Stop()

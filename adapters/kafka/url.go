@@ -68,6 +68,7 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 		return nil, &adapters.ParamError{Param: "start", Reason: fmt.Sprintf("%q is not newest or oldest", start)}
 	}
 	kc.NoCreateTopics = !p.Bool("create_topics", true)
+	kc.Logger = cfg.Logger
 	kc.SessionTimeout = p.Duration("session_timeout", 0, 100*time.Millisecond, time.Hour)
 	kc.HeartbeatInterval = p.Duration("heartbeat_interval", 0, 10*time.Millisecond, time.Hour)
 	kc.DisableIdempotence = !p.Bool("idempotent", true)

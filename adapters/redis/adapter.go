@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -28,6 +29,9 @@ type Adapter struct {
 	closed  bool
 	subs    map[*subscription]struct{}
 	streams map[string]struct{} // streams subscribed to, for the janitor
+
+	declared kit.Declared // topics declared with DeclareTopic
+	specs    specCache    // trims of topics declared by other processes
 }
 
 var _ ports.Adapter = (*Adapter)(nil)
@@ -95,10 +99,29 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: true,
 		Ordering:             ports.OrderNone,
+		StartEarliest:        true,
+		SingleActive:         true,
+		BestEffort:           false,
+		Retention:            true,
+		MaxLength:            true,
+		MaxMessageBytes:      a.maxMessageBytes(),
+		SizeCountsEnvelope:   false,
 	}
 }
 
+// maxMessageBytes is Options.MaxMessageBytes (its default for the zero
+// Adapter).
+func (a *Adapter) maxMessageBytes() int {
+	if a.o.MaxMessageBytes > 0 {
+		return a.o.MaxMessageBytes
+	}
+	return DefaultMaxMessageBytes
+}
+
 func (a *Adapter) streamKey(t ports.Topic) string {
+	if k, ok := a.o.Existing.stream(t); ok {
+		return k
+	}
 	if a.o.RawStreamNames {
 		return string(t)
 	}
@@ -134,19 +157,28 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
 			continue
 		}
+		if err := m.CheckSize(a.maxMessageBytes(), 0); err != nil {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			continue
+		}
 		m.Stamp(now)
 		if f := a.o.faults; f != nil && f.failSend.Load() {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed)})
 			continue
 		}
 		stream := a.streamKey(m.Topic)
+		tr, err := a.trimFor(ctx, m.Topic, stream)
+		if err != nil {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)})
+			continue
+		}
 		fields := encodeFor(a.o.Wire, &m)
 		var cmd goredis.Cmder
 		if m.Delay > 0 {
 			args := append([]any{m.Delay.Milliseconds(), stream}, fields...)
 			cmd = delayAddScript.Eval(ctx, pipe, []string{a.delayedMsgKey(), a.delayedKey()}, args...)
 		} else {
-			cmd = pipe.XAdd(ctx, &goredis.XAddArgs{Stream: stream, Values: fields})
+			cmd = xadd(ctx, pipe, stream, fields, tr, now)
 		}
 		sent = append(sent, pending{i, cmd})
 	}
@@ -199,6 +231,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	if a.isClosed() {
 		return nil, ports.ErrClosed
 	}
+	a.checkSpec(spec)
 	s := newSubscription(a, spec)
 	if err := s.join(ctx); err != nil {
 		return nil, err

@@ -102,6 +102,21 @@ type Options struct {
 	DialTimeout time.Duration
 	// PoolSize is the go-redis connection pool size. Default 32.
 	PoolSize int
+	// Existing adopts streams and consumer groups that exist already
+	// under their own names (see Existing). Default: none.
+	Existing *Existing
+	// MaxMessageBytes is the largest payload Send accepts; a larger one
+	// fails with a *ports.SizeError before anything is written. Redis
+	// refuses a bulk string above proto-max-bulk-len (512 MiB by default),
+	// and a whole command above client-query-buffer-limit (1 GiB); the
+	// default bound, 64 MiB (DefaultMaxMessageBytes), stays well below
+	// both with any envelope and keeps one entry from taking a large share
+	// of the server's memory. Counts the payload only.
+	MaxMessageBytes int
+	// SingleActiveLease is the TTL of a SingleActive group's lease key:
+	// a crashed holder is replaced within it (plus a quarter of it).
+	// Default 2s.
+	SingleActiveLease time.Duration
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 
@@ -139,11 +154,20 @@ func (o Options) withDefaults() Options {
 	if o.PoolSize <= 0 {
 		o.PoolSize = 32
 	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.SingleActiveLease <= 0 {
+		o.SingleActiveLease = 2 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return o
 }
+
+// DefaultMaxMessageBytes is the default Options.MaxMessageBytes.
+const DefaultMaxMessageBytes = 64 << 20
 
 func (o Options) validate() error {
 	if o.Addr == "" {
@@ -151,6 +175,15 @@ func (o Options) validate() error {
 	}
 	if o.ClaimMinIdle < 100*time.Millisecond {
 		return &ports.ValueError{Field: "redis.Options.ClaimMinIdle", Reason: "must be at least 100ms"}
+	}
+	if o.MaxMessageBytes > 512<<20 {
+		return &ports.ValueError{Field: "redis.Options.MaxMessageBytes", Reason: "is above Redis's default proto-max-bulk-len of 512 MiB"}
+	}
+	if o.SingleActiveLease < 100*time.Millisecond {
+		return &ports.ValueError{Field: "redis.Options.SingleActiveLease", Reason: "must be at least 100ms"}
+	}
+	if err := o.Existing.validate(); err != nil {
+		return err
 	}
 	switch o.Durability {
 	case DurabilityNone, DurabilityFsync, DurabilityReplicas:

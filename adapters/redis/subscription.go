@@ -51,11 +51,17 @@ type subscription struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	single *lease // SingleActive: read only while holding it
 }
 
 func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
+	group := spec.Group
+	if n, ok := a.o.Existing.group(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
+		group = n
+	}
 	s := &subscription{
-		a: a, spec: spec, stream: a.streamKey(spec.Topic), group: spec.Group,
+		a: a, spec: spec, stream: a.streamKey(spec.Topic), group: group,
 		consumer: "c-" + ports.NewID(),
 		held:     map[string]struct{}{}, loose: map[string]struct{}{}, room: make(chan struct{}, 1), cursor: "0-0",
 		inbox: kit.NewInbox[*ports.Delivery](0), errs: kit.NewErrors(64),
@@ -74,6 +80,9 @@ func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
 			s.hbTTL = a.o.InstanceTTL
 		}
 	}
+	if spec.SingleActive {
+		s.single = newLease(s)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -84,7 +93,17 @@ func (s *subscription) join(ctx context.Context) error {
 	if s.broadcast {
 		err = joinScript.Run(ctx, s.a.rc, []string{s.stream, s.hbKey}, s.group, ms(s.hbTTL)).Err()
 	} else {
-		err = s.a.rc.XGroupCreateMkStream(ctx, s.stream, s.group, "$").Err()
+		// A new group starts at the stream's end ($), or at its first
+		// entry (0) for StartEarliest; an existing one keeps its position.
+		at := "$"
+		if s.spec.Start == ports.StartEarliest {
+			at = "0"
+		}
+		if _, adopted := s.a.o.Existing.stream(s.spec.Topic); adopted {
+			err = s.a.rc.XGroupCreate(ctx, s.stream, s.group, at).Err() // never creates an adopted stream
+		} else {
+			err = s.a.rc.XGroupCreateMkStream(ctx, s.stream, s.group, at).Err()
+		}
 		if err != nil && strings.HasPrefix(err.Error(), "BUSYGROUP") {
 			err = nil
 		}
@@ -97,6 +116,11 @@ func (s *subscription) join(ctx context.Context) error {
 
 func (s *subscription) start() {
 	s.wg.Add(2)
+	if s.single != nil {
+		s.single.try(s.ctx)
+		s.wg.Add(1)
+		go s.single.run(s.ctx)
+	}
 	go s.readLoop()
 	go s.leaseLoop()
 }
@@ -140,6 +164,9 @@ func (s *subscription) readLoop() {
 	linger := time.NewTimer(0)
 	defer linger.Stop()
 	for s.ctx.Err() == nil {
+		if s.single != nil && !s.single.wait(s.ctx) {
+			return
+		}
 		n, held := s.free()
 		if n <= 0 {
 			select {

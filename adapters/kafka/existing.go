@@ -1,0 +1,187 @@
+package kafka
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/IBM/sarama"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Existing maps logical topics and groups onto Kafka topics and consumer
+// groups that exist already, so that a service written against its own
+// names moves to sluice without renaming anything. An adopted topic is
+// never created or reconfigured (New checks that it exists); an adopted
+// group keeps its committed offsets, and sluice commits to it as the old
+// consumers did.
+type Existing struct {
+	// Topics maps a logical topic to its physical topic (e.g.
+	// "billing.invoices" → "dc3.billing.invoices"). To adopt a topic's
+	// dead-letter topic, map "<topic>.dlq" too; otherwise it is created as
+	// "<ns>.<topic>.dlq".
+	Topics map[ports.Topic]string
+	// Groups maps a LoadBalance group of a topic to its consumer group id.
+	Groups map[ExistingGroup]string
+}
+
+// ExistingGroup names a LoadBalance group of a logical topic.
+type ExistingGroup struct {
+	Topic ports.Topic
+	Group string
+}
+
+func (e *Existing) validate() error {
+	if e == nil {
+		return nil
+	}
+	for t, p := range e.Topics {
+		if err := t.Validate(); err != nil {
+			return &ports.ValueError{Field: "kafka.Config.Existing.Topics", Reason: err.Error()}
+		}
+		if p == "" || strings.ContainsAny(p, "/ ") {
+			return &ports.ValueError{Field: "kafka.Config.Existing.Topics", Reason: fmt.Sprintf("topic %q maps to an invalid Kafka topic name %q", string(t), p)}
+		}
+	}
+	for g, id := range e.Groups {
+		if err := g.Topic.Validate(); err != nil || g.Group == "" || id == "" {
+			return &ports.ValueError{Field: "kafka.Config.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a group id", string(g.Topic), g.Group, id)}
+		}
+	}
+	return nil
+}
+
+// adopted reports whether phys is an adopted physical topic.
+func (e *Existing) adopted(phys string) bool {
+	if e == nil {
+		return false
+	}
+	for _, p := range e.Topics {
+		if p == phys {
+			return true
+		}
+	}
+	return false
+}
+
+// check verifies that every adopted topic exists.
+func (e *Existing) check(admin sarama.ClusterAdmin) error {
+	if e == nil || len(e.Topics) == 0 {
+		return nil
+	}
+	var phys []string
+	for _, p := range e.Topics {
+		phys = append(phys, p)
+	}
+	md, err := admin.DescribeTopics(phys)
+	if err != nil {
+		return fmt.Errorf("kafka: Config.Existing: describe adopted topics: %w", err)
+	}
+	for _, t := range md {
+		if t.Err != sarama.ErrNoError {
+			return fmt.Errorf("kafka: Config.Existing names topic %q, which the cluster does not have (sluice never creates an adopted topic): %w", t.Name, t.Err)
+		}
+	}
+	return nil
+}
+
+// names derives physical names: the namespace, a dot and the topic's
+// flat form (Topic.Physical(".."): a scoped "tenant/ns/name" becomes
+// "tenant..ns..name", one-to-one since ".." is reserved and Kafka topic
+// names cannot hold '/') with '_' escaped (escapeUnderscore), unless
+// Config.Existing adopts the topic.
+type names struct {
+	ns       string
+	existing *Existing
+}
+
+func (n names) topic(t ports.Topic) string {
+	if n.existing != nil {
+		if p, ok := n.existing.Topics[t]; ok {
+			return p
+		}
+	}
+	return n.ns + "." + escapeUnderscore(t.Physical(".."))
+}
+
+// logical returns the logical topic of a physical one.
+func (n names) logical(phys string) ports.Topic {
+	if n.existing != nil {
+		for t, p := range n.existing.Topics {
+			if p == phys {
+				return t
+			}
+		}
+	}
+	flat := unescapeUnderscore(strings.TrimPrefix(phys, n.ns+"."))
+	if parts := strings.Split(flat, ".."); len(parts) == 3 {
+		return ports.Scope{Tenant: parts[0], Namespace: parts[1]}.Topic(parts[2])
+	}
+	return ports.Topic(flat)
+}
+
+// group returns the consumer group of spec for this instance.
+func (n names) group(spec ports.SubscriptionSpec, instance string) string {
+	if spec.Mode == ports.Broadcast {
+		base := spec.Group
+		if base == "" {
+			base = spec.Topic.Physical("..")
+		}
+		return n.ns + "." + base + ".bcast." + instance
+	}
+	if n.existing != nil {
+		if id, ok := n.existing.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; ok {
+			return id
+		}
+	}
+	return n.ns + "." + spec.Group
+}
+
+// escapeUnderscore maps a flat name onto one without '_', one-to-one.
+// Kafka refuses a topic whose name equals an existing one's once '.' and
+// '_' are taken as the same character (they collide in its metric
+// names), so "a.b" and "a_b" cannot both exist: '_' becomes "-u", and a
+// '-' followed by '-', 'u' or '_' becomes "--", so the result decodes
+// uniquely (unescapeUnderscore). A name without '_', "--" or "-u" is
+// unchanged.
+func escapeUnderscore(s string) string {
+	if !strings.Contains(s, "_") && !strings.Contains(s, "--") && !strings.Contains(s, "-u") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '_':
+			b.WriteString("-u")
+		case c == '-' && i+1 < len(s) && (s[i+1] == '-' || s[i+1] == 'u' || s[i+1] == '_'):
+			b.WriteString("--")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// unescapeUnderscore inverts escapeUnderscore.
+func unescapeUnderscore(s string) string {
+	if !strings.Contains(s, "-") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '-' && i+1 < len(s) {
+			switch s[i+1] {
+			case '-':
+				b.WriteByte('-')
+				i++
+				continue
+			case 'u':
+				b.WriteByte('_')
+				i++
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
