@@ -155,7 +155,7 @@ func (s *subscription) ack(es []*entry) error {
 // deadLetter publishes a copy of every entry to the dead-letter topic and
 // waits for all confirms.
 func (s *subscription) deadLetter(ctx context.Context, es []*entry, d ports.Disposition) error {
-	topic := deadLetterTopic(s.a.opts.Namespace, s.spec.Topic)
+	topic := s.a.physical(ports.DeadLetterTopic(s.spec.Topic))
 	errs := make([]error, len(es))
 	var wg sync.WaitGroup
 	for i, e := range es {
