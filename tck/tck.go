@@ -7,8 +7,10 @@
 //		})
 //	}
 //
-// Run executes the sixteen cases of the settlement contract (SPEC §5) as
-// behaviour-named subtests, each with a fresh Harness. A case is skipped
+// Run executes the sixteen cases of the settlement contract (SPEC §5) and
+// the Port cases (declared topics, start positions, single-active groups,
+// QoS, tenant scopes, adopted topologies, payload limits; numbered from 20)
+// as behaviour-named subtests, each with a fresh Harness. A case is skipped
 // only when the adapter's declared Capabilities say it cannot apply, and the
 // skip names the capability.
 //
@@ -18,8 +20,8 @@
 // fail with a message naming what did not arrive. Proving that something
 // does NOT happen (no redelivery after an ack) needs a quiet window
 // (Options.Quiet) after a positive marker; that window is the only place
-// the kit waits on time alone, besides the delay and expiry cases, whose
-// subject is time.
+// the kit waits on time alone, besides the delay, expiry and retention
+// cases, whose subject is time.
 package tck
 
 import (
@@ -50,6 +52,14 @@ type Options struct {
 	InstanceTTL time.Duration
 	// Delay is the message delay used by the delay case. Default 500ms.
 	Delay time.Duration
+	// Retention is the topic retention used by TopicRetention (the case
+	// waits twice as long). Default 1s; brokers that expire coarsely need
+	// more.
+	Retention time.Duration
+	// MaxPayload bounds the payload OversizedPayloadRefused sends and
+	// expects delivered (the refused one, one byte above the limit, is
+	// allocated but never written). Default 16 MiB.
+	MaxPayload int
 	// Extra runs adapter-specific checks after the kit's cases, each with a
 	// fresh harness (the escape hatch).
 	Extra map[string]func(t *testing.T, h Harness)
@@ -67,6 +77,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Delay <= 0 {
 		o.Delay = 500 * time.Millisecond
+	}
+	if o.Retention <= 0 {
+		o.Retention = time.Second
+	}
+	if o.MaxPayload <= 0 {
+		o.MaxPayload = 16 << 20
 	}
 	return o
 }
