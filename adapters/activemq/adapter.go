@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/internal/declared"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -16,7 +16,7 @@ import (
 type Adapter struct {
 	opts     Options
 	pub      *publisher
-	declared declared.Topics // DeclareTopic's record (retention at Send)
+	declared kit.Declared // DeclareTopic's record (retention at Send)
 
 	mu     sync.Mutex
 	closed bool

@@ -9,7 +9,6 @@ import (
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
-	"github.com/sluicemq/sluice/adapters/internal/declared"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
 	"github.com/sluicemq/sluice/ports"
@@ -25,8 +24,9 @@ type Adapter struct {
 	pubID  string
 	errs   *kit.Errors
 
-	declared  declared.Topics // DeclareTopic's record (retention at Send)
-	maxPacket atomic.Uint32   // the sender's CONNACK Maximum Packet Size (0: none announced)
+	declared    kit.Declared  // DeclareTopic's record (retention at Send)
+	instanceSet bool          // Options.Instance was given (DeclareGroup needs it)
+	maxPacket   atomic.Uint32 // the sender's CONNACK Maximum Packet Size (0: none announced)
 
 	// publishFault, when set (tests only), fails publishes before they are
 	// written, as a refusing broker would.
@@ -49,11 +49,12 @@ var _ ports.Adapter = (*Adapter)(nil)
 // sender's connection and logs the adapter's capabilities. It returns once
 // connected, or when ctx is done.
 func New(ctx context.Context, opts Options) (*Adapter, error) {
+	instanceSet := opts.Instance != ""
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	a := &Adapter{opts: opts, url: opts.URL, errs: kit.NewErrors(64),
+	a := &Adapter{opts: opts, url: opts.URL, errs: kit.NewErrors(64), instanceSet: instanceSet,
 		subs: map[*subscription]struct{}{}, clientIDs: map[string]bool{}}
 	if opts.Embedded {
 		b, err := embedded.Start(embedded.Options{})

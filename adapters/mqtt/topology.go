@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session/state"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -116,10 +118,8 @@ func (a *Adapter) filter(spec ports.SubscriptionSpec) string {
 // other properties fails with a *ports.RedeclareError) and applies it at
 // Send: Retention becomes the MQTT 5 Message Expiry Interval of every
 // PUBLISH to the topic (rounded up to whole seconds), so every publishing
-// process must declare the topic too. MaxLength and Groups are refused
-// with ErrUnsupported: a broker keeps messages for a shared subscription
-// only in the sessions of its members, so a group cannot exist before its
-// first member connected.
+// process must declare the topic too. MaxLength is refused with
+// ErrUnsupported. Groups are declared as DeclareGroup does.
 func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if err := spec.Validate(); err != nil {
 		return err
@@ -130,10 +130,79 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 	if spec.MaxLength > 0 {
 		return fmt.Errorf("%w: mqtt cannot cap topic %q at %d messages (a broker's queue limits are per session and broker-wide)", ports.ErrUnsupported, spec.Topic, spec.MaxLength)
 	}
-	if len(spec.Groups) > 0 {
-		return fmt.Errorf("%w: mqtt cannot create group(s) %v of %q ahead of their first member: a shared subscription keeps messages only in its members' sessions (start a member once, with a stable Instance)", ports.ErrUnsupported, spec.Groups, spec.Topic)
+	return a.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
+		for _, g := range spec.Groups {
+			if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// DeclareGroup implements ports.GroupDeclarer. An MQTT broker keeps a
+// shared subscription's messages only in the sessions of its members, so
+// declaring a group ahead creates the session of one member: the one with
+// this adapter's Options.Instance (its client id, CleanStart false, kept
+// for SessionExpiry), subscribed to the group's shared subscription. The
+// broker queues the group's messages there until that member — a process
+// with the same Instance, or this one — subscribes and resumes the
+// session. It therefore needs Options.Instance set (a random one would
+// strand the messages). Declaring a group whose session exists changes
+// nothing; a message the broker pushes to the declaring connection is
+// never acknowledged and comes back to the member (marked redelivered).
+func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	if err := topic.Validate(); err != nil {
+		return err
 	}
-	return a.declared.Declare(spec)
+	if !validName(group) {
+		return &ports.ValueError{Field: "group", Reason: fmt.Sprintf("%q must be non-empty without '/', '+', '#' or '$' (it names the MQTT shared subscription)", group)}
+	}
+	if !a.instanceSet {
+		return &ports.ValueError{Field: "mqtt.Options.Instance", Reason: fmt.Sprintf("must be set to declare group %q of %q ahead: the group's messages wait in the session of the member with that Instance", group, topic)}
+	}
+	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
+	id := clientID(a.opts.Namespace, spec, a.opts.Instance)
+	a.mu.Lock()
+	live, closed := a.clientIDs[id], a.closed
+	a.mu.Unlock()
+	switch {
+	case closed:
+		return fmt.Errorf("mqtt: declare group: %w", ports.ErrClosed)
+	case live:
+		return nil // this process's member holds the session
+	}
+	present := make(chan bool, 1)
+	cm, err := a.connect(ctx, connSpec{clientID: id, expiry: seconds(a.opts.SessionExpiry),
+		session: newAckSession(state.NewInMemory()), errs: kit.NewErrors(4),
+		onPublish: func(paho.PublishReceived) (bool, error) { return true, nil }, // never released: no PUBACK
+		onUp: func(ca *paho.Connack) {
+			select {
+			case present <- ca.SessionPresent:
+			default:
+			}
+		}})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cm.Disconnect(context.Background()) }()
+	select {
+	case p := <-present:
+		if p {
+			return nil
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	filter := a.filter(spec)
+	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}})
+	if err != nil {
+		return fmt.Errorf("mqtt: declare group %q: subscribe %s: %w", group, filter, err)
+	}
+	if len(sa.Reasons) != 1 || sa.Reasons[0] != 1 {
+		return fmt.Errorf("mqtt: declare group %q: subscribe %s: broker answered %v, want QoS 1 granted: %w", group, filter, sa.Reasons, errSubscribeRefused)
+	}
+	return nil
 }
 
 // checkSubscription refuses what MQTT cannot do for spec (defaults
@@ -151,10 +220,11 @@ func checkSubscription(spec ports.SubscriptionSpec) (byte, error) {
 	return 1, nil
 }
 
-// prepare applies m's class and its topic's declared retention to p and
+// prepare applies m's class (or its topic's declared one) and its
+// topic's declared retention to p and
 // checks p's size against the broker's limit before anything is written.
 func (a *Adapter) prepare(p *paho.Publish, m *ports.Message) error {
-	if m.QoS == ports.BestEffort {
+	if a.declared.QoS(m) == ports.BestEffort {
 		p.QoS = 0
 	}
 	if r := a.declared.Retention(m.Topic); r > 0 {

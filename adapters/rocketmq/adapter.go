@@ -9,7 +9,7 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
-	"github.com/sluicemq/sluice/adapters/internal/declared"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -18,7 +18,7 @@ import (
 // SimpleConsumer per subscription.
 type Adapter struct {
 	cfg      config
-	declared declared.Topics // DeclareTopic's record
+	declared kit.Declared // DeclareTopic's record
 
 	pmu      sync.Mutex
 	producer rmq.Producer // nil until the first Send
