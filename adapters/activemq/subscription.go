@@ -233,7 +233,10 @@ func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 }
 
 // Settle applies disp to ds (see Subscription for what each action is).
+// On a best-effort subscription Requeue and DeadLetter acknowledge, as Ack
+// does (kit.BestEffortDisposition).
 func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	disp = kit.BestEffortDisposition(s.spec, disp)
 	s.mu.Lock()
 	stopped := s.stopped
 	s.mu.Unlock()

@@ -132,7 +132,7 @@ func subscribeOpts(spec ports.SubscriptionSpec) []func(*frame.Frame) error {
 // milliseconds) now + Retention.
 func (a *Adapter) sendExtras(m *ports.Message, now time.Time) []func(*frame.Frame) error {
 	var extra []func(*frame.Frame) error
-	if m.QoS == ports.BestEffort {
+	if a.declared.QoS(m) == ports.BestEffort {
 		extra = append(extra, func(f *frame.Frame) error { f.Header.Set("persistent", "false"); return nil })
 	}
 	if r := a.declared.Retention(m.Topic); r > 0 {
@@ -156,15 +156,14 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 	if spec.MaxLength > 0 {
 		return fmt.Errorf("%w: activemq cannot cap topic %q at %d messages over STOMP (queue limits are broker policy: a policyEntry's pendingMessageLimitStrategy)", ports.ErrUnsupported, spec.Topic, spec.MaxLength)
 	}
-	if err := a.declared.Declare(spec); err != nil {
-		return err
-	}
-	for _, g := range spec.Groups {
-		if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
-			return fmt.Errorf("activemq: declare group %q of %q: %w", g, spec.Topic, err)
+	return a.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
+		for _, g := range spec.Groups {
+			if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
+				return fmt.Errorf("activemq: declare group %q of %q: %w", g, spec.Topic, err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // DeclareGroup implements ports.GroupDeclarer: it creates the group's

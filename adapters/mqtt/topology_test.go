@@ -63,10 +63,13 @@ func TestDeclareTopicRecordsAndRefuses(t *testing.T) {
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "Retention") {
 		t.Fatalf("redeclare with another retention: %v, want a RedeclareError naming Retention", err)
 	}
-	for _, s := range []ports.TopicSpec{{Topic: "x", MaxLength: 10}, {Topic: "y", Groups: []string{"g"}}} {
-		if err := ports.DeclareTopic(ctx, a, s); !errors.Is(err, ports.ErrUnsupported) {
-			t.Errorf("DeclareTopic(%+v) = %v, want ErrUnsupported", s, err)
-		}
+	if err := ports.DeclareTopic(ctx, a, ports.TopicSpec{Topic: "x", MaxLength: 10}); !errors.Is(err, ports.ErrUnsupported) {
+		t.Errorf("DeclareTopic with MaxLength = %v, want ErrUnsupported", err)
+	}
+	// A group declared ahead waits in the session of the member with the
+	// adapter's Instance: without one it would be stranded.
+	if err := ports.DeclareTopic(ctx, a, ports.TopicSpec{Topic: "y", Groups: []string{"g"}}); !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "Instance") {
+		t.Errorf("DeclareTopic with Groups and no Instance = %v, want ErrInvalid naming Options.Instance", err)
 	}
 	for _, s := range []ports.SubscriptionSpec{
 		{Topic: "state", Group: "g", Start: ports.StartEarliest},
