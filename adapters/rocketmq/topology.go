@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -130,15 +132,14 @@ func envelopeBytes(topic string, m *ports.Message) int {
 	return n
 }
 
-// DeclareTopic implements ports.TopicDeclarer. RocketMQ topics and
-// consumer groups are an administrator's (mqadmin, the dashboard, or
-// autoCreateTopicEnable), and the v5 client can set none of their
-// properties: Retention (fileReservedTime is broker-wide), MaxLength and
-// Groups declared ahead (a new group's start is the broker's
-// consume-from-where rule, not the time of a declaration) are refused with
-// ErrUnsupported. What is left is recorded: a redeclaration with other
-// properties fails with a *ports.RedeclareError.
-func (a *Adapter) DeclareTopic(_ context.Context, spec ports.TopicSpec) error {
+// DeclareTopic implements ports.TopicDeclarer. RocketMQ topics are an
+// administrator's (mqadmin, the dashboard, or autoCreateTopicEnable), and
+// the v5 client can set none of their properties: Retention
+// (fileReservedTime is broker-wide) and MaxLength are refused with
+// ErrUnsupported. Groups are declared as DeclareGroup does. The spec is
+// recorded: a redeclaration with other properties fails with a
+// *ports.RedeclareError.
+func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
@@ -150,8 +151,52 @@ func (a *Adapter) DeclareTopic(_ context.Context, spec ports.TopicSpec) error {
 		return fmt.Errorf("%w: rocketmq cannot keep topic %q for %v: retention is the broker-wide fileReservedTime", ports.ErrUnsupported, spec.Topic, spec.Retention)
 	case spec.MaxLength > 0:
 		return fmt.Errorf("%w: rocketmq cannot cap topic %q at %d messages", ports.ErrUnsupported, spec.Topic, spec.MaxLength)
-	case len(spec.Groups) > 0:
-		return fmt.Errorf("%w: rocketmq cannot create group(s) %v of %q ahead through the v5 client: create them with the broker's admin tools (mqadmin updateSubGroup)", ports.ErrUnsupported, spec.Groups, spec.Topic)
 	}
-	return a.declared.Declare(spec)
+	return a.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
+		for _, g := range spec.Groups {
+			if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// DeclareGroup implements ports.GroupDeclarer: it starts a SimpleConsumer
+// of group on topic and stops it, which registers the group's
+// subscription with the proxy, as a first consumer does. On rocketmqtest
+// the group then exists at the topic's end and keeps what is published
+// from then on. On Apache RocketMQ the group is created
+// (autoCreateSubscriptionGroup) but a new group's position is fixed by the
+// broker's consume-from-where rule at its first receive; create groups
+// that must keep messages before their first consumer with the admin
+// tools (mqadmin updateSubGroup). Not certified against Apache RocketMQ.
+func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	if a.isClosed() {
+		return ports.ErrClosed
+	}
+	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
+	name, err := a.topicName(topic)
+	if err != nil {
+		return err
+	}
+	g, err := a.groupName(spec)
+	if err != nil {
+		return err
+	}
+	sc, err := rmq.NewSimpleConsumer(a.cfg.clientConfig(g),
+		rmq.WithSimpleAwaitDuration(a.cfg.await),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{name: rmq.SUB_ALL}))
+	if err != nil {
+		return fmt.Errorf("rocketmq: consumer for %s: %w", a.cfg.endpoint, err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.startTimeout)
+	defer cancel()
+	if err := start(sctx, sc, "consumer group "+g+" on topic "+name, a.cfg.endpoint); err != nil {
+		return err
+	}
+	if err := sc.GracefulStop(); err != nil {
+		return fmt.Errorf("rocketmq: declare group %s on %s: stop: %w", g, name, err)
+	}
+	return nil
 }

@@ -77,7 +77,7 @@ func TestDeclareAndSubscribeRefusals(t *testing.T) {
 	a, _ := peerAdapter(t, rocketmq.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, s := range []ports.TopicSpec{{Topic: "a", Retention: time.Hour}, {Topic: "b", MaxLength: 3}, {Topic: "c", Groups: []string{"g"}}} {
+	for _, s := range []ports.TopicSpec{{Topic: "a", Retention: time.Hour}, {Topic: "b", MaxLength: 3}} {
 		if err := ports.DeclareTopic(ctx, a, s); !errors.Is(err, ports.ErrUnsupported) {
 			t.Errorf("DeclareTopic(%+v) = %v, want ErrUnsupported", s, err)
 		}
