@@ -20,7 +20,7 @@ func ExampleOpen() {
 	spec := adapters.Spec(a, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	fmt.Println("in flight:", spec.InFlight)
 	// Output:
-	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count ordering=none
+	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count start-earliest single-active best-effort retention max-length ordering=none max-message-bytes=67108864
 	// in flight: 32
 }
 
@@ -40,10 +40,12 @@ func ExampleOpen_errors() {
 
 func ExampleFallbacks() {
 	for _, f := range adapters.Fallbacks(ports.Capabilities{PublisherConfirm: true, Broadcast: true, DurableGroups: true,
-		PerMessageAck: true, NativeBatch: true, SubscriptionExpiry: true, ExactRedeliveryCount: true, DelayedRequeue: true, Ordering: ports.OrderPerKey}) {
+		PerMessageAck: true, NativeBatch: true, SubscriptionExpiry: true, ExactRedeliveryCount: true, DelayedRequeue: true, Ordering: ports.OrderPerKey,
+		StartEarliest: true, SingleActive: true, Retention: true, MaxLength: true, MaxMessageBytes: 1 << 20}) {
 		fmt.Printf("%s: %s\n", f.Capability, f.Effect)
 	}
 	// Output:
 	// delay: delayed messages are stored at once and held by the consuming adapter's local scheduler until due
 	// native-dlq: dead letters are published with confirms to the explicit "<topic>.dlq" topic
+	// best-effort: QoS BestEffort travels at-least-once (stronger, not cheaper): best-effort messages are confirmed, requeued and dead-lettered like any other, and Subscribe says so
 }
