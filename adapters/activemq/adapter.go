@@ -7,14 +7,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // Adapter is the ActiveMQ Classic adapter: STOMP 1.2 over go-stomp. It is
 // safe for concurrent use.
 type Adapter struct {
-	opts Options
-	pub  *publisher
+	opts     Options
+	pub      *publisher
+	declared kit.Declared // DeclareTopic's record (retention at Send)
 
 	mu     sync.Mutex
 	closed bool
@@ -61,6 +63,14 @@ func (a *Adapter) Name() string { return "activemq" }
 //     message handed back by a lost consumer only says redelivered=true
 //     (counted as one more).
 //   - Ordering: none (requeued copies go to the back of the queue).
+//   - StartEarliest: false — a group's queue holds only what arrived
+//     after it was created.
+//   - SingleActive: activemq.exclusive consumers (the broker fails over
+//     to another consumer of the queue when the active one goes).
+//   - BestEffort: persistent:false SENDs (memory only).
+//   - Retention: the JMS expiration of every SEND (topology.go).
+//   - MaxLength: false (broker policy, not reachable over STOMP).
+//   - MaxMessageBytes: the adapter's 16 MiB bound on the payload.
 func (a *Adapter) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage:   true,
@@ -70,6 +80,10 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		PublisherConfirm: true,
 		DurableGroups:    true,
 		Ordering:         ports.OrderNone,
+		SingleActive:     true,
+		BestEffort:       true,
+		Retention:        true,
+		MaxMessageBytes:  MaxMessageBytes,
 	}
 }
 
@@ -109,6 +123,10 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			bad = append(bad, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
 			continue
 		}
+		if err := m.CheckSize(MaxMessageBytes, 0); err != nil {
+			bad = append(bad, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			continue
+		}
 		m.Stamp(now)
 		out = append(out, m)
 		good = append(good, i)
@@ -130,6 +148,9 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, err
 	}
 	spec = spec.WithDefaults()
+	if err := checkSubscription(spec); err != nil {
+		return nil, err
+	}
 	if spec.Mode == ports.Broadcast && isDeadLetterTopic(spec.Topic) {
 		return nil, fmt.Errorf("%w: BROADCAST of the dead-letter topic %q: on ActiveMQ a dead-letter topic is one queue whose consumers compete (subscribe with LOAD_BALANCE)", ports.ErrUnsupported, spec.Topic)
 	}

@@ -17,8 +17,12 @@ import (
 // backlog while no instance runs. A dead-letter topic ("<topic>.dlq") is a
 // plain queue, /queue/<ns>.<topic>.dlq, so that a dead letter is stored
 // even before anyone subscribed to it; its consumers compete.
+//
+// A scoped topic "tenant/namespace/name" is "<ns>.tenant~namespace~name"
+// (see scopedPhysical); an adopted topic (Options.Existing) uses its
+// destinations as they are.
 
-func (a *Adapter) physical(t ports.Topic) string { return a.opts.Namespace + "." + string(t) }
+func (a *Adapter) physical(t ports.Topic) string { return a.opts.Namespace + "." + scopedPhysical(t) }
 
 func isDeadLetterTopic(t ports.Topic) bool {
 	return strings.HasSuffix(string(t), ports.DeadLetterSuffix)
@@ -29,19 +33,31 @@ func (a *Adapter) sendDest(t ports.Topic) string {
 	if isDeadLetterTopic(t) {
 		return "/queue/" + a.physical(t)
 	}
+	if e, ok := a.adopted(t); ok {
+		return e.Destination
+	}
 	return "/topic/VirtualTopic." + a.physical(t)
 }
 
 // queueFor is the queue a subscription consumes.
-func (a *Adapter) queueFor(spec ports.SubscriptionSpec) string {
+func (a *Adapter) queueFor(spec ports.SubscriptionSpec) (string, error) {
 	if isDeadLetterTopic(spec.Topic) {
-		return "/queue/" + a.physical(spec.Topic)
+		return "/queue/" + a.physical(spec.Topic), nil
 	}
+	if e, ok := a.adopted(spec.Topic); ok {
+		return adoptedQueue(e, spec)
+	}
+	return consumerQueue(spec, "VirtualTopic."+a.physical(spec.Topic)), nil
+}
+
+// consumerQueue is the virtual-topic consumer queue of spec on the
+// virtual topic vt ("VirtualTopic.<name>").
+func consumerQueue(spec ports.SubscriptionSpec, vt string) string {
 	name := escape(spec.Group)
 	if spec.Mode == ports.Broadcast {
 		name += "__" + escape(spec.Instance)
 	}
-	return "/queue/Consumer." + name + ".VirtualTopic." + a.physical(spec.Topic)
+	return "/queue/Consumer." + name + "." + vt
 }
 
 // escape makes s one destination segment: letters, digits and '-' stay,

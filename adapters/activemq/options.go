@@ -45,6 +45,9 @@ type Options struct {
 	ReconnectBackoff, ReconnectMaxBackoff time.Duration
 	// Logger receives connection events. Default: slog.Default().
 	Logger *slog.Logger
+	// Existing adopts destinations other programs already use, per
+	// logical topic (see Existing). Default: none.
+	Existing []Existing
 
 	faults *Faults
 }
@@ -101,5 +104,5 @@ func (o Options) validate() error {
 	if o.HeartBeat < time.Second {
 		return &ports.ValueError{Field: "activemq.Options.HeartBeat", Reason: "must be at least 1s"}
 	}
-	return nil
+	return validateExisting(o.Existing)
 }

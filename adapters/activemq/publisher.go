@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -73,6 +74,7 @@ func (p *publisher) publish(ctx context.Context, msgs []ports.Message) error {
 		return fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 	}
 	failing := p.a.opts.faults.sendsFailing()
+	now := time.Now()
 	err = c.wait(ctx, func() error {
 		tx, err := c.c.BeginWithError()
 		if err != nil {
@@ -80,7 +82,7 @@ func (p *publisher) publish(ctx context.Context, msgs []ports.Message) error {
 		}
 		for i := range msgs {
 			m := &msgs[i]
-			ct, opts := sendOpts(m)
+			ct, opts := sendOpts(m, p.a.sendExtras(m, now)...)
 			if err := tx.Send(p.a.sendDest(m.Topic), ct, m.Payload, opts...); err != nil {
 				return err
 			}

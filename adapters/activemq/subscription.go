@@ -88,8 +88,12 @@ type handle struct {
 func (h *handle) Claim() *kit.Claim { return &h.claim }
 
 func newSubscription(ctx context.Context, a *Adapter, spec ports.SubscriptionSpec) (*Subscription, error) {
+	queue, err := a.queueFor(spec)
+	if err != nil {
+		return nil, err
+	}
 	s := &Subscription{
-		a: a, spec: spec, queue: a.queueFor(spec),
+		a: a, spec: spec, queue: queue,
 		inbox: kit.NewInbox[*ports.Delivery](0),
 		errs:  kit.NewErrors(64),
 		done:  make(chan struct{}),
@@ -119,8 +123,7 @@ func (s *Subscription) connect(ctx context.Context) (*consumerConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub, err := c.c.Subscribe(s.queue, stomp.AckClientIndividual,
-		stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(s.spec.InFlight)))
+	sub, err := c.c.Subscribe(s.queue, stomp.AckClientIndividual, subscribeOpts(s.spec)...)
 	if err != nil {
 		c.close(false)
 		return nil, fmt.Errorf("activemq: subscribe to %s at %s: %w", s.queue, s.a.opts.Addr, err)
@@ -230,7 +233,10 @@ func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 }
 
 // Settle applies disp to ds (see Subscription for what each action is).
+// On a best-effort subscription Requeue and DeadLetter acknowledge, as Ack
+// does (kit.BestEffortDisposition).
 func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	disp = kit.BestEffortDisposition(s.spec, disp)
 	s.mu.Lock()
 	stopped := s.stopped
 	s.mu.Unlock()

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -15,7 +16,6 @@ import (
 // it is removed from a Delivery's headers.
 const HeaderNotBefore = kit.HeaderNotBefore
 
-// names derives physical topic and group names from logical ones.
 // producerMessage encodes m for the physical topic phys. Headers must
 // already be stamped. notBefore, when non-zero, is written as
 // HeaderNotBefore.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
@@ -22,6 +23,10 @@ type Adapter struct {
 	pub    *autopaho.ConnectionManager
 	pubID  string
 	errs   *kit.Errors
+
+	declared    kit.Declared  // DeclareTopic's record (retention at Send)
+	instanceSet bool          // Options.Instance was given (DeclareGroup needs it)
+	maxPacket   atomic.Uint32 // the sender's CONNACK Maximum Packet Size (0: none announced)
 
 	// publishFault, when set (tests only), fails publishes before they are
 	// written, as a refusing broker would.
@@ -44,11 +49,12 @@ var _ ports.Adapter = (*Adapter)(nil)
 // sender's connection and logs the adapter's capabilities. It returns once
 // connected, or when ctx is done.
 func New(ctx context.Context, opts Options) (*Adapter, error) {
+	instanceSet := opts.Instance != ""
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	a := &Adapter{opts: opts, url: opts.URL, errs: kit.NewErrors(64),
+	a := &Adapter{opts: opts, url: opts.URL, errs: kit.NewErrors(64), instanceSet: instanceSet,
 		subs: map[*subscription]struct{}{}, clientIDs: map[string]bool{}}
 	if opts.Embedded {
 		b, err := embedded.Start(embedded.Options{})
@@ -58,7 +64,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 		a.broker, a.url = b, b.URL()
 	}
 	a.pubID = opts.Namespace + ":pub:" + opts.Instance + ":" + randomID()
-	pub, err := a.connect(ctx, connSpec{clientID: a.pubID, cleanStart: true, errs: a.errs})
+	pub, err := a.connect(ctx, connSpec{clientID: a.pubID, cleanStart: true, errs: a.errs, onUp: a.senderUp})
 	if err != nil {
 		if a.broker != nil {
 			_ = a.broker.Close()
@@ -92,6 +98,22 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		// restart a redelivery (DUP) counts as at least 1.
 		ExactRedeliveryCount: false,
 		Ordering:             ports.OrderNone,
+		// See topology.go and docs/adapters/mqtt.md.
+		StartEarliest:      false, // no history: retained messages are one per topic
+		SingleActive:       false, // shared subscriptions spread over every member
+		BestEffort:         true,  // QoS 0
+		Retention:          true,  // MQTT 5 Message Expiry Interval on every PUBLISH
+		MaxLength:          false,
+		MaxMessageBytes:    a.maxMessageBytes(),
+		SizeCountsEnvelope: true, // the limit is the PUBLISH packet's
+	}
+}
+
+// senderUp records the Maximum Packet Size the broker announced to the
+// sender connection.
+func (a *Adapter) senderUp(ca *paho.Connack) {
+	if ca != nil && ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
+		a.maxPacket.Store(*ca.Properties.MaximumPacketSize)
 	}
 }
 

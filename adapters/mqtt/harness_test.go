@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/eclipse/paho.golang/paho"
 	"github.com/sluicemq/sluice/adapters/mqtt"
 	"github.com/sluicemq/sluice/ports"
 	"github.com/sluicemq/sluice/tck"
@@ -47,7 +50,10 @@ func newHarness(url string, receiveMaximum int) tck.NewHarness {
 var errRefused = errors.New("refused by the test harness")
 
 func (h *harness) MakeAdapter(ctx context.Context) (ports.Adapter, error) {
-	a, err := mqtt.New(ctx, mqtt.Options{URL: h.url, Namespace: h.ns, ReceiveMaximum: h.rm, Logger: quietLog})
+	// Instance r0 is the first slot's (below): a group declared ahead
+	// keeps its messages in the session of the member with the declaring
+	// adapter's Instance, which the first LoadBalance subscription resumes.
+	a, err := mqtt.New(ctx, mqtt.Options{URL: h.url, Namespace: h.ns, ReceiveMaximum: h.rm, Logger: quietLog, Instance: "r0"})
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +68,42 @@ func (h *harness) MakeAdapter(ctx context.Context) (ports.Adapter, error) {
 }
 
 func (h *harness) Close() {}
+
+// CreateExisting implements tck.Topology. An MQTT program's topology is
+// only names — a topic and the share name of its shared subscription,
+// nothing a broker stores ahead — so nothing is created: the adapter is
+// configured to use a legacy topic outside the namespace and a share name
+// of the legacy program's, and Publish publishes to that topic with a raw
+// MQTT client. Unchanged has nothing to compare (no MQTT broker lists or
+// stores topics) and reports nil.
+func (h *harness) CreateExisting(ctx context.Context, topic ports.Topic, group string) (tck.Existing, error) {
+	legacy := "legacy" + randHex() + "/plant1/" + strings.ReplaceAll(string(topic), "/", "-")
+	share := "legacy-" + group
+	a, err := mqtt.New(ctx, mqtt.Options{URL: h.url, Namespace: h.ns, ReceiveMaximum: h.rm, Logger: quietLog, Instance: "r0",
+		Existing: []mqtt.Existing{{Topic: topic, PhysicalTopic: legacy, Shares: map[string]string{group: share}}}})
+	if err != nil {
+		return tck.Existing{}, err
+	}
+	publish := func(ctx context.Context, payload []byte) error {
+		u, err := url.Parse(h.url)
+		if err != nil {
+			return err
+		}
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			return err
+		}
+		c := paho.NewClient(paho.ClientConfig{Conn: conn})
+		if _, err := c.Connect(ctx, &paho.Connect{ClientID: "legacy" + randHex(), CleanStart: true, KeepAlive: 30}); err != nil {
+			return err
+		}
+		defer c.Disconnect(&paho.Disconnect{})
+		_, err = c.Publish(ctx, &paho.Publish{Topic: legacy, QoS: 1, Payload: payload})
+		return err
+	}
+	return tck.Existing{Adapter: &slotAdapter{Adapter: a, h: h}, Names: "topic " + legacy + ", shared subscription $share/" + share + "/" + legacy,
+		Publish: publish, Unchanged: func(context.Context) error { return nil }}, nil
+}
 
 // FailSends implements tck.SendFaults.
 func (h *harness) FailSends(fail bool) { h.failSends.Store(fail) }

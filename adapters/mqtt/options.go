@@ -82,6 +82,11 @@ type Options struct {
 	// Logger receives the start-up capabilities line and connection
 	// events. Default slog.Default().
 	Logger *slog.Logger
+
+	// Existing adopts MQTT names other programs already use, per logical
+	// topic (see Existing). Default: none, every name is derived from
+	// Namespace.
+	Existing []Existing
 }
 
 // Default option values.
@@ -156,7 +161,7 @@ func (o Options) validate() error {
 	if !validName(o.Instance) {
 		return &ports.ValueError{Field: "mqtt.Options.Instance", Reason: fmt.Sprintf("%q must be non-empty without '/', '+', '#', '$'", o.Instance)}
 	}
-	return nil
+	return validateExisting(o.Namespace, o.Existing)
 }
 
 // FromURL parses an adapter URL:

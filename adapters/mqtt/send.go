@@ -54,5 +54,9 @@ func (a *Adapter) sendOne(ctx context.Context, src *ports.Message) error {
 	if m.Delay > 0 {
 		deliverAt = now.Add(m.Delay + time.Millisecond - 1).Truncate(time.Millisecond)
 	}
-	return a.publish(ctx, toPublish(physicalTopic(a.opts.Namespace, m.Topic), &m, deliverAt))
+	p := toPublish(a.physical(m.Topic), &m, deliverAt)
+	if err := a.prepare(p, &m); err != nil {
+		return err
+	}
+	return a.publish(ctx, p)
 }

@@ -32,10 +32,13 @@ import (
 //     the error; the adapter redelivers the originals itself after the
 //     subscription's retry backoff, because the broker only redelivers on a
 //     new connection.
+//   - On a best-effort (QoS 0) subscription Requeue and DeadLetter drop the
+//     delivery, as Ack does: it is never requeued or dead-lettered.
 func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
 	if len(ds) == 0 {
 		return nil
 	}
+	d = kit.BestEffortDisposition(s.spec, d)
 	var one [1]*entry
 	es := one[:0]
 	if len(ds) > 1 {
@@ -155,7 +158,7 @@ func (s *subscription) ack(es []*entry) error {
 // deadLetter publishes a copy of every entry to the dead-letter topic and
 // waits for all confirms.
 func (s *subscription) deadLetter(ctx context.Context, es []*entry, d ports.Disposition) error {
-	topic := deadLetterTopic(s.a.opts.Namespace, s.spec.Topic)
+	topic := s.a.physical(ports.DeadLetterTopic(s.spec.Topic))
 	errs := make([]error, len(es))
 	var wg sync.WaitGroup
 	for i, e := range es {

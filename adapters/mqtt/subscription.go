@@ -24,6 +24,7 @@ type subscription struct {
 	a         *Adapter
 	spec      ports.SubscriptionSpec
 	filter    string
+	qos       byte // granted QoS asked for: 1, or 0 for BestEffort
 	clientID  string
 	instance  string // the Instance named in clientID
 	endOnStop bool   // Broadcast without InstanceTTL: the session ends at Stop
@@ -60,21 +61,28 @@ var _ ports.Subscription = (*subscription)(nil)
 
 // Subscribe validates spec, connects the subscription's own MQTT connection
 // (client id stable per namespace, topic, group and instance; CleanStart
-// false; Receive Maximum = InFlight) and subscribes at QoS 1. LoadBalance
-// uses the shared subscription "$share/<group>/<ns>/<topic>"; Broadcast a
-// plain subscription. It returns once the broker granted the subscription.
+// false; Receive Maximum = InFlight) and subscribes at QoS 1 (QoS 0 for
+// QoS BestEffort). LoadBalance uses the shared subscription
+// "$share/<group>/<ns>/<topic>" (or an adopted name, Options.Existing);
+// Broadcast a plain subscription. StartEarliest and SingleActive are
+// refused with ErrUnsupported. It returns once the broker granted the
+// subscription.
 func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	spec = spec.WithDefaults()
+	qos, err := checkSubscription(spec)
+	if err != nil {
+		return nil, err
+	}
 	if spec.Mode == ports.LoadBalance && !validName(spec.Group) {
 		return nil, &ports.ValueError{Field: "SubscriptionSpec.Group", Reason: fmt.Sprintf("%q must not contain '/', '+', '#' or '$' (it names the MQTT shared subscription)", spec.Group)}
 	}
 	if spec.Instance != "" && !validName(spec.Instance) {
 		return nil, &ports.ValueError{Field: "SubscriptionSpec.Instance", Reason: fmt.Sprintf("%q must not contain '/', '+', '#' or '$'", spec.Instance)}
 	}
-	s := &subscription{a: a, spec: spec, filter: subscriptionFilter(a.opts.Namespace, spec),
+	s := &subscription{a: a, spec: spec, filter: a.filter(spec), qos: qos,
 		errs: kit.NewErrors(64), byID: map[string]*entry{},
 		first: make(chan bool, 1), deadCh: make(chan struct{}), lost: make(chan struct{}), cmSet: make(chan struct{}),
 		signal: make(chan struct{}, 1), stopCh: make(chan struct{}), stopDone: make(chan struct{})}
@@ -234,15 +242,15 @@ func (s *subscription) subscribe(ctx context.Context, resumed bool) error {
 	var err error
 	for range 4 {
 		var sa *paho.Suback
-		sa, err = s.cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: 1}}})
+		sa, err = s.cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: s.qos}}})
 		if sa != nil && len(sa.Reasons) == 1 && sa.Reasons[0] == 0x91 {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
 		}
-		if len(sa.Reasons) != 1 || sa.Reasons[0] != 1 {
-			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS 1 granted: %w", s.filter, sa.Reasons, errSubscribeRefused)
+		if len(sa.Reasons) != 1 || sa.Reasons[0] != s.qos {
+			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS %d granted: %w", s.filter, sa.Reasons, s.qos, errSubscribeRefused)
 		}
 		return nil
 	}

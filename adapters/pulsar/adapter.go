@@ -22,6 +22,7 @@ type Adapter struct {
 	ownClient bool
 	names     naming
 	pub       *Publisher
+	declared  kit.Declared // DeclareTopic's record
 
 	mu     sync.Mutex
 	closed bool
@@ -92,6 +93,14 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: false,
 		Ordering:             ports.OrderNone,
+		// See topology.go and docs/adapters/pulsar.md.
+		StartEarliest:      true,  // SubscriptionInitialPosition
+		SingleActive:       false, // Failover keeps no redelivery count
+		BestEffort:         true,  // non-persistent topics (besteffort.go)
+		Retention:          false, // namespace policy: admin API
+		MaxLength:          false, // backlog quota: admin API
+		MaxMessageBytes:    a.maxMessageBytes(),
+		SizeCountsEnvelope: true,
 	}
 }
 
@@ -114,11 +123,21 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
 			continue
 		}
-		m.Stamp(now)
+		t, err := a.physicalTopic(m.Topic)
+		if err == nil && a.declared.QoS(&m) == ports.BestEffort {
+			t = twin(t)
+		}
+		if err == nil {
+			m.Stamp(now)
+			err = a.checkSize(&m)
+		}
+		if err != nil {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			continue
+		}
 		wm := toWatermill(&m)
 		wm.SetContext(ctx)
 		wms[i] = wm
-		t := a.names.topic(m.Topic)
 		if _, ok := groups[t]; !ok {
 			order = append(order, t)
 		}
@@ -166,13 +185,24 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, ports.ErrClosed
 	}
 	spec = spec.WithDefaults()
+	position, err := checkSubscription(spec)
+	if err != nil {
+		return nil, err
+	}
+	topic, err := a.physicalTopic(spec.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if spec.QoS == ports.BestEffort {
+		topic = twin(topic)
+	}
 	if spec.Mode == ports.Broadcast && spec.Instance == "" {
 		spec.Instance = randomInstance()
 	}
 	s := &Subscription{
 		a:       a,
 		spec:    spec,
-		name:    subscriptionName(spec),
+		name:    a.subscriptionOf(spec),
 		delays:  newRequeueDelays(a.cfg.requeueTick),
 		keep:    spec.Mode == ports.LoadBalance || spec.InstanceTTL > 0,
 		idle:    make(chan struct{}),
@@ -183,10 +213,10 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	s.settler = newSettler(s)
 	precision := int64(0) // no trimming of nack deadlines: never redeliver early
 	consumer, err := a.subscribe(ctx, pulsarclient.ConsumerOptions{
-		Topic:                       a.names.topic(spec.Topic),
+		Topic:                       topic,
 		SubscriptionName:            s.name,
 		Type:                        pulsarclient.Shared,
-		SubscriptionInitialPosition: pulsarclient.SubscriptionPositionLatest,
+		SubscriptionInitialPosition: position,
 		ReceiverQueueSize:           spec.InFlight,
 		AckWithResponse:             true,
 		NackBackoffPolicy:           s.delays,
@@ -196,6 +226,12 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, err
 	}
 	s.consumer = consumer
+	if spec.QoS == ports.BestEffort {
+		if err := s.awaitPermits(ctx, topic); err != nil {
+			consumer.Close()
+			return nil, err
+		}
+	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -278,7 +314,14 @@ func (a *Adapter) Close(ctx context.Context) error {
 func (a *Adapter) Publisher() *Publisher { return a.pub }
 
 // PhysicalTopic returns the persistent topic a logical topic maps to.
-func (a *Adapter) PhysicalTopic(t ports.Topic) string { return a.names.topic(t) }
+// An invalid or colliding topic (see physicalTopic) gives "".
+func (a *Adapter) PhysicalTopic(t ports.Topic) string {
+	name, err := a.physicalTopic(t)
+	if err != nil {
+		return ""
+	}
+	return name
+}
 
 func (a *Adapter) isClosed() bool {
 	a.mu.Lock()

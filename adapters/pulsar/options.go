@@ -46,6 +46,9 @@ type config struct {
 	errorsBuffer int
 	logger       watermill.LoggerAdapter
 	clientLogger pulsarlog.Logger
+
+	maxMessageBytes int                      // WithMaxMessageBytes
+	existing        map[ports.Topic]existing // WithExisting
 }
 
 func defaultConfig() config {
@@ -59,6 +62,8 @@ func defaultConfig() config {
 		errorsBuffer: DefaultErrorsBuffer,
 		logger:       watermill.NopLogger{},
 		clientLogger: pulsarlog.DefaultNopLogger(),
+
+		maxMessageBytes: MaxMessageBytes,
 	}
 }
 

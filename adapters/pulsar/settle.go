@@ -33,6 +33,7 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports
 	if len(ds) == 0 {
 		return nil
 	}
+	d = kit.BestEffortDisposition(s.spec, d) // a non-persistent message is never requeued or dead-lettered
 	if !s.enter() {
 		return ports.ErrClosed
 	}
@@ -97,7 +98,15 @@ func (b settleBroker) Publish(ctx context.Context, msgs []ports.Message) []error
 		wm.SetContext(ctx)
 		wms[i] = wm
 	}
-	return b.s.a.pub.publish(b.s.a.names.topic(msgs[0].Topic), wms)
+	topic, err := b.s.a.physicalTopic(msgs[0].Topic)
+	if err != nil {
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	return b.s.a.pub.publish(topic, wms)
 }
 
 // messages returns the Pulsar messages behind ds.

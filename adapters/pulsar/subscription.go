@@ -101,6 +101,10 @@ func (s *Subscription) drain(out []*ports.Delivery, max int) []*ports.Delivery {
 // accept turns msg into a delivery, or holds it back and returns nil when
 // it arrived before its not-before time.
 func (s *Subscription) accept(msg pulsarclient.Message, now time.Time) *ports.Delivery {
+	if isProbe(msg) { // another best-effort Subscribe's (besteffort.go)
+		s.consumer.Ack(msg)
+		return nil
+	}
 	d := s.delivery(msg, now)
 	at, err := notBefore(msg.Properties())
 	if err != nil {

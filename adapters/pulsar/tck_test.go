@@ -51,7 +51,13 @@ func TestTCK(t *testing.T) {
 		t.Cleanup(b.Close)
 		t.Logf("running the TCK with the real pulsar-client-go against pulsartest at %s — a Pulsar "+
 			"wire-protocol peer written for these tests, NOT Apache Pulsar", b.URL())
-		tck.RunWith(t, urlHarness(b.URL()), tckOptions())
+		tck.RunWith(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
+			h, err := urlHarness(b.URL())(ctx, t)
+			if err != nil {
+				return nil, err
+			}
+			return &peerHarness{clientHarness: h.(*clientHarness), b: b}, nil
+		}, tckOptions())
 	})
 	t.Run("fake", func(t *testing.T) {
 		t.Log("running the TCK against fakepulsar, an in-process model of the client interfaces — " +

@@ -9,6 +9,7 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -16,7 +17,8 @@ import (
 // official v5 Go client: one producer (started on the first Send) and one
 // SimpleConsumer per subscription.
 type Adapter struct {
-	cfg config
+	cfg      config
+	declared kit.Declared // DeclareTopic's record
 
 	pmu      sync.Mutex
 	producer rmq.Producer // nil until the first Send
@@ -68,6 +70,14 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: true, // DeliveryAttempt - 1
 		Ordering:             ports.OrderNone,
+		// See topology.go and docs/adapters/rocketmq.md.
+		StartEarliest:      false, // no consume-from-where in the v5 client
+		SingleActive:       false,
+		BestEffort:         false, // served at-least-once, said at Subscribe
+		Retention:          false, // broker-wide fileReservedTime
+		MaxLength:          false,
+		MaxMessageBytes:    MaxMessageBytes,
+		SizeCountsEnvelope: true,
 	}
 }
 
@@ -91,6 +101,15 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 		if err := m.Validate(); err != nil {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
 			stamped[i].Topic = "" // skipped below
+			continue
+		}
+		if name, err := a.topicName(m.Topic); err != nil {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			stamped[i].Topic = ""
+			continue
+		} else if err := m.CheckSize(MaxMessageBytes, envelopeBytes(name, &m)); err != nil {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			stamped[i].Topic = ""
 			continue
 		}
 		m.Stamp(now)
@@ -126,7 +145,7 @@ func (a *Adapter) publish(ctx context.Context, msgs []ports.Message) []error {
 		return errs
 	}
 	one := func(i int) {
-		m, err := toRocketMQ(&msgs[i], time.Now())
+		m, err := a.toRocketMQ(&msgs[i], time.Now())
 		if err != nil {
 			errs[i] = err
 			return
@@ -154,7 +173,7 @@ func (a *Adapter) publish(ctx context.Context, msgs []ports.Message) []error {
 			done[i] = true
 			continue
 		}
-		name, err := brokerName("topic", string(msgs[i].Topic))
+		name, err := a.topicName(msgs[i].Topic)
 		if err != nil {
 			errs[i], done[i] = err, true
 			continue
@@ -205,7 +224,7 @@ func (a *Adapter) getProducer(ctx context.Context, topic ports.Topic) (rmq.Produ
 	if a.isClosed() {
 		return nil, ports.ErrClosed
 	}
-	name, err := brokerName("topic", string(topic))
+	name, err := a.topicName(topic)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +255,11 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	if a.isClosed() {
 		return nil, ports.ErrClosed
 	}
-	s, err := newSubscription(ctx, a, spec.WithDefaults())
+	spec = spec.WithDefaults()
+	if err := a.checkSubscription(spec); err != nil {
+		return nil, err
+	}
+	s, err := newSubscription(ctx, a, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -18,8 +18,8 @@ const (
 
 // toRocketMQ maps a stamped message: headers become user properties, the
 // key the message's (first) key, Delay the delivery timestamp.
-func toRocketMQ(m *ports.Message, now time.Time) (*rmq.Message, error) {
-	topic, err := brokerName("topic", string(m.Topic))
+func (a *Adapter) toRocketMQ(m *ports.Message, now time.Time) (*rmq.Message, error) {
+	topic, err := a.topicName(m.Topic)
 	if err != nil {
 		return nil, err
 	}

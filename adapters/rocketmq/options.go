@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/sluicemq/sluice/ports"
 )
 
 // Defaults of the adapter.
@@ -42,6 +44,7 @@ type config struct {
 	logger         *slog.Logger
 	startTimeout   time.Duration
 	sendAttempts   int32
+	existing       map[ports.Topic]existing // WithExisting
 }
 
 func defaultConfig() config {

@@ -88,11 +88,11 @@ func groupFor(spec ports.SubscriptionSpec) string {
 }
 
 func newSubscription(ctx context.Context, a *Adapter, spec ports.SubscriptionSpec) (*Subscription, error) {
-	topic, err := brokerName("topic", string(spec.Topic))
+	topic, err := a.topicName(spec.Topic)
 	if err != nil {
 		return nil, err
 	}
-	group, err := brokerName("consumer group", groupFor(spec))
+	group, err := a.groupName(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,12 @@
 //     Authentication data is accepted and not checked.
 //   - LOOKUP (answered "connect here", authoritative) and
 //     PARTITIONED_METADATA (0 partitions): every topic is one non-partitioned
-//     persistent topic served by this broker, created on first use.
+//     topic served by this broker, created on first use.
+//   - Non-persistent topics ("non-persistent://..."): nothing is stored; a
+//     message goes to each subscription's consumer with a permit and is
+//     dropped for every subscription without one; no redelivery, no delayed
+//     delivery, subscriptions removed with their last consumer (see
+//     nonpersistent.go).
 //   - PRODUCER/PRODUCER_SUCCESS (names generated when absent, ProducerBusy
 //     for a duplicate name, last_sequence_id -1, initial_subscription_name
 //     creates that durable subscription), SEND/SEND_RECEIPT, CLOSE_PRODUCER.
@@ -85,7 +90,7 @@
 //
 // These still need a real Apache Pulsar; each is refused with an ERROR (or a
 // failed lookup, or SEND_ERROR) naming it rather than left unanswered:
-// Key_Shared subscriptions, non-persistent topics, partitioned topics (every
+// Key_Shared subscriptions, partitioned topics (every
 // topic reports 0 partitions), SEEK, non-durable subscriptions starting at a
 // given message id, compacted reads, exclusive producer access modes,
 // transactions, CONSUMER_STATS, topic listing and watching (regex

@@ -62,7 +62,7 @@ func newSubscription(t *topic, name string, kind int32, durable, earliest bool) 
 		redelivery: map[uint64]uint32{},
 		delayed:    map[uint64]int64{},
 	}
-	if !earliest {
+	if !earliest || t.nonPersistent { // a non-persistent topic has no history
 		s.readPos = uint64(len(t.entries))
 	}
 	s.markDelete = int64(s.readPos) - 1
@@ -187,7 +187,7 @@ func (s *subscription) peek(now int64) (id uint64, fromReplay, ok bool) {
 			s.readPos++
 			continue
 		}
-		if at := s.t.entries[id].md.deliverAtTime; s.kind == subShared && at > now {
+		if at := s.t.entries[id].md.deliverAtTime; s.kind == subShared && at > now && !s.t.nonPersistent {
 			s.delayed[id] = at
 			s.readPos++
 			s.schedule(at)
@@ -238,6 +238,10 @@ func (s *subscription) deliver(c *consumer, id uint64) {
 
 // requeue takes an entry back from its consumer for dispatch again.
 func (s *subscription) requeue(c *consumer, id uint64) {
+	if s.t.nonPersistent { // nothing is stored: what would come back is dropped
+		s.ackEntry(id)
+		return
+	}
 	delete(c.pending, id)
 	delete(s.owner, id)
 	if i, found := slices.BinarySearch(s.replay, id); !found {
@@ -293,7 +297,7 @@ func (s *subscription) removeConsumer(c *consumer) {
 	if s.kind == subFailover && i == 0 && len(s.consumers) > 0 {
 		s.notifyActive()
 	}
-	if !s.durable && len(s.consumers) == 0 {
+	if (!s.durable || s.t.nonPersistent) && len(s.consumers) == 0 {
 		s.remove()
 		return
 	}

@@ -16,6 +16,8 @@ type topic struct {
 	entries   []*entry
 	producers map[string]*producer // by producer name
 	subs      map[string]*subscription
+	// nonPersistent: see nonpersistent.go.
+	nonPersistent bool
 }
 
 // entry is one stored SEND.
@@ -39,11 +41,12 @@ func (b *Broker) topic(name string) *topic {
 		return t
 	}
 	t := &topic{
-		b:         b,
-		name:      name,
-		ledger:    b.nextLedger,
-		producers: map[string]*producer{},
-		subs:      map[string]*subscription{},
+		b:             b,
+		name:          name,
+		nonPersistent: strings.HasPrefix(name, "non-persistent://"),
+		ledger:        b.nextLedger,
+		producers:     map[string]*producer{},
+		subs:          map[string]*subscription{},
 	}
 	b.nextLedger++
 	b.topics[name] = t
@@ -57,6 +60,9 @@ func (t *topic) append(data []byte, md metadata) messageID {
 	for _, s := range t.subs {
 		s.dispatch()
 	}
+	if t.nonPersistent {
+		t.dropUndelivered(id)
+	}
 	return messageID{ledger: t.ledger, entry: id, partition: -1, batchIndex: -1}
 }
 
@@ -66,23 +72,19 @@ func (t *topic) removeProducer(p *producer) {
 	}
 }
 
-var (
-	errInvalidTopic  = errors.New("invalid topic name")
-	errNonPersistent = errors.New("non-persistent topics are not supported by the test broker")
-)
+var errInvalidTopic = errors.New("invalid topic name")
 
 // parseTopic validates a topic name and returns its full form
-// "persistent://tenant/namespace/topic". Short names ("topic",
-// "tenant/namespace/topic") get the defaults a Pulsar client applies.
+// "persistent://tenant/namespace/topic" (or "non-persistent://..."). Short
+// names ("topic", "tenant/namespace/topic") get the defaults a Pulsar
+// client applies.
 func parseTopic(name string) (string, error) {
 	scheme, rest := "persistent", name
 	if i := strings.Index(name, "://"); i >= 0 {
 		scheme, rest = name[:i], name[i+3:]
 	}
 	switch scheme {
-	case "persistent":
-	case "non-persistent":
-		return "", fmt.Errorf("pulsartest: %q: %w", name, errNonPersistent)
+	case "persistent", "non-persistent":
 	default:
 		return "", fmt.Errorf("pulsartest: %q: %w: unknown domain %q", name, errInvalidTopic, scheme)
 	}
@@ -99,13 +101,8 @@ func parseTopic(name string) (string, error) {
 			return "", fmt.Errorf("pulsartest: %q: %w: empty element", name, errInvalidTopic)
 		}
 	}
-	return "persistent://" + strings.Join(parts, "/"), nil
+	return scheme + "://" + strings.Join(parts, "/"), nil
 }
 
 // topicErrorCode maps a parseTopic error to the server error sent back.
-func topicErrorCode(err error) serverError {
-	if errors.Is(err, errNonPersistent) {
-		return errNotAllowed
-	}
-	return errInvalidTopicName
-}
+func topicErrorCode(error) serverError { return errInvalidTopicName }

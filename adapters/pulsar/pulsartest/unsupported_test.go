@@ -45,13 +45,6 @@ func TestUnsupportedFeaturesFailFast(t *testing.T) {
 		}
 		return err
 	})
-	fast("non-persistent topic", func() error {
-		prod, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "non-persistent://public/default/np"})
-		if err == nil {
-			prod.Close()
-		}
-		return err
-	})
 	fast("seek", func() error {
 		cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "seeker"})
 		return cons.Seek(first)
