@@ -80,7 +80,10 @@ func caseRequestReply(k *kit) {
 		if err := p.Start(k.ctx); err != nil {
 			k.t.Fatalf("starting replier %s: %v", name, err)
 		}
-		k.t.Cleanup(func() { stopNow(k, p) })
+		k.t.Cleanup(func() {
+			releaseSlow() // a slow handler ignores ctx: let it return first
+			stopNow(k, p)
+		})
 		return &replier{a: a, p: p, server: s}
 	}
 	nextHandled := func(what string) handledRequest {
