@@ -50,7 +50,7 @@ const (
 type ClientStats struct {
 	Calls     int64 // requests sent (confirmed by the broker)
 	Answered  int64 // calls that got their reply
-	TimedOut  int64 // calls that ended without a reply (deadline or cancellation)
+	TimedOut  int64 // calls that ended without a reply (deadline or cancellation, also before the request's publish was confirmed)
 	Late      int64 // replies discarded: their call had already ended without one
 	Duplicate int64 // replies discarded: their call had already been answered
 	Unknown   int64 // replies discarded: no call of this client had that id
@@ -186,8 +186,9 @@ func (c *Client[Req, Resp]) remember(id string, answered bool) {
 // Call sends req and waits for its reply until ctx is done (or, when ctx
 // has no deadline, ClientOptions.Timeout). It returns the decoded reply;
 // an *Error for an error reply; a *NoReplyError (unwrapping to the
-// context's error) when no reply came in time; the Send error when the
-// request was not confirmed; ports.ErrClosed after Close. opts set
+// context's error) when no reply came in time, also when ctx ended before
+// the request's publish was confirmed; the Send error when the broker
+// did not confirm the request; ports.ErrClosed after Close. opts set
 // further fields of the request message (a key, headers).
 func (c *Client[Req, Resp]) Call(ctx context.Context, req Req, opts ...flow.MessageOption) (Resp, error) {
 	var zero Resp
@@ -224,6 +225,13 @@ func (c *Client[Req, Resp]) Call(ctx context.Context, req Req, opts ...flow.Mess
 	if err := c.a.Send(ctx, m); err != nil {
 		// It may still have reached the broker: a reply to it is late.
 		c.end(id)
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller stopped waiting before the broker confirmed the
+			// request (it may have been delivered all the same).
+			c.timedOut.Add(1)
+			return zero, &NoReplyError{ID: id, Topic: string(c.requests), Waited: time.Since(start),
+				Err: fmt.Errorf("%w (before the request's publish was confirmed: %v)", cerr, err)}
+		}
 		return zero, fmt.Errorf("rpc: request to %q: %w", string(c.requests), err)
 	}
 	c.calls.Add(1)
