@@ -112,9 +112,5 @@ func applyProfile(cfg *config, spec ports.SubscriptionSpec) (ports.SubscriptionS
 // sinkOptions is stageOptions for a Sink: its worker count defaults to the
 // profile's.
 func (p *Pipeline) sinkOptions(opts []StageOption) stageConfig {
-	c := stageConfig{workers: max(1, p.cfg.workers), buffer: 16}
-	for _, o := range opts {
-		o(&c)
-	}
-	return c
+	return stageOptions(append([]StageOption{Workers(max(1, p.cfg.workers))}, opts...))
 }
