@@ -20,7 +20,7 @@ func ExampleOpen() {
 	spec := adapters.Spec(a, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	fmt.Println("in flight:", spec.InFlight)
 	// Output:
-	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count ordering=none
+	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count start-earliest single-active best-effort retention max-length ordering=none max-message-bytes=67108864
 	// in flight: 32
 }
 
@@ -33,17 +33,19 @@ func ExampleOpen_errors() {
 		fmt.Println(strings.SplitN(err.Error(), " (registered", 2)[0])
 	}
 	// Output:
-	// adapters: open mem://?prefetch=10: parameter prefetch: unknown for mem:// (accepted: namespace, inflight, max_attempts, backoff, max_backoff)
+	// adapters: open mem://?prefetch=10: parameter prefetch: unknown for mem:// (accepted: namespace, inflight, max_attempts, backoff, max_backoff; and where they apply password_file, password_env, ca_file, cert_file, key_file, server_name, insecure)
 	// adapters: open mem://guest:xxxxx@/: parameter credentials: mem:// takes no user name or password
 	// adapters: open rabbit://localhost/: invalid argument: unknown scheme "rabbit"
 }
 
 func ExampleFallbacks() {
 	for _, f := range adapters.Fallbacks(ports.Capabilities{PublisherConfirm: true, Broadcast: true, DurableGroups: true,
-		PerMessageAck: true, NativeBatch: true, SubscriptionExpiry: true, ExactRedeliveryCount: true, DelayedRequeue: true, Ordering: ports.OrderPerKey}) {
+		PerMessageAck: true, NativeBatch: true, SubscriptionExpiry: true, ExactRedeliveryCount: true, DelayedRequeue: true, Ordering: ports.OrderPerKey,
+		StartEarliest: true, SingleActive: true, Retention: true, MaxLength: true, MaxMessageBytes: 1 << 20}) {
 		fmt.Printf("%s: %s\n", f.Capability, f.Effect)
 	}
 	// Output:
 	// delay: delayed messages are stored at once and held by the consuming adapter's local scheduler until due
 	// native-dlq: dead letters are published with confirms to the explicit "<topic>.dlq" topic
+	// best-effort: QoS BestEffort travels at-least-once (stronger, not cheaper): best-effort messages are confirmed, requeued and dead-lettered like any other, and Subscribe says so
 }

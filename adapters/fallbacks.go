@@ -38,7 +38,13 @@ func Fallbacks(caps ports.Capabilities) []Fallback {
 	add(!caps.SubscriptionExpiry, "expiry", "SubscriptionSpec.InstanceTTL is not honoured; what becomes of a stopped instance's subscription (removed at stop, or kept until removed by hand) is the adapter's and its guide says which", false)
 	add(!caps.DurableGroups, "durable-groups", "messages published while every instance of a group is down may not be kept for it", true)
 	add(!caps.ExactRedeliveryCount, "exact-redelivery-count", "the redelivery count is a lower bound: a message may get more attempts than RetryPolicy.MaxAttempts", true)
+	add(!caps.StartEarliest, "start-earliest", "SubscriptionSpec.Start StartEarliest is refused (ports.ErrUnsupported): a new group starts at the latest message", false)
+	add(!caps.SingleActive, "single-active", "SubscriptionSpec.SingleActive is refused (ports.ErrUnsupported): run one instance of the group, or elect one outside sluice", false)
+	add(!caps.BestEffort, "best-effort", "QoS BestEffort travels at-least-once (stronger, not cheaper): best-effort messages are confirmed, requeued and dead-lettered like any other, and Subscribe says so", false)
+	add(!caps.Retention, "retention", "a TopicSpec with a Retention is refused by DeclareTopic (ports.ErrUnsupported): messages wait until consumed", false)
+	add(!caps.MaxLength, "max-length", "a TopicSpec with a MaxLength is refused by DeclareTopic (ports.ErrUnsupported): a group's backlog is not capped", false)
 	add(caps.Ordering == ports.OrderNone, "ordering", "no delivery order is guaranteed; use a partition key on a per-key broker or operators.KeyOrdered", false)
+	add(caps.MaxMessageBytes <= 0, "max-message-bytes", "no payload limit is declared: Send checks no size, and a message the broker refuses for its size fails there", false)
 	return fs
 }
 

@@ -29,6 +29,7 @@ type Pipeline struct {
 	open     int      // streams made and not yet consumed
 	runs     []func() // stage goroutine bodies, started by Start
 	source   chan Item[*ports.Delivery]
+	srcFuse  fused[*ports.Delivery] // the source's consumer, when it runs inline
 	srcTaken bool
 
 	// Running state.
@@ -103,7 +104,7 @@ func (p *Pipeline) Source() Stream[*ports.Delivery] {
 		return Stream[*ports.Delivery]{p: p, ch: make(chan Item[*ports.Delivery])}
 	}
 	p.srcTaken = true
-	return Stream[*ports.Delivery]{p: p, ch: p.source}
+	return Stream[*ports.Delivery]{p: p, ch: p.source, fz: &p.srcFuse}
 }
 
 func (p *Pipeline) buildFail(err error) {

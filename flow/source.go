@@ -22,7 +22,8 @@ type root struct {
 func (r *root) completed(o Outcome) { r.p.settle(r, o) }
 
 func (p *Pipeline) receiveLoop(ctx context.Context) {
-	defer close(p.source)
+	src := Stream[*ports.Delivery]{p: p, ch: p.source, fz: &p.srcFuse}
+	defer src.finish()
 	for {
 		n, err := p.slots.acquire(ctx, p.spec.InFlight)
 		if err != nil {
@@ -73,8 +74,17 @@ func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery) bool {
 		_ = r.Succeed()
 		return true
 	}
+	it := Item[*ports.Delivery]{Ctx: &r.ctx, Value: d, Msg: d, Completion: &r.Completion}
+	if p.srcFuse.push != nil {
+		// The first stage runs here, inline (see fused): it is handed
+		// on, as into the channel (which has room for every delivery
+		// the slots let in, up to 256), and its stage cancels it once
+		// the pipeline's work is cancelled.
+		p.srcFuse.push(it)
+		return true
+	}
 	select {
-	case p.source <- Item[*ports.Delivery]{Ctx: &r.ctx, Value: d, Msg: d, Completion: &r.Completion}:
+	case p.source <- it:
 		return true
 	case <-ctx.Done():
 		_ = r.Cancel(ctx.Err())

@@ -15,6 +15,54 @@ import (
 type Stream[T any] struct {
 	p  *Pipeline
 	ch chan Item[T]
+	// fz, when set, says the stream's producer is one goroutine that can
+	// run its consumer inline: a consumer that runs one worker then sets
+	// fz.push instead of reading ch, and the producer calls it (fusion).
+	fz *fused[T]
+}
+
+// fused is the inline consumer of a stream whose producer is a single
+// goroutine (the source, or a one-worker stage itself inline or not).
+// Calling the consumer where the item is produced, instead of handing it
+// over a channel to a goroutine of its own, keeps every guarantee of a
+// one-worker stage (one item at a time, in order, a panic fails the item,
+// a cancelled item is cancelled, backpressure) and saves a goroutine
+// hand-off per item and stage: on a loaded machine each hand-off is a
+// wake-up that waits for a CPU.
+type fused[T any] struct {
+	push func(Item[T]) // the consumer's per-item body; nil: not fused
+	end  func()        // called once after the last push (nil: nothing to do)
+}
+
+// send hands it to the stream's consumer: inline when fused, else over
+// the channel (blocking while the consumer is busy: backpressure).
+func (s Stream[T]) send(it Item[T]) {
+	if s.fz != nil && s.fz.push != nil {
+		s.fz.push(it)
+		return
+	}
+	s.ch <- it
+}
+
+// finish ends the stream after the producer's last send.
+func (s Stream[T]) finish() {
+	if s.fz != nil && s.fz.push != nil {
+		if s.fz.end != nil {
+			s.fz.end()
+		}
+		return
+	}
+	close(s.ch)
+}
+
+// fuse attaches body as the inline consumer of s when s's producer can
+// run it and the stage runs one worker; it reports whether it did.
+func (s Stream[T]) fuse(workers int, body func(Item[T]), end func()) bool {
+	if s.fz == nil || workers != 1 {
+		return false
+	}
+	s.fz.push, s.fz.end = body, end
+	return true
 }
 
 // Pipeline returns the pipeline the stream belongs to.
@@ -24,13 +72,15 @@ func (s Stream[T]) Pipeline() *Pipeline { return s.p }
 type StageOption func(*stageConfig)
 
 type stageConfig struct {
-	workers int
-	buffer  int
+	workers   int
+	buffer    int
+	bufferSet bool // Buffer was given: the caller wants the channel
 }
 
 // Workers runs a stage's function on n goroutines (default 1; a Sink
 // without it takes its pipeline's profile's count, see WithProfile). Order
-// across items is then not kept.
+// across items is then not kept. With one worker, order is kept, and the
+// stage may run on the goroutine of the stage before it (see Buffer).
 func Workers(n int) StageOption {
 	return func(c *stageConfig) {
 		if n > 0 {
@@ -40,10 +90,16 @@ func Workers(n int) StageOption {
 }
 
 // Buffer sets the capacity of a stage's output channel (default 16).
+//
+// A stage that runs one worker (the default) after the source or after
+// another one-worker stage is run inline on its upstream's goroutine, with
+// no channel in between; Buffer on the upstream stage keeps the channel
+// (and the goroutine of the stage after it), to decouple the two.
 func Buffer(n int) StageOption {
 	return func(c *stageConfig) {
 		if n >= 0 {
 			c.buffer = n
+			c.bufferSet = true
 		}
 	}
 }
@@ -106,22 +162,33 @@ type Emit[T any] func(Item[T])
 // Via is the general item-level stage: fn is called for every item of in
 // and owns it — it must pass it on through emit, derive items from it
 // (Completion.Split), or complete it. A panic in fn fails the item (if fn
-// had not completed or emitted it) with a *ports.PanicError.
+// had not completed or emitted it) with a *ports.PanicError. fn calls emit
+// before it returns, from its own goroutine (the stage after it may run
+// inline in emit).
 func Via[In, Out any](in Stream[In], fn func(it Item[In], emit Emit[Out]), opts ...StageOption) Stream[Out] {
 	cfg := stageOptions(opts)
 	src := in.take()
 	out := newStream[Out](in.p, cfg.buffer)
+	if cfg.workers == 1 && !cfg.bufferSet {
+		out.fz = &fused[Out]{} // one goroutine produces out: its consumer may run inline
+	}
 	p := in.p
-	emit := func(it Item[Out]) { out.ch <- it }
+	emit := out.send
+	body := func(it Item[In]) {
+		if err := it.Ctx.Err(); err != nil {
+			_ = it.Completion.Cancel(err)
+			return
+		}
+		callVia(p, fn, it, emit)
+	}
+	if in.fuse(cfg.workers, body, out.finish) {
+		return out
+	}
 	p.workers(cfg.workers, func() {
 		for it := range src {
-			if err := it.Ctx.Err(); err != nil {
-				_ = it.Completion.Cancel(err)
-				continue
-			}
-			callVia(p, fn, it, emit)
+			body(it)
 		}
-	}, func() { close(out.ch) })
+	}, out.finish)
 	return out
 }
 
@@ -174,13 +241,20 @@ func Operate[In, Out any](in Stream[In], run func(ctx context.Context, in <-chan
 func Sink[T any](in Stream[T], fn func(ctx context.Context, v T) error, opts ...StageOption) {
 	src := in.take()
 	cfg := in.p.sinkOptions(opts) // profile.go: a profile's worker count
-	in.p.workers(cfg.workers, func() {
+	p := in.p
+	body := func(it Item[T]) {
+		if err := it.Ctx.Err(); err != nil {
+			_ = it.Completion.Cancel(err)
+			return
+		}
+		_ = it.Settle(callSink(p, fn, it.Ctx, it.Value))
+	}
+	if in.fuse(cfg.workers, body, nil) {
+		return
+	}
+	p.workers(cfg.workers, func() {
 		for it := range src {
-			if err := it.Ctx.Err(); err != nil {
-				_ = it.Completion.Cancel(err)
-				continue
-			}
-			_ = it.Settle(callSink(in.p, fn, it.Ctx, it.Value))
+			body(it)
 		}
 	}, nil)
 }

@@ -41,3 +41,34 @@ type SendFaults interface {
 	// go unconfirmed (true) or confirmed again (false).
 	FailSends(fail bool)
 }
+
+// Topology is implemented by harnesses that can create a physical topology
+// natively, as a program written without sluice made it (names of its own,
+// not the ones the adapter derives), and configure an adapter to adopt it.
+// AdoptExistingTopology needs it; without it that case is skipped and
+// reported as a gap.
+type Topology interface {
+	// CreateExisting creates, with the broker's own client or API, what
+	// an existing program would have for one logical topic and LoadBalance
+	// group (an exchange, a routing key and a queue; a topic and a
+	// subscription), and returns an adapter made by this harness whose
+	// configuration maps topic and group to those names.
+	CreateExisting(ctx context.Context, topic ports.Topic, group string) (Existing, error)
+}
+
+// Existing is a topology made by Topology.CreateExisting.
+type Existing struct {
+	// Adapter maps the logical topic and group to the existing names. The
+	// kit closes it.
+	Adapter ports.Adapter
+	// Names lists the physical names, for the test log.
+	Names string
+	// Publish, when set, publishes payload natively to the existing names,
+	// as the program being migrated does; the kit expects the adopting
+	// consumer to receive it.
+	Publish func(ctx context.Context, payload []byte) error
+	// Unchanged reports an error naming each difference when the broker's
+	// topology is no longer exactly as CreateExisting made it (a
+	// redeclared or re-argued queue, an added queue or binding).
+	Unchanged func(ctx context.Context) error
+}

@@ -7,8 +7,10 @@
 //		})
 //	}
 //
-// Run executes the sixteen cases of the settlement contract (SPEC §5) as
-// behaviour-named subtests, each with a fresh Harness. A case is skipped
+// Run executes the sixteen cases of the settlement contract (SPEC §5) and
+// the Port cases (declared topics, start positions, single-active groups,
+// QoS, tenant scopes, adopted topologies, payload limits; numbered from 20)
+// as behaviour-named subtests, each with a fresh Harness. A case is skipped
 // only when the adapter's declared Capabilities say it cannot apply, and the
 // skip names the capability.
 //
@@ -18,8 +20,8 @@
 // fail with a message naming what did not arrive. Proving that something
 // does NOT happen (no redelivery after an ack) needs a quiet window
 // (Options.Quiet) after a positive marker; that window is the only place
-// the kit waits on time alone, besides the delay and expiry cases, whose
-// subject is time.
+// the kit waits on time alone, besides the delay, expiry and retention
+// cases, whose subject is time.
 package tck
 
 import (
@@ -50,6 +52,14 @@ type Options struct {
 	InstanceTTL time.Duration
 	// Delay is the message delay used by the delay case. Default 500ms.
 	Delay time.Duration
+	// Retention is the topic retention used by TopicRetention (the case
+	// waits twice as long). Default 1s; brokers that expire coarsely need
+	// more.
+	Retention time.Duration
+	// MaxPayload bounds the payload OversizedPayloadRefused sends and
+	// expects delivered (the refused one, one byte above the limit, is
+	// allocated but never written). Default 16 MiB.
+	MaxPayload int
 	// Extra runs adapter-specific checks after the kit's cases, each with a
 	// fresh harness (the escape hatch).
 	Extra map[string]func(t *testing.T, h Harness)
@@ -68,6 +78,12 @@ func (o Options) withDefaults() Options {
 	if o.Delay <= 0 {
 		o.Delay = 500 * time.Millisecond
 	}
+	if o.Retention <= 0 {
+		o.Retention = time.Second
+	}
+	if o.MaxPayload <= 0 {
+		o.MaxPayload = 16 << 20
+	}
 	return o
 }
 
@@ -78,15 +94,7 @@ func Run(t *testing.T, newHarness NewHarness) { RunWith(t, newHarness, Options{}
 func RunWith(t *testing.T, newHarness NewHarness, opts Options) {
 	opts = opts.withDefaults()
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			k := newKit(t, newHarness, opts)
-			if c.needs != nil {
-				if why := c.needs(k.caps); why != "" {
-					t.Skipf("SKIP by capability: adapter %q %s", k.name, why)
-				}
-			}
-			c.run(k)
-		})
+		c.runSubtest(t, newHarness, opts)
 	}
 	for name, extra := range opts.Extra {
 		t.Run("Extra/"+name, func(t *testing.T) {
@@ -94,6 +102,58 @@ func RunWith(t *testing.T, newHarness NewHarness, opts Options) {
 			extra(t, k.h)
 		})
 	}
+}
+
+// SecureTransportCases are the cases every adapter runs over each secured
+// transport (TLS, with its authentication) besides its plain TCK run: a
+// round trip, LOAD_BALANCE between two instances, and a dead letter. They
+// prove that the whole path (publish, consume, settle, dead-letter
+// publish) works over that connection. Run them with [RunCases].
+var SecureTransportCases = []string{
+	"RoundTrip_PayloadAndEnvelopeIntact",
+	"LoadBalance_EachMessageHandledByExactlyOneInstance",
+	"Poison_DeadLetteredOnlyAfterConfirmedPublish",
+}
+
+// CaseNames returns the names of every case of the kit, in SPEC §5 order.
+func CaseNames() []string {
+	out := make([]string, len(cases))
+	for i, c := range cases {
+		out[i] = c.name
+	}
+	return out
+}
+
+// RunCases runs only the named cases (see [CaseNames] and
+// [SecureTransportCases]), each as a subtest with a fresh harness, as
+// RunWith does. An unknown name fails t, naming the cases there are.
+func RunCases(t *testing.T, newHarness NewHarness, opts Options, names ...string) {
+	t.Helper()
+	if len(names) == 0 {
+		t.Fatalf("tck.RunCases: no case named (the cases: %s)", strings.Join(CaseNames(), ", "))
+	}
+	opts = opts.withDefaults()
+	for _, name := range names {
+		i := slices.IndexFunc(cases, func(c tckCase) bool { return c.name == name })
+		if i < 0 {
+			t.Fatalf("tck.RunCases: no case %q (the cases: %s)", name, strings.Join(CaseNames(), ", "))
+		}
+		cases[i].runSubtest(t, newHarness, opts)
+	}
+}
+
+// runSubtest runs c as a subtest of t with a fresh kit, skipped when the
+// adapter's capabilities say it cannot apply.
+func (c tckCase) runSubtest(t *testing.T, newHarness NewHarness, opts Options) {
+	t.Run(c.name, func(t *testing.T) {
+		k := newKit(t, newHarness, opts)
+		if c.needs != nil {
+			if why := c.needs(k.caps); why != "" {
+				t.Skipf("SKIP by capability: adapter %q %s", k.name, why)
+			}
+		}
+		c.run(k)
+	})
 }
 
 type tckCase struct {

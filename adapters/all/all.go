@@ -18,6 +18,6 @@ import (
 	_ "github.com/sluicemq/sluice/adapters/amqp"   // amqp://, amqps://
 	_ "github.com/sluicemq/sluice/adapters/kafka"  // kafka://, kafka+tls://
 	_ "github.com/sluicemq/sluice/adapters/mem"    // mem://
-	_ "github.com/sluicemq/sluice/adapters/mqtt"   // mqtt://, mqtt+embedded://, mqtts:// (refused)
+	_ "github.com/sluicemq/sluice/adapters/mqtt"   // mqtt://, mqtts://, mqtt+embedded://
 	_ "github.com/sluicemq/sluice/adapters/pulsar" // pulsar://, pulsar+ssl://
 )

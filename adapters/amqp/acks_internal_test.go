@@ -202,3 +202,151 @@ func TestAckerWaitReportsAWriteError(t *testing.T) {
 		t.Fatalf("wait = %v, want the write error within 5s", err)
 	}
 }
+
+// lockedBroker is brokerAcks for an acker whose writer runs on its own
+// goroutine, with the broker's prefetch window: it delivers while fewer
+// than prefetch are unacked.
+type lockedBroker struct {
+	mu       sync.Mutex
+	b        brokerAcks
+	acked    chan struct{} // signalled after every frame
+	next     uint64
+	prefetch int
+}
+
+func (l *lockedBroker) ack(tag uint64, multiple bool) error {
+	l.mu.Lock()
+	err := l.b.ack(tag, multiple)
+	l.mu.Unlock()
+	select {
+	case l.acked <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// deliver returns the tags the broker delivers now (up to n in all).
+func (l *lockedBroker) deliver(n uint64) []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var tags []uint64
+	for len(l.b.unacked) < l.prefetch && l.next < n {
+		l.next++
+		l.b.unacked[l.next] = true
+		tags = append(tags, l.next)
+	}
+	return tags
+}
+
+// TestAckerWritesOneFrameForHalfThePrefetch consumes 3,000 deliveries at
+// prefetch 100, settling one at a time in order as the default pipeline
+// does, with the linger out of the way: the writer writes one
+// multiple-ack per 50 settled (what the raw client's best configuration
+// writes), and the broker never stalls for want of an ack.
+func TestAckerWritesOneFrameForHalfThePrefetch(t *testing.T) {
+	const n, prefetch = 3000, 100
+	l := &lockedBroker{b: brokerAcks{unacked: map[uint64]bool{}}, acked: make(chan struct{}, 1), prefetch: prefetch}
+	a := newAcker(l.ack, prefetch)
+	a.linger = time.Hour
+	go a.run()
+	var held []uint64
+	for settled := 0; settled < n; {
+		if tags := l.deliver(n); len(tags) > 0 {
+			a.received(tags...)
+			held = append(held, tags...)
+		}
+		if len(held) == 0 {
+			select {
+			case <-l.acked:
+				continue
+			case <-time.After(5 * time.Second):
+				t.Fatalf("stalled after %d settled: nothing delivered and no ack written for 5s (threshold %d, prefetch %d)", settled, a.threshold, prefetch)
+			}
+		}
+		if err := a.settle(held[0]); err != nil {
+			t.Fatal(err)
+		}
+		held = held[1:]
+		settled++
+	}
+	if lost := a.stop(); lost != 0 {
+		t.Fatalf("%d acks lost", lost)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.b.unacked) != 0 {
+		t.Fatalf("%d deliveries never acked", len(l.b.unacked))
+	}
+	if max := n / (prefetch / 2); l.b.frames > max || l.b.frames != l.b.multi {
+		t.Fatalf("%d ack frames (%d multiple) for %d deliveries; want at most %d, all multiple", l.b.frames, l.b.multi, n, max)
+	}
+	t.Logf("%d deliveries, %d ack frames", n, l.b.frames)
+}
+
+// TestAckerLingerWritesBelowTheThreshold: fewer settled than the
+// threshold are written once the linger passes, without a Flush.
+func TestAckerLingerWritesBelowTheThreshold(t *testing.T) {
+	l := &lockedBroker{b: brokerAcks{unacked: map[uint64]bool{}}, acked: make(chan struct{}, 1), prefetch: 100}
+	a := newAcker(l.ack, 100)
+	go a.run()
+	defer a.stop()
+	a.received(l.deliver(3)...)
+	if err := a.settle(1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.acked:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("3 settled acks (threshold %d) not written within 5s; the linger is %v", a.threshold, a.linger)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.frames != 1 || len(l.b.unacked) != 0 {
+		t.Fatalf("%d frames, %d unacked; want one multiple-ack of all 3", l.b.frames, len(l.b.unacked))
+	}
+}
+
+// TestAckerWaitDoesNotWaitForTheLinger: Flush (wait) writes what is
+// pending at once, below the threshold and before the linger.
+func TestAckerWaitDoesNotWaitForTheLinger(t *testing.T) {
+	l := &lockedBroker{b: brokerAcks{unacked: map[uint64]bool{}}, acked: make(chan struct{}, 1), prefetch: 100}
+	a := newAcker(l.ack, 100)
+	a.linger = time.Hour
+	go a.run()
+	defer a.stop()
+	a.received(l.deliver(5)...)
+	if err := a.settle(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.wait(ctx); err != nil {
+		t.Fatalf("wait: %v (the linger is an hour: wait must not wait for it)", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.frames != 1 || len(l.b.unacked) != 3 {
+		t.Fatalf("%d frames, %d unacked; want one multiple-ack of tags 1..2", l.b.frames, len(l.b.unacked))
+	}
+}
+
+// TestAckerStopWritesWhatIsPending: stop writes pending acks below the
+// threshold without waiting for the linger.
+func TestAckerStopWritesWhatIsPending(t *testing.T) {
+	l := &lockedBroker{b: brokerAcks{unacked: map[uint64]bool{}}, acked: make(chan struct{}, 1), prefetch: 100}
+	a := newAcker(l.ack, 100)
+	a.linger = time.Hour
+	go a.run()
+	a.received(l.deliver(4)...)
+	if err := a.settle(1, 2, 3, 4); err != nil {
+		t.Fatal(err)
+	}
+	if lost := a.stop(); lost != 0 {
+		t.Fatalf("stop lost %d acks", lost)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.b.unacked) != 0 {
+		t.Fatalf("%d unacked after stop", len(l.b.unacked))
+	}
+}

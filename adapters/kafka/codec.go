@@ -59,7 +59,10 @@ func producerMessage(phys string, m *ports.Message, notBefore time.Time) *sarama
 	return pm
 }
 
-// decoded is what the adapter reads from one consumed record.
+// decoded is what the adapter reads from one consumed record, kept as
+// consumed: requeue and dead-letter copies are made from it, not from the
+// Delivery (whose headers the handler may not change: ports.Delivery's
+// headers are shared and read-only, so every hand-out shares msg's).
 type decoded struct {
 	msg       ports.Message
 	count     int       // HeaderRedeliveryCount, 0 when missing or malformed
@@ -69,17 +72,50 @@ type decoded struct {
 	bad *ports.HeaderError
 }
 
+// maxInterned bounds a partition's table of interned header names, so
+// records with ever-new header names cannot grow it without end.
+const maxInterned = 256
+
 // decode reads a consumed record. It never fails: malformed headers are
 // reported in decoded.bad and the record is still delivered, with
-// Delivery.Err set so the core dead-letters it as poison.
-func decode(cm *sarama.ConsumerMessage, topic ports.Topic) decoded {
+// Delivery.Err set so the core dead-letters it as poison. names interns
+// header names (nil: no interning); it belongs to the caller's goroutine.
+//
+// The key and every header value are slices of one string (one
+// allocation instead of one per header and key).
+func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names map[string]string) decoded {
 	var d decoded
+	n := len(cm.Key)
+	for _, rh := range cm.Headers {
+		if rh != nil {
+			n += len(rh.Value)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.Write(cm.Key)
+	for _, rh := range cm.Headers {
+		if rh != nil {
+			b.Write(rh.Value)
+		}
+	}
+	all := b.String()
+	key, all := all[:len(cm.Key)], all[len(cm.Key):]
 	h := make(ports.Headers, len(cm.Headers))
 	for _, rh := range cm.Headers {
 		if rh == nil {
 			continue
 		}
-		h[string(rh.Key)] = string(rh.Value)
+		v := all[:len(rh.Value)]
+		all = all[len(rh.Value):]
+		name, ok := names[string(rh.Key)]
+		if !ok {
+			name = string(rh.Key)
+			if names != nil && len(names) < maxInterned {
+				names[name] = name
+			}
+		}
+		h[name] = v
 	}
 	if s, ok := h[HeaderNotBefore]; ok {
 		delete(h, HeaderNotBefore)
@@ -90,11 +126,11 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic) decoded {
 			d.notBefore = t
 		}
 	}
-	n, err := ports.RedeliveryCountFrom(h)
+	c, err := ports.RedeliveryCountFrom(h)
 	if err != nil && d.bad == nil {
 		d.bad = &ports.HeaderError{Header: ports.HeaderRedeliveryCount, Value: h[ports.HeaderRedeliveryCount]}
 	}
-	d.count = n
-	d.msg = ports.Message{Topic: topic, Key: string(cm.Key), Payload: cm.Value, Headers: h}
+	d.count = c
+	d.msg = ports.Message{Topic: topic, Key: key, Payload: cm.Value, Headers: h}
 	return d
 }

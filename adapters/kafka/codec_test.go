@@ -22,7 +22,7 @@ func FuzzDecode(f *testing.F) {
 			{Key: []byte(HeaderNotBefore), Value: []byte(notBefore)},
 			nil,
 		}}
-		d := decode(cm, "t")
+		d := decode(cm, "t", map[string]string{})
 		if d.count < 0 {
 			t.Fatalf("negative count %d", d.count)
 		}

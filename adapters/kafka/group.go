@@ -92,37 +92,75 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	s := h.s
 	defer func() { s.unbuffer(s.commit.release(p)) }() // commit what it recorded, then fence
 	ctx := sess.Context()
+	msgs := claim.Messages()
+	var avail []*record
 	for {
 		if !s.waitSpace(ctx) {
 			return nil
 		}
+		var cm *sarama.ConsumerMessage
 		select {
 		case <-ctx.Done():
 			s.unbuffer(1)
 			return nil
-		case cm, ok := <-claim.Messages():
+		case m, ok := <-msgs:
 			if !ok {
 				s.unbuffer(1)
 				return nil
 			}
-			s.accept(p, cm)
+			cm = m
+		}
+		// Take what else the claim has fetched already, as far as the
+		// buffer has room, and make the lot available at once: one lock
+		// and one wake-up of Receive per batch, not per record.
+		avail = s.accept(p, cm, avail[:0])
+		closed := false
+		if extra := s.tryReserve(claimBatch - 1); extra > 0 {
+			took := 0
+		drain:
+			for took < extra {
+				select {
+				case m, ok := <-msgs:
+					if !ok {
+						closed = true
+						break drain
+					}
+					took++
+					avail = s.accept(p, m, avail)
+				default:
+					break drain
+				}
+			}
+			if took < extra {
+				s.unbuffer(extra - took)
+			}
+		}
+		s.makeAvailable(avail...)
+		clear(avail)
+		if closed {
+			return nil
 		}
 	}
 }
 
-// accept takes one fetched record into the partition tracker. The caller
-// reserved its buffer slot.
-func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage) {
-	r := &record{s: s, p: p, offset: cm.Offset, dec: decode(cm, s.topic), timestamp: cm.Timestamp, received: time.Now()}
-	avail, live := p.add(r)
+// claimBatch bounds the records a claim takes from its fetched messages
+// at once.
+const claimBatch = 64
+
+// accept takes one fetched record into the partition tracker and appends
+// it to avail when it may be made available now. The caller reserved its
+// buffer slot.
+func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage, avail []*record) []*record {
+	r := &record{s: s, p: p, offset: cm.Offset, dec: decode(cm, s.topic, p.names), timestamp: cm.Timestamp, received: time.Now()}
+	ok, live := p.add(r)
 	if !live {
 		s.unbuffer(1)
-		return
+		return avail
 	}
 	if !s.spec.MatchKey(r.dec.msg.Key) {
 		// Not for this subscription: settled without handling.
 		s.unbuffer(1)
-		if avail {
+		if ok {
 			p.mu.Lock()
 			r.state = stateOut
 			p.mu.Unlock()
@@ -133,11 +171,12 @@ func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage) {
 				s.commit.record(1)
 			}
 		}
-		return
+		return avail
 	}
-	if avail {
-		s.makeAvailable(r)
+	if ok {
+		avail = append(avail, r)
 	}
+	return avail
 }
 
 // committedOffsets fetches the group's committed offsets (-1: none).

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,13 +59,21 @@ type partition struct {
 	// keys maps a key with a record out (or held) to the records of the
 	// same key waiting behind it, in offset order.
 	keys map[string][]*record
+
+	// Formatted once for every record's facts.
+	idText, genText string
+	// names interns header names; only the partition's claim goroutine
+	// (which decodes its records) uses it.
+	names map[string]string
 }
 
 func newPartition(topic string, id, gen int32, member string, start, committed int64) *partition {
 	return &partition{
 		topic: topic, id: id, gen: gen, member: member,
 		mark: start, committed: committed,
-		keys: make(map[string][]*record),
+		keys:   make(map[string][]*record),
+		idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(gen)),
+		names: make(map[string]string),
 	}
 }
 

@@ -42,8 +42,11 @@ type subscription struct {
 	readyCh  chan struct{} // closed and replaced when ready grows or state changes
 	buffered int           // records held: ready, delayed, waiting for their key
 	spaceCh  chan struct{} // closed and replaced when buffered drops
-	limit    int           // bound on buffered
-	stopped  bool
+	// readyWaiting and spaceWaiting: a Receive waits on readyCh, a claim
+	// on spaceCh (each channel is replaced only when someone waits).
+	readyWaiting, spaceWaiting bool
+	limit                      int // bound on buffered
+	stopped                    bool
 
 	errs *kit.Errors // Errors(): never blocks, drops and counts when full
 
@@ -194,6 +197,9 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 			return nil, ports.ErrClosed
 		}
 		var out []*ports.Delivery
+		if len(s.ready) > 0 {
+			out = make([]*ports.Delivery, 0, min(max, len(s.ready)))
+		}
 		taken := 0
 		for taken < len(s.ready) && len(out) < max {
 			r := s.ready[taken]
@@ -209,6 +215,7 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 			s.notifySpaceLocked()
 		}
 		wait := s.readyCh
+		s.readyWaiting = true
 		s.mu.Unlock()
 		if len(out) > 0 {
 			return out, nil
@@ -233,11 +240,12 @@ func (s *subscription) handOut(r *record) *ports.Delivery {
 	r.state = stateOut
 	local := r.local
 	p.mu.Unlock()
-	m := r.dec.msg
-	m.Headers = m.Headers.Clone()
+	// The headers are shared with every hand-out of the record and with
+	// its requeue and dead-letter copies: a Delivery's headers are
+	// read-only (ports.Delivery).
 	d := &ports.Delivery{
-		Message:         m,
-		ID:              m.Headers[ports.HeaderID],
+		Message:         r.dec.msg,
+		ID:              r.dec.msg.Headers[ports.HeaderID],
 		RedeliveryCount: r.dec.count + local,
 		Facts:           r.facts(),
 		ReceivedAt:      r.received,
@@ -253,9 +261,9 @@ func (s *subscription) handOut(r *record) *ports.Delivery {
 func (r *record) facts() map[string]string {
 	f := map[string]string{
 		"topic":      r.p.topic,
-		"partition":  strconv.Itoa(int(r.p.id)),
+		"partition":  r.p.idText,
 		"offset":     strconv.FormatInt(r.offset, 10),
-		"generation": strconv.Itoa(int(r.p.gen)),
+		"generation": r.p.genText,
 		"member":     r.p.member,
 	}
 	if !r.timestamp.IsZero() {
@@ -267,15 +275,26 @@ func (r *record) facts() map[string]string {
 	return f
 }
 
-// makeAvailable queues r for Receive, through the scheduler while its
-// not-before time lies ahead.
-func (s *subscription) makeAvailable(r *record) {
-	if nb := r.dec.notBefore; !nb.IsZero() && time.Now().Before(nb) {
-		if _, err := s.sched.At(nb, func() { s.pushReady(r) }); err == nil {
-			return
+// makeAvailable queues rs for Receive, each through the scheduler while
+// its not-before time lies ahead. It reorders rs's backing array.
+func (s *subscription) makeAvailable(rs ...*record) {
+	var now time.Time
+	n := 0
+	for _, r := range rs {
+		if nb := r.dec.notBefore; !nb.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if now.Before(nb) {
+				if _, err := s.sched.At(nb, func() { s.pushReady(r) }); err == nil {
+					continue
+				}
+			}
 		}
+		rs[n] = r
+		n++
 	}
-	s.pushReady(r)
+	s.pushReady(rs[:n]...)
 }
 
 // redeliverLater hands r out again after delay (a settlement failed).
@@ -288,9 +307,10 @@ func (s *subscription) redeliverLater(r *record, delay time.Duration) {
 	}
 }
 
-func (s *subscription) pushReady(r *record) {
-	if r.p.revoked.Load() {
-		s.unbuffer(1)
+// pushReady appends rs to the ready queue (those of a revoked partition
+// are dropped) and wakes a waiting Receive.
+func (s *subscription) pushReady(rs ...*record) {
+	if len(rs) == 0 {
 		return
 	}
 	s.mu.Lock()
@@ -298,22 +318,60 @@ func (s *subscription) pushReady(r *record) {
 		s.mu.Unlock()
 		return
 	}
-	s.ready = append(s.ready, r)
-	close(s.readyCh)
-	s.readyCh = make(chan struct{})
+	dropped := 0
+	for _, r := range rs {
+		if r.p.revoked.Load() {
+			dropped++
+			continue
+		}
+		s.ready = append(s.ready, r)
+	}
+	if dropped > 0 {
+		s.buffered -= dropped
+		s.notifySpaceLocked()
+	}
+	if s.readyWaiting && dropped < len(rs) {
+		close(s.readyCh)
+		s.readyCh = make(chan struct{})
+		s.readyWaiting = false
+	}
 	s.mu.Unlock()
 }
 
 func (s *subscription) unbuffer(n int) {
+	if n == 0 {
+		return
+	}
 	s.mu.Lock()
 	s.buffered -= n
 	s.notifySpaceLocked()
 	s.mu.Unlock()
 }
 
+// notifySpaceLocked wakes claims waiting for buffer space, if any.
 func (s *subscription) notifySpaceLocked() {
+	if !s.spaceWaiting {
+		return
+	}
 	close(s.spaceCh)
 	s.spaceCh = make(chan struct{})
+	s.spaceWaiting = false
+}
+
+// tryReserve reserves up to n more buffer slots without waiting and
+// returns how many it reserved.
+func (s *subscription) tryReserve(n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0
+	}
+	k := min(n, s.limit-s.buffered)
+	if k <= 0 {
+		return 0
+	}
+	s.buffered += k
+	return k
 }
 
 // waitSpace blocks while the buffer is full, until ctx is done.
@@ -330,6 +388,7 @@ func (s *subscription) waitSpace(ctx context.Context) bool {
 			return true
 		}
 		ch := s.spaceCh
+		s.spaceWaiting = true
 		s.mu.Unlock()
 		select {
 		case <-ch:

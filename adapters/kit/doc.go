@@ -7,8 +7,9 @@
 // over a [Broker], with the per-delivery state machine of [Tracker]), the
 // local delay for brokers without native delay ([Delayer], over
 // operators/schedule), acknowledgement coalescing ([Coalescer]), reconnect
-// with backoff ([Backoff], [Reconnect]) and a connect timeout whose error
-// says what to check ([DialTimeout]).
+// with backoff ([Backoff], [Reconnect]), a connect timeout whose error
+// says what to check ([DialTimeout]) and the record of declared topics for
+// brokers that cannot store a topic's properties ([Declared]).
 //
 // An adapter maps its broker and nothing more: it implements [Broker] (ack
 // the originals, publish with confirms) and, where the broker has them,

@@ -3,6 +3,7 @@ package mem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -14,7 +15,8 @@ import (
 type Adapter struct {
 	b        *Broker
 	ns       string
-	maxQueue int // WithMaxQueue: set on the queues it subscribes to
+	maxQueue int                      // WithMaxQueue: set on the queues it subscribes to
+	existing map[ports.Topic]Existing // WithExisting: adopted names
 
 	mu     sync.Mutex
 	subs   map[*subscription]struct{}
@@ -36,7 +38,7 @@ func New(b *Broker, opts ...Option) (*Adapter, error) {
 			return nil, err
 		}
 	}
-	a := &Adapter{b: b, ns: cfg.namespace, maxQueue: cfg.maxQueue, subs: map[*subscription]struct{}{}}
+	a := &Adapter{b: b, ns: cfg.namespace, maxQueue: cfg.maxQueue, existing: cfg.existing, subs: map[*subscription]struct{}{}}
 	if err := b.register(a); err != nil {
 		return nil, err
 	}
@@ -53,10 +55,20 @@ func (a *Adapter) Broker() *Broker { return a.b }
 // Name returns "mem".
 func (a *Adapter) Name() string { return "mem" }
 
+// MaxMessageBytes is the largest payload Send accepts (64 MiB); the
+// envelope is not counted. A larger message fails with a *ports.SizeError
+// before anything is stored.
+const MaxMessageBytes = 64 << 20
+
 // Capabilities declares everything except ordering: the in-process broker
 // delays, dead-letters to "<topic>.dlq" with a synchronous confirm,
 // broadcasts, settles per message and per batch, expires idle instances,
-// keeps group backlogs and counts redeliveries exactly. Ordering is
+// keeps group backlogs and counts redeliveries exactly; it starts a new
+// group at the earliest message of the topic's bounded history
+// ([WithHistory]), keeps a single-active group's messages for one
+// consumer at a time, has a native best-effort class (dropped by a full
+// queue, never requeued or dead-lettered), enforces TopicSpec.Retention
+// and MaxLength, and accepts payloads up to [MaxMessageBytes]. Ordering is
 // OrderNone: a queue is FIFO, but competing consumers and requeues
 // reorder.
 func (a *Adapter) Capabilities() ports.Capabilities {
@@ -72,7 +84,40 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: true,
 		Ordering:             ports.OrderNone,
+		StartEarliest:        true,
+		SingleActive:         true,
+		BestEffort:           true,
+		Retention:            true,
+		MaxLength:            true,
+		MaxMessageBytes:      MaxMessageBytes,
 	}
+}
+
+// physical returns the broker topic of logical topic t: the existing name
+// WithExisting maps it to, or t itself.
+func (a *Adapter) physical(t ports.Topic) ports.Topic {
+	if e, ok := a.existing[t]; ok {
+		return e.As
+	}
+	return t
+}
+
+// queueKey names the queue of (topic, mode, group) for this adapter;
+// adopted is true when WithExisting maps the group to an existing queue.
+func (a *Adapter) queueKey(topic ports.Topic, mode ports.Mode, group string) (key queueKey, adopted bool) {
+	key = queueKey{ns: a.ns, topic: a.physical(topic), mode: mode, group: group}
+	if e, ok := a.existing[topic]; ok && mode == ports.LoadBalance {
+		if g, ok := e.Groups[group]; ok {
+			key.group, adopted = g, true
+		}
+	}
+	return key, adopted
+}
+
+// missingQueue is the error for an adopted queue that does not exist.
+func missingQueue(topic ports.Topic, group string, key queueKey) error {
+	return fmt.Errorf("%w: mem.WithExisting maps group %q of topic %q to the existing queue %s, which does not exist on the broker: it is never created by an adopting adapter (create it with the existing names first, or drop the mapping)",
+		ports.ErrInvalid, group, string(topic), key)
 }
 
 // Subscribe validates spec and joins (or creates) its queue: for
@@ -93,7 +138,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, err
 	}
 	spec = spec.WithDefaults()
-	key := queueKey{ns: a.ns, topic: spec.Topic, mode: spec.Mode, group: spec.Group}
+	key, adopted := a.queueKey(spec.Topic, spec.Mode, spec.Group)
 	if spec.Mode == ports.Broadcast {
 		if spec.Instance == "" {
 			spec.Instance = ports.NewID()
@@ -106,7 +151,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	if a.closed.Load() {
 		return nil, ports.ErrClosed
 	}
-	q, err := a.b.join(key, spec, a.maxQueue)
+	q, err := a.b.join(key, spec, a.maxQueue, adopted)
 	if err != nil {
 		return nil, err
 	}

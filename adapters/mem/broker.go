@@ -26,9 +26,14 @@ type Broker struct {
 	// by sched (for Stats).
 	delayedMsgs atomic.Int64
 
+	// history bounds what each topic keeps for new groups that start
+	// at the earliest message (WithHistory).
+	historyMsgs, historyBytes int
+
 	mu       sync.RWMutex
 	topics   map[topicKey]*topicQueues
 	queues   map[queueKey]*queue
+	specs    map[topicKey]ports.TopicSpec // declared with DeclareTopic
 	adapters map[*Adapter]struct{}
 	closed   atomic.Bool // written under mu
 
@@ -42,26 +47,64 @@ type topicKey struct {
 	topic ports.Topic
 }
 
-// topicQueues is the set of queues bound to a topic. Routing reads it
-// without a lock; Subscribe and queue deletion replace it under Broker.mu.
+// topicQueues is the set of queues bound to a topic and the topic's
+// history. Subscribe and queue deletion replace the set under Broker.mu;
+// routing reads it under mu, which also orders each publish against a
+// new queue binding, so that a group starting at the earliest message
+// finds each message exactly once: in the history it copies, or offered.
 type topicQueues struct {
 	queues atomic.Pointer[[]*queue]
+
+	mu        sync.Mutex // lock order: Broker.mu, then mu, then queue.mu
+	history   ring[message]
+	histBytes int
+}
+
+// recordLocked keeps m in the topic's history, dropping the oldest
+// messages beyond the broker's bounds and those past their retention.
+func (t *topicQueues) recordLocked(b *Broker, m *message, now time.Time) {
+	t.history.PushBack(*m)
+	t.histBytes += len(m.payload)
+	for t.history.Len() > 0 {
+		old, _ := t.history.Front()
+		if t.history.Len() <= b.historyMsgs && t.histBytes <= b.historyBytes && !old.expired(now) {
+			return
+		}
+		t.history.PopFront()
+		t.histBytes -= len(old.payload)
+	}
+}
+
+// replayLocked copies the topic's retained history into q, a queue that
+// was just bound and starts at the earliest message.
+func (t *topicQueues) replayLocked(q *queue, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range t.history.Len() {
+		m := t.history.At(i)
+		if !m.expired(now) {
+			q.offerLocked(&m)
+		}
+	}
 }
 
 // NewBroker returns a new, empty broker. Options are validated; an invalid
 // one is returned as an error wrapping ports.ErrInvalid.
 func NewBroker(opts ...BrokerOption) (*Broker, error) {
-	cfg := brokerConfig{clock: systemClock{}}
+	cfg := brokerConfig{clock: systemClock{}, historyMsgs: DefaultHistoryMessages, historyBytes: DefaultHistoryBytes}
 	for _, o := range opts {
 		if err := o.applyBroker(&cfg); err != nil {
 			return nil, err
 		}
 	}
 	b := &Broker{
-		clock:    cfg.clock,
-		topics:   map[topicKey]*topicQueues{},
-		queues:   map[queueKey]*queue{},
-		adapters: map[*Adapter]struct{}{},
+		clock:        cfg.clock,
+		historyMsgs:  cfg.historyMsgs,
+		historyBytes: cfg.historyBytes,
+		topics:       map[topicKey]*topicQueues{},
+		queues:       map[queueKey]*queue{},
+		specs:        map[topicKey]ports.TopicSpec{},
+		adapters:     map[*Adapter]struct{}{},
 	}
 	b.sched = schedule.New(schedule.Options{Clock: scheduleClock{cfg.clock}})
 	return b, nil
@@ -129,10 +172,11 @@ func (b *Broker) Close(ctx context.Context) error {
 	return nil
 }
 
-// route hands a message to every queue bound to its topic and reports
-// whether there was one. A topic with no queue drops it (Send refuses such
-// a message with ports.ErrNoSubscriber before it gets here; a delayed one
-// falls due to the queues bound then).
+// route hands a message to every queue bound to its topic and records it
+// in the topic's history; it reports whether there was a queue. A topic
+// with no queue drops it (Send refuses such a message with
+// ports.ErrNoSubscriber before it gets here; a delayed one falls due to
+// the queues bound then).
 func (b *Broker) route(ns string, m *message) bool {
 	b.mu.RLock()
 	t := b.topics[topicKey{ns, m.topic}]
@@ -140,11 +184,30 @@ func (b *Broker) route(ns string, m *message) bool {
 	if t == nil {
 		return false
 	}
+	return b.publish(t, m)
+}
+
+// publish offers m to every queue bound to t and records it, under t.mu.
+func (b *Broker) publish(t *topicQueues, m *message) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	qs := *t.queues.Load()
+	if len(qs) == 0 {
+		return false
+	}
+	t.recordLocked(b, m, b.clock.Now())
 	for _, q := range qs {
 		q.offer(m)
 	}
-	return len(qs) > 0
+	return true
+}
+
+// spec returns the declared spec of topic in namespace ns (zero when not
+// declared).
+func (b *Broker) spec(ns string, topic ports.Topic) ports.TopicSpec {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.specs[topicKey{ns, topic}]
 }
 
 // send routes a message published by Send: it first waits until every
@@ -162,16 +225,18 @@ func (b *Broker) send(ctx context.Context, ns string, m *message) error {
 	if len(qs) == 0 {
 		return ports.ErrNoSubscriber
 	}
-	for _, q := range qs {
-		if err := q.admit(ctx); err != nil {
-			return err
+	if m.qos != bestEffortClass { // a best-effort message is dropped by a full queue instead
+		for _, q := range qs {
+			if err := q.admit(ctx); err != nil {
+				return err
+			}
 		}
 	}
 	if b.closed.Load() {
 		return ports.ErrClosed
 	}
-	for _, q := range qs {
-		q.offer(m)
+	if !b.publish(t, m) {
+		return ports.ErrNoSubscriber
 	}
 	return nil
 }
@@ -209,15 +274,27 @@ func (s scheduleClock) AfterFunc(d time.Duration, f func()) schedule.ClockTimer 
 	return s.c.AfterFunc(d, f)
 }
 
-// join returns the queue named key, creating and binding it if needed, and
-// counts one more consumer on it. The caller holds no lock.
-func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int) (*queue, error) {
+// join returns the queue named key, creating and binding it if needed
+// (never when adopted: the queue must exist), and counts one more
+// consumer on it. A queue it creates for spec.Start StartEarliest starts
+// with the topic's history. The caller holds no lock.
+func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int, adopted bool) (*queue, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed.Load() {
 		return nil, ports.ErrClosed
 	}
-	q := b.queueLocked(key)
+	if adopted && b.queues[key] == nil {
+		return nil, missingQueue(spec.Topic, spec.Group, key)
+	}
+	t := b.topicLocked(topicKey{key.ns, key.topic})
+	t.mu.Lock()
+	q, created := b.queueLocked(key)
+	if created && spec.Start == ports.StartEarliest {
+		q.filter = spec.KeyFilter // the replay honours the new queue's filter
+		t.replayLocked(q, b.clock.Now())
+	}
+	t.mu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if key.mode == ports.Broadcast && q.consumers > 0 {
@@ -230,7 +307,13 @@ func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int) (
 			"is %q but the running consumers of queue %s filter by %q (the filter belongs to the queue: stop them first)",
 			spec.KeyFilter, key, q.filter))
 	}
+	if q.consumers > 0 && q.single != spec.SingleActive {
+		return nil, valueError("SubscriptionSpec.SingleActive", fmt.Sprintf(
+			"is %v but the running consumers of queue %s have %v (single-active belongs to the group's queue: stop them first)",
+			spec.SingleActive, key, q.single))
+	}
 	q.filter = spec.KeyFilter
+	q.single = spec.SingleActive
 	q.max = maxQueue
 	q.roomLocked() // a raised bound lets blocked senders in
 	if key.mode == ports.Broadcast {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/ports"
 )
 
 // Clock is the time source of a [Broker]: it stamps messages and drives the
@@ -40,7 +42,33 @@ type BrokerOption interface {
 }
 
 type brokerConfig struct {
-	clock Clock
+	clock                     Clock
+	historyMsgs, historyBytes int
+}
+
+// Defaults of [WithHistory].
+const (
+	DefaultHistoryMessages = 1024
+	DefaultHistoryBytes    = 4 << 20
+)
+
+// WithHistory bounds what the broker keeps of each topic for new groups
+// that start at the earliest message (SubscriptionSpec.Start
+// StartEarliest): the last messages published to the topic, at most
+// messages of them and at most bytes of payload, and none older than
+// the topic's declared retention. A message is kept in the history
+// whether or not every group consumed it; the history is dropped with the
+// topic's last queue. Default [DefaultHistoryMessages] and
+// [DefaultHistoryBytes]. Both must be at least 1 (a message larger than
+// bytes is not kept).
+func WithHistory(messages, bytes int) BrokerOption {
+	return brokerOptionFunc(func(cfg *brokerConfig) error {
+		if messages < 1 || bytes < 1 {
+			return valueError("WithHistory", fmt.Sprintf("messages %d and bytes %d must both be at least 1", messages, bytes))
+		}
+		cfg.historyMsgs, cfg.historyBytes = messages, bytes
+		return nil
+	})
 }
 
 type brokerOptionFunc func(*brokerConfig) error
@@ -67,6 +95,58 @@ type Option interface {
 type adapterConfig struct {
 	namespace string
 	maxQueue  int
+	existing  map[ports.Topic]Existing
+}
+
+// Existing maps a logical topic, and some of its LoadBalance groups, to
+// names that already exist on the broker (made by a program that does not
+// use these names, or by another adapter): see [WithExisting].
+type Existing struct {
+	// Topic is the logical topic the application uses.
+	Topic ports.Topic
+	// As is the existing broker topic it maps to.
+	As ports.Topic
+	// Groups maps logical group names to existing queue (group) names on
+	// As. A group not listed keeps its name.
+	Groups map[string]string
+}
+
+// WithExisting makes the adapter adopt existing names instead of deriving
+// its own: Send to e.Topic publishes to e.As, Subscribe and DeclareGroup
+// for a listed group use its existing queue, and deliveries carry the
+// logical topic. An adopted queue is never created: Subscribe and
+// DeclareGroup fail with an error wrapping ports.ErrInvalid when it does
+// not exist; DeclareTopic of an adopted topic only checks (see
+// [Adapter.DeclareTopic]). The dead-letter topic of e.Topic is mapped only
+// when listed itself. Each e.Topic and e.As must be valid topics, and a
+// Topic may be listed once.
+func WithExisting(es ...Existing) Option {
+	return optionFunc(func(cfg *adapterConfig) error {
+		for _, e := range es {
+			if err := e.Topic.Validate(); err != nil {
+				return valueError("WithExisting", fmt.Sprintf("topic: %v", err))
+			}
+			if err := e.As.Validate(); err != nil {
+				return valueError("WithExisting", fmt.Sprintf("existing name of %q: %v", e.Topic, err))
+			}
+			if _, dup := cfg.existing[e.Topic]; dup {
+				return valueError("WithExisting", fmt.Sprintf("maps topic %q twice", e.Topic))
+			}
+			groups := make(map[string]string, len(e.Groups))
+			for g, q := range e.Groups {
+				if g == "" || q == "" {
+					return valueError("WithExisting", fmt.Sprintf("topic %q maps group %q to %q: both must be non-empty", e.Topic, g, q))
+				}
+				groups[g] = q
+			}
+			e.Groups = groups
+			if cfg.existing == nil {
+				cfg.existing = map[ports.Topic]Existing{}
+			}
+			cfg.existing[e.Topic] = e
+		}
+		return nil
+	})
 }
 
 // DefaultMaxQueue is the default bound on a queue's ready messages (see

@@ -59,6 +59,8 @@ func TestCapabilitiesDeclareEverything(t *testing.T) {
 		DelayedMessage: true, DelayedRequeue: true, NativeDeadLetter: true, Broadcast: true,
 		PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, SubscriptionExpiry: true,
 		DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
+		StartEarliest: true, SingleActive: true, BestEffort: true, Retention: true, MaxLength: true,
+		MaxMessageBytes: mem.MaxMessageBytes,
 	}
 	if got := a.Capabilities(); got != want {
 		t.Fatalf("Capabilities() = %v, want %v", got, want)

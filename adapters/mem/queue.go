@@ -20,6 +20,38 @@ type message struct {
 	id      string
 	payload []byte
 	headers ports.Headers
+	// expires is when the topic's retention drops it unconsumed, in Unix
+	// nanoseconds (0: kept until consumed). Kept small: a message is
+	// stored by value in every queue and delivery.
+	expires int64
+	// qos is the message's class: a best-effort message is dropped by a
+	// full queue instead of making Send wait.
+	qos qosClass
+}
+
+// qosClass is a ports.QoS in one byte (only the two classes Send accepts).
+type qosClass uint8
+
+func classOf(q ports.QoS) qosClass {
+	if q == ports.BestEffort {
+		return bestEffortClass
+	}
+	return 0
+}
+
+const bestEffortClass qosClass = 1
+
+// QoS returns the class as a ports.QoS.
+func (c qosClass) QoS() ports.QoS {
+	if c == bestEffortClass {
+		return ports.BestEffort
+	}
+	return ports.AtLeastOnce
+}
+
+// expired reports whether m's retention has passed at now.
+func (m *message) expired(now time.Time) bool {
+	return m.expires != 0 && now.UnixNano() >= m.expires
 }
 
 // item is a message's place in one queue.
@@ -70,6 +102,10 @@ type queue struct {
 	max       int           // WithMaxQueue: Send waits while ready >= max (0: unbounded)
 	room      chan struct{} // closed and replaced when senders wait and room is made
 	senders   bool          // a Send waits on room
+	maxLen    int           // TopicSpec.MaxLength: the oldest ready message is dropped beyond it
+	single    bool          // SubscriptionSpec.SingleActive: one consumer receives at a time
+	active    *subscription // the receiving consumer of a single-active queue
+	dropped   int           // messages dropped: retention, MaxLength, best effort
 }
 
 // admit waits until q has room for one more ready message, or is deleted
@@ -109,16 +145,44 @@ func (q *queue) roomLocked() {
 }
 
 // offer routes a published message into the queue if its key passes the
-// queue's filter. A deleted queue drops it.
+// queue's filter. A deleted queue drops it. At the topic's MaxLength the
+// oldest ready message is dropped to make room; a best-effort message
+// that finds the queue at its WithMaxQueue bound is dropped itself.
 func (q *queue) offer(m *message) {
 	q.mu.Lock()
+	q.offerLocked(m)
+	q.mu.Unlock()
+}
+
+func (q *queue) offerLocked(m *message) {
 	if q.deleted || (q.filter != "" && !matchKey(q.filter, m.key)) {
-		q.mu.Unlock()
 		return
+	}
+	if m.qos == bestEffortClass && q.max > 0 && q.ready.Len() >= q.max {
+		q.dropped++
+		return
+	}
+	if q.maxLen > 0 {
+		for q.ready.Len() >= q.maxLen {
+			q.ready.PopFront()
+			q.dropped++
+		}
 	}
 	q.ready.PushBack(item{msg: *m})
 	q.wakeLocked()
-	q.mu.Unlock()
+}
+
+// dropExpiredLocked drops the expired messages at the front of the queue
+// (retention is measured from the publish, so the oldest come first).
+func (q *queue) dropExpiredLocked(now time.Time) {
+	for q.ready.Len() > 0 {
+		it, _ := q.ready.Front()
+		if !it.msg.expired(now) {
+			return
+		}
+		q.ready.PopFront()
+		q.dropped++
+	}
 }
 
 // requeued puts an item back at the end of the queue after its delay.

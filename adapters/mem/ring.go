@@ -26,6 +26,17 @@ func (r *ring[T]) PushFront(v T) {
 	r.n++
 }
 
+// Front returns the first element without removing it.
+func (r *ring[T]) Front() (v T, ok bool) {
+	if r.n == 0 {
+		return v, false
+	}
+	return r.buf[r.head], true
+}
+
+// At returns the i-th element (0 is the front); i must be below Len.
+func (r *ring[T]) At(i int) T { return r.buf[(r.head+i)&(len(r.buf)-1)] }
+
 // PopFront removes and returns the first element; ok is false when empty.
 func (r *ring[T]) PopFront() (v T, ok bool) {
 	if r.n == 0 {

@@ -17,6 +17,15 @@ import (
 // ports.ErrNoSubscriber instead of being dropped silently. A delayed
 // message is routed to the queues bound when it falls due.
 //
+// A message above [MaxMessageBytes] fails with a *ports.SizeError (it
+// wraps ports.ErrInvalid) and is not stored. A message to a topic declared
+// with a Retention is dropped unconsumed once it waited that long after it
+// was due; a best-effort message (Message.QoS, or the declared topic's
+// class for a message that leaves QoS at its default) is dropped by a
+// queue at its [WithMaxQueue] bound instead of making Send wait, and is
+// counted in QueueStats.Dropped. A topic mapped by [WithExisting] is
+// published to under its existing name.
+//
 // Send copies each message's headers and payload: the caller may reuse
 // them as soon as Send returns. Each failed message is reported as a
 // *ports.SendError joined with errors.Join: wrapping ports.ErrInvalid for
@@ -42,17 +51,31 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
 			continue
 		}
+		if err := m.CheckSize(MaxMessageBytes, 0); err != nil {
+			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			continue
+		}
 		if b.failSends.Load() {
 			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: ports.ErrUnconfirmed})
 			continue
 		}
 		m.Stamp(now)
+		phys := a.physical(m.Topic)
 		msg := message{
-			topic:   m.Topic,
+			topic:   phys,
 			key:     m.Key,
 			id:      m.Headers[ports.HeaderID],
 			payload: bytes.Clone(m.Payload),
 			headers: m.Headers,
+			qos:     classOf(m.QoS),
+		}
+		if spec := b.spec(a.ns, phys); spec.Retention > 0 || spec.QoS != ports.AtLeastOnce {
+			if spec.Retention > 0 {
+				msg.expires = now.Add(m.Delay + spec.Retention).UnixNano() // measured from when it is due
+			}
+			if m.QoS == ports.AtLeastOnce {
+				msg.qos = classOf(spec.QoS)
+			}
 		}
 		if m.Delay <= 0 {
 			if err := b.send(ctx, a.ns, &msg); err != nil {

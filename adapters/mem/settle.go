@@ -26,6 +26,11 @@ import (
 //     and the originals stay in flight, to be settled again or returned by
 //     Stop.
 //
+// On a best-effort subscription (SubscriptionSpec.QoS BestEffort) Requeue
+// and DeadLetter remove the messages as Ack does, counted in
+// QueueStats.Dropped: a best-effort message is never requeued or
+// dead-lettered.
+//
 // Settle is safe for concurrent use and never blocks on anything but short
 // locks. It returns ctx.Err() when ctx is done before it starts and
 // ports.ErrClosed after Stop. An empty ds is a no-op.
@@ -49,7 +54,7 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports
 		q.mu.Unlock()
 		return err
 	}
-	if d.Action == ports.DeadLetter {
+	if d.Action == ports.DeadLetter && !s.bestEffort {
 		q.mu.Unlock()
 		return s.deadLetter(ds, d)
 	}
@@ -57,7 +62,11 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports
 		x := pd.Handle.(*delivery)
 		s.unlinkLocked(x)
 		x.state = settled
-		if d.Action == ports.Requeue {
+		switch {
+		case d.Action == ports.Ack:
+		case s.bestEffort:
+			q.dropped++ // best effort: never requeued or dead-lettered
+		case d.Action == ports.Requeue:
 			s.requeueLocked(x.it, d)
 		}
 	}
@@ -128,6 +137,7 @@ func (s *subscription) deadLetter(ds []*ports.Delivery, d ports.Disposition) err
 	default:
 		for _, pd := range ds {
 			dl := deadLetterCopy(pd, d)
+			dl.topic = s.a.physical(dl.topic)
 			b.route(s.q.key.ns, &dl)
 		}
 	}

@@ -42,6 +42,13 @@ type QueueStats struct {
 	Delayed int
 	// MaxReady is the queue's bound on Ready (WithMaxQueue; 0: unbounded).
 	MaxReady int
+	// Dropped counts the messages the queue dropped unconsumed: past
+	// their topic's retention, beyond its MaxLength, best-effort messages
+	// that found it full, and best-effort deliveries settled with Requeue
+	// or DeadLetter.
+	Dropped int
+	// SingleActive is true for a single-active group's queue.
+	SingleActive bool
 }
 
 // Stats returns a snapshot. Each queue is read under its own lock, so the
@@ -72,6 +79,9 @@ func (b *Broker) Stats() Stats {
 			InFlight:  q.inFlight,
 			Delayed:   q.delayed,
 			MaxReady:  q.max,
+			Dropped:   q.dropped,
+
+			SingleActive: q.single,
 		})
 		q.mu.Unlock()
 	}

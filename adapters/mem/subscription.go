@@ -10,13 +10,15 @@ import (
 // subscription is one consumer of a queue; it implements
 // ports.Subscription. Fields below mu are guarded by q.mu.
 type subscription struct {
-	a     *Adapter
-	q     *queue
-	limit int               // SubscriptionSpec.InFlight after defaults
-	facts map[string]string // shared by its deliveries, read-only
-	wake  chan struct{}     // buffered 1: a push or a freed slot
-	done  chan struct{}     // closed by Stop
-	errs  chan error        // never written: closed by Stop
+	a          *Adapter
+	q          *queue
+	topic      ports.Topic       // the logical topic, carried by its deliveries
+	bestEffort bool              // SubscriptionSpec.QoS BestEffort: requeue and dead letter drop
+	limit      int               // SubscriptionSpec.InFlight after defaults
+	facts      map[string]string // shared by its deliveries, read-only
+	wake       chan struct{}     // buffered 1: a push or a freed slot
+	done       chan struct{}     // closed by Stop
+	errs       chan error        // never written: closed by Stop
 
 	inFlight   int
 	head, tail *delivery // unsettled deliveries in delivery order
@@ -52,13 +54,15 @@ func newSubscription(a *Adapter, q *queue, spec ports.SubscriptionSpec) *subscri
 		facts["instance"] = spec.Instance
 	}
 	return &subscription{
-		a:     a,
-		q:     q,
-		limit: spec.InFlight,
-		facts: facts,
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
-		errs:  make(chan error),
+		a:          a,
+		q:          q,
+		topic:      spec.Topic,
+		bestEffort: spec.QoS == ports.BestEffort,
+		limit:      spec.InFlight,
+		facts:      facts,
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		errs:       make(chan error),
 	}
 }
 
@@ -71,8 +75,10 @@ func (s *subscription) signal() {
 }
 
 // Receive blocks until the queue has a ready message and fewer than
-// InFlight deliveries of this subscription are unsettled, then returns up
-// to max ready messages in queue order (FIFO; requeued messages rejoin at
+// InFlight deliveries of this subscription are unsettled (and, in a
+// single-active group, this subscription is the active one: the first to
+// receive, until it stops), then returns up to max ready messages in
+// queue order, dropping those past their topic's retention (FIFO; requeued messages rejoin at
 // the end when their delay has passed). Each delivery's Headers, Payload
 // and Facts are shared with other deliveries of the same message or
 // subscription and must be treated as read-only.
@@ -98,16 +104,24 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 			return nil, ports.ErrClosed
 		}
 		room := s.limit - s.inFlight
-		s.countLocked(room > 0)
-		if ready := q.ready.Len(); room > 0 && ready > 0 {
+		if q.single && q.active == nil {
+			q.active = s // the first to receive is the single active consumer
+		}
+		eligible := !q.single || q.active == s
+		s.countLocked(room > 0 && eligible)
+		now := s.a.b.clock.Now()
+		q.dropExpiredLocked(now)
+		if ready := q.ready.Len(); room > 0 && ready > 0 && eligible {
 			// Competing consumers that are also waiting to receive get a
 			// fair share of what is ready, not whatever the first one to
 			// wake could hold.
 			n := min(max, room, (ready+q.receivers-1)/q.receivers)
-			out := s.takeLocked(n, s.a.b.clock.Now())
-			s.countLocked(false)
-			q.mu.Unlock()
-			return out, nil
+			if out := s.takeLocked(n, now); len(out) > 0 {
+				s.countLocked(false)
+				q.mu.Unlock()
+				return out, nil
+			}
+			continue // every one it took had expired
 		}
 		if room > 0 {
 			q.waitLocked(s) // woken by a push
@@ -151,8 +165,9 @@ type single struct {
 	out [1]*ports.Delivery
 }
 
-// takeLocked pops n ready items and hands them out as deliveries, in one
-// allocation for n == 1 and two otherwise.
+// takeLocked pops up to n ready items and hands them out as deliveries, in
+// one allocation for n == 1 and two otherwise; expired items are dropped
+// (so it may hand out fewer, even none).
 func (s *subscription) takeLocked(n int, now time.Time) []*ports.Delivery {
 	var slab []delivery
 	var out []*ports.Delivery
@@ -162,13 +177,21 @@ func (s *subscription) takeLocked(n int, now time.Time) []*ports.Delivery {
 	} else {
 		slab, out = make([]delivery, n), make([]*ports.Delivery, n)
 	}
-	for i := range slab {
-		it, _ := s.q.ready.PopFront()
-		x := &slab[i]
+	k := 0
+	for k < n {
+		it, ok := s.q.ready.PopFront()
+		if !ok {
+			break
+		}
+		if it.msg.expired(now) {
+			s.q.dropped++
+			continue
+		}
+		x := &slab[k]
 		m := &it.msg
 		x.sub, x.it = s, it
 		x.pd = ports.Delivery{
-			Message:         ports.Message{Topic: m.topic, Key: m.key, Payload: m.payload, Headers: m.headers},
+			Message:         ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers, QoS: m.qos.QoS()},
 			ID:              m.id,
 			RedeliveryCount: it.redeliveries,
 			Facts:           s.facts,
@@ -176,12 +199,13 @@ func (s *subscription) takeLocked(n int, now time.Time) []*ports.Delivery {
 			Handle:          x,
 		}
 		s.linkLocked(x)
-		out[i] = &x.pd
+		out[k] = &x.pd
+		k++
 	}
-	s.inFlight += n
-	s.q.inFlight += n
+	s.inFlight += k
+	s.q.inFlight += k
 	s.q.roomLocked()
-	return out
+	return out[:k]
 }
 
 // linkLocked appends x to the unsettled list.
@@ -215,8 +239,10 @@ func (s *subscription) unlinkLocked(x *delivery) {
 // Stop stops the subscription: a blocked Receive returns ports.ErrClosed,
 // and every unsettled delivery goes back to the front of the queue in the
 // order it was delivered, with its redelivery count incremented (it was
-// delivered once more, as RabbitMQ marks it redelivered). Stop acks
-// nothing. A delivery whose dead-letter publish is under way is left to
+// delivered once more, as RabbitMQ marks it redelivered); in a
+// single-active group the next consumer to receive becomes the active one
+// and gets them. Stop acks nothing (a best-effort subscription's
+// deliveries are returned too: the broker keeps what was not settled). A delivery whose dead-letter publish is under way is left to
 // that Settle call, which removes it on success and returns it to the
 // queue on failure. Errors is closed. For a Broadcast queue whose last
 // consumer this was, the queue is deleted (InstanceTTL 0) or kept for
@@ -246,6 +272,10 @@ func (s *subscription) Stop(ctx context.Context) error {
 		x = prev
 	}
 	q.unwaitLocked(s)
+	if q.active == s {
+		q.active = nil // a standing-by consumer takes over
+		returned++
+	}
 	if returned > 0 {
 		q.wakeLocked()
 	}

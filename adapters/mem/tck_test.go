@@ -2,6 +2,8 @@ package mem_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sluicemq/sluice/adapters/mem"
@@ -38,4 +40,47 @@ func TestTCK(t *testing.T) {
 		})
 		return &harness{b: b}, nil
 	})
+}
+
+// CreateExisting implements tck.Topology: a "legacy" adapter without any
+// mapping declares the group's queue under names of its own, as a program
+// written before sluice would have, and the returned adapter adopts them
+// with mem.WithExisting.
+func (h *harness) CreateExisting(ctx context.Context, topic ports.Topic, group string) (tck.Existing, error) {
+	legacy, err := mem.New(h.b)
+	if err != nil {
+		return tck.Existing{}, err
+	}
+	physTopic, physGroup := ports.Topic("legacy.e."+string(topic)), "legacy.q."+group
+	if err := legacy.DeclareGroup(ctx, physTopic, physGroup); err != nil {
+		return tck.Existing{}, err
+	}
+	before := queueNames(h.b.Stats())
+	a, err := mem.New(h.b, mem.WithExisting(mem.Existing{Topic: topic, As: physTopic, Groups: map[string]string{group: physGroup}}))
+	if err != nil {
+		return tck.Existing{}, err
+	}
+	return tck.Existing{
+		Adapter: a,
+		Names:   fmt.Sprintf("topic %s, queue %s", physTopic, physGroup),
+		Publish: func(ctx context.Context, payload []byte) error {
+			return legacy.Send(ctx, ports.Message{Topic: physTopic, Payload: payload})
+		},
+		Unchanged: func(context.Context) error {
+			if after := queueNames(h.b.Stats()); !slices.Equal(after, before) {
+				return fmt.Errorf("queues were %v before adoption, now %v", before, after)
+			}
+			return nil
+		},
+	}, nil
+}
+
+var _ tck.Topology = (*harness)(nil)
+
+func queueNames(st mem.Stats) []string {
+	var out []string
+	for _, q := range st.Queues {
+		out = append(out, fmt.Sprintf("%s|%s|%v|%s|%s|filter=%q|single=%v", q.Namespace, q.Topic, q.Mode, q.Group, q.Instance, q.KeyFilter, q.SingleActive))
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -78,7 +79,7 @@ func setupAMQP(ctx context.Context, _ Config) (Env, func(), error) {
 		return nil, nil, fmt.Errorf("no AMQP_URL and no private RabbitMQ node could start: %w", err)
 	}
 	fmt.Println("broker: private RabbitMQ node (rabbittest) on 127.0.0.1")
-	return Env{"url": node.URL}, func() { node.Stop() }, nil
+	return Env{"url": node.URL, brokerPIDEnv: strconv.Itoa(node.PID())}, func() { node.Stop() }, nil
 }
 
 // amqpNamespace gives every run its own exchanges and queues.

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 )
 
@@ -85,6 +86,7 @@ func runChild(which string) int {
 		fmt.Fprintf(os.Stderr, "bench child: %s not set or unreadable (the child is started by the bench itself): %v\n", childEnv, err)
 		return 2
 	}
+	brokerPID, _ = strconv.Atoi(job.Env[brokerPIDEnv])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, job.Cfg.Timeout)

@@ -76,7 +76,14 @@ type Result struct {
 	Redelivered int64         // settled more than once (at-least-once)
 	P50, P99    time.Duration // publish-to-settle latency (latency contenders)
 	PerSecond   []int64       // distinct messages settled in each second
-	Note        string
+	// CPUPerDelivery is the contender process's CPU time (user+system)
+	// in the timed section per delivery; BrokerCPUPerDelivery the
+	// broker's (its process and descendants), -1 when the broker is not
+	// a process of its own (mem, embedded in the contender). Both are
+	// steadier than throughput on a loaded machine.
+	CPUPerDelivery       time.Duration
+	BrokerCPUPerDelivery time.Duration
+	Note                 string
 }
 
 // Rate is deliveries per second.
@@ -248,8 +255,8 @@ func runSuite(ctx context.Context, s *Suite, cfg Config, only, svgDir string) er
 				c.Name, medianDur(p50s).Round(time.Microsecond), medianDur(p99s).Round(time.Microsecond), sm.Rounds, cfg.Rate, cfg.LatencyN, r.Note)
 			continue
 		}
-		fmt.Printf("%-26s %9.0f msg/s  [%.0f..%.0f]  %6.2f allocs/msg  peak-heap=%-8s %s%s\n",
-			c.Name, r.Rate(), sm.Min, sm.Max, r.AllocsPerDelivery, mib(r.PeakHeap), r.Note, redelivered(r))
+		fmt.Printf("%-26s %9.0f msg/s  [%.0f..%.0f]  %6.2f allocs/msg  cpu=%-7s broker-cpu=%-7s peak-heap=%-8s %s%s\n",
+			c.Name, r.Rate(), sm.Min, sm.Max, r.AllocsPerDelivery, micros(sm.CPU), micros(sm.BrokerCPU), mib(r.PeakHeap), r.Note, redelivered(r))
 		chart = append(chart, bar{Name: c.Name, Median: r.Rate(), Min: sm.Min, Max: sm.Max, Note: r.Note})
 	}
 	var ratioLines []string
@@ -300,6 +307,14 @@ func flatness(name string, ps []int64) string {
 		verdict = "NOT FLAT (a second below half the median)"
 	}
 	return fmt.Sprintf("PERSECOND %s %v  min-after-first=%d median=%d: %s", name, ps, rest[0], med, verdict)
+}
+
+// micros prints a per-message CPU time in µs ("-" when not measured).
+func micros(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond))
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20)) }

@@ -124,11 +124,15 @@ type Meter struct {
 	t       *tally
 	created time.Time
 	startNS atomic.Int64
-	allocs0 uint64
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	peak    atomic.Uint64
-	perSec  []int64
+	// Process and broker CPU time at begin (set once, by the begin that
+	// started the clock, before startNS is published).
+	cpu0, brokerCPU0 time.Duration
+	allocs0          uint64
+	stop             chan struct{}
+	wg               sync.WaitGroup
+	peak             atomic.Uint64
+	perSec           []int64
+	once             sync.Once
 }
 
 var metricNames = []string{"/gc/heap/allocs:objects", "/memory/classes/heap/objects:bytes"}
@@ -181,11 +185,16 @@ func newMeter(t *tally) *Meter {
 	return m
 }
 
-// begin starts the clock (once; later calls do nothing). Safe from any goroutine.
+// begin starts the clock (once; later calls do nothing). Safe from any
+// goroutine.
 func (m *Meter) begin() {
-	if m.startNS.Load() == 0 {
-		m.startNS.CompareAndSwap(0, time.Now().UnixNano())
+	if m.startNS.Load() != 0 {
+		return
 	}
+	m.once.Do(func() {
+		m.cpu0, m.brokerCPU0 = processCPU(), brokerCPU()
+		m.startNS.Store(time.Now().UnixNano())
+	})
 }
 
 // finish ends the timed section and returns its Result (Name and Note
@@ -193,6 +202,7 @@ func (m *Meter) begin() {
 func (m *Meter) finish(name string) (Result, error) {
 	m.begin()
 	el := time.Since(time.Unix(0, m.startNS.Load()))
+	cpu, bcpu := processCPU()-m.cpu0, brokerCPU()-m.brokerCPU0
 	close(m.stop)
 	m.wg.Wait()
 	allocs, h := readMetrics()
@@ -203,21 +213,33 @@ func (m *Meter) finish(name string) (Result, error) {
 		return Result{}, err
 	}
 	n := int(m.t.n)
-	return Result{Name: name, Deliveries: n, Elapsed: el, AllocsPerDelivery: float64(allocs-m.allocs0) / float64(max(n, 1)),
-		PeakHeap: m.peak.Load(), Redelivered: m.t.dups.Load(), PerSecond: m.perSec}, nil
+	res := Result{Name: name, Deliveries: n, Elapsed: el, AllocsPerDelivery: float64(allocs-m.allocs0) / float64(max(n, 1)),
+		PeakHeap: m.peak.Load(), Redelivered: m.t.dups.Load(), PerSecond: m.perSec,
+		CPUPerDelivery: cpu / time.Duration(max(n, 1)), BrokerCPUPerDelivery: -1}
+	if brokerPID > 0 {
+		res.BrokerCPUPerDelivery = bcpu / time.Duration(max(n, 1))
+	}
+	return res, nil
 }
 
-// summary is a contender's rounds: the median round and the min..max rates.
+// summary is a contender's rounds: the median round, the min..max rates
+// and the medians of the per-message CPU times over the rounds.
 type summary struct {
-	Median   Result
-	Min, Max float64
-	Rounds   int
+	Median         Result
+	Min, Max       float64
+	Rounds         int
+	CPU, BrokerCPU time.Duration
 }
 
 func summarize(rs []Result) summary {
 	rs = slices.Clone(rs)
 	slices.SortFunc(rs, func(a, b Result) int { return cmp.Compare(a.Rate(), b.Rate()) })
-	return summary{Median: rs[len(rs)/2], Min: rs[0].Rate(), Max: rs[len(rs)-1].Rate(), Rounds: len(rs)}
+	var cpu, bcpu []time.Duration
+	for _, r := range rs {
+		cpu, bcpu = append(cpu, r.CPUPerDelivery), append(bcpu, r.BrokerCPUPerDelivery)
+	}
+	return summary{Median: rs[len(rs)/2], Min: rs[0].Rate(), Max: rs[len(rs)-1].Rate(), Rounds: len(rs),
+		CPU: medianDur(cpu), BrokerCPU: medianDur(bcpu)}
 }
 
 // medianDur is the median of ds.

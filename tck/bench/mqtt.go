@@ -68,14 +68,14 @@ func setupMQTT(ctx context.Context, _ Config) (Env, func(), error) {
 			return nil, nil, err
 		}
 		fmt.Println("broker: private mosquitto on 127.0.0.1")
-		return Env{"url": m.URL()}, func() { _ = m.Close() }, nil
+		return Env{"url": m.URL(), brokerPIDEnv: strconv.Itoa(m.PID())}, func() { _ = m.Close() }, nil
 	}
 	b, err := embedded.Start(embedded.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
 	fmt.Println("broker: embedded (mosquitto not installed)")
-	return Env{"url": b.URL()}, func() { _ = b.Close() }, nil
+	return Env{"url": b.URL(), brokerPIDEnv: strconv.Itoa(os.Getpid())}, func() { _ = b.Close() }, nil
 }
 
 func openMQTT(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {

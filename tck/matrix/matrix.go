@@ -42,6 +42,13 @@ var capabilities = []capability{
 	{"DurableGroups", "durable groups", "a LoadBalance group's backlog is kept while no instance runs"},
 	{"ExactRedeliveryCount", "exact redelivery count", "`Delivery.RedeliveryCount` is exact, not a lower bound"},
 	{"Ordering", "ordering", "the delivery order guaranteed"},
+	{"StartEarliest", "start earliest", "`SubscriptionSpec.Start: StartEarliest` — a new group starts at the oldest retained message (refused without it)"},
+	{"SingleActive", "single active", "`SubscriptionSpec.SingleActive` — one instance of a group at a time, with failover (refused without it)"},
+	{"BestEffort", "best effort", "`QoS: BestEffort` uses a weaker, cheaper broker class (without it best effort travels at-least-once)"},
+	{"Retention", "retention", "`TopicSpec.Retention` is enforced by the broker (refused without it)"},
+	{"MaxLength", "max length", "`TopicSpec.MaxLength` caps a group's backlog, the oldest dropped (refused without it)"},
+	{"MaxMessageBytes", "max message bytes", "the largest message `Send` accepts; a larger one fails with a `*ports.SizeError` before touching the broker (— : no limit known)"},
+	{"SizeCountsEnvelope", "size counts envelope", "the size limit counts the encoded headers as well as the payload"},
 }
 
 // Render returns the matrix document for as.
@@ -99,7 +106,9 @@ func Render(as []Adapter) []byte {
 
 	b.WriteString("## TCK cases\n\n")
 	b.WriteString("Which cases of the contract kit run for each adapter; a skipped case names\n")
-	b.WriteString("the capability it lacks.\n\n")
+	b.WriteString("the capability it lacks. `AdoptExistingTopology` also needs the harness to\n")
+	b.WriteString("create an existing topology natively (`tck.Topology`); a harness without\n")
+	b.WriteString("that hook skips it, and the skip is a gap in the adapter's tests, not a pass.\n\n")
 	header("case")
 	perAdapter := make([][]tck.Case, len(as))
 	for i, a := range as {
@@ -127,15 +136,33 @@ func Render(as []Adapter) []byte {
 }
 
 func cell(v reflect.Value) string {
+	if s, ok := v.Interface().(fmt.Stringer); ok {
+		return s.String()
+	}
 	switch v.Kind() {
 	case reflect.Bool:
 		if v.Bool() {
 			return "✓"
 		}
 		return "—"
-	}
-	if s, ok := v.Interface().(fmt.Stringer); ok {
-		return s.String()
+	case reflect.Int:
+		if v.Int() == 0 {
+			return "—"
+		}
+		return groupDigits(v.Int())
 	}
 	return fmt.Sprint(v.Interface())
+}
+
+// groupDigits renders n with thousands separators ("16,777,216").
+func groupDigits(n int64) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

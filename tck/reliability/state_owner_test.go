@@ -243,8 +243,13 @@ func TestBacklogDrainsWithinConnectionBudget(t *testing.T) {
 	start := time.Now()
 	w.start(p)
 
-	if err := w.l.Await(w.ctx, "the backlog drained while producing", func(c tck.Counts) bool {
-		return c.Settled >= backlog && c.Confirmed-c.Settled <= spec.InFlight
+	// The backlog's worth is settled while the producer keeps producing.
+	// Whether the consumer also catches up with a producer that sends
+	// every 5ms depends on the CPU it gets (under a CPU hog it may not), so
+	// the test stops the producer then and waits for the rest: nothing
+	// confirmed may be left unsettled either way.
+	if err := w.l.Await(w.ctx, "the backlog's worth settled while producing", func(c tck.Counts) bool {
+		return c.Settled >= backlog
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -252,6 +257,11 @@ func TestBacklogDrainsWithinConnectionBudget(t *testing.T) {
 	during := produced.Load()
 	close(stopProducing)
 	prod.Wait()
+	if err := w.l.Await(w.ctx, "every confirmed message settled after the producer stopped", func(c tck.Counts) bool {
+		return c.Settled >= c.Confirmed
+	}); err != nil {
+		t.Fatal(err)
+	}
 	w.settled()
 
 	st := db.Stats()

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// brokerPIDEnv is the Env key under which a suite's Setup names the
+// broker's process (its CPU time is read from /proc), when the broker is
+// a process of its own.
+const brokerPIDEnv = "broker-pid"
+
+// brokerPID is the broker process of the running contender (0: none);
+// runChild sets it from the job's Env.
+var brokerPID int
+
+// processCPU is this process's CPU time so far (user + system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// brokerCPU is the CPU time so far of brokerPID and its descendants (a
+// server script's broker is its child), from /proc (clock ticks, 100 per
+// second on Linux); 0 when there is no broker process or no /proc.
+func brokerCPU() time.Duration {
+	if brokerPID <= 0 {
+		return 0
+	}
+	var ticks int64
+	seen := map[int]bool{}
+	var walk func(pid int)
+	walk = func(pid int) {
+		if seen[pid] || len(seen) > 256 {
+			return
+		}
+		seen[pid] = true
+		ticks += procTicks(pid)
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+		if err != nil {
+			return
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				walk(c)
+			}
+		}
+	}
+	walk(brokerPID)
+	return time.Duration(ticks) * (time.Second / 100)
+}
+
+// procTicks is utime+stime of pid from /proc/<pid>/stat.
+func procTicks(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: fields count from its ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64) // field 14
+	k, _ := strconv.ParseInt(f[12], 10, 64) // field 15
+	return u + k
+}
