@@ -239,8 +239,10 @@ func severity(k Kind) int {
 }
 
 // Join returns one Completion for many: its outcome completes every member
-// the same way (a batch has one outcome). A member that was already
-// completed reports its own conflict; the others still complete.
+// the same way (a batch has one outcome), except an outcome carrying a
+// *MemberOutcomes, which completes each member with its own. A member
+// that was already completed reports its own conflict; the others still
+// complete.
 func Join(members ...*Completion) *Completion {
 	j := &Completion{next: joined(members)}
 	for _, m := range members {
@@ -255,6 +257,10 @@ func Join(members ...*Completion) *Completion {
 type joined []*Completion
 
 func (js joined) completed(o Outcome) {
+	if m := memberOutcomes(o); m != nil {
+		js.completeEach(m) // outcomes.go: each member its own outcome
+		return
+	}
 	// Members that are deliveries of one pipeline are handed to its
 	// settlement engine together, so the batch is settled with one
 	// Settle call; other members are completed one by one.

@@ -21,6 +21,8 @@ type config struct {
 	drainTimeout time.Duration
 	settleTime   time.Duration
 	settle       settleConfig
+	profile      Profile // profile.go
+	workers      int     // Sink workers without a Workers option (0: 1)
 }
 
 // settleConfig tunes the settlement engine.
@@ -28,6 +30,8 @@ type settleConfig struct {
 	linger      time.Duration
 	maxBatch    int // 0: half the in-flight limit
 	concurrency int
+	// Set by the options, so that a profile does not override them.
+	lingerSet, batchSet, concurrencySet bool
 }
 
 // Defaults of the settlement engine.
@@ -108,7 +112,7 @@ func WithSettleTimeout(d time.Duration) Option {
 func WithSettleLinger(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d >= 0 {
-			c.settle.linger = d
+			c.settle.linger, c.settle.lingerSet = d, true
 		}
 	})
 }
@@ -119,7 +123,7 @@ func WithSettleLinger(d time.Duration) Option {
 func WithSettleBatch(n int) Option {
 	return optionFunc(func(c *config) {
 		if n >= 1 {
-			c.settle.maxBatch = n
+			c.settle.maxBatch, c.settle.batchSet = n, true
 		}
 	})
 }
@@ -132,7 +136,7 @@ func WithSettleBatch(n int) Option {
 func WithSettleConcurrency(n int) Option {
 	return optionFunc(func(c *config) {
 		if n >= 1 {
-			c.settle.concurrency = n
+			c.settle.concurrency, c.settle.concurrencySet = n, true
 		}
 	})
 }

@@ -62,13 +62,13 @@ type Pipeline struct {
 // or out-of-range value is an error, not replaced by a default); the
 // subscription defaults of the adapter (the URL parameters of an adapter
 // from adapters.Open, see ports.SpecDefaulter) fill the fields left zero,
-// field by field, then the ports defaults fill the rest (see
-// ports.SubscriptionSpec). A nil adapter makes Start fail.
+// field by field, then a profile's (WithProfile), then the ports defaults
+// fill the rest (see ports.SubscriptionSpec). A nil adapter makes Start
+// fail.
 func New(adapter ports.Adapter, spec ports.SubscriptionSpec, opts ...Option) *Pipeline {
 	p := &Pipeline{
 		adapter: adapter,
 		raw:     spec,
-		spec:    ports.ApplySpecDefaults(adapter, spec).WithDefaults(),
 		cfg:     defaultConfig(),
 		failed:  make(chan struct{}),
 		done:    make(chan struct{}),
@@ -79,6 +79,13 @@ func New(adapter ports.Adapter, spec ports.SubscriptionSpec, opts ...Option) *Pi
 	for _, o := range opts {
 		o.apply(&p.cfg)
 	}
+	// The caller's fields, then the adapter's defaults, then a profile's
+	// (WithProfile), then the ports defaults.
+	withProfile, err := applyProfile(&p.cfg, ports.ApplySpecDefaults(adapter, spec))
+	if err != nil {
+		p.buildFail(err)
+	}
+	p.spec = withProfile.WithDefaults()
 	p.stats.acked.n, p.stats.requeued.n, p.stats.deadLettered.n = &p.stats.settled, &p.stats.settled, &p.stats.settled
 	p.report = p.reportErr
 	p.source = make(chan Item[*ports.Delivery], min(p.spec.InFlight, 256))

@@ -77,7 +77,8 @@ type stageConfig struct {
 	bufferSet bool // Buffer was given: the caller wants the channel
 }
 
-// Workers runs a stage's function on n goroutines (default 1). Order
+// Workers runs a stage's function on n goroutines (default 1; a Sink
+// without it takes its pipeline's profile's count, see WithProfile). Order
 // across items is then not kept. With one worker, order is kept, and the
 // stage may run on the goroutine of the stage before it (see Buffer).
 func Workers(n int) StageOption {
@@ -238,8 +239,8 @@ func Operate[In, Out any](in Stream[In], run func(ctx context.Context, in <-chan
 // error requeues, a cancellation of the item's context settles nothing.
 // A panic in fn fails the item with a *ports.PanicError.
 func Sink[T any](in Stream[T], fn func(ctx context.Context, v T) error, opts ...StageOption) {
-	cfg := stageOptions(opts)
 	src := in.take()
+	cfg := in.p.sinkOptions(opts) // profile.go: a profile's worker count
 	p := in.p
 	body := func(it Item[T]) {
 		if err := it.Ctx.Err(); err != nil {

@@ -53,8 +53,10 @@ func (b Batched[T]) Len() int { return len(b.Values) }
 // way (flow.Join): success acks all, a retryable error requeues all,
 // poison dead-letters all, cancellation settles none. With IsolatePoison,
 // a *BatchError outcome dead-letters the members it names (each with its
-// own reason) and acks the others. Members are completed only when the
-// batch item is.
+// own reason) and acks the others. A *flow.MemberOutcomes outcome (with
+// or without IsolatePoison) acks, requeues and dead-letters each member
+// as it says, with as few Settle calls as the dispositions allow. Members
+// are completed only when the batch item is.
 //
 // Order: members keep arrival order; batches are emitted in order. When
 // the input closes (the pipeline is stopping) the partial batch is flushed
@@ -181,6 +183,10 @@ func (b *batcher[T]) flush() {
 // members a *BatchError names are poisoned with their reason, the others
 // succeed; any other outcome completes every member alike.
 func completeIsolated(cs []*flow.Completion, o flow.Outcome) {
+	if flow.IsMemberOutcomes(o) {
+		_ = flow.Join(cs...).Complete(o)
+		return
+	}
 	var be *BatchError
 	if o.Kind == flow.Failed || o.Kind == flow.Poisoned {
 		if errors.As(o.Err, &be) && be.names(len(cs)) {

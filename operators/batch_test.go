@@ -148,6 +148,37 @@ func TestBatchIsolatePoisonDeadLettersOnlyNamedMembers(t *testing.T) {
 	}
 }
 
+// A *flow.MemberOutcomes settles each member as it says, with or without
+// IsolatePoison.
+func TestBatchMemberOutcomesSettleEachMember(t *testing.T) {
+	for _, isolate := range []bool{false, true} {
+		r := batchRig(t, spec, operators.BatchOptions{Size: 4, Window: time.Hour, IsolatePoison: isolate},
+			func(_ context.Context, b operators.Batched[*ports.Delivery]) error {
+				var out flow.MemberOutcomes
+				for i, d := range b.Values {
+					switch string(d.Payload) {
+					case "busy":
+						out.Requeue(i, errors.New("shard busy"))
+					case "bad":
+						out.DeadLetter(i, errors.New("price missing"))
+					}
+				}
+				return out.Err()
+			})
+		ds := []*ports.Delivery{msg("ok", ""), msg("busy", ""), msg("bad", ""), msg("ok", "")}
+		r.f.push(ds...)
+		r.f.waitSettled(t, 4)
+		got := r.f.byID()
+		want := map[string]ports.Action{"ok": ports.Ack, "busy": ports.Requeue, "bad": ports.DeadLetter}
+		for i, d := range ds {
+			s := got[d.ID]
+			if len(s) != 1 || s[0].Action != want[string(d.Payload)] {
+				t.Fatalf("IsolatePoison %v: member %d (%s) settled %+v, want once with %v", isolate, i, d.Payload, s, want[string(d.Payload)])
+			}
+		}
+	}
+}
+
 func TestBatchIsolatePoisonWithPlainErrorRequeuesAll(t *testing.T) {
 	r := batchRig(t, spec, operators.BatchOptions{Size: 2, Window: time.Hour, IsolatePoison: true},
 		func(context.Context, operators.Batched[*ports.Delivery]) error {

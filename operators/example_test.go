@@ -99,6 +99,30 @@ func ExampleBatch_isolatePoison() {
 	// acked 2, requeued 0, dead-lettered 1
 }
 
+// A *flow.MemberOutcomes settles each member on its own: requeue these,
+// dead-letter these, ack the rest.
+func ExampleBatch_memberOutcomes() {
+	sp := orders
+	sp.Retry = ports.RetryPolicy{MaxAttempts: 5, Backoff: time.Minute, MaxBackoff: time.Minute}
+	demo(sp, 3, func(p *flow.Pipeline) {
+		batches := operators.Batch(flow.Decode[Order](p.Source()), operators.BatchOptions{Size: 3, Window: time.Minute})
+		flow.Sink(batches, func(_ context.Context, b operators.Batched[Order]) error {
+			var out flow.MemberOutcomes
+			for i, o := range b.Values {
+				switch {
+				case o.Total < 0:
+					out.DeadLetter(i, fmt.Errorf("order %s: negative total", o.ID))
+				case o.Total > 1000:
+					out.Requeue(i, fmt.Errorf("order %s: credit check busy", o.ID))
+				}
+			}
+			return out.Err()
+		})
+	}, order("o-1", 5), order("o-2", 5000), order("o-3", -7))
+	// Output:
+	// acked 1, requeued 1, dead-lettered 1
+}
+
 var errUnknownSKU = errors.New("unknown sku")
 
 // Errors matching a rule become poison: dead-lettered at once instead of

@@ -25,9 +25,13 @@ type instance struct {
 // cache from the catalog. In that order no change can fall between the
 // snapshot and the subscription: a change made after the snapshot is
 // announced to a subscription that already exists.
-func start(ctx context.Context, a ports.Adapter, topic ports.Topic, name string, c *catalog) (*instance, error) {
+func start(ctx context.Context, a ports.Adapter, reg *ports.Registry, topic ports.Topic, name string, c *catalog) (*instance, error) {
 	in := &instance{name: name, catalog: c, cache: map[string]Entry{}, changed: make(chan struct{})}
-	in.p = flow.New(a, ports.SubscriptionSpec{Topic: topic, Mode: ports.Broadcast, Group: "api", Instance: name})
+	spec, err := reg.Broadcast(topic, "api", name)
+	if err != nil {
+		return nil, err
+	}
+	in.p = flow.New(a, spec)
 	flow.Sink(flow.Decode[Changed](in.p.Source()), in.refresh)
 	if err := in.p.Start(ctx); err != nil {
 		return nil, err

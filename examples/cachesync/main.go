@@ -54,6 +54,17 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	}
 
 	topic := ports.Topic("catalog.changed." + strings.ReplaceAll(ports.NewID(), "-", "."))
+	// The change topic, declared once; the instances' specs and the sends
+	// come from the registry. A change that is lost can be reloaded from
+	// the catalog, but losing none is cheap: the topic stays at least once.
+	reg, err := ports.NewRegistry(ports.TopicSpec{Topic: topic, NoDeadLetter: true})
+	if err != nil {
+		return err
+	}
+	if err := reg.Declare(ctx, a); err != nil {
+		return err
+	}
+	sender := reg.Sender(a)
 	cat := newCatalog(map[string]string{"price-list": "2026-01", "feature-flags": "dark-mode=off", "tax-rates": "standard"})
 	fmt.Fprintf(w, "catalog: %s\n", describe(cat.snapshot()))
 
@@ -66,7 +77,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		}
 	}()
 	for _, name := range []string{"api-1", "api-2"} {
-		in, err := start(ctx, a, topic, name, cat)
+		in, err := start(ctx, a, reg, topic, name, cat)
 		if err != nil {
 			return err
 		}
@@ -76,7 +87,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 
 	publish := func(evs ...Changed) error {
 		for _, ev := range evs {
-			if err := flow.Send(ctx, a, topic, ev, flow.Key(ev.Key)); err != nil {
+			if err := flow.Send(ctx, sender, topic, ev, flow.Key(ev.Key)); err != nil {
 				return err
 			}
 		}
@@ -94,7 +105,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		}
 	}
 
-	late, err := start(ctx, a, topic, "api-3", cat)
+	late, err := start(ctx, a, reg, topic, "api-3", cat)
 	if err != nil {
 		return err
 	}

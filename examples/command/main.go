@@ -55,16 +55,34 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	cmds := commands()
 	rec := newRecord(len(cmds))
 
+	// The command topic and its dead-letter topic, declared once: the
+	// specs and the sends come from the registry.
+	reg, err := ports.NewRegistry(
+		ports.TopicSpec{Topic: topic, Groups: []string{"warehouse"}},
+		ports.TopicSpec{Topic: ports.DeadLetterTopic(topic), NoDeadLetter: true, Groups: []string{"dispatch-desk"}},
+	)
+	if err != nil {
+		return err
+	}
+	if err := reg.Declare(ctx, a); err != nil {
+		return err
+	}
+
 	// The dead-letter receiver: what could not be executed in time, or at
 	// all, with the reason and the attempts made.
-	dlq := flow.New(a, ports.SubscriptionSpec{Topic: ports.DeadLetterTopic(topic), Group: "dispatch-desk"})
+	dlqSpec, err := reg.Subscription(ports.DeadLetterTopic(topic), "dispatch-desk")
+	if err != nil {
+		return err
+	}
+	dlq := flow.New(a, dlqSpec)
 	flow.Sink(flow.Decode[ShipOrder](dlq.Source()), rec.deadLettered)
 
-	spec := adapters.Spec(a, ports.SubscriptionSpec{
-		Topic: topic, Group: "warehouse",
-		Retry: ports.RetryPolicy{MaxAttempts: 5, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second},
-	})
-	p := flow.New(a, spec)
+	spec, err := reg.Subscription(topic, "warehouse")
+	if err != nil {
+		return err
+	}
+	spec.Retry = ports.RetryPolicy{MaxAttempts: 5, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second}
+	p := flow.New(a, adapters.Spec(a, spec))
 	sh := &shipper{warehouses: newWarehouses(), rec: rec}
 	flow.Sink(flow.Decode[ShipOrder](p.Source()), sh.handle, flow.Workers(4))
 
@@ -75,10 +93,11 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		defer pl.Stop(context.Background())
 	}
 
+	sender := reg.Sender(a)
 	now := time.Now()
 	for _, c := range cmds {
 		deadline := c.deadline(now)
-		if err := flow.Send(ctx, a, topic, c.ShipOrder, flow.Key(c.Order), flow.Header(HeaderDeadline, deadline)); err != nil {
+		if err := flow.Send(ctx, sender, topic, c.ShipOrder, flow.Key(c.Order), flow.Header(HeaderDeadline, deadline)); err != nil {
 			return err
 		}
 	}

@@ -76,14 +76,32 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	f := simulate(topic)
 	in := newIngest(st, len(f.msgs), f.poison())
 
-	dlq := flow.New(a, ports.SubscriptionSpec{Topic: ports.DeadLetterTopic(topic), Group: "ops"})
+	// The readings topic and its dead-letter topic, declared once: the
+	// specs and the sends come from the registry.
+	reg, err := ports.NewRegistry(
+		ports.TopicSpec{Topic: topic, Groups: []string{"ingest"}},
+		ports.TopicSpec{Topic: ports.DeadLetterTopic(topic), NoDeadLetter: true, Groups: []string{"ops"}},
+	)
+	if err != nil {
+		return err
+	}
+	if err := reg.Declare(ctx, a); err != nil {
+		return err
+	}
+	dlqSpec, err := reg.Subscription(ports.DeadLetterTopic(topic), "ops")
+	if err != nil {
+		return err
+	}
+	dlq := flow.New(a, dlqSpec)
 	flow.Sink(dlq.Source(), in.deadLetter)
 
-	spec := adapters.Spec(a, ports.SubscriptionSpec{
-		Topic: topic, Group: "ingest", InFlight: 256,
-		Retry: ports.RetryPolicy{MaxAttempts: 5, Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
-	})
-	p := flow.New(a, spec, flow.WithObserver(in.observe))
+	spec, err := reg.Subscription(topic, "ingest")
+	if err != nil {
+		return err
+	}
+	spec.InFlight = 256
+	spec.Retry = ports.RetryPolicy{MaxAttempts: 5, Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	p := flow.New(a, adapters.Spec(a, spec), flow.WithObserver(in.observe))
 	points := flow.DecodeWith(p.Source(), decodePoint) // every decode error is poison
 	batches := operators.Batch(points, operators.BatchOptions{Size: 50, Window: 50 * time.Millisecond})
 	flow.Sink(batches, in.write)
@@ -94,7 +112,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		}
 		defer pl.Stop(context.Background())
 	}
-	if err := f.publish(ctx, a); err != nil {
+	if err := f.publish(ctx, reg.Sender(a)); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "published %d messages with confirms from %d devices (schema v1 and v2):\n", len(f.msgs), devices)

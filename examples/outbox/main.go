@@ -75,8 +75,23 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	svc := &orderService{db: ordersDB, topic: topic}
 	notify := &notifications{db: notifyDB, changed: make(chan struct{})}
 
+	// The event topic, declared once with the group that consumes it: the
+	// consumer's spec and the relay's sends come from the registry.
+	reg, err := ports.NewRegistry(ports.TopicSpec{Topic: topic, Groups: []string{"notifications"}})
+	if err != nil {
+		return err
+	}
+	if err := reg.Declare(ctx, a); err != nil {
+		return err
+	}
+	sender := reg.Sender(a)
+
 	// The consuming service.
-	p := flow.New(a, adapters.Spec(a, ports.SubscriptionSpec{Topic: topic, Group: "notifications"}))
+	spec, err := reg.Subscription(topic, "notifications")
+	if err != nil {
+		return err
+	}
+	p := flow.New(a, adapters.Spec(a, spec))
 	flow.Sink(flow.Decode[OrderPlaced](p.Source()), notify.handle)
 	if err := p.Start(ctx); err != nil {
 		return err
@@ -105,7 +120,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	fmt.Fprintf(w, "order service: %d orders, %d events waiting in the outbox\n", orders, pending)
 
 	// Round 1 over a link that loses two confirms; round 2 over a good one.
-	lossy := &relay{db: ordersDB, sender: lossyLink{Sender: a, lose: map[int]bool{1: true, 3: true}}, batch: 100}
+	lossy := &relay{db: ordersDB, sender: lossyLink{Sender: sender, lose: map[int]bool{1: true, 3: true}}, batch: 100}
 	res, err := lossy.round(ctx)
 	if err != nil {
 		return err
@@ -117,7 +132,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	}
 	delivered := res.sent
 
-	r := &relay{db: ordersDB, sender: a, batch: 100}
+	r := &relay{db: ordersDB, sender: sender, batch: 100}
 	for round := 2; ; round++ {
 		res, err := r.round(ctx)
 		if err != nil {

@@ -101,18 +101,37 @@ func run(ctx context.Context) error {
 
 	t := &tally{acked: map[string]bool{}, dead: map[string]string{}, redelivered: map[int]int{}}
 
+	// The topics, declared once: specs and sends are built from the
+	// registry, and a topic it does not hold is refused.
+	reg, err := ports.NewRegistry(
+		ports.TopicSpec{Topic: topic},
+		ports.TopicSpec{Topic: ports.DeadLetterTopic(topic), NoDeadLetter: true},
+	)
+	if err != nil {
+		return err
+	}
+	if err := reg.Declare(ctx, a); err != nil {
+		return err
+	}
+
 	// The dead-letter receiver: reads <topic>.dlq and records the reasons.
-	dlq := flow.New(a, ports.SubscriptionSpec{Topic: ports.DeadLetterTopic(topic), Group: "ops"})
+	dlqSpec, err := reg.Subscription(ports.DeadLetterTopic(topic), "ops")
+	if err != nil {
+		return err
+	}
+	dlq := flow.New(a, dlqSpec)
 	flow.Sink(dlq.Source(), func(_ context.Context, d *ports.Delivery) error {
 		t.deadLetter(d.ID, d.Headers[ports.HeaderDeadLetterReason])
 		return nil
 	})
 
 	// The business pipeline: decode (malformed → poison), validate, handle.
-	spec := ports.SubscriptionSpec{
-		Topic: topic, Group: "billing", InFlight: 32,
-		Retry: ports.RetryPolicy{MaxAttempts: 4, Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
+	spec, err := reg.Subscription(topic, "billing")
+	if err != nil {
+		return err
 	}
+	spec.InFlight = 32
+	spec.Retry = ports.RetryPolicy{MaxAttempts: 4, Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
 	p := flow.New(a, spec, flow.WithObserver(t.observe), flow.WithDrainTimeout(5*time.Second))
 	orders := flow.Decode[Order](p.Source())
 	valid := flow.Map(orders, func(_ context.Context, o Order) (Order, error) {
@@ -136,7 +155,7 @@ func run(ctx context.Context) error {
 	}
 	defer stopAll()
 
-	if err := publish(ctx, a); err != nil {
+	if err := publish(ctx, reg.Sender(a)); err != nil {
 		return err
 	}
 	fmt.Printf("published %d orders with confirms: every 10th malformed, every 25th invalid,\n", total)

@@ -44,7 +44,7 @@ func init() {
 		About:    "consume suites pre-publish N persistent messages per run and time consume + ack from the first delivery",
 		DefaultN: 30000,
 		Setup:    setupAMQP,
-		Contenders: []Contender{
+		Contenders: append([]Contender{
 			{Name: "raw-multiack", Run: runRawMultiAck},
 			{Name: "raw-single-ack", Run: runRawSingleAck},
 			{Name: "amqp", Run: t.runPipeline(false)},
@@ -56,8 +56,8 @@ func init() {
 			{Name: "amqp-publish", Run: runAdapterPublish(16, 16)},
 			{Name: "amqp-publish-1send", Run: runAdapterPublish(1, 0)},
 			{Name: "amqp-latency", Latency: true, Run: t.runLatency()},
-		},
-		Ratios: []Ratio{
+		}, profileContenders("amqp", t)...),
+		Ratios: append([]Ratio{
 			{Label: "amqp/best-raw", Num: "amqp", Den: []string{"raw-multiack"}},
 			{Label: "amqp-batch/best-raw", Num: "amqp-batch", Den: []string{"raw-multiack"}},
 			{Label: "amqp-linger0/best-raw", Num: "amqp-linger0", Den: []string{"raw-multiack"}},
@@ -65,7 +65,7 @@ func init() {
 			{Label: "raw-single-ack/best-raw", Num: "raw-single-ack", Den: []string{"raw-multiack"}},
 			{Label: "amqp-publish/best-raw", Num: "amqp-publish", Den: []string{"raw-publish-256"}},
 			{Label: "amqp-publish-1send/best-raw", Num: "amqp-publish-1send", Den: []string{"raw-publish-256"}},
-		},
+		}, profileRatios("amqp", "raw-multiack")...),
 	})
 }
 

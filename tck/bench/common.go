@@ -220,7 +220,7 @@ func (t target) runPipeline(batch bool, opts ...flow.Option) func(context.Contex
 // runLatency is the default sluice pipeline with a concurrent producer
 // paced at cfg.Rate: each message carries its send time, and its latency
 // is taken when the observer reports its ACK accepted.
-func (t target) runLatency() func(context.Context, Env, Config) (Result, error) {
+func (t target) runLatency(opts ...flow.Option) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
 		open := t.open
 		if t.openLatency != nil {
@@ -236,7 +236,7 @@ func (t target) runLatency() func(context.Context, Env, Config) (Result, error) 
 		var lat Latencies
 		ready := make(chan struct{})
 		var once sync.Once
-		p := flow.New(a, spec, flow.WithObserver(func(e flow.Event) {
+		p := flow.New(a, spec, append([]flow.Option{flow.WithObserver(func(e flow.Event) {
 			if e.Action != ports.Ack {
 				return
 			}
@@ -246,7 +246,7 @@ func (t target) runLatency() func(context.Context, Env, Config) (Result, error) 
 			}
 			lat.AddSince(e.Delivery.Headers)
 			tl.markHeaders(e.Delivery.Headers)
-		}))
+		})}, opts...)...)
 		flow.Sink(flow.Decode[benchMsg](p.Source()), func(_ context.Context, v benchMsg) error { _ = scale(v); return nil })
 		if err := p.Start(ctx); err != nil {
 			return Result{}, err

@@ -34,7 +34,7 @@ func init() {
 		Name:     "mem",
 		About:    "in-process: encode → hand-off → decode → map → settle; producer runs concurrently and unpaced; timed from the first delivery",
 		DefaultN: 100000, // -n 300000 for the figure; Watermill's run takes ~10s per 100k
-		Contenders: []Contender{
+		Contenders: append([]Contender{
 			{Name: "channel", Run: runChannel},
 			{Name: "mem", Run: t.runPipeline(false)},
 			{Name: "mem-batch", Run: t.runPipeline(true)},
@@ -42,13 +42,13 @@ func init() {
 			{Name: "mem-linger0", Run: t.runPipeline(false, flow.WithSettleLinger(0))},
 			{Name: "watermill-gochannel", Run: runGoChannel},
 			{Name: "mem-latency", Latency: true, Run: t.runLatency()},
-		},
-		Ratios: []Ratio{
+		}, profileContenders("mem", t)...),
+		Ratios: append([]Ratio{
 			{Label: "mem-linger0/best-raw", Num: "mem-linger0", Den: []string{"channel"}},
 			{Label: "mem/best-raw", Num: "mem", Den: []string{"channel"}},
 			{Label: "mem-batch/best-raw", Num: "mem-batch", Den: []string{"channel"}},
 			{Label: "watermill-gochannel/best-raw", Num: "watermill-gochannel", Den: []string{"channel"}},
-		},
+		}, profileRatios("mem", "channel")...),
 	})
 }
 
