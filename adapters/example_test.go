@@ -20,7 +20,7 @@ func ExampleOpen() {
 	spec := adapters.Spec(a, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	fmt.Println("in flight:", spec.InFlight)
 	// Output:
-	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count ordering=none
+	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count ordering=none instance-guard=refused
 	// in flight: 32
 }
 
@@ -40,7 +40,8 @@ func ExampleOpen_errors() {
 
 func ExampleFallbacks() {
 	for _, f := range adapters.Fallbacks(ports.Capabilities{PublisherConfirm: true, Broadcast: true, DurableGroups: true,
-		PerMessageAck: true, NativeBatch: true, SubscriptionExpiry: true, ExactRedeliveryCount: true, DelayedRequeue: true, Ordering: ports.OrderPerKey}) {
+		PerMessageAck: true, NativeBatch: true, SubscriptionExpiry: true, ExactRedeliveryCount: true, DelayedRequeue: true, Ordering: ports.OrderPerKey,
+		InstanceGuard: ports.InstanceRefused}) {
 		fmt.Printf("%s: %s\n", f.Capability, f.Effect)
 	}
 	// Output:

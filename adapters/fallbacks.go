@@ -39,6 +39,8 @@ func Fallbacks(caps ports.Capabilities) []Fallback {
 	add(!caps.DurableGroups, "durable-groups", "messages published while every instance of a group is down may not be kept for it", true)
 	add(!caps.ExactRedeliveryCount, "exact-redelivery-count", "the redelivery count is a lower bound: a message may get more attempts than RetryPolicy.MaxAttempts", true)
 	add(caps.Ordering == ports.OrderNone, "ordering", "no delivery order is guaranteed; use a partition key on a per-key broker or operators.KeyOrdered", false)
+	add(caps.Broadcast && caps.InstanceGuard == ports.InstanceUnguarded, "instance-guard", "two running BROADCAST subscriptions with one SubscriptionSpec.Instance are not noticed: they split the instance's copy; give each running instance its own Instance", true)
+	add(caps.Broadcast && caps.InstanceGuard == ports.InstanceRefusedInProcess, "instance-guard", "a second running BROADCAST subscription with the same Instance is refused only among this process's subscriptions; another process's is not seen", false)
 	return fs
 }
 

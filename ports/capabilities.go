@@ -54,6 +54,9 @@ type Capabilities struct {
 	ExactRedeliveryCount bool
 	// Ordering is the order guarantee.
 	Ordering Ordering
+	// InstanceGuard is how a second running Broadcast subscription with
+	// the same Instance is refused or detected.
+	InstanceGuard InstanceGuard
 }
 
 // String lists the capabilities for a start-up log line.
@@ -78,6 +81,6 @@ func (c Capabilities) String() string {
 	flag("expiry", c.SubscriptionExpiry)
 	flag("durable-groups", c.DurableGroups)
 	flag("exact-redelivery-count", c.ExactRedeliveryCount)
-	fmt.Fprintf(&b, " ordering=%s", c.Ordering)
+	fmt.Fprintf(&b, " ordering=%s instance-guard=%s", c.Ordering, c.InstanceGuard)
 	return b.String()
 }

@@ -7,10 +7,11 @@
 //		})
 //	}
 //
-// Run executes the sixteen cases of the settlement contract (SPEC §5) as
-// behaviour-named subtests, each with a fresh Harness. A case is skipped
-// only when the adapter's declared Capabilities say it cannot apply, and the
-// skip names the capability.
+// Run executes the sixteen cases of the settlement contract (SPEC §5), and
+// a seventeenth, the Broadcast instance collision, as behaviour-named
+// subtests, each with a fresh Harness. A case is skipped only when the
+// adapter's declared Capabilities say it cannot apply, and the skip names
+// the capability.
 //
 // # Timing
 //

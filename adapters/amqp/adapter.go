@@ -109,6 +109,7 @@ func capabilities(qt QueueType) ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: qt == Quorum,
 		Ordering:             ports.OrderNone,
+		InstanceGuard:        ports.InstanceRefused,
 	}
 }
 

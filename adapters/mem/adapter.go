@@ -72,6 +72,7 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: true,
 		Ordering:             ports.OrderNone,
+		InstanceGuard:        ports.InstanceRefused,
 	}
 }
 

@@ -107,5 +107,5 @@ func ExampleOpen() {
 	defer a.Close(ctx)
 	fmt.Println(a.Name(), a.Capabilities())
 	// Output:
-	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count ordering=none
+	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count ordering=none instance-guard=refused
 }

@@ -59,6 +59,7 @@ func TestCapabilitiesDeclareEverything(t *testing.T) {
 		DelayedMessage: true, DelayedRequeue: true, NativeDeadLetter: true, Broadcast: true,
 		PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, SubscriptionExpiry: true,
 		DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
+		InstanceGuard: ports.InstanceRefused,
 	}
 	if got := a.Capabilities(); got != want {
 		t.Fatalf("Capabilities() = %v, want %v", got, want)

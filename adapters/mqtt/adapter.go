@@ -92,6 +92,9 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		// restart a redelivery (DUP) counts as at least 1.
 		ExactRedeliveryCount: false,
 		Ordering:             ports.OrderNone,
+		// The broker hands a session to the newest connection with its
+		// client id; the displaced one reports ErrInstanceShared.
+		InstanceGuard: ports.InstanceDetected,
 	}
 }
 

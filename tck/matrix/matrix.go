@@ -42,6 +42,7 @@ var capabilities = []capability{
 	{"DurableGroups", "durable groups", "a LoadBalance group's backlog is kept while no instance runs"},
 	{"ExactRedeliveryCount", "exact redelivery count", "`Delivery.RedeliveryCount` is exact, not a lower bound"},
 	{"Ordering", "ordering", "the delivery order guaranteed"},
+	{"InstanceGuard", "instance guard", "a second running Broadcast subscription with the same `SubscriptionSpec.Instance` is `refused` at Subscribe, `refused-in-process` (among one process's subscriptions only) or `detected` (one of the two reports `ports.ErrInstanceShared`)"},
 }
 
 // Render returns the matrix document for as.

@@ -58,6 +58,7 @@ func TestRenderShowsCapabilitiesAndSkips(t *testing.T) {
 	for _, want := range []string{
 		"| broadcast | `Mode: Broadcast` — every instance gets its own copy | ✓ | — |",
 		"| ordering | the delivery order guaranteed | per-key | none |",
+		"| `BroadcastInstanceCollision_SecondInstanceRefusedOrReported` | skipped: declares no instance guard",
 		"| `Broadcast_EveryInstanceGetsEveryMessage` | runs | skipped: declares no Broadcast capability |",
 		"- `confirm`: Send cannot prove",
 		"| `bare` | y | `go test ./adapters/bare/ -run TestTCK -v` |",
@@ -66,7 +67,7 @@ func TestRenderShowsCapabilitiesAndSkips(t *testing.T) {
 			t.Errorf("rendering lacks %q", want)
 		}
 	}
-	if n := len(tck.Cases(ports.Capabilities{})); n != 16 || strings.Count(doc, "| `") < n {
-		t.Errorf("the kit lists %d cases; want SPEC §5's 16 in the table", n)
+	if n := len(tck.Cases(ports.Capabilities{})); n != 17 || strings.Count(doc, "| `") < n {
+		t.Errorf("the kit lists %d cases; want SPEC §5's 16 and the instance-collision case in the table", n)
 	}
 }
