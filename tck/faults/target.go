@@ -111,6 +111,11 @@ type Broker struct {
 	// RestartNote says what Restart really does when it is not a full
 	// process restart (printed with the scenario's ledger).
 	RestartNote string
+	// RestartTimeout bounds Restart. Default 4 minutes: a broker restart
+	// beside a CPU hog can take minutes (RabbitMQ's stop_app and start_app
+	// took longer than the scenario timeout), and the kit checks what
+	// happens around the restart, not how fast the broker boots.
+	RestartTimeout time.Duration
 	// FailDeadLetters makes dead-letter publishes fail (true) or succeed
 	// again (false).
 	FailDeadLetters func(fail bool)
