@@ -63,7 +63,9 @@ func TestWatermillReconnect(t *testing.T) {
 	a := newAdapter(t, amqp.Options{URL: node.URL, ReconnectBackoff: 50 * time.Millisecond, ReconnectMaxBackoff: time.Second})
 	pub := amqp.NewWatermillPublisher(a)
 	sub := amqp.NewWatermillSubscriber(a, amqp.WatermillSubscriberConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// Bounded for a loaded machine: beside a CPU hog and parallel builds
+	// one stop_app/start_app took two minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	topic := "reconnect-" + watermill.NewShortUUID()
 	in, err := sub.Subscribe(ctx, topic)
@@ -82,7 +84,7 @@ func TestWatermillReconnect(t *testing.T) {
 	go func() { // restarts the node when told, one restart after the other
 		defer wg.Done()
 		for range restart {
-			rctx, rcancel := context.WithTimeout(ctx, 2*time.Minute)
+			rctx, rcancel := context.WithTimeout(ctx, 4*time.Minute)
 			restarts <- node.Restart(rctx)
 			rcancel()
 		}
