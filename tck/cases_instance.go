@@ -107,16 +107,24 @@ func (k *kit) receiveID(s ports.Subscription, id, what string) {
 func (k *kit) reportedShared(instance string, subs ...ports.Subscription) {
 	k.t.Helper()
 	deadline := time.After(k.opts.Timeout)
+	check := func(which string, err error) bool {
+		if !errors.Is(err, ports.ErrInstanceShared) {
+			return false
+		}
+		if !strings.Contains(err.Error(), instance) {
+			k.t.Fatalf("the %s subscription reported %v, which does not name instance %q", which, err, instance)
+		}
+		k.t.Logf("the %s subscription reported: %v", which, err)
+		return true
+	}
 	for {
 		select {
 		case err := <-subs[0].Errors():
-			if errors.Is(err, ports.ErrInstanceShared) {
-				k.t.Logf("the first subscription reported: %v", err)
+			if check("first", err) {
 				return
 			}
 		case err := <-subs[1].Errors():
-			if errors.Is(err, ports.ErrInstanceShared) {
-				k.t.Logf("the second subscription reported: %v", err)
+			if check("second", err) {
 				return
 			}
 		case <-deadline:
