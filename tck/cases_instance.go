@@ -117,14 +117,19 @@ func (k *kit) reportedShared(instance string, subs ...ports.Subscription) {
 		k.t.Logf("the %s subscription reported: %v", which, err)
 		return true
 	}
+	first, second := subs[0].Errors(), subs[1].Errors()
 	for {
 		select {
-		case err := <-subs[0].Errors():
-			if check("first", err) {
+		case err, ok := <-first:
+			if !ok {
+				first = nil // closed: nothing more will come
+			} else if check("first", err) {
 				return
 			}
-		case err := <-subs[1].Errors():
-			if check("second", err) {
+		case err, ok := <-second:
+			if !ok {
+				second = nil
+			} else if check("second", err) {
 				return
 			}
 		case <-deadline:
