@@ -91,6 +91,7 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: true,
 		Ordering:             ports.OrderNone,
+		InstanceGuard:        ports.InstanceRefused, // a claim key (instance.go)
 	}
 }
 
@@ -196,12 +197,17 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, ports.ErrClosed
 	}
 	s := newSubscription(a, spec)
+	if err := s.claimInstance(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.join(ctx); err != nil {
+		_ = s.instance.release(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
+		_ = s.instance.release(context.WithoutCancel(ctx))
 		return nil, ports.ErrClosed
 	}
 	a.subs[s] = struct{}{}
