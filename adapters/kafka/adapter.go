@@ -103,6 +103,9 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		NativeBatch:      true,
 		DurableGroups:    true,
 		Ordering:         ports.OrderNone,
+		// Detected at Subscribe from the instance's group members
+		// (instance.go): refused, though not atomically.
+		InstanceGuard: ports.InstanceRefused,
 	}
 }
 

@@ -87,6 +87,10 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		s.sched.Stop()
 		return nil, err
 	}
+	if err := a.checkInstanceFree(spec, s.group); err != nil { // instance.go
+		s.sched.Stop()
+		return nil, err
+	}
 	conf := a.cfg.consumerConfig(spec.InFlight)
 	client, err := sarama.NewClient(a.cfg.Brokers, conf)
 	if err != nil {
