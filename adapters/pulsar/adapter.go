@@ -92,6 +92,8 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: false,
 		Ordering:             ports.OrderNone,
+		// An Exclusive probe of the instance's subscription (instance.go).
+		InstanceGuard: ports.InstanceRefused,
 	}
 }
 
@@ -166,7 +168,8 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, ports.ErrClosed
 	}
 	spec = spec.WithDefaults()
-	if spec.Mode == ports.Broadcast && spec.Instance == "" {
+	random := spec.Instance == ""
+	if spec.Mode == ports.Broadcast && random {
 		spec.Instance = randomInstance()
 	}
 	s := &Subscription{
@@ -181,6 +184,9 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		errs:    kit.NewErrors(a.cfg.errorsBuffer),
 	}
 	s.settler = newSettler(s)
+	if err := a.checkInstanceFree(ctx, spec, random, a.names.topic(spec.Topic), s.name); err != nil { // instance.go
+		return nil, err
+	}
 	precision := int64(0) // no trimming of nack deadlines: never redeliver early
 	consumer, err := a.subscribe(ctx, pulsarclient.ConsumerOptions{
 		Topic:                       a.names.topic(spec.Topic),
