@@ -61,6 +61,8 @@ func (a *Adapter) Name() string { return "activemq" }
 //     message handed back by a lost consumer only says redelivered=true
 //     (counted as one more).
 //   - Ordering: none (requeued copies go to the back of the queue).
+//   - InstanceGuard: refused — a Broadcast subscription's connection
+//     carries a client id the broker allows once (instance.go).
 func (a *Adapter) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage:   true,
@@ -70,6 +72,7 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		PublisherConfirm: true,
 		DurableGroups:    true,
 		Ordering:         ports.OrderNone,
+		InstanceGuard:    ports.InstanceRefused,
 	}
 }
 
