@@ -68,6 +68,9 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: true, // DeliveryAttempt - 1
 		Ordering:             ports.OrderNone,
+		// The proxy lists no consumers: a shared Instance is refused
+		// among this process's subscriptions only (instance.go).
+		InstanceGuard: ports.InstanceRefusedInProcess,
 	}
 }
 
