@@ -99,7 +99,7 @@ func startEmbedded(t *testing.T) *faults.Broker {
 		// mochi v2.7.9 takes a client's inflight read lock twice
 		// (Inflight.NextImmediate → GetAll); a publish to that client in
 		// between deadlocks it, and what mochi holds for it is never
-		// delivered (seen under load in handler-panic, finding 13 of
+		// delivered (seen under load in handler-panic, finding 11 of
 		// docs/reliability.md). Proven from the goroutine stacks only.
 		KnownDeadlock: b.InflightDeadlock,
 	}
