@@ -20,7 +20,7 @@ func ExampleOpen() {
 	spec := adapters.Spec(a, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	fmt.Println("in flight:", spec.InFlight)
 	// Output:
-	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count ordering=none instance-guard=refused
+	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count -start-earliest -single-active -best-effort -retention -max-length ordering=none instance-guard=refused
 	// in flight: 32
 }
 

@@ -54,6 +54,32 @@ type Capabilities struct {
 	ExactRedeliveryCount bool
 	// Ordering is the order guarantee.
 	Ordering Ordering
+
+	// StartEarliest: SubscriptionSpec.Start StartEarliest is honoured (a
+	// new group starts at the oldest retained message). Without it the
+	// adapter refuses StartEarliest with ErrUnsupported.
+	StartEarliest bool
+	// SingleActive: SubscriptionSpec.SingleActive is honoured, with
+	// failover to a standing-by instance. Without it it is refused.
+	SingleActive bool
+	// BestEffort: the broker has a weaker, cheaper class for QoS
+	// BestEffort (non-persistent, QoS 0, transient). Fallback: such
+	// messages travel at-least-once.
+	BestEffort bool
+	// Retention: TopicSpec.Retention is enforced by the broker (messages
+	// older than it are dropped unconsumed). Without it a TopicSpec with
+	// Retention is refused by DeclareTopic.
+	Retention bool
+	// MaxLength: TopicSpec.MaxLength is enforced (a group's backlog is
+	// capped, the oldest dropped). Without it it is refused.
+	MaxLength bool
+	// MaxMessageBytes is the largest message Send accepts (0: no limit
+	// known); a larger one fails with a *SizeError before touching the
+	// broker. SizeCountsEnvelope says whether the limit counts the
+	// encoded headers as well as the payload.
+	MaxMessageBytes    int
+	SizeCountsEnvelope bool
+
 	// InstanceGuard is how a second running Broadcast subscription with
 	// the same Instance is refused or detected.
 	InstanceGuard InstanceGuard
@@ -81,6 +107,14 @@ func (c Capabilities) String() string {
 	flag("expiry", c.SubscriptionExpiry)
 	flag("durable-groups", c.DurableGroups)
 	flag("exact-redelivery-count", c.ExactRedeliveryCount)
+	flag("start-earliest", c.StartEarliest)
+	flag("single-active", c.SingleActive)
+	flag("best-effort", c.BestEffort)
+	flag("retention", c.Retention)
+	flag("max-length", c.MaxLength)
 	fmt.Fprintf(&b, " ordering=%s instance-guard=%s", c.Ordering, c.InstanceGuard)
+	if c.MaxMessageBytes > 0 {
+		fmt.Fprintf(&b, " max-message-bytes=%d", c.MaxMessageBytes)
+	}
 	return b.String()
 }

@@ -23,6 +23,10 @@ type Message struct {
 	// confirmed the publish. Zero means now. Adapters without native delay
 	// use the local scheduler (see Capabilities.DelayedMessage).
 	Delay time.Duration
+	// QoS is the message's delivery class: AtLeastOnce (default) or
+	// BestEffort, which the broker may drop (see QoS). ExactlyOnce is
+	// refused by Validate.
+	QoS QoS
 }
 
 // ID returns the message id header.
@@ -36,7 +40,7 @@ func (m *Message) Validate() error {
 	if m.Delay < 0 {
 		return &ValueError{Field: "Message.Delay", Reason: "must not be negative"}
 	}
-	return nil
+	return m.QoS.validate("Message.QoS")
 }
 
 // Delivery is one inbound delivery of a message.

@@ -68,6 +68,23 @@ type SubscriptionSpec struct {
 	DisableDeadLetter bool
 	// Retry bounds requeues of failing (non-poison) deliveries.
 	Retry RetryPolicy
+
+	// QoS is the delivery class consumed: AtLeastOnce (default) or
+	// BestEffort (see QoS; adapters without Capabilities.BestEffort fall
+	// back to AtLeastOnce and say so). ExactlyOnce is refused.
+	QoS QoS
+	// Start is where a new group begins reading: StartLatest (default) or
+	// StartEarliest (where Capabilities.StartEarliest; refused elsewhere).
+	// A group that already exists resumes where it left off.
+	Start StartPosition
+	// SingleActive asks that one instance of the LoadBalance group at a
+	// time receives the group's messages, the others standing by until it
+	// stops or dies (RabbitMQ single-active consumer, Pulsar failover, a
+	// one-member Kafka assignment). Where Capabilities.SingleActive is
+	// false Subscribe refuses it with ErrUnsupported. It preserves the
+	// broker's order through one consumer; with more than one worker the
+	// pipeline still handles messages concurrently.
+	SingleActive bool
 }
 
 // BatchSpec asks for batches of up to Size deliveries, each batch closed
@@ -214,6 +231,15 @@ func (s SubscriptionSpec) Validate() error {
 	}
 	if s.InstanceTTL < 0 {
 		return &ValueError{Field: "SubscriptionSpec.InstanceTTL", Reason: "must not be negative"}
+	}
+	if err := s.QoS.validate("SubscriptionSpec.QoS"); err != nil {
+		return err
+	}
+	if s.Start != StartLatest && s.Start != StartEarliest {
+		return &ValueError{Field: "SubscriptionSpec.Start", Reason: fmt.Sprintf("unknown start position %d", int(s.Start))}
+	}
+	if s.SingleActive && s.Mode != LoadBalance {
+		return &ValueError{Field: "SubscriptionSpec.SingleActive", Reason: "applies to a LOAD_BALANCE group only (a Broadcast instance is already the only consumer of its copy)"}
 	}
 	if s.KeyFilter != "" {
 		if _, err := path.Match(s.KeyFilter, ""); err != nil {

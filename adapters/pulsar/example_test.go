@@ -31,7 +31,7 @@ func ExampleNew() {
 	fmt.Println(a.Capabilities())
 	// Output:
 	// persistent://acme/orders/orders.paid
-	// delay delayed-requeue -native-dlq broadcast per-message-ack confirm -native-batch -expiry durable-groups -exact-redelivery-count ordering=none instance-guard=refused
+	// delay delayed-requeue -native-dlq broadcast per-message-ack confirm -native-batch -expiry durable-groups -exact-redelivery-count -start-earliest -single-active -best-effort -retention -max-length ordering=none instance-guard=refused
 }
 
 func ExampleSubscription_Settle() {
