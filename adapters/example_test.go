@@ -20,7 +20,7 @@ func ExampleOpen() {
 	spec := adapters.Spec(a, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	fmt.Println("in flight:", spec.InFlight)
 	// Output:
-	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count start-earliest single-active best-effort retention max-length ordering=none max-message-bytes=67108864
+	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count start-earliest single-active best-effort retention max-length ordering=none instance-guard=refused max-message-bytes=67108864
 	// in flight: 32
 }
 
@@ -41,7 +41,8 @@ func ExampleOpen_errors() {
 func ExampleFallbacks() {
 	for _, f := range adapters.Fallbacks(ports.Capabilities{PublisherConfirm: true, Broadcast: true, DurableGroups: true,
 		PerMessageAck: true, NativeBatch: true, SubscriptionExpiry: true, ExactRedeliveryCount: true, DelayedRequeue: true, Ordering: ports.OrderPerKey,
-		StartEarliest: true, SingleActive: true, Retention: true, MaxLength: true, MaxMessageBytes: 1 << 20}) {
+		StartEarliest: true, SingleActive: true, Retention: true, MaxLength: true, MaxMessageBytes: 1 << 20,
+		InstanceGuard: ports.InstanceRefused}) {
 		fmt.Printf("%s: %s\n", f.Capability, f.Effect)
 	}
 	// Output:

@@ -45,6 +45,8 @@ func Fallbacks(caps ports.Capabilities) []Fallback {
 	add(!caps.MaxLength, "max-length", "a TopicSpec with a MaxLength is refused by DeclareTopic (ports.ErrUnsupported): a group's backlog is not capped", false)
 	add(caps.Ordering == ports.OrderNone, "ordering", "no delivery order is guaranteed; use a partition key on a per-key broker or operators.KeyOrdered", false)
 	add(caps.MaxMessageBytes <= 0, "max-message-bytes", "no payload limit is declared: Send checks no size, and a message the broker refuses for its size fails there", false)
+	add(caps.Broadcast && caps.InstanceGuard == ports.InstanceUnguarded, "instance-guard", "two running BROADCAST subscriptions with one SubscriptionSpec.Instance are not noticed: they split the instance's copy; give each running instance its own Instance", true)
+	add(caps.Broadcast && caps.InstanceGuard == ports.InstanceRefusedInProcess, "instance-guard", "a second running BROADCAST subscription with the same Instance is refused only among this process's subscriptions; another process's is not seen", false)
 	return fs
 }
 

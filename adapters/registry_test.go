@@ -51,7 +51,7 @@ func init() {
 			}
 		}
 		return fakeAdapter{caps: ports.Capabilities{PublisherConfirm: false, Broadcast: true, DurableGroups: true,
-			PerMessageAck: true, ExactRedeliveryCount: true, Ordering: ports.OrderPerKey}}, nil
+			PerMessageAck: true, ExactRedeliveryCount: true, Ordering: ports.OrderPerKey, InstanceGuard: ports.InstanceRefused}}, nil
 	})
 	adapters.Register("fakeq", open)
 	adapters.Register("FakeQS", open) // schemes are case-insensitive

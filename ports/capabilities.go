@@ -79,6 +79,10 @@ type Capabilities struct {
 	// encoded headers as well as the payload.
 	MaxMessageBytes    int
 	SizeCountsEnvelope bool
+
+	// InstanceGuard is how a second running Broadcast subscription with
+	// the same Instance is refused or detected.
+	InstanceGuard InstanceGuard
 }
 
 // String lists the capabilities for a start-up log line.
@@ -108,7 +112,7 @@ func (c Capabilities) String() string {
 	flag("best-effort", c.BestEffort)
 	flag("retention", c.Retention)
 	flag("max-length", c.MaxLength)
-	fmt.Fprintf(&b, " ordering=%s", c.Ordering)
+	fmt.Fprintf(&b, " ordering=%s instance-guard=%s", c.Ordering, c.InstanceGuard)
 	if c.MaxMessageBytes > 0 {
 		fmt.Fprintf(&b, " max-message-bytes=%d", c.MaxMessageBytes)
 	}

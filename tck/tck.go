@@ -7,12 +7,13 @@
 //		})
 //	}
 //
-// Run executes the sixteen cases of the settlement contract (SPEC §5) and
-// the Port cases (declared topics, start positions, single-active groups,
-// QoS, tenant scopes, adopted topologies, payload limits; numbered from 20)
-// as behaviour-named subtests, each with a fresh Harness. A case is skipped
-// only when the adapter's declared Capabilities say it cannot apply, and the
-// skip names the capability.
+// Run executes the sixteen cases of the settlement contract (SPEC §5), the
+// Broadcast instance collision, the Port cases (declared topics, start
+// positions, single-active groups, QoS, tenant scopes, adopted topologies,
+// payload limits; numbered from 20) and request/reply and per-member batch
+// outcomes (30, 31) as behaviour-named subtests, each with a fresh Harness.
+// A case is skipped only when the adapter's declared Capabilities say it
+// cannot apply, and the skip names the capability.
 //
 // # Timing
 //

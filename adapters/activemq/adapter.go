@@ -71,6 +71,8 @@ func (a *Adapter) Name() string { return "activemq" }
 //   - Retention: the JMS expiration of every SEND (topology.go).
 //   - MaxLength: false (broker policy, not reachable over STOMP).
 //   - MaxMessageBytes: the adapter's 16 MiB bound on the payload.
+//   - InstanceGuard: refused — a Broadcast subscription's connection
+//     carries a client id the broker allows once (instance.go).
 func (a *Adapter) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage:   true,
@@ -84,6 +86,7 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		BestEffort:       true,
 		Retention:        true,
 		MaxMessageBytes:  MaxMessageBytes,
+		InstanceGuard:    ports.InstanceRefused,
 	}
 }
 

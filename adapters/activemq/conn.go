@@ -26,8 +26,9 @@ type conn struct {
 	receiptTimeout time.Duration
 }
 
-// dial connects and completes the STOMP handshake within DialTimeout.
-func (a *Adapter) dial(ctx context.Context) (*conn, error) {
+// dial connects and completes the STOMP handshake within DialTimeout;
+// extra options are added to the CONNECT (a client id).
+func (a *Adapter) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*conn, error) {
 	o := a.opts
 	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
@@ -72,6 +73,7 @@ func (a *Adapter) dial(ctx context.Context) (*conn, error) {
 	if o.Login != "" || o.Passcode != "" {
 		opts = append(opts, stomp.ConnOpt.Login(o.Login, o.Passcode))
 	}
+	opts = append(opts, extra...)
 	dead := make(chan struct{})
 	c, err := stomp.ConnectWithContext(ctx, &watchedConn{Conn: nc, dead: dead}, opts...)
 	if err != nil {

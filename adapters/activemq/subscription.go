@@ -119,9 +119,9 @@ func newSubscription(ctx context.Context, a *Adapter, spec ports.SubscriptionSpe
 // connect dials and subscribes (newSubscription then waits for the
 // broker to have processed the SUBSCRIBE).
 func (s *Subscription) connect(ctx context.Context) (*consumerConn, error) {
-	c, err := s.a.dial(ctx)
+	c, err := s.a.dial(ctx, s.instanceClientID()...) // instance.go
 	if err != nil {
-		return nil, err
+		return nil, s.instanceRefused(err)
 	}
 	sub, err := c.c.Subscribe(s.queue, stomp.AckClientIndividual, subscribeOpts(s.spec)...)
 	if err != nil {

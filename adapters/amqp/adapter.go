@@ -134,6 +134,7 @@ func capabilities(qt QueueType) ports.Capabilities {
 		MaxLength:            true,
 		MaxMessageBytes:      DefaultMaxMessageBytes,
 		SizeCountsEnvelope:   false,
+		InstanceGuard:        ports.InstanceRefused,
 	}
 }
 

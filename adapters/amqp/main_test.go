@@ -21,9 +21,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if code == 0 {
-		// Watermill's universal suite leaves one goroutine of its own
-		// behind in TestReconnect (a range over a channel it never closes).
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/ThreeDotsLabs/watermill/pubsub/tests.TestReconnect.func2")); err != nil {
+		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

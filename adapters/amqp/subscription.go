@@ -260,10 +260,9 @@ func (s *subscription) checkAlone(ch *amqp.Channel, own int) error {
 // SubscriptionSpec.Instance. It is ports.ErrInvalid and wraps cause (the
 // broker's refusal, or what checkAlone saw).
 func (s *subscription) instanceInUse(cause error) error {
-	return &instanceInUseError{fmt.Errorf("%w: %w", &ports.ValueError{
-		Field: "SubscriptionSpec.Instance",
-		Reason: fmt.Sprintf("%q already has a running consumer on queue %q (two running instances share the same Instance): "+
-			"each running Broadcast instance needs its own Instance (or leave it empty for a random one)", s.spec.Instance, s.queue),
+	return &instanceInUseError{fmt.Errorf("%w: %w", &ports.InstanceSharedError{
+		Instance: s.spec.Instance,
+		Where:    fmt.Sprintf("a running consumer on queue %q: two running instances share the same Instance", s.queue),
 	}, cause)}
 }
 

@@ -133,6 +133,9 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		MaxLength:          false,
 		MaxMessageBytes:    max,
 		SizeCountsEnvelope: true,
+		// Detected at Subscribe from the instance's group members
+		// (instance.go): refused, though not atomically.
+		InstanceGuard: ports.InstanceRefused,
 	}
 }
 

@@ -97,6 +97,10 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		return nil, err
 	}
 	s.retention = a.retention(spec.Topic, s.phys)
+	if err := a.checkInstanceFree(spec, s.group); err != nil { // instance.go
+		s.sched.Stop()
+		return nil, err
+	}
 	conf := a.cfg.consumerConfig(spec.InFlight)
 	if spec.Start == ports.StartEarliest {
 		conf.Consumer.Offsets.Initial = sarama.OffsetOldest

@@ -90,6 +90,7 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		Retention:            true,
 		MaxLength:            true,
 		MaxMessageBytes:      MaxMessageBytes,
+		InstanceGuard:        ports.InstanceRefused,
 	}
 }
 

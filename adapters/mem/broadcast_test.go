@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,16 +53,6 @@ func TestBroadcastWithoutTTLIsDeletedAtStop(t *testing.T) {
 	}
 	s2 := subscribe(t, a, bc("prices", "i1", 0))
 	receiveBlocked(t, s2)
-}
-
-func TestBroadcastSameInstanceTwiceIsRefused(t *testing.T) {
-	b := newBroker(t)
-	a := newAdapter(t, b)
-	subscribe(t, a, bc("prices", "i1", 0))
-	_, err := a.Subscribe(context.Background(), bc("prices", "i1", 0))
-	if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "i1") {
-		t.Fatalf("second Subscribe of instance i1 = %v, want ErrInvalid naming the instance", err)
-	}
 }
 
 func TestBroadcastTTLKeepsThenExpires(t *testing.T) {

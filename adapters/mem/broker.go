@@ -298,9 +298,7 @@ func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int, a
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if key.mode == ports.Broadcast && q.consumers > 0 {
-		return nil, valueError("SubscriptionSpec.Instance", fmt.Sprintf(
-			"%q already has a running consumer on %s: each running Broadcast instance needs its own Instance (or leave it empty for a random one)",
-			key.instance, key))
+		return nil, &ports.InstanceSharedError{Instance: key.instance, Where: "a running consumer on " + key.String()}
 	}
 	if q.consumers > 0 && q.filter != spec.KeyFilter {
 		return nil, valueError("SubscriptionSpec.KeyFilter", fmt.Sprintf(

@@ -61,6 +61,7 @@ func TestCapabilitiesDeclareEverything(t *testing.T) {
 		DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
 		StartEarliest: true, SingleActive: true, BestEffort: true, Retention: true, MaxLength: true,
 		MaxMessageBytes: mem.MaxMessageBytes,
+		InstanceGuard:   ports.InstanceRefused,
 	}
 	if got := a.Capabilities(); got != want {
 		t.Fatalf("Capabilities() = %v, want %v", got, want)

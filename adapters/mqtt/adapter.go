@@ -106,6 +106,9 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		MaxLength:          false,
 		MaxMessageBytes:    a.maxMessageBytes(),
 		SizeCountsEnvelope: true, // the limit is the PUBLISH packet's
+		// The broker hands a session to the newest connection with its
+		// client id; the displaced one reports ErrInstanceShared.
+		InstanceGuard: ports.InstanceDetected,
 	}
 }
 

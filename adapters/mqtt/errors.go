@@ -3,6 +3,8 @@ package mqtt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sluicemq/sluice/ports"
 )
 
 // ErrSessionLost is reported when a connection came back without its
@@ -38,8 +40,8 @@ func (e *ConnectionError) Unwrap() error { return e.Err }
 // take it from each other for ever, each receiving part of one instance's
 // stream — so its Receive fails with a *SessionTakenOverError once what it
 // had received is handed out. Give every running instance its own
-// Instance.
-var ErrInstanceShared = errors.New("mqtt: two running instances share one Instance")
+// Instance. It is ports.ErrInstanceShared.
+var ErrInstanceShared = ports.ErrInstanceShared
 
 // SessionTakenOverError reports that the broker handed the MQTT session of
 // Instance (client id ClientID) to another connection. It matches

@@ -79,7 +79,8 @@ func dialMQTT(rm int) func(ctx context.Context, addr, identity string) (ports.Ad
 }
 
 // startEmbedded starts a mochi broker whose publishes can be refused:
-// dead-letter publishes, or every other publish.
+// dead-letter publishes, or every other publish; a scenario that fails
+// while mochi's known inflight deadlock is proven ends as a skip.
 func startEmbedded(t *testing.T) *faults.Broker {
 	var failDLQ, failAll atomic.Bool
 	b, err := embedded.Start(embedded.Options{AllowPublish: func(_, topic string) bool {
@@ -95,6 +96,12 @@ func startEmbedded(t *testing.T) *faults.Broker {
 		FailDeadLetters: failDLQ.Store,
 		FailSends:       failAll.Store,
 		FailSendsNote:   "mochi answers PUBACK 0x87 (not authorized): nothing is stored",
+		// mochi v2.7.9 takes a client's inflight read lock twice
+		// (Inflight.NextImmediate → GetAll); a publish to that client in
+		// between deadlocks it, and what mochi holds for it is never
+		// delivered (seen under load in handler-panic, finding 11 of
+		// docs/reliability.md). Proven from the goroutine stacks only.
+		KnownDeadlock: b.InflightDeadlock,
 	}
 }
 

@@ -101,6 +101,8 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		MaxLength:          false, // backlog quota: admin API
 		MaxMessageBytes:    a.maxMessageBytes(),
 		SizeCountsEnvelope: true,
+		// An Exclusive probe of the instance's subscription (instance.go).
+		InstanceGuard: ports.InstanceRefused,
 	}
 }
 
@@ -196,7 +198,8 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	if spec.QoS == ports.BestEffort {
 		topic = twin(topic)
 	}
-	if spec.Mode == ports.Broadcast && spec.Instance == "" {
+	random := spec.Instance == ""
+	if spec.Mode == ports.Broadcast && random {
 		spec.Instance = randomInstance()
 	}
 	s := &Subscription{
@@ -211,6 +214,9 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		errs:    kit.NewErrors(a.cfg.errorsBuffer),
 	}
 	s.settler = newSettler(s)
+	if err := a.checkInstanceFree(ctx, spec, random, topic, s.name); err != nil { // instance.go
+		return nil, err
+	}
 	precision := int64(0) // no trimming of nack deadlines: never redeliver early
 	consumer, err := a.subscribe(ctx, pulsarclient.ConsumerOptions{
 		Topic:                       topic,

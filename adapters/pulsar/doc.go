@@ -61,8 +61,11 @@
 // every unacknowledged message, and ignores deliver-after. Each BROADCAST
 // instance therefore gets its own subscription of type Shared: it alone
 // consumes it, and the subscription keeps per-message nacks, counts and
-// delays. The cost is that two processes started with the same
-// SubscriptionSpec.Instance would share one copy instead of being refused.
+// delays. Pulsar would let two processes started with the same
+// SubscriptionSpec.Instance share it; the adapter probes the subscription
+// with an Exclusive consumer first, which the broker refuses while a
+// consumer is connected, and refuses the second Subscribe (a detection,
+// not a lock: see docs/adapters/pulsar.md).
 //
 // # Watermill
 //

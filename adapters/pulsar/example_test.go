@@ -31,7 +31,7 @@ func ExampleNew() {
 	fmt.Println(a.Capabilities())
 	// Output:
 	// persistent://acme/orders/orders.paid
-	// delay delayed-requeue -native-dlq broadcast per-message-ack confirm -native-batch -expiry durable-groups -exact-redelivery-count start-earliest -single-active best-effort -retention -max-length ordering=none max-message-bytes=5177344
+	// delay delayed-requeue -native-dlq broadcast per-message-ack confirm -native-batch -expiry durable-groups -exact-redelivery-count start-earliest -single-active best-effort -retention -max-length ordering=none instance-guard=refused max-message-bytes=5177344
 }
 
 func ExampleSubscription_Settle() {

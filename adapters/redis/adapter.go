@@ -106,6 +106,7 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		MaxLength:            true,
 		MaxMessageBytes:      a.maxMessageBytes(),
 		SizeCountsEnvelope:   false,
+		InstanceGuard:        ports.InstanceRefused, // a claim key (instance.go)
 	}
 }
 
@@ -233,12 +234,17 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	}
 	a.checkSpec(spec)
 	s := newSubscription(a, spec)
+	if err := s.claimInstance(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.join(ctx); err != nil {
+		_ = s.instance.release(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
+		_ = s.instance.release(context.WithoutCancel(ctx))
 		return nil, ports.ErrClosed
 	}
 	a.subs[s] = struct{}{}

@@ -33,6 +33,7 @@ type subscription struct {
 	broadcast bool
 	hbKey     string
 	hbTTL     time.Duration
+	instance  *instanceClaim // a Broadcast instance's claim (instance.go)
 
 	ctx    context.Context // cancelled by Stop
 	cancel context.CancelFunc
@@ -123,6 +124,7 @@ func (s *subscription) start() {
 	}
 	go s.readLoop()
 	go s.leaseLoop()
+	s.instance.start()
 }
 
 func (s *subscription) report(err error) { s.errs.Report(err) }
@@ -625,6 +627,9 @@ func (s *subscription) Stop(ctx context.Context) error {
 			fallthrough
 		default:
 			_ = leaveScript.Run(ctx, s.a.rc, []string{s.stream}, s.group, s.consumer).Err()
+		}
+		if err := s.instance.release(ctx); err != nil {
+			errs = append(errs, err)
 		}
 		if len(errs) > 0 && s.stopErr == nil {
 			s.stopErr = fmt.Errorf("redis: stop %s: %w", s.stream, errors.Join(errs...))

@@ -78,6 +78,9 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		MaxLength:          false,
 		MaxMessageBytes:    MaxMessageBytes,
 		SizeCountsEnvelope: true,
+		// The proxy lists no consumers: a shared Instance is refused
+		// among this process's subscriptions only (instance.go).
+		InstanceGuard: ports.InstanceRefusedInProcess,
 	}
 }
 

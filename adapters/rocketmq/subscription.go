@@ -43,6 +43,7 @@ type Subscription struct {
 	errs    *kit.Errors
 	settler *kit.Settler
 	facts   map[string]string
+	unclaim func() // releases a Broadcast instance's claim (instance.go)
 
 	mu      sync.Mutex
 	out     map[*handle]struct{} // received, not settled
@@ -96,19 +97,25 @@ func newSubscription(ctx context.Context, a *Adapter, spec ports.SubscriptionSpe
 	if err != nil {
 		return nil, err
 	}
+	unclaim, err := claimInstance(a, spec, group)
+	if err != nil {
+		return nil, err
+	}
 	sc, err := rmq.NewSimpleConsumer(a.cfg.clientConfig(group),
 		rmq.WithSimpleAwaitDuration(a.cfg.await),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
 	if err != nil {
+		unclaim()
 		return nil, fmt.Errorf("rocketmq: consumer for %s: %w", a.cfg.endpoint, err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.startTimeout)
 	defer cancel()
 	if err := start(sctx, sc, "consumer group "+group+" on topic "+topic, a.cfg.endpoint); err != nil {
+		unclaim()
 		return nil, err
 	}
 	s := &Subscription{
-		a: a, spec: spec, topic: topic, group: group, sc: sc,
+		a: a, spec: spec, topic: topic, group: group, sc: sc, unclaim: unclaim,
 		inbox: kit.NewInbox[*ports.Delivery](0),
 		errs:  kit.NewErrors(16),
 		facts: map[string]string{FactGroup: group},
@@ -284,6 +291,7 @@ func (s *Subscription) Stop(ctx context.Context) error {
 		if err := s.sc.GracefulStop(); err != nil && s.stopErr == nil {
 			s.stopErr = fmt.Errorf("rocketmq: stop consumer group %s: %w", s.group, err)
 		}
+		s.unclaim()
 		s.errs.Close()
 		s.a.forget(s)
 	})

@@ -93,7 +93,11 @@ func scenarioRestart(e *env) {
 	pa, ca := e.adapter(), e.adapter()
 	e.stream(pa, ca, func(*producer) {
 		e.l.Mark("restart")
-		ctx, cancel := withTimeout(e.ctx, e.target)
+		bound := e.b.RestartTimeout
+		if bound <= 0 {
+			bound = 4 * time.Minute
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, bound)
 		defer cancel()
 		if err := e.b.Restart(ctx); err != nil {
 			e.t.Fatalf("restarting the broker: %v", err)

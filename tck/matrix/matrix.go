@@ -49,6 +49,7 @@ var capabilities = []capability{
 	{"MaxLength", "max length", "`TopicSpec.MaxLength` caps a group's backlog, the oldest dropped (refused without it)"},
 	{"MaxMessageBytes", "max message bytes", "the largest message `Send` accepts; a larger one fails with a `*ports.SizeError` before touching the broker (— : no limit known)"},
 	{"SizeCountsEnvelope", "size counts envelope", "the size limit counts the encoded headers as well as the payload"},
+	{"InstanceGuard", "instance guard", "a second running Broadcast subscription with the same `SubscriptionSpec.Instance` is `refused` at Subscribe, `refused-in-process` (among one process's subscriptions only) or `detected` (one of the two reports `ports.ErrInstanceShared`)"},
 }
 
 // Render returns the matrix document for as.

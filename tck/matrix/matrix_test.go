@@ -58,6 +58,7 @@ func TestRenderShowsCapabilitiesAndSkips(t *testing.T) {
 	for _, want := range []string{
 		"| broadcast | `Mode: Broadcast` — every instance gets its own copy | ✓ | — |",
 		"| ordering | the delivery order guaranteed | per-key | none |",
+		"| `BroadcastInstanceCollision_SecondInstanceRefusedOrReported` | skipped: declares no instance guard",
 		"| `Broadcast_EveryInstanceGetsEveryMessage` | runs | skipped: declares no Broadcast capability |",
 		"- `confirm`: Send cannot prove",
 		"| `bare` | y | `go test ./adapters/bare/ -run TestTCK -v` |",
@@ -70,8 +71,8 @@ func TestRenderShowsCapabilitiesAndSkips(t *testing.T) {
 		}
 	}
 	cases := tck.Cases(ports.Capabilities{})
-	if len(cases) < 16+10 {
-		t.Errorf("the kit lists %d cases; want at least SPEC §5's 16 and the 10 Port cases", len(cases))
+	if len(cases) < 16+1+10+2 {
+		t.Errorf("the kit lists %d cases; want at least SPEC §5's 16, the instance-collision case, the 10 Port cases and the 2 request/batch cases", len(cases))
 	}
 	for _, c := range cases {
 		if !strings.Contains(doc, "| `"+c.Name+"` |") {

@@ -47,7 +47,7 @@ var ErrNotInstalled = errors.New("activemqtest: ActiveMQ is not installed (apt-g
 // Options tune a broker. The zero value is a sensible default.
 type Options struct {
 	// StartTimeout bounds how long Start (and Restart) wait for the STOMP
-	// handshake. Default 90s (a JVM start on a loaded 2-core machine).
+	// handshake. Default 4 minutes (a JVM start on a loaded 2-core machine).
 	StartTimeout time.Duration
 	// Dir is the parent of the broker's temporary directory. Default
 	// os.TempDir().
@@ -141,7 +141,10 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = 90 * time.Second
+		// As for RabbitMQ (rabbittest): a JVM broker that boots in
+		// seconds on an idle machine can take minutes beside a CPU hog
+		// and parallel builds.
+		opts.StartTimeout = 4 * time.Minute
 	}
 	dir, err := os.MkdirTemp(opts.Dir, "activemqtest-")
 	if err != nil {

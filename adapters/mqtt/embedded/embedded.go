@@ -99,6 +99,9 @@ type Broker struct {
 	// serverClose is srv.Close; a test replaces it to prove Close is
 	// bounded.
 	serverClose func() error
+	// startGoroutine is the highest goroutine id when the broker started
+	// (InflightDeadlock counts only goroutines started after it).
+	startGoroutine int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -124,6 +127,7 @@ func Start(opts Options) (*Broker, error) {
 	if err := srv.AddHook(&authHook{allowPublish: opts.AllowPublish, users: opts.Users}, nil); err != nil {
 		return nil, fmt.Errorf("embedded: auth hook: %w", err)
 	}
+	start := lastGoroutine()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: listen %s: %w", addr, err)
@@ -140,7 +144,7 @@ func Start(opts Options) (*Broker, error) {
 		_ = srv.Close()
 		return nil, fmt.Errorf("embedded: serve: %w", err)
 	}
-	return &Broker{srv: srv, ln: ln, addr: ln.Addr().String(), scheme: scheme, serverClose: srv.Close}, nil
+	return &Broker{srv: srv, ln: ln, addr: ln.Addr().String(), scheme: scheme, serverClose: srv.Close, startGoroutine: start}, nil
 }
 
 // Addr is the host:port the broker listens on.

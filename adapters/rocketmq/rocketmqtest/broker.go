@@ -35,6 +35,9 @@ const (
 	// DefaultLongPolling is how long a ReceiveMessage waits for a message
 	// when the client announced no long-polling timeout.
 	DefaultLongPolling = 5 * time.Second
+	// longPollMargin is how long before the call's deadline a long poll
+	// with nothing to deliver answers "no message".
+	longPollMargin = 500 * time.Millisecond
 )
 
 // Option configures a Broker.
