@@ -2,7 +2,6 @@ package adapters
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -37,27 +36,11 @@ type Config struct {
 	// Params are the scheme's own query parameters.
 	Params *Params
 
-	tls          *tls.Config
+	tlsSet       tlsSettings
 	host         string
 	notExclusive bool
+	secrets      *secretSet // every secret value, scrubbed from errors and logs
 }
-
-// TLS returns the TLS configuration for a TLS scheme: a clone of the one
-// given with WithTLS, or else the system roots with TLS 1.2 or later and
-// the URL's host as the server name.
-func (c *Config) TLS() *tls.Config {
-	if c.tls != nil {
-		t := c.tls.Clone()
-		if t.ServerName == "" && !t.InsecureSkipVerify {
-			t.ServerName = c.host
-		}
-		return t
-	}
-	return &tls.Config{ServerName: c.host, MinVersion: tls.VersionTLS12}
-}
-
-// CustomTLS reports whether WithTLS was given.
-func (c *Config) CustomTLS() bool { return c.tls != nil }
 
 // WarnLogger returns Logger passing on warnings and errors only, for a
 // broker client's own logger (which is chatty at Info).
@@ -65,17 +48,19 @@ func (c *Config) WarnLogger() *slog.Logger {
 	return slog.New(minLevel{h: c.Logger.Handler(), min: slog.LevelWarn})
 }
 
-// PlainOnly returns an error when WithTLS was given, for openers of
-// plaintext schemes: a configuration must not silently drop TLS.
+// PlainOnly returns an error when any TLS setting was given (WithTLS,
+// WithTLSFiles, WithInsecureTLS, ca_file, cert_file, key_file,
+// server_name, insecure), for openers of plaintext schemes: a
+// configuration must not silently drop TLS.
 func (c *Config) PlainOnly(tlsScheme string) error {
-	if c.tls == nil {
+	if !c.tlsSet.given() {
 		return nil
 	}
 	hint := "this scheme has no TLS form"
 	if tlsScheme != "" {
 		hint = "use " + tlsScheme + "://"
 	}
-	return &ParamError{Param: "WithTLS", Reason: fmt.Sprintf("given for the plaintext scheme %s:// (%s)", c.Scheme, hint)}
+	return &ParamError{Param: c.tlsSet.names(), Reason: fmt.Sprintf("TLS settings given for the plaintext scheme %s:// (%s)", c.Scheme, hint)}
 }
 
 // NoCredentials returns an error when credentials were given, for
@@ -96,6 +81,17 @@ const (
 	paramMaxBackoff  = "max_backoff"
 )
 
+// sharedParams are the query parameters every scheme accepts, for the
+// message about an unknown one.
+var sharedParams = []string{paramNamespace, paramInFlight, paramMaxAttempts, paramBackoff, paramMaxBackoff}
+
+// secretParams are the shared parameters naming where the password is.
+var secretParams = []string{paramPasswordFile, paramPasswordEnv}
+
+// tlsParams are the TLS query parameters, accepted by TLS schemes only
+// (a plaintext scheme refuses them with PlainOnly).
+var tlsParams = []string{paramCAFile, paramCertFile, paramKeyFile, paramServerName, paramInsecure}
+
 // newConfig merges the URL's shared parameters with the options; u's user
 // info and query end up in the Config.
 func newConfig(u *url.URL, opts []Option) (*Config, error) {
@@ -112,11 +108,13 @@ func newConfig(u *url.URL, opts []Option) (*Config, error) {
 	if err != nil {
 		return nil, &ParamError{Param: "query", Reason: "malformed query string: " + err.Error()}
 	}
-	c := &Config{Scheme: u.Scheme, Logger: o.logger, tls: o.tls, host: u.Hostname(), notExclusive: o.notExclusive}
+	c := &Config{Scheme: u.Scheme, Logger: o.logger, host: u.Hostname(), notExclusive: o.notExclusive, secrets: &secretSet{}}
 	if c.Logger == nil {
 		c.Logger = slog.New(warnOnly{})
 	}
+	c.Logger = slog.New(scrubHandler{h: c.Logger.Handler(), s: c.secrets})
 	p := newParams(u.Scheme, q)
+	p.secrets = c.secrets
 	c.Params = p
 
 	if u.User != nil {
@@ -131,6 +129,13 @@ func newConfig(u *url.URL, opts []Option) (*Config, error) {
 		c.HasCredentials = true
 	} else if o.credentials {
 		c.Username, c.Password, c.HasCredentials = o.user, o.pass, true
+	}
+	if err := c.passwordFromSource(p, o); err != nil {
+		return nil, err
+	}
+	c.secrets.add(c.Password)
+	if err := c.parseTLS(p, &o); err != nil {
+		return nil, err
 	}
 
 	if ns, ok := p.take(paramNamespace); ok {

@@ -45,10 +45,37 @@
 //	backoff=100ms        default RetryPolicy.Backoff
 //	max_backoff=30s      default RetryPolicy.MaxBackoff
 //
-// Credentials come from the URL's user info or from [WithCredentials], TLS
-// settings from [WithTLS] on a TLS scheme. Every other query parameter
-// belongs to the scheme; an unknown one is an error. Every validation
-// error wraps ports.ErrInvalid and names the parameter.
+// Credentials come from the URL's user info or from [WithCredentials]; the
+// password may instead come from a file or an environment variable named
+// in the URL, so it appears in no URL, shell history or process list:
+//
+//	password_file=/run/secrets/mq   the password is the file's content (without its trailing line break)
+//	password_env=MQ_PASSWORD        the password is the variable's value
+//
+// (amqps://svc@host/?password_file=…: the user name stays in the user
+// info). A scheme's own secrets (a token) take the same three forms
+// (token=…, token_file=…, token_env=…), read with [Params.Secret].
+//
+// TLS schemes (amqps, mqtts, kafka+tls, pulsar+ssl, activemq+ssl,
+// rediss) verify the broker's certificate against the system roots by
+// default, with the URL's host as the server name. They take:
+//
+//	ca_file=/etc/mq/ca.pem          trust these CAs instead of the system roots (WithTLSFiles)
+//	cert_file=…&key_file=…          present this client certificate (mutual TLS, SASL EXTERNAL)
+//	server_name=mq.internal         verify the certificate for this name instead of the host
+//	insecure=true                   do not verify the certificate (WithInsecureTLS; logged as a warning)
+//
+// or [WithTLS], [WithTLSFiles] and [WithInsecureTLS] in code. Verification
+// is never turned off silently: insecure=true, WithInsecureTLS or a
+// WithTLS with InsecureSkipVerify is logged as a warning at every Open. A
+// plaintext scheme refuses every TLS setting, so that a configuration
+// cannot drop TLS by a typo in the scheme. A failed handshake is an error
+// wrapping [ErrTLS] that says which check failed ([ExplainTLS]); refused
+// credentials wrap [ErrAuth].
+//
+// Every other query parameter belongs to the scheme; an unknown one is an
+// error. Every validation error wraps ports.ErrInvalid and names the
+// parameter.
 //
 // The in-flight and retry parameters are defaults for every subscription
 // made on the adapter: flow.New (and the adapter's Subscribe) fill them
@@ -62,5 +89,8 @@
 // capabilities and the fallbacks the core applies for what the broker
 // lacks (see [Fallbacks]). Without WithLogger only warnings are logged
 // (to slog.Default). Credentials and secret query parameters are never
-// logged, nor do they appear in errors.
+// logged, nor do they appear in errors: Open scrubs every secret it knows
+// (the password, whatever Params.Secret read, secret-named parameters)
+// from the errors it returns and from every line logged through the
+// logger it hands the adapter. Payloads are not logged.
 package adapters

@@ -141,7 +141,7 @@ func TestOpenRejectsBadURLsWithClearErrors(t *testing.T) {
 		{"mem credentials", "mem://user:s3cret@/", nil, "mem:// takes no user name or password"},
 		{"mem credentials option", "mem://", []adapters.Option{adapters.WithCredentials("u", "s3cret")}, "takes no user name or password"},
 		{"credentials twice", "mem://u:s3cret@/", []adapters.Option{adapters.WithCredentials("u", "s3cret")}, "given both in the URL and with WithCredentials"},
-		{"tls on plaintext", "mem://", []adapters.Option{adapters.WithTLS(&tls.Config{})}, "WithTLS: given for the plaintext scheme mem://"},
+		{"tls on plaintext", "mem://", []adapters.Option{adapters.WithTLS(&tls.Config{})}, "parameter WithTLS: TLS settings given for the plaintext scheme mem://"},
 		{"namespace twice", "mem://?namespace=a", []adapters.Option{adapters.WithNamespace("b")}, "namespace: given both"},
 		{"inflight option twice", "mem://?inflight=4", []adapters.Option{adapters.WithInFlight(8)}, "inflight: given both"},
 		{"inflight option range", "mem://", []adapters.Option{adapters.WithInFlight(-1)}, "WithInFlight: must be within"},

@@ -19,6 +19,8 @@ func (f optionFunc) apply(o *options) error { return f(o) }
 type options struct {
 	logger       *slog.Logger
 	tls          *tls.Config
+	tlsFiles     *[3]string // ca, cert, key
+	insecure     bool
 	user, pass   string
 	credentials  bool
 	namespace    *string
@@ -56,9 +58,12 @@ func WithCredentials(user, password string) Option {
 }
 
 // WithTLS sets the TLS configuration of a TLS scheme (amqps, mqtts,
-// pulsar+ssl). Default: the system roots, TLS 1.2 or later, the URL's host
-// as the server name. Giving it with a plaintext scheme is an error, so a
-// configuration cannot silently drop TLS. A nil c is an error.
+// kafka+tls, pulsar+ssl, activemq+ssl, rediss). Default: the system
+// roots, TLS 1.2 or later, the URL's host as the server name. The URL's
+// TLS parameters and WithTLSFiles are applied on top of (a clone of) c.
+// Giving it with a plaintext scheme is an error, so a configuration cannot
+// silently drop TLS. A nil c is an error; a c with InsecureSkipVerify is
+// accepted, and logged as a warning at Open, as WithInsecureTLS is.
 func WithTLS(c *tls.Config) Option {
 	return optionFunc(func(o *options) error {
 		if c == nil {

@@ -14,11 +14,12 @@ import (
 // malformed or out-of-range value (returning the default); Err then
 // reports the first such error, or the parameters nobody consumed.
 type Params struct {
-	scheme string
-	q      url.Values
-	given  map[string]bool
-	errs   []error
-	shared int // errors recorded while parsing the shared parameters
+	scheme  string
+	q       url.Values
+	given   map[string]bool
+	errs    []error
+	shared  int        // errors recorded while parsing the shared parameters
+	secrets *secretSet // where Secret records what it reads (nil in bare Params)
 }
 
 func newParams(scheme string, q url.Values) *Params {
@@ -141,9 +142,10 @@ func (p *Params) Err(known ...string) error {
 		unknown = append(unknown, k)
 	}
 	sort.Strings(unknown)
-	accepted := append([]string{paramNamespace, paramInFlight, paramMaxAttempts, paramBackoff, paramMaxBackoff}, known...)
+	accepted := append(append([]string(nil), sharedParams...), known...)
 	return &ParamError{
-		Param:  strings.Join(unknown, ", "),
-		Reason: fmt.Sprintf("unknown for %s:// (accepted: %s)", p.scheme, strings.Join(accepted, ", ")),
+		Param: strings.Join(unknown, ", "),
+		Reason: fmt.Sprintf("unknown for %s:// (accepted: %s; and where they apply %s, %s)", p.scheme,
+			strings.Join(accepted, ", "), strings.Join(secretParams, ", "), strings.Join(tlsParams, ", ")),
 	}
 }

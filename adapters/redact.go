@@ -11,7 +11,9 @@ var secretWords = []string{"pass", "secret", "token", "key", "auth", "credential
 
 // Redact returns u as text fit for logs and errors: the password and the
 // values of parameters named like secrets (password, token, secret, key,
-// auth, credential, sasl, cert) are replaced by "xxxxx".
+// auth, credential, sasl, cert) are replaced by "xxxxx". The values of
+// parameters ending in _file or _env (password_file, token_env, key_file)
+// are paths and variable names, shown as they are.
 func Redact(u *url.URL) string {
 	var b strings.Builder
 	b.WriteString(u.Scheme)
@@ -63,6 +65,9 @@ func redactQuery(q url.Values) string {
 
 func isSecret(name string) bool {
 	n := strings.ToLower(name)
+	if strings.HasSuffix(n, "_file") || strings.HasSuffix(n, "_env") {
+		return false // a path or a variable's name, not the secret itself
+	}
 	for _, w := range secretWords {
 		if strings.Contains(n, w) {
 			return true
@@ -72,9 +77,10 @@ func isSecret(name string) bool {
 }
 
 // secrets are the values that must never appear in an error: the
-// password and the values of secret-named query parameters.
+// password, the secrets read from files and the environment, and the
+// values of secret-named query parameters.
 func secrets(u *url.URL, cfg *Config) []string {
-	var out []string
+	out := cfg.secrets.all()
 	if cfg.Password != "" {
 		out = append(out, cfg.Password)
 	}
@@ -97,10 +103,7 @@ func secrets(u *url.URL, cfg *Config) []string {
 // holds none: a broker client's error may quote what it was given.
 func scrub(err error, secrets []string) error {
 	text := err.Error()
-	clean := text
-	for _, s := range secrets {
-		clean = strings.ReplaceAll(clean, s, "xxxxx")
-	}
+	clean := scrubText(text, secrets)
 	if clean == text {
 		return err
 	}
@@ -114,3 +117,48 @@ type scrubbedError struct {
 
 func (e *scrubbedError) Error() string { return e.text }
 func (e *scrubbedError) Unwrap() error { return e.err }
+
+// shortSecret is the length below which a secret is replaced only where
+// it stands as a word of its own: replacing every "a" of a message for a
+// one-letter password would make it unreadable.
+const shortSecret = 4
+
+// scrubText replaces every secret in text by "xxxxx".
+func scrubText(text string, secrets []string) string {
+	for _, s := range secrets {
+		if s == "" || !strings.Contains(text, s) {
+			continue
+		}
+		if len(s) >= shortSecret {
+			text = strings.ReplaceAll(text, s, "xxxxx")
+			continue
+		}
+		text = replaceWord(text, s)
+	}
+	return text
+}
+
+// replaceWord replaces s in text where neither neighbour is a letter or a
+// digit.
+func replaceWord(text, s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(text, s)
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		end := i + len(s)
+		if (i == 0 || !isWordByte(text[i-1])) && (end == len(text) || !isWordByte(text[end])) {
+			b.WriteString(text[:i])
+			b.WriteString("xxxxx")
+		} else {
+			b.WriteString(text[:end])
+		}
+		text = text[end:]
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}

@@ -114,7 +114,7 @@ func TestOpenerParamErrors(t *testing.T) {
 	for raw, want := range map[string]string{
 		"fakeq://h/?verbose=maybe":            `parameter verbose: "maybe" is not true or false`,
 		"fakeq://h/?interval=2h":              `parameter interval: "2h" is not a duration within 1ms..1m0s`,
-		"fakeq://h/?colour=red&size=2":        "parameter colour, size: unknown for fakeq:// (accepted: namespace, inflight, max_attempts, backoff, max_backoff, region, verbose, interval, token)",
+		"fakeq://h/?colour=red&size=2":        "parameter colour, size: unknown for fakeq:// (accepted: namespace, inflight, max_attempts, backoff, max_backoff, region, verbose, interval, token; and where they apply password_file, password_env, ca_file, cert_file, key_file, server_name, insecure)",
 		"fakeq://u:s3cret@h/?password=s3cret": "parameter password: unknown",
 	} {
 		_, err := adapters.Open(ctx, raw, adapters.NotExclusive())

@@ -78,15 +78,7 @@ func Run(t *testing.T, newHarness NewHarness) { RunWith(t, newHarness, Options{}
 func RunWith(t *testing.T, newHarness NewHarness, opts Options) {
 	opts = opts.withDefaults()
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			k := newKit(t, newHarness, opts)
-			if c.needs != nil {
-				if why := c.needs(k.caps); why != "" {
-					t.Skipf("SKIP by capability: adapter %q %s", k.name, why)
-				}
-			}
-			c.run(k)
-		})
+		c.runSubtest(t, newHarness, opts)
 	}
 	for name, extra := range opts.Extra {
 		t.Run("Extra/"+name, func(t *testing.T) {
@@ -94,6 +86,58 @@ func RunWith(t *testing.T, newHarness NewHarness, opts Options) {
 			extra(t, k.h)
 		})
 	}
+}
+
+// SecureTransportCases are the cases every adapter runs over each secured
+// transport (TLS, with its authentication) besides its plain TCK run: a
+// round trip, LOAD_BALANCE between two instances, and a dead letter. They
+// prove that the whole path (publish, consume, settle, dead-letter
+// publish) works over that connection. Run them with [RunCases].
+var SecureTransportCases = []string{
+	"RoundTrip_PayloadAndEnvelopeIntact",
+	"LoadBalance_EachMessageHandledByExactlyOneInstance",
+	"Poison_DeadLetteredOnlyAfterConfirmedPublish",
+}
+
+// CaseNames returns the names of every case of the kit, in SPEC §5 order.
+func CaseNames() []string {
+	out := make([]string, len(cases))
+	for i, c := range cases {
+		out[i] = c.name
+	}
+	return out
+}
+
+// RunCases runs only the named cases (see [CaseNames] and
+// [SecureTransportCases]), each as a subtest with a fresh harness, as
+// RunWith does. An unknown name fails t, naming the cases there are.
+func RunCases(t *testing.T, newHarness NewHarness, opts Options, names ...string) {
+	t.Helper()
+	if len(names) == 0 {
+		t.Fatalf("tck.RunCases: no case named (the cases: %s)", strings.Join(CaseNames(), ", "))
+	}
+	opts = opts.withDefaults()
+	for _, name := range names {
+		i := slices.IndexFunc(cases, func(c tckCase) bool { return c.name == name })
+		if i < 0 {
+			t.Fatalf("tck.RunCases: no case %q (the cases: %s)", name, strings.Join(CaseNames(), ", "))
+		}
+		cases[i].runSubtest(t, newHarness, opts)
+	}
+}
+
+// runSubtest runs c as a subtest of t with a fresh kit, skipped when the
+// adapter's capabilities say it cannot apply.
+func (c tckCase) runSubtest(t *testing.T, newHarness NewHarness, opts Options) {
+	t.Run(c.name, func(t *testing.T) {
+		k := newKit(t, newHarness, opts)
+		if c.needs != nil {
+			if why := c.needs(k.caps); why != "" {
+				t.Skipf("SKIP by capability: adapter %q %s", k.name, why)
+			}
+		}
+		c.run(k)
+	})
 }
 
 type tckCase struct {
