@@ -73,11 +73,14 @@ func (b *Broker) authenticate(ctx context.Context) error {
 
 func (b *Broker) checkSignature(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
+	// The v5 client signs a retried call again on the same context, so a
+	// header can come more than once; as a proxy does (gRPC's Java
+	// Metadata.get), the last value counts.
 	auth, date := md.Get("authorization"), md.Get("x-mq-date-time")
-	if len(auth) != 1 || len(date) != 1 || date[0] == "" {
+	if len(auth) == 0 || len(date) == 0 || date[len(date)-1] == "" {
 		return "the request is not signed (no authorization or x-mq-date-time header)"
 	}
-	method, rest, ok := strings.Cut(auth[0], " ")
+	method, rest, ok := strings.Cut(auth[len(auth)-1], " ")
 	if !ok || method != "MQv2-HMAC-SHA1" {
 		return "the authorization header is not MQv2-HMAC-SHA1"
 	}
@@ -102,7 +105,7 @@ func (b *Broker) checkSignature(ctx context.Context) string {
 		return "the signature is not hexadecimal"
 	}
 	mac := hmac.New(sha1.New, []byte(secret))
-	mac.Write([]byte(date[0]))
+	mac.Write([]byte(date[len(date)-1]))
 	if !hmac.Equal(got, mac.Sum(nil)) {
 		return fmt.Sprintf("the signature of access key %q does not match (wrong secret)", accessKey)
 	}
