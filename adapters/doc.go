@@ -10,7 +10,7 @@
 //	mem://                              the embedded in-process broker (the default)
 //	amqp://user:pass@host:5672/vhost    RabbitMQ (amqps:// with TLS)
 //	kafka://host:9092,host2:9092/ns     Kafka (kafka+tls:// with TLS)
-//	mqtt://host:1883/ns                 an MQTT 5 broker (mqtt+embedded:// for an in-process one)
+//	mqtt://host:1883/ns                 an MQTT 5 broker (mqtts:// with TLS; mqtt+embedded:// for an in-process one)
 //	pulsar://host:6650/tenant/ns        Pulsar (pulsar+ssl:// with TLS)
 //
 // Each adapter package registers its own schemes with [Register] when it
@@ -24,8 +24,7 @@
 // [Schemes] lists the registered schemes; Open's error for an unknown one
 // lists them too. Each scheme's own parameters are documented in its
 // package (adapters/<name>/url.go) and listed in the error for an unknown
-// one. mqtts:// is refused with ports.ErrUnsupported until the MQTT
-// adapter supports TLS.
+// one.
 //
 // # One adapter per process
 //
@@ -91,6 +90,7 @@
 // (to slog.Default). Credentials and secret query parameters are never
 // logged, nor do they appear in errors: Open scrubs every secret it knows
 // (the password, whatever Params.Secret read, secret-named parameters)
-// from the errors it returns and from every line logged through the
-// logger it hands the adapter. Payloads are not logged.
+// from the errors it returns, from the errors of the opened adapter's Send
+// and Subscribe, and from every line logged through the logger it hands
+// the adapter. Payloads are not logged.
 package adapters

@@ -125,7 +125,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (ports.Adapter, er
 		return nil, fail(errors.New("opener returned no adapter"))
 	}
 	logOpened(cfg.Logger, a, shown)
-	return &opened{Adapter: a, url: shown, cfg: cfg, release: release}, nil
+	return &opened{Adapter: a, url: shown, cfg: cfg, secrets: secrets(u, cfg), release: release}, nil
 }
 
 // parse parses rawURL without ever putting it in an error (it may hold a

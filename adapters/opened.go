@@ -43,6 +43,7 @@ type opened struct {
 	ports.Adapter
 	url     string
 	cfg     *Config
+	secrets []string // scrubbed from the errors of Send and Subscribe
 	release func()
 }
 
@@ -124,7 +125,30 @@ func (o *opened) SpecDefaults(s ports.SubscriptionSpec) ports.SubscriptionSpec {
 }
 
 // Subscribe subscribes with the adapter's subscription defaults applied
-// (SpecDefaults), so they hold for callers that bypass flow.New too.
+// (SpecDefaults), so they hold for callers that bypass flow.New too. Its
+// error is scrubbed of the URL's secrets, as Open's is.
 func (o *opened) Subscribe(ctx context.Context, s ports.SubscriptionSpec) (ports.Subscription, error) {
-	return o.Adapter.Subscribe(ctx, o.SpecDefaults(s))
+	sub, err := o.Adapter.Subscribe(ctx, o.SpecDefaults(s))
+	if err != nil {
+		return nil, o.scrub(err)
+	}
+	return sub, nil
+}
+
+// Send sends through the adapter; its error is scrubbed of the URL's
+// secrets (errors.Is, errors.As and ports.SendErrors still see the
+// adapter's error).
+func (o *opened) Send(ctx context.Context, msgs ...ports.Message) error {
+	if err := o.Adapter.Send(ctx, msgs...); err != nil {
+		return o.scrub(err)
+	}
+	return nil
+}
+
+// scrub hides the secrets of the adapter's URL in err's text.
+func (o *opened) scrub(err error) error {
+	if o.secrets == nil {
+		return err
+	}
+	return scrub(err, o.secrets)
 }

@@ -247,3 +247,46 @@ func TestSecretsNeverAppearInErrorsOrLogs(t *testing.T) {
 		t.Errorf("unset token_env = %v", err)
 	}
 }
+
+// leakyAdapter quotes its password in every error, as a careless broker
+// client might.
+type leakyAdapter struct {
+	fakeAdapter
+	pw string
+}
+
+func (l leakyAdapter) Send(context.Context, ...ports.Message) error {
+	return fmt.Errorf("%w: publish as svc:%s refused", ports.ErrUnconfirmed, l.pw)
+}
+
+func (l leakyAdapter) Subscribe(context.Context, ports.SubscriptionSpec) (ports.Subscription, error) {
+	return nil, fmt.Errorf("%w: subscribe as svc:%s refused", ports.ErrUnsupported, l.pw)
+}
+
+func init() {
+	adapters.Register("leakysend", adapters.OpenerFunc(func(_ context.Context, _ *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+		return leakyAdapter{pw: cfg.Password}, nil
+	}))
+}
+
+// The errors of Send and Subscribe on an adapter from Open are scrubbed
+// too, and still classify.
+func TestSendAndSubscribeErrorsAreScrubbed(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(file, []byte("pw-for-send-test"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := adapters.Open(context.Background(), "leakysend://svc@h/?password_file="+file, adapters.NotExclusive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAdapter(t, a)
+	err = a.Send(context.Background(), ports.Message{Topic: "t"})
+	if !errors.Is(err, ports.ErrUnconfirmed) || strings.Contains(err.Error(), "pw-for-send-test") || !strings.Contains(err.Error(), "svc:xxxxx") {
+		t.Errorf("Send error = %v, want ErrUnconfirmed with the password scrubbed", err)
+	}
+	_, err = a.Subscribe(context.Background(), ports.SubscriptionSpec{Topic: "t", Group: "g"})
+	if !errors.Is(err, ports.ErrUnsupported) || strings.Contains(err.Error(), "pw-for-send-test") {
+		t.Errorf("Subscribe error = %v, want ErrUnsupported with the password scrubbed", err)
+	}
+}

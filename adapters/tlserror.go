@@ -105,7 +105,7 @@ func tlsReason(err error) string {
 	case errors.As(err, &record) || strings.Contains(text, "tls: first record does not look like a TLS handshake"):
 		return "the broker answered in plaintext, not TLS: is this a plaintext port? use the broker's TLS port, or the plaintext scheme"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(text, "connection reset by peer"):
-		return "the broker closed the connection during the TLS handshake: not a TLS port? (a plaintext listener drops a TLS hello), or the broker refused this client without a TLS alert (for example, no client certificate where it requires one)"
+		return "the broker closed the connection during or right after the TLS handshake: not a TLS port? (a plaintext listener drops a TLS hello), or the broker refused this client's certificate and its alert was lost with the connection (none given where it requires one, expired, or signed by a CA it does not trust)"
 	}
 	return ""
 }
@@ -125,7 +125,7 @@ func expiredReason(c *x509.Certificate) string {
 // names it ("bad certificate").
 func alertReason(alert string) string {
 	alert = strings.TrimSpace(alert)
-	if i := strings.IndexAny(alert, "\n;"); i > 0 {
+	if i := strings.IndexAny(alert, "\n;\"\\"); i > 0 {
 		alert = alert[:i]
 	}
 	base := fmt.Sprintf("the broker refused the TLS handshake with the alert %q", alert)
@@ -133,7 +133,7 @@ func alertReason(alert string) string {
 	case strings.Contains(alert, "certificate required"):
 		return base + ": it requires a client certificate and this client sent none: give one with cert_file= and key_file= (or adapters.WithTLSFiles), signed by a CA the broker trusts (a client sends no certificate the broker's list of CAs does not accept)"
 	case strings.Contains(alert, "bad certificate"), strings.Contains(alert, "unknown certificate"),
-		strings.Contains(alert, "certificate expired"), strings.Contains(alert, "certificate revoked"),
+		strings.Contains(alert, "certificate expired"), strings.Contains(alert, "expired certificate"), strings.Contains(alert, "certificate revoked"),
 		strings.Contains(alert, "unsupported certificate"), strings.Contains(alert, "access denied"):
 		return base + ": it did not accept this client's certificate: check that cert_file is signed by a CA the broker trusts, still valid, and given at all where the broker requires one"
 	case strings.Contains(alert, "protocol version"), strings.Contains(alert, "handshake failure"), strings.Contains(alert, "insufficient security"):

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3"
+	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/sluicemq/sluice/adapters"
 )
 
 // conn is one STOMP connection and the socket under it (closed directly
@@ -37,7 +40,12 @@ func (a *Adapter) dial(ctx context.Context) (*conn, error) {
 		tc := tls.Client(nc, o.TLS)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			return nil, fmt.Errorf("activemq: TLS handshake with %s: %w (is it a stomp+ssl connector, and does the certificate match?)", o.Addr, err)
+			if ctx.Err() != nil {
+				// A plaintext connector waits for a STOMP frame the
+				// TLS hello never ends.
+				return nil, fmt.Errorf("activemq: %w: %s gave no TLS answer within %v: is it a plaintext stomp connector (use activemq://, or the stomp+ssl port)? or is it unreachable? %v", adapters.ErrTLS, o.Addr, o.DialTimeout, err)
+			}
+			return nil, fmt.Errorf("activemq: %w", adapters.ExplainTLS(o.Addr, err))
 		}
 		nc = tc
 	}
@@ -70,6 +78,9 @@ func (a *Adapter) dial(ctx context.Context) (*conn, error) {
 		nc.Close()
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (no STOMP CONNECTED within %v)", err, o.DialTimeout)
+		}
+		if e := explainHandshake(o.TLS != nil, o.Addr, err); e != err {
+			return nil, fmt.Errorf("activemq: STOMP handshake with %s: %w", o.Addr, e)
 		}
 		return nil, fmt.Errorf("activemq: STOMP handshake with %s: %w (check the address names a STOMP connector and the credentials)", o.Addr, err)
 	}
@@ -139,19 +150,29 @@ func (c *conn) wait(ctx context.Context, f func() error) error {
 var errLost = errors.New("activemq: connection lost")
 
 // stompLogger routes go-stomp's log lines to slog at debug level (the
-// adapter reports what matters itself, through Errors).
+// adapter reports what matters itself, through Errors). go-stomp formats
+// whole frames into some lines ("unsupported frame type: %+v"): a frame
+// is shown by its command and body size only, so no payload reaches a
+// log.
 type stompLogger struct{ l *slog.Logger }
 
-func (s stompLogger) Debugf(f string, v ...any) { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
-func (s stompLogger) Debug(m string)            { s.l.Debug("go-stomp: " + m) }
-func (s stompLogger) Infof(f string, v ...any)  { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
-func (s stompLogger) Info(m string)             { s.l.Debug("go-stomp: " + m) }
-func (s stompLogger) Warningf(f string, v ...any) {
+func (s stompLogger) line(f string, v []any) {
+	for i, a := range v {
+		if fr, ok := a.(*frame.Frame); ok && fr != nil {
+			v[i] = fmt.Sprintf("%s frame (%d-byte body not shown)", fr.Command, len(fr.Body))
+		}
+	}
 	s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...))
 }
-func (s stompLogger) Warning(m string)          { s.l.Debug("go-stomp: " + m) }
-func (s stompLogger) Errorf(f string, v ...any) { s.l.Debug("go-stomp: " + fmt.Sprintf(f, v...)) }
-func (s stompLogger) Error(m string)            { s.l.Debug("go-stomp: " + m) }
+
+func (s stompLogger) Debugf(f string, v ...any)   { s.line(f, v) }
+func (s stompLogger) Debug(m string)              { s.l.Debug("go-stomp: " + m) }
+func (s stompLogger) Infof(f string, v ...any)    { s.line(f, v) }
+func (s stompLogger) Info(m string)               { s.l.Debug("go-stomp: " + m) }
+func (s stompLogger) Warningf(f string, v ...any) { s.line(f, v) }
+func (s stompLogger) Warning(m string)            { s.l.Debug("go-stomp: " + m) }
+func (s stompLogger) Errorf(f string, v ...any)   { s.line(f, v) }
+func (s stompLogger) Error(m string)              { s.l.Debug("go-stomp: " + m) }
 
 // watchedConn is the socket as go-stomp sees it. It closes dead when a
 // read fails (the connection is over), and it drops end-of-line bytes

@@ -2,9 +2,13 @@ package amqp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -18,10 +22,19 @@ import (
 // declarations) and one for consuming, so that broker flow control on
 // publishers never holds back acks.
 type connector struct {
-	name string
-	url  string
-	cfg  amqp.Config
-	to   time.Duration
+	name   string
+	url    string // as given: amqp:// or amqps://
+	cfg    amqp.Config
+	to     time.Duration
+	secure bool // amqps
+
+	// For amqps the connector does the TLS handshake itself and hands
+	// amqp091 the TLS connection with a plaintext URL (dialURL, the port
+	// explicit), so that the TLS layer's own error — a client
+	// certificate refused on the first read — is kept (rec) rather than
+	// lost behind amqp091's "use of closed network connection".
+	dialURL string
+	tls     *tls.Config
 
 	lock chan struct{} // a mutex that can be abandoned on ctx
 	conn *amqp.Connection
@@ -29,10 +42,11 @@ type connector struct {
 }
 
 func newConnector(name string, o Options) *connector {
-	return &connector{
-		name: name,
-		url:  o.URL,
-		to:   o.DialTimeout,
+	c := &connector{
+		name:   name,
+		url:    o.URL,
+		to:     o.DialTimeout,
+		secure: strings.HasPrefix(o.URL, "amqps:"),
 		cfg: amqp.Config{
 			Heartbeat:       o.Heartbeat,
 			TLSClientConfig: o.TLS,
@@ -40,6 +54,30 @@ func newConnector(name string, o Options) *connector {
 		},
 		lock: make(chan struct{}, 1),
 	}
+	if o.External {
+		c.cfg.SASL = []amqp.Authentication{&amqp.ExternalAuth{}}
+	}
+	c.dialURL = c.url
+	if c.secure {
+		if u, err := url.Parse(c.url); err == nil {
+			host := u.Host
+			if u.Port() == "" {
+				host = net.JoinHostPort(u.Hostname(), "5671")
+			}
+			u.Scheme, u.Host = "amqp", host
+			c.dialURL = u.String()
+			c.tls = o.TLS
+			if c.tls == nil {
+				c.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			if c.tls.ServerName == "" && !c.tls.InsecureSkipVerify {
+				c.tls = c.tls.Clone()
+				c.tls.ServerName = u.Hostname()
+			}
+			c.cfg.TLSClientConfig = nil
+		}
+	}
+	return c
 }
 
 // get returns the open connection, dialling a new one if there is none or
@@ -71,6 +109,7 @@ func (c *connector) get(ctx context.Context) (*amqp.Connection, error) {
 func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 	conn, err := kit.DialTimeout(ctx, "RabbitMQ", redact(c.url), c.to, func(ctx context.Context) (*amqp.Connection, error) {
 		cfg := c.cfg
+		var rec *recordingConn
 		cfg.Dial = func(network, addr string) (net.Conn, error) {
 			var d net.Dialer
 			conn, err := d.DialContext(ctx, network, addr)
@@ -82,9 +121,23 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 				conn.Close()
 				return nil, err
 			}
+			if c.tls != nil {
+				tc := tls.Client(conn, c.tls)
+				if err := tc.HandshakeContext(ctx); err != nil {
+					conn.Close()
+					return nil, err
+				}
+				rec = &recordingConn{Conn: tc}
+				conn = rec
+			}
 			return newCoalescingConn(conn), nil
 		}
-		return amqp.DialConfig(c.url, cfg)
+		conn, err := amqp.DialConfig(c.dialURL, cfg)
+		var cause error
+		if rec != nil && err != nil {
+			cause = rec.firstErr()
+		}
+		return conn, explainDial(c.secure, c.cfg.SASL != nil, redact(c.url), err, cause)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("amqp: dial (%s connection): %w", c.name, err)
@@ -125,3 +178,26 @@ func (c *connector) close(ctx context.Context) error {
 
 // isClosedErr reports amqp091's "already closed" error.
 func isClosedErr(err error) bool { return errors.Is(err, amqp.ErrClosed) }
+
+// recordingConn keeps the first read error of a TLS connection: the TLS
+// alert of a broker that refused the client certificate after the
+// handshake (TLS 1.3), which amqp091 reports only as a closed connection.
+type recordingConn struct {
+	net.Conn
+	first atomic.Pointer[error]
+}
+
+func (r *recordingConn) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	if err != nil {
+		r.first.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+func (r *recordingConn) firstErr() error {
+	if e := r.first.Load(); e != nil {
+		return *e
+	}
+	return nil
+}

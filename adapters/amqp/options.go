@@ -36,6 +36,12 @@ type Options struct {
 	URL string
 	// TLS configures amqps connections. Default: none (the URL decides).
 	TLS *tls.Config
+	// External authenticates with SASL EXTERNAL: RabbitMQ takes the user
+	// from the client certificate (the rabbitmq_auth_mechanism_ssl plugin,
+	// ssl_cert_login_from). It needs an amqps URL without credentials and
+	// a TLS configuration with a client certificate. Default false: PLAIN
+	// with the URL's user name and password.
+	External bool
 
 	// Namespace prefixes every exchange and queue the adapter declares, so
 	// several systems (or test runs) share one virtual host without
@@ -161,6 +167,16 @@ func (o Options) validate() error {
 	}
 	if err := ports.Topic(o.Namespace).Validate(); err != nil || len(o.Namespace) > 40 {
 		return &ports.ValueError{Field: "amqp.Options.Namespace", Reason: "must be 1..40 letters, digits, '.', '-' or '_'"}
+	}
+	if o.External {
+		switch {
+		case u.Scheme != "amqps":
+			return &ports.ValueError{Field: "amqp.Options.External", Reason: "SASL EXTERNAL takes the identity from the client certificate: it needs amqps://"}
+		case u.User != nil:
+			return &ports.ValueError{Field: "amqp.Options.External", Reason: "SASL EXTERNAL takes the identity from the client certificate: remove the user name and password from the URL"}
+		case o.TLS == nil || len(o.TLS.Certificates) == 0 && o.TLS.GetClientCertificate == nil:
+			return &ports.ValueError{Field: "amqp.Options.External", Reason: "SASL EXTERNAL needs a client certificate (cert_file and key_file, or TLS.Certificates)"}
+		}
 	}
 	switch o.QueueType {
 	case Quorum, Classic:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/adapters"
@@ -14,18 +15,22 @@ import (
 // amqp:// and amqps:// open the RabbitMQ adapter:
 //
 //	amqp://user:password@host:5672/vhost[?queue_type=quorum|classic&reject_unroutable=false&publish_channels=…&max_outstanding=…&dial_timeout=10s&heartbeat=10s&reconnect_backoff=100ms&reconnect_max_backoff=5s&orphan_expiry=10m&delay_granularity=0.05&delay_slack=10ms]
-//	amqps://…   (TLS: the system roots, or WithTLS)
+//	amqps://…   (TLS: the system roots, or WithTLS; ca_file, cert_file, key_file, server_name, insecure)
+//	amqps://host:5671/?mechanism=external&cert_file=…&key_file=…   (SASL EXTERNAL: the certificate is the identity)
 //
 // The path is the virtual host, as in every AMQP URI; the shared namespace
 // parameter prefixes the exchanges and queues. Credentials come from the
-// URL or WithCredentials (RabbitMQ's default is guest/guest, accepted
-// from loopback only). Open connects before it returns.
+// URL or WithCredentials, the password also from password_file or
+// password_env (RabbitMQ's default is guest/guest, accepted from loopback
+// only); mechanism=external logs in with the client certificate instead
+// (SASL EXTERNAL). Open connects before it returns; a failed TLS
+// handshake wraps adapters.ErrTLS, refused credentials adapters.ErrAuth.
 func init() {
 	adapters.Register("amqp", adapters.OpenerFunc(openAMQP))
 	adapters.Register("amqps", adapters.OpenerFunc(openAMQP))
 }
 
-var amqpParams = []string{"queue_type", "reject_unroutable", "publish_channels", "max_outstanding",
+var amqpParams = []string{"mechanism", "queue_type", "reject_unroutable", "publish_channels", "max_outstanding",
 	"dial_timeout", "heartbeat", "reconnect_backoff", "reconnect_max_backoff", "orphan_expiry",
 	"delay_granularity", "delay_slack"}
 
@@ -49,6 +54,22 @@ func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 	}
 
 	p := cfg.Params
+	switch mech := strings.ToLower(p.String("mechanism", "plain")); mech {
+	case "plain":
+	case "external":
+		if !secure {
+			return nil, &adapters.ParamError{Param: "mechanism", Reason: "external takes the identity from the client certificate: it needs amqps://"}
+		}
+		if cfg.HasCredentials {
+			return nil, &adapters.ParamError{Param: "mechanism", Reason: "external takes the identity from the client certificate: give no user name or password"}
+		}
+		if !cfg.ClientCertificate() {
+			return nil, &adapters.ParamError{Param: "mechanism", Reason: "external needs a client certificate: give cert_file and key_file (or adapters.WithTLSFiles)"}
+		}
+		o.External = true
+	default:
+		return nil, &adapters.ParamError{Param: "mechanism", Reason: fmt.Sprintf("%q is not plain or external", mech)}
+	}
 	switch qt := p.String("queue_type", string(Quorum)); QueueType(qt) {
 	case Quorum, Classic:
 		o.QueueType = QueueType(qt)
@@ -70,7 +91,7 @@ func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 	}
 	a, err := New(ctx, o)
 	if err != nil {
-		if errors.Is(err, ports.ErrInvalid) || ctx.Err() != nil {
+		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, adapters.ErrTLS) || errors.Is(err, adapters.ErrAuth) || ctx.Err() != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w; check that RabbitMQ listens at %s (AMQP port, 5672 or 5671 for amqps), that it is reachable from here, and the credentials and virtual host", err, u.Host)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -122,6 +123,10 @@ func (e *DialError) Error() string {
 	what := e.Broker
 	if what == "" {
 		what = "broker"
+	}
+	if errors.Is(e.Err, adapters.ErrTLS) || errors.Is(e.Err, adapters.ErrAuth) {
+		// The cause is known and says what to do: no generic advice.
+		return fmt.Sprintf("connect to %s at %s: %v", what, e.Addr, e.Err)
 	}
 	if e.Timeout > 0 && errors.Is(e.Err, context.DeadlineExceeded) {
 		return fmt.Sprintf("connect to %s at %s: no connection within %v: check that it is running and reachable at that address (host, port, TLS) and that the credentials are right: %v", what, e.Addr, e.Timeout, e.Err)

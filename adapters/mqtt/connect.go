@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/kit"
 )
 
@@ -46,6 +48,13 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 	if err != nil {
 		return nil, err
 	}
+	secure := a.opts.TLS != nil
+	// The first connection is bounded by ConnectTimeout (autopaho would
+	// otherwise retry until ctx ends, silently), and ends at once on a
+	// failure no retry can mend: a refused TLS handshake or credentials.
+	actx, cancel := context.WithTimeout(ctx, a.opts.ConnectTimeout)
+	defer cancel()
+	var fatal atomic.Pointer[error]
 	lastErr := make(chan error, 1)
 	keep := func(err error) {
 		select {
@@ -66,6 +75,7 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 		ConnectTimeout:                a.opts.ConnectTimeout,
 		ConnectUsername:               a.opts.Username,
 		ConnectPassword:               []byte(a.opts.Password),
+		TlsCfg:                        a.opts.TLS,
 		OnConnectionUp: func(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 			if cs.onUp != nil {
 				cs.onUp(ca)
@@ -73,6 +83,10 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 		},
 		OnConnectionDown: func() bool { return cs.stayDown == nil || !cs.stayDown() },
 		OnConnectError: func(err error) {
+			err, permanent := explainConnect(secure, u.Host, err)
+			if permanent && fatal.CompareAndSwap(nil, &err) {
+				cancel()
+			}
 			keep(err)
 			if cs.onConnectError != nil {
 				cs.onConnectError()
@@ -116,12 +130,11 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 	if err != nil {
 		return nil, fmt.Errorf("mqtt: %s: %w", cs.clientID, err)
 	}
-	// The first connection is bounded by ConnectTimeout (autopaho would
-	// otherwise retry until ctx ends, silently).
-	actx, cancel := context.WithTimeout(ctx, a.opts.ConnectTimeout)
-	defer cancel()
 	if err := cm.AwaitConnection(actx); err != nil {
 		_ = cm.Disconnect(context.Background())
+		if f := fatal.Load(); f != nil && ctx.Err() == nil {
+			return nil, &ConnectError{Addr: u.Host, ClientID: cs.clientID, Err: *f}
+		}
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no connection within the connect timeout %v", a.opts.ConnectTimeout)
 		}
@@ -149,6 +162,9 @@ func (e *ConnectError) Error() string {
 	msg := fmt.Sprintf("mqtt: cannot connect %s to %s: %v", e.ClientID, e.Addr, e.Err)
 	if e.Last != nil {
 		msg += fmt.Sprintf(" (last attempt: %v)", e.Last)
+	}
+	if errors.Is(e.Err, adapters.ErrTLS) || errors.Is(e.Err, adapters.ErrAuth) {
+		return msg // the cause is known and says what to do
 	}
 	return msg + "; check that an MQTT 5 broker listens at that address (host and port), that it is reachable from here, and the credentials"
 }

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -13,8 +14,8 @@ import (
 // Options configure an Adapter. Only URL (or Embedded) is required; every
 // other zero field takes the default stated on it.
 type Options struct {
-	// URL is the broker address, "mqtt://host:port" (or "tcp://"). Required
-	// unless Embedded is set.
+	// URL is the broker address, "mqtt://host:port" (or "tcp://"), or
+	// "mqtts://host:port" with TLS. Required unless Embedded is set.
 	URL string
 	// Embedded starts an in-process development broker (mochi-mqtt, see
 	// package embedded) on a free loopback port, owned by the adapter and
@@ -23,6 +24,11 @@ type Options struct {
 	Embedded bool
 	// Username and Password authenticate the connections (optional).
 	Username, Password string
+	// TLS configures the connections to an mqtts:// URL (required for
+	// it): the trusted CAs, the client certificate (which a broker may
+	// take as the identity, as mosquitto's use_identity_as_username does)
+	// and the server name. Default nil: plaintext mqtt://.
+	TLS *tls.Config
 
 	// Namespace prefixes every physical topic ("<ns>/<topic>") and client
 	// id. Default "sluice". It must not contain '/', '+', '#' or '$'.
@@ -130,8 +136,15 @@ func (o Options) validate() error {
 		}
 		switch strings.ToLower(u.Scheme) {
 		case "mqtt", "tcp":
+			if o.TLS != nil {
+				return &ports.ValueError{Field: "mqtt.Options.TLS", Reason: fmt.Sprintf("given with the plaintext URL scheme %q: use mqtts://", u.Scheme)}
+			}
+		case "mqtts":
+			if o.TLS == nil {
+				return &ports.ValueError{Field: "mqtt.Options.TLS", Reason: "mqtts:// needs a TLS configuration (at least &tls.Config{ServerName: host} for the system roots)"}
+			}
 		default:
-			return &ports.ValueError{Field: "mqtt.Options.URL", Reason: fmt.Sprintf("scheme %q is not supported (mqtt, tcp)", u.Scheme)}
+			return &ports.ValueError{Field: "mqtt.Options.URL", Reason: fmt.Sprintf("scheme %q is not supported (mqtt, tcp, mqtts)", u.Scheme)}
 		}
 	}
 	if o.ReceiveMaximum < 0 || o.ReceiveMaximum > 65535 {

@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -15,26 +14,35 @@ import (
 // in-process development broker (in memory only, never for production):
 //
 //	mqtt://[user:password@]host:1883[/namespace][?instance=…&session_expiry=1h&reconnect_grace=1m&leave_group_on_stop=false&receive_maximum=0&keep_alive=30s&connect_timeout=10s]
+//	mqtts://[user@]host:8883[/namespace][?password_file=…&ca_file=…&cert_file=…&key_file=…&server_name=…]
 //	mqtt+embedded://[/namespace]
 //
 // The namespace (the path, or the shared namespace parameter, not both)
-// prefixes every physical topic and client id. mqtts:// is refused with
-// ports.ErrUnsupported: the adapter has no TLS option yet. Open connects
-// before it returns.
+// prefixes every physical topic and client id. mqtts:// connects with TLS
+// (the system roots, or the shared TLS parameters and options); a client
+// certificate may stand in for the user name where the broker takes it as
+// the identity (mosquitto's use_identity_as_username). Open connects
+// before it returns: a refused TLS handshake (adapters.ErrTLS) or refused
+// credentials (adapters.ErrAuth) fail it at once, not at the connect
+// timeout.
 func init() {
 	adapters.Register("mqtt", adapters.OpenerFunc(openMQTT))
+	adapters.Register("mqtts", adapters.OpenerFunc(openMQTT))
 	adapters.Register("mqtt+embedded", adapters.OpenerFunc(openMQTT))
-	adapters.Register("mqtts", adapters.OpenerFunc(func(context.Context, *url.URL, *adapters.Config) (ports.Adapter, error) {
-		return nil, fmt.Errorf("%w: mqtts:// is not available: the MQTT adapter has no TLS support yet (use mqtt:// inside a trusted network, or a TLS-terminating proxy)", ports.ErrUnsupported)
-	}))
 }
 
 var mqttParams = []string{"instance", "session_expiry", "reconnect_grace", "leave_group_on_stop",
 	"receive_maximum", "keep_alive", "connect_timeout"}
 
 func openMQTT(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
-	if err := cfg.PlainOnly("mqtts"); err != nil {
-		return nil, err
+	if u.Scheme != "mqtts" {
+		hint := "mqtts"
+		if u.Scheme == "mqtt+embedded" {
+			hint = "" // an in-process broker on loopback has no TLS form
+		}
+		if err := cfg.PlainOnly(hint); err != nil {
+			return nil, err
+		}
 	}
 	var o Options
 	switch u.Scheme {
@@ -45,9 +53,12 @@ func openMQTT(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 		o.Embedded = true
 	default:
 		if u.Host == "" {
-			return nil, &adapters.ParamError{Param: "host", Reason: "mqtt:// needs a broker address, e.g. mqtt://127.0.0.1:1883"}
+			return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs a broker address, e.g. mqtt://127.0.0.1:1883 or mqtts://127.0.0.1:8883"}
 		}
-		o.URL = "mqtt://" + u.Host
+		o.URL = u.Scheme + "://" + u.Host
+		if u.Scheme == "mqtts" {
+			o.TLS = cfg.TLS()
+		}
 	}
 	if ns := strings.Trim(u.Path, "/"); ns != "" {
 		if cfg.Namespace != "" {

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -43,6 +44,9 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 	defer cancel()
 	if err := rc.Ping(dctx).Err(); err != nil {
 		_ = rc.Close()
+		if err := explainConnect(o.TLS != nil, o.Addr, err); errors.Is(err, adapters.ErrTLS) || errors.Is(err, adapters.ErrAuth) {
+			return nil, fmt.Errorf("redis: connect to %s: %w", o.Addr, err)
+		}
 		return nil, fmt.Errorf("redis: connect to %s: %w (is redis-server running there and reachable? check the address, TLS and the ACL user)", o.Addr, err)
 	}
 	if o.Durability == DurabilityFsync {

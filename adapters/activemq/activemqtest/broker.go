@@ -24,12 +24,14 @@ package activemqtest
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,12 +55,36 @@ type Options struct {
 	// PolicyEntries is inserted into the broker's policyMap (XML
 	// <policyEntry .../> elements). Default: none.
 	PolicyEntries string
+	// TLS, when set, adds a stomp+ssl connector on 127.0.0.1
+	// (Broker.StompSSLAddr). Default: plaintext only.
+	TLS *TLSOptions
+	// Users, when set, installs the simpleAuthenticationPlugin with these
+	// users (name → password, all in group "users"). Anonymous clients
+	// stay allowed (the readiness check logs in as none), so only wrong
+	// credentials are refused. Default: no authentication.
+	Users map[string]string
+}
+
+// TLSOptions configure the stomp+ssl connector: Java key and trust
+// stores (PKCS#12 files, see tlstest.PKI.PKCS12 and TrustStore).
+type TLSOptions struct {
+	// KeyStore holds the broker's certificate and key; TrustStore the CAs
+	// whose client certificates it accepts. Required, with their
+	// passwords.
+	KeyStore, KeyStorePassword     string
+	TrustStore, TrustStorePassword string
+	// NeedClientAuth makes the connector require a client certificate
+	// signed by a trusted CA (needClientAuth=true). Default false.
+	NeedClientAuth bool
 }
 
 // Broker is one running ActiveMQ broker owned by the test process.
 type Broker struct {
 	// StompAddr is the STOMP connector's "127.0.0.1:port".
 	StompAddr string
+	// StompSSLAddr is the stomp+ssl connector's "127.0.0.1:port", when
+	// Options.TLS was given.
+	StompSSLAddr string
 
 	dir     string
 	home    string
@@ -127,7 +153,17 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{StompAddr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, home: home, java: java, timeout: opts.StartTimeout}
-	if err := b.writeFiles(port, opts.PolicyEntries); err != nil {
+	var sslContext, sslConnector string
+	if opts.TLS != nil {
+		sslPort, err := freePort()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		b.StompSSLAddr = "127.0.0.1:" + strconv.Itoa(sslPort)
+		sslContext, sslConnector = sslXML(sslPort, opts.TLS)
+	}
+	if err := b.writeFiles(port, opts.PolicyEntries, usersXML(opts.Users), sslContext, sslConnector); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -138,7 +174,46 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	return b, nil
 }
 
-func (b *Broker) writeFiles(port int, policies string) error {
+// sslXML returns the broker's sslContext element and the stomp+ssl
+// connector's element.
+func sslXML(port int, t *TLSOptions) (context, connector string) {
+	esc := func(s string) string {
+		var b strings.Builder
+		_ = xml.EscapeText(&b, []byte(s))
+		return b.String()
+	}
+	context = fmt.Sprintf(`<sslContext><sslContext keyStore="file:%s" keyStorePassword="%s" keyStoreType="PKCS12"
+      trustStore="file:%s" trustStorePassword="%s" trustStoreType="PKCS12"/></sslContext>`,
+		esc(t.KeyStore), esc(t.KeyStorePassword), esc(t.TrustStore), esc(t.TrustStorePassword))
+	connector = fmt.Sprintf(`<transportConnector name="stomp+ssl" uri="stomp+ssl://127.0.0.1:%d?transport.keepAlive=true&amp;transport.needClientAuth=%t"/>`,
+		port, t.NeedClientAuth)
+	return context, connector
+}
+
+// usersXML is the simpleAuthenticationPlugin with users.
+func usersXML(users map[string]string) string {
+	if len(users) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(users))
+	for u := range users {
+		names = append(names, u)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(`<plugins><simpleAuthenticationPlugin anonymousAccessAllowed="true"><users>`)
+	for _, u := range names {
+		b.WriteString(`<authenticationUser username="`)
+		_ = xml.EscapeText(&b, []byte(u))
+		b.WriteString(`" password="`)
+		_ = xml.EscapeText(&b, []byte(users[u]))
+		b.WriteString(`" groups="users"/>`)
+	}
+	b.WriteString(`</users></simpleAuthenticationPlugin></plugins>`)
+	return b.String()
+}
+
+func (b *Broker) writeFiles(port int, policies, plugins, sslContext, sslConnector string) error {
 	for _, d := range []string{"conf", "data", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(b.dir, d), 0o700); err != nil {
 			return err
@@ -156,12 +231,15 @@ func (b *Broker) writeFiles(port int, policies string) error {
     </policyEntries></policyMap></destinationPolicy>
     <managementContext><managementContext createConnector="false"/></managementContext>
     <persistenceAdapter><kahaDB directory="%[1]s/kahadb"/></persistenceAdapter>
+    %[4]s
+    %[6]s
     <transportConnectors>
       <transportConnector name="stomp" uri="stomp://127.0.0.1:%[2]d?transport.keepAlive=true"/>
+      %[5]s
     </transportConnectors>
   </broker>
 </beans>
-`, data, port, policies)
+`, data, port, policies, sslContext, sslConnector, plugins)
 	if err := os.WriteFile(filepath.Join(b.dir, "conf", "activemq.xml"), []byte(xml), 0o600); err != nil {
 		return err
 	}
@@ -188,7 +266,37 @@ func (b *Broker) launchAndWait(ctx context.Context) error {
 	if err := b.waitStomp(wctx); err != nil {
 		return fmt.Errorf("activemqtest: broker did not start at %s: %w\n--- log tail ---\n%s", b.StompAddr, err, b.LogTail(4096))
 	}
+	if b.StompSSLAddr != "" {
+		// The connectors start one after the other: the stomp+ssl one
+		// may still be coming up when the plaintext one answers.
+		if err := b.waitListening(wctx, b.StompSSLAddr); err != nil {
+			return fmt.Errorf("activemqtest: the stomp+ssl connector did not listen at %s: %w\n--- log tail ---\n%s", b.StompSSLAddr, err, b.LogTail(4096))
+		}
+	}
 	return nil
+}
+
+// waitListening polls until addr accepts a TCP connection, the JVM exits
+// or ctx is done.
+func (b *Broker) waitListening(ctx context.Context, addr string) error {
+	b.mu.Lock()
+	exited := b.exited
+	b.mu.Unlock()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("the JVM exited (last attempt: %v)", err)
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
 }
 
 // launch starts the JVM as a child that is killed if the test process

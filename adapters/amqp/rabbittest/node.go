@@ -54,6 +54,23 @@ type Options struct {
 	// Dir is the parent of the node's temporary directory. Default
 	// os.TempDir().
 	Dir string
+	// TLS, when set, adds a TLS listener on 127.0.0.1 (Node.TLSPort,
+	// Node.TLSURL) and enables SASL EXTERNAL (the rabbitmq_auth_mechanism_ssl
+	// plugin) with the client certificate's common name as the user name.
+	// Default: plaintext only.
+	TLS *TLSOptions
+}
+
+// TLSOptions configure the TLS listener of a node, from PEM files.
+type TLSOptions struct {
+	// CAFile verifies client certificates (verify_peer; a client without
+	// one is admitted, for PLAIN over TLS). CertFile and KeyFile are the
+	// server's certificate. Required.
+	CAFile, CertFile, KeyFile string
+	// SNI maps server names to other certificates ([2]string{cert, key}),
+	// served to clients that ask for that name: one node can then present
+	// an expired certificate or one for another host.
+	SNI map[string][2]string
 }
 
 // Node is one running RabbitMQ node owned by the test process.
@@ -64,6 +81,10 @@ type Node struct {
 	Name string
 	// Port is the AMQP port.
 	Port int
+	// TLSPort and TLSURL are the TLS listener's port and amqps URL
+	// (without credentials), when Options.TLS was given.
+	TLSPort int
+	TLSURL  string
 
 	dir    string
 	binDir string
@@ -122,7 +143,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -136,7 +157,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		epmdEx: make(chan struct{}),
 	}
 	n.URL = fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", n.Port)
-	if err := n.writeFiles(opts.Config); err != nil {
+	if opts.TLS != nil {
+		n.TLSPort = ports[3]
+		n.TLSURL = fmt.Sprintf("amqps://127.0.0.1:%d/", n.TLSPort)
+	}
+	if err := n.writeFiles(opts.Config, opts.TLS); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -155,7 +180,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) writeFiles(extra string) error {
+func (n *Node) writeFiles(extra string, t *TLSOptions) error {
 	home := filepath.Join(n.dir, "home")
 	for _, d := range []string{home, filepath.Join(n.dir, "mnesia"), filepath.Join(n.dir, "log")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -170,11 +195,50 @@ func (n *Node) writeFiles(extra string) error {
 loopback_users = none
 log.console = false
 log.file.level = info
-`, n.Port) + extra + "\n"
+`, n.Port) + tlsConf(n.TLSPort, t) + extra + "\n"
 	if err := os.WriteFile(filepath.Join(n.dir, "rabbitmq.conf"), []byte(conf), 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(n.dir, "enabled_plugins"), []byte("[].\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(n.dir, "advanced.config"), []byte(advancedConf(t)), 0o600); err != nil {
+		return err
+	}
+	plugins := "[].\n"
+	if t != nil {
+		plugins = "[rabbitmq_auth_mechanism_ssl].\n"
+	}
+	return os.WriteFile(filepath.Join(n.dir, "enabled_plugins"), []byte(plugins), 0o600)
+}
+
+// tlsConf is the rabbitmq.conf part of a TLS listener: its address and
+// the SASL mechanisms (EXTERNAL with the certificate's common name).
+func tlsConf(port int, t *TLSOptions) string {
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf(`listeners.ssl.1 = 127.0.0.1:%d
+auth_mechanisms.1 = PLAIN
+auth_mechanisms.2 = AMQPLAIN
+auth_mechanisms.3 = EXTERNAL
+ssl_cert_login_from = common_name
+ssl_handshake_timeout = 5000
+`, port)
+}
+
+// advancedConf is the advanced.config holding the TLS listener's
+// ssl_options (Erlang terms: sni_hosts has no rabbitmq.conf form).
+func advancedConf(t *TLSOptions) string {
+	if t == nil {
+		return "[].\n"
+	}
+	q := strconv.Quote
+	var sni []string
+	for name, files := range t.SNI {
+		sni = append(sni, fmt.Sprintf("{%s, [{certfile, %s}, {keyfile, %s}]}", q(name), q(files[0]), q(files[1])))
+	}
+	sort.Strings(sni)
+	return fmt.Sprintf(`[{rabbit, [{ssl_options, [{cacertfile, %s}, {certfile, %s}, {keyfile, %s},
+  {verify, verify_peer}, {fail_if_no_peer_cert, false}, {sni_hosts, [%s]}]}]}].
+`, q(t.CAFile), q(t.CertFile), q(t.KeyFile), strings.Join(sni, ", "))
 }
 
 func (n *Node) environ(distPort, epmdPort int) []string {
@@ -189,6 +253,7 @@ func (n *Node) environ(distPort, epmdPort int) []string {
 		"ERL_EPMD_PORT":                       strconv.Itoa(epmdPort),
 		"ERL_EPMD_ADDRESS":                    "127.0.0.1",
 		"RABBITMQ_CONFIG_FILE":                filepath.Join(d, "rabbitmq.conf"),
+		"RABBITMQ_ADVANCED_CONFIG_FILE":       filepath.Join(d, "advanced.config"),
 		"RABBITMQ_CONF_ENV_FILE":              filepath.Join(d, "no-env.conf"),
 		"RABBITMQ_ENABLED_PLUGINS_FILE":       filepath.Join(d, "enabled_plugins"),
 		"RABBITMQ_MNESIA_BASE":                filepath.Join(d, "mnesia"),
@@ -343,6 +408,16 @@ func (n *Node) RestartCommand() []string {
 		return []string{"flock", filepath.Join(n.dir, "restart.lock"), "sh", "-c", script}
 	}
 	return []string{"sh", "-c", script}
+}
+
+// AddUser adds a user with password and every permission on the default
+// virtual host.
+func (n *Node) AddUser(ctx context.Context, user, password string) error {
+	if _, err := n.Ctl(ctx, "add_user", user, password); err != nil {
+		return err
+	}
+	_, err := n.Ctl(ctx, "set_permissions", "-p", "/", user, ".*", ".*", ".*")
+	return err
 }
 
 // StopApp stops the RabbitMQ application (the Erlang node stays up): every

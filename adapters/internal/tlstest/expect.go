@@ -3,6 +3,7 @@ package tlstest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,11 @@ type Refusal struct {
 	// Want are texts the error must contain, each of them (the words that
 	// say which check failed: "unknown authority", "expired").
 	Want []string
+	// WantAny are texts of which the error must contain at least one, for
+	// a refusal whose form depends on timing: a broker that refuses a
+	// client certificate sends a TLS alert, but when it also resets the
+	// connection the client may see the reset first.
+	WantAny []string
 	// Secrets must appear neither in the error nor in any log line.
 	Secrets []string
 }
@@ -64,6 +70,9 @@ func ExpectRefused(t *testing.T, connectTimeout time.Duration, refusals ...Refus
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error does not say %q: %v", w, err)
 				}
+			}
+			if len(r.WantAny) > 0 && !slices.ContainsFunc(r.WantAny, func(w string) bool { return strings.Contains(err.Error(), w) }) {
+				t.Errorf("error says none of %q: %v", r.WantAny, err)
 			}
 			NoSecrets(t, err.Error(), &logs, r.Secrets...)
 		})

@@ -48,8 +48,8 @@ type PKI struct {
 	// identity a broker derives from it.
 	ClientName string
 
-	// ExpiredCert and ExpiredKey: a broker certificate for 127.0.0.1 that
-	// expired a day ago.
+	// ExpiredCert and ExpiredKey: a broker certificate for 127.0.0.1,
+	// localhost and ExpiredName that expired a day ago.
 	ExpiredCert, ExpiredKey string
 	// WrongHostCert and WrongHostKey: a valid broker certificate for
 	// another host (wrong.invalid) only.
@@ -74,6 +74,11 @@ type issuer struct {
 	key  *ecdsa.PrivateKey
 }
 
+// ExpiredName is a server name the expired certificate is valid for: a
+// broker that serves certificates by server name (SNI) can serve it for
+// that name beside its good one.
+const ExpiredName = "expired.localhost"
+
 // New makes the PKI in t.TempDir(). It fails the test on any error.
 func New(t testing.TB) *PKI {
 	t.Helper()
@@ -86,7 +91,7 @@ func New(t testing.TB) *PKI {
 
 	local := leaf{dns: []string{"localhost"}, ips: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
 	p.ServerCert, p.ServerKey = p.issue(t, "server", p.ca, leaf{cn: "localhost", dns: local.dns, ips: local.ips, server: true})
-	p.ExpiredCert, p.ExpiredKey = p.issue(t, "expired", p.ca, leaf{cn: "localhost", dns: local.dns, ips: local.ips, server: true,
+	p.ExpiredCert, p.ExpiredKey = p.issue(t, "expired", p.ca, leaf{cn: "localhost", dns: []string{"localhost", ExpiredName}, ips: local.ips, server: true,
 		notBefore: now.Add(-72 * time.Hour), notAfter: now.Add(-24 * time.Hour)})
 	p.WrongHostCert, p.WrongHostKey = p.issue(t, "wrong-host", p.ca, leaf{cn: "wrong.invalid", dns: []string{"wrong.invalid"}, server: true})
 	p.ClientCert, p.ClientKey = p.issue(t, "client", p.ca, leaf{cn: p.ClientName})

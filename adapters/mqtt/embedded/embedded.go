@@ -5,7 +5,8 @@
 //
 // The embedded broker keeps sessions, subscriptions and queued messages in
 // memory: everything is lost when the process exits, and every client is
-// allowed to connect without credentials. It is meant for a laptop, an
+// allowed to connect without credentials (unless Options.Users names the
+// accepted ones; Options.TLS makes the listener a TLS listener). It is meant for a laptop, an
 // example or a test — production deployments use a real broker such as
 // mosquitto. The sluice MQTT adapter behaves the same against both, except
 // where docs/adapters/mqtt.md says otherwise (shared-subscription
@@ -20,6 +21,8 @@
 package embedded
 
 import (
+	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -47,12 +50,22 @@ type Options struct {
 	// topic; a refused QoS 1 publish is answered with PUBACK reason code
 	// 0x87 (not authorized). Default: every publish is allowed.
 	AllowPublish func(clientID, topic string) bool
+	// TLS, when set, makes the listener a TLS listener with this
+	// configuration (its certificate, and ClientCAs/ClientAuth to verify
+	// client certificates); URL is then mqtts://. Default: plaintext.
+	TLS *tls.Config
+	// Users, when set, are the only user names and passwords the broker
+	// accepts: a CONNECT with any other is refused with CONNACK reason
+	// 0x86 (bad user name or password). Default: every client is accepted.
+	Users map[string]string
 }
 
-// authHook allows every connection and asks AllowPublish about publishes.
+// authHook allows every connection (or those with one of users'
+// credentials) and asks AllowPublish about publishes.
 type authHook struct {
 	mochi.HookBase
 	allowPublish func(clientID, topic string) bool
+	users        map[string]string
 }
 
 func (h *authHook) ID() string { return "sluice-embedded-auth" }
@@ -61,7 +74,13 @@ func (h *authHook) Provides(b byte) bool {
 	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
 }
 
-func (h *authHook) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+func (h *authHook) OnConnectAuthenticate(_ *mochi.Client, pk packets.Packet) bool {
+	if h.users == nil {
+		return true
+	}
+	want, ok := h.users[string(pk.Connect.Username)]
+	return ok && pk.Connect.PasswordFlag && subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1
+}
 
 func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 	if !write || h.allowPublish == nil {
@@ -72,9 +91,10 @@ func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 
 // Broker is a running embedded broker.
 type Broker struct {
-	srv  *mochi.Server
-	ln   net.Listener
-	addr string
+	srv    *mochi.Server
+	ln     net.Listener
+	addr   string
+	scheme string // mqtt:// or mqtts://
 
 	// serverClose is srv.Close; a test replaces it to prove Close is
 	// bounded.
@@ -101,12 +121,16 @@ func Start(opts Options) (*Broker, error) {
 		caps.ReceiveMaximum = opts.ReceiveMaximum
 	}
 	srv := mochi.New(&mochi.Options{Logger: logger, Capabilities: caps})
-	if err := srv.AddHook(&authHook{allowPublish: opts.AllowPublish}, nil); err != nil {
+	if err := srv.AddHook(&authHook{allowPublish: opts.AllowPublish, users: opts.Users}, nil); err != nil {
 		return nil, fmt.Errorf("embedded: auth hook: %w", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: listen %s: %w", addr, err)
+	}
+	scheme := "mqtt://"
+	if opts.TLS != nil {
+		ln, scheme = tls.NewListener(ln, opts.TLS), "mqtts://"
 	}
 	if err := srv.AddListener(listeners.NewNet("sluice-embedded", ln)); err != nil {
 		_ = ln.Close()
@@ -116,14 +140,15 @@ func Start(opts Options) (*Broker, error) {
 		_ = srv.Close()
 		return nil, fmt.Errorf("embedded: serve: %w", err)
 	}
-	return &Broker{srv: srv, ln: ln, addr: ln.Addr().String(), serverClose: srv.Close}, nil
+	return &Broker{srv: srv, ln: ln, addr: ln.Addr().String(), scheme: scheme, serverClose: srv.Close}, nil
 }
 
 // Addr is the host:port the broker listens on.
 func (b *Broker) Addr() string { return b.addr }
 
-// URL is the broker's address as an mqtt:// URL for mqtt.Options.URL.
-func (b *Broker) URL() string { return "mqtt://" + b.addr }
+// URL is the broker's address as an mqtt:// URL (mqtts:// with
+// Options.TLS) for mqtt.Options.URL.
+func (b *Broker) URL() string { return b.scheme + b.addr }
 
 // closeTimeout bounds Close: mochi's Server.Close waits for its client
 // goroutines and has been seen to hang.

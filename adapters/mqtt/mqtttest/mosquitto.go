@@ -90,14 +90,73 @@ type MosquittoOptions struct {
 	AutosaveInterval int
 	// Extra lines appended to the config.
 	Extra []string
+	// PerListenerSettings writes per_listener_settings true first, so that
+	// each listener in Extra has its own authentication (allow_anonymous,
+	// password_file, use_identity_as_username). The default listener stays
+	// anonymous. Default false.
+	PerListenerSettings bool
+	// TLS adds TLS listeners (see TLSListener). Default none.
+	TLS []TLSListener
+}
+
+// TLSListener is a TLS listener of a mosquitto started by StartMosquitto,
+// on 127.0.0.1 and a free port (Mosquitto.TLSAddr). Each sets
+// PerListenerSettings.
+type TLSListener struct {
+	// CAFile verifies client certificates; CertFile and KeyFile are the
+	// server's certificate. Required.
+	CAFile, CertFile, KeyFile string
+	// PasswordFile, when set, is a mosquitto_passwd file the listener
+	// checks user names and passwords against (see PasswordFile);
+	// anonymous clients are then refused.
+	PasswordFile string
+	// CertificateIdentity requires a client certificate and takes its
+	// common name as the user name (require_certificate,
+	// use_identity_as_username); anonymous clients are refused.
+	CertificateIdentity bool
+
+	port int
+}
+
+// lines returns the listener's config lines.
+func (l *TLSListener) lines() []string {
+	out := []string{
+		fmt.Sprintf("listener %d 127.0.0.1", l.port),
+		"cafile " + l.CAFile, "certfile " + l.CertFile, "keyfile " + l.KeyFile,
+	}
+	switch {
+	case l.CertificateIdentity:
+		out = append(out, "require_certificate true", "use_identity_as_username true", "allow_anonymous false")
+	case l.PasswordFile != "":
+		out = append(out, "password_file "+l.PasswordFile, "allow_anonymous false")
+	default:
+		out = append(out, "allow_anonymous true")
+	}
+	return out
+}
+
+// PasswordFile writes a mosquitto password file for user and password
+// into dir with mosquitto_passwd and returns its path.
+func PasswordFile(dir, user, password string) (string, error) {
+	bin, err := exec.LookPath("mosquitto_passwd")
+	if err != nil {
+		return "", fmt.Errorf("mosquitto_passwd not found (it comes with the Debian package mosquitto): %w", err)
+	}
+	path := filepath.Join(dir, "mosquitto.passwd")
+	out, err := exec.Command(bin, "-b", "-c", path, user, password).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("mosquitto_passwd: %w: %s", err, out)
+	}
+	return path, nil
 }
 
 // Mosquitto is a running (or stopped, restartable) mosquitto process.
 type Mosquitto struct {
-	bin  string
-	dir  string
-	port int
-	conf string
+	bin      string
+	dir      string
+	port     int
+	tlsPorts []int
+	conf     string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -120,6 +179,13 @@ func StartMosquitto(ctx context.Context, opts MosquittoOptions) (*Mosquitto, err
 		return nil, err
 	}
 	m := &Mosquitto{bin: bin, dir: dir, port: port, conf: filepath.Join(dir, "mosquitto.conf")}
+	for i := range opts.TLS {
+		if opts.TLS[i].port, err = freePort(); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		m.tlsPorts = append(m.tlsPorts, opts.TLS[i].port)
+	}
 	if err := m.writeConfig(opts); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -138,7 +204,11 @@ func (m *Mosquitto) writeConfig(opts MosquittoOptions) error {
 	if opts.AutosaveInterval == 0 {
 		opts.AutosaveInterval = 1
 	}
-	conf := fmt.Sprintf(`# written by sluice mqtttest
+	head := ""
+	if opts.PerListenerSettings || len(opts.TLS) > 0 {
+		head = "per_listener_settings true\n"
+	}
+	conf := head + fmt.Sprintf(`# written by sluice mqtttest
 listener %d 127.0.0.1
 allow_anonymous true
 persistence true
@@ -158,6 +228,11 @@ log_type notice
 	}
 	for _, l := range opts.Extra {
 		conf += l + "\n"
+	}
+	for i := range opts.TLS {
+		for _, l := range opts.TLS[i].lines() {
+			conf += l + "\n"
+		}
 	}
 	if err := os.WriteFile(m.conf, []byte(conf), 0o644); err != nil {
 		return err
@@ -191,6 +266,12 @@ func chownToMosquitto(dir string) error {
 
 // Addr is the broker's host:port.
 func (m *Mosquitto) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.port)) }
+
+// TLSAddr is the host:port of the i-th TLS listener of
+// MosquittoOptions.TLS.
+func (m *Mosquitto) TLSAddr(i int) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.tlsPorts[i]))
+}
 
 // URL is the broker's mqtt:// URL.
 func (m *Mosquitto) URL() string { return "mqtt://" + m.Addr() }

@@ -48,6 +48,20 @@ type Options struct {
 	StartTimeout time.Duration
 	// Config lines appended to the generated redis.conf.
 	Config []string
+	// TLS, when set, adds a TLS port on 127.0.0.1 (Server.TLSAddr) with
+	// these PEM files. The plaintext port stays (for the readiness check).
+	TLS *TLSOptions
+}
+
+// TLSOptions configure the TLS port of a server.
+type TLSOptions struct {
+	// CAFile verifies client certificates; CertFile and KeyFile are the
+	// server's certificate. Required.
+	CAFile, CertFile, KeyFile string
+	// RequireClientCertificate makes every TLS client present a
+	// certificate signed by CAFile (tls-auth-clients yes). Default false:
+	// optional (tls-auth-clients optional).
+	RequireClientCertificate bool
 }
 
 // Server is one running redis-server owned by the test process.
@@ -58,6 +72,8 @@ type Server struct {
 	URL string
 	// Dir is the server's working directory (AOF, log).
 	Dir string
+	// TLSAddr is host:port of the TLS port, when Options.TLS was given.
+	TLSAddr string
 
 	opts Options
 	bin  string
@@ -104,7 +120,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir, opts: opts, bin: bin}
 	s.URL = "redis://" + s.Addr + "/0"
-	if err := s.writeConfig(port); err != nil {
+	tlsPort := 0
+	if opts.TLS != nil {
+		if tlsPort, err = freePort(); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		s.TLSAddr = "127.0.0.1:" + strconv.Itoa(tlsPort)
+	}
+	if err := s.writeConfig(port, tlsPort); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -116,7 +140,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) writeConfig(port int) error {
+func (s *Server) writeConfig(port, tlsPort int) error {
 	lines := []string{
 		"bind 127.0.0.1",
 		"port " + strconv.Itoa(port),
@@ -131,6 +155,14 @@ func (s *Server) writeConfig(port int) error {
 		lines = append(lines, "appendonly yes", "appendfsync always", "appenddirname appendonly")
 	} else {
 		lines = append(lines, "appendonly no")
+	}
+	if t := s.opts.TLS; t != nil {
+		auth := "optional"
+		if t.RequireClientCertificate {
+			auth = "yes"
+		}
+		lines = append(lines, "tls-port "+strconv.Itoa(tlsPort), "tls-cert-file "+t.CertFile, "tls-key-file "+t.KeyFile,
+			"tls-ca-cert-file "+t.CAFile, "tls-auth-clients "+auth)
 	}
 	lines = append(lines, s.opts.Config...)
 	return os.WriteFile(filepath.Join(s.Dir, "redis.conf"), []byte(strings.Join(lines, "\n")+"\n"), 0o600)

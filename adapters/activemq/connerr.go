@@ -1,0 +1,33 @@
+package activemq
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+
+	"github.com/sluicemq/sluice/adapters"
+)
+
+// explainHandshake says why the STOMP handshake failed when the reason is
+// authentication (the broker's ERROR frame on CONNECT: a wrong login or
+// passcode, adapters.ErrAuth), a client certificate the broker refused
+// after the TLS handshake (TLS 1.3 says so on the first read,
+// adapters.ExplainTLS), or a plaintext client cut off by a stomp+ssl
+// connector. Other errors are returned as they are.
+func explainHandshake(secure bool, addr string, err error) error {
+	text := err.Error()
+	lower := strings.ToLower(text)
+	switch {
+	case strings.Contains(lower, "password is invalid") || strings.Contains(lower, "user name") ||
+		strings.Contains(lower, "securityexception") || strings.Contains(lower, "not authorized"):
+		return fmt.Errorf("%w: ActiveMQ refused the login and passcode: %v", adapters.ErrAuth, err)
+	case secure:
+		return adapters.ExplainTLS(addr, err)
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(text, "connection reset") || strings.Contains(text, "EOF") ||
+		strings.Contains(text, "invalid command"): // a TLS alert record read as a frame
+		return fmt.Errorf("%w: %s closed the plaintext STOMP connection or answered something that is not STOMP: not a plaintext port? if it is a stomp+ssl connector, use activemq+ssl://: %v", adapters.ErrTLS, addr, err)
+	}
+	return err
+}
