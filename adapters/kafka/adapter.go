@@ -66,9 +66,12 @@ func New(ctx context.Context, cfg Config) (*Adapter, error) {
 }
 
 func connect(cfg Config) (*Adapter, error) {
+	if err := cfg.preflight(cfg.base().Net.DialTimeout); err != nil {
+		return nil, fmt.Errorf("kafka: connect: %w", err)
+	}
 	client, err := sarama.NewClient(cfg.Brokers, cfg.producerConfig())
 	if err != nil {
-		return nil, fmt.Errorf("kafka: connect: %w", err)
+		return nil, fmt.Errorf("kafka: connect: %w", cfg.explainConnect(err))
 	}
 	prod, err := newProducer(client)
 	if err != nil {
@@ -79,7 +82,7 @@ func connect(cfg Config) (*Adapter, error) {
 	if err != nil {
 		_ = prod.close()
 		_ = client.Close()
-		return nil, fmt.Errorf("kafka: admin: %w", err)
+		return nil, fmt.Errorf("kafka: admin: %w", cfg.explainConnect(err))
 	}
 	if err := cfg.Existing.check(admin); err != nil {
 		_ = admin.Close()

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -100,6 +101,15 @@ type Config struct {
 	// Logger receives the adapter's notes (a fallback said at Subscribe).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// TLS, when set, connects to the brokers with TLS using this
+	// configuration (RootCAs to trust them, Certificates for mutual TLS,
+	// ServerName when the brokers' certificates name another host). The
+	// kafka+tls:// opener builds it from ca_file, cert_file, key_file,
+	// server_name and insecure. Default: plaintext.
+	TLS *tls.Config
+	// SASL authenticates the connections (PLAIN, SCRAM-SHA-256 or
+	// SCRAM-SHA-512). Default: none.
+	SASL SASL
 
 	// Sarama, when set, is called on each sarama configuration the adapter
 	// builds (producer, consumer, admin) after its own settings, for TLS,
@@ -196,6 +206,9 @@ func (c Config) validate() error {
 	if !c.DisableIdempotence && !c.Version.IsAtLeast(sarama.V0_11_0_0) {
 		return &ports.ValueError{Field: "kafka.Config.Version", Reason: "must be at least 0.11 for the idempotent producer"}
 	}
+	if err := c.SASL.validate(); err != nil {
+		return err
+	}
 	if c.HeartbeatInterval >= c.SessionTimeout {
 		return &ports.ValueError{Field: "kafka.Config.HeartbeatInterval", Reason: "must be shorter than SessionTimeout"}
 	}
@@ -211,6 +224,7 @@ func (c Config) base() *sarama.Config {
 	s.Net.DialTimeout = 5 * time.Second
 	s.Net.ReadTimeout = 10 * time.Second
 	s.Net.WriteTimeout = 10 * time.Second
+	c.applySecurity(s)
 	return s
 }
 

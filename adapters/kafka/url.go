@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -17,18 +15,27 @@ import (
 // kafka:// and kafka+tls:// open the Kafka adapter:
 //
 //	kafka://host:9092[,host2:9092…][/namespace][?client_id=…&partitions=4&replication_factor=1&start=newest|oldest&create_topics=true&session_timeout=10s&heartbeat_interval=1s&idempotent=true]
-//	kafka+tls://host:9093/…   (TLS: the system roots, or WithTLS)
+//	kafka+tls://user@host:9093/…?mechanism=scram-sha-512&password_file=/run/secrets/kafka&ca_file=/etc/kafka/ca.pem
 //
 // The namespace (the path, or the shared namespace parameter, not both)
-// prefixes every topic and group; a user name and password authenticate
-// with SASL/PLAIN. Open connects before it returns.
+// prefixes every topic and group.
+//
+// kafka+tls:// connects with TLS, verifying the brokers against the
+// system roots or ca_file (each broker by its own host name, unless
+// server_name is given); cert_file and key_file present a client
+// certificate (mutual TLS); insecure=true turns verification off, with a
+// warning. A user name authenticates with SASL: mechanism=plain (the
+// default), scram-sha-256 or scram-sha-512, the password inline, from
+// password_file or from password_env. Open connects before it returns, so
+// refused credentials fail it with a *kafka.AuthError (adapters.ErrAuth)
+// and a failed TLS handshake with an error matching adapters.ErrTLS.
 func init() {
 	adapters.Register("kafka", adapters.OpenerFunc(openKafka))
 	adapters.Register("kafka+tls", adapters.OpenerFunc(openKafka))
 }
 
 var kafkaParams = []string{"client_id", "partitions", "replication_factor", "start", "create_topics",
-	"session_timeout", "heartbeat_interval", "idempotent"}
+	"session_timeout", "heartbeat_interval", "idempotent", "mechanism"}
 
 func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "kafka+tls"
@@ -72,31 +79,39 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 	kc.SessionTimeout = p.Duration("session_timeout", 0, 100*time.Millisecond, time.Hour)
 	kc.HeartbeatInterval = p.Duration("heartbeat_interval", 0, 10*time.Millisecond, time.Hour)
 	kc.DisableIdempotence = !p.Bool("idempotent", true)
+	mechanism := p.String("mechanism", "")
 	if err := p.Err(kafkaParams...); err != nil {
 		return nil, err
 	}
-
-	if secure || cfg.HasCredentials {
-		var tlsConf = cfg.TLS()
-		user, pass := cfg.Username, cfg.Password
-		if cfg.HasCredentials && !secure {
-			cfg.Logger.Warn("sluice: kafka:// with SASL/PLAIN credentials sends the password unencrypted; use kafka+tls://")
+	if mechanism != "" {
+		if !cfg.HasCredentials {
+			return nil, &adapters.ParamError{Param: "mechanism", Reason: "a SASL mechanism needs a user name and password: kafka+tls://user@host?mechanism=…&password_file=…"}
 		}
-		kc.Sarama = func(s *sarama.Config) {
-			if secure {
-				s.Net.TLS.Enable = true
-				s.Net.TLS.Config = tlsConf
-			}
-			if cfg.HasCredentials {
-				s.Net.SASL.Enable = true
-				s.Net.SASL.Mechanism = sarama.SASLTypePlaintext
-				s.Net.SASL.User, s.Net.SASL.Password = user, pass
-			}
+		m, err := ParseSASLMechanism(mechanism)
+		if err != nil {
+			return nil, &adapters.ParamError{Param: "mechanism", Reason: fmt.Sprintf("%q is not plain, scram-sha-256 or scram-sha-512", mechanism)}
+		}
+		kc.SASL.Mechanism = m
+	}
+	if cfg.HasCredentials {
+		kc.SASL.User, kc.SASL.Password = cfg.Username, cfg.Password
+		if !secure && (kc.SASL.Mechanism == "" || kc.SASL.Mechanism == SASLPlain) {
+			cfg.Logger.Warn("sluice: kafka:// with SASL PLAIN sends the password unencrypted; use kafka+tls:// (or mechanism=scram-sha-512)")
+		}
+	}
+	if secure {
+		kc.TLS = cfg.TLS()
+		if kc.TLS.ServerName == u.Hostname() {
+			kc.TLS.ServerName = "" // each broker by its own host name
 		}
 	}
 	a, err := New(ctx, kc)
 	if err != nil {
-		if errors.Is(err, ports.ErrInvalid) || ctx.Err() != nil {
+		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, adapters.ErrAuth) || errors.Is(err, adapters.ErrTLS) || ctx.Err() != nil {
+			return nil, err
+		}
+		var tlsPort *plaintextOnTLSError
+		if errors.As(err, &tlsPort) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w; check that a Kafka broker listens at %s, that it is reachable from here and advertises an address reachable from here too", err, u.Host)

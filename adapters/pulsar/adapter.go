@@ -51,6 +51,8 @@ func New(opts ...Option) (*Adapter, error) {
 			URL:              cfg.url,
 			OperationTimeout: cfg.opTimeout,
 			Logger:           newErrorLogger(cfg.clientLogger, a.reportAll),
+			Authentication:   cfg.auth,
+			TLSConfig:        cfg.tls,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: pulsar client for %s: %w", ports.ErrInvalid, cfg.url, err)

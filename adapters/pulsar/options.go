@@ -1,6 +1,7 @@
 package pulsar
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"strings"
@@ -49,6 +50,8 @@ type config struct {
 
 	maxMessageBytes int                      // WithMaxMessageBytes
 	existing        map[ports.Topic]existing // WithExisting
+	auth            pulsarclient.Authentication
+	tls             *tls.Config
 }
 
 func defaultConfig() config {
@@ -205,6 +208,55 @@ func WithClientLogger(l pulsarlog.Logger) Option {
 			return &ports.ValueError{Field: "pulsar.WithClientLogger", Reason: "logger must not be nil"}
 		}
 		c.clientLogger = l
+		return nil
+	})
+}
+
+// WithAuthentication sets the authentication of the client the adapter
+// creates: pulsarclient.NewAuthenticationToken (or ...TokenFromFile),
+// NewAuthenticationTLS, NewAuthenticationBasic, or any other provider of
+// pulsar-client-go. Default: none. Ignored with WithClient. Open (the
+// pulsar:// opener) builds it from the URL's token, user info or client
+// certificate and checks it with a CONNECT handshake; New itself does no
+// I/O, so with New a refused credential shows on the first Send or
+// Subscribe.
+func WithAuthentication(a pulsarclient.Authentication) Option {
+	return optionFunc(func(c *config) error {
+		if a == nil {
+			return &ports.ValueError{Field: "pulsar.WithAuthentication", Reason: "authentication must not be nil"}
+		}
+		c.auth = a
+		return nil
+	})
+}
+
+// WithToken authenticates the client the adapter creates with a token
+// (the "token" method: a JWT the broker's AuthenticationProviderToken
+// verifies). Shorthand for WithAuthentication(NewAuthenticationToken(t)).
+// The token is never logged.
+func WithToken(token string) Option {
+	return optionFunc(func(c *config) error {
+		if token == "" {
+			return &ports.ValueError{Field: "pulsar.WithToken", Reason: "token must not be empty"}
+		}
+		c.auth = pulsarclient.NewAuthenticationToken(token)
+		return nil
+	})
+}
+
+// WithTLSConfig sets the TLS configuration of the client the adapter
+// creates, for a pulsar+ssl:// URL: RootCAs to trust the broker,
+// Certificates for a client certificate (mutual TLS, and the identity of
+// TLS authentication). A ServerName left empty means each broker
+// connection's own host, so that every broker of a cluster is verified
+// against its own name. Default: the client's (system roots). Ignored
+// with WithClient.
+func WithTLSConfig(t *tls.Config) Option {
+	return optionFunc(func(c *config) error {
+		if t == nil {
+			return &ports.ValueError{Field: "pulsar.WithTLSConfig", Reason: "config must not be nil"}
+		}
+		c.tls = t.Clone()
 		return nil
 	})
 }

@@ -2,12 +2,11 @@ package pulsar
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
@@ -19,20 +18,34 @@ import (
 
 // pulsar:// and pulsar+ssl:// open the Pulsar adapter:
 //
-//	pulsar://host:6650[/tenant/namespace][?send_timeout=30s&operation_timeout=30s&requeue_tick=100ms&connect_timeout=10s&token=…]
-//	pulsar+ssl://host:6651/…   (TLS: the system roots, or WithTLS)
+//	pulsar://host:6650[/tenant/namespace][?send_timeout=30s&operation_timeout=30s&requeue_tick=100ms&connect_timeout=10s&token_file=/run/secrets/pulsar-token]
+//	pulsar+ssl://host:6651/…[?ca_file=…&cert_file=…&key_file=…&server_name=…]
 //
 // The path selects the Pulsar tenant and namespace (default public/default);
 // the shared namespace parameter becomes the topic prefix "<namespace>.".
-// A token parameter, or a user name and password (basic authentication),
-// authenticate the client; the adapter then runs on a client this opener
-// creates and closes. Open checks that the broker's address accepts a
-// connection within connect_timeout (default 10s) and fails with a
-// *ConnectError naming it otherwise.
+//
+// Authentication: a token (token=…, or better token_file=PATH or
+// token_env=VAR, so that it is in no URL), or a user name and password
+// (basic authentication; the password also from password_file or
+// password_env), or — on pulsar+ssl:// with a client certificate
+// (cert_file and key_file, or adapters.WithTLSFiles) and neither of the
+// others — TLS authentication, the certificate being the identity. TLS on
+// pulsar+ssl:// verifies the broker's certificate against the system roots
+// or ca_file; insecure=true (or adapters.WithInsecureTLS) turns that off,
+// with a warning.
+//
+// Open performs the binary protocol's CONNECT handshake with these
+// credentials within connect_timeout (default 10s), so a broker that is
+// unreachable, a TLS handshake that fails, and refused credentials each
+// fail Open with an error that says which: a *ConnectError naming the
+// address, an error matching adapters.ErrTLS, or an *AuthError matching
+// adapters.ErrAuth.
 func init() {
 	adapters.Register("pulsar", adapters.OpenerFunc(openPulsar))
 	adapters.Register("pulsar+ssl", adapters.OpenerFunc(openPulsar))
 }
+
+var pulsarParams = []string{"send_timeout", "operation_timeout", "requeue_tick", "connect_timeout", "token (or token_file, token_env)"}
 
 func openPulsar(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "pulsar+ssl"
@@ -48,10 +61,13 @@ func openPulsar(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ad
 	sendTimeout := p.Duration("send_timeout", DefaultSendTimeout, time.Millisecond, time.Hour)
 	opTimeout := p.Duration("operation_timeout", DefaultOpTimeout, time.Millisecond, time.Hour)
 	requeueTick := p.Duration("requeue_tick", DefaultRequeueTick, 3*time.Millisecond, time.Minute)
-	token := p.String("token", "")
+	token, hasToken := p.Secret("token")
 	connectTimeout := p.Duration("connect_timeout", DefaultConnectTimeout, 10*time.Millisecond, time.Hour)
-	if err := p.Err("send_timeout", "operation_timeout", "requeue_tick", "token", "connect_timeout"); err != nil {
+	if err := p.Err(pulsarParams...); err != nil {
 		return nil, err
+	}
+	if hasToken && cfg.HasCredentials {
+		return nil, &adapters.ParamError{Param: "token", Reason: "give a token or a user name and password, not both"}
 	}
 
 	opts := []Option{
@@ -72,78 +88,53 @@ func openPulsar(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ad
 		opts = append(opts, WithTopicPrefix(cfg.Namespace+"."))
 	}
 
-	if token != "" && cfg.HasCredentials {
-		return nil, &adapters.ParamError{Param: "token", Reason: "give a token or a user name and password, not both"}
-	}
-
-	service := u.Scheme + "://" + u.Host
-	// The Pulsar client connects lazily: without this check an unreachable
-	// broker "opens" and every Send and Subscribe then waits out its
-	// timeout. Open fails instead, naming the address.
-	reachable := func(a ports.Adapter) (ports.Adapter, error) {
-		if err := probe(ctx, u.Host, connectTimeout); err != nil {
-			_ = a.Close(context.Background())
-			return nil, err
+	var tlsConf *tls.Config
+	if secure {
+		tlsConf = cfg.TLS()
+		client := tlsConf.Clone()
+		if client.ServerName == u.Hostname() {
+			client.ServerName = "" // each broker of a cluster by its own name
 		}
-		return a, nil
+		opts = append(opts, WithTLSConfig(client))
 	}
-	if token == "" && !cfg.HasCredentials && !cfg.CustomTLS() {
-		a, err := New(append(opts, WithURL(service))...)
-		if err != nil {
-			return nil, err
-		}
-		return reachable(a)
-	}
-	if token != "" && cfg.HasCredentials {
-		return nil, &adapters.ParamError{Param: "token", Reason: "give a token or a user name and password, not both"}
-	}
-	co := pulsarclient.ClientOptions{
-		URL:              service,
-		OperationTimeout: opTimeout,
-		Logger:           pulsarlog.NewLoggerWithSlog(cfg.WarnLogger()),
-	}
-	if token != "" {
-		co.Authentication = pulsarclient.NewAuthenticationToken(token)
-	}
-	if cfg.HasCredentials {
+	switch {
+	case hasToken:
+		opts = append(opts, WithAuthentication(pulsarclient.NewAuthenticationToken(token)))
+	case cfg.HasCredentials:
 		auth, err := pulsarclient.NewAuthenticationBasic(cfg.Username, cfg.Password)
 		if err != nil {
 			return nil, &adapters.ParamError{Param: "credentials", Reason: "basic authentication: " + err.Error()}
 		}
-		co.Authentication = auth
+		opts = append(opts, WithAuthentication(auth))
+	case secure && len(tlsConf.Certificates) > 0:
+		cert := tlsConf.Certificates[0]
+		opts = append(opts, WithAuthentication(pulsarclient.NewAuthenticationFromTLSCertSupplier(func() (*tls.Certificate, error) { return &cert, nil })))
 	}
-	if secure {
-		co.TLSConfig = cfg.TLS()
-		co.TLSValidateHostname = !co.TLSConfig.InsecureSkipVerify
-	}
-	client, err := pulsarclient.NewClient(co)
+	a, err := New(append(opts, WithURL(u.Scheme+"://"+u.Host))...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: pulsar client: %v", ports.ErrInvalid, err)
-	}
-	a, err := New(append(opts, WithClient(client))...)
-	if err != nil {
-		client.Close()
 		return nil, err
 	}
-	return reachable(&ownedClient{Adapter: a, close: client.Close})
+	// The Pulsar client connects lazily and, when refused, retries until
+	// each operation's timeout, logging why: without this handshake an
+	// unreachable broker, a failed TLS handshake or a refused token would
+	// "open" and every Send and Subscribe would wait out its timeout.
+	if err := a.handshake(ctx, defaultPort(u.Host, secure), connectTimeout); err != nil {
+		_ = a.Close(context.Background())
+		return nil, err
+	}
+	return a, nil
 }
 
-// ownedClient closes a broker client the opener created, once, after the
-// adapter on it closed.
-type ownedClient struct {
-	ports.Adapter
-	close func()
-	once  sync.Once
+// defaultPort adds Pulsar's default port when host has none.
+func defaultPort(host string, secure bool) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	if secure {
+		return net.JoinHostPort(host, "6651")
+	}
+	return net.JoinHostPort(host, "6650")
 }
-
-func (o *ownedClient) Close(ctx context.Context) error {
-	err := o.Adapter.Close(ctx)
-	o.once.Do(o.close)
-	return err
-}
-
-// Unwrap returns the adapter.
-func (o *ownedClient) Unwrap() ports.Adapter { return o.Adapter }
 
 // DefaultConnectTimeout bounds Open's check that the broker is reachable.
 const DefaultConnectTimeout = 10 * time.Second
@@ -160,20 +151,3 @@ func (e *ConnectError) Error() string {
 }
 
 func (e *ConnectError) Unwrap() error { return e.Err }
-
-// probe dials host (host:port) once within timeout, or until ctx ends.
-func probe(ctx context.Context, host string, timeout time.Duration) error {
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		host = net.JoinHostPort(host, "6650")
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", host)
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no connection within the connect timeout %v", timeout)
-		}
-		return &ConnectError{Addr: host, Err: err}
-	}
-	return conn.Close()
-}

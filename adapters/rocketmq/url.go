@@ -5,25 +5,34 @@ import (
 	"net/url"
 	"time"
 
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // init registers rocketmq:// with the scheme registry:
 //
-//	rocketmq://[accessKey:secret@]host:8081[?invisible=30s&await=5s&request_timeout=5s&start_timeout=30s]
+//	rocketmq://[accessKey:secret@]host:8081[?invisible=30s&await=5s&request_timeout=5s&start_timeout=30s&connect_timeout=10s&insecure=true]
 //
 // host:port is the RocketMQ 5 proxy's gRPC endpoint; user and password are
-// the ACL access key and secret; the shared namespace parameter becomes
-// the RocketMQ namespace. The v5 client dials TLS without certificate
-// verification (its default) unless rocketmq.client.enableSsl=false is in
-// the environment, so WithTLS is refused rather than silently ignored.
+// the ACL access key and secret (the secret also from password_file or
+// password_env); the shared namespace parameter becomes the RocketMQ
+// namespace. Open sends one signed Heartbeat within connect_timeout, so an
+// unreachable proxy, a failed TLS handshake or refused credentials fail
+// Open (the last as an *AuthError matching adapters.ErrAuth).
+//
+// TLS: the v5 Go client dials TLS without verifying the proxy's
+// certificate (it has no setting for a CA, a client certificate or a
+// server name), or plaintext when the process sets
+// rocketmq.client.enableSsl=false. So ca_file, cert_file, key_file,
+// server_name, WithTLSFiles and a WithTLS that verifies are refused, not
+// silently ignored; insecure=true (or adapters.WithInsecureTLS)
+// acknowledges that the proxy is not authenticated, and without it Open
+// logs a warning saying so.
 func init() { adapters.Register("rocketmq", adapters.OpenerFunc(openURL)) }
 
 func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
-	if cfg.CustomTLS() {
-		return nil, &adapters.ParamError{Param: "WithTLS", Reason: "the RocketMQ v5 Go client takes no TLS configuration (it dials TLS without verification, or plaintext with rocketmq.client.enableSsl=false)"}
-	}
 	if u.Host == "" {
 		return nil, &adapters.ParamError{Param: "host", Reason: "rocketmq:// needs the proxy's gRPC address, e.g. rocketmq://127.0.0.1:8081"}
 	}
@@ -32,7 +41,11 @@ func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapt
 	await := p.Duration("await", DefaultAwaitDuration, 100*time.Millisecond, time.Minute)
 	reqTimeout := p.Duration("request_timeout", DefaultRequestTimeout, 100*time.Millisecond, 5*time.Minute)
 	startTimeout := p.Duration("start_timeout", 30*time.Second, time.Second, 10*time.Minute)
-	if err := p.Err("invisible", "await", "request_timeout", "start_timeout"); err != nil {
+	connectTimeout := p.Duration("connect_timeout", DefaultConnectTimeout, 10*time.Millisecond, time.Hour)
+	if err := p.Err("invisible", "await", "request_timeout", "start_timeout", "connect_timeout"); err != nil {
+		return nil, err
+	}
+	if err := checkTLS(cfg, u.Host); err != nil {
 		return nil, err
 	}
 	opts := []Option{
@@ -47,5 +60,32 @@ func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapt
 	if cfg.HasCredentials {
 		opts = append(opts, WithCredentials(cfg.Username, cfg.Password))
 	}
-	return New(opts...)
+	a, err := New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.cfg.check(ctx, connectTimeout); err != nil {
+		_ = a.Close(context.Background())
+		return nil, err
+	}
+	return a, nil
+}
+
+// checkTLS refuses the TLS settings the v5 client cannot apply and warns
+// when the unverified TLS was not acknowledged.
+func checkTLS(cfg *adapters.Config, endpoint string) error {
+	if !cfg.CustomTLS() {
+		if rmq.EnableSsl {
+			cfg.Logger.Warn("sluice: the RocketMQ v5 client dials the proxy with TLS but does not verify its certificate (it takes no CA, client certificate or server name), so the proxy is not authenticated; add insecure=true (or adapters.WithInsecureTLS) to acknowledge it", "endpoint", endpoint)
+		}
+		return nil
+	}
+	if !rmq.EnableSsl {
+		return &adapters.ParamError{Param: "TLS settings", Reason: "this process set rocketmq.client.enableSsl=false, so the RocketMQ v5 client dials the proxy in plaintext: remove the TLS settings or the variable"}
+	}
+	t := cfg.TLS() // warns that verification is off
+	if !t.InsecureSkipVerify || t.RootCAs != nil || len(t.Certificates) > 0 || t.GetClientCertificate != nil || t.ServerName != "" {
+		return &adapters.ParamError{Param: "TLS settings", Reason: "the RocketMQ v5 Go client takes no TLS configuration: it cannot verify the proxy against a CA (ca_file), present a client certificate (cert_file, key_file) or use a server name (server_name); it always dials TLS without verification. Give only insecure=true (or adapters.WithInsecureTLS) to acknowledge that, and terminate verified TLS in front of the proxy if you need it"}
+	}
+	return nil
 }

@@ -7,12 +7,18 @@ import (
 
 	"github.com/sluicemq/sluice/adapters"
 	_ "github.com/sluicemq/sluice/adapters/rocketmq"
+	"github.com/sluicemq/sluice/adapters/rocketmq/rocketmqtest"
 	"github.com/sluicemq/sluice/ports"
 )
 
 func TestOpenURL(t *testing.T) {
+	b, err := rocketmqtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
 	ctx := context.Background()
-	a, err := adapters.Open(ctx, "rocketmq://127.0.0.1:8081?invisible=15s&await=2s")
+	a, err := adapters.Open(ctx, "rocketmq://"+b.Endpoint()+"?invisible=15s&await=2s&insecure=true", adapters.NotExclusive())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -21,7 +27,7 @@ func TestOpenURL(t *testing.T) {
 	}
 	_ = a.Close(ctx)
 	for _, bad := range []string{"rocketmq://127.0.0.1:8081?bogus=1", "rocketmq://127.0.0.1:8081?invisible=1ms", "rocketmq:///"} {
-		if _, err := adapters.Open(ctx, bad); err == nil || !errors.Is(err, ports.ErrInvalid) {
+		if _, err := adapters.Open(ctx, bad, adapters.NotExclusive()); err == nil || !errors.Is(err, ports.ErrInvalid) {
 			t.Errorf("Open(%q) = %v, want an ErrInvalid error", bad, err)
 		}
 	}

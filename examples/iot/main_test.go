@@ -11,7 +11,13 @@ import (
 	"github.com/sluicemq/sluice/examples/internal/readme"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// adapters/all links the RocketMQ client, whose opencensus
+		// dependency starts this worker at init, for the process's life.
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)
+}
 
 // The example runs to completion on the embedded broker and prints what
 // its README says.

@@ -2,6 +2,7 @@ package pulsartest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +33,12 @@ type config struct {
 	maxMessageSize int32
 	batchIndexAck  bool
 	logf           func(format string, args ...any)
+
+	tls      *tls.Config // nil: plaintext
+	authOn   bool        // WithTokens or WithTLSAuth given
+	tokens   []string
+	tlsAuth  bool
+	tlsNames []string
 }
 
 // WithMaxMessageSize sets the max_message_size announced in CONNECTED and
@@ -99,14 +106,22 @@ func Start(opts ...Option) (*Broker, error) {
 			return nil, err
 		}
 	}
+	if cfg.tlsAuth && cfg.tls == nil {
+		return nil, errors.New("pulsartest: WithTLSAuth needs WithTLS")
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("pulsartest: listen: %w", err)
 	}
+	scheme := "pulsar://"
+	if cfg.tls != nil {
+		ln = tls.NewListener(ln, cfg.tls)
+		scheme = "pulsar+ssl://"
+	}
 	b := &Broker{
 		cfg:        cfg,
 		ln:         ln,
-		url:        "pulsar://" + ln.Addr().String(),
+		url:        scheme + ln.Addr().String(),
 		conns:      map[*conn]struct{}{},
 		topics:     map[string]*topic{},
 		nextLedger: 1,
@@ -116,7 +131,8 @@ func Start(opts ...Option) (*Broker, error) {
 	return b, nil
 }
 
-// URL returns the service URL clients connect to: "pulsar://127.0.0.1:port".
+// URL returns the service URL clients connect to: "pulsar://127.0.0.1:port",
+// or "pulsar+ssl://127.0.0.1:port" with WithTLS.
 func (b *Broker) URL() string { return b.url }
 
 // Close stops the listener, closes every client connection and waits for

@@ -23,7 +23,15 @@
 //     connection.
 //   - CONNECT/CONNECTED with protocol version min(client, 20) and
 //     max_message_size (WithMaxMessageSize; default 5 MiB); PING/PONG.
-//     Authentication data is accepted and not checked.
+//     Without authentication options every CONNECT is accepted.
+//   - TLS (WithTLS): the listener serves only TLS with the given
+//     certificate (and client-certificate checks); URL and lookups name
+//     pulsar+ssl://.
+//   - Authentication checked at CONNECT: WithTokens (method "token", the
+//     token compared as an opaque string: no JWT validation) and WithTLSAuth
+//     (method "tls" with a verified client certificate, optionally of given
+//     common names). A refused CONNECT is answered with ERROR
+//     AuthenticationError saying why, then the connection is closed.
 //   - LOOKUP (answered "connect here", authoritative) and
 //     PARTITIONED_METADATA (0 partitions): every topic is one non-partitioned
 //     topic served by this broker, created on first use.
@@ -96,7 +104,9 @@
 // transactions, CONSUMER_STATS, topic listing and watching (regex
 // consumers), and proxy connections.
 //
-// Not modelled at all: authentication and authorization, TLS, message
+// Not modelled at all: authorization (roles' permissions), authentication
+// refresh and challenges (AUTH_CHALLENGE), basic, OAuth2 and Athenz
+// authentication, JWT signature checks, message
 // deduplication (a resent message is stored twice), producer fencing and
 // topic epochs, schema registry and compatibility checks, encryption and
 // compression (payloads pass through untouched; the client does both),

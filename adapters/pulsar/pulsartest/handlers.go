@@ -31,7 +31,7 @@ func (c *conn) handle(bc base, payload []byte) error {
 	case cmdPing:
 		c.reply(pongCmd())
 	case cmdPong, cmdAuthResponse:
-		// Keep-alive answer; authentication is not checked.
+		// Keep-alive answer; credentials are checked at CONNECT only.
 	case cmdLookup:
 		return c.handleLookup(bc.body)
 	case cmdPartitionedMetadata:
@@ -96,6 +96,14 @@ func (c *conn) handleConnect(body []byte) error {
 		c.reply(errorCmd(0, errNotAllowed, "pulsartest: proxy connections are not supported"))
 		return errors.New("CONNECT through a proxy")
 	}
+	if reason := c.authenticate(cmd); reason != "" {
+		// Answer, then close, as Pulsar does. Nothing else is queued
+		// before CONNECTED, so the answer is written here (bounded) rather
+		// than through the write loop, which shutdown stops.
+		_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.nc.Write(appendFrame(nil, errorCmd(0, errAuthentication, "pulsartest: authentication failed: "+reason), nil))
+		return errors.New("authentication failed: " + reason)
+	}
 	version := min(cmd.protocolVersion, maxProtocolVersion)
 	c.connected = true
 	c.reply(connectedCmd(version, c.b.cfg.maxMessageSize))
@@ -111,7 +119,7 @@ func (c *conn) handleLookup(body []byte) error {
 		c.reply(lookupFailedCmd(r.requestID, topicErrorCode(err), err.Error()))
 		return nil
 	}
-	c.reply(lookupResponseCmd(r.requestID, c.b.url))
+	c.reply(lookupResponseCmd(r.requestID, c.b.url, c.b.cfg.tls != nil))
 	return nil
 }
 

@@ -28,9 +28,12 @@ func errorCmd(requestID uint64, code serverError, msg string) []byte {
 	})
 }
 
-func lookupResponseCmd(requestID uint64, url string) []byte {
+func lookupResponseCmd(requestID uint64, url string, tls bool) []byte {
 	return baseCommand(cmdLookupResponse, func(e *enc) {
 		e.string(1, url)
+		if tls {
+			e.string(2, url) // brokerServiceUrlTls
+		}
 		e.int32(3, 1) // Connect: this broker serves the topic
 		e.varint(4, requestID)
 		e.bool(5, true) // authoritative

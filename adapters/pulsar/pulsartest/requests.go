@@ -8,6 +8,7 @@ type connectCmd struct {
 	clientVersion   string
 	protocolVersion int32
 	authMethodName  string
+	authData        []byte
 	proxyToBroker   string
 }
 
@@ -16,6 +17,8 @@ func decodeConnect(b []byte) (c connectCmd, err error) {
 		switch f.num {
 		case 1:
 			c.clientVersion = f.str()
+		case 3:
+			c.authData = append([]byte(nil), f.data...)
 		case 4:
 			c.protocolVersion = f.i32()
 		case 5:

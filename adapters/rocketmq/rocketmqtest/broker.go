@@ -84,6 +84,7 @@ type Broker struct {
 
 	faults faults
 	stats  counters
+	authState
 
 	wg sync.WaitGroup
 }
@@ -113,8 +114,8 @@ func Start(opts ...Option) (*Broker, error) {
 	b.host, b.port = addr.IP.String(), addr.Port
 	b.lis = &trackingListener{Listener: l, conns: make(map[net.Conn]struct{})}
 	sopts := []grpc.ServerOption{
-		grpc.UnaryInterceptor(b.unaryFault),
-		grpc.StreamInterceptor(b.streamFault),
+		grpc.ChainUnaryInterceptor(b.unaryAuth, b.unaryFault),
+		grpc.ChainStreamInterceptor(b.streamAuth, b.streamFault),
 	}
 	if !b.plaintext {
 		cfg, err := selfSignedTLS()

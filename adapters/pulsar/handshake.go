@@ -1,0 +1,261 @@
+package pulsar
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	pulsarauth "github.com/apache/pulsar-client-go/pulsar/auth"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sluicemq/sluice/adapters"
+)
+
+// AuthError reports that the Pulsar broker at Addr refused the client's
+// credentials (ERROR AuthenticationError or AuthorizationError in answer to
+// CONNECT). errors.Is(err, adapters.ErrAuth) holds.
+type AuthError struct {
+	Addr string
+	// Method is the authentication method sent: "token", "tls", "basic"
+	// or "none".
+	Method string
+	// Message is the broker's explanation.
+	Message string
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("pulsar: the broker at %s refused the %s authentication: %s; check the credentials (token, token_file/token_env, the client certificate or user and password) and the role's permissions", e.Addr, e.Method, e.Message)
+}
+
+// Is makes errors.Is(err, adapters.ErrAuth) true.
+func (e *AuthError) Is(target error) bool { return target == adapters.ErrAuth }
+
+// handshake checks that the broker at addr accepts this adapter's client
+// configuration: its TLS and its authentication's CONNECT (see handshake).
+func (a *Adapter) handshake(ctx context.Context, addr string, timeout time.Duration) error {
+	var creds credentials
+	if p, ok := a.cfg.auth.(pulsarauth.Provider); ok {
+		data, err := p.GetData()
+		if err != nil {
+			return fmt.Errorf("%w: pulsar: the %s authentication has no credentials to send: %v", adapters.ErrAuth, p.Name(), err)
+		}
+		creds = credentials{method: p.Name(), data: data}
+	}
+	var tlsConf *tls.Config
+	if a.cfg.tls != nil {
+		tlsConf = a.cfg.tls.Clone()
+		if tlsConf.ServerName == "" {
+			host, _, _ := net.SplitHostPort(addr)
+			tlsConf.ServerName = host
+		}
+	}
+	return handshake(ctx, addr, tlsConf, creds, timeout)
+}
+
+// Binary-protocol numbers the handshake uses (the public PulsarApi.proto).
+const (
+	cmdConnect       = 2  // BaseCommand.Type CONNECT, field connect = 2
+	cmdConnected     = 3  // CONNECTED
+	cmdError         = 14 // ERROR, field error = 14
+	cmdAuthChallenge = 36 // AUTH_CHALLENGE
+
+	serverAuthenticationError = 3
+	serverAuthorizationError  = 4
+
+	handshakeProtocolVersion = 20
+)
+
+// credentials are what CONNECT carries: the auth method's name and data.
+type credentials struct {
+	method string // "" for none
+	data   []byte
+}
+
+// handshake connects to addr within timeout (or until ctx ends), over TLS
+// when tlsConf is not nil, and performs the binary protocol's CONNECT with
+// creds, as the client does before anything else. It fails with a
+// *ConnectError when nothing answers, an adapters.ErrTLS error saying why
+// the TLS handshake failed, or an *AuthError when the broker refuses the
+// credentials; the connection is closed in every case.
+func handshake(ctx context.Context, addr string, tlsConf *tls.Config, creds credentials, timeout time.Duration) error {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	nc, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no connection within the connect timeout %v", timeout)
+		}
+		return &ConnectError{Addr: addr, Err: err}
+	}
+	defer nc.Close()
+	deadline, _ := dctx.Deadline()
+	_ = nc.SetDeadline(deadline)
+	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Now()) })
+	defer stop()
+
+	if tlsConf != nil {
+		tc := tls.Client(nc, tlsConf)
+		if err := tc.HandshakeContext(dctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("pulsar: %w", adapters.ExplainTLS(addr, timedOut(err, timeout)))
+		}
+		nc = tc
+	}
+	if _, err := nc.Write(connectFrame(creds)); err != nil {
+		return &ConnectError{Addr: addr, Err: fmt.Errorf("send CONNECT: %w", timedOut(err, timeout))}
+	}
+	typ, body, err := readCommand(nc)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil && tlsConf == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+		return &ConnectError{Addr: addr, Err: errors.New("the broker closed the connection without answering CONNECT: is this a TLS port? (a TLS listener drops a plaintext client) then use pulsar+ssl://")}
+	case err != nil && tlsConf == nil && isNotPulsar(err):
+		return &ConnectError{Addr: addr, Err: fmt.Errorf("the answer to CONNECT is not the Pulsar binary protocol (%v): is this a TLS port? then use pulsar+ssl://", err)}
+	case err != nil:
+		return &ConnectError{Addr: addr, Err: fmt.Errorf("no answer to CONNECT: %w", timedOut(err, timeout))}
+	}
+	switch typ {
+	case cmdConnected, cmdAuthChallenge:
+		return nil
+	case cmdError:
+		code, msg := decodeError(body)
+		method := creds.method
+		if method == "" {
+			method = "none"
+		}
+		if code == serverAuthenticationError || code == serverAuthorizationError {
+			return &AuthError{Addr: addr, Method: method, Message: msg}
+		}
+		return &ConnectError{Addr: addr, Err: fmt.Errorf("the broker refused CONNECT (server error %d): %s", code, msg)}
+	default:
+		return &ConnectError{Addr: addr, Err: fmt.Errorf("the broker answered CONNECT with command %d, not CONNECTED", typ)}
+	}
+}
+
+// errNotPulsar marks an answer that cannot be a Pulsar frame.
+var errNotPulsar = errors.New("not a Pulsar frame")
+
+func isNotPulsar(err error) bool { return errors.Is(err, errNotPulsar) }
+
+// timedOut replaces a deadline error with one naming the connect timeout.
+func timedOut(err error, timeout time.Duration) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within the connect timeout %v (%w)", timeout, err)
+	}
+	return err
+}
+
+// connectFrame encodes BaseCommand{type: CONNECT, connect: {...}} as a
+// frame: total size, command size, command.
+func connectFrame(c credentials) []byte {
+	var connect []byte
+	connect = protowire.AppendTag(connect, 1, protowire.BytesType) // client_version
+	connect = protowire.AppendString(connect, "sluice-open-check")
+	if c.data != nil {
+		connect = protowire.AppendTag(connect, 3, protowire.BytesType) // auth_data
+		connect = protowire.AppendBytes(connect, c.data)
+	}
+	connect = protowire.AppendTag(connect, 4, protowire.VarintType) // protocol_version
+	connect = protowire.AppendVarint(connect, handshakeProtocolVersion)
+	if c.method != "" {
+		connect = protowire.AppendTag(connect, 5, protowire.BytesType) // auth_method_name
+		connect = protowire.AppendString(connect, c.method)
+	}
+	var base []byte
+	base = protowire.AppendTag(base, 1, protowire.VarintType)
+	base = protowire.AppendVarint(base, cmdConnect)
+	base = protowire.AppendTag(base, cmdConnect, protowire.BytesType)
+	base = protowire.AppendBytes(base, connect)
+	frame := make([]byte, 8, 8+len(base))
+	binary.BigEndian.PutUint32(frame[0:], uint32(4+len(base)))
+	binary.BigEndian.PutUint32(frame[4:], uint32(len(base)))
+	return append(frame, base...)
+}
+
+// maxAnswer bounds the answer to CONNECT (CONNECTED or ERROR are small).
+const maxAnswer = 1 << 20
+
+// readCommand reads one frame and returns its command type and the body of
+// the command's own field.
+func readCommand(r io.Reader) (typ uint64, body []byte, err error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	total, size := binary.BigEndian.Uint32(hdr[0:]), binary.BigEndian.Uint32(hdr[4:])
+	if total > maxAnswer || size+4 > total || size == 0 {
+		return 0, nil, fmt.Errorf("%w (sizes %d/%d)", errNotPulsar, total, size)
+	}
+	buf := make([]byte, total-4)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return 0, nil, err
+	}
+	cmd := buf[:size]
+	var fields = map[protowire.Number][]byte{}
+	for len(cmd) > 0 {
+		num, wt, n := protowire.ConsumeTag(cmd)
+		if n < 0 {
+			return 0, nil, fmt.Errorf("%w: %v", errNotPulsar, protowire.ParseError(n))
+		}
+		cmd = cmd[n:]
+		switch {
+		case num == 1 && wt == protowire.VarintType:
+			v, m := protowire.ConsumeVarint(cmd)
+			if m < 0 {
+				return 0, nil, fmt.Errorf("%w: %v", errNotPulsar, protowire.ParseError(m))
+			}
+			typ, n = v, m
+		case wt == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(cmd)
+			if m < 0 {
+				return 0, nil, fmt.Errorf("%w: %v", errNotPulsar, protowire.ParseError(m))
+			}
+			fields[num], n = v, m
+		default:
+			n = protowire.ConsumeFieldValue(num, wt, cmd)
+			if n < 0 {
+				return 0, nil, fmt.Errorf("%w: %v", errNotPulsar, protowire.ParseError(n))
+			}
+		}
+		cmd = cmd[n:]
+	}
+	if typ == 0 {
+		return 0, nil, fmt.Errorf("%w: no command type", errNotPulsar)
+	}
+	return typ, fields[protowire.Number(typ)], nil
+}
+
+// decodeError reads CommandError's error code (2) and message (3).
+func decodeError(b []byte) (code uint64, msg string) {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return code, msg
+		}
+		b = b[n:]
+		switch {
+		case num == 2 && wt == protowire.VarintType:
+			code, n = protowire.ConsumeVarint(b)
+		case num == 3 && wt == protowire.BytesType:
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			msg = string(v)
+		default:
+			n = protowire.ConsumeFieldValue(num, wt, b)
+		}
+		if n < 0 {
+			return code, msg
+		}
+		b = b[n:]
+	}
+	return code, msg
+}
