@@ -198,7 +198,17 @@ func caseRequestReply(k *kit) {
 	if h.replier != "a" || h.req.Mode != "crash" {
 		k.t.Fatalf("handled %+v, want replier a with the crash request", h)
 	}
-	stopNow(k, a.p)
+	// The replier dies in its handler: Stop cancels it at once (the drain
+	// timeout is zero), so the request is left unsettled, while what was
+	// settled before is flushed. (stopNow would also drop settlements an
+	// adapter accepted and defers — a Kafka offset recorded, not yet
+	// committed — and the requests they settled would come back to b as
+	// legitimate at-least-once duplicates, which this case does not count.)
+	sctx, scancel := context.WithTimeout(context.Background(), k.opts.Timeout)
+	if err := a.p.Stop(sctx); err != nil && !abandoned(err) {
+		k.t.Errorf("stopping the crashed replier: %v", err)
+	}
+	scancel()
 	cctx, ccancel := context.WithTimeout(context.Background(), k.opts.Timeout)
 	if err := a.a.Close(cctx); err != nil {
 		k.t.Errorf("closing the crashed replier's adapter: %v", err)
