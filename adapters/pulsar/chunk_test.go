@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/pulsar"
 	"github.com/sluicemq/sluice/adapters/pulsar/pulsartest"
 	"github.com/sluicemq/sluice/ports"
@@ -157,4 +160,45 @@ func TestChunkedMessageDeadLetteredWhole(t *testing.T) {
 		t.Fatalf("after dead-lettering the source subscription holds %+v, want every chunk acknowledged", sub)
 	}
 	receiveNone(t, s, 300*time.Millisecond)
+}
+
+// TestOpenWithChunking: ?chunking=true turns chunking on (the bound in the
+// capabilities, a payload above the broker's max_message_size goes
+// through); a value other than a boolean is refused.
+func TestOpenWithChunking(t *testing.T) {
+	b, err := pulsartest.Start(pulsartest.WithMaxMessageSize(chunkBrokerMax))
+	if err != nil {
+		t.Fatalf("starting pulsartest: %v", err)
+	}
+	t.Cleanup(b.Close)
+	a, err := adapters.Open(ctxT(t), b.URL()+"?chunking=true", adapters.NotExclusive())
+	if err != nil {
+		t.Fatalf("Open(?chunking=true): %v", err)
+	}
+	defer opentest.Close(t, a)
+	if got := a.Capabilities().MaxMessageBytes; got != pulsar.MaxChunkedMessageBytes {
+		t.Fatalf("MaxMessageBytes = %d, want %d", got, pulsar.MaxChunkedMessageBytes)
+	}
+	s, err := a.Subscribe(ctxT(t), ports.SubscriptionSpec{Topic: "big", Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, s)
+	body := bigPayload(64_000)
+	if err := a.Send(ctxT(t), ports.Message{Topic: "big", Payload: body}); err != nil {
+		t.Fatalf("Send of %d bytes over a %d-byte broker limit: %v", len(body), chunkBrokerMax, err)
+	}
+	if d := receiveN(t, s, 1)[0]; !bytes.Equal(d.Payload, body) {
+		t.Fatalf("got %d bytes, want the %d-byte payload whole", len(d.Payload), len(body))
+	} else if err := s.Settle(ctxT(t), []*ports.Delivery{d}, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := b.Topic("big"); st.ChunkedMessages != 1 {
+		t.Fatalf("topic stats %+v, want one chunked message", st)
+	}
+
+	_, err = adapters.Open(ctxT(t), "pulsar://h:6650?chunking=maybe", adapters.NotExclusive())
+	if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "chunking") {
+		t.Fatalf("Open(?chunking=maybe) = %v, want ErrInvalid naming chunking", err)
+	}
 }

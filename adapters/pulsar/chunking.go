@@ -27,10 +27,13 @@ const MaxChunkedMessageBytes = 64 << 20
 //
 // Hazard: with several consumers in one Shared subscription (several
 // instances of a LOAD_BALANCE group) the broker may dispatch the chunks of
-// one message to different consumers; none can reassemble it, and each
-// drops its incomplete chunks after a minute (the client's
-// ExpireTimeOfIncompleteChunk), acknowledging them, so the message is lost.
-// Use chunking only on topics whose every subscription has one consumer.
+// one message to different consumers, and none can reassemble it. The
+// client gives up an incomplete message after a minute (its
+// ExpireTimeOfIncompleteChunk) without acknowledging its chunks, so the
+// message is not lost but stranded: never handed out, held unacknowledged
+// until a consumer of the subscription stops, then redelivered, and it can
+// be split again. Use chunking where each subscription has one consumer:
+// BROADCAST, or a LOAD_BALANCE group run by one instance.
 // See docs/adapters/pulsar.md.
 func WithChunking() Option {
 	return optionFunc(func(c *config) error {
