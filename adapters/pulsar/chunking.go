@@ -59,7 +59,10 @@ func isChunked(id pulsarclient.MessageID) bool {
 // no earlier than d. A timer still pending at Close is stopped; the broker
 // redelivers the unacknowledged chunks to the next consumer anyway.
 func (s *Subscription) nackChunked(msg pulsarclient.Message, d time.Duration) {
-	wait := d - s.a.cfg.requeueTick
+	// The client keys nack deadlines by whole Unix milliseconds (see
+	// requeueDelays.nack): one more keeps the redelivery from coming up
+	// to a millisecond before d.
+	wait := d + time.Millisecond - s.a.cfg.requeueTick
 	if wait <= 0 {
 		s.consumer.NackID(msg.ID())
 		return
