@@ -202,3 +202,27 @@ func TestOpenWithChunking(t *testing.T) {
 		t.Fatalf("Open(?chunking=maybe) = %v, want ErrInvalid naming chunking", err)
 	}
 }
+
+// TestChunkedRequeuePendingAtStop: a chunked message requeued with a long
+// delay, whose subscription stops before the delay is over, is not lost:
+// the pending nack is dropped with the consumer and the broker hands the
+// whole message to the group's next consumer.
+func TestChunkedRequeuePendingAtStop(t *testing.T) {
+	_, a := chunkEnv(t)
+	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "big", Group: "g"})
+	body := bigPayload(160_000)
+	send(t, a, ports.Message{Topic: "big", Payload: body, Headers: ports.Headers{ports.HeaderID: "big-3"}})
+	d := receiveN(t, s, 1)[0]
+	if err := s.Settle(ctxT(t), []*ports.Delivery{d}, ports.Disposition{Action: ports.Requeue, Delay: time.Hour}); err != nil {
+		t.Fatalf("Settle(Requeue, 1h): %v", err)
+	}
+	stop(t, s)
+	next := subscribe(t, a, ports.SubscriptionSpec{Topic: "big", Group: "g"})
+	got := receiveN(t, next, 1)[0]
+	if got.ID != "big-3" || !bytes.Equal(got.Payload, body) {
+		t.Fatalf("after Stop the group got %s with %d bytes, want big-3 whole", got.ID, len(got.Payload))
+	}
+	if err := next.Settle(ctxT(t), []*ports.Delivery{got}, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatal(err)
+	}
+}
