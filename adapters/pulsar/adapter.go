@@ -59,7 +59,7 @@ func New(opts ...Option) (*Adapter, error) {
 		}
 		a.client, a.ownClient = c, true
 	}
-	pub, err := NewPublisher(a.client, PublisherConfig{SendTimeout: cfg.sendTimeout}, cfg.logger)
+	pub, err := NewPublisher(a.client, PublisherConfig{SendTimeout: cfg.sendTimeout, Chunking: cfg.chunking}, cfg.logger)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,8 @@
 // # Settlement
 //
 //	ACK          AckID / AckIDList with AckWithResponse: returns once the broker answered
-//	REQUEUE      Nack(msg); the broker redelivers with RedeliveryCount+1 after Disposition.Delay
+//	REQUEUE      Nack(msg) (NackID by every chunk for a chunked message); the broker
+//	             redelivers with RedeliveryCount+1 after Disposition.Delay
 //	DEAD_LETTER  confirmed publish of a copy to the dead-letter topic, then ack; a failed
 //	             publish leaves the original unacknowledged
 //	stop         consumer Close (and, for a BROADCAST instance without InstanceTTL,
@@ -53,6 +54,16 @@
 // redelivery count is reached (the adapter must never decide an outcome),
 // it drops the reason, and it acknowledges the original from a background
 // goroutine whose error nobody sees.
+//
+// # Large payloads
+//
+// Send refuses a message above Capabilities.MaxMessageBytes (MaxMessageBytes,
+// a stock broker's limit less room for the metadata) with a
+// *ports.SizeError. WithChunking (URL chunking=true) sends a larger one in
+// chunks, up to MaxChunkedMessageBytes (64 MiB); a message reassembled from
+// chunks is acked, requeued and dead-lettered whole. Use it only where each
+// subscription has one consumer: the chunks of one message can be split
+// across the consumers of a Shared subscription (see WithChunking).
 //
 // # Why BROADCAST uses Shared, not Exclusive, subscriptions
 //

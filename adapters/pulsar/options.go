@@ -49,6 +49,8 @@ type config struct {
 	clientLogger pulsarlog.Logger
 
 	maxMessageBytes int                      // WithMaxMessageBytes
+	maxMessageSet   bool                     // WithMaxMessageBytes was given
+	chunking        bool                     // WithChunking
 	existing        map[ports.Topic]existing // WithExisting
 	auth            pulsarclient.Authentication
 	tls             *tls.Config

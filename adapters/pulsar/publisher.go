@@ -19,6 +19,10 @@ type PublisherConfig struct {
 	// SendTimeout bounds the wait for a publish receipt
 	// (ProducerOptions.SendTimeout). Default DefaultSendTimeout (30s).
 	SendTimeout time.Duration
+	// Chunking splits a message above the broker's max_message_size into
+	// chunks (ProducerOptions.EnableChunking), see WithChunking. Default
+	// off: such a message fails.
+	Chunking bool
 }
 
 // Publisher is a Watermill message.Publisher over a Pulsar client.
@@ -201,7 +205,8 @@ func (p *Publisher) create(topic string, e *producerEntry) {
 	prod, err := p.client.CreateProducer(pulsarclient.ProducerOptions{
 		Topic:           topic,
 		SendTimeout:     p.cfg.SendTimeout,
-		DisableBatching: true,
+		DisableBatching: true, // also required by chunking
+		EnableChunking:  p.cfg.Chunking,
 	})
 	p.mu.Lock()
 	switch {

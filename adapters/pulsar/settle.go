@@ -75,13 +75,18 @@ func (b settleBroker) Ack(ctx context.Context, ds []*ports.Delivery) error {
 }
 
 // Requeue negatively acknowledges each message with the delay (see
-// requeueDelays); the broker redelivers it with RedeliveryCount+1.
+// requeueDelays; a message reassembled from chunks by every chunk, see
+// nackChunked); the broker redelivers it with RedeliveryCount+1.
 func (b settleBroker) Requeue(_ context.Context, ds []*ports.Delivery, delay time.Duration) error {
 	msgs, err := b.s.messages(ds)
 	if err != nil {
 		return err
 	}
 	for _, m := range msgs {
+		if isChunked(m.ID()) {
+			b.s.nackChunked(m, delay)
+			continue
+		}
 		b.s.delays.nack(b.s.consumer, m, delay)
 	}
 	return nil
@@ -132,7 +137,12 @@ func (s *Subscription) ack(ctx context.Context, msgs []pulsarclient.Message) err
 	}
 	call := func() error {
 		var err error
-		if len(ids) == 1 {
+		// A message reassembled from chunks goes by AckIDList even alone:
+		// the client's AckID of a chunk message id acks each chunk through
+		// its ack-grouping tracker, without waiting for the broker's
+		// answer, while AckIDList acks every chunk in one command with a
+		// response.
+		if len(ids) == 1 && !isChunked(ids[0]) {
 			err = s.consumer.AckID(ids[0])
 		} else {
 			err = s.consumer.AckIDList(ids)

@@ -37,6 +37,9 @@ type Subscription struct {
 
 	settler *kit.Settler
 	errs    *kit.Errors
+
+	timersMu sync.Mutex
+	timers   map[*time.Timer]struct{} // delayed nacks of chunked messages
 }
 
 // handle is a delivery's settlement handle.
@@ -210,6 +213,7 @@ func (s *Subscription) Stop(ctx context.Context) error {
 			err = fmt.Errorf("pulsar: unsubscribe broadcast instance %s: %w", s.name, uerr)
 		}
 	}
+	s.stopTimers()
 	s.consumer.Close()
 	s.bg.Wait() // ack calls end once the consumer is closed
 	s.a.forget(s)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,26 @@ func TestTCK(t *testing.T) {
 			}
 			return &peerHarness{clientHarness: h.(*clientHarness), b: b}, nil
 		}, tckOptions())
+	})
+	t.Run("pulsartest-chunked", func(t *testing.T) {
+		// Chunking on, on a broker whose max_message_size is 1 MiB: the
+		// declared limit is MaxChunkedMessageBytes, and OversizedPayloadRefused
+		// sends a 4 MiB payload, which goes in chunks.
+		b, err := pulsartest.Start(pulsartest.WithMaxMessageSize(1 << 20))
+		if err != nil {
+			t.Fatalf("starting the Pulsar wire-protocol test broker: %v", err)
+		}
+		t.Cleanup(b.Close)
+		t.Logf("running TCK cases with chunking against pulsartest at %s (max_message_size 1 MiB), NOT Apache Pulsar", b.URL())
+		opts := tckOptions()
+		opts.MaxPayload = 4 << 20
+		tck.RunCases(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
+			h, err := urlHarness(b.URL(), pulsar.WithChunking())(ctx, t)
+			if err != nil {
+				return nil, err
+			}
+			return &peerHarness{clientHarness: h.(*clientHarness), b: b}, nil
+		}, opts, append(slices.Clone(tck.SecureTransportCases), "OversizedPayloadRefused")...)
 	})
 	t.Run("fake", func(t *testing.T) {
 		t.Log("running the TCK against fakepulsar, an in-process model of the client interfaces — " +
@@ -126,17 +147,18 @@ func (h *fakeHarness) Close() {
 // urlHarness connects to a Pulsar service URL. Each adapter gets its own
 // client (a new "process"), wrapped so that faults can be injected on the
 // client side; every run uses a fresh topic prefix.
-func urlHarness(url string) tck.NewHarness {
+func urlHarness(url string, opts ...pulsar.Option) tck.NewHarness {
 	return func(ctx context.Context, t *testing.T) (tck.Harness, error) {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
-		return &clientHarness{url: url, prefix: "sluice-tck-" + hex.EncodeToString(b[:]) + "-"}, nil
+		return &clientHarness{url: url, prefix: "sluice-tck-" + hex.EncodeToString(b[:]) + "-", opts: opts}, nil
 	}
 }
 
 type clientHarness struct {
 	url    string
 	prefix string
+	opts   []pulsar.Option // more options of every adapter
 	faults clientFaults
 
 	mu      sync.Mutex
@@ -151,7 +173,7 @@ func (h *clientHarness) MakeAdapter(context.Context) (ports.Adapter, error) {
 	h.mu.Lock()
 	h.clients = append(h.clients, c)
 	h.mu.Unlock()
-	return pulsar.New(pulsar.WithClient(&faultyClient{Client: c, faults: &h.faults}), pulsar.WithTopicPrefix(h.prefix))
+	return pulsar.New(append([]pulsar.Option{pulsar.WithClient(&faultyClient{Client: c, faults: &h.faults}), pulsar.WithTopicPrefix(h.prefix)}, h.opts...)...)
 }
 
 func (h *clientHarness) FailDeadLetters(fail bool) { h.faults.deadLetters.Store(fail) }

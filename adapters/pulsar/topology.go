@@ -28,7 +28,7 @@ func WithMaxMessageBytes(n int) Option {
 		if n <= 0 {
 			return &ports.ValueError{Field: "pulsar.WithMaxMessageBytes", Reason: "must be positive"}
 		}
-		c.maxMessageBytes = n
+		c.maxMessageBytes, c.maxMessageSet = n, true
 		return nil
 	})
 }
@@ -131,9 +131,13 @@ func checkSubscription(spec ports.SubscriptionSpec) (pulsarclient.SubscriptionIn
 	return pulsarclient.SubscriptionPositionLatest, nil
 }
 
-// maxMessageBytes is WithMaxMessageBytes, or MaxMessageBytes (also for
+// maxMessageBytes is WithMaxMessageBytes, or MaxChunkedMessageBytes with
+// WithChunking, or MaxMessageBytes (also for
 // the zero Adapter the capability matrix reads).
 func (a *Adapter) maxMessageBytes() int {
+	if a.cfg.chunking && !a.cfg.maxMessageSet {
+		return MaxChunkedMessageBytes
+	}
 	if a.cfg.maxMessageBytes > 0 {
 		return a.cfg.maxMessageBytes
 	}

@@ -18,7 +18,7 @@ import (
 
 // pulsar:// and pulsar+ssl:// open the Pulsar adapter:
 //
-//	pulsar://host:6650[/tenant/namespace][?send_timeout=30s&operation_timeout=30s&requeue_tick=100ms&connect_timeout=10s&token_file=/run/secrets/pulsar-token]
+//	pulsar://host:6650[/tenant/namespace][?send_timeout=30s&operation_timeout=30s&requeue_tick=100ms&connect_timeout=10s&chunking=true&token_file=/run/secrets/pulsar-token]
 //	pulsar+ssl://host:6651/…[?ca_file=…&cert_file=…&key_file=…&server_name=…]
 //
 // The path selects the Pulsar tenant and namespace (default public/default);
@@ -45,7 +45,7 @@ func init() {
 	adapters.Register("pulsar+ssl", adapters.OpenerFunc(openPulsar))
 }
 
-var pulsarParams = []string{"send_timeout", "operation_timeout", "requeue_tick", "connect_timeout", "token (or token_file, token_env)"}
+var pulsarParams = []string{"chunking", "send_timeout", "operation_timeout", "requeue_tick", "connect_timeout", "token (or token_file, token_env)"}
 
 func openPulsar(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "pulsar+ssl"
@@ -63,6 +63,7 @@ func openPulsar(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ad
 	requeueTick := p.Duration("requeue_tick", DefaultRequeueTick, 3*time.Millisecond, time.Minute)
 	token, hasToken := p.Secret("token")
 	connectTimeout := p.Duration("connect_timeout", DefaultConnectTimeout, 10*time.Millisecond, time.Hour)
+	chunking := p.Bool("chunking", false)
 	if err := p.Err(pulsarParams...); err != nil {
 		return nil, err
 	}
@@ -83,6 +84,9 @@ func openPulsar(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ad
 		opts = append(opts, WithNamespace(tn[0], tn[1]))
 	default:
 		return nil, &adapters.ParamError{Param: "path", Reason: fmt.Sprintf("%q is not /tenant/namespace", u.Path)}
+	}
+	if chunking {
+		opts = append(opts, WithChunking())
 	}
 	if cfg.Namespace != "" {
 		opts = append(opts, WithTopicPrefix(cfg.Namespace+"."))

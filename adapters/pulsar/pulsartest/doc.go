@@ -46,6 +46,14 @@
 //     A SEND is stored whole as one entry: a batch stays one entry and is
 //     dispatched as it came. Entry ids are log indexes in one ledger per
 //     topic.
+//   - Chunked messages (a producer with EnableChunking and batching off,
+//     under a small WithMaxMessageSize): as in Apache Pulsar, each chunk is
+//     its own SEND, entry, receipt and message id, with its MessageMetadata
+//     (uuid, num_chunks_from_msg, total_chunk_msg_size, chunk_id) stored and
+//     dispatched untouched; the consumer reassembles. On Shared
+//     subscriptions the chunks are dispatched round robin like any entry,
+//     so two consumers can each get part of one message, as on Pulsar.
+//     TopicStats counts Chunks and ChunkedMessages.
 //   - SUBSCRIBE with Exclusive (a second consumer gets ConsumerBusy), Shared
 //     (round robin over consumers with permits) and Failover (the first
 //     consumer to subscribe is active, as Pulsar does for non-partitioned
@@ -110,7 +118,6 @@
 // deduplication (a resent message is stored twice), producer fencing and
 // topic epochs, schema registry and compatibility checks, encryption and
 // compression (payloads pass through untouched; the client does both),
-// chunked messages beyond storing each chunk as an entry (untested),
 // retention, TTL, backlog quotas, max unacked messages per consumer,
 // consumer priority levels, broker entry metadata, persistence across Close,
 // and multi-broker behaviour (lookup redirects, topic migration, load

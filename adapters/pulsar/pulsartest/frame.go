@@ -79,7 +79,11 @@ type metadata struct {
 	batched     bool
 	// deliverAtTime is deliver_at_time in Unix milliseconds, 0 if absent.
 	deliverAtTime int64
+	// The chunk fields (num_chunks_from_msg > 1 marks a chunk): stored and
+	// dispatched untouched, as Apache Pulsar does; the consumer reassembles.
+	uuid          string
 	numChunks     int32
+	totalChunkLen int32
 	chunkID       int32
 }
 
@@ -144,8 +148,12 @@ func decodeMetadata(b []byte) (metadata, error) {
 			md.numMessages, md.batched = f.i32(), true
 		case 19:
 			md.deliverAtTime = int64(f.v)
+		case 26:
+			md.uuid = f.str()
 		case 27:
 			md.numChunks = f.i32()
+		case 28:
+			md.totalChunkLen = f.i32()
 		case 29:
 			md.chunkID = f.i32()
 		}

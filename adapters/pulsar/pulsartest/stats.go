@@ -31,8 +31,13 @@ func (b *Broker) Counters() Counters {
 type TopicStats struct {
 	// Entries is the number of stored entries (one per SEND; a batch is one).
 	Entries int
-	// Messages is the number of stored messages, batches counted in full.
+	// Messages is the number of stored messages, batches counted in full
+	// and each chunk of a chunked message counted as one (as Pulsar does).
 	Messages int
+	// Chunks is the number of stored entries that are chunks of a larger
+	// message (num_chunks_from_msg above 1), and ChunkedMessages the number
+	// of distinct chunked messages (by uuid) among them.
+	Chunks, ChunkedMessages int
 	// Producers is the number of connected producers.
 	Producers int
 	// Subscriptions lists the topic's subscriptions, sorted.
@@ -83,9 +88,15 @@ func (b *Broker) Topic(name string) (st TopicStats, ok bool) {
 		return st, false
 	}
 	st.Entries = len(t.entries)
+	chunked := map[string]bool{}
 	for _, e := range t.entries {
 		st.Messages += int(e.md.numMessages)
+		if e.md.numChunks > 1 {
+			st.Chunks++
+			chunked[e.md.uuid] = true
+		}
 	}
+	st.ChunkedMessages = len(chunked)
 	st.Producers = len(t.producers)
 	for name := range t.subs {
 		st.Subscriptions = append(st.Subscriptions, name)
