@@ -182,6 +182,11 @@ func caseRequestReply(k *kit) {
 	}
 	releaseSlow()
 	waitClient("the late reply to be discarded", func(s rpc.ClientStats) bool { return s.Late == 1 })
+	// The slow request is settled before the crash below, so that what
+	// the next replier gets back is the crashed request alone (an
+	// unsettled slow request would come back first, as at-least-once
+	// allows).
+	waitServer(a, "the slow request acked", func(s flow.Stats) bool { return s.Acked == 3 })
 
 	// A replier that crashes before replying: the request is redelivered
 	// and answered once, by the replier started after the crash (on MQTT
