@@ -132,3 +132,18 @@ func Unsupported(adapter string, caps ports.Capabilities, spec ports.TopicSpec) 
 	}
 	return nil
 }
+
+// DeclareGroups returns a create function for Declared.Declare that
+// declares each of the spec's groups ahead with d, stopping at the first
+// error: the whole of DeclareTopic for a broker whose topics need nothing
+// created beyond their groups.
+func DeclareGroups(d ports.GroupDeclarer) func(context.Context, ports.TopicSpec) error {
+	return func(ctx context.Context, spec ports.TopicSpec) error {
+		for _, g := range spec.Groups {
+			if err := d.DeclareGroup(ctx, spec.Topic, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}

@@ -130,14 +130,7 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 	if spec.MaxLength > 0 {
 		return fmt.Errorf("%w: mqtt cannot cap topic %q at %d messages (a broker's queue limits are per session and broker-wide)", ports.ErrUnsupported, spec.Topic, spec.MaxLength)
 	}
-	return a.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
-		for _, g := range spec.Groups {
-			if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return a.declared.Declare(ctx, spec, kit.DeclareGroups(a))
 }
 
 // DeclareGroup implements ports.GroupDeclarer. An MQTT broker keeps a

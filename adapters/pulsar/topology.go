@@ -169,14 +169,7 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 	if _, err := a.physicalTopic(spec.Topic); err != nil {
 		return err
 	}
-	return a.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
-		for _, g := range spec.Groups {
-			if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return a.declared.Declare(ctx, spec, kit.DeclareGroups(a))
 }
 
 // DeclareGroup implements ports.GroupDeclarer: it creates the group's

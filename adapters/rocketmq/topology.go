@@ -7,6 +7,7 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -152,14 +153,7 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 	case spec.MaxLength > 0:
 		return fmt.Errorf("%w: rocketmq cannot cap topic %q at %d messages", ports.ErrUnsupported, spec.Topic, spec.MaxLength)
 	}
-	return a.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
-		for _, g := range spec.Groups {
-			if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return a.declared.Declare(ctx, spec, kit.DeclareGroups(a))
 }
 
 // DeclareGroup implements ports.GroupDeclarer: it starts a SimpleConsumer
