@@ -17,6 +17,9 @@ const (
 	// must settle within it. Apache RocketMQ's proxy refuses receives with
 	// less than 10 s.
 	DefaultInvisibleDuration = 30 * time.Second
+	// DefaultMaxLease bounds how long a received, unsettled message is
+	// kept invisible by renewing its invisible duration (WithMaxLease).
+	DefaultMaxLease = 30 * time.Minute
 	// DefaultAwaitDuration is the long-polling time of one ReceiveMessage.
 	DefaultAwaitDuration = 5 * time.Second
 	// DefaultRequestTimeout bounds every other RPC (send, ack, change).
@@ -38,6 +41,7 @@ type config struct {
 	accessKey      string
 	accessSecret   string
 	invisible      time.Duration
+	maxLease       time.Duration
 	await          time.Duration
 	requestTimeout time.Duration
 	parallelism    int
@@ -50,6 +54,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		invisible:      DefaultInvisibleDuration,
+		maxLease:       DefaultMaxLease,
 		await:          DefaultAwaitDuration,
 		requestTimeout: DefaultRequestTimeout,
 		parallelism:    DefaultParallelism,
@@ -82,10 +87,32 @@ func WithCredentials(accessKey, accessSecret string) Option {
 }
 
 // WithInvisibleDuration sets how long a received message stays invisible
-// before it is redelivered unless settled (default 30 s; Apache RocketMQ
-// requires at least 10 s).
+// before it is redelivered unless settled or renewed (default 30 s; Apache
+// RocketMQ requires at least 10 s). While a message is in flight the
+// adapter renews its invisibility, up to WithMaxLease; a consumer that
+// crashes leaves its messages to be redelivered after at most this long.
 func WithInvisibleDuration(d time.Duration) Option {
 	return positive("WithInvisibleDuration", d, func(c *config) { c.invisible = d })
+}
+
+// WithMaxLease bounds how long the adapter keeps a received message
+// invisible while the pipeline works on it (default 30 min). A message
+// not settled when its invisible duration is about to end has that
+// duration renewed (ChangeInvisibleDuration, the same receipt's delivery,
+// DeliveryAttempt unchanged), so a handler that runs longer than the
+// invisible duration does not get its message delivered to another
+// consumer meanwhile. Past d after it was received a message is no longer
+// renewed: it is delivered again when its invisibility ends. Zero turns
+// renewal off: every message must be settled within the invisible
+// duration or it is delivered again.
+func WithMaxLease(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("rocketmq: WithMaxLease(%v): must not be negative (0 turns lease renewal off)", d)
+		}
+		c.maxLease = d
+		return nil
+	}
 }
 
 // WithAwaitDuration sets the long-polling time of a receive (default 5 s).

@@ -27,8 +27,14 @@ import (
 //   - DEAD_LETTER: a confirmed publish of kit.DeadLetterCopy to
 //     ports.DeadLetterTopic(topic), then AckMessage; a failed publish acks
 //     nothing.
-//   - no settlement: the message becomes visible again when its invisible
-//     duration ends and is redelivered.
+//   - no settlement: while the subscription runs, the message's invisible
+//     duration is renewed (see lease) up to WithMaxLease after it was
+//     received; then it becomes visible again and is redelivered.
+//
+// A message in flight has its invisibility renewed before it ends, so a
+// handler slower than the invisible duration does not see its message
+// delivered to another consumer of the group meanwhile (a duplicate the
+// guarantee allows but a user does not expect of a live consumer).
 //
 // Stop never acknowledges: messages received and not settled are released
 // at once (ChangeInvisibleDuration 0) so the group's next consumer gets
@@ -52,6 +58,7 @@ type Subscription struct {
 
 	cancel  context.CancelFunc
 	done    chan struct{} // receive loop ended
+	leased  chan struct{} // lease loop ended
 	stop    sync.Once
 	stopErr error
 }
@@ -61,9 +68,15 @@ var _ ports.Subscription = (*Subscription)(nil)
 // handle is Delivery.Handle: the message view (receipt handle) and the
 // settlement claim.
 type handle struct {
-	claim kit.Claim
-	mv    *rmq.MessageView
-	s     *Subscription
+	claim    kit.Claim
+	s        *Subscription
+	received time.Time // when the receive that brought it was sent
+
+	// mu serialises the RPCs on mv: ChangeInvisibleDuration replaces its
+	// receipt handle, which Ack and a later change then use.
+	mu  sync.Mutex
+	mv  *rmq.MessageView
+	due time.Time // when its invisibility ends (under mu)
 }
 
 func (h *handle) Claim() *kit.Claim { return &h.claim }
@@ -116,17 +129,19 @@ func newSubscription(ctx context.Context, a *Adapter, spec ports.SubscriptionSpe
 	}
 	s := &Subscription{
 		a: a, spec: spec, topic: topic, group: group, sc: sc, unclaim: unclaim,
-		inbox: kit.NewInbox[*ports.Delivery](0),
-		errs:  kit.NewErrors(16),
-		facts: map[string]string{FactGroup: group},
-		out:   make(map[*handle]struct{}),
-		room:  make(chan struct{}),
-		done:  make(chan struct{}),
+		inbox:  kit.NewInbox[*ports.Delivery](0),
+		errs:   kit.NewErrors(16),
+		facts:  map[string]string{FactGroup: group},
+		out:    make(map[*handle]struct{}),
+		room:   make(chan struct{}),
+		done:   make(chan struct{}),
+		leased: make(chan struct{}),
 	}
 	s.settler = kit.NewSettler(settleBroker{s})
 	lctx, lcancel := context.WithCancel(context.Background())
 	s.cancel = lcancel
 	go s.loop(lctx)
+	go s.lease(lctx)
 	return s, nil
 }
 
@@ -149,6 +164,7 @@ func (s *Subscription) loop(ctx context.Context) {
 			}
 			continue
 		}
+		sent := time.Now() // the invisibility starts after this
 		mvs, err := s.sc.Receive(ctx, int32(min(want, 32)), s.a.cfg.invisible)
 		if ctx.Err() != nil {
 			// Messages of a receive cut short stay invisible and come back
@@ -177,7 +193,7 @@ func (s *Subscription) loop(ctx context.Context) {
 		ds := make([]*ports.Delivery, 0, len(mvs))
 		s.mu.Lock()
 		for _, mv := range mvs {
-			h := &handle{mv: mv, s: s}
+			h := &handle{mv: mv, s: s, received: sent, due: sent.Add(s.a.cfg.invisible)}
 			s.out[h] = struct{}{}
 			ds = append(ds, s.delivery(h, now))
 		}
@@ -253,6 +269,63 @@ func (s *Subscription) settled(ds []*ports.Delivery) {
 	s.mu.Unlock()
 }
 
+// lease renews the invisibility of the messages in flight: every sixth of
+// the invisible duration, each message received, not being settled, whose
+// invisibility ends within two thirds of the duration and that was
+// received less than WithMaxLease ago gets a fresh invisible duration. A
+// renewal is thus sent at least half the duration before the invisibility
+// would end. A failed renewal is reported on Errors: the message may then
+// be delivered again (at-least-once).
+func (s *Subscription) lease(ctx context.Context) {
+	defer close(s.leased)
+	inv, maxLease := s.a.cfg.invisible, s.a.cfg.maxLease
+	if maxLease <= 0 {
+		return
+	}
+	t := time.NewTicker(max(inv/6, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var due []*handle
+		s.mu.Lock()
+		for h := range s.out {
+			if st, _ := h.claim.State(); st != kit.Out || now.Sub(h.received) >= maxLease {
+				continue
+			}
+			h.mu.Lock()
+			soon := h.due.Sub(now) < 2*inv/3
+			h.mu.Unlock()
+			if soon {
+				due = append(due, h)
+			}
+		}
+		s.mu.Unlock()
+		parallel(len(due), s.a.cfg.parallelism, func(i int) { s.renew(ctx, due[i], inv) })
+	}
+}
+
+// renew gives h a fresh invisible duration unless it is being settled.
+func (s *Subscription) renew(ctx context.Context, h *handle, inv time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st, _ := h.claim.State(); st != kit.Out || ctx.Err() != nil {
+		return
+	}
+	sent := time.Now()
+	if err := s.sc.ChangeInvisibleDuration(h.mv, inv); err != nil {
+		if st, _ := h.claim.State(); st == kit.Out && ctx.Err() == nil {
+			s.errs.Report(fmt.Errorf("rocketmq: renewing the invisible duration of %q in group %s (it may be delivered again): %w", h.mv.GetMessageId(), s.group, err))
+		}
+		return
+	}
+	h.due = sent.Add(inv)
+}
+
 // release makes received messages visible again at once (no ack).
 func (s *Subscription) release(mvs []*rmq.MessageView) {
 	if len(mvs) == 0 {
@@ -277,17 +350,24 @@ func (s *Subscription) Stop(ctx context.Context) error {
 		case <-ctx.Done():
 			s.stopErr = fmt.Errorf("rocketmq: stop %s in group %s: receive loop still running: %w", s.topic, s.group, ctx.Err())
 		}
+		if s.stopErr == nil {
+			<-s.leased // a renewal's RPC is bounded by the request timeout
+		}
 		s.inbox.Close()
 		s.mu.Lock()
-		var mvs []*rmq.MessageView
+		var hs []*handle
 		for h := range s.out {
 			if st, _ := h.claim.State(); st == kit.Out {
-				mvs = append(mvs, h.mv)
+				hs = append(hs, h)
 			}
 		}
 		s.out = map[*handle]struct{}{}
 		s.mu.Unlock()
-		s.release(mvs)
+		parallel(len(hs), s.a.cfg.parallelism, func(i int) {
+			hs[i].mu.Lock()
+			defer hs[i].mu.Unlock()
+			_ = s.sc.ChangeInvisibleDuration(hs[i].mv, 0)
+		})
 		if err := s.sc.GracefulStop(); err != nil && s.stopErr == nil {
 			s.stopErr = fmt.Errorf("rocketmq: stop consumer group %s: %w", s.group, err)
 		}
@@ -322,7 +402,10 @@ func (b settleBroker) Ack(ctx context.Context, ds []*ports.Delivery) error {
 	budget, cancel := context.WithTimeout(ctx, 2*cfg.requestTimeout)
 	defer cancel()
 	parallel(len(ds), cfg.parallelism, func(i int) {
-		mv := ds[i].Handle.(*handle).mv
+		h := ds[i].Handle.(*handle)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		mv := h.mv
 		for attempt := 0; ; attempt++ {
 			rctx, cancel := context.WithTimeout(budget, cfg.requestTimeout)
 			err := b.s.sc.Ack(rctx, mv)
@@ -349,7 +432,10 @@ func (b settleBroker) Ack(ctx context.Context, ds []*ports.Delivery) error {
 func (b settleBroker) Requeue(_ context.Context, ds []*ports.Delivery, delay time.Duration) error {
 	errs := make([]error, len(ds))
 	parallel(len(ds), b.s.a.cfg.parallelism, func(i int) {
-		if err := b.s.sc.ChangeInvisibleDuration(ds[i].Handle.(*handle).mv, delay); err != nil {
+		h := ds[i].Handle.(*handle)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err := b.s.sc.ChangeInvisibleDuration(h.mv, delay); err != nil {
 			errs[i] = fmt.Errorf("rocketmq: requeue %q in group %s (change invisible duration to %v): %w", ds[i].ID, b.s.group, delay, err)
 		}
 	})

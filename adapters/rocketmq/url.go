@@ -13,12 +13,12 @@ import (
 
 // init registers rocketmq:// with the scheme registry:
 //
-//	rocketmq://[accessKey:secret@]host:8081[?invisible=30s&await=5s&request_timeout=5s&start_timeout=30s&connect_timeout=10s&insecure=true]
+//	rocketmq://[accessKey:secret@]host:8081[?invisible=30s&max_lease=30m&await=5s&request_timeout=5s&start_timeout=30s&connect_timeout=10s&insecure=true]
 //
 // host:port is the RocketMQ 5 proxy's gRPC endpoint; user and password are
 // the ACL access key and secret (the secret also from password_file or
 // password_env); the shared namespace parameter becomes the RocketMQ
-// namespace. Open sends one signed Heartbeat within connect_timeout, so an
+// namespace; max_lease is WithMaxLease (0 turns lease renewal off). Open sends one signed Heartbeat within connect_timeout, so an
 // unreachable proxy, a failed TLS handshake or refused credentials fail
 // Open (the last as an *AuthError matching adapters.ErrAuth).
 //
@@ -38,11 +38,12 @@ func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapt
 	}
 	p := cfg.Params
 	invisible := p.Duration("invisible", DefaultInvisibleDuration, time.Second, 12*time.Hour)
+	maxLease := p.Duration("max_lease", DefaultMaxLease, 0, 7*24*time.Hour)
 	await := p.Duration("await", DefaultAwaitDuration, 100*time.Millisecond, time.Minute)
 	reqTimeout := p.Duration("request_timeout", DefaultRequestTimeout, 100*time.Millisecond, 5*time.Minute)
 	startTimeout := p.Duration("start_timeout", 30*time.Second, time.Second, 10*time.Minute)
 	connectTimeout := p.Duration("connect_timeout", DefaultConnectTimeout, 10*time.Millisecond, time.Hour)
-	if err := p.Err("invisible", "await", "request_timeout", "start_timeout", "connect_timeout"); err != nil {
+	if err := p.Err("invisible", "max_lease", "await", "request_timeout", "start_timeout", "connect_timeout"); err != nil {
 		return nil, err
 	}
 	if err := checkTLS(cfg, u.Host); err != nil {
@@ -52,6 +53,7 @@ func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapt
 		WithEndpoint(u.Host),
 		WithNamespace(cfg.Namespace),
 		WithInvisibleDuration(invisible),
+		WithMaxLease(maxLease),
 		WithAwaitDuration(await),
 		WithRequestTimeout(reqTimeout),
 		WithStartTimeout(startTimeout),
