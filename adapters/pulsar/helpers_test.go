@@ -8,38 +8,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicemq/sluice/adapters/pulsar"
+	"github.com/sluicemq/sluice/adapters/pulsar/internal/clientleaks"
 	"github.com/sluicemq/sluice/adapters/pulsar/internal/fakepulsar"
 	"github.com/sluicemq/sluice/ports"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// pulsar-client-go v0.19.0, with a real client (PULSAR_URL or a
-		// wire-protocol test broker): a closed producer's send-timeout
-		// goroutine exits only at its next tick, up to SendTimeout later.
-		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
-		// pulsar-client-go v0.19.0: after a successful Consumer.Unsubscribe
-		// (a BROADCAST instance's Stop) the partition consumer is marked
-		// closed, so its Close returns early and these goroutines are never
-		// stopped (consumer_partition.go internalUnsubscribe / Close). An
-		// upstream leak of three goroutines per stopped instance.
-		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).runEventsLoop"),
-		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).dispatcher"),
-		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.newAckGroupingTracker.func1"),
-		// pulsar-client-go v0.19.0: every chunked message received starts
-		// a goroutine that sleeps ExpireTimeOfIncompleteChunk (a minute)
-		// and is not stopped when the message completes or the consumer
-		// closes (consumer_partition.go discardChunkIfExpire). Upstream;
-		// it ends on its own.
-		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*chunkedMsgCtxMap).discardChunkIfExpire"),
-		// pulsar-client-go v0.19.0: a consumer that (re)connects tells its
-		// dispatcher from a goroutine of its own, `go func() {
-		// pc.connectedCh <- struct{}{} }()` (consumer_partition.go
-		// grabConn); when the consumer is closed before the dispatcher
-		// reads it, that send blocks for the process's life. Seen beside a
-		// CPU hog; upstream.
-		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).grabConn.func1"),
-	)
+	// With a real client (PULSAR_URL or a wire-protocol test broker):
+	// pulsar-client-go's own leaks, named in clientleaks.
+	goleak.VerifyTestMain(m, clientleaks.Ignore...)
 }
 
 // wait bounds every blocking step of a test.

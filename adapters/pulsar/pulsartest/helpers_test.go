@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/sluicemq/sluice/adapters/pulsar/internal/clientleaks"
 	"github.com/sluicemq/sluice/adapters/pulsar/pulsartest"
 )
 
@@ -22,16 +23,8 @@ const wait = 10 * time.Second
 const msTick = time.Millisecond
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// pulsar-client-go v0.19.0 leaves each producer's send-timeout
-		// goroutine parked on its timer until SendTimeout (30 s) passes
-		// after Close; it is the client's, not the broker's.
-		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
-		// pulsar-client-go v0.19.0 starts a goroutine per chunked message
-		// received that sleeps ExpireTimeOfIncompleteChunk (a minute) and
-		// is never stopped early (discardChunkIfExpire); the client's too.
-		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*chunkedMsgCtxMap).discardChunkIfExpire"),
-	)
+	// The client's leaks, not the broker's (clientleaks names them).
+	goleak.VerifyTestMain(m, clientleaks.Ignore...)
 }
 
 // startBroker starts a broker that logs to t and closes with the test.
