@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +49,10 @@ type decoded struct {
 	// bad is the first malformed adapter header (redelivery count or
 	// not-before), nil when all are well formed.
 	bad *ports.HeaderError
+	// offsetText and timeText are the record's offset and timestamp
+	// (RFC 3339, UTC; "" when the record has none) as text, for the
+	// Delivery's facts.
+	offsetText, timeText string
 }
 
 // maxInterned bounds a partition's table of interned header names, so
@@ -59,8 +64,9 @@ const maxInterned = 256
 // Delivery.Err set so the core dead-letters it as poison. names interns
 // header names (nil: no interning); it belongs to the caller's goroutine.
 //
-// The key and every header value are slices of one string (one
-// allocation instead of one per header and key).
+// The key, every header value and the offset and timestamp texts of the
+// facts are slices of one string (one allocation instead of one per
+// header, key and fact).
 func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names map[string]string) decoded {
 	var d decoded
 	n := len(cm.Key)
@@ -68,6 +74,15 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names map[string]stri
 		if rh != nil {
 			n += len(rh.Value)
 		}
+	}
+	var offBuf [20]byte
+	offset := strconv.AppendInt(offBuf[:0], cm.Offset, 10)
+	n += len(offset)
+	var tsBuf [40]byte
+	var ts []byte
+	if !cm.Timestamp.IsZero() {
+		ts = cm.Timestamp.UTC().AppendFormat(tsBuf[:0], time.RFC3339Nano)
+		n += len(ts)
 	}
 	var b strings.Builder
 	b.Grow(n)
@@ -77,8 +92,12 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names map[string]stri
 			b.Write(rh.Value)
 		}
 	}
+	b.Write(offset)
+	b.Write(ts)
 	all := b.String()
 	key, all := all[:len(cm.Key)], all[len(cm.Key):]
+	facts := all[len(all)-len(offset)-len(ts):]
+	d.offsetText, d.timeText = facts[:len(offset)], facts[len(offset):]
 	h := make(ports.Headers, len(cm.Headers))
 	for _, rh := range cm.Headers {
 		if rh == nil {

@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -23,6 +24,9 @@ func FuzzDecode(f *testing.F) {
 			nil,
 		}}
 		d := decode(cm, "t", map[string]string{})
+		if d.msg.Key != string(key) {
+			t.Fatalf("key %q, want %q", d.msg.Key, key)
+		}
 		if d.count < 0 {
 			t.Fatalf("negative count %d", d.count)
 		}
@@ -36,4 +40,30 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("malformed count %q not reported", count)
 		}
 	})
+}
+
+// TestDecodeFactTexts: the offset and timestamp texts of the facts are
+// cut from the same string as the key and header values; every part
+// keeps its own bytes.
+func TestDecodeFactTexts(t *testing.T) {
+	ts := time.Date(2026, 12, 1, 22, 3, 4, 500600700, time.FixedZone("X", 3600))
+	cm := &sarama.ConsumerMessage{Key: []byte("key-1"), Value: []byte(`{}`), Offset: 1234567890123, Timestamp: ts,
+		Headers: []*sarama.RecordHeader{
+			{Key: []byte(ports.HeaderID), Value: []byte("id-9")},
+			{Key: []byte("x-other"), Value: []byte("v")},
+		}}
+	d := decode(cm, "t", map[string]string{})
+	if d.msg.Key != "key-1" || d.msg.Headers[ports.HeaderID] != "id-9" || d.msg.Headers["x-other"] != "v" {
+		t.Fatalf("key %q headers %v", d.msg.Key, d.msg.Headers)
+	}
+	if d.offsetText != "1234567890123" {
+		t.Fatalf("offset text %q", d.offsetText)
+	}
+	if want := ts.UTC().Format(time.RFC3339Nano); d.timeText != want {
+		t.Fatalf("time text %q, want %q", d.timeText, want)
+	}
+	cm.Timestamp, cm.Offset = time.Time{}, 0
+	if d := decode(cm, "t", nil); d.timeText != "" || d.offsetText != "0" || d.msg.Key != "key-1" {
+		t.Fatalf("no timestamp: time %q offset %q key %q", d.timeText, d.offsetText, d.msg.Key)
+	}
 }

@@ -151,7 +151,7 @@ const claimBatch = 64
 // it to avail when it may be made available now. The caller reserved its
 // buffer slot.
 func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage, avail []*record) []*record {
-	r := &record{s: s, p: p, offset: cm.Offset, dec: decode(cm, s.topic, p.names), timestamp: cm.Timestamp, received: time.Now()}
+	r := &record{s: s, p: p, offset: cm.Offset, dec: decode(cm, s.topic, p.names), received: time.Now()}
 	ok, live := p.add(r)
 	if !live {
 		s.unbuffer(1)

@@ -21,17 +21,21 @@ const (
 
 // record is one consumed Kafka record, from fetch to commit.
 type record struct {
-	s         *subscription
-	p         *partition
-	offset    int64
-	dec       decoded
-	timestamp time.Time
-	received  time.Time
+	s        *subscription
+	p        *partition
+	offset   int64
+	dec      decoded
+	received time.Time
+	// first is the record's first Delivery, made in the same allocation
+	// (a record is handed out again only after a failed settlement; later
+	// hand-outs allocate their own).
+	first ports.Delivery
 
 	// Guarded by p.mu.
 	state  recordState
 	action ports.Action // the action that settled it (stateDone)
 	local  int          // local redeliveries after a failed settlement
+	handed bool         // first was handed out
 }
 
 // partition is one partition claimed in one consumer-group session
