@@ -59,6 +59,45 @@ type decoded struct {
 // records with ever-new header names cannot grow it without end.
 const maxInterned = 256
 
+// maxPositions bounds interner.last.
+const maxPositions = 32
+
+// interner interns header names for one partition's claim goroutine.
+// Records of one producer carry their headers in the same order, so the
+// name at each position of the previous record is tried first (a byte
+// comparison, no hashing); the table is the fallback.
+type interner struct {
+	byName map[string]string
+	last   []string // the names at each header position of the last record
+}
+
+func newInterner() *interner { return &interner{byName: make(map[string]string)} }
+
+// name returns the interned name of header key at position i (a fresh
+// string when in is nil or the table is full).
+func (in *interner) name(i int, key []byte) string {
+	if in == nil {
+		return string(key)
+	}
+	if i < len(in.last) && in.last[i] == string(key) {
+		return in.last[i]
+	}
+	name, ok := in.byName[string(key)]
+	if !ok {
+		name = string(key)
+		if len(in.byName) < maxInterned {
+			in.byName[name] = name
+		}
+	}
+	switch {
+	case i < len(in.last):
+		in.last[i] = name
+	case i == len(in.last) && i < maxPositions:
+		in.last = append(in.last, name)
+	}
+	return name
+}
+
 // decode reads a consumed record. It never fails: malformed headers are
 // reported in decoded.bad and the record is still delivered, with
 // Delivery.Err set so the core dead-letters it as poison. names interns
@@ -67,7 +106,7 @@ const maxInterned = 256
 // The key, every header value and the offset and timestamp texts of the
 // facts are slices of one string (one allocation instead of one per
 // header, key and fact).
-func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names map[string]string) decoded {
+func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names *interner) decoded {
 	var d decoded
 	n := len(cm.Key)
 	for _, rh := range cm.Headers {
@@ -99,20 +138,13 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names map[string]stri
 	facts := all[len(all)-len(offset)-len(ts):]
 	d.offsetText, d.timeText = facts[:len(offset)], facts[len(offset):]
 	h := make(ports.Headers, len(cm.Headers))
-	for _, rh := range cm.Headers {
+	for i, rh := range cm.Headers {
 		if rh == nil {
 			continue
 		}
 		v := all[:len(rh.Value)]
 		all = all[len(rh.Value):]
-		name, ok := names[string(rh.Key)]
-		if !ok {
-			name = string(rh.Key)
-			if names != nil && len(names) < maxInterned {
-				names[name] = name
-			}
-		}
-		h[name] = v
+		h[names.name(i, rh.Key)] = v
 	}
 	if s, ok := h[HeaderNotBefore]; ok {
 		delete(h, HeaderNotBefore)

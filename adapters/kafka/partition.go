@@ -68,7 +68,7 @@ type partition struct {
 	idText, genText string
 	// names interns header names; only the partition's claim goroutine
 	// (which decodes its records) uses it.
-	names map[string]string
+	names *interner
 }
 
 func newPartition(topic string, id, gen int32, member string, start, committed int64) *partition {
@@ -77,7 +77,7 @@ func newPartition(topic string, id, gen int32, member string, start, committed i
 		mark: start, committed: committed,
 		keys:   make(map[string][]*record),
 		idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(gen)),
-		names: make(map[string]string),
+		names: newInterner(),
 	}
 }
 
