@@ -27,10 +27,13 @@ func newIDPrefix() string {
 // probability message id.
 func NewID() string {
 	var b [64]byte
-	out := append(b[:0], idPrefix...)
-	out = append(out, '-')
-	out = strconv.AppendUint(out, idCounter.Add(1), 36)
-	return string(out)
+	return string(appendID(b[:0]))
+}
+
+func appendID(b []byte) []byte {
+	b = append(b, idPrefix...)
+	b = append(b, '-')
+	return strconv.AppendUint(b, idCounter.Add(1), 36)
 }
 
 // Stamp fills the envelope headers a sender owns when they are missing:
@@ -42,14 +45,29 @@ func (m *Message) Stamp(now time.Time) {
 	for k, v := range m.Headers {
 		h[k] = v
 	}
-	if h[HeaderID] == "" {
-		h[HeaderID] = NewID()
+	// The id and the time are written into one string (one allocation
+	// for both).
+	var b [128]byte
+	text := b[:0]
+	needID, needTime := h[HeaderID] == "", h[HeaderTime] == ""
+	if needID {
+		text = appendID(text)
+	}
+	idLen := len(text)
+	if needTime {
+		text = now.UTC().AppendFormat(text, time.RFC3339Nano)
+	}
+	if len(text) > 0 {
+		all := string(text)
+		if needID {
+			h[HeaderID] = all[:idLen]
+		}
+		if needTime {
+			h[HeaderTime] = all[idLen:]
+		}
 	}
 	if h[HeaderSpecVersion] == "" {
 		h[HeaderSpecVersion] = "1.0"
-	}
-	if h[HeaderTime] == "" {
-		h[HeaderTime] = now.UTC().Format(time.RFC3339Nano)
 	}
 	if m.Key != "" && h[HeaderPartitionKey] == "" {
 		h[HeaderPartitionKey] = m.Key

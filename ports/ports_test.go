@@ -80,6 +80,43 @@ func TestStampFillsEnvelopeWithoutTouchingCallerHeaders(t *testing.T) {
 	}
 }
 
+// TestStampValues: the id and the time Stamp writes (sharing one string)
+// are each exactly what was asked, whichever of them was missing.
+func TestStampValues(t *testing.T) {
+	at := time.Date(2026, 12, 1, 22, 10, 0, 123456789, time.FixedZone("X", -7200))
+	wantTime := at.UTC().Format(time.RFC3339Nano)
+	for _, c := range []struct {
+		name string
+		h    ports.Headers
+	}{
+		{"both missing", nil},
+		{"id given", ports.Headers{ports.HeaderID: "given-id"}},
+		{"time given", ports.Headers{ports.HeaderTime: "given-time"}},
+		{"both given", ports.Headers{ports.HeaderID: "given-id", ports.HeaderTime: "given-time"}},
+	} {
+		m := ports.Message{Topic: "t", Headers: c.h}
+		m.Stamp(at)
+		id, tm := m.Headers[ports.HeaderID], m.Headers[ports.HeaderTime]
+		if given := c.h[ports.HeaderID]; given != "" {
+			if id != given {
+				t.Errorf("%s: id %q, want %q", c.name, id, given)
+			}
+		} else if !strings.Contains(id, "-") || strings.Contains(id, "T") || len(id) < 26 {
+			t.Errorf("%s: id %q is not a NewID", c.name, id)
+		}
+		if given := c.h[ports.HeaderTime]; given != "" {
+			if tm != given {
+				t.Errorf("%s: time %q, want %q", c.name, tm, given)
+			}
+		} else if tm != wantTime {
+			t.Errorf("%s: time %q, want %q", c.name, tm, wantTime)
+		}
+		if m.Headers[ports.HeaderSpecVersion] != "1.0" {
+			t.Errorf("%s: specversion %q", c.name, m.Headers[ports.HeaderSpecVersion])
+		}
+	}
+}
+
 func FuzzRedeliveryCountFrom(f *testing.F) {
 	for _, s := range []string{"0", "12", "-1", "", "abc", "99999999999999999999"} {
 		f.Add(s)

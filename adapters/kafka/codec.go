@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,26 +49,79 @@ type decoded struct {
 	// bad is the first malformed adapter header (redelivery count or
 	// not-before), nil when all are well formed.
 	bad *ports.HeaderError
+	// offsetText and timeText are the record's offset and timestamp
+	// (RFC 3339, UTC; "" when the record has none) as text, for the
+	// Delivery's facts.
+	offsetText, timeText string
 }
 
 // maxInterned bounds a partition's table of interned header names, so
 // records with ever-new header names cannot grow it without end.
 const maxInterned = 256
 
+// maxPositions bounds interner.last.
+const maxPositions = 32
+
+// interner interns header names for one partition's claim goroutine.
+// Records of one producer carry their headers in the same order, so the
+// name at each position of the previous record is tried first (a byte
+// comparison, no hashing); the table is the fallback.
+type interner struct {
+	byName map[string]string
+	last   []string // the names at each header position of the last record
+}
+
+func newInterner() *interner { return &interner{byName: make(map[string]string)} }
+
+// name returns the interned name of header key at position i (a fresh
+// string when in is nil or the table is full).
+func (in *interner) name(i int, key []byte) string {
+	if in == nil {
+		return string(key)
+	}
+	if i < len(in.last) && in.last[i] == string(key) {
+		return in.last[i]
+	}
+	name, ok := in.byName[string(key)]
+	if !ok {
+		name = string(key)
+		if len(in.byName) < maxInterned {
+			in.byName[name] = name
+		}
+	}
+	switch {
+	case i < len(in.last):
+		in.last[i] = name
+	case i == len(in.last) && i < maxPositions:
+		in.last = append(in.last, name)
+	}
+	return name
+}
+
 // decode reads a consumed record. It never fails: malformed headers are
 // reported in decoded.bad and the record is still delivered, with
 // Delivery.Err set so the core dead-letters it as poison. names interns
 // header names (nil: no interning); it belongs to the caller's goroutine.
 //
-// The key and every header value are slices of one string (one
-// allocation instead of one per header and key).
-func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names map[string]string) decoded {
+// The key, every header value and the offset and timestamp texts of the
+// facts are slices of one string (one allocation instead of one per
+// header, key and fact).
+func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names *interner) decoded {
 	var d decoded
 	n := len(cm.Key)
 	for _, rh := range cm.Headers {
 		if rh != nil {
 			n += len(rh.Value)
 		}
+	}
+	var offBuf [20]byte
+	offset := strconv.AppendInt(offBuf[:0], cm.Offset, 10)
+	n += len(offset)
+	var tsBuf [40]byte
+	var ts []byte
+	if !cm.Timestamp.IsZero() {
+		ts = cm.Timestamp.UTC().AppendFormat(tsBuf[:0], time.RFC3339Nano)
+		n += len(ts)
 	}
 	var b strings.Builder
 	b.Grow(n)
@@ -77,23 +131,20 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, names map[string]stri
 			b.Write(rh.Value)
 		}
 	}
+	b.Write(offset)
+	b.Write(ts)
 	all := b.String()
 	key, all := all[:len(cm.Key)], all[len(cm.Key):]
+	facts := all[len(all)-len(offset)-len(ts):]
+	d.offsetText, d.timeText = facts[:len(offset)], facts[len(offset):]
 	h := make(ports.Headers, len(cm.Headers))
-	for _, rh := range cm.Headers {
+	for i, rh := range cm.Headers {
 		if rh == nil {
 			continue
 		}
 		v := all[:len(rh.Value)]
 		all = all[len(rh.Value):]
-		name, ok := names[string(rh.Key)]
-		if !ok {
-			name = string(rh.Key)
-			if names != nil && len(names) < maxInterned {
-				names[name] = name
-			}
-		}
-		h[name] = v
+		h[names.name(i, rh.Key)] = v
 	}
 	if s, ok := h[HeaderNotBefore]; ok {
 		delete(h, HeaderNotBefore)

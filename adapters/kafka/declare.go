@@ -184,7 +184,8 @@ func (a *Adapter) logger() *slog.Logger {
 }
 
 // expired reports whether a record with timestamp ts is older than the
-// subscription's retention (never when there is none, or ts is unknown).
-func (s *subscription) expired(ts time.Time) bool {
-	return s.retention > 0 && !ts.IsZero() && time.Since(ts) > s.retention
+// subscription's retention at now (never when there is none, or ts is
+// unknown).
+func (s *subscription) expired(ts, now time.Time) bool {
+	return s.retention > 0 && !ts.IsZero() && now.Sub(ts) > s.retention
 }

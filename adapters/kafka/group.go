@@ -112,8 +112,10 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		}
 		// Take what else the claim has fetched already, as far as the
 		// buffer has room, and make the lot available at once: one lock
-		// and one wake-up of Receive per batch, not per record.
-		avail = s.accept(p, cm, avail[:0])
+		// and one wake-up of Receive per batch, not per record (and one
+		// clock read: the batch is received now).
+		now := time.Now()
+		avail = s.accept(p, cm, avail[:0], now)
 		closed := false
 		if extra := s.tryReserve(claimBatch - 1); extra > 0 {
 			took := 0
@@ -126,7 +128,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 						break drain
 					}
 					took++
-					avail = s.accept(p, m, avail)
+					avail = s.accept(p, m, avail, now)
 				default:
 					break drain
 				}
@@ -149,15 +151,15 @@ const claimBatch = 64
 
 // accept takes one fetched record into the partition tracker and appends
 // it to avail when it may be made available now. The caller reserved its
-// buffer slot.
-func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage, avail []*record) []*record {
-	r := &record{s: s, p: p, offset: cm.Offset, dec: decode(cm, s.topic, p.names), timestamp: cm.Timestamp, received: time.Now()}
+// buffer slot. now is when the claim took it.
+func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage, avail []*record, now time.Time) []*record {
+	r := &record{s: s, p: p, offset: cm.Offset, dec: decode(cm, s.topic, p.names), received: now}
 	ok, live := p.add(r)
 	if !live {
 		s.unbuffer(1)
 		return avail
 	}
-	if !s.spec.MatchKey(r.dec.msg.Key) || s.expired(cm.Timestamp) {
+	if !s.spec.MatchKey(r.dec.msg.Key) || s.expired(cm.Timestamp, now) {
 		// Not for this subscription, or older than the topic's retention
 		// (Kafka deletes whole segments, late): settled without handling.
 		s.unbuffer(1)

@@ -21,17 +21,21 @@ const (
 
 // record is one consumed Kafka record, from fetch to commit.
 type record struct {
-	s         *subscription
-	p         *partition
-	offset    int64
-	dec       decoded
-	timestamp time.Time
-	received  time.Time
+	s        *subscription
+	p        *partition
+	offset   int64
+	dec      decoded
+	received time.Time
+	// first is the record's first Delivery, made in the same allocation
+	// (a record is handed out again only after a failed settlement; later
+	// hand-outs allocate their own).
+	first ports.Delivery
 
 	// Guarded by p.mu.
 	state  recordState
 	action ports.Action // the action that settled it (stateDone)
 	local  int          // local redeliveries after a failed settlement
+	handed bool         // first was handed out
 }
 
 // partition is one partition claimed in one consumer-group session
@@ -64,7 +68,7 @@ type partition struct {
 	idText, genText string
 	// names interns header names; only the partition's claim goroutine
 	// (which decodes its records) uses it.
-	names map[string]string
+	names *interner
 }
 
 func newPartition(topic string, id, gen int32, member string, start, committed int64) *partition {
@@ -73,7 +77,7 @@ func newPartition(topic string, id, gen int32, member string, start, committed i
 		mark: start, committed: committed,
 		keys:   make(map[string][]*record),
 		idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(gen)),
-		names: make(map[string]string),
+		names: newInterner(),
 	}
 }
 

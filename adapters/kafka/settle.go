@@ -45,21 +45,22 @@ func (s *subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports
 	default:
 		return &ports.ValueError{Field: "Disposition.Action", Reason: fmt.Sprintf("unknown action %v", d.Action)}
 	}
-	recs, err := s.claimAll(ds, d.Action)
-	if err != nil {
+	if err := s.claimAll(ds, d.Action); err != nil {
 		return err
 	}
+	// claimAll checked every Handle: recordOf cannot fail below.
 	if d.Action != ports.Ack {
-		if err := s.publishFor(ctx, recs, ds, d); err != nil {
-			for _, r := range recs {
-				s.handBack(r)
+		if err := s.publishFor(ctx, ds, d); err != nil {
+			for _, dd := range ds {
+				s.handBack(recordOf(dd))
 			}
 			return err
 		}
 	}
 	var errs []error
 	recorded := 0
-	for _, r := range recs {
+	for _, dd := range ds {
+		r := recordOf(dd)
 		next, err := r.p.complete(r, d.Action)
 		if err != nil {
 			errs = append(errs, err)
@@ -83,29 +84,31 @@ func (s *subscription) isStopped() bool {
 }
 
 // claimAll moves every delivery from out to settling, or none of them.
-func (s *subscription) claimAll(ds []*ports.Delivery, a ports.Action) ([]*record, error) {
-	recs := make([]*record, 0, len(ds))
-	undo := func() {
-		for _, r := range recs {
-			r.p.mu.Lock()
-			r.state = stateOut
-			r.p.mu.Unlock()
-		}
-	}
-	for _, d := range ds {
+// It allocates nothing: the records are reached again through recordOf.
+func (s *subscription) claimAll(ds []*ports.Delivery, a ports.Action) error {
+	for i, d := range ds {
 		r, ok := d.Handle.(*record)
+		var err error
 		if !ok || r.s != s {
-			undo()
-			return nil, &ports.ValueError{Field: "Delivery.Handle", Reason: "is not a delivery of this subscription"}
+			err = &ports.ValueError{Field: "Delivery.Handle", Reason: "is not a delivery of this subscription"}
+		} else {
+			err = r.claim(a)
 		}
-		if err := r.claim(a); err != nil {
-			undo()
-			return nil, err
+		if err != nil {
+			for _, done := range ds[:i] {
+				r := recordOf(done)
+				r.p.mu.Lock()
+				r.state = stateOut
+				r.p.mu.Unlock()
+			}
+			return err
 		}
-		recs = append(recs, r)
 	}
-	return recs, nil
+	return nil
 }
+
+// recordOf is the record of a delivery claimAll accepted.
+func recordOf(d *ports.Delivery) *record { return d.Handle.(*record) }
 
 // claim moves r from out to settling.
 func (r *record) claim(a ports.Action) error {
@@ -143,9 +146,9 @@ func (s *subscription) handBack(r *record) {
 	s.redeliverLater(r, s.spec.Retry.Backoff)
 }
 
-// publishFor publishes the requeue or dead-letter copies of recs and waits
+// publishFor publishes the requeue or dead-letter copies of ds and waits
 // for every confirm.
-func (s *subscription) publishFor(ctx context.Context, recs []*record, ds []*ports.Delivery, d ports.Disposition) error {
+func (s *subscription) publishFor(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
 	phys := s.phys
 	if d.Action == ports.DeadLetter {
 		phys = s.a.names.topic(ports.DeadLetterTopic(s.topic))
@@ -154,8 +157,11 @@ func (s *subscription) publishFor(ctx context.Context, recs []*record, ds []*por
 		}
 	}
 	now := time.Now()
-	pms := make([]*sarama.ProducerMessage, len(recs))
-	for i, r := range recs {
+	recs := make([]*record, len(ds))
+	pms := make([]*sarama.ProducerMessage, len(ds))
+	for i, dd := range ds {
+		r := recordOf(dd)
+		recs[i] = r
 		// The copy is made from the record as consumed (not from the
 		// Delivery the handler may have changed), with the header rules of
 		// package kit: count+1 for a requeue; reason, topic and attempts

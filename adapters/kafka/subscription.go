@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -256,11 +255,21 @@ func (s *subscription) handOut(r *record) *ports.Delivery {
 	}
 	r.state = stateOut
 	local := r.local
+	first := !r.handed
+	r.handed = true
 	p.mu.Unlock()
+	// The first hand-out is the record's own Delivery (one allocation
+	// less per record); a hand-out after a failed settlement is a new
+	// one, so the earlier Delivery, which the core may still hold, is
+	// never changed.
+	d := &r.first
+	if !first {
+		d = new(ports.Delivery)
+	}
 	// The headers are shared with every hand-out of the record and with
 	// its requeue and dead-letter copies: a Delivery's headers are
 	// read-only (ports.Delivery).
-	d := &ports.Delivery{
+	*d = ports.Delivery{
 		Message:         r.dec.msg,
 		ID:              r.dec.msg.Headers[ports.HeaderID],
 		RedeliveryCount: r.dec.count + local,
@@ -276,15 +285,14 @@ func (s *subscription) handOut(r *record) *ports.Delivery {
 
 // facts are the record's broker facts for logs.
 func (r *record) facts() map[string]string {
-	f := map[string]string{
-		"topic":      r.p.topic,
-		"partition":  r.p.idText,
-		"offset":     strconv.FormatInt(r.offset, 10),
-		"generation": r.p.genText,
-		"member":     r.p.member,
-	}
-	if !r.timestamp.IsZero() {
-		f["timestamp"] = r.timestamp.UTC().Format(time.RFC3339Nano)
+	f := make(map[string]string, 7)
+	f["topic"] = r.p.topic
+	f["partition"] = r.p.idText
+	f["offset"] = r.dec.offsetText
+	f["generation"] = r.p.genText
+	f["member"] = r.p.member
+	if r.dec.timeText != "" {
+		f["timestamp"] = r.dec.timeText
 	}
 	if r.dec.bad != nil {
 		f["header-error"] = r.dec.bad.Error()
