@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -127,15 +126,18 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 					conn.Close()
 					return nil, err
 				}
-				rec = &recordingConn{Conn: tc}
+				rec = newRecordingConn(tc)
 				conn = rec
 			}
 			return newCoalescingConn(conn), nil
 		}
 		conn, err := amqp.DialConfig(c.dialURL, cfg)
 		var cause error
-		if rec != nil && err != nil {
-			cause = rec.firstErr()
+		if rec != nil {
+			rec.dialed()
+			if err != nil {
+				cause = rec.firstErr()
+			}
 		}
 		return conn, explainDial(c.secure, c.cfg.SASL != nil, redact(c.url), err, cause)
 	})
@@ -178,26 +180,3 @@ func (c *connector) close(ctx context.Context) error {
 
 // isClosedErr reports amqp091's "already closed" error.
 func isClosedErr(err error) bool { return errors.Is(err, amqp.ErrClosed) }
-
-// recordingConn keeps the first read error of a TLS connection: the TLS
-// alert of a broker that refused the client certificate after the
-// handshake (TLS 1.3), which amqp091 reports only as a closed connection.
-type recordingConn struct {
-	net.Conn
-	first atomic.Pointer[error]
-}
-
-func (r *recordingConn) Read(p []byte) (int, error) {
-	n, err := r.Conn.Read(p)
-	if err != nil {
-		r.first.CompareAndSwap(nil, &err)
-	}
-	return n, err
-}
-
-func (r *recordingConn) firstErr() error {
-	if e := r.first.Load(); e != nil {
-		return *e
-	}
-	return nil
-}

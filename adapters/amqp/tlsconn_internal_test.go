@@ -1,0 +1,138 @@
+package amqp
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// refusedConn plays the socket of a broker that sent a TLS alert and reset
+// the connection before the client wrote: writes fail with the reset, a
+// read returns the alert once released, and Close is recorded.
+type refusedConn struct {
+	net.Conn // nil: only Read, Write and Close are used
+	alert    error
+	release  chan struct{}
+	mu       sync.Mutex
+	closed   bool
+	closes   chan struct{}
+}
+
+func newRefusedConn(alert error) *refusedConn {
+	return &refusedConn{alert: alert, release: make(chan struct{}), closes: make(chan struct{}, 4)}
+}
+
+func (c *refusedConn) Read([]byte) (int, error) {
+	<-c.release
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, net.ErrClosed // what a read after a local close gets
+	}
+	return 0, c.alert
+}
+
+func (c *refusedConn) Write([]byte) (int, error) {
+	return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+}
+
+func (c *refusedConn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.closes <- struct{}{}
+	return nil
+}
+
+func (c *refusedConn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// waitWriter waits (bounded) for the coalescing writer to stop after its
+// failed write.
+func waitWriter(t *testing.T, cc *coalescingConn) {
+	t.Helper()
+	select {
+	case <-cc.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the coalescing writer did not stop after its write failed")
+	}
+}
+
+// TestRecordingConnHoldsCloseForTheAlert is the refusal as it happens under
+// load: the protocol header's write fails with the reset before the reader
+// read. The writer's close must not reach the socket before the reader
+// read the alert waiting there (it would read "use of closed network
+// connection" instead), and the library's close after that read must.
+func TestRecordingConnHoldsCloseForTheAlert(t *testing.T) {
+	alert := errors.New("remote error: tls: expired certificate")
+	raw := newRefusedConn(alert)
+	rec := newRecordingConn(raw)
+	cc := newCoalescingConn(rec)
+	if _, err := cc.Write([]byte("AMQP\x00\x00\x09\x01")); err != nil {
+		t.Fatalf("first Write: %v (want it queued)", err)
+	}
+	waitWriter(t, cc)
+	if raw.isClosed() {
+		t.Fatal("the failed write closed the socket during the dial, before the reader read the alert")
+	}
+	close(raw.release)
+	if _, err := cc.Read(make([]byte, 8)); !errors.Is(err, alert) {
+		t.Fatalf("Read: %v; want the alert %v", err, alert)
+	}
+	if err := rec.firstErr(); !errors.Is(err, alert) {
+		t.Fatalf("firstErr() = %v; want the alert", err)
+	}
+	cc.Close() // as amqp091's reader does on the failed read
+	if !raw.isClosed() {
+		t.Fatal("Close after the failed read did not close the socket")
+	}
+	rec.dialed()
+	if n := len(raw.closes); n != 1 {
+		t.Fatalf("socket closed %d times; want 1", n)
+	}
+}
+
+// TestRecordingConnDialedClosesAHeldClose: a close held during the dial is
+// done when the dial returns, read or not, so no socket outlives it.
+func TestRecordingConnDialedClosesAHeldClose(t *testing.T) {
+	raw := newRefusedConn(errors.New("unused"))
+	rec := newRecordingConn(raw)
+	cc := newCoalescingConn(rec)
+	cc.Write([]byte("x"))
+	waitWriter(t, cc)
+	if raw.isClosed() {
+		t.Fatal("closed during the dial before any read failed")
+	}
+	rec.dialed()
+	if !raw.isClosed() {
+		t.Fatal("dialed did not close the held connection")
+	}
+	close(raw.release)
+	if _, err := cc.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read after dialed: %v; want net.ErrClosed", err)
+	}
+	cc.Close()
+}
+
+// TestRecordingConnClosesAtOnceAfterTheDial: once the connection is open, a
+// failed write closes the socket at once (coalescingConn's contract: the
+// library's reader must fail and the connection shut down).
+func TestRecordingConnClosesAtOnceAfterTheDial(t *testing.T) {
+	raw := newRefusedConn(errors.New("unused"))
+	rec := newRecordingConn(raw)
+	rec.dialed()
+	cc := newCoalescingConn(rec)
+	cc.Write([]byte("x"))
+	waitWriter(t, cc)
+	if !raw.isClosed() {
+		t.Fatal("a failed write after the dial did not close the socket")
+	}
+	close(raw.release)
+	cc.Close()
+}
