@@ -29,7 +29,9 @@ func TestTLS(t *testing.T) {
 		CAFile: pki.CAFile, CertFile: pki.ServerCert, KeyFile: pki.ServerKey,
 		SNI: map[string][2]string{tlstest.ExpiredName: {pki.ExpiredCert, pki.ExpiredKey}},
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Each AddUser runs rabbitmqctl twice (add_user, set_permissions), an
+	// Erlang VM boot each: beside a CPU hog one took most of a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const password = "s3cret-Pw-for-tls"
 	if err := node.AddUser(ctx, "svc", password); err != nil {
