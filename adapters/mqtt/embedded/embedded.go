@@ -93,6 +93,7 @@ func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 type Broker struct {
 	srv    *mochi.Server
 	ln     net.Listener
+	tl     *trackedListener
 	addr   string
 	scheme string // mqtt:// or mqtts://
 
@@ -136,7 +137,8 @@ func Start(opts Options) (*Broker, error) {
 	if opts.TLS != nil {
 		ln, scheme = tls.NewListener(ln, opts.TLS), "mqtts://"
 	}
-	if err := srv.AddListener(listeners.NewNet("sluice-embedded", ln)); err != nil {
+	tl := &trackedListener{id: "sluice-embedded", ln: ln, served: make(chan struct{})}
+	if err := srv.AddListener(tl); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("embedded: add listener: %w", err)
 	}
@@ -144,7 +146,7 @@ func Start(opts Options) (*Broker, error) {
 		_ = srv.Close()
 		return nil, fmt.Errorf("embedded: serve: %w", err)
 	}
-	return &Broker{srv: srv, ln: ln, addr: ln.Addr().String(), scheme: scheme, serverClose: srv.Close, startGoroutine: start}, nil
+	return &Broker{srv: srv, ln: ln, tl: tl, addr: ln.Addr().String(), scheme: scheme, serverClose: srv.Close, startGoroutine: start}, nil
 }
 
 // Addr is the host:port the broker listens on.
@@ -162,10 +164,18 @@ var closeTimeout = 10 * time.Second
 // 10 seconds: past it, Close closes the listener itself, leaves mochi's
 // remaining goroutines behind and returns an error saying so. It is
 // idempotent.
+//
+// Close drains before it calls mochi's Server.Close: it stops accepting,
+// disconnects every client and waits until each connection's goroutine
+// has returned, so that no client is added or removed while Server.Close
+// runs. mochi v2.7.9's own client shutdown (closeListenerClients) takes
+// the clients' read lock twice, and a client removed in between
+// deadlocks it (docs/reliability.md, finding 9); the listener here never
+// calls it.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		done := make(chan error, 1)
-		go func() { done <- b.serverClose() }()
+		go func() { done <- b.shutdown() }()
 		timer := time.NewTimer(closeTimeout)
 		defer timer.Stop()
 		select {
@@ -181,3 +191,56 @@ func (b *Broker) Close() error {
 	})
 	return b.closeErr
 }
+
+func (b *Broker) shutdown() error {
+	_ = b.ln.Close()
+	<-b.tl.served // no connection is accepted any more
+	for _, cl := range b.srv.Clients.GetAll() {
+		if !cl.Closed() {
+			_ = b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
+	b.tl.conns.Wait() // every connection's goroutine returned
+	return b.serverClose()
+}
+
+// trackedListener is mochi's TCP listener with the goroutine of each
+// connection counted, so that Close can wait for them, and a Close that
+// leaves the clients to Broker.Close.
+type trackedListener struct {
+	id     string
+	ln     net.Listener
+	log    *slog.Logger
+	served chan struct{} // closed when Serve returned
+	conns  sync.WaitGroup
+}
+
+var _ listeners.Listener = (*trackedListener)(nil)
+
+func (l *trackedListener) Init(log *slog.Logger) error { l.log = log; return nil }
+func (l *trackedListener) ID() string                  { return l.id }
+func (l *trackedListener) Address() string             { return l.ln.Addr().String() }
+func (l *trackedListener) Protocol() string            { return l.ln.Addr().Network() }
+
+// Serve accepts connections until the listener is closed; each is served
+// on a goroutine of its own that conns counts.
+func (l *trackedListener) Serve(establish listeners.EstablishFn) {
+	defer close(l.served)
+	for {
+		conn, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		l.conns.Add(1)
+		go func() {
+			defer l.conns.Done()
+			if err := establish(l.id, conn); err != nil && l.log != nil {
+				l.log.Warn("embedded: connection ended", "error", err)
+			}
+		}()
+	}
+}
+
+// Close closes the network listener only: Broker.Close disconnected the
+// clients before Server.Close calls it.
+func (l *trackedListener) Close(listeners.CloseFn) { _ = l.ln.Close() }
