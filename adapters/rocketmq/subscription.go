@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
@@ -74,9 +75,11 @@ type handle struct {
 
 	// mu serialises the RPCs on mv: ChangeInvisibleDuration replaces its
 	// receipt handle, which Ack and a later change then use.
-	mu  sync.Mutex
-	mv  *rmq.MessageView
-	due time.Time // when its invisibility ends (under mu)
+	mu sync.Mutex
+	mv *rmq.MessageView
+	// due is when its invisibility ends (UnixNano), read by the lease
+	// scan without waiting for an RPC under mu.
+	due atomic.Int64
 }
 
 func (h *handle) Claim() *kit.Claim { return &h.claim }
@@ -193,7 +196,8 @@ func (s *Subscription) loop(ctx context.Context) {
 		ds := make([]*ports.Delivery, 0, len(mvs))
 		s.mu.Lock()
 		for _, mv := range mvs {
-			h := &handle{mv: mv, s: s, received: sent, due: sent.Add(s.a.cfg.invisible)}
+			h := &handle{mv: mv, s: s, received: sent}
+			h.due.Store(sent.Add(s.a.cfg.invisible).UnixNano())
 			s.out[h] = struct{}{}
 			ds = append(ds, s.delivery(h, now))
 		}
@@ -297,10 +301,7 @@ func (s *Subscription) lease(ctx context.Context) {
 			if st, _ := h.claim.State(); st != kit.Out || now.Sub(h.received) >= maxLease {
 				continue
 			}
-			h.mu.Lock()
-			soon := h.due.Sub(now) < 2*inv/3
-			h.mu.Unlock()
-			if soon {
+			if time.Duration(h.due.Load()-now.UnixNano()) < 2*inv/3 {
 				due = append(due, h)
 			}
 		}
@@ -323,7 +324,7 @@ func (s *Subscription) renew(ctx context.Context, h *handle, inv time.Duration) 
 		}
 		return
 	}
-	h.due = sent.Add(inv)
+	h.due.Store(sent.Add(inv).UnixNano())
 }
 
 // release makes received messages visible again at once (no ack).
