@@ -2,6 +2,7 @@ package activemq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-stomp/stomp/v3"
 	"github.com/go-stomp/stomp/v3/frame"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -184,6 +186,25 @@ func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group str
 	if err != nil {
 		return err
 	}
+	// Creating the queue is idempotent: a connection lost during it (seen
+	// under load, many declares at once) is retried on a new one.
+	backoff := kit.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	for attempt := 0; ; attempt++ {
+		err = a.declareQueue(ctx, q)
+		if !errors.Is(err, errLost) || attempt == 2 || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(backoff.Delay(attempt)):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// declareQueue makes q exist with one short-lived subscription on a
+// connection of its own.
+func (a *Adapter) declareQueue(ctx context.Context, q string) error {
 	c, err := a.dial(ctx)
 	if err != nil {
 		return err
