@@ -213,7 +213,7 @@ func (a *Adapter) declareQueue(ctx context.Context, q string) error {
 	return c.wait(ctx, func() error {
 		// A selector no message matches: nothing is dispatched to this
 		// short-lived consumer, so nothing comes back marked redelivered.
-		sub, err := c.c.Subscribe(q, stomp.AckClientIndividual,
+		_, err := c.c.Subscribe(q, stomp.AckClientIndividual,
 			stomp.SubscribeOpt.Header("selector", "sluice_declare_only IS NOT NULL AND 1 = 0"),
 			stomp.SubscribeOpt.Header("activemq.prefetchSize", "1"))
 		if err != nil {
@@ -222,6 +222,10 @@ func (a *Adapter) declareQueue(ctx context.Context, q string) error {
 		if err := c.barrier(); err != nil {
 			return fmt.Errorf("activemq: create queue %s at %s: %w", q, a.opts.Addr, err)
 		}
-		return sub.Unsubscribe()
+		// The consumer ends with the connection (the DISCONNECT of
+		// c.close): no UNSUBSCRIBE, whose receipt wait go-stomp 3.1.3
+		// never releases when the connection dies meanwhile (a goroutine
+		// leaked per lost declare, seen under load).
+		return nil
 	})
 }
