@@ -43,25 +43,15 @@ func (h *peerHarness) CreateExisting(ctx context.Context, topic ports.Topic, gro
 	h.mu.Lock()
 	h.clients = append(h.clients, c)
 	h.mu.Unlock()
-	cons, err := c.Subscribe(pulsarclient.ConsumerOptions{Topic: physical, SubscriptionName: subName, Type: pulsarclient.Shared})
-	if err != nil {
+	if err := legacySubscription(c, physical, subName); err != nil {
 		return tck.Existing{}, err
 	}
-	cons.Close()
 	a, err := pulsar.New(pulsar.WithClient(c), pulsar.WithTopicPrefix(h.prefix),
 		pulsar.WithExisting(topic, physical, map[string]string{group: subName}))
 	if err != nil {
 		return tck.Existing{}, err
 	}
-	publish := func(ctx context.Context, payload []byte) error {
-		p, err := c.CreateProducer(pulsarclient.ProducerOptions{Topic: physical})
-		if err != nil {
-			return err
-		}
-		defer p.Close()
-		_, err = p.Send(ctx, &pulsarclient.ProducerMessage{Payload: payload})
-		return err
-	}
+	publish := legacyPublisher(c, physical)
 	unchanged := func(context.Context) error {
 		st, ok := h.b.Topic(physical)
 		if !ok {
@@ -87,17 +77,39 @@ func (h *fakeHarness) CreateExisting(ctx context.Context, topic ports.Topic, gro
 	h.mu.Lock()
 	h.clients = append(h.clients, c)
 	h.mu.Unlock()
-	cons, err := c.Subscribe(pulsarclient.ConsumerOptions{Topic: physical, SubscriptionName: subName, Type: pulsarclient.Shared})
-	if err != nil {
+	if err := legacySubscription(c, physical, subName); err != nil {
 		return tck.Existing{}, err
 	}
-	cons.Close()
 	a, err := pulsar.New(pulsar.WithClient(c), pulsar.WithRequeueTick(9*time.Millisecond),
 		pulsar.WithExisting(topic, physical, map[string]string{group: subName}))
 	if err != nil {
 		return tck.Existing{}, err
 	}
-	publish := func(ctx context.Context, payload []byte) error {
+	publish := legacyPublisher(c, physical)
+	unchanged := func(context.Context) error {
+		if subs := h.broker.Subscriptions(physical); !slices.Equal(subs, []string{subName}) {
+			return fmt.Errorf("topic %s has subscriptions %v, want only %s", physical, subs, subName)
+		}
+		return nil
+	}
+	return tck.Existing{Adapter: a, Names: "topic " + physical + ", subscription " + subName, Publish: publish, Unchanged: unchanged}, nil
+}
+
+// legacySubscription makes the durable Shared subscription a legacy
+// program would have, with the client itself.
+func legacySubscription(c pulsarclient.Client, physical, subName string) error {
+	cons, err := c.Subscribe(pulsarclient.ConsumerOptions{Topic: physical, SubscriptionName: subName, Type: pulsarclient.Shared})
+	if err != nil {
+		return err
+	}
+	cons.Close()
+	return nil
+}
+
+// legacyPublisher publishes as the program being migrated does: one
+// plain producer per message, no sluice envelope.
+func legacyPublisher(c pulsarclient.Client, physical string) func(context.Context, []byte) error {
+	return func(ctx context.Context, payload []byte) error {
 		p, err := c.CreateProducer(pulsarclient.ProducerOptions{Topic: physical})
 		if err != nil {
 			return err
@@ -106,11 +118,4 @@ func (h *fakeHarness) CreateExisting(ctx context.Context, topic ports.Topic, gro
 		_, err = p.Send(ctx, &pulsarclient.ProducerMessage{Payload: payload})
 		return err
 	}
-	unchanged := func(context.Context) error {
-		if subs := h.broker.Subscriptions(physical); !slices.Equal(subs, []string{subName}) {
-			return fmt.Errorf("topic %s has subscriptions %v, want only %s", physical, subs, subName)
-		}
-		return nil
-	}
-	return tck.Existing{Adapter: a, Names: "topic " + physical + ", subscription " + subName, Publish: publish, Unchanged: unchanged}, nil
 }
