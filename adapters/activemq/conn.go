@@ -111,7 +111,8 @@ func (c *conn) close(graceful bool) {
 }
 
 // wait runs f, which writes frames to c and waits for a receipt, and
-// returns its error; or ctx.Err() when ctx is done first, errLost when the
+// returns its error (matching errLost when go-stomp reports the connection
+// closed); or ctx.Err() when ctx is done first, errLost when the
 // connection's read side failed first, an error after the receipt timeout
 // (then the connection is closed). In the last three cases f keeps running
 // and its outcome is unknown to the caller.
@@ -131,13 +132,13 @@ func (c *conn) wait(ctx context.Context, f func() error) error {
 	defer timer.Stop()
 	select {
 	case err := <-done:
-		return err
+		return lostIfClosed(err)
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.dead:
 		select {
 		case err := <-done: // the answer was already there
-			return err
+			return lostIfClosed(err)
 		default:
 		}
 		return errLost
@@ -150,6 +151,27 @@ func (c *conn) wait(ctx context.Context, f func() error) error {
 // errLost marks a connection failure (the broker redelivers what this
 // connection held).
 var errLost = errors.New("activemq: connection lost")
+
+// lostIfClosed marks err, the outcome of a wait's frames, as errLost when
+// go-stomp reports that the connection ended under them. go-stomp answers
+// every pending receipt as soon as its reader or writer stops, with an
+// ERROR frame of its own making (only a message header, no body: "connection
+// closed", "read timeout", a write error), and that answer can reach wait
+// before c.dead does. A broker's ERROR frame carries more (ActiveMQ adds
+// content-type and the exception text), so it stays what it is. A caller
+// that retries a lost connection (DeclareGroup) sees errLost either way.
+func lostIfClosed(err error) error {
+	if err == nil || errors.Is(err, errLost) {
+		return err
+	}
+	var se stomp.Error
+	synthesized := errors.As(err, &se) && se.Frame != nil && se.Frame.Command == frame.ERROR &&
+		se.Frame.Header.Len() == 1 && len(se.Frame.Body) == 0
+	if synthesized || errors.Is(err, stomp.ErrClosedUnexpectedly) || errors.Is(err, stomp.ErrAlreadyClosed) {
+		return fmt.Errorf("%w: %w", errLost, err)
+	}
+	return err
+}
 
 // stompLogger routes go-stomp's log lines to slog at debug level (the
 // adapter reports what matters itself, through Errors). go-stomp formats
