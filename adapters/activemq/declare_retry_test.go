@@ -37,16 +37,7 @@ func TestDeclareGroupRetriesALostConnection(t *testing.T) {
 	if n := p.accepted.Load() - before; n < 2 {
 		t.Fatalf("the declare used %d connection(s), want at least 2 (the cut one and its retry)", n)
 	}
-
-	if err := a.Send(ctx, ports.Message{Topic: "jobs", Payload: []byte("early")}); err != nil {
-		t.Fatal(err)
-	}
-	sub := mustSubscribe(t, ctx, a, ports.SubscriptionSpec{Topic: "jobs", Group: "workers"})
-	d := recvOne(t, ctx, sub, "message published before the declared group's first consumer")
-	if string(d.Payload) != "early" || d.RedeliveryCount != 0 {
-		t.Fatalf("got %q (redelivery count %d), want \"early\" delivered once", d.Payload, d.RedeliveryCount)
-	}
-	ack(t, ctx, sub, d)
+	keepsEarlyMessage(t, ctx, a, "jobs", "workers")
 }
 
 // cutProxy forwards connections to a STOMP broker. While armed, it drops

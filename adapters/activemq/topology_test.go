@@ -94,13 +94,20 @@ func TestGroupDeclaredAheadKeepsMessages(t *testing.T) {
 	if err := ports.DeclareTopic(ctx, a, ports.TopicSpec{Topic: "tasks", Groups: []string{"workers"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Send(ctx, ports.Message{Topic: "tasks", Payload: []byte("early")}); err != nil {
+	keepsEarlyMessage(t, ctx, a, "tasks", "workers")
+}
+
+// keepsEarlyMessage checks that declared group of topic gets a message
+// published before its first consumer, once and not marked redelivered.
+func keepsEarlyMessage(t *testing.T, ctx context.Context, a ports.Adapter, topic ports.Topic, group string) {
+	t.Helper()
+	if err := a.Send(ctx, ports.Message{Topic: topic, Payload: []byte("early")}); err != nil {
 		t.Fatal(err)
 	}
-	sub := mustSubscribe(t, ctx, a, ports.SubscriptionSpec{Topic: "tasks", Group: "workers"})
+	sub := mustSubscribe(t, ctx, a, ports.SubscriptionSpec{Topic: topic, Group: group})
 	d := recvOne(t, ctx, sub, "message published before the declared group's first consumer")
 	if string(d.Payload) != "early" || d.RedeliveryCount != 0 {
-		t.Fatalf("got %q (redelivery count %d)", d.Payload, d.RedeliveryCount)
+		t.Fatalf("got %q (redelivery count %d), want \"early\" delivered once", d.Payload, d.RedeliveryCount)
 	}
 	ack(t, ctx, sub, d)
 }
