@@ -23,6 +23,9 @@ import (
 //     connections down.
 //   - Refuse resets new connections as soon as they are accepted (the
 //     broker is unreachable) until it is turned off.
+//   - ResetOn resets the first connection that sends a given byte string
+//     towards the broker, before forwarding it: a connection lost at one
+//     chosen step of a protocol exchange (a subscribe, a commit).
 //
 // A Proxy is safe for concurrent use. Close it when done; Close waits for
 // every goroutine it started.
@@ -35,6 +38,7 @@ type Proxy struct {
 	conns   map[*link]struct{}
 	flowing chan struct{} // closed while forwarding; replaced by Stall
 	refuse  bool
+	resetOn []byte // ResetOn's pattern until it fired
 	closed  bool
 	wg      sync.WaitGroup
 	stats   ProxyStats
@@ -44,7 +48,7 @@ type Proxy struct {
 type ProxyStats struct {
 	Accepted int // connections accepted
 	Linked   int // connections linked to the upstream (accepted and dialled through)
-	Reset    int // connections reset by Reset or Refuse
+	Reset    int // connections reset by Reset, Refuse or ResetOn
 	Live     int // connections open now
 }
 
@@ -168,8 +172,8 @@ func (p *Proxy) serve(client net.Conn) {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pump(l, up, client, p.from, p.to) }()
-	go func() { defer wg.Done(); p.pump(l, client, up, nil, nil) }()
+	go func() { defer wg.Done(); p.pump(l, up, client, p.from, p.to, false) }()
+	go func() { defer wg.Done(); p.pump(l, client, up, nil, nil, true) }()
 	wg.Wait()
 	p.mu.Lock()
 	delete(p.conns, l)
@@ -177,11 +181,13 @@ func (p *Proxy) serve(client net.Conn) {
 }
 
 // pump copies src to dst, waiting while the proxy is stalled, until either
-// side fails; then it closes the link (so the other pump ends too).
-func (p *Proxy) pump(l *link, src, dst net.Conn, from, to []byte) {
+// side fails; then it closes the link (so the other pump ends too). On the
+// way to the broker (toBroker) it watches for ResetOn's pattern.
+func (p *Proxy) pump(l *link, src, dst net.Conn, from, to []byte, toBroker bool) {
 	defer l.close(false)
 	buf := make([]byte, 32*1024)
 	var carry []byte // a tail that may start an occurrence of from
+	var sent []byte  // toBroker: the last bytes forwarded, for a pattern split across reads
 	for {
 		if len(carry) > 0 {
 			// Do not hold a partial match behind a quiet peer.
@@ -204,6 +210,14 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, from, to []byte) {
 		}
 		if !p.wait(l) {
 			return
+		}
+		if toBroker && len(data) > 0 {
+			if p.resetMatch(sent, data) {
+				l.close(true)
+				return
+			}
+			sent = append(sent, data...)
+			sent = sent[max(0, len(sent)-64):]
 		}
 		if len(data) > 0 {
 			if _, werr := dst.Write(data); werr != nil {
@@ -282,6 +296,44 @@ func (p *Proxy) Resume() {
 	default:
 		close(p.flowing)
 	}
+}
+
+// ResetOn arms the proxy: the first connection, old or new, that sends
+// pattern towards the broker is reset (TCP reset on both sides) before
+// the bytes holding it are forwarded. It fires once; ResetOn again to
+// re-arm, or with "" to disarm. pattern is at most 64 bytes.
+func (p *Proxy) ResetOn(pattern string) {
+	if len(pattern) > 64 {
+		panic("faults: ResetOn pattern longer than 64 bytes")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resetOn = nil
+	if pattern != "" {
+		p.resetOn = []byte(pattern)
+	}
+}
+
+// resetMatch reports whether the armed pattern occurs in data, or across
+// the end of sent (what this connection forwarded before) and data; a
+// match disarms the pattern and counts a reset.
+func (p *Proxy) resetMatch(sent, data []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pat := p.resetOn
+	if pat == nil {
+		return false
+	}
+	seen := data
+	if k := min(len(sent), len(pat)-1); k > 0 {
+		seen = append(append(make([]byte, 0, k+len(data)), sent[len(sent)-k:]...), data...)
+	}
+	if !bytes.Contains(seen, pat) {
+		return false
+	}
+	p.resetOn = nil
+	p.stats.Reset++
+	return true
 }
 
 // Refuse makes the proxy reset every new connection (on) or accept them

@@ -273,3 +273,37 @@ func TestRunPatternAndParseGot(t *testing.T) {
 		}
 	}
 }
+
+// ResetOn resets the first connection that sends the pattern, even split
+// across reads, before forwarding it, and fires once.
+func TestProxyResetOnCutsTheFirstMatchingConnection(t *testing.T) {
+	up := startEcho(t)
+	p := newTestProxy(t, up.ln.Addr().String(), false)
+	c1 := dialProxy(t, p)
+	c2 := dialProxy(t, p)
+	p.ResetOn("SUBSCRIBE\n")
+	if got, err := c1.roundTrip("SUBSCRIB", 5*time.Second); err != nil || got != "SUBSCRIB" {
+		t.Fatalf("a partial pattern: %q, %v; want it forwarded", got, err)
+	}
+	if _, err := c1.roundTrip("SUBSCRIBE", 5*time.Second); err == nil {
+		t.Fatal("the connection that sent the pattern answered: it was not reset")
+	}
+	if s := p.Stats(); s.Reset != 1 {
+		t.Fatalf("stats %+v, want 1 reset", s)
+	}
+	if got, err := c2.roundTrip("SUBSCRIBE", 5*time.Second); err != nil || got != "SUBSCRIBE" {
+		t.Fatalf("after the pattern fired once: %q, %v; want it forwarded", got, err)
+	}
+	// Split across reads: the echo's answer to "ping" proves the proxy
+	// forwarded the first half before the second was written.
+	p.ResetOn("ping\npong\n")
+	if got, err := c2.roundTrip("ping", 5*time.Second); err != nil || got != "ping" {
+		t.Fatalf("the pattern's first half: %q, %v; want it forwarded", got, err)
+	}
+	if got, err := c2.roundTrip("pong", 5*time.Second); err == nil {
+		t.Fatalf("a pattern split across reads was forwarded: answered %q", got)
+	}
+	if s := p.Stats(); s.Reset != 2 {
+		t.Fatalf("stats %+v, want 2 resets", s)
+	}
+}
