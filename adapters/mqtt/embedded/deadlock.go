@@ -31,6 +31,15 @@ func (b *Broker) InflightDeadlock() string {
 	return inflightDeadlock(allStacks(), b.startGoroutine)
 }
 
+// ProvenDeadlock is InflightDeadlock for the whole process: the proof of
+// that deadlock in a client of any broker this process started, or "".
+// The goroutines of a broker it struck stay blocked for good, even after
+// Close; a test binary's final leak check uses it to tell them from a
+// leak (adapters/mqtt's TestMain).
+func ProvenDeadlock() string {
+	return inflightDeadlock(allStacks(), 0)
+}
+
 func allStacks() []byte {
 	buf := make([]byte, 1<<20)
 	for {

@@ -69,4 +69,7 @@ func TestNoInflightDeadlockOnAHealthyBroker(t *testing.T) {
 	if p := b.InflightDeadlock(); p != "" {
 		t.Fatalf("healthy broker reported %q", p)
 	}
+	if p := ProvenDeadlock(); p != "" {
+		t.Fatalf("a process with one healthy broker reported %q", p)
+	}
 }
