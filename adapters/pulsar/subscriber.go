@@ -24,7 +24,17 @@ type SubscriberConfig struct {
 	// client's defaults: an Exclusive subscription starting at the latest
 	// message, a 1000-message receiver queue, a one-minute nack delay.
 	Consumer pulsarclient.ConsumerOptions
+	// DecisionWait bounds how long a stopping Subscribe loop (Close, or
+	// its context cancelled) waits for the Ack or Nack of the message it
+	// has handed out. Watermill's router closes its subscribers while the
+	// handlers still run, and acks a message after its handler returned;
+	// without the wait that ack would be dropped and the handled message
+	// redelivered. Zero means DefaultDecisionWait; negative, no wait.
+	DecisionWait time.Duration
 }
+
+// DefaultDecisionWait is SubscriberConfig.DecisionWait's default.
+const DefaultDecisionWait = 5 * time.Second
 
 // Subscriber is a Watermill message.Subscriber over a Pulsar client.
 //
@@ -35,8 +45,9 @@ type SubscriberConfig struct {
 // it, so the broker redelivers it after the consumer's nack delay with its
 // redelivery count increased. A message whose NotBeforeProperty time has
 // not come is held until then. Cancelling the Subscribe context or Close
-// closes the consumer without settling the message in hand, which the
-// broker then redelivers.
+// waits up to SubscriberConfig.DecisionWait for the message in hand to be
+// acked or nacked, then closes the consumer; a message still undecided is
+// left unsettled, and the broker redelivers it.
 //
 // Metadata are the message properties, plus KeyMetadata for the key; the
 // UUID is UUIDProperty, else "ce-id", else the Pulsar message id.
@@ -139,17 +150,54 @@ func (s *Subscriber) consume(ctx context.Context, consumer pulsarclient.Consumer
 	}
 }
 
-// settleDecided forwards an ack or nack the handler gave just as the
-// subscriber stopped (select picks at random among ready cases, so a
-// stop racing the router's Ack used to drop it: a redelivery of a message
-// that was handled).
+// settleDecided forwards the ack or nack of the message in hand as the
+// subscriber stops: one given already (select picks at random among ready
+// cases), or one given within DecisionWait (the router acks after the
+// handler returns, and it closes its subscribers before that).
 func (s *Subscriber) settleDecided(wm *message.Message, pm pulsarclient.Message, consumer pulsarclient.Consumer, ack func()) {
+	var timeout <-chan time.Time
+	if wait := s.decisionWait(); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	} else {
+		c := make(chan time.Time)
+		close(c)
+		timeout = c
+	}
+	select {
+	case <-wm.Acked():
+		ack()
+		return
+	case <-wm.Nacked():
+		consumer.Nack(pm)
+		return
+	default:
+	}
+	if undecidedAtStop != nil {
+		undecidedAtStop()
+	}
 	select {
 	case <-wm.Acked():
 		ack()
 	case <-wm.Nacked():
 		consumer.Nack(pm)
+	case <-timeout:
+	}
+}
+
+// undecidedAtStop, when set (by the package's tests), is called when a
+// stopping Subscribe loop starts waiting for the decision.
+var undecidedAtStop func()
+
+func (s *Subscriber) decisionWait() time.Duration {
+	switch w := s.cfg.DecisionWait; {
+	case w == 0:
+		return DefaultDecisionWait
+	case w < 0:
+		return 0
 	default:
+		return w
 	}
 }
 

@@ -3,6 +3,7 @@ package pulsar_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,12 +47,24 @@ func TestWatermillRouterOverPublisherAndSubscriber(t *testing.T) {
 		attempt           int
 	}
 	got := make(chan seen, 4)
+	stopping := make(chan struct{})
+	var once sync.Once
+	defer sluicepulsar.OnUndecidedAtStop(func() { once.Do(func() { close(stopping) }) })()
 	attempts := 0
 	router.AddConsumerHandler("orders", topic, sub, func(m *message.Message) error {
 		attempts++
 		got <- seen{uuid: m.UUID, key: m.Metadata.Get(sluicepulsar.KeyMetadata), custom: m.Metadata.Get("custom"), attempt: attempts}
 		if attempts == 1 {
 			return errors.New("transient")
+		}
+		// The router closes its subscribers (and cancels their context)
+		// while handlers still run, and acks only after the handler
+		// returned: this ack comes after the subscriber began to stop,
+		// and must still reach the broker.
+		select {
+		case <-stopping:
+		case <-time.After(wait):
+			t.Error("the subscriber never started to stop with the message undecided")
 		}
 		return nil
 	})
