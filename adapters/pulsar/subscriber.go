@@ -54,6 +54,7 @@ const DefaultDecisionWait = 5 * time.Second
 type Subscriber struct {
 	client pulsarclient.Client
 	cfg    SubscriberConfig
+	wait   time.Duration // DecisionWait resolved: 0 means no wait
 	logger watermill.LoggerAdapter
 
 	closeOnce sync.Once
@@ -73,7 +74,14 @@ func NewSubscriber(client pulsarclient.Client, cfg SubscriberConfig, logger wate
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}
-	return &Subscriber{client: client, cfg: cfg, logger: logger, closing: make(chan struct{})}, nil
+	wait := cfg.DecisionWait
+	switch {
+	case wait == 0:
+		wait = DefaultDecisionWait
+	case wait < 0:
+		wait = 0
+	}
+	return &Subscriber{client: client, cfg: cfg, wait: wait, logger: logger, closing: make(chan struct{})}, nil
 }
 
 // Subscribe implements message.Subscriber; topic is a Pulsar topic name.
@@ -155,16 +163,6 @@ func (s *Subscriber) consume(ctx context.Context, consumer pulsarclient.Consumer
 // cases), or one given within DecisionWait (the router acks after the
 // handler returns, and it closes its subscribers before that).
 func (s *Subscriber) settleDecided(wm *message.Message, pm pulsarclient.Message, consumer pulsarclient.Consumer, ack func()) {
-	var timeout <-chan time.Time
-	if wait := s.decisionWait(); wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		timeout = t.C
-	} else {
-		c := make(chan time.Time)
-		close(c)
-		timeout = c
-	}
 	select {
 	case <-wm.Acked():
 		ack()
@@ -174,32 +172,26 @@ func (s *Subscriber) settleDecided(wm *message.Message, pm pulsarclient.Message,
 		return
 	default:
 	}
+	if s.wait <= 0 {
+		return
+	}
 	if undecidedAtStop != nil {
 		undecidedAtStop()
 	}
+	t := time.NewTimer(s.wait)
+	defer t.Stop()
 	select {
 	case <-wm.Acked():
 		ack()
 	case <-wm.Nacked():
 		consumer.Nack(pm)
-	case <-timeout:
+	case <-t.C:
 	}
 }
 
 // undecidedAtStop, when set (by the package's tests), is called when a
 // stopping Subscribe loop starts waiting for the decision.
 var undecidedAtStop func()
-
-func (s *Subscriber) decisionWait() time.Duration {
-	switch w := s.cfg.DecisionWait; {
-	case w == 0:
-		return DefaultDecisionWait
-	case w < 0:
-		return 0
-	default:
-		return w
-	}
-}
 
 // waitNotBefore waits until pm's not-before time; false when stopping.
 func (s *Subscriber) waitNotBefore(ctx context.Context, pm pulsarclient.Message) bool {
