@@ -216,7 +216,7 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, from, to []byte, toBroker bool)
 				l.close(true)
 				return
 			}
-			sent = append(sent, data...)
+			sent = append(sent, data[max(0, len(data)-64):]...) // only a tail is ever matched
 			sent = sent[max(0, len(sent)-64):]
 		}
 		if len(data) > 0 {
