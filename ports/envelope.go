@@ -3,6 +3,7 @@ package ports
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -41,9 +42,13 @@ func appendID(b []byte) []byte {
 // It copies Headers first so the caller's map is never modified. Adapters
 // call it at the top of Send.
 func (m *Message) Stamp(now time.Time) {
-	h := make(Headers, len(m.Headers)+4)
-	for k, v := range m.Headers {
-		h[k] = v
+	var h Headers
+	if len(m.Headers) == 0 {
+		h = make(Headers, 4)
+	} else {
+		// Clone copies the map's table as it is (no rehashing of every
+		// entry); the few stamped headers fit in it or grow it once.
+		h = maps.Clone(m.Headers)
 	}
 	// The id and the time are written into one string (one allocation
 	// for both).
@@ -55,7 +60,7 @@ func (m *Message) Stamp(now time.Time) {
 	}
 	idLen := len(text)
 	if needTime {
-		text = now.UTC().AppendFormat(text, time.RFC3339Nano)
+		text = appendRFC3339Nano(text, now)
 	}
 	if len(text) > 0 {
 		all := string(text)
@@ -73,4 +78,45 @@ func (m *Message) Stamp(now time.Time) {
 		h[HeaderPartitionKey] = m.Key
 	}
 	m.Headers = h
+}
+
+// stampSecond is the formatted date and time of one second, shared by the
+// stamps of that second.
+type stampSecond struct {
+	unix int64
+	text string // "2006-01-02T15:04:05", UTC
+}
+
+var lastStampSecond atomic.Pointer[stampSecond]
+
+// appendRFC3339Nano appends t in UTC as time.RFC3339Nano formats it. The
+// date and time of day are formatted once per second and reused; only the
+// fraction is written per call.
+func appendRFC3339Nano(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return t.AppendFormat(b, time.RFC3339Nano)
+	}
+	unix := t.Unix()
+	s := lastStampSecond.Load()
+	if s == nil || s.unix != unix {
+		s = &stampSecond{unix: unix, text: t.Format("2006-01-02T15:04:05")}
+		lastStampSecond.Store(s)
+	}
+	b = append(b, s.text...)
+	if ns := t.Nanosecond(); ns != 0 {
+		// Nine digits, trailing zeros trimmed, as RFC3339Nano does.
+		var f [10]byte
+		f[0] = '.'
+		for i := 9; i > 0; i-- {
+			f[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := len(f)
+		for f[n-1] == '0' {
+			n--
+		}
+		b = append(b, f[:n]...)
+	}
+	return append(b, 'Z')
 }
