@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 )
@@ -103,6 +104,19 @@ func runChild(which string) int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if dir := job.Cfg.TraceDir; dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.trace", suiteName, name, os.Getpid())))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench child: trace:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child: trace:", err)
+			return 1
+		}
+		defer trace.Stop()
 	}
 	res, err := c.Run(ctx, job.Env, job.Cfg)
 	if err != nil {

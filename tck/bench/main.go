@@ -58,6 +58,7 @@ type Config struct {
 	LatencyN    int           // latency contenders: messages per run
 	Timeout     time.Duration // bound on one contender run
 	ProfileDir  string        // when set, each contender run writes a CPU profile here
+	TraceDir    string        // when set, each contender run writes an execution trace here
 }
 
 // Env is what a suite's Setup hands to its contender processes.
@@ -156,6 +157,7 @@ func main() {
 	flag.IntVar(&cfg.Rate, "rate", 2000, "latency contenders: paced publish rate, messages/s")
 	flag.IntVar(&cfg.LatencyN, "latency-n", 6000, "latency contenders: messages per run")
 	flag.DurationVar(&cfg.Timeout, "timeout", 3*time.Minute, "bound on one contender run")
+	flag.StringVar(&cfg.TraceDir, "trace", "", "write an execution trace of every contender run to <dir>/<suite>-<contender>-<pid>.trace (go tool trace)")
 	flag.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write a CPU profile of every contender run to <dir>/<suite>-<contender>-<pid>.pprof")
 	svgDir := flag.String("svg", "", "write a chart per suite to <dir>/<suite>.svg")
 	child := flag.String("child", "", "internal: run one contender (suite/contender) in this process")
