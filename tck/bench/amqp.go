@@ -25,6 +25,9 @@ import (
 //	raw-multiack      best raw: amqp091-go, prefetch = in-flight, one
 //	                  multiple-ack every -k deliveries (the denominator)
 //	raw-single-ack    weaker: one ack per delivery
+//	raw-multiack-bare raw-multiack over bare messages (body and content
+//	                  type only): less for the client to read than the
+//	                  envelope every other consume contender reads
 //	amqp, amqp-batch  sluice default and batch pipelines
 //	watermill         Watermill router over watermill-amqp's durable queue
 //	                  config with prefetch = in-flight
@@ -37,6 +40,11 @@ import (
 //	                    confirms
 //	amqp-publish        Adapter.Send from 16 goroutines × 16 messages
 //	amqp-publish-1send  one Adapter.Send of all N
+//
+// Every consume contender but raw-multiack-bare reads the same messages:
+// the raw ones are published with the properties and headers the adapter
+// writes for the same benchMessage (see enveloped), so the client library
+// parses the same frames for each.
 func init() {
 	t := target{open: openAMQP, prepare: prepareAMQP}
 	register(Suite{
@@ -47,6 +55,7 @@ func init() {
 		Contenders: append([]Contender{
 			{Name: "raw-multiack", Run: runRawMultiAck},
 			{Name: "raw-single-ack", Run: runRawSingleAck},
+			{Name: "raw-multiack-bare", Run: runRawMultiAckBare},
 			{Name: "amqp", Run: t.runPipeline(false)},
 			{Name: "amqp-batch", Run: t.runPipeline(true)},
 			// Diagnostic: the default pipeline with rounds settled at once.
@@ -63,6 +72,7 @@ func init() {
 			{Label: "amqp-linger0/best-raw", Num: "amqp-linger0", Den: []string{"raw-multiack"}},
 			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"raw-multiack"}},
 			{Label: "raw-single-ack/best-raw", Num: "raw-single-ack", Den: []string{"raw-multiack"}},
+			{Label: "raw-multiack-bare/best-raw", Num: "raw-multiack-bare", Den: []string{"raw-multiack"}},
 			{Label: "amqp-publish/best-raw", Num: "amqp-publish", Den: []string{"raw-publish-256"}},
 			{Label: "amqp-publish-1send/best-raw", Num: "amqp-publish-1send", Den: []string{"raw-publish-256"}},
 		}, profileRatios("amqp", "raw-multiack")...),
@@ -176,17 +186,39 @@ func persistent(body []byte, _ int) amqp091.Publishing {
 	return amqp091.Publishing{Body: body, DeliveryMode: amqp091.Persistent, ContentType: "application/json"}
 }
 
+// enveloped is the publishing the amqp adapter writes for benchMessage
+// i: the message id and content type as properties, the sequence header,
+// the spec version and the send time in the header table, persistent.
+func enveloped(body []byte, i int) amqp091.Publishing {
+	return amqp091.Publishing{
+		Body: body, DeliveryMode: amqp091.Persistent, ContentType: "application/json",
+		MessageId: ports.NewID(),
+		Headers: amqp091.Table{
+			seqHeader:               strconv.Itoa(i),
+			ports.HeaderSpecVersion: "1.0",
+			ports.HeaderTime:        time.Now().UTC().Format(time.RFC3339Nano),
+		},
+	}
+}
+
 func runRawMultiAck(ctx context.Context, env Env, cfg Config) (Result, error) {
-	return rawConsume(ctx, env, cfg, "raw-multiack", cfg.K)
+	return rawConsume(ctx, env, cfg, "raw-multiack", cfg.K, enveloped)
 }
 
 func runRawSingleAck(ctx context.Context, env Env, cfg Config) (Result, error) {
-	return rawConsume(ctx, env, cfg, "raw-single-ack", 1)
+	return rawConsume(ctx, env, cfg, "raw-single-ack", 1, enveloped)
 }
 
-// rawConsume pre-publishes N, then consumes with prefetch = in-flight and
-// one multiple-ack every k deliveries (and one for the tail).
-func rawConsume(ctx context.Context, env Env, cfg Config, name string, k int) (Result, error) {
+func runRawMultiAckBare(ctx context.Context, env Env, cfg Config) (Result, error) {
+	res, err := rawConsume(ctx, env, cfg, "raw-multiack-bare", cfg.K, persistent)
+	res.Note += ", bare messages"
+	return res, err
+}
+
+// rawConsume pre-publishes N (each built by publishing), then consumes
+// with prefetch = in-flight and one multiple-ack every k deliveries (and
+// one for the tail).
+func rawConsume(ctx context.Context, env Env, cfg Config, name string, k int, publishing func([]byte, int) amqp091.Publishing) (Result, error) {
 	conn, err := amqp091.Dial(env["url"])
 	if err != nil {
 		return Result{}, err
@@ -204,7 +236,7 @@ func rawConsume(ctx context.Context, env Env, cfg Config, name string, k int) (R
 		_, _ = ch.QueueDelete(queue, false, false, false)
 		_ = ch.ExchangeDelete(exchange, false, false)
 	}()
-	if err := rawPublish(ctx, conn, exchange, "bench", cfg.N, 256, cfg.Payload, persistent, func(int) {}); err != nil {
+	if err := rawPublish(ctx, conn, exchange, "bench", cfg.N, 256, cfg.Payload, publishing, func(int) {}); err != nil {
 		return Result{}, fmt.Errorf("pre-publish: %w", err)
 	}
 	cch, err := conn.Channel()

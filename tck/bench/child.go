@@ -119,6 +119,12 @@ func runChild(which string) int {
 		defer trace.Stop()
 	}
 	res, err := c.Run(ctx, job.Env, job.Cfg)
+	if dir := job.Cfg.MemProfileDir; dir != "" && err == nil {
+		if perr := writeHeapProfile(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.alloc.pprof", suiteName, name, os.Getpid()))); perr != nil {
+			fmt.Fprintln(os.Stderr, "bench child: memory profile:", perr)
+			return 1
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s/%s: %v\n", suiteName, name, err)
 		return 1
@@ -131,4 +137,19 @@ func runChild(which string) int {
 	}
 	fmt.Println(resultPrefix + string(b))
 	return 0
+}
+
+// writeHeapProfile writes the allocation profile of the whole child run
+// (go tool pprof -sample_index=alloc_objects reads where allocations are
+// made; the contender's untimed preparation is in it too).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -47,18 +47,19 @@ import (
 
 // Config is the workload every contender of a suite runs.
 type Config struct {
-	N           int           // messages per contender run (0: the suite's default)
-	InFlight    int           // in-flight limit / prefetch / Receive Maximum
-	K           int           // raw AMQP: one multiple-ack every K deliveries
-	Batch       int           // batch pipeline: operators.Batch size
-	Payload     int           // payload bytes (approximate, JSON)
-	Rounds      int           // alternated rounds; the median is reported
-	AckInterval time.Duration // raw MQTT: paho's SendAcksInterval
-	Rate        int           // latency contenders: messages per second
-	LatencyN    int           // latency contenders: messages per run
-	Timeout     time.Duration // bound on one contender run
-	ProfileDir  string        // when set, each contender run writes a CPU profile here
-	TraceDir    string        // when set, each contender run writes an execution trace here
+	N             int           // messages per contender run (0: the suite's default)
+	InFlight      int           // in-flight limit / prefetch / Receive Maximum
+	K             int           // raw AMQP: one multiple-ack every K deliveries
+	Batch         int           // batch pipeline: operators.Batch size
+	Payload       int           // payload bytes (approximate, JSON)
+	Rounds        int           // alternated rounds; the median is reported
+	AckInterval   time.Duration // raw MQTT: paho's SendAcksInterval
+	Rate          int           // latency contenders: messages per second
+	LatencyN      int           // latency contenders: messages per run
+	Timeout       time.Duration // bound on one contender run
+	ProfileDir    string        // when set, each contender run writes a CPU profile here
+	TraceDir      string        // when set, each contender run writes an execution trace here
+	MemProfileDir string        // when set, each contender run writes its allocation profile here
 }
 
 // Env is what a suite's Setup hands to its contender processes.
@@ -157,6 +158,7 @@ func main() {
 	flag.IntVar(&cfg.Rate, "rate", 2000, "latency contenders: paced publish rate, messages/s")
 	flag.IntVar(&cfg.LatencyN, "latency-n", 6000, "latency contenders: messages per run")
 	flag.DurationVar(&cfg.Timeout, "timeout", 3*time.Minute, "bound on one contender run")
+	flag.StringVar(&cfg.MemProfileDir, "memprofile", "", "write the allocation profile of every contender run to <dir>/<suite>-<contender>-<pid>.alloc.pprof (untimed preparation included)")
 	flag.StringVar(&cfg.TraceDir, "trace", "", "write an execution trace of every contender run to <dir>/<suite>-<contender>-<pid>.trace (go tool trace)")
 	flag.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write a CPU profile of every contender run to <dir>/<suite>-<contender>-<pid>.pprof")
 	svgDir := flag.String("svg", "", "write a chart per suite to <dir>/<suite>.svg")
