@@ -2,6 +2,7 @@ package activemq_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -49,13 +50,19 @@ func (h *harness) CreateExisting(ctx context.Context, topic ports.Topic, group s
 	if err != nil {
 		return tck.Existing{}, err
 	}
-	defer c.Disconnect()
-	sub, err := c.Subscribe(queue, stomp.AckClientIndividual, stomp.SubscribeOpt.Header("selector", "1 = 0"))
-	if err != nil {
+	// The queue is created by subscribing to it; the DISCONNECT (whose
+	// receipt the broker sends after handling the SUBSCRIBE before it) ends
+	// the consumer. Not UNSUBSCRIBE: go-stomp 3.1.3's receipt wait for it
+	// can miss the receipt (its condition variable is waited on from a
+	// goroutine started after the state check), which under load failed
+	// this case with "unsubscribe receipt timeout" after 30 s and leaked
+	// the waiting goroutine.
+	if _, err := c.Subscribe(queue, stomp.AckClientIndividual, stomp.SubscribeOpt.Header("selector", "1 = 0")); err != nil {
+		_ = c.Disconnect()
 		return tck.Existing{}, err
 	}
-	if err := sub.Unsubscribe(); err != nil {
-		return tck.Existing{}, err
+	if err := c.Disconnect(); err != nil {
+		return tck.Existing{}, fmt.Errorf("creating the legacy queue %s: disconnect: %w", queue, err)
 	}
 	a, err := activemq.New(ctx, activemq.Options{Addr: h.addr, Namespace: h.ns,
 		Existing: []activemq.Existing{{Topic: topic, Destination: dest, Queues: map[string]string{group: queue}}}})

@@ -216,7 +216,8 @@ func TestBestEffortSendsArePersistentFalse(t *testing.T) {
 	if got["q0"] == "true" || got["q1"] != "true" {
 		t.Fatalf("persistent header: best effort %q, at least once %q", got["q0"], got["q1"])
 	}
-	_ = sub.Unsubscribe()
+	// The deferred Disconnect ends sub (see harness.CreateExisting for why
+	// not UNSUBSCRIBE).
 }
 
 // TestScopedTopicsAreIsolated: two tenants' topics of one name and the
@@ -289,7 +290,8 @@ func TestExistingDestinationsAdopted(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("nothing on the legacy queue")
 	}
-	_ = rs.Unsubscribe()
+	// rs ends with the deferred Disconnect (not UNSUBSCRIBE: see
+	// harness.CreateExisting).
 	if _, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "orders", Mode: ports.Broadcast}); !errors.Is(err, ports.ErrUnsupported) {
 		t.Errorf("Broadcast of a topic adopted onto a plain queue: %v, want ErrUnsupported", err)
 	}
