@@ -176,6 +176,7 @@ func (s *subscription) accept(p *partition, cm *sarama.ConsumerMessage, avail []
 		}
 		return avail
 	}
+	r.facts = r.makeFacts()
 	if ok {
 		avail = append(avail, r)
 	}

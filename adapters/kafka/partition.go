@@ -30,6 +30,11 @@ type record struct {
 	// (a record is handed out again only after a failed settlement; later
 	// hand-outs allocate their own).
 	first ports.Delivery
+	// facts are the record's broker facts, built by its claim goroutine
+	// (accept) and shared by every hand-out of it (a Delivery's Facts are
+	// read-only): the hand-out, which runs on the core's receive loop under
+	// the subscription's lock, only points at them.
+	facts map[string]string
 
 	// Guarded by p.mu.
 	state  recordState

@@ -273,7 +273,7 @@ func (s *subscription) handOut(r *record) *ports.Delivery {
 		Message:         r.dec.msg,
 		ID:              r.dec.msg.Headers[ports.HeaderID],
 		RedeliveryCount: r.dec.count + local,
-		Facts:           r.facts(),
+		Facts:           r.facts,
 		ReceivedAt:      r.received,
 		Handle:          r,
 	}
@@ -283,8 +283,8 @@ func (s *subscription) handOut(r *record) *ports.Delivery {
 	return d
 }
 
-// facts are the record's broker facts for logs.
-func (r *record) facts() map[string]string {
+// makeFacts builds the record's broker facts for logs.
+func (r *record) makeFacts() map[string]string {
 	f := make(map[string]string, 7)
 	f["topic"] = r.p.topic
 	f["partition"] = r.p.idText
