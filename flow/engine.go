@@ -47,16 +47,31 @@ type engine struct {
 	since   time.Time
 	closing bool
 
+	// spare holds the buffers of finished ACK rounds for the next rounds,
+	// so that a busy pipeline does not grow a new slice for every round.
+	spare chan *ackBuf
+
 	wake  chan struct{} // capacity 1: something to look at
 	quit  chan struct{} // closed by close: flush what is pending, then exit
 	exit  chan struct{} // closed when the loop has returned
 	calls sync.WaitGroup
 }
 
+// ackBuf is the buffers of one ACK round: its members, where each
+// completion's members end, and the Settle argument.
+type ackBuf struct {
+	rs   []*root
+	ends []int
+	ds   []*ports.Delivery
+}
+
 // group is deliveries settled together with one disposition.
 type group struct {
 	rs   []*root
 	disp ports.Disposition
+	// buf, for a coalesced ACK round, holds rs and ends; the call gives it
+	// back to the engine when done.
+	buf *ackBuf
 	// ends, for a coalesced ACK round, is where each completion's (or
 	// batch's) members end in rs: when the round's Settle call fails, the
 	// parts are settled again one by one, so that one delivery the
@@ -74,6 +89,7 @@ func newEngine(p *Pipeline, sub ports.Subscription) *engine {
 		maxBatch:    c.maxBatch,
 		settleTime:  p.cfg.settleTime,
 		concurrency: make(chan struct{}, c.concurrency),
+		spare:       make(chan *ackBuf, c.concurrency+1),
 		wake:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		exit:        make(chan struct{}),
@@ -178,12 +194,19 @@ func (e *engine) run() {
 // keep coalescing into the next round.
 func (e *engine) flush() {
 	e.concurrency <- struct{}{}
+	next := e.takeSpare()
 	e.mu.Lock()
 	acks, ends, groups := e.acks, e.ackEnds, e.groups
-	e.acks, e.ackEnds, e.groups, e.n = nil, nil, nil, 0
+	e.acks, e.ackEnds, e.groups, e.n = next.rs, next.ends, nil, 0
 	e.mu.Unlock()
 	if len(acks) > 0 {
-		groups = append(groups, group{rs: acks, disp: ports.Disposition{Action: ports.Ack}, ends: ends})
+		next.rs, next.ends = acks, ends
+		groups = append(groups, group{rs: acks, disp: ports.Disposition{Action: ports.Ack}, ends: ends, buf: next})
+	} else {
+		// Nothing acked this round: the buffers taken over stay empty;
+		// give back the spare's own ones.
+		next.rs, next.ends = acks, ends
+		e.putSpare(next)
 	}
 	for i, g := range groups {
 		if i > 0 {
@@ -203,9 +226,17 @@ func (e *engine) call(g group) {
 	defer e.calls.Done()
 	defer func() { <-e.concurrency }()
 	p := e.p
-	ds := make([]*ports.Delivery, len(g.rs))
+	var ds []*ports.Delivery
+	if g.buf != nil && cap(g.buf.ds) >= len(g.rs) {
+		ds = g.buf.ds[:len(g.rs)]
+	} else {
+		ds = make([]*ports.Delivery, len(g.rs))
+	}
 	for i, r := range g.rs {
 		ds[i] = r.one[0]
+	}
+	if g.buf != nil {
+		g.buf.ds = ds
 	}
 	if len(ds) == 1 {
 		ds = g.rs[0].one[:]
@@ -228,10 +259,36 @@ func (e *engine) call(g group) {
 			p.settled(r, g.disp, err)
 		}
 	}
-	p.stats.inFlight.Add(-int64(len(g.rs)))
-	p.slots.release(len(g.rs))
+	n := len(g.rs)
+	if g.buf != nil {
+		e.putSpare(g.buf)
+	}
+	p.stats.inFlight.Add(-int64(n))
+	p.slots.release(n)
 	e.running.Add(-1)
 	e.poke() // a round that waited for this call goes now
+}
+
+// takeSpare returns an empty ACK buffer: a finished round's, or a new one.
+func (e *engine) takeSpare() *ackBuf {
+	select {
+	case b := <-e.spare:
+		return b
+	default:
+		return &ackBuf{}
+	}
+}
+
+// putSpare keeps b for a later round (its roots and deliveries cleared, so
+// that settled deliveries are not kept alive by it), or drops it.
+func (e *engine) putSpare(b *ackBuf) {
+	clear(b.rs)
+	clear(b.ds)
+	b.rs, b.ends, b.ds = b.rs[:0], b.ends[:0], b.ds[:0]
+	select {
+	case e.spare <- b:
+	default:
+	}
 }
 
 // settle is one call to the adapter's Settle.
