@@ -36,6 +36,8 @@ const kafkaPartitions = 4
 //	                        handler; the faster of the two is the denominator
 //	sarama-commit-per-poll  weaker: a synchronous Commit per poll batch
 //	kafka, kafka-batch      sluice default and batch pipelines
+//	kafka-linger0           diagnostic: the default pipeline, linger 0
+//	kafka-inflight4x        diagnostic: the default pipeline, 4× in-flight
 //	watermill               Watermill router over watermill-kafka
 //	kafka-latency           default pipeline, fresh topic, paced producer
 //
@@ -62,6 +64,8 @@ func init() {
 			{Name: "kafka-batch", Run: t.runPipeline(true)},
 			// Diagnostic: the default pipeline with rounds settled at once.
 			{Name: "kafka-linger0", Run: t.runPipeline(false, flow.WithSettleLinger(0))},
+			// Diagnostic: the default pipeline with 4× the in-flight window.
+			{Name: "kafka-inflight4x", Run: t.scaledInFlight(4).runPipeline(false)},
 			{Name: "watermill", Run: runKafkaWatermill},
 			{Name: "kafka-latency", Latency: true, Run: t.runLatency()},
 		},
@@ -69,6 +73,7 @@ func init() {
 			{Label: "kafka-linger0/best-raw", Num: "kafka-linger0", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "kafka/best-raw", Num: "kafka", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "kafka-batch/best-raw", Num: "kafka-batch", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "kafka-inflight4x/best-raw", Num: "kafka-inflight4x", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "franz-automarks/sarama-mark-autocommit", Num: "franz-automarks", Den: []string{"sarama-mark-autocommit"}},
 		},

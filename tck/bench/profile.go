@@ -37,6 +37,23 @@ func (t target) profiled() target {
 	return t
 }
 
+// scaledInFlight returns t with every subscription's InFlight multiplied
+// by k (a diagnostic: does the in-flight window bound the pipeline?).
+func (t target) scaledInFlight(k int) target {
+	wrap := func(open openFunc) openFunc {
+		if open == nil {
+			return nil
+		}
+		return func(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+			a, spec, closeFn, err := open(ctx, env, cfg)
+			spec.InFlight *= k
+			return a, spec, closeFn, err
+		}
+	}
+	t.open, t.openLatency = wrap(t.open), wrap(t.openLatency)
+	return t
+}
+
 func profileContenders(suite string, t target) []Contender {
 	pt := t.profiled()
 	lat, thr := flow.WithProfile(flow.ProfileLatency), flow.WithProfile(flow.ProfileThroughput)
