@@ -150,20 +150,23 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	}
 
 	// In production the relay runs in a loop beside the service.
-	loopCtx, stopLoop := context.WithCancel(ctx)
+	// Closing stopLoop ends it after the round under way, which deletes
+	// what it published (cancelling the round's context instead could cut
+	// it off between the confirm and the delete).
+	stopLoop := make(chan struct{})
 	var relayErrs []error
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r.loop(loopCtx, 20*time.Millisecond, func(err error) { relayErrs = append(relayErrs, err) })
+		r.loop(ctx, stopLoop, 20*time.Millisecond, func(err error) { relayErrs = append(relayErrs, err) })
 	}()
 	err = svc.place(ctx, OrderPlaced{"o-7", "heidi", 3100})
 	if err == nil {
 		fmt.Fprintf(w, "placed o-7 (heidi) while the relay polls the outbox every 20ms\n")
 		err = notify.waitDeliveries(ctx, delivered+1)
 	}
-	stopLoop()
+	close(stopLoop)
 	wg.Wait()
 	if err != nil {
 		return err

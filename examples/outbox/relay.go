@@ -107,9 +107,13 @@ func unconfirmedIndexes(err error, n int) (map[int]bool, error) {
 	return out, nil
 }
 
-// loop runs rounds every interval until ctx is done. Errors are handed to
-// report and the loop goes on: rows stay in the outbox until confirmed.
-func (r *relay) loop(ctx context.Context, interval time.Duration, report func(error)) {
+// loop runs rounds every interval until stop is closed or ctx is done.
+// Errors are handed to report and the loop goes on: rows stay in the
+// outbox until confirmed. stop ends the loop between rounds, so a round
+// under way still deletes the rows whose publish was confirmed (a round
+// cut off by ctx after the confirm leaves its rows to be published again:
+// a duplicate, never a loss).
+func (r *relay) loop(ctx context.Context, stop <-chan struct{}, interval time.Duration, report func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -117,6 +121,8 @@ func (r *relay) loop(ctx context.Context, interval time.Duration, report func(er
 			report(err)
 		}
 		select {
+		case <-stop:
+			return
 		case <-ctx.Done():
 			return
 		case <-t.C:
