@@ -40,6 +40,13 @@ func TestTCK(t *testing.T) {
 		// consumer's start: 5s.
 		o := tckOptions()
 		o.Retention = 5 * time.Second
+		// The same sweep bounds session expiry: mochi removes a session
+		// once the whole seconds since its disconnect exceed the TTL, at
+		// its next once-a-second sweep, so up to TTL+2s after the
+		// disconnect. The instance-TTL case waits 3×TTL: with a 1s TTL
+		// that left no margin (a run failed with the session kept), with
+		// 2s it waits 6s for at most 4s.
+		o.InstanceTTL = 2 * time.Second
 		tck.RunWith(t, newHarness(b.URL(), 65535), o)
 	})
 }
