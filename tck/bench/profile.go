@@ -21,15 +21,15 @@ import (
 
 type openFunc = func(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error)
 
-// profiled returns t with every subscription's InFlight cleared.
-func (t target) profiled() target {
+// withSpec returns t with every subscription's spec changed by change.
+func (t target) withSpec(change func(*ports.SubscriptionSpec)) target {
 	wrap := func(open openFunc) openFunc {
 		if open == nil {
 			return nil
 		}
 		return func(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
 			a, spec, closeFn, err := open(ctx, env, cfg)
-			spec.InFlight = 0
+			change(&spec)
 			return a, spec, closeFn, err
 		}
 	}
@@ -37,21 +37,15 @@ func (t target) profiled() target {
 	return t
 }
 
+// profiled returns t with every subscription's InFlight cleared.
+func (t target) profiled() target {
+	return t.withSpec(func(s *ports.SubscriptionSpec) { s.InFlight = 0 })
+}
+
 // scaledInFlight returns t with every subscription's InFlight multiplied
 // by k (a diagnostic: does the in-flight window bound the pipeline?).
 func (t target) scaledInFlight(k int) target {
-	wrap := func(open openFunc) openFunc {
-		if open == nil {
-			return nil
-		}
-		return func(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
-			a, spec, closeFn, err := open(ctx, env, cfg)
-			spec.InFlight *= k
-			return a, spec, closeFn, err
-		}
-	}
-	t.open, t.openLatency = wrap(t.open), wrap(t.openLatency)
-	return t
+	return t.withSpec(func(s *ports.SubscriptionSpec) { s.InFlight *= k })
 }
 
 func profileContenders(suite string, t target) []Contender {
