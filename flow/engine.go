@@ -50,6 +50,9 @@ type engine struct {
 	// spare holds the buffers of finished ACK rounds for the next rounds,
 	// so that a busy pipeline does not grow a new slice for every round.
 	spare chan *ackBuf
+	// round is the group slice of the last flushed round, emptied, for
+	// the round after the next (flush swaps it with groups; run only).
+	round []group
 
 	wake  chan struct{} // capacity 1: something to look at
 	quit  chan struct{} // closed by close: flush what is pending, then exit
@@ -197,7 +200,7 @@ func (e *engine) flush() {
 	next := e.takeSpare()
 	e.mu.Lock()
 	acks, ends, groups := e.acks, e.ackEnds, e.groups
-	e.acks, e.ackEnds, e.groups, e.n = next.rs, next.ends, nil, 0
+	e.acks, e.ackEnds, e.groups, e.n = next.rs, next.ends, e.round[:0], 0
 	e.mu.Unlock()
 	if len(acks) > 0 {
 		next.rs, next.ends = acks, ends
@@ -219,6 +222,9 @@ func (e *engine) flush() {
 	if len(groups) == 0 {
 		<-e.concurrency
 	}
+	// Each call got its group by value: the slice is the next round's.
+	clear(groups)
+	e.round = groups[:0]
 }
 
 // call carries out one group and accounts for each of its deliveries.

@@ -61,8 +61,16 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 // take converts first and whatever else is already waiting (up to max)
 // and registers their tags as outstanding.
 func (s *subscription) take(c *consumer, first amqp.Delivery, max int) []*ports.Delivery {
-	out := make([]*ports.Delivery, 0, min(max, 64))
-	tags := make([]uint64, 0, cap(out))
+	// Sized for what is already waiting: the broker pushes deliveries one
+	// or two at a time when the consumer keeps up, and a slice sized for
+	// the whole prefetch on every call was most of the adapter's garbage.
+	size := 1 + len(c.deliveries)
+	if size < 4 {
+		size = 4
+	}
+	out := make([]*ports.Delivery, 0, min(max, size))
+	var tagBuf [16]uint64
+	tags := tagBuf[:0]
 	now := time.Now()
 	d := first
 	for {
