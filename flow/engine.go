@@ -14,8 +14,10 @@ import (
 // rounds and carries each round out with as few Subscription.Settle calls
 // as the dispositions allow: every ACK of a round in one call, and each
 // batch (a flow.Join) with a shared disposition in one call. Several calls
-// may run at once (settleConcurrency); the in-flight slot of a delivery is
-// released only when its call returned.
+// may run at once (settleConcurrency), each on a goroutine of its own,
+// except the ACK call of an adapter that defers its acknowledgements
+// (ports.Flusher), which runs on the engine's goroutine; the in-flight slot
+// of a delivery is released only when its call returned.
 //
 // A round is flushed at once when no Settle call is running; while one is,
 // completions gather until it returns, and the round goes then — or
@@ -31,6 +33,13 @@ type engine struct {
 	maxBatch    int
 	settleTime  time.Duration
 	concurrency chan struct{} // a token per running Settle call
+	// inlineAcks: the subscription defers its acknowledgements
+	// (ports.Flusher), so an ACK round's Settle records or writes them
+	// without waiting for the broker, and runs on the engine's own
+	// goroutine: starting a goroutine per call cost more than such a call
+	// (on RabbitMQ, whose rounds are small, the consumer's CPU per message
+	// fell from 25.1 to 20.3 µs; tck/bench, 7 alternated rounds).
+	inlineAcks bool
 
 	// active counts deliveries handed to the pipeline and not yet
 	// completed; when it drops to zero the pending round is flushed.
@@ -100,6 +109,7 @@ func newEngine(p *Pipeline, sub ports.Subscription) *engine {
 	if e.maxBatch <= 0 {
 		e.maxBatch = max(1, p.spec.InFlight/2)
 	}
+	_, e.inlineAcks = sub.(ports.Flusher)
 	return e
 }
 
@@ -217,6 +227,12 @@ func (e *engine) flush() {
 		}
 		e.calls.Add(1)
 		e.running.Add(1)
+		if e.inlineAcks && g.disp.Action == ports.Ack {
+			// The ACK group is the round's last: the requeues and dead
+			// letters above go on their own goroutines meanwhile.
+			e.call(g)
+			continue
+		}
 		go e.call(g)
 	}
 	if len(groups) == 0 {

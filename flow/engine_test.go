@@ -24,6 +24,8 @@ type gatedFake struct {
 	events  []string       // "flush", "stop"
 	reject  string         // a Settle call that carries this id fails whole
 	flushed map[string]int // deliveries settled before Flush was called
+	running int            // Settle calls in progress
+	overlap int            // most Settle calls in progress at once
 }
 
 func newGated() *gatedFake {
@@ -52,7 +54,14 @@ func (g *gatedFake) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Di
 	g.mu.Lock()
 	g.calls = append(g.calls, len(ds))
 	gate, reject := g.gate, g.reject
+	g.running++
+	g.overlap = max(g.overlap, g.running)
 	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.running--
+		g.mu.Unlock()
+	}()
 	g.entered <- len(ds)
 	if gate != nil {
 		select {
@@ -402,5 +411,93 @@ func TestFailedRoundIsSplitSoOneBadDeliveryDoesNotFailTheOthers(t *testing.T) {
 	var se *flow.SettleError
 	if len(reported) != 1 || !errors.As(reported[0], &se) || se.ID != rest[1].ID {
 		t.Fatalf("reported %v: want one SettleError for %s", reported, rest[1].ID)
+	}
+}
+
+// eagerFake is gatedFake without Flush: an adapter whose Settle waits for
+// the broker (it defers nothing).
+type eagerFake struct{ g *gatedFake }
+
+func (e eagerFake) Name() string                                       { return e.g.Name() }
+func (e eagerFake) Capabilities() ports.Capabilities                   { return e.g.Capabilities() }
+func (e eagerFake) Send(ctx context.Context, m ...ports.Message) error { return e.g.Send(ctx, m...) }
+func (e eagerFake) Close(ctx context.Context) error                    { return e.g.Close(ctx) }
+func (e eagerFake) Subscribe(ctx context.Context, sp ports.SubscriptionSpec) (ports.Subscription, error) {
+	if _, err := e.g.Subscribe(ctx, sp); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+func (e eagerFake) Receive(ctx context.Context, n int) ([]*ports.Delivery, error) {
+	return e.g.Receive(ctx, n)
+}
+func (e eagerFake) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
+	return e.g.Settle(ctx, ds, d)
+}
+func (e eagerFake) Stop(ctx context.Context) error { return e.g.Stop(ctx) }
+func (e eagerFake) Errors() <-chan error           { return e.g.Errors() }
+
+// settleOverlap starts a pipeline on a (rounds of one delivery, four
+// calls at once), holds the first Settle call and pushes another delivery.
+// It reports whether a second call started, within wait, while the first
+// was held.
+func settleOverlap(t *testing.T, g *gatedFake, a ports.Adapter, wait time.Duration) bool {
+	t.Helper()
+	g.hold()
+	p := flow.New(a, spec, flow.WithSettleLinger(time.Hour), flow.WithSettleBatch(1), flow.WithSettleConcurrency(4))
+	handled := make(chan struct{}, 2)
+	sinkOrders(func(context.Context, order) error { handled <- struct{}{}; return nil })(p)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer func() {
+		g.open()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	}()
+	g.push(deliveries(1)...)
+	g.waitEntered(t)
+	g.push(deliveries(1)...)
+	for range 2 {
+		select {
+		case <-handled:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler did not get both deliveries within 5s while a Settle call was held")
+		}
+	}
+	select {
+	case <-g.entered:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
+// An adapter that defers its acknowledgements (ports.Flusher) has its ACK
+// rounds carried out on the engine's own goroutine, one call at a time; an
+// adapter whose Settle waits for the broker gets concurrent calls (up to
+// WithSettleConcurrency), so one slow round does not hold up the next.
+func TestDeferredAcksRunOnTheEngineOtherSettlementsConcurrently(t *testing.T) {
+	g := newGated()
+	// 200ms bounds a check that nothing starts while the first call is
+	// held; the overlap count below catches a call that starts later.
+	if settleOverlap(t, g, g, 200*time.Millisecond) {
+		t.Fatal("a second ACK call of a ports.Flusher adapter started while the first was running: deferred ACKs run on the engine's goroutine, one at a time")
+	}
+	if got := g.waitSettled(t, 2); len(got) != 2 {
+		t.Fatalf("settled %d deliveries, want 2", len(got))
+	}
+	g.mu.Lock()
+	overlap := g.overlap
+	g.mu.Unlock()
+	if overlap != 1 {
+		t.Fatalf("%d ACK calls of a ports.Flusher adapter ran at once, want 1", overlap)
+	}
+	e := newGated()
+	if !settleOverlap(t, e, eagerFake{e}, 5*time.Second) {
+		t.Fatal("no second Settle call started while the first was held: an adapter that waits for the broker must get concurrent calls")
 	}
 }

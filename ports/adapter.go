@@ -87,6 +87,10 @@ type Subscription interface {
 	//     connection, a revoked partition) makes the broker redeliver,
 	//     never lose: the guarantee stays at-least-once. An adapter that
 	//     defers implements Flusher, which the core calls before Stop.
+	//     The core calls Settle(Ack) of a Flusher on its settlement
+	//     engine's own goroutine, one call at a time, so such a Settle must
+	//     not wait for the broker: it records or writes the acknowledgements
+	//     and returns.
 	//
 	// Deferred acceptance is not an error: an adapter must not return one
 	// for a settlement it will still complete. Settle does not retry on its
@@ -119,7 +123,9 @@ type Subscription interface {
 // done. The core calls it once before Stop, after the last Settle; an
 // adapter also flushes on its own on a rebalance or revoke and on an
 // interval. Flush never settles a delivery that Settle was not asked to
-// settle.
+// settle. A Flusher's Settle(Ack) must not wait for the broker (see
+// Subscription.Settle): the core calls it on its settlement engine's own
+// goroutine.
 type Flusher interface {
 	Flush(ctx context.Context) error
 }
