@@ -164,12 +164,17 @@ func (b *batcher[T]) flush() {
 		return
 	}
 	members := b.held
-	b.held, b.bytes = nil, 0
 	v := Batched[T]{Values: make([]T, len(members)), Msgs: make([]*ports.Delivery, len(members))}
 	cs := make([]*flow.Completion, len(members))
 	for i, it := range members {
 		v.Values[i], v.Msgs[i], cs[i] = it.Value, it.Msg, it.Completion
 	}
+	// The batch item keeps copies, not members: the next batch reuses the
+	// slice (cleared, so that it does not keep settled items alive)
+	// instead of growing a new one by appends, about 200 bytes of garbage
+	// per member at a size of 50.
+	clear(members)
+	b.held, b.bytes = members[:0], 0
 	var c *flow.Completion
 	if b.o.IsolatePoison {
 		c = cs[0].Derive(func(o flow.Outcome) { completeIsolated(cs, o) })
