@@ -37,8 +37,7 @@ type engine struct {
 	// (ports.Flusher), so an ACK round's Settle records or writes them
 	// without waiting for the broker, and runs on the engine's own
 	// goroutine: starting a goroutine per call cost more than such a call
-	// (on RabbitMQ, whose rounds are small, the consumer's CPU per message
-	// fell from 25.1 to 20.3 µs; tck/bench, 7 alternated rounds).
+	// (docs/benchmarks.md, session 8).
 	inlineAcks bool
 
 	// active counts deliveries handed to the pipeline and not yet

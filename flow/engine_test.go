@@ -432,27 +432,20 @@ func TestFailedRoundIsSplitSoOneBadDeliveryDoesNotFailTheOthers(t *testing.T) {
 }
 
 // eagerFake is gatedFake without Flush: an adapter whose Settle waits for
-// the broker (it defers nothing).
-type eagerFake struct{ g *gatedFake }
+// the broker (it defers nothing). The embedded interface hides Flush.
+type eagerFake struct{ waiting }
 
-func (e eagerFake) Name() string                                       { return e.g.Name() }
-func (e eagerFake) Capabilities() ports.Capabilities                   { return e.g.Capabilities() }
-func (e eagerFake) Send(ctx context.Context, m ...ports.Message) error { return e.g.Send(ctx, m...) }
-func (e eagerFake) Close(ctx context.Context) error                    { return e.g.Close(ctx) }
+type waiting interface {
+	ports.Adapter
+	ports.Subscription
+}
+
 func (e eagerFake) Subscribe(ctx context.Context, sp ports.SubscriptionSpec) (ports.Subscription, error) {
-	if _, err := e.g.Subscribe(ctx, sp); err != nil {
+	if _, err := e.waiting.Subscribe(ctx, sp); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
-func (e eagerFake) Receive(ctx context.Context, n int) ([]*ports.Delivery, error) {
-	return e.g.Receive(ctx, n)
-}
-func (e eagerFake) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
-	return e.g.Settle(ctx, ds, d)
-}
-func (e eagerFake) Stop(ctx context.Context) error { return e.g.Stop(ctx) }
-func (e eagerFake) Errors() <-chan error           { return e.g.Errors() }
 
 // settleOverlap starts a pipeline on a (rounds of one delivery, four
 // calls at once), holds the first Settle call and pushes another delivery.

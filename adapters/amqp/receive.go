@@ -58,17 +58,13 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 	}
 }
 
-// take converts first and whatever else is already waiting (up to max)
+// take converts first and whatever else is already waiting (up to limit)
 // and registers their tags as outstanding.
-func (s *subscription) take(c *consumer, first amqp.Delivery, max int) []*ports.Delivery {
+func (s *subscription) take(c *consumer, first amqp.Delivery, limit int) []*ports.Delivery {
 	// Sized for what is already waiting: the broker pushes deliveries one
 	// or two at a time when the consumer keeps up, and a slice sized for
 	// the whole prefetch on every call was most of the adapter's garbage.
-	size := 1 + len(c.deliveries)
-	if size < 4 {
-		size = 4
-	}
-	out := make([]*ports.Delivery, 0, min(max, size))
+	out := make([]*ports.Delivery, 0, min(limit, max(4, 1+len(c.deliveries))))
 	var tagBuf [16]uint64
 	tags := tagBuf[:0]
 	now := time.Now()
@@ -76,7 +72,7 @@ func (s *subscription) take(c *consumer, first amqp.Delivery, max int) []*ports.
 	for {
 		tags = append(tags, d.DeliveryTag)
 		out = append(out, s.convert(c, &d, now))
-		if len(out) >= max {
+		if len(out) >= limit {
 			break
 		}
 		var ok bool
