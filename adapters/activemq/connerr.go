@@ -25,9 +25,16 @@ func explainHandshake(secure bool, addr string, err error) error {
 		return fmt.Errorf("%w: ActiveMQ refused the login and passcode: %v", adapters.ErrAuth, err)
 	case secure:
 		return adapters.ExplainTLS(addr, err)
-	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(text, "connection reset") || strings.Contains(text, "EOF") ||
-		strings.Contains(text, "invalid command"): // a TLS alert record read as a frame
+	case closedInHandshake(err) || strings.Contains(text, "invalid command"): // a TLS alert record read as a frame
 		return fmt.Errorf("%w: %s closed the plaintext STOMP connection or answered something that is not STOMP: not a plaintext port? if it is a stomp+ssl connector, use activemq+ssl://: %v", adapters.ErrTLS, addr, err)
 	}
 	return err
+}
+
+// closedInHandshake reports a STOMP handshake that ended with the
+// connection closed before any frame was read.
+func closedInHandshake(err error) bool {
+	text := err.Error()
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(text, "connection reset") || strings.Contains(text, "EOF")
 }

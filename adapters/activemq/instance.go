@@ -1,6 +1,7 @@
 package activemq
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -24,13 +25,30 @@ func (s *Subscription) instanceClientID() []func(*stomp.Conn) error {
 
 // instanceRefused turns the broker's refusal of a Broadcast connection's
 // client id into a *ports.InstanceSharedError; other errors pass.
-func (s *Subscription) instanceRefused(err error) error {
+//
+// ActiveMQ writes its ERROR frame and closes the connection without
+// waiting for the frame to go out, so the refusal sometimes arrives as a
+// connection closed in the handshake with nothing read (seen beside a CPU
+// hog in one of a few dozen tries). A port that does not speak plaintext
+// STOMP ends the same way, so such a close is checked with a connection
+// without the client id: when the broker accepts that one, the client id
+// was refused.
+func (s *Subscription) instanceRefused(ctx context.Context, err error) error {
 	if err == nil || s.spec.Mode != ports.Broadcast {
 		return err
 	}
-	if msg := err.Error(); strings.Contains(msg, "InvalidClientID") || strings.Contains(msg, "already connected") {
+	msg := err.Error()
+	refused := strings.Contains(msg, "InvalidClientID") || strings.Contains(msg, "already connected")
+	if !refused && closedInHandshake(err) {
+		if c, perr := s.a.dial(ctx); perr == nil {
+			c.close(true)
+			refused = true
+			msg = "it closed the connection that carried the client id in the handshake and accepted one without it: " + msg
+		}
+	}
+	if refused {
 		return &ports.InstanceSharedError{Instance: s.spec.Instance, Where: fmt.Sprintf(
-			"the broker refused a second connection with client id %q for queue %s: %v", "sluice-instance:"+s.queue, s.queue, err)}
+			"the broker refused a second connection with client id %q for queue %s: %s", "sluice-instance:"+s.queue, s.queue, msg)}
 	}
 	return err
 }

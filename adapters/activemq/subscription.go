@@ -121,7 +121,7 @@ func newSubscription(ctx context.Context, a *Adapter, spec ports.SubscriptionSpe
 func (s *Subscription) connect(ctx context.Context) (*consumerConn, error) {
 	c, err := s.a.dial(ctx, s.instanceClientID()...) // instance.go
 	if err != nil {
-		return nil, s.instanceRefused(err)
+		return nil, s.instanceRefused(ctx, err)
 	}
 	sub, err := c.c.Subscribe(s.queue, stomp.AckClientIndividual, subscribeOpts(s.spec)...)
 	if err != nil {
