@@ -37,7 +37,7 @@ type engine struct {
 	// (ports.Flusher), so an ACK round's Settle records or writes them
 	// without waiting for the broker, and runs on the engine's own
 	// goroutine: starting a goroutine per call cost more than such a call
-	// (docs/benchmarks.md, session 8).
+	// (measured with go run ./tck/bench -cpuprofile; see docs/benchmarks.md).
 	inlineAcks bool
 
 	// active counts deliveries handed to the pipeline and not yet

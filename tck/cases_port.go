@@ -12,7 +12,7 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// The Port cases (issue 18): declared topics, where a new group starts,
+// The Port cases: declared topics, where a new group starts,
 // single-active consumers, QoS classes, tenant scopes, adopting an
 // existing topology and the payload limit.
 func init() {

@@ -100,7 +100,7 @@ func TestTLS(t *testing.T) {
 	// races its reset of the connection with the client's first write, and
 	// beside two CPU hogs 15 to 27 in 100 tries once lost the alert
 	// behind "use of closed network connection" (docs/reliability.md,
-	// finding 20). Each try must still say why.
+	// failure matrix: TLS refusals). Each try must still say why.
 	var again []tlstest.Refusal
 	for i := range 20 {
 		again = append(again, tlstest.Refusal{Name: fmt.Sprintf("EXTERNAL with an expired certificate, try %d", i+1),

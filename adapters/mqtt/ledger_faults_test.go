@@ -58,7 +58,7 @@ func TestLedgerFaults(t *testing.T) {
 			Skip: map[string]string{
 				"soak": "mochi v2.7.9 stalls under the soak's requeues and dead letters: with Receive Maximum 65535 a consumer " +
 					"holding PUBACKs back blocks the broker until publishes time out, and with a small Receive Maximum mochi keeps " +
-					"messages beyond the send quota in its inflight store until the client reconnects (mochi-mqtt/server issue 340); " +
+					"messages beyond the send quota in its inflight store until the client reconnects (https://github.com/mochi-mqtt/server/issues/340); " +
 					"the embedded broker is for development only — see docs/reliability.md",
 			},
 			// Measured with mochi v2.7.9 (TestFaultConnectionCut, losesInFlight):
@@ -78,7 +78,7 @@ func TestLedgerFaults(t *testing.T) {
 // confirmed messages that never reached the client.
 const embeddedLosesInFlight = "mochi v2.7.9 does not always resend a message it had in flight to a client whose connection " +
 	"died when the session resumes (measured by TestFaultConnectionCut; seen in conn-reset beside a CPU hog, " +
-	"docs/reliability.md finding 28): the message was confirmed to the publisher and never delivered; mosquitto has no such excuse"
+	"docs/reliability.md, known defects): the message was confirmed to the publisher and never delivered; mosquitto has no such excuse"
 
 // dialMQTT makes adapters with receive maximum rm (0: the adapter's
 // default), playing the process named identity.
@@ -112,8 +112,8 @@ func startEmbedded(t *testing.T) *faults.Broker {
 		// mochi v2.7.9 takes a client's inflight read lock twice
 		// (Inflight.NextImmediate → GetAll); a publish to that client in
 		// between deadlocks it, and what mochi holds for it is never
-		// delivered (seen under load in handler-panic, finding 11 of
-		// docs/reliability.md). Proven from the goroutine stacks only.
+		// delivered (seen under load in handler-panic; docs/reliability.md,
+		// known defects). Proven from the goroutine stacks only.
 		KnownDeadlock: b.InflightDeadlock,
 	}
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // strandedByDeadlock names the goroutines of an embedded broker that
-// mochi v2.7.9's Inflight deadlock struck (docs/reliability.md, findings
-// 11 and 31): its connections, their write loops, its event loop and the
+// mochi v2.7.9's Inflight deadlock struck (docs/reliability.md, known
+// defects): its connections, their write loops, its event loop and the
 // bounded Close that gave up waiting for them.
 var strandedByDeadlock = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/mochi-mqtt/server/v2.(*Server).EstablishConnection"),

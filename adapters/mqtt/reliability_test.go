@@ -121,14 +121,14 @@ func produceOn(ctx context.Context, t *testing.T, a ports.Adapter, topic ports.T
 }
 
 // failOrKnown fails the test, unless known proves the broker's own
-// deadlock (mochi v2.7.9, docs/reliability.md finding 11): then the test
+// deadlock (mochi v2.7.9, docs/reliability.md, known defects): then the test
 // ends as a SKIP that names the failure and prints the proof.
 func failOrKnown(t *testing.T, known func() string, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
 	if known != nil {
 		if proof := known(); proof != "" {
-			t.Skipf("KNOWN BROKER DEADLOCK (mochi v2.7.9's inflight lock, docs/reliability.md finding 11), not a sluice defect; the test failed with: %s\n%s", msg, proof)
+			t.Skipf("KNOWN BROKER DEADLOCK (mochi v2.7.9's inflight lock, docs/reliability.md, known defects), not a sluice defect; the test failed with: %s\n%s", msg, proof)
 		}
 	}
 	t.Fatal(msg)

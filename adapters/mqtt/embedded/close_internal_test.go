@@ -46,7 +46,7 @@ func connectPacket(id string) []byte {
 }
 
 // Close while clients connect and disconnect: mochi's own client shutdown
-// deadlocked when a client was removed during it (finding 9). Close
+// deadlocked when a client was removed during it. Close
 // drains first, so it returns in time and leaves no connection goroutine.
 func TestCloseWhileClientsComeAndGo(t *testing.T) {
 	before := goleak.IgnoreCurrent()

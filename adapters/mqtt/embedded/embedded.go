@@ -170,7 +170,7 @@ var closeTimeout = 10 * time.Second
 // has returned, so that no client is added or removed while Server.Close
 // runs. mochi v2.7.9's own client shutdown (closeListenerClients) takes
 // the clients' read lock twice, and a client removed in between
-// deadlocks it (docs/reliability.md, finding 9); the listener here never
+// deadlocks it (docs/reliability.md, known defects); the listener here never
 // calls it.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
