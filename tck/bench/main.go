@@ -3,7 +3,7 @@
 // the same at-least-once guarantee, and prints one line per contender and
 // the throughput ratios between them.
 //
-//	go run ./tck/bench -adapter kafka,amqp,mqtt,mem -svg docs/bench
+//	go run ./tck/bench -adapter kafka,amqp,mqtt,mem -svg docs/bench -markdown docs/benchmarks.md
 //
 // Every contender runs in its own process (the binary re-executes itself
 // with -child), so garbage and heap from one contender never burden the
@@ -162,10 +162,15 @@ func main() {
 	flag.StringVar(&cfg.TraceDir, "trace", "", "write an execution trace of every contender run to <dir>/<suite>-<contender>-<pid>.trace (go tool trace)")
 	flag.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write a CPU profile of every contender run to <dir>/<suite>-<contender>-<pid>.pprof")
 	svgDir := flag.String("svg", "", "write a chart per suite to <dir>/<suite>.svg")
+	markdown := flag.String("markdown", "", "when every suite passed, write each suite's table into FILE between its <!-- bench:begin <suite> --> and <!-- bench:end <suite> --> markers (see markdown.go)")
+	from := flag.String("from", "", "with -markdown: write the tables from this saved bench output instead of running")
 	child := flag.String("child", "", "internal: run one contender (suite/contender) in this process")
 	flag.Parse()
 	if *child != "" {
 		os.Exit(runChild(*child))
+	}
+	if *from != "" {
+		os.Exit(markdownFrom(*from, *markdown))
 	}
 	cfg.K = max(1, min(cfg.K, cfg.InFlight))
 	cfg.Rounds = max(cfg.Rounds, 1)
@@ -185,12 +190,17 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	rec := startRecording(*markdown, os.Args[1:])
 	failed := false
 	for _, s := range run {
 		if err := runSuite(ctx, s, cfg, *only, *svgDir); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", s.Name, err)
 			failed = true
 		}
+	}
+	if err := rec.stop(!failed); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -markdown:", err)
+		failed = true
 	}
 	if failed {
 		os.Exit(1)
