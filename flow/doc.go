@@ -14,17 +14,11 @@
 //
 // # Settlement
 //
-// The terminal outcome decides, by the state machine of the settlement
-// contract (docs/settlement.md):
-//
-//   - success → ACK;
-//   - poison (ports.IsPoison; decode errors are poison) → DEAD_LETTER, the
-//     original settled only after the dead-letter publish is confirmed;
-//   - another error → REQUEUE with backoff, redelivery count +1, and
-//     DEAD_LETTER once RetryPolicy.MaxAttempts deliveries have failed;
-//   - cancellation (the item's context cancelled by Stop) → no settlement:
-//     the broker redelivers the message;
-//   - a second, different outcome → ErrConflict, reported, not settled.
+// The terminal outcome decides the settlement, by the state machine of
+// the settlement contract: its table is in the package documentation of
+// ports and in docs/settlement.md, with how each outcome arises (decode
+// errors are poison; another error is requeued until
+// RetryPolicy.MaxAttempts deliveries have failed).
 //
 // A stage that drops an item completes it (Filter acks), a stage that fans
 // an item out completes the input when every output completed (FlatMap,
