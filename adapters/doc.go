@@ -12,6 +12,9 @@
 //	kafka://host:9092,host2:9092/ns     Kafka (kafka+tls:// with TLS)
 //	mqtt://host:1883/ns                 an MQTT 5 broker (mqtts:// with TLS; mqtt+embedded:// for an in-process one)
 //	pulsar://host:6650/tenant/ns        Pulsar (pulsar+ssl:// with TLS)
+//	activemq://host:61613               ActiveMQ Classic over STOMP 1.2 (activemq+ssl:// with TLS)
+//	redis://host:6379/0                 Redis Streams (rediss:// with TLS)
+//	rocketmq://host:8081                a RocketMQ 5 proxy over gRPC
 //
 // Each adapter package registers its own schemes with [Register] when it
 // is imported, and this package imports no adapter: a program links only
