@@ -147,10 +147,10 @@ func (a *Adapter) isClosed() bool {
 // Send publishes msgs with publisher confirms and returns when the broker
 // confirmed each of them or ctx is done. Messages go to the namespace's
 // direct exchange under their topic; every queue bound to the topic gets a
-// copy. A message for a topic that no subscription ever declared is
-// confirmed and dropped by the broker, as a publish to a topic without
-// subscribers is on every broker — unless Options.RejectUnroutable, which
-// reports it as unconfirmed (UnconfirmedError.Unroutable). A message with
+// copy. Publishes are mandatory: a message that reaches no queue (no
+// subscription or declared group for its topic) is returned by the broker
+// and fails with an *UnconfirmedError that is ports.ErrNoSubscriber,
+// unless Options.DropUnroutable. A message with
 // a Delay goes through a delay queue and is confirmed when it is stored
 // there. Messages of one call are published in order on one channel.
 func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {

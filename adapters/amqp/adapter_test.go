@@ -314,20 +314,26 @@ func TestOptionsValidated(t *testing.T) {
 	}
 }
 
-// TestSendUnroutable: by default a topic nobody subscribed to accepts
-// and drops; with RejectUnroutable the broker's return is an unconfirmed
-// send.
-func TestSendUnroutable(t *testing.T) {
-	lax := newAdapter(t, amqp.Options{})
-	if err := lax.Send(testCtx(t), ports.Message{Topic: "nobody", Payload: []byte("{}")}); err != nil {
-		t.Fatalf("default Send to a topic without subscriptions: %v", err)
-	}
-	strict := newAdapter(t, amqp.Options{RejectUnroutable: true})
-	err := strict.Send(testCtx(t), ports.Message{Topic: "nobody", Payload: []byte("{}")})
+// TestSendUnroutableFails: a Send to a topic that no queue is bound for
+// fails with ports.ErrNoSubscriber (the broker's basic.return), as on mem,
+// and only that message of the call fails; with DropUnroutable the broker
+// confirms and drops it.
+func TestSendUnroutableFails(t *testing.T) {
+	a := newAdapter(t, amqp.Options{})
+	_ = subscribe(t, a, ports.SubscriptionSpec{Topic: "somebody", Group: "g"})
+	err := a.Send(testCtx(t),
+		ports.Message{Topic: "somebody", Payload: []byte("{}")},
+		ports.Message{Topic: "nobody", Payload: []byte("{}")},
+		ports.Message{Topic: "somebody", Payload: []byte("{}")})
 	var ue *amqp.UnconfirmedError
-	var se *ports.SendError
-	if !errors.As(err, &ue) || !ue.Unroutable || !errors.As(err, &se) || se.Index != 0 || !errors.Is(err, ports.ErrUnconfirmed) {
-		t.Fatalf("strict Send returned %v, want a SendError wrapping an unroutable UnconfirmedError", err)
+	se := ports.SendErrors(err)
+	if !errors.As(err, &ue) || !ue.Unroutable || len(se) != 1 || se[0].Index != 1 ||
+		!errors.Is(err, ports.ErrNoSubscriber) || !errors.Is(err, ports.ErrUnconfirmed) {
+		t.Fatalf("Send with an unroutable second message returned %v, want one SendError (index 1) wrapping an unroutable UnconfirmedError that is ErrNoSubscriber", err)
+	}
+	lax := newAdapter(t, amqp.Options{DropUnroutable: true})
+	if err := lax.Send(testCtx(t), ports.Message{Topic: "nobody", Payload: []byte("{}")}); err != nil {
+		t.Fatalf("Send with DropUnroutable to a topic without subscriptions: %v", err)
 	}
 }
 
@@ -393,7 +399,7 @@ func TestConsecutiveReturns(t *testing.T) {
 // published while the queue did not exist are gone with it.
 func TestQueueDeletedUnderConsumer(t *testing.T) {
 	ns := namespace("cancel")
-	a := newAdapter(t, amqp.Options{Namespace: ns, ReconnectBackoff: 20 * time.Millisecond, RejectUnroutable: true})
+	a := newAdapter(t, amqp.Options{Namespace: ns, ReconnectBackoff: 20 * time.Millisecond})
 	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "c", Group: "g"})
 	conn, err := amqp091.Dial(rabbittest.Shared(t).URL)
 	if err != nil {

@@ -28,8 +28,12 @@ func (e *UnconfirmedError) Error() string {
 	return "publish not confirmed by the broker: " + e.Reason
 }
 
-// Is makes errors.Is(err, ports.ErrUnconfirmed) true.
-func (e *UnconfirmedError) Is(target error) bool { return target == ports.ErrUnconfirmed }
+// Is makes errors.Is(err, ports.ErrUnconfirmed) true, and for a returned
+// (unroutable) message errors.Is(err, ports.ErrNoSubscriber) too: no queue
+// was bound for it and nothing was stored.
+func (e *UnconfirmedError) Is(target error) bool {
+	return target == ports.ErrUnconfirmed || e.Unroutable && target == ports.ErrNoSubscriber
+}
 
 // outcome collects the confirms of one group of publishes (one Send call,
 // or the copies made by one Settle).

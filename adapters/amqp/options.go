@@ -50,13 +50,14 @@ type Options struct {
 	// QueueType is the type of the subscription queues. Default Quorum.
 	QueueType QueueType
 
-	// RejectUnroutable makes Send publish with the mandatory flag and
-	// report a message that no queue is bound for as unconfirmed
-	// (UnconfirmedError.Unroutable). Default false: such a message is
-	// confirmed and dropped, like a publish to a topic without
-	// subscribers on any broker. Requeues and dead letters are always
-	// mandatory.
-	RejectUnroutable bool
+	// DropUnroutable makes Send publish without the mandatory flag, so
+	// that RabbitMQ confirms and drops a message no queue is bound for.
+	// Default false: every Send is mandatory, and a message that reaches
+	// no queue comes back as a basic.return and fails its Send with an
+	// *UnconfirmedError (Unroutable) that is ports.ErrNoSubscriber, as on
+	// mem — a Send that returned nil was stored in at least one queue.
+	// Requeues and dead letters are always mandatory.
+	DropUnroutable bool
 
 	// PublishChannels is how many confirm-mode channels Send spreads
 	// publishes over. Each carries any number of outstanding confirms.

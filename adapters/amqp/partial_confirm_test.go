@@ -107,7 +107,7 @@ func seenIn(want, seen map[string]bool) []string {
 
 // A group declared ahead keeps what is sent before its first consumer.
 func TestDeclareGroupKeepsMessagesBeforeTheFirstConsumer(t *testing.T) {
-	a := newAdapter(t, amqp.Options{RejectUnroutable: true})
+	a := newAdapter(t, amqp.Options{})
 	ctx := testCtx(t)
 	if err := ports.DeclareGroup(ctx, a, "early", "g"); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func (a *Adapter) sendItem(m *ports.Message, now string) (item, error) {
 		return item{}, fmt.Errorf("%w: amqp: topic %q is adopted (Options.Existing): a delayed message would come back through the namespace exchange %q, which does not reach the adopted exchange; send it without Delay", ports.ErrUnsupported, string(m.Topic), a.topo.topics)
 	}
 	exch, key := a.topo.target(m.Topic)
-	it := item{exch: exch, key: key, pub: encodeStamped(m.Headers, m.Payload, now, m.Key), mandatory: a.opts.RejectUnroutable}
+	it := item{exch: exch, key: key, pub: encodeStamped(m.Headers, m.Payload, now, m.Key), mandatory: !a.opts.DropUnroutable}
 	if m.QoS == ports.BestEffort {
 		it.pub.DeliveryMode = amqp.Transient
 	}

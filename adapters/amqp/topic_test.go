@@ -211,7 +211,7 @@ func TestScopedTopicsNeverShareAQueue(t *testing.T) {
 // MaxMessageBytes fails with a SizeError (ErrInvalid, not unconfirmed) and
 // nothing is published.
 func TestOversizedPayloadRefusedBeforeTheBroker(t *testing.T) {
-	a := newAdapter(t, amqp.Options{MaxMessageBytes: 1024, RejectUnroutable: true})
+	a := newAdapter(t, amqp.Options{MaxMessageBytes: 1024})
 	if got := a.Capabilities().MaxMessageBytes; got != 1024 {
 		t.Fatalf("MaxMessageBytes %d", got)
 	}

@@ -14,7 +14,7 @@ import (
 
 // amqp:// and amqps:// open the RabbitMQ adapter:
 //
-//	amqp://user:password@host:5672/vhost[?queue_type=quorum|classic&reject_unroutable=false&publish_channels=…&max_outstanding=…&dial_timeout=10s&heartbeat=10s&reconnect_backoff=100ms&reconnect_max_backoff=5s&orphan_expiry=10m&delay_granularity=0.05&delay_slack=10ms]
+//	amqp://user:password@host:5672/vhost[?queue_type=quorum|classic&drop_unroutable=false&publish_channels=…&max_outstanding=…&dial_timeout=10s&heartbeat=10s&reconnect_backoff=100ms&reconnect_max_backoff=5s&orphan_expiry=10m&delay_granularity=0.05&delay_slack=10ms]
 //	amqps://…   (TLS: the system roots, or WithTLS; ca_file, cert_file, key_file, server_name, insecure)
 //	amqps://host:5671/?mechanism=external&cert_file=…&key_file=…   (SASL EXTERNAL: the certificate is the identity)
 //
@@ -30,7 +30,7 @@ func init() {
 	adapters.Register("amqps", adapters.OpenerFunc(openAMQP))
 }
 
-var amqpParams = []string{"mechanism", "queue_type", "reject_unroutable", "publish_channels", "max_outstanding",
+var amqpParams = []string{"mechanism", "queue_type", "drop_unroutable", "publish_channels", "max_outstanding",
 	"dial_timeout", "heartbeat", "reconnect_backoff", "reconnect_max_backoff", "orphan_expiry",
 	"delay_granularity", "delay_slack"}
 
@@ -76,7 +76,7 @@ func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 	default:
 		return nil, &adapters.ParamError{Param: "queue_type", Reason: fmt.Sprintf("%q is not quorum or classic", qt)}
 	}
-	o.RejectUnroutable = p.Bool("reject_unroutable", false)
+	o.DropUnroutable = p.Bool("drop_unroutable", false)
 	o.PublishChannels = p.Int("publish_channels", 0, 1, 64)
 	o.MaxOutstanding = p.Int("max_outstanding", 0, 1, 1<<20)
 	o.DialTimeout = p.Duration("dial_timeout", 0, 10*time.Millisecond, time.Hour)

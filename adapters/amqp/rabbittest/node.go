@@ -158,7 +158,6 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		dir:          dir,
 		binDir:       binDir,
 		startTimeout: opts.StartTimeout,
-		exited:       make(chan struct{}),
 		epmdEx:       make(chan struct{}),
 	}
 	n.URL = fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", n.Port)
@@ -298,23 +297,30 @@ func (n *Node) epmdPort() string {
 // launch starts epmd and the server script, both as children that receive
 // SIGTERM if the test process dies.
 func (n *Node) launch() error {
-	logf, err := os.Create(filepath.Join(n.dir, "server.out"))
-	if err != nil {
-		return err
-	}
 	epmd := exec.Command("epmd", "-port", n.epmdPort(), "-address", "127.0.0.1")
 	epmd.Env = n.env
-	epmd.Stdout, epmd.Stderr = logf, logf
+	if f, err := os.Create(filepath.Join(n.dir, "epmd.out")); err == nil {
+		epmd.Stdout, epmd.Stderr = f, f
+		defer f.Close() // the child has its own descriptor
+	}
 	epmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := epmd.Start(); err != nil {
-		logf.Close()
 		return fmt.Errorf("rabbittest: start epmd: %w", err)
 	}
 	n.mu.Lock()
 	n.epmd = epmd
 	n.mu.Unlock()
 	go func() { epmd.Wait(); close(n.epmdEx) }()
+	return n.launchServer()
+}
 
+// launchServer starts the server script (which execs the Erlang VM) in a
+// process group of its own, its output appended to server.out.
+func (n *Node) launchServer() error {
+	logf, err := os.OpenFile(filepath.Join(n.dir, "server.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
 	srv := exec.Command(filepath.Join(n.binDir, "rabbitmq-server"))
 	srv.Dir = n.dir
 	srv.Env = n.env
@@ -324,8 +330,9 @@ func (n *Node) launch() error {
 		logf.Close()
 		return fmt.Errorf("rabbittest: start rabbitmq-server: %w", err)
 	}
+	exited := make(chan struct{})
 	n.mu.Lock()
-	n.server = srv
+	n.server, n.exited = srv, exited
 	n.mu.Unlock()
 	go func() {
 		err := srv.Wait()
@@ -333,8 +340,39 @@ func (n *Node) launch() error {
 		n.mu.Lock()
 		n.waitEr = err
 		n.mu.Unlock()
-		close(n.exited)
+		close(exited)
 	}()
+	return nil
+}
+
+// Crash kills the node's Erlang VM and everything in its process group
+// with SIGKILL — no clean shutdown: what the broker had not synced to disk
+// is gone, as on a power loss — and starts it again on the same data
+// directory, returning once it accepts AMQP connections (bounded by ctx
+// and Options.StartTimeout).
+func (n *Node) Crash(ctx context.Context) error {
+	n.mu.Lock()
+	srv, exited := n.server, n.exited
+	n.mu.Unlock()
+	if srv == nil || srv.Process == nil {
+		return errors.New("rabbittest: crash: the node is not running")
+	}
+	if err := syscall.Kill(-srv.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("rabbittest: crash: kill process group %d: %w", srv.Process.Pid, err)
+	}
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		return fmt.Errorf("rabbittest: crash: the killed node did not exit: %w", ctx.Err())
+	}
+	if err := n.launchServer(); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.startTimeout)
+	defer cancel()
+	if err := n.waitAMQP(sctx); err != nil {
+		return fmt.Errorf("rabbittest: the node did not start again after the crash: %w\n--- log tail ---\n%s", err, n.LogTail(4096))
+	}
 	return nil
 }
 
@@ -343,12 +381,15 @@ func (n *Node) launch() error {
 func (n *Node) waitAMQP(ctx context.Context) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
 	for {
 		if err := n.ping(); err == nil {
 			return nil
 		}
 		select {
-		case <-n.exited:
+		case <-exited:
 			n.mu.Lock()
 			err := n.waitEr
 			n.mu.Unlock()
@@ -493,10 +534,10 @@ func (n *Node) PID() int {
 func (n *Node) Stop() error {
 	n.stop.Do(func() {
 		n.mu.Lock()
-		srv, epmd := n.server, n.epmd
+		srv, epmd, exited := n.server, n.epmd, n.exited
 		n.mu.Unlock()
 		if srv != nil {
-			n.stopEr = terminate(srv.Process, n.exited, 30*time.Second)
+			n.stopEr = terminate(srv.Process, exited, 30*time.Second)
 		}
 		if epmd != nil {
 			if err := terminate(epmd.Process, n.epmdEx, 5*time.Second); err != nil && n.stopEr == nil {
