@@ -1,0 +1,137 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Why a pass ended.
+const (
+	EndWrapped = "wrapped" // it received a message it had put back: it went round
+	EndIdle    = "idle"    // nothing to receive for Options.Idle
+	EndLimit   = "limit"   // Options.Limit deliveries examined: partial
+	EndDone    = "done"    // everything asked for was found
+)
+
+// Pass reports one pass over the area.
+type Pass struct {
+	// Examined counts the deliveries received (a message put back and
+	// received again counts once).
+	Examined int `json:"examined"`
+	// End is why the pass ended: EndWrapped, EndIdle, EndLimit or EndDone.
+	End string `json:"end"`
+}
+
+// Complete reports whether the pass saw the whole area (it did not stop
+// at Options.Limit).
+func (p Pass) Complete() bool { return p.End != EndLimit }
+
+// visitor decides, per delivery, whether a pass takes it (true) or leaves
+// it in the area; act settles the taken ones of one batch. done, when
+// set, ends the pass early once it reports true.
+type visitor struct {
+	take func(d *ports.Delivery) bool
+	act  func(ctx context.Context, sub ports.Subscription, taken []*ports.Delivery) error
+	done func() bool
+}
+
+// walk runs one pass: it receives the area at most Options.Batch
+// deliveries at a time, settles each batch (act for the taken ones,
+// Requeue for the others) before receiving the next, and stops the
+// subscription at the end, which hands back anything left unsettled (after
+// an act error or a cancelled ctx).
+func (ar *Area) walk(ctx context.Context, v visitor) (Pass, error) {
+	var p Pass
+	spec := ports.SubscriptionSpec{
+		Topic: ar.Topic(), Group: ar.group, InFlight: ar.o.Batch,
+		DisableDeadLetter: true,
+		// Unbounded: a broker that dead-letters on its own after N
+		// redeliveries must never move the area's messages elsewhere.
+		Retry: ports.RetryPolicy{MaxAttempts: -1, NoBackoff: true, NoJitter: true},
+	}
+	if ar.a.Capabilities().StartEarliest {
+		spec.Start = ports.StartEarliest // a new group sees what is retained
+	}
+	sub, err := ar.a.Subscribe(ctx, spec)
+	if err != nil {
+		return p, fmt.Errorf("subscribing to dead-letter topic %q as group %q: %w", string(spec.Topic), ar.group, err)
+	}
+	errsDone := make(chan struct{})
+	go func() {
+		defer close(errsDone)
+		for err := range sub.Errors() {
+			ar.o.Logger.Warn("dead-letter area subscription", "topic", string(spec.Topic), "group", ar.group, "error", err)
+		}
+	}()
+	defer func() {
+		// Stop even when ctx is done: it hands back what is unsettled.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if serr := sub.Stop(sctx); serr != nil && !errors.Is(serr, ports.ErrClosed) {
+			ar.o.Logger.Warn("stopping dead-letter area subscription", "topic", string(spec.Topic), "error", serr)
+		}
+		<-errsDone
+	}()
+
+	putBack := map[string]bool{}
+	wait := ar.o.FirstWait
+	for {
+		if p.Examined >= ar.o.Limit {
+			p.End = EndLimit
+			return p, nil
+		}
+		if v.done != nil && v.done() {
+			p.End = EndDone
+			return p, nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		ds, err := sub.Receive(rctx, min(ar.o.Batch, ar.o.Limit-p.Examined))
+		cancel()
+		wait = ar.o.Idle
+		if err != nil {
+			if ctx.Err() != nil {
+				return p, ctx.Err()
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				p.End = EndIdle
+				return p, nil
+			}
+			return p, fmt.Errorf("receiving from dead-letter topic %q: %w", string(spec.Topic), err)
+		}
+		var taken, kept []*ports.Delivery
+		wrapped := false
+		for _, d := range ds {
+			id := entryOf(d).ID
+			switch {
+			case putBack[id]:
+				wrapped = true
+				kept = append(kept, d)
+			case v.take != nil && v.take(d):
+				p.Examined++
+				taken = append(taken, d)
+			default:
+				p.Examined++
+				putBack[id] = true
+				kept = append(kept, d)
+			}
+		}
+		if len(kept) > 0 {
+			if err := sub.Settle(ctx, kept, ports.Disposition{Action: ports.Requeue}); err != nil {
+				return p, fmt.Errorf("putting %d dead letters back: %w", len(kept), err)
+			}
+		}
+		if len(taken) > 0 {
+			if err := v.act(ctx, sub, taken); err != nil {
+				return p, err
+			}
+		}
+		if wrapped {
+			p.End = EndWrapped
+			return p, nil
+		}
+	}
+}
