@@ -151,7 +151,7 @@ func (ar *Area) operate(ctx context.Context, action string, r Request) (Result, 
 		done: func() bool { return len(left) == 0 },
 	})
 	for _, id := range res.Selected {
-		if left[id] {
+		if err == nil && left[id] {
 			res.Missing = append(res.Missing, id)
 		}
 	}
