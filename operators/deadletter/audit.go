@@ -3,6 +3,7 @@ package deadletter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -111,4 +112,26 @@ func (ar *Area) writeRecord(ctx context.Context, rec Record) error {
 		return fmt.Errorf("writing audit record %s to %q (nothing was changed): %w", rec.ID, string(ar.o.AuditTopic), err)
 	}
 	return nil
+}
+
+// AuditTrail returns the records on the area's audit topic, read through
+// AuditGroup in one pass that leaves them there (see the package doc:
+// a pass puts each record back). A payload that is not a record is
+// reported as an error after the pass.
+func (ar *Area) AuditTrail(ctx context.Context) ([]Record, Pass, error) {
+	var out []Record
+	var bad []error
+	p, err := ar.walkTopic(ctx, ar.o.AuditTopic, AuditGroup, visitor{take: func(d *ports.Delivery) bool {
+		r, err := ParseRecord(d.Payload)
+		if err != nil {
+			bad = append(bad, fmt.Errorf("message %s: %w", d.ID, err))
+		} else {
+			out = append(out, r)
+		}
+		return false
+	}})
+	if err == nil {
+		err = errors.Join(bad...)
+	}
+	return out, p, err
 }

@@ -45,9 +45,14 @@ type visitor struct {
 // subscription at the end, which hands back anything left unsettled (after
 // an act error or a cancelled ctx).
 func (ar *Area) walk(ctx context.Context, v visitor) (Pass, error) {
+	return ar.walkTopic(ctx, ar.Topic(), ar.group, v)
+}
+
+// walkTopic is walk over any topic and group (the audit topic).
+func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, v visitor) (Pass, error) {
 	var p Pass
 	spec := ports.SubscriptionSpec{
-		Topic: ar.Topic(), Group: ar.group, InFlight: ar.o.Batch,
+		Topic: topic, Group: group, InFlight: ar.o.Batch,
 		DisableDeadLetter: true,
 		// Unbounded: a broker that dead-letters on its own after N
 		// redeliveries must never move the area's messages elsewhere.
@@ -58,13 +63,13 @@ func (ar *Area) walk(ctx context.Context, v visitor) (Pass, error) {
 	}
 	sub, err := ar.a.Subscribe(ctx, spec)
 	if err != nil {
-		return p, fmt.Errorf("subscribing to dead-letter topic %q as group %q: %w", string(spec.Topic), ar.group, err)
+		return p, fmt.Errorf("subscribing to %q as group %q: %w", string(spec.Topic), group, err)
 	}
 	errsDone := make(chan struct{})
 	go func() {
 		defer close(errsDone)
 		for err := range sub.Errors() {
-			ar.o.Logger.Warn("dead-letter area subscription", "topic", string(spec.Topic), "group", ar.group, "error", err)
+			ar.o.Logger.Warn("dead-letter area subscription", "topic", string(spec.Topic), "group", group, "error", err)
 		}
 	}()
 	defer func() {
@@ -100,7 +105,7 @@ func (ar *Area) walk(ctx context.Context, v visitor) (Pass, error) {
 				p.End = EndIdle
 				return p, nil
 			}
-			return p, fmt.Errorf("receiving from dead-letter topic %q: %w", string(spec.Topic), err)
+			return p, fmt.Errorf("receiving from %q: %w", string(spec.Topic), err)
 		}
 		var taken, kept []*ports.Delivery
 		wrapped := false
