@@ -67,6 +67,9 @@ type Options struct {
 	// AuditTopic receives the audit records. Default
 	// "<topic>.dlq.audit".
 	AuditTopic ports.Topic
+	// PutBack is how a pass leaves a dead letter in the area. Default
+	// PutBackAuto.
+	PutBack PutBack
 	// Logger receives the audit and alert records. Default slog.Default().
 	Logger *slog.Logger
 	// Now and NewID replace the clock and the audit-id generator (tests,
@@ -112,6 +115,28 @@ func (o Options) withDefaults(source ports.Topic) Options {
 	return o
 }
 
+// PutBack is how a pass leaves a dead letter it does not take in the area
+// and moves on to the next.
+type PutBack int
+
+const (
+	// PutBackAuto requeues where the adapter declares
+	// Capabilities.PerMessageAck, and republishes elsewhere.
+	PutBackAuto PutBack = iota
+	// PutBackRequeue settles it with Requeue (the adapter puts it back
+	// behind the others).
+	PutBackRequeue
+	// PutBackRepublish sends a copy to the dead-letter topic, waits for
+	// the confirm, then acknowledges the original. It is for adapters
+	// without per-message acknowledgement (MQTT: acknowledgements go out in
+	// arrival order, so a requeued message holds the in-flight window and
+	// a pass could never get past the first batch). The copy reaches every
+	// group of the dead-letter topic as a new message: on such brokers,
+	// read the dead-letter topic through one group only. A crash between
+	// the confirm and the acknowledgement leaves two copies, never none.
+	PutBackRepublish
+)
+
 // Area is the dead-letter area of one source topic as one group reads it.
 // Its methods may be called concurrently, but two passes over one area at
 // once each see only part of it (they compete as a LoadBalance group).
@@ -139,6 +164,9 @@ func New(a ports.Adapter, source ports.Topic, group string, o Options) (*Area, e
 	}
 	if o.Batch < 0 || o.Limit < 0 || o.MaxRedrives < 0 || o.AlertAt < 0 || o.Idle < 0 || o.FirstWait < 0 {
 		return nil, &ports.ValueError{Field: "deadletter.Options", Reason: "must not hold negative values (zero takes the default)"}
+	}
+	if o.PutBack < PutBackAuto || o.PutBack > PutBackRepublish {
+		return nil, &ports.ValueError{Field: "deadletter.Options.PutBack", Reason: fmt.Sprintf("unknown value %d", int(o.PutBack))}
 	}
 	o = o.withDefaults(source)
 	if err := o.AuditTopic.Validate(); err != nil {

@@ -285,3 +285,24 @@ func TestPurgeAndStats(t *testing.T) {
 		t.Fatalf("left %+v, want b0 alone", left)
 	}
 }
+
+func TestRepublishPutBackPagesPastTheWindow(t *testing.T) {
+	f := newFixture(t, deadletter.Options{Batch: 3, PutBack: deadletter.PutBackRepublish})
+	f.deadLetter(keys(5, "a"), func(string) string { return "negative total" })
+	f.deadLetter(keys(2, "b"), func(string) string { return "unknown schema" })
+	for range 2 {
+		all, pass, err := f.area.List(f.ctx, deadletter.Filter{})
+		if err != nil || len(all) != 7 || pass.End != deadletter.EndWrapped {
+			t.Fatalf("listed %d (pass %+v), %v; want 7, wrapped", len(all), pass, err)
+		}
+	}
+	res, err := f.area.Redrive(f.ctx, deadletter.Request{Operator: "alice", Note: "n", Filter: deadletter.Filter{Reason: "schema"}})
+	if err != nil || res.Done != 2 {
+		t.Fatalf("redrive %+v, %v", res, err)
+	}
+	f.received(2)
+	left, _, _ := f.area.List(f.ctx, deadletter.Filter{})
+	if len(left) != 5 {
+		t.Fatalf("%d left, want 5", len(left))
+	}
+}

@@ -125,8 +125,8 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 			}
 		}
 		if len(kept) > 0 {
-			if err := sub.Settle(ctx, kept, ports.Disposition{Action: ports.Requeue}); err != nil {
-				return p, fmt.Errorf("putting %d dead letters back: %w", len(kept), err)
+			if err := ar.putBack(ctx, sub, topic, kept); err != nil {
+				return p, err
 			}
 		}
 		if len(taken) > 0 {
@@ -139,4 +139,63 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 			return p, nil
 		}
 	}
+}
+
+// putBack leaves ds in the area (see PutBack).
+func (ar *Area) putBack(ctx context.Context, sub ports.Subscription, topic ports.Topic, ds []*ports.Delivery) error {
+	how := ar.o.PutBack
+	if how == PutBackAuto {
+		how = PutBackRequeue
+		if !ar.a.Capabilities().PerMessageAck {
+			how = PutBackRepublish
+		}
+	}
+	if how == PutBackRequeue {
+		if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Requeue}); err != nil {
+			return fmt.Errorf("putting %d dead letters back: %w", len(ds), err)
+		}
+		return nil
+	}
+	msgs := make([]ports.Message, len(ds))
+	for i, d := range ds {
+		h := d.Headers.Clone()
+		if h == nil {
+			h = ports.Headers{}
+		}
+		if h[ports.HeaderID] == "" {
+			h[ports.HeaderID] = d.ID
+		}
+		delete(h, ports.HeaderRedeliveryCount)
+		msgs[i] = ports.Message{Topic: topic, Key: d.Key, Payload: d.Payload, Headers: h}
+	}
+	sendErr := ar.a.Send(ctx, msgs...)
+	failed := map[int]bool{}
+	if sendErr != nil {
+		ses := ports.SendErrors(sendErr)
+		for _, se := range ses {
+			failed[se.Index] = true
+		}
+		if len(ses) == 0 {
+			for i := range ds {
+				failed[i] = true
+			}
+		}
+	}
+	var ok, bad []*ports.Delivery
+	for i, d := range ds {
+		if failed[i] {
+			bad = append(bad, d)
+		} else {
+			ok = append(ok, d)
+		}
+	}
+	if len(ok) > 0 {
+		if err := sub.Settle(ctx, ok, ports.Disposition{Action: ports.Ack}); err != nil {
+			return fmt.Errorf("acknowledging %d dead letters put back by a copy (the copies are in the area): %w", len(ok), err)
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("putting %d dead letters back by a copy: %w (they stay unsettled and return to the area)", len(bad), sendErr)
+	}
+	return nil
 }
