@@ -89,6 +89,7 @@ type command struct {
 	filter      deadletter.Filter
 	since, till string
 	limit       int
+	batch       int
 	operator    string
 	note        string
 	to          string
@@ -118,6 +119,7 @@ func parse(args []string) (command, error) {
 	fs.StringVar(&c.since, "since", "", "select from this time (RFC 3339, or a duration ago: 24h)")
 	fs.StringVar(&c.till, "until", "", "select before this time (RFC 3339, or a duration ago)")
 	fs.IntVar(&c.limit, "limit", 0, "examine at most this many dead letters per pass (default 10000)")
+	fs.IntVar(&c.batch, "batch", 0, "hold at most this many dead letters at once; a crash duplicates at most one batch (default 100)")
 	fs.StringVar(&c.operator, "operator", "", "who acts (required by redrive, purge and show --reveal)")
 	fs.StringVar(&c.note, "note", "", "why (required by redrive, purge and show --reveal)")
 	fs.StringVar(&c.to, "to", "", "redrive to this topic instead of each message's source")
@@ -168,7 +170,7 @@ func run(ctx context.Context, a ports.Adapter, g globals, args []string, w io.Wr
 		return err
 	}
 	area, err := deadletter.New(a, ports.Topic(c.topic), c.group, deadletter.Options{
-		Limit: c.limit, Logger: g.logger, Now: now, NewID: newID,
+		Limit: c.limit, Batch: c.batch, Logger: g.logger, Now: now, NewID: newID,
 	})
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	runChild() // the crash test's child process runs the tool here
 	goleak.VerifyTestMain(m,
 		// adapters/all links the RocketMQ client, whose opencensus
 		// dependency starts this worker at init, for the process's life.
