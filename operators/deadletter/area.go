@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/ports"
@@ -121,7 +122,11 @@ type PutBack int
 
 const (
 	// PutBackAuto requeues where the adapter declares
-	// Capabilities.PerMessageAck, and republishes elsewhere.
+	// Capabilities.PerMessageAck, and republishes elsewhere — and from the
+	// moment a pass sees a full batch it requeued come straight back before
+	// anything else (a requeue that returns messages to the head, as
+	// RocketMQ's change of invisible duration does; or an area of exactly
+	// one batch, which then costs one republish of that batch).
 	PutBackAuto PutBack = iota
 	// PutBackRequeue settles it with Requeue (the adapter puts it back
 	// behind the others).
@@ -145,6 +150,9 @@ type Area struct {
 	source ports.Topic
 	group  string
 	o      Options
+	// requeueStalls records that this adapter's Requeue was seen handing
+	// a full batch straight back (see PutBackAuto).
+	requeueStalls atomic.Bool
 }
 
 // New returns the area of source's dead letters read by group. It checks

@@ -83,6 +83,8 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 	}()
 
 	putBack := map[string]bool{}
+	var prevKept map[string]bool // put back by the previous batch
+	prevFull := false            // the previous Receive returned all it was asked for
 	wait := ar.o.FirstWait
 	for {
 		if p.Examined >= ar.o.Limit {
@@ -94,7 +96,8 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 			return p, nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, wait)
-		ds, err := sub.Receive(rctx, min(ar.o.Batch, ar.o.Limit-p.Examined))
+		asked := min(ar.o.Batch, ar.o.Limit-p.Examined)
+		ds, err := sub.Receive(rctx, asked)
 		cancel()
 		wait = ar.o.Idle
 		if err != nil {
@@ -108,7 +111,24 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 			return p, fmt.Errorf("receiving from %q: %w", string(spec.Topic), err)
 		}
 		var taken, kept []*ports.Delivery
-		wrapped := false
+		wrapped, stalled := false, ar.putBackMode() == PutBackRequeue && prevFull
+		for _, d := range ds {
+			stalled = stalled && prevKept[entryOf(d).ID]
+		}
+		if stalled {
+			// A full batch put back by Requeue came straight back, before
+			// anything else: this adapter's requeue returns a message to the
+			// head (RocketMQ's ChangeInvisibleDuration), or the area is
+			// exactly one batch. Put it back by copy from now on.
+			ar.requeueStalls.Store(true)
+			ar.o.Logger.Info("dead-letter pass: requeue hands messages straight back; putting back by copy", "topic", string(topic), "adapter", ar.a.Name())
+			if err := ar.putBack(ctx, sub, topic, ds); err != nil {
+				return p, err
+			}
+			prevKept, prevFull = nil, false
+			continue
+		}
+		kept0 := map[string]bool{}
 		for _, d := range ds {
 			id := entryOf(d).ID
 			switch {
@@ -121,9 +141,11 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 			default:
 				p.Examined++
 				putBack[id] = true
+				kept0[id] = true
 				kept = append(kept, d)
 			}
 		}
+		prevKept, prevFull = kept0, len(ds) == asked
 		if len(kept) > 0 {
 			if err := ar.putBack(ctx, sub, topic, kept); err != nil {
 				return p, err
@@ -141,16 +163,22 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 	}
 }
 
+// putBackMode resolves PutBackAuto: Requeue where the adapter declares
+// per-message acknowledgement and its requeue was not seen handing
+// messages straight back; Republish otherwise.
+func (ar *Area) putBackMode() PutBack {
+	if ar.o.PutBack != PutBackAuto {
+		return ar.o.PutBack
+	}
+	if !ar.a.Capabilities().PerMessageAck || ar.requeueStalls.Load() {
+		return PutBackRepublish
+	}
+	return PutBackRequeue
+}
+
 // putBack leaves ds in the area (see PutBack).
 func (ar *Area) putBack(ctx context.Context, sub ports.Subscription, topic ports.Topic, ds []*ports.Delivery) error {
-	how := ar.o.PutBack
-	if how == PutBackAuto {
-		how = PutBackRequeue
-		if !ar.a.Capabilities().PerMessageAck {
-			how = PutBackRepublish
-		}
-	}
-	if how == PutBackRequeue {
+	if ar.putBackMode() == PutBackRequeue {
 		if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Requeue}); err != nil {
 			return fmt.Errorf("putting %d dead letters back: %w", len(ds), err)
 		}
