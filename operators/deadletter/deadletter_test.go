@@ -10,10 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/operators/deadletter"
 	"github.com/sluicemq/sluice/ports"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const (
 	source = ports.Topic("orders")
