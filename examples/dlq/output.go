@@ -138,6 +138,9 @@ func (p printer) result(verb string, r deadletter.Result) error {
 	if r.Failed > 0 {
 		fmt.Fprintf(p.w, "%d not confirmed by the broker: left in the area\n", r.Failed)
 	}
+	if !r.Plan.Complete() {
+		fmt.Fprintf(p.w, "the selecting pass stopped at --limit after %d: run again for the rest\n", r.Plan.Examined)
+	}
 	if len(r.Missing) > 0 {
 		fmt.Fprintf(p.w, "%d no longer in the area: %s\n", len(r.Missing), strings.Join(r.Missing, " "))
 	}

@@ -79,7 +79,11 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 		if serr := sub.Stop(sctx); serr != nil && !errors.Is(serr, ports.ErrClosed) {
 			ar.o.Logger.Warn("stopping dead-letter area subscription", "topic", string(spec.Topic), "error", serr)
 		}
-		<-errsDone
+		select { // Errors is closed after Stop (the Port's contract)
+		case <-errsDone:
+		case <-sctx.Done():
+			ar.o.Logger.Warn("dead-letter area subscription: its error channel was not closed after Stop", "topic", string(spec.Topic))
+		}
 	}()
 
 	putBack := map[string]bool{}
