@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluicemq/sluice/adapters/mem"
+	"github.com/sluicemq/sluice/examples/internal/readme"
+)
+
+func TestMain(m *testing.M) {
+	runChild() // the crash test's child process runs the tool here
+	goleak.VerifyTestMain(m,
+		// adapters/all links the RocketMQ client, whose opencensus
+		// dependency starts this worker at init, for the process's life.
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)
+}
+
+// session is the README's session: each line one run of the tool.
+var session = []string{
+	`-demo 6 list orders --group billing`,
+	`stats orders --group billing`,
+	`show orders order-3 --group billing`,
+	`show orders order-3 --group billing --reveal --operator alice --note "schema ticket 812"`,
+	`redrive orders --group billing --reason negative --operator alice --note "total check fixed in 1.4.2" --dry-run`,
+	`redrive orders --group billing --reason negative --operator alice --note "total check fixed in 1.4.2"`,
+	`purge orders --group billing --ids order-6 --operator alice --note "staging test order"`,
+	`-json list orders --group billing`,
+	`audit orders --group billing`,
+}
+
+// TestSessionMatchesREADME runs the session, each line as a new process
+// would (a new adapter) on one mem broker, and compares what it prints
+// with the README's expected output.
+func TestSessionMatchesREADME(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := mem.NewBroker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Close(context.Background()) }()
+	ids := 0
+	newID = func() string { ids++; return "audit-" + strconv.Itoa(ids) }
+	now = func() time.Time { return time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC) }
+	defer func() { newID, now = nil, time.Now }()
+
+	var out strings.Builder
+	for _, line := range session {
+		fmt.Fprintf(&out, "$ dlq %s\n", line)
+		a, err := mem.New(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, args := globalsOf(t, line)
+		g.logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if err := run(ctx, a, g, args, &out); err != nil {
+			t.Fatalf("%s: %v\noutput so far:\n%s", line, err, out.String())
+		}
+		_ = a.Close(ctx)
+	}
+	readme.Check(t, out.String())
+}
+
+// globalsOf splits a session line into the global flags and the command
+// line, honouring double quotes.
+func globalsOf(t *testing.T, line string) (globals, []string) {
+	var args []string
+	for i, part := range strings.Split(line, `"`) {
+		if i%2 == 1 {
+			args = append(args, part)
+			continue
+		}
+		args = append(args, strings.Fields(part)...)
+	}
+	var g globals
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-json":
+			g.json, args = true, args[1:]
+		case "-demo":
+			n, err := strconv.Atoi(args[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.demo, args = n, args[2:]
+		default:
+			t.Fatalf("unknown global flag %s", args[0])
+		}
+	}
+	return g, args
+}

@@ -1,0 +1,312 @@
+package deadletter_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluicemq/sluice/adapters/mem"
+	"github.com/sluicemq/sluice/operators/deadletter"
+	"github.com/sluicemq/sluice/ports"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	source = ports.Topic("orders")
+	group  = "billing"
+)
+
+// fixture is a mem broker with an area declared and n dead letters in it.
+type fixture struct {
+	t    *testing.T
+	ctx  context.Context
+	a    *mem.Adapter
+	area *deadletter.Area
+	log  *bytes.Buffer
+}
+
+func newFixture(t *testing.T, o deadletter.Options) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	b, err := mem.NewBroker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	a, err := mem.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	o.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	if o.Idle == 0 {
+		o.Idle = 100 * time.Millisecond
+	}
+	area, err := deadletter.New(a, source, group, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := area.Declare(ctx, deadletter.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ports.DeclareGroup(ctx, a, source, "app"); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, ctx: ctx, a: a, area: area, log: &log}
+}
+
+// deadLetter sends one message per key to the source topic and
+// dead-letters each with reason(key).
+func (f *fixture) deadLetter(keys []string, reason func(string) string) {
+	f.t.Helper()
+	msgs := make([]ports.Message, len(keys))
+	for i, k := range keys {
+		msgs[i] = ports.Message{Topic: source, Key: k, Payload: []byte(`{"secret":"` + k + `"}`),
+			Headers: ports.Headers{ports.HeaderID: "id-" + k, ports.HeaderType: "com.example.order.v1"}}
+	}
+	if err := f.a.Send(f.ctx, msgs...); err != nil {
+		f.t.Fatal(err)
+	}
+	sub, err := f.a.Subscribe(f.ctx, ports.SubscriptionSpec{Topic: source, Group: "app"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer func() { _ = sub.Stop(context.Background()) }()
+	for got := 0; got < len(keys); {
+		ds, err := sub.Receive(f.ctx, len(keys)-got)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, d := range ds {
+			if err := sub.Settle(f.ctx, []*ports.Delivery{d}, ports.Disposition{Action: ports.DeadLetter, Reason: errors.New(reason(d.Key)), Attempts: 1}); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+		got += len(ds)
+	}
+}
+
+// received drains what reached the source topic's group "app".
+func (f *fixture) received(n int) []*ports.Delivery {
+	f.t.Helper()
+	sub, err := f.a.Subscribe(f.ctx, ports.SubscriptionSpec{Topic: source, Group: "app"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer func() { _ = sub.Stop(context.Background()) }()
+	var out []*ports.Delivery
+	for len(out) < n {
+		ds, err := sub.Receive(f.ctx, n-len(out))
+		if err != nil {
+			f.t.Fatalf("received %d of %d redriven messages: %v", len(out), n, err)
+		}
+		if err := sub.Settle(f.ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
+			f.t.Fatal(err)
+		}
+		out = append(out, ds...)
+	}
+	return out
+}
+
+func keys(n int, prefix string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+func TestListFiltersAndKeepsEverything(t *testing.T) {
+	f := newFixture(t, deadletter.Options{Batch: 3})
+	f.deadLetter(keys(5, "a"), func(string) string { return "negative total" })
+	f.deadLetter(keys(2, "b"), func(string) string { return "unknown schema" })
+
+	all, pass, err := f.area.List(f.ctx, deadletter.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 7 || !pass.Complete() {
+		t.Fatalf("listed %d (pass %+v), want 7 in a complete pass", len(all), pass)
+	}
+	e := all[0]
+	if e.Source != source || e.Attempts != 1 || e.Size == 0 || e.Type != "com.example.order.v1" || e.Published.IsZero() || e.Payload != nil {
+		t.Fatalf("entry %+v: want source, attempts, size, type, publish time and no payload", e)
+	}
+	some, _, err := f.area.List(f.ctx, deadletter.Filter{Reason: "schema", Key: "b*"})
+	if err != nil || len(some) != 2 {
+		t.Fatalf("filtered list: %d entries, %v; want 2", len(some), err)
+	}
+	none, _, err := f.area.List(f.ctx, deadletter.Filter{Since: time.Now().Add(time.Hour)})
+	if err != nil || len(none) != 0 {
+		t.Fatalf("future time range: %d entries, %v; want 0", len(none), err)
+	}
+	again, _, _ := f.area.List(f.ctx, deadletter.Filter{})
+	if len(again) != 7 {
+		t.Fatalf("after three lists the area holds %d, want 7", len(again))
+	}
+}
+
+func TestShowMasksUnlessRevealedWithAudit(t *testing.T) {
+	f := newFixture(t, deadletter.Options{})
+	f.deadLetter([]string{"k"}, func(string) string { return "bad" })
+	e, err := f.area.Show(f.ctx, "id-k", deadletter.ShowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Masked || e.Payload != nil || e.Headers[ports.HeaderDeadLetterReason] != "bad" {
+		t.Fatalf("masked show %+v", e)
+	}
+	if _, err := f.area.Show(f.ctx, "id-k", deadletter.ShowOptions{Reveal: true}); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("reveal without operator and note: %v, want ErrInvalid", err)
+	}
+	e, err = f.area.Show(f.ctx, "id-k", deadletter.ShowOptions{Reveal: true, Operator: "alice", Note: "ticket about k"})
+	if err != nil || string(e.Payload) != `{"secret":"k"}` {
+		t.Fatalf("revealed show %q, %v", e.Payload, err)
+	}
+	if !strings.Contains(f.log.String(), "action=reveal") {
+		t.Fatalf("no reveal audit in the log:\n%s", f.log)
+	}
+	if _, err := f.area.Show(f.ctx, "nope", deadletter.ShowOptions{}); !errors.Is(err, deadletter.ErrNotFound) {
+		t.Fatalf("unknown id: %v, want ErrNotFound", err)
+	}
+}
+
+func TestRedriveConfirmsAuditsAndRefusesAfterMax(t *testing.T) {
+	f := newFixture(t, deadletter.Options{Batch: 4, MaxRedrives: 1})
+	f.deadLetter(keys(10, "k"), func(string) string { return "poison" })
+	if _, err := f.area.Redrive(f.ctx, deadletter.Request{Operator: "alice"}); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("redrive without a note: %v, want ErrInvalid", err)
+	}
+	dry, err := f.area.Redrive(f.ctx, deadletter.Request{Operator: "alice", Note: "n", DryRun: true})
+	if err != nil || len(dry.Selected) != 10 || dry.Done != 0 || dry.AuditID != "" {
+		t.Fatalf("dry run %+v, %v", dry, err)
+	}
+	var progress []deadletter.Progress
+	res, err := f.area.Redrive(f.ctx, deadletter.Request{Operator: "alice", Note: "fixed in v2", Progress: func(p deadletter.Progress) { progress = append(progress, p) }})
+	if err != nil || res.Done != 10 || res.AuditID == "" || len(res.Missing) != 0 {
+		t.Fatalf("redrive %+v, %v", res, err)
+	}
+	if last := progress[len(progress)-1]; last.Sent != 10 || last.Settled != 10 {
+		t.Fatalf("last progress %+v", last)
+	}
+	got := f.received(10)
+	for _, d := range got {
+		if d.Headers[deadletter.HeaderRedriveCount] != "1" || d.Headers[deadletter.HeaderRedriveAudit] != res.AuditID || d.Headers[ports.HeaderDeadLetterReason] != "" {
+			t.Fatalf("redriven headers %v", d.Headers)
+		}
+	}
+	if left, _, _ := f.area.List(f.ctx, deadletter.Filter{}); len(left) != 0 {
+		t.Fatalf("%d left in the area after the redrive", len(left))
+	}
+
+	// Dead-letter the redriven copies again: now at MaxRedrives.
+	sub, err := f.a.Subscribe(f.ctx, ports.SubscriptionSpec{Topic: source, Group: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.a.Send(f.ctx, ports.Message{Topic: source, Key: "r", Headers: ports.Headers{ports.HeaderID: "id-r", deadletter.HeaderRedriveCount: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(f.ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Settle(f.ctx, ds, ports.Disposition{Action: ports.DeadLetter, Reason: errors.New("still bad")}); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Stop(context.Background())
+	refused, err := f.area.Redrive(f.ctx, deadletter.Request{Operator: "alice", Note: "again"})
+	if err != nil || len(refused.Refused) != 1 || refused.Done != 0 {
+		t.Fatalf("redrive past the maximum %+v, %v: want it refused", refused, err)
+	}
+	forced, err := f.area.Redrive(f.ctx, deadletter.Request{Operator: "alice", Note: "again", Force: true})
+	if err != nil || forced.Done != 1 {
+		t.Fatalf("forced redrive %+v, %v", forced, err)
+	}
+	if d := f.received(1)[0]; d.Headers[deadletter.HeaderRedriveCount] != "2" {
+		t.Fatalf("second redrive count %q, want 2", d.Headers[deadletter.HeaderRedriveCount])
+	}
+}
+
+func TestRedriveAbandonedMidwayLosesNothing(t *testing.T) {
+	f := newFixture(t, deadletter.Options{Batch: 4})
+	f.deadLetter(keys(10, "k"), func(string) string { return "poison" })
+	ctx, cancel := context.WithCancel(f.ctx)
+	sent := 0
+	_, err := f.area.Redrive(ctx, deadletter.Request{Operator: "alice", Note: "crash test", Progress: func(p deadletter.Progress) {
+		sent = p.Sent
+		if p.Sent >= 4 {
+			cancel() // a crash after the first batch's confirms
+		}
+	}})
+	cancel()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned redrive returned %v, want context.Canceled", err)
+	}
+	res, err := f.area.Redrive(f.ctx, deadletter.Request{Operator: "alice", Note: "resume"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.received(sent + res.Done)
+	seen := map[string]int{}
+	for _, d := range got {
+		seen[d.ID]++
+	}
+	if len(seen) != 10 {
+		t.Fatalf("%d distinct messages redriven, want 10", len(seen))
+	}
+	if dup := len(got) - 10; dup > 4 {
+		t.Fatalf("%d duplicates, want at most one batch (4)", dup)
+	}
+}
+
+func TestPurgeAndStats(t *testing.T) {
+	f := newFixture(t, deadletter.Options{AlertAt: 3})
+	f.deadLetter(keys(3, "a"), func(string) string { return "negative total" })
+	f.deadLetter(keys(1, "b"), func(string) string { return "unknown schema" })
+	s, err := f.area.Stats(f.ctx)
+	if err != nil || s.Count != 4 || s.ByReason["negative total"] != 3 || !s.OverAlert {
+		t.Fatalf("stats %+v, %v", s, err)
+	}
+	if !strings.Contains(f.log.String(), "over its alert threshold") {
+		t.Fatalf("no alert line:\n%s", f.log)
+	}
+	res, err := f.area.Purge(f.ctx, deadletter.Request{Operator: "bob", Note: "test data", Filter: deadletter.Filter{Reason: "negative"}})
+	if err != nil || res.Done != 3 {
+		t.Fatalf("purge %+v, %v", res, err)
+	}
+	left, _, _ := f.area.List(f.ctx, deadletter.Filter{})
+	if len(left) != 1 || left[0].Key != "b0" {
+		t.Fatalf("left %+v, want b0 alone", left)
+	}
+}
+
+func TestRepublishPutBackPagesPastTheWindow(t *testing.T) {
+	f := newFixture(t, deadletter.Options{Batch: 3, PutBack: deadletter.PutBackRepublish})
+	f.deadLetter(keys(5, "a"), func(string) string { return "negative total" })
+	f.deadLetter(keys(2, "b"), func(string) string { return "unknown schema" })
+	for range 2 {
+		all, pass, err := f.area.List(f.ctx, deadletter.Filter{})
+		if err != nil || len(all) != 7 || pass.End != deadletter.EndWrapped {
+			t.Fatalf("listed %d (pass %+v), %v; want 7, wrapped", len(all), pass, err)
+		}
+	}
+	res, err := f.area.Redrive(f.ctx, deadletter.Request{Operator: "alice", Note: "n", Filter: deadletter.Filter{Reason: "schema"}})
+	if err != nil || res.Done != 2 {
+		t.Fatalf("redrive %+v, %v", res, err)
+	}
+	f.received(2)
+	left, _, _ := f.area.List(f.ctx, deadletter.Filter{})
+	if len(left) != 5 {
+		t.Fatalf("%d left, want 5", len(left))
+	}
+}
