@@ -129,4 +129,3 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
-
