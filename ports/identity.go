@@ -15,7 +15,8 @@ package ports
 //     HeaderID user property have none.
 //
 // A requeue or dead-letter copy that an adapter republishes carries the
-// delivery's ID as HeaderID, so the copy keeps the original's identity.
+// delivery's ID as HeaderID (and, for a broker's identity, HeaderIDSource
+// "broker"), so the copy keeps the original's identity and its source.
 type IDSource uint8
 
 const (
@@ -50,12 +51,19 @@ func (s IDSource) String() string {
 // delivery is a different message as far as anyone can tell.
 func (d *Delivery) HasIdentity() bool { return d.ID != "" }
 
-// ProducerID returns the producer's id in h (HeaderID) and IDProducer, or
-// "" and IDNone when h has none. Adapters start from it and fall back to
-// the broker's identity.
-func ProducerID(h Headers) (string, IDSource) {
-	if id := h[HeaderID]; id != "" {
+// IdentityFromHeaders returns the identity carried in h: HeaderID with
+// IDProducer, or with IDBroker when HeaderIDSource says the id was the
+// broker's (a requeue or dead-letter copy of a message that had no
+// producer id); "" and IDNone when h has no HeaderID. Adapters start from
+// it and fall back to the broker's identity.
+func IdentityFromHeaders(h Headers) (string, IDSource) {
+	id := h[HeaderID]
+	switch {
+	case id == "":
+		return "", IDNone
+	case h[HeaderIDSource] == "broker":
+		return id, IDBroker
+	default:
 		return id, IDProducer
 	}
-	return "", IDNone
 }

@@ -78,8 +78,8 @@ func caseForeignProducer(k *kit) {
 		first, second := s.attempts[0], s.attempts[1]
 		k.t.Logf("foreign message %s: ID %q (%s), redelivered as %q (%s)", m.Body, first.ID, first.IDSource, second.ID, second.IDSource)
 		checkForeignIdentity(k, m, want[i], first)
-		if second.ID != first.ID {
-			k.t.Errorf("foreign message %s: ID %q on the first delivery, %q on the redelivery: an identity must be stable across redeliveries", m.Body, first.ID, second.ID)
+		if second.ID != first.ID || second.IDSource != first.IDSource {
+			k.t.Errorf("foreign message %s: ID %q (%s) on the first delivery, %q (%s) on the redelivery: an identity must be stable across redeliveries", m.Body, first.ID, first.IDSource, second.ID, second.IDSource)
 		}
 		if second.RedeliveryCount < 1 {
 			k.t.Errorf("foreign message %s: redelivery count %d on the second delivery, want ≥ 1", m.Body, second.RedeliveryCount)
@@ -92,8 +92,8 @@ func caseForeignProducer(k *kit) {
 			k.t.Errorf("foreign message %s: no dead-letter copy with the original body byte for byte (dead-letter bodies: %q)", m.Body, keys(deadByBody))
 			continue
 		}
-		if dl.ID != first.ID {
-			k.t.Errorf("foreign message %s: dead-letter copy has ID %q, want the original's %q", m.Body, dl.ID, first.ID)
+		if dl.ID != first.ID || dl.IDSource != first.IDSource {
+			k.t.Errorf("foreign message %s: dead-letter copy has ID %q (%s), want the original's %q (%s)", m.Body, dl.ID, dl.IDSource, first.ID, first.IDSource)
 		}
 		if dl.Headers[ports.HeaderDeadLetterReason] == "" || dl.Headers[ports.HeaderDeadLetterTopic] != string(k.topic) {
 			k.t.Errorf("foreign message %s: dead-letter copy lacks its reason or topic header: %v", m.Body, dl.Headers)
