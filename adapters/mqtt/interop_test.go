@@ -36,30 +36,11 @@ func TestInteropMosquittoClients(t *testing.T) {
 	}
 	defer a.Close(context.Background())
 
-	t.Run("mosquitto_pub to sluice", func(t *testing.T) {
-		got := make(chan *ports.Delivery, 1)
-		p := flow.New(a, ports.SubscriptionSpec{Topic: "sensors", Group: "g"}, flow.WithErrorHandler(func(err error) { t.Logf("pipeline: %v", err) }))
-		flow.Sink(p.Source(), func(_ context.Context, d *ports.Delivery) error { got <- d; return nil })
-		if err := p.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer p.Stop(context.Background())
-		if _, err := clitest.Run(ctx, 10*time.Second, nil, pub, "-V", "mqttv5", "-q", "1", "-h", host, "-p", port,
-			"-t", mqtt.PhysicalTopic(ns, "sensors"), "-D", "publish", "content-type", "application/json", "-m", `{"t":21.5}`); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case d := <-got:
-			if string(d.Payload) != `{"t":21.5}` || d.ID != "" || d.IDSource != ports.IDNone || d.HasIdentity() || d.Err != nil {
-				t.Fatalf("got payload %s ID %q (%s) err %v; want the body, no identity", d.Payload, d.ID, d.IDSource, d.Err)
-			}
-			if d.Headers[ports.HeaderContentType] != "application/json" {
-				t.Errorf("content-type header %q, want the MQTT 5 property's application/json", d.Headers[ports.HeaderContentType])
-			}
-		case <-ctx.Done():
-			t.Fatal("sluice never received what mosquitto_pub published")
-		}
-	})
+	for _, qos := range []string{"1", "0"} {
+		t.Run("mosquitto_pub QoS "+qos+" to sluice", func(t *testing.T) {
+			mosquittoPubToSluice(ctx, t, a, pub, host, port, ns, qos)
+		})
+	}
 
 	t.Run("sluice to mosquitto_sub", func(t *testing.T) {
 		topic := mqtt.PhysicalTopic(ns, "paid")
@@ -87,4 +68,40 @@ func TestInteropMosquittoClients(t *testing.T) {
 		}
 		t.Logf("mosquitto_sub -F '%%C|%%P|%%p': %s", s)
 	})
+}
+
+// mosquittoPubToSluice publishes one message with mosquitto_pub at qos and
+// checks what sluice's consumer receives.
+func mosquittoPubToSluice(ctx context.Context, t *testing.T, a *mqtt.Adapter, pub, host, port, ns, qos string) {
+	topic := ports.Topic("sensors" + qos)
+	got := make(chan *ports.Delivery, 1)
+	p := flow.New(a, ports.SubscriptionSpec{Topic: topic, Group: "g"}, flow.WithErrorHandler(func(err error) { t.Logf("pipeline: %v", err) }))
+	flow.Sink(p.Source(), func(_ context.Context, d *ports.Delivery) error { got <- d; return nil })
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	if _, err := clitest.Run(ctx, 10*time.Second, nil, pub, "-V", "mqttv5", "-q", qos, "-h", host, "-p", port,
+		"-t", mqtt.PhysicalTopic(ns, topic), "-D", "publish", "content-type", "application/json", "-m", `{"t":21.5}`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-got:
+		if string(d.Payload) != `{"t":21.5}` || d.ID != "" || d.IDSource != ports.IDNone || d.HasIdentity() || d.Err != nil {
+			t.Fatalf("got payload %s ID %q (%s) err %v; want the body, no identity", d.Payload, d.ID, d.IDSource, d.Err)
+		}
+		if d.Headers[ports.HeaderContentType] != "application/json" {
+			t.Errorf("content-type header %q, want the MQTT 5 property's application/json", d.Headers[ports.HeaderContentType])
+		}
+	case <-ctx.Done():
+		t.Fatal("sluice never received what mosquitto_pub published")
+	}
+	// The delivery is settled (a QoS 0 one has nothing to acknowledge).
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().Acked < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not acked in 10s: %+v", p.Stats())
+		}
+		time.Sleep(time.Millisecond) // polling a counter, bounded by the deadline
+	}
 }
