@@ -66,12 +66,18 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 		m.Headers[ports.HeaderTenantID] = id
 	}
 	if d := DeliveryFrom(ctx); d != nil {
-		m.Headers[ports.HeaderCausationID] = d.ID
+		// A delivery without identity (ports.IDNone) causes no causation
+		// id; its correlation id, if it carries one, is still inherited.
+		if d.ID != "" {
+			m.Headers[ports.HeaderCausationID] = d.ID
+		}
 		corr := d.Headers[ports.HeaderCorrelationID]
 		if corr == "" {
 			corr = d.ID
 		}
-		m.Headers[ports.HeaderCorrelationID] = corr
+		if corr != "" {
+			m.Headers[ports.HeaderCorrelationID] = corr
+		}
 	}
 	for _, o := range opts {
 		o(&m)

@@ -25,13 +25,19 @@ type DedupeOptions[T any] struct {
 	Store DedupeStore
 	// Key returns an item's idempotency key. Default: the message id
 	// (ports.Delivery.ID, stable across redeliveries). Items whose key is
-	// "" pass on unchanged.
+	// "" — with the default, messages without identity (a foreign
+	// producer's message on a broker that assigns none, see
+	// ports.IDSource) — pass on unchanged, never dropped: nothing can
+	// tell two of them apart. The first such item is logged once (Logger).
 	Key func(flow.Item[T]) string
 	// OnError receives a store error that cannot change the outcome: a
 	// Commit or Release that failed after the item completed (the key is
 	// then not remembered and a later duplicate is handled again).
-	// Default: logged at Warn level with slog.Default().
+	// Default: logged at Warn level with Logger.
 	OnError func(error)
+	// Logger receives the one warning logged when the first item without
+	// a key passes, and the default OnError's. Default slog.Default().
+	Logger *slog.Logger
 }
 
 // Dedupe drops duplicates: an item whose key was handled before (its
@@ -63,8 +69,11 @@ func Dedupe[T any](in flow.Stream[T], o DedupeOptions[T]) flow.Stream[T] {
 			return ""
 		}
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	if o.OnError == nil {
-		o.OnError = func(err error) { slog.Warn("sluice operators: dedupe store", "err", err) }
+		o.OnError = func(err error) { o.Logger.Warn("sluice operators: dedupe store", "err", err) }
 	}
 	d := &deduper[T]{o: o, inflight: map[string][]*flow.Completion{}}
 	return flow.Via(in, d.handle)
@@ -74,11 +83,13 @@ type deduper[T any] struct {
 	o        DedupeOptions[T]
 	mu       sync.Mutex
 	inflight map[string][]*flow.Completion // key -> held duplicates
+	noKey    sync.Once
 }
 
 func (d *deduper[T]) handle(it flow.Item[T], emit flow.Emit[T]) {
 	key := d.o.Key(it)
 	if key == "" {
+		d.noKey.Do(func() { d.warnNoKey(it) })
 		emit(it)
 		return
 	}
@@ -115,6 +126,16 @@ func (d *deduper[T]) handle(it flow.Item[T], emit flow.Emit[T]) {
 		})
 		emit(it)
 	}
+}
+
+// warnNoKey logs, once per stage, that items without a key pass through.
+func (d *deduper[T]) warnNoKey(it flow.Item[T]) {
+	attrs := []any{}
+	if m := it.Msg; m != nil {
+		attrs = append(attrs, "topic", string(m.Topic), "id_source", m.IDSource.String())
+	}
+	d.o.Logger.Warn("sluice operators: dedupe passes items without a key through, not deduplicated "+
+		"(a message without identity: its producer set no id and its broker assigns none); logged once", attrs...)
 }
 
 // finish completes c and every duplicate held behind key with o.

@@ -28,6 +28,7 @@ const (
 	HeaderDeadLetterReason = "sluice-dlq-reason"       // why a message was dead-lettered
 	HeaderDeadLetterTopic  = "sluice-dlq-topic"        // the logical topic the message was dead-lettered from
 	HeaderAttempts         = "sluice-attempts"         // delivery attempts made before dead-lettering
+	HeaderIDSource         = "sluice-id-source"        // "broker" on a copy whose ce-id is the identity the broker gave the original (see IDSource)
 )
 
 // Headers are a message's envelope headers and user headers. Keys are

@@ -53,9 +53,16 @@ func (m *Message) Validate() error {
 type Delivery struct {
 	// Message is the message as published (Delay is zero).
 	Message
-	// ID is the message id (HeaderID); stable across redeliveries, so it is
-	// the idempotency key.
+	// ID is the message's identity, stable across redeliveries, so it is
+	// the idempotency key: the producer's id (HeaderID, or the broker's
+	// message-id field) when the producer set one, otherwise an identity
+	// the broker assigned (Kafka topic/partition/offset, the Redis entry
+	// id, ...), otherwise "" — the message has no identity (HasIdentity is
+	// false) and must not be deduplicated by ID. IDSource says which; the
+	// rule is the same on every adapter (see IDSource).
 	ID string
+	// IDSource is where ID comes from: IDNone exactly when ID is "".
+	IDSource IDSource
 	// RedeliveryCount is how many times this message was delivered before
 	// this delivery (0 on the first delivery). Exact where the adapter
 	// declares Capabilities.ExactRedeliveryCount, a lower bound otherwise.

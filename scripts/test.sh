@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in rabbitmq-server mosquitto activemq redis-server; do
+for pkg in rabbitmq-server mosquitto activemq redis-server mosquitto-clients redis-tools kcat; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then

@@ -72,3 +72,32 @@ type Existing struct {
 	// redeclared or re-argued queue, an added queue or binding).
 	Unchanged func(ctx context.Context) error
 }
+
+// ForeignProducer is implemented by harnesses that can publish a message
+// the way a program without sluice does: with the broker's own client or
+// command-line tool, the body only, no sluice header or property. The
+// ForeignProducer case needs it; without it that case is skipped and
+// reported as a gap.
+type ForeignProducer interface {
+	// PublishForeign publishes m to the destination that subscriptions of
+	// topic on this harness's adapters read (a LoadBalance group that is
+	// already subscribed must receive it). It returns the identity the
+	// adapter must give the message under the rule of ports.IDSource:
+	// IDProducer when m.ID was set in a message-id field of the broker's
+	// own, IDBroker when the broker assigns a stable identity, IDNone when
+	// the message has none.
+	PublishForeign(ctx context.Context, topic ports.Topic, m ForeignMessage) (ports.IDSource, error)
+}
+
+// ForeignMessage is a message as a producer without sluice writes it.
+type ForeignMessage struct {
+	// Body is the message body: a JSON object whose values are strings,
+	// with its keys in byte order and no spaces. A harness for a broker
+	// whose plain producers write fields rather than a body (Redis
+	// Streams) writes one field per key, in that order.
+	Body []byte
+	// ID, when not empty, goes into the broker's own message-id field
+	// where a plain producer can set one (the AMQP message-id property);
+	// it is ignored elsewhere.
+	ID string
+}

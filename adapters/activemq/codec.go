@@ -90,15 +90,19 @@ func decode(m *stomp.Message, topic ports.Topic) *ports.Delivery {
 	}
 	d := &ports.Delivery{
 		Message:    ports.Message{Topic: topic, Key: h[ports.HeaderPartitionKey], Payload: m.Body, Headers: h},
-		ID:         h[ports.HeaderID],
 		ReceivedAt: time.Now(),
 		Facts: map[string]string{
 			"message-id":  m.Header.Get("message-id"),
 			"destination": m.Destination,
 		},
 	}
-	if d.ID == "" {
-		d.ID = m.Header.Get("message-id")
+	// The producer's ce-id, otherwise the JMS message id the broker (for a
+	// STOMP producer) or the JMS client assigned: kept on every
+	// redelivery.
+	if d.ID, d.IDSource = ports.IdentityFromHeaders(h); d.ID == "" {
+		if d.ID = m.Header.Get("message-id"); d.ID != "" {
+			d.IDSource = ports.IDBroker
+		}
 	}
 	n, err := ports.RedeliveryCountFrom(h)
 	if err != nil {

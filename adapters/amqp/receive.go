@@ -93,6 +93,7 @@ func (s *subscription) take(c *consumer, first amqp.Delivery, limit int) []*port
 // the delivery as poison without handing it to the pipeline.
 func (s *subscription) convert(c *consumer, d *amqp.Delivery, now time.Time) *ports.Delivery {
 	dec := decode(d)
+	id, src := ports.IdentityFromHeaders(dec.headers) // message-id or ce-id; none without
 	return &ports.Delivery{
 		Message: ports.Message{
 			Topic:   s.spec.Topic,
@@ -100,7 +101,8 @@ func (s *subscription) convert(c *consumer, d *amqp.Delivery, now time.Time) *po
 			Payload: d.Body,
 			Headers: dec.headers,
 		},
-		ID:              dec.headers[ports.HeaderID],
+		ID:              id,
+		IDSource:        src,
 		RedeliveryCount: dec.requeues + dec.returns,
 		Facts:           dec.facts,
 		ReceivedAt:      now,

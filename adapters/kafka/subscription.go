@@ -271,16 +271,26 @@ func (s *subscription) handOut(r *record) *ports.Delivery {
 	// read-only (ports.Delivery).
 	*d = ports.Delivery{
 		Message:         r.dec.msg,
-		ID:              r.dec.msg.Headers[ports.HeaderID],
 		RedeliveryCount: r.dec.count + local,
 		Facts:           r.facts,
 		ReceivedAt:      r.received,
 		Handle:          r,
 	}
+	if d.ID, d.IDSource = ports.IdentityFromHeaders(r.dec.msg.Headers); d.ID == "" {
+		d.ID, d.IDSource = r.brokerID(), ports.IDBroker
+	}
 	if r.dec.bad != nil {
 		d.Err = r.dec.bad // the core dead-letters it as poison
 	}
 	return d
+}
+
+// brokerID is the identity of a record without the producer's ce-id:
+// "kafka:<topic>/<partition>/<offset>" (the physical topic), the same on
+// every redelivery of the record. Requeue and dead-letter copies carry it
+// as their ce-id.
+func (r *record) brokerID() string {
+	return "kafka:" + r.p.topic + "/" + r.p.idText + "/" + r.dec.offsetText
 }
 
 // makeFacts builds the record's broker facts for logs.

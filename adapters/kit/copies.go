@@ -101,14 +101,20 @@ func TakeNotBefore(h ports.Headers) (time.Time, error) {
 
 // copyHeaders clones d's headers with room for extra more, and fills
 // HeaderID from d.ID when the headers lack it (a message published without
-// sluice's envelope), so the copy keeps the delivery's idempotency key.
+// sluice's envelope), so the copy keeps the delivery's idempotency key;
+// an identity the broker assigned is marked with HeaderIDSource "broker",
+// so the copy's delivery reports the same IDSource. A delivery without
+// identity makes a copy without one.
 func copyHeaders(d *ports.Delivery, extra int) ports.Headers {
-	c := make(ports.Headers, len(d.Headers)+extra+1)
+	c := make(ports.Headers, len(d.Headers)+extra+2)
 	for k, v := range d.Headers {
 		c[k] = v
 	}
 	if c[ports.HeaderID] == "" && d.ID != "" {
 		c[ports.HeaderID] = d.ID
+		if d.IDSource == ports.IDBroker {
+			c[ports.HeaderIDSource] = "broker"
+		}
 	}
 	return c
 }

@@ -198,6 +198,9 @@ func (s *subscription) takeLocked(n int, now time.Time) []*ports.Delivery {
 			ReceivedAt:      now,
 			Handle:          x,
 		}
+		if m.id != "" {
+			x.pd.IDSource = ports.IDProducer // a foreign message without ce-id has no identity
+		}
 		s.linkLocked(x)
 		out[k] = &x.pd
 		k++

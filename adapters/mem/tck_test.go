@@ -20,9 +20,22 @@ func (h *harness) Close()                                             { _ = h.b.
 func (h *harness) FailDeadLetters(fail bool)                          { h.b.FailDeadLetters(fail) }
 func (h *harness) FailSends(fail bool)                                { h.b.FailSends(fail) }
 
+// PublishForeign implements tck.ForeignProducer: the message is stored
+// without any header. The in-process broker assigns no identity, so the
+// reference adapter exercises the no-identity rule.
+func (h *harness) PublishForeign(ctx context.Context, topic ports.Topic, m tck.ForeignMessage) (ports.IDSource, error) {
+	a, err := mem.New(h.b)
+	if err != nil {
+		return ports.IDNone, err
+	}
+	defer a.Close(ctx)
+	return ports.IDNone, a.SendForeign(ctx, topic, m.Body, nil)
+}
+
 var (
 	_ tck.DeadLetterFaults = (*harness)(nil)
 	_ tck.SendFaults       = (*harness)(nil)
+	_ tck.ForeignProducer  = (*harness)(nil)
 )
 
 // TestTCK runs the whole contract kit against the in-process broker. The

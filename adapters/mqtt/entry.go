@@ -51,5 +51,11 @@ func (e *entry) delivery(topic ports.Topic) *ports.Delivery {
 		Err:             e.malformed,
 		Handle:          e,
 	}
+	if e.id != "" {
+		// Only the producer's ce-id user property: MQTT has no message id
+		// of its own that survives a redelivery (the packet id is per
+		// connection), so a message without it has no identity.
+		d.IDSource = ports.IDProducer
+	}
 	return d
 }

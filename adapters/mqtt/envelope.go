@@ -34,14 +34,19 @@ func toPublish(topic string, m *ports.Message, deliverAt time.Time) *paho.Publis
 }
 
 // headersOf returns a PUBLISH's user properties as headers. A repeated key
-// keeps its last value.
+// keeps its last value. The MQTT 5 content-type property, which a producer
+// without sluice's envelope may set instead, is the content-type header
+// when the user properties have none.
 func headersOf(p *paho.Publish) ports.Headers {
-	if p.Properties == nil || len(p.Properties.User) == 0 {
+	if p.Properties == nil {
 		return ports.Headers{}
 	}
-	h := make(ports.Headers, len(p.Properties.User))
+	h := make(ports.Headers, len(p.Properties.User)+1)
 	for _, u := range p.Properties.User {
 		h[u.Key] = u.Value
+	}
+	if ct := p.Properties.ContentType; ct != "" && h[ports.HeaderContentType] == "" {
+		h[ports.HeaderContentType] = ct
 	}
 	return h
 }

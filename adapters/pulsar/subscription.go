@@ -127,15 +127,16 @@ func (s *Subscription) accept(msg pulsarclient.Message, now time.Time) *ports.De
 func (s *Subscription) delivery(msg pulsarclient.Message, now time.Time) *ports.Delivery {
 	h := headersOf(msg)
 	mid := msg.ID().String()
-	id := h[ports.HeaderID]
+	id, src := ports.IdentityFromHeaders(h)
 	if id == "" {
-		if id = h[UUIDProperty]; id == "" {
-			id = "pulsar:" + mid
+		if id, src = h[UUIDProperty], ports.IDProducer; id == "" {
+			id, src = "pulsar:"+mid, ports.IDBroker
 		}
 	}
 	return &ports.Delivery{
 		Message:         ports.Message{Topic: s.spec.Topic, Key: msg.Key(), Payload: msg.Payload(), Headers: h},
 		ID:              id,
+		IDSource:        src,
 		RedeliveryCount: int(msg.RedeliveryCount()),
 		Facts: map[string]string{
 			"pulsar.topic":        msg.Topic(),

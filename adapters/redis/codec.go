@@ -13,7 +13,9 @@ type atomicBool = atomic.Bool
 
 // Stream entry fields. An entry is flat: the payload, the partition key,
 // and one field per header with the prefix "h:". Fields the adapter does
-// not know are ignored (so other producers' extra fields do no harm).
+// not know are ignored (so other producers' extra fields do no harm). An
+// entry without a "payload" field is a plain producer's field/value entry
+// (fields.go).
 const (
 	fieldPayload = "payload"
 	fieldKey     = "key"
@@ -74,9 +76,12 @@ func encode(m *ports.Message) []any {
 }
 
 // decode builds a delivery from an entry's values. deliveries is the
-// entry's times_delivered (1 on the first delivery).
-func decode(topic ports.Topic, stream, group, id string, values map[string]any, deliveries int64) *ports.Delivery {
-	d := &ports.Delivery{Facts: map[string]string{"stream": stream, "group": group, "entry": id}}
+// entry's times_delivered (1 on the first delivery). fields is nil for an
+// entry in sluice's or watermill's format, and the data fields of a plain
+// producer's field/value entry (see dataFields), whose payload is then
+// their JSON object.
+func decode(topic ports.Topic, stream, group, id string, values map[string]any, deliveries int64) (d *ports.Delivery, fields []any) {
+	d = &ports.Delivery{Facts: map[string]string{"stream": stream, "group": group, "entry": id}}
 	d.Topic = topic
 	h := make(ports.Headers, len(values))
 	for k, v := range values {
@@ -90,7 +95,13 @@ func decode(topic ports.Topic, stream, group, id string, values map[string]any, 
 			h[k[len(headerPrefix):]] = s
 		}
 	}
-	if uuid, ok := values[fieldWatermillUUID].(string); ok {
+	uuid, watermill := values[fieldWatermillUUID].(string)
+	if _, ok := values[fieldPayload]; !ok && !watermill {
+		fields, d.Payload = dataFields(values)
+		d.Key = h[ports.HeaderPartitionKey] // a "key" field is data here
+		d.Facts[FactFormat] = "fields"
+	}
+	if watermill {
 		// watermill-redisstream format: metadata are the headers.
 		if raw, _ := values[fieldWatermillMeta].(string); raw != "" {
 			meta, err := unmsgpackMap([]byte(raw))
@@ -109,9 +120,8 @@ func decode(topic ports.Topic, stream, group, id string, values map[string]any, 
 		}
 	}
 	d.Headers = h
-	d.ID = h[ports.HeaderID]
-	if d.ID == "" {
-		d.ID = "redis:" + stream + ":" + id
+	if d.ID, d.IDSource = ports.IdentityFromHeaders(h); d.ID == "" {
+		d.ID, d.IDSource = "redis:"+stream+":"+id, ports.IDBroker
 	}
 	if deliveries < 1 {
 		deliveries = 1
@@ -122,8 +132,8 @@ func decode(topic ports.Topic, stream, group, id string, values map[string]any, 
 	}
 	d.RedeliveryCount = copies + int(deliveries) - 1
 	d.Facts["times_delivered"] = strconv.FormatInt(deliveries, 10)
-	if _, ok := values[fieldPayload]; !ok && d.Err == nil {
-		d.Err = ports.Poison(fmt.Errorf("redis stream %s entry %s has no %q field", stream, id, fieldPayload))
+	if _, ok := values[fieldPayload]; !ok && watermill && d.Err == nil {
+		d.Err = ports.Poison(fmt.Errorf("redis stream %s entry %s: watermill entry has no %q field", stream, id, fieldPayload))
 	}
-	return d
+	return d, fields
 }

@@ -19,6 +19,19 @@ import (
 type handle struct {
 	id    string
 	claim kit.Claim
+	// fields are the data fields of a plain producer's field/value entry
+	// (nil for sluice's and watermill's formats): its requeue and
+	// dead-letter copies are written with them, byte for byte.
+	fields []any
+}
+
+// encodeCopy returns the XADD field/value list of a requeue or
+// dead-letter copy m of the entry behind h.
+func (s *subscription) encodeCopy(h *handle, m *ports.Message) []any {
+	if h.fields != nil {
+		return encodeFields(h.fields, m)
+	}
+	return encodeFor(s.a.o.Wire, m)
 }
 
 // Claim implements kit.Claimer.
@@ -309,9 +322,9 @@ func (s *subscription) read(n int, block time.Duration) ([]*ports.Delivery, erro
 }
 
 func (s *subscription) delivery(id string, values map[string]any, count int64, now time.Time) *ports.Delivery {
-	d := decode(s.spec.Topic, s.stream, s.group, id, values, count)
+	d, fields := decode(s.spec.Topic, s.stream, s.group, id, values, count)
 	d.ReceivedAt = now
-	d.Handle = &handle{id: id}
+	d.Handle = &handle{id: id, fields: fields}
 	return d
 }
 
@@ -527,7 +540,7 @@ func (s *subscription) requeue(ctx context.Context, ds []*ports.Delivery, hs []*
 	pipe := s.a.rc.Pipeline()
 	for i, d := range ds {
 		m := kit.RequeueCopy(d, 0) // the count in its header; the delay is the delayed set's
-		args := append([]any{delay.Milliseconds(), s.stream, s.group, hs[i].id}, encodeFor(s.a.o.Wire, &m)...)
+		args := append([]any{delay.Milliseconds(), s.stream, s.group, hs[i].id}, s.encodeCopy(hs[i], &m)...)
 		delayAddAckScript.Eval(ctx, pipe, []string{s.a.delayedMsgKey(), s.a.delayedKey(), s.stream}, args...)
 	}
 	cmds, err := pipe.Exec(ctx)
@@ -570,9 +583,9 @@ func (s *subscription) deadLetter(ctx context.Context, ds []*ports.Delivery, hs 
 	}
 	dlq := s.a.streamKey(ports.DeadLetterTopic(s.spec.Topic))
 	_, err := s.a.rc.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, d := range ds {
+		for i, d := range ds {
 			m := kit.DeadLetterCopy(d, disp)
-			p.XAdd(ctx, &goredis.XAddArgs{Stream: dlq, Values: encodeFor(s.a.o.Wire, &m)})
+			p.XAdd(ctx, &goredis.XAddArgs{Stream: dlq, Values: s.encodeCopy(hs[i], &m)})
 		}
 		p.XAck(ctx, s.stream, s.group, ids(hs)...)
 		return nil

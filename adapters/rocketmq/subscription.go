@@ -211,9 +211,11 @@ func (s *Subscription) loop(ctx context.Context) {
 func (s *Subscription) delivery(h *handle, now time.Time) *ports.Delivery {
 	mv := h.mv
 	hd := headersOf(mv)
-	id := hd[ports.HeaderID]
+	id, src := ports.IdentityFromHeaders(hd)
 	if id == "" {
-		id = mv.GetMessageId()
+		if id = mv.GetMessageId(); id != "" {
+			src = ports.IDBroker
+		}
 	}
 	attempt := int(mv.GetDeliveryAttempt())
 	facts := make(map[string]string, 3)
@@ -228,6 +230,7 @@ func (s *Subscription) delivery(h *handle, now time.Time) *ports.Delivery {
 			Headers: hd,
 		},
 		ID:              id,
+		IDSource:        src,
 		RedeliveryCount: max(attempt-1, 0),
 		Facts:           facts,
 		ReceivedAt:      now,

@@ -139,6 +139,7 @@ type ingest struct {
 	inserted   atomic.Int64
 	written    atomic.Int64 // readings in committed batches
 	failedOnce atomic.Bool
+	noID       sync.Once // logs the first reading without identity
 
 	mu      sync.Mutex
 	settled int // acked or dead-lettered deliveries
@@ -165,7 +166,12 @@ func (in *ingest) write(ctx context.Context, b operators.Batched[Point]) error {
 	}
 	ids := make([]string, len(b.Msgs))
 	for i, d := range b.Msgs {
-		ids[i] = d.ID
+		ids[i] = d.ID // "" when the message has no identity: stored, never deduplicated
+		if !d.HasIdentity() {
+			in.noID.Do(func() {
+				slog.Warn("iot: readings without identity are stored without deduplication (their producer set no id and the broker assigns none)", "topic", string(d.Topic))
+			})
+		}
 	}
 	n, err := in.st.write(ctx, ids, b.Values)
 	if err != nil {

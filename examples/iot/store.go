@@ -9,8 +9,12 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 )
 
-// store keeps point values in SQLite. The message id is the primary key,
-// so a redelivered or republished reading is absorbed, not stored twice.
+// store keeps point values in SQLite. The message id is unique, so a
+// redelivered or republished reading is absorbed, not stored twice. A
+// reading without identity (a device publishing without an id, on a
+// broker that assigns none: ports.Delivery.HasIdentity) is stored with a
+// NULL id — SQLite's UNIQUE lets NULLs repeat — so it is never mistaken
+// for a duplicate of another one.
 type store struct {
 	db *sql.DB
 }
@@ -23,7 +27,8 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	db.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway
 	const schema = `
 CREATE TABLE IF NOT EXISTS readings (
-	msg_id TEXT PRIMARY KEY,
+	seq    INTEGER PRIMARY KEY,
+	msg_id TEXT UNIQUE,
 	device TEXT NOT NULL,
 	point  TEXT NOT NULL,
 	value  REAL NOT NULL,
@@ -40,8 +45,9 @@ CREATE TABLE IF NOT EXISTS readings (
 func (s *store) Close() error { return s.db.Close() }
 
 // write stores a batch in one transaction and reports how many readings
-// were new (the rest were duplicates by message id). It returns only
-// after the commit: the batch is acked after that, never before.
+// were new (the rest were duplicates by message id; an id "" is no
+// identity and never a duplicate). It returns only after the commit: the
+// batch is acked after that, never before.
 func (s *store) write(ctx context.Context, ids []string, ps []Point) (inserted int, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -59,7 +65,8 @@ func (s *store) write(ctx context.Context, ids []string, ps []Point) (inserted i
 	}
 	defer stmt.Close()
 	for i, p := range ps {
-		res, err := stmt.ExecContext(ctx, ids[i], p.Device, p.Point, p.Value, p.Unit, p.At.Format(time.RFC3339))
+		id := sql.NullString{String: ids[i], Valid: ids[i] != ""}
+		res, err := stmt.ExecContext(ctx, id, p.Device, p.Point, p.Value, p.Unit, p.At.Format(time.RFC3339))
 		if err != nil {
 			return 0, fmt.Errorf("insert %s: %w", ids[i], err)
 		}

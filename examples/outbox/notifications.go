@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/sluicemq/sluice/flow"
@@ -20,6 +21,7 @@ type notifications struct {
 	emailed    []string
 	duplicates int
 	changed    chan struct{}
+	noID       sync.Once // logs the first message without identity
 }
 
 const notificationsSchema = `
@@ -27,17 +29,27 @@ CREATE TABLE IF NOT EXISTS processed (msg_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS emails (order_id TEXT NOT NULL, customer TEXT NOT NULL);`
 
 func (n *notifications) handle(ctx context.Context, o OrderPlaced) error {
-	id := flow.DeliveryFrom(ctx).ID
+	d := flow.DeliveryFrom(ctx)
 	tx, err := n.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO processed (msg_id) VALUES (?) ON CONFLICT (msg_id) DO NOTHING`, id)
-	if err != nil {
-		return err
+	first := int64(1)
+	if d.HasIdentity() {
+		res, err := tx.ExecContext(ctx, `INSERT INTO processed (msg_id) VALUES (?) ON CONFLICT (msg_id) DO NOTHING`, d.ID)
+		if err != nil {
+			return err
+		}
+		first, _ = res.RowsAffected()
+	} else {
+		// A message without identity (published without an id, on a
+		// broker that assigns none) cannot be told from another one:
+		// handled every time, never dropped as a duplicate.
+		n.noID.Do(func() {
+			slog.Warn("notifications: messages without identity are handled without deduplication", "topic", string(d.Topic))
+		})
 	}
-	first, _ := res.RowsAffected()
 	if first == 1 {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO emails (order_id, customer) VALUES (?, ?)`, o.Order, o.Customer); err != nil {
 			return err

@@ -109,7 +109,9 @@ func Render(as []Adapter) []byte {
 	b.WriteString("Which cases of the contract kit run for each adapter; a skipped case names\n")
 	b.WriteString("the capability it lacks. `AdoptExistingTopology` also needs the harness to\n")
 	b.WriteString("create an existing topology natively (`tck.Topology`); a harness without\n")
-	b.WriteString("that hook skips it, and the skip is a gap in the adapter's tests, not a pass.\n\n")
+	b.WriteString("that hook skips it, and the skip is a gap in the adapter's tests, not a pass.\n")
+	b.WriteString("`ForeignProducer` likewise needs the harness to publish an envelope-less\n")
+	b.WriteString("message with the broker's own client (`tck.ForeignProducer`).\n\n")
 	header("case")
 	perAdapter := make([][]tck.Case, len(as))
 	for i, a := range as {

@@ -1,0 +1,61 @@
+package redis
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// A plain producer's field/value entry always decodes to a valid JSON
+// object holding each data field (exactly, for UTF-8 values), its copy
+// keeps every original value byte for byte, and decode never panics.
+func FuzzFieldValueEntry(f *testing.F) {
+	f.Add("id", "r-1", "total", "11")
+	f.Add("html", "<a&b>", "bin", "\xff\x00")
+	f.Add("h:ce-id", "x", "key", "k")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		values := map[string]any{k1: v1, k2: v2}
+		for k := range values {
+			if k == fieldPayload || k == fieldWatermillUUID {
+				return // other formats
+			}
+		}
+		d, fields := decode("t", "s", "g", "1-0", values, 1)
+		if d.Err != nil && !strings.Contains(d.Err.Error(), ports.HeaderRedeliveryCount) {
+			t.Fatalf("field/value entry %v is poison: %v", values, d.Err)
+		}
+		if !json.Valid(d.Payload) {
+			t.Fatalf("payload %q of %v is not JSON", d.Payload, values)
+		}
+		var obj map[string]string
+		if err := json.Unmarshal(d.Payload, &obj); err != nil {
+			t.Fatal(err)
+		}
+		data := 0
+		for k, v := range values {
+			if strings.HasPrefix(k, headerPrefix) {
+				continue
+			}
+			data++
+			if s := v.(string); utf8.ValidString(s) && utf8.ValidString(k) && obj[k] != s {
+				t.Errorf("field %q = %q in the payload, want %q", k, obj[k], s)
+			}
+		}
+		copied := map[string]any{}
+		out := encodeFields(fields, &ports.Message{Headers: ports.Headers{ports.HeaderDeadLetterReason: "r"}})
+		for i := 0; i+1 < len(out); i += 2 {
+			copied[out[i].(string)] = out[i+1]
+		}
+		for k, v := range values {
+			if !strings.HasPrefix(k, headerPrefix) && copied[k] != v {
+				t.Errorf("copy has %q = %q, want %q byte for byte", k, copied[k], v)
+			}
+		}
+		if len(fields) != 2*data {
+			t.Errorf("%d data fields kept, want %d", len(fields)/2, data)
+		}
+	})
+}
