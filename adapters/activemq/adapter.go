@@ -48,9 +48,9 @@ func (a *Adapter) Name() string { return "activemq" }
 //   - DelayedMessage, DelayedRequeue: AMQ_SCHEDULED_DELAY (the broker's
 //     scheduler, which must be enabled: schedulerSupport="true").
 //   - NativeDeadLetter: false — a dead letter is a copy this adapter
-//     sends to the "<topic>.dlq" queue in the STOMP transaction that
-//     acknowledges the original (ActiveMQ's own DLQ is driven by JMS
-//     client redelivery counting, which STOMP has not).
+//     sends, confirmed, to the "<topic>.dlq" queue before it acknowledges
+//     the original (ActiveMQ's own DLQ is driven by JMS client redelivery
+//     counting, which STOMP has not).
 //   - Broadcast, DurableGroups: virtual-topic consumer queues.
 //   - PerMessageAck: ack:client-individual.
 //   - PublisherConfirm: every Send is a transaction committed with a

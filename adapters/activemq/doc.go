@@ -9,10 +9,11 @@
 // a receipt (persistent messages), a LOAD_BALANCE group consumes the queue
 // Consumer.<group>.VirtualTopic.<ns>.<topic> with ack:client-individual
 // and activemq.prefetchSize = InFlight, and a BROADCAST instance a queue of
-// its own. Requeue and dead letter are STOMP transactions that send a copy
-// (with the redelivery count + 1 and AMQ_SCHEDULED_DELAY, or to the
-// "<topic>.dlq" queue) and acknowledge the original atomically. Delays
-// need the broker's scheduler (schedulerSupport="true").
+// its own. Requeue and dead letter send a copy (with the redelivery count
+// + 1 and AMQ_SCHEDULED_DELAY, or to the "<topic>.dlq" queue) in a
+// transaction committed with a receipt, and acknowledge the original only
+// after that receipt. Delays need the broker's scheduler
+// (schedulerSupport="true").
 //
 // See Adapter.Capabilities for what is native and docs/adapters/activemq.md
 // for the mapping, the broker configuration and the measurements. Package

@@ -24,9 +24,9 @@ func WithFaults(o Options, f *Faults) Options {
 // fail is true.
 func (f *Faults) FailSends(fail bool) { f.sends.Store(fail) }
 
-// FailDeadLetters makes every dead-letter settlement abort its
-// transaction (no dead letter, the original stays unacknowledged) while
-// fail is true.
+// FailDeadLetters makes every dead-letter settlement fail before its copy
+// is sent (no dead letter, the original stays unacknowledged) while fail
+// is true.
 func (f *Faults) FailDeadLetters(fail bool) { f.deadLetters.Store(fail) }
 
 func (f *Faults) sendsFailing() bool { return f != nil && f.sends.Load() }
@@ -36,5 +36,5 @@ func (f *Faults) deadLettersFailing() bool {
 
 var (
 	errInjectedSend       = errors.New("injected fault: the send transaction was aborted")
-	errInjectedDeadLetter = errors.New("injected fault: the dead-letter transaction was aborted")
+	errInjectedDeadLetter = errors.New("injected fault: the dead-letter copy was not sent")
 )

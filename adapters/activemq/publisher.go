@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-stomp/stomp/v3/frame"
+
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -66,15 +68,36 @@ func (s *pubSlot) drop(c *conn) {
 	c.close(false)
 }
 
-// publish sends msgs (validated and stamped) in one transaction.
+// publish sends msgs (validated and stamped) to their topics in one
+// transaction.
 func (p *publisher) publish(ctx context.Context, msgs []ports.Message) error {
+	now := time.Now()
+	return p.send(ctx, msgs, p.a.opts.faults.sendsFailing(), func(m *ports.Message) (string, []func(*frame.Frame) error) {
+		return p.a.sendDest(m.Topic), p.a.sendExtras(m, now)
+	})
+}
+
+// publishCopies sends settlement copies (requeue or dead-letter copies,
+// already carrying their envelope), each to the destination dest names,
+// in one transaction committed with a receipt. A nil error means the
+// broker stored every copy.
+func (p *publisher) publishCopies(ctx context.Context, msgs []ports.Message, dest func(i int) string) error {
+	i := -1
+	return p.send(ctx, msgs, false, func(*ports.Message) (string, []func(*frame.Frame) error) {
+		i++
+		return dest(i), nil
+	})
+}
+
+// send sends msgs in one transaction, each to the destination (and with
+// the extra headers) route gives, called once per message in order;
+// failing aborts the transaction instead of committing it (FailSends).
+func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool, route func(*ports.Message) (string, []func(*frame.Frame) error)) error {
 	slot := p.slots[p.next.Add(1)%uint64(len(p.slots))]
 	c, err := slot.get(ctx, p.a)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 	}
-	failing := p.a.opts.faults.sendsFailing()
-	now := time.Now()
 	err = c.wait(ctx, func() error {
 		tx, err := c.c.BeginWithError()
 		if err != nil {
@@ -82,8 +105,9 @@ func (p *publisher) publish(ctx context.Context, msgs []ports.Message) error {
 		}
 		for i := range msgs {
 			m := &msgs[i]
-			ct, opts := sendOpts(m, p.a.sendExtras(m, now)...)
-			if err := tx.Send(p.a.sendDest(m.Topic), ct, m.Payload, opts...); err != nil {
+			dest, extra := route(m)
+			ct, opts := sendOpts(m, extra...)
+			if err := tx.Send(dest, ct, m.Payload, opts...); err != nil {
 				return err
 			}
 		}

@@ -24,12 +24,13 @@ import (
 //     deferred: STOMP ACK has no receipt. Flush completes it (a receipt
 //     barrier on the connection); a lost connection makes the broker
 //     redeliver, never lose.
-//   - REQUEUE: done — in one STOMP transaction on the delivery's
-//     connection, a copy with the redelivery count + 1 (and
+//   - REQUEUE: a copy with the redelivery count + 1 (and
 //     AMQ_SCHEDULED_DELAY for the delay) is sent to the subscription's
-//     queue and the original is acknowledged; COMMIT with a receipt.
-//   - DEAD_LETTER: done — the same transaction with the dead-letter copy
-//     sent to the "<topic>.dlq" queue.
+//     queue in a publisher transaction committed with a receipt; once the
+//     broker confirmed it, the original's ACK is written as for ACK
+//     (deferred). A copy not confirmed fails Settle and acks nothing.
+//   - DEAD_LETTER: the same with the dead-letter copy sent to the
+//     "<topic>.dlq" queue.
 //
 // A delivery whose connection was lost cannot be settled (the broker
 // already handed it back): Settle returns an error for it and it comes
@@ -248,7 +249,7 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 
 // settleBroker is the kit.Broker of a subscription: Ack writes ACK frames,
 // and Requeue and DeadLetter (kit.NativeRequeue, kit.NativeDeadLetter)
-// are STOMP transactions.
+// send confirmed copies to a queue of their own, then ack (copyThenAck).
 type settleBroker struct{ s *Subscription }
 
 var (
@@ -308,7 +309,7 @@ func (b settleBroker) Publish(ctx context.Context, msgs []ports.Message) []error
 }
 
 func (b settleBroker) Requeue(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error {
-	return b.s.transact(ctx, ds, ports.Requeue, func(d *ports.Delivery) (string, ports.Message) {
+	return b.s.copyThenAck(ctx, ds, ports.Requeue, func(d *ports.Delivery) (string, ports.Message) {
 		return b.s.queue, kit.RequeueCopy(d, delay)
 	})
 }
@@ -317,49 +318,36 @@ func (b settleBroker) DeadLetter(ctx context.Context, ds []*ports.Delivery, disp
 	if b.s.a.opts.faults.deadLettersFailing() {
 		return errInjectedDeadLetter
 	}
-	return b.s.transact(ctx, ds, ports.DeadLetter, func(d *ports.Delivery) (string, ports.Message) {
+	return b.s.copyThenAck(ctx, ds, ports.DeadLetter, func(d *ports.Delivery) (string, ports.Message) {
 		m := kit.DeadLetterCopy(d, disp)
 		return b.s.a.sendDest(m.Topic), m
 	})
 }
 
-// transact sends a copy of each delivery and acknowledges the original in
-// one STOMP transaction per connection, committed with a receipt.
-func (s *Subscription) transact(ctx context.Context, ds []*ports.Delivery, a ports.Action, copyOf func(*ports.Delivery) (string, ports.Message)) error {
-	groups, err := byConn(ds, a)
-	if err != nil {
+// copyThenAck publishes a copy of each delivery with a receipt (the
+// publisher's transaction) and, only once the broker confirmed every
+// copy, acknowledges the originals as Ack does (written, completed by
+// Flush). It never leaves a settlement in doubt: a copy whose receipt is
+// missing fails the call and leaves every original unsettled, so the
+// broker redelivers it (the copies that were stored become duplicates, as
+// at-least-once allows); an ACK lost with its connection makes the broker
+// redeliver the original, which is settled again. (A transaction holding
+// the copies and the ACKs together would be in doubt when its COMMIT
+// receipt is lost: committed, the original is gone while Settle reported
+// a failure.)
+func (s *Subscription) copyThenAck(ctx context.Context, ds []*ports.Delivery, a ports.Action, copyOf func(*ports.Delivery) (string, ports.Message)) error {
+	if _, err := byConn(ds, a); err != nil {
 		return err
 	}
-	for cc, g := range groups {
-		err := cc.wait(ctx, func() error {
-			tx, err := cc.c.BeginWithError()
-			if err != nil {
-				return err
-			}
-			for _, d := range g {
-				dest, m := copyOf(d)
-				ct, opts := sendOpts(&m)
-				if err := tx.Send(dest, ct, m.Payload, opts...); err != nil {
-					return err
-				}
-				if err := tx.Ack(d.Handle.(*handle).m); err != nil {
-					return err
-				}
-			}
-			return tx.CommitWithReceipt()
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				// No receipt: the outcome is unknown; give the connection
-				// up so the broker settles the question by redelivering
-				// (or not, if the commit happened).
-				cc.markLost()
-				_ = cc.nc.Close()
-			}
-			return fmt.Errorf("activemq: %v of %d deliveries: no COMMIT receipt: %w", a, len(g), err)
-		}
+	msgs := make([]ports.Message, len(ds))
+	dests := make([]string, len(ds))
+	for i, d := range ds {
+		dests[i], msgs[i] = copyOf(d)
 	}
-	return nil
+	if err := s.a.pub.publishCopies(ctx, msgs, func(i int) string { return dests[i] }); err != nil {
+		return fmt.Errorf("activemq: %v of %d deliveries: copies not confirmed, originals left unsettled: %w", a, len(ds), err)
+	}
+	return settleBroker{s}.Ack(ctx, ds)
 }
 
 // Flush completes the ACKs written so far: it returns once the broker
