@@ -35,6 +35,7 @@ func TestLedgerFaults(t *testing.T) {
 		faults.Run(t, faults.Target{
 			Name:         "mqtt-mosquitto",
 			Dial:         dialMQTT(0),
+			Arrivals:     arrivals,
 			SoakMessages: 100_000,
 			BrokerDrops: map[string]string{
 				"broker-restart": "mosquitto 2.0 does not restore shared subscriptions from its persistence file: a LOAD_BALANCE " +
@@ -53,8 +54,9 @@ func TestLedgerFaults(t *testing.T) {
 	})
 	t.Run("embedded", func(t *testing.T) {
 		faults.Run(t, faults.Target{
-			Name: "mqtt-embedded",
-			Dial: dialMQTT(65535),
+			Name:     "mqtt-embedded",
+			Dial:     dialMQTT(65535),
+			Arrivals: arrivals,
 			Skip: map[string]string{
 				"soak": "mochi v2.7.9 stalls under the soak's requeues and dead letters: with Receive Maximum 65535 a consumer " +
 					"holding PUBACKs back blocks the broker until publishes time out, and with a small Receive Maximum mochi keeps " +
@@ -72,6 +74,13 @@ func TestLedgerFaults(t *testing.T) {
 			Start:        startEmbedded,
 		})
 	})
+}
+
+// arrivals reports every PUBLISH an adapter's subscriptions receive, before
+// the adapter handles it: what lets the kit excuse a broker's loss only for
+// messages that never reached the client.
+func arrivals(a ports.Adapter, arrived func(id string)) {
+	mqtt.SetArrivalHook(a.(*mqtt.Adapter), func(id string, _ bool) { arrived(id) })
 }
 
 // embeddedLosesInFlight is why a connection fault on mochi may lose
@@ -114,7 +123,8 @@ func startEmbedded(t *testing.T) *faults.Broker {
 		// between deadlocks it, and what mochi holds for it is never
 		// delivered (seen under load in handler-panic, finding 11 of
 		// docs/reliability.md). Proven from the goroutine stacks only.
-		KnownDeadlock: b.InflightDeadlock,
+		KnownDeadlock:    b.InflightDeadlock,
+		DeadlockStranded: strandedByDeadlock,
 	}
 }
 

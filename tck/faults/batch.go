@@ -17,7 +17,7 @@ import (
 // are in flight across the whole fault.
 const (
 	batchSize  = 20
-	batchEvery = 40 * time.Millisecond
+	batchEvery = 20 * time.Millisecond
 	// batchesAfter is how many calls that started after the fault healed
 	// must be confirmed before the batch producer stops.
 	batchesAfter = 5
@@ -31,6 +31,7 @@ type span struct{ start, end time.Time }
 // (same ids) until every one is confirmed.
 type batcher struct {
 	done    chan struct{}
+	quit    chan struct{} // closed at the end of the scenario: stop now
 	started chan struct{} // one signal per Send call started, dropped when full
 
 	mu       sync.Mutex
@@ -47,7 +48,7 @@ type batcher struct {
 // runs until stopAfterHeal lets it stop, and is waited for at the end of
 // the scenario.
 func (e *env) produceBatches(a ports.Sender, mk func(i int) ports.Message) *batcher {
-	b := &batcher{done: make(chan struct{}), started: make(chan struct{}, 1)}
+	b := &batcher{done: make(chan struct{}), quit: make(chan struct{}), started: make(chan struct{}, 1)}
 	go func() {
 		defer close(b.done)
 		tick := time.NewTicker(batchEvery)
@@ -76,6 +77,8 @@ func (e *env) produceBatches(a ports.Sender, mk func(i int) ports.Message) *batc
 			}
 			select {
 			case <-tick.C:
+			case <-b.quit:
+				return
 			case <-e.ctx.Done():
 				b.mu.Lock()
 				b.err = e.ctx.Err()
@@ -84,7 +87,8 @@ func (e *env) produceBatches(a ports.Sender, mk func(i int) ports.Message) *batc
 			}
 		}
 	}()
-	e.t.Cleanup(func() { <-b.done })
+	// A scenario that failed before stopAfterHeal stops it here.
+	e.t.Cleanup(func() { close(b.quit); <-b.done })
 	return b
 }
 
