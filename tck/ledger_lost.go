@@ -46,3 +46,17 @@ func (l *Ledger) MissingDeadLetters() []string {
 	}
 	return out
 }
+
+// OnDeadLetterTopic returns those of ids that a consumer of the dead-letter
+// topic has seen (DeadLetterObserver).
+func (l *Ledger) OnDeadLetterTopic(ids []string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if l.get(id).flags&fDLQ != 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
