@@ -83,8 +83,12 @@ type breakage struct {
 	// never hands it on.
 	loseReceived func(b *breakage, n int) bool
 	subscribeErr error
-	dropped      chan struct{} // one signal per message dropped or lost, dropped when full
-	once         sync.Once
+	// storedDeadLetters: while failDeadLetters is set, a dead-letter
+	// settlement publishes the copy and then reports a failure.
+	storedDeadLetters bool
+	failDeadLetters   atomic.Bool
+	dropped           chan struct{} // one signal per message dropped or lost, dropped when full
+	once              sync.Once
 }
 
 func (f *breakage) signal() {
@@ -129,6 +133,22 @@ func (a *broken) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (po
 type brokenSub struct {
 	ports.Subscription
 	a *broken
+}
+
+func (s *brokenSub) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
+	if f := s.a.f; d.Action == ports.DeadLetter && f.failDeadLetters.Load() {
+		if f.storedDeadLetters {
+			for _, x := range ds {
+				m := x.Message
+				m.Topic = ports.DeadLetterTopic(m.Topic)
+				if err := s.a.Adapter.Send(ctx, m); err != nil {
+					return err
+				}
+			}
+		}
+		return errors.New("dead-letter publish reported failed by the broken adapter")
+	}
+	return s.Subscription.Settle(ctx, ds, d)
 }
 
 func (s *brokenSub) Receive(ctx context.Context, limit int) ([]*ports.Delivery, error) {
@@ -197,7 +217,8 @@ func brokenTarget(f *breakage, mod func(*faults.Broker)) faults.Target {
 				}
 				return nil
 			},
-			RestartNote: "a fake restart of a broken mem adapter",
+			RestartNote:     "a fake restart of a broken mem adapter",
+			FailDeadLetters: f.failDeadLetters.Store,
 		}
 		if mod != nil {
 			mod(b)
@@ -352,4 +373,16 @@ func TestProxyFaultThatHitNothingFails(t *testing.T) {
 	for _, s := range []string{"conn-reset", "blackhole", "stall"} {
 		mustFail(t, t.Name(), s, "hit no connection of the consumer")
 	}
+}
+
+// dlq-fail watches the dead-letter topic for the whole fault: a
+// dead-letter publish that reports a failure but stored the copy must
+// fail the scenario, however late the copy arrives.
+func TestDLQFailCatchesACopyStoredDespiteAFailure(t *testing.T) {
+	tg := brokenTarget(&breakage{storedDeadLetters: true}, nil)
+	if inner(t) {
+		faults.Run(t, tg)
+		return
+	}
+	mustFail(t, t.Name(), "dlq-fail", "reached the dead-letter topic")
 }
