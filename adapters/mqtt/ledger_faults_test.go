@@ -36,6 +36,7 @@ func TestLedgerFaults(t *testing.T) {
 			Name:         "mqtt-mosquitto",
 			Dial:         dialMQTT(0),
 			Arrivals:     arrivals,
+			ClientRace:   pahoReconnectRace,
 			SoakMessages: 100_000,
 			BrokerDrops: map[string]string{
 				"broker-restart": "mosquitto 2.0 does not restore shared subscriptions from its persistence file: a LOAD_BALANCE " +
@@ -54,9 +55,10 @@ func TestLedgerFaults(t *testing.T) {
 	})
 	t.Run("embedded", func(t *testing.T) {
 		faults.Run(t, faults.Target{
-			Name:     "mqtt-embedded",
-			Dial:     dialMQTT(65535),
-			Arrivals: arrivals,
+			Name:       "mqtt-embedded",
+			Dial:       dialMQTT(65535),
+			Arrivals:   arrivals,
+			ClientRace: pahoReconnectRace,
 			Skip: map[string]string{
 				"soak": "mochi v2.7.9 stalls under the soak's requeues and dead letters: with Receive Maximum 65535 a consumer " +
 					"holding PUBACKs back blocks the broker until publishes time out, and with a small Receive Maximum mochi keeps " +
@@ -75,6 +77,13 @@ func TestLedgerFaults(t *testing.T) {
 		})
 	})
 }
+
+// pahoReconnectRace is the upstream data race a producer reconnecting
+// while it publishes triggers: under -race the kit keeps producers off
+// the faulted proxy and skips broker-restart, and scripts/test.sh runs
+// this package's connection scenarios again without -race.
+const pahoReconnectRace = "a data race in paho.golang v0.23.0 (session/state.(*State).ConAckReceived replaces the send quota " +
+	"on a reconnect, state.go:206, while a concurrent publish reads it in AddToSession, state.go:379)"
 
 // arrivals reports every PUBLISH an adapter's subscriptions receive, before
 // the adapter handles it: what lets the kit excuse a broker's loss only for
