@@ -61,8 +61,8 @@ type Target struct {
 	// reached any client of the scenario (Arrivals is required: without
 	// it nothing is excused) and was first sent inside the fault's window:
 	// from the send of the newest message a client had received when the
-	// fault began, to the first arrival at a client after the fault
-	// healed. Any other loss still fails it — a message the client
+	// fault began, to the first arrival at a client of a message sent
+	// after the fault healed. Any other loss still fails it — a message the client
 	// received and the pipeline never saw, one confirmed long before the
 	// fault, one sent after the flow resumed.
 	BrokerDrops map[string]string

@@ -24,14 +24,14 @@ type witness struct {
 // faultWindow is the time a fault could have made the broker drop a
 // message in flight: from the first send of the newest message a client
 // had received when the fault began (anything sent after it may still
-// have been on its way), to the first arrival at a client after the fault
-// healed (the flow was back).
+// have been on its way), to the first arrival at a client of a message
+// first sent after the fault healed (the flow was back end to end).
 type faultWindow struct {
 	name     string
 	from     time.Time
 	began    time.Time
 	healed   time.Time // zero while the fault lasts
-	resumed  time.Time // first arrival after healed; zero until then
+	resumed  time.Time // first arrival of a message sent after healed; zero until then
 	arrivals int       // arrivals while the fault lasted
 }
 
@@ -60,12 +60,13 @@ func (w *witness) arrival(id string) {
 	if at, ok := w.sentAt[id]; ok && at.After(w.newest) {
 		w.newest = at
 	}
+	sent, known := w.sentAt[id]
 	for _, f := range w.windows {
 		switch {
 		case f.healed.IsZero():
 			f.arrivals++
-		case f.resumed.IsZero():
-			f.resumed = now
+		case f.resumed.IsZero() && known && sent.After(f.healed):
+			f.resumed = now // a message sent after the heal made it through
 		}
 	}
 }
