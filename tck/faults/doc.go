@@ -22,6 +22,17 @@
 //	conn-reset       every connection reset (TCP RST) through a Proxy, twice
 //	blackhole        connections stalled (nothing forwarded), then torn down
 //	stall            connections stalled (stalled reads), then resumed
+//
+// These four (and send-unconfirmed) run the same stream: a producer of
+// single-message sends, a producer of multi-message Send calls (20
+// messages a call at a steady pace, every tenth poison) that is in a call
+// when the fault begins and keeps sending until five calls started after
+// it healed were confirmed, a consumer and a dead-letter consumer. At the
+// end a fresh consumer joins the group and a fresh dead-letter consumer
+// starts; every message whose Send returned nil must be settled and every
+// confirmed dead letter seen on the dead-letter topic. The connection
+// faults go through one proxy per process and must each hit at least one
+// connection of the producer and one of the consumer.
 //	consumer-kill    a consumer process (this test binary, re-executed)
 //	                 SIGKILLed with completions pending; a new consumer in the
 //	                 same group must get those messages (it plays the killed
@@ -40,6 +51,16 @@
 // Every scenario ends with a goroutine leak check (goleak) once the
 // scenario's adapters and broker are closed, ignoring only what
 // Target.IgnoreLeaks lists.
+//
+// # Excuses
+//
+// A known broker defect may turn a failure into a SKIP that names it, but
+// only with proof that the defect explains it: Target.BrokerDrops excuses
+// messages that never reached any client (Target.Arrivals) and were sent
+// inside a fault window; Broker.KnownDeadlock excuses messages that never
+// reached any client and the goroutines Broker.DeadlockStranded claims.
+// A message a client received, a failed settlement, a consumer that
+// cannot start, a leaked sluice goroutine still fail.
 //
 // # Timing
 //
