@@ -193,10 +193,13 @@ func (b *batcher) failure() error {
 // called) and fails the scenario if it could not send everything.
 func (b *batcher) wait(e *env) {
 	e.t.Helper()
+	ctx, cancel := withTimeout(e.ctx, e.target)
+	defer cancel()
 	select {
 	case <-b.done:
-	case <-e.ctx.Done():
-		e.t.Fatalf("batch producer still running when the scenario's time was up")
+	case <-ctx.Done():
+		e.skipIfDeadlocked("batch producer still sending after the target's timeout")
+		e.t.Fatalf("batch producer still sending after %v: %s", e.target.Timeout, b)
 	}
 	if err := b.failure(); err != nil {
 		e.t.Fatalf("batch producer: %v", err)

@@ -325,10 +325,13 @@ func (e *env) sendRetrying(a ports.Sender, m ports.Message, p *producer) error {
 // could not send everything.
 func (p *producer) wait(e *env) {
 	e.t.Helper()
+	ctx, cancel := withTimeout(e.ctx, e.target)
+	defer cancel()
 	select {
 	case <-p.done:
-	case <-e.ctx.Done():
-		e.t.Fatalf("producer still running when the scenario's time was up")
+	case <-ctx.Done():
+		e.skipIfDeadlocked("producer still sending after the target's timeout")
+		e.t.Fatalf("producer still sending after %v", e.target.Timeout)
 	}
 	if p.err != nil {
 		e.t.Fatalf("producer: %v", p.err)
