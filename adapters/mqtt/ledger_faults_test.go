@@ -71,6 +71,9 @@ func TestLedgerFaults(t *testing.T) {
 			BrokerDrops: map[string]string{
 				"conn-reset": embeddedLosesInFlight,
 				"blackhole":  embeddedLosesInFlight,
+				// A 2s stall outlasts the 2s keep-alive: the client
+				// reconnects and resumes its session, as after a reset.
+				"stall": embeddedLosesInFlight,
 			},
 			SoakMessages: 100_000,
 			Start:        startEmbedded,
