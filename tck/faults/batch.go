@@ -12,12 +12,15 @@ import (
 )
 
 // The batch producer sends batchSize messages per Send call, a call every
-// batchEvery: the way an application publishes readings in small batches
-// at a steady rate. It keeps sending until told to stop, so that its calls
-// are in flight across the whole fault.
+// batchEvery from each of batchSenders goroutines sharing one adapter: the
+// way an application publishes readings in small batches at a steady
+// rate (here 2 × 20 messages every 40ms, 1,000 messages/s). It keeps
+// sending until told to stop, so that its calls are in flight across the
+// whole fault.
 const (
-	batchSize  = 20
-	batchEvery = 20 * time.Millisecond
+	batchSize    = 20
+	batchSenders = 2
+	batchEvery   = 40 * time.Millisecond
 	// batchesAfter is how many calls that started after the fault healed
 	// must be confirmed before the batch producer stops.
 	batchesAfter = 5
@@ -26,7 +29,7 @@ const (
 // span is one Send call of the batch producer.
 type span struct{ start, end time.Time }
 
-// batcher is the batch producer: a goroutine sending multi-message Send
+// batcher is the batch producer: goroutines sending multi-message Send
 // calls at a steady pace, retrying the unconfirmed messages of a call
 // (same ids) until every one is confirmed.
 type batcher struct {
@@ -44,52 +47,63 @@ type batcher struct {
 	err      error
 }
 
-// produceBatches starts the batch producer on a; message i is mk(i). It
-// runs until stopAfterHeal lets it stop, and is waited for at the end of
-// the scenario.
+// produceBatches starts the batch producer on a: batchSenders goroutines
+// sending their Send calls concurrently on the same adapter; message i
+// is mk(i). It runs until stopAfterHeal lets it stop, and is waited for
+// at the end of the scenario.
 func (e *env) produceBatches(a ports.Sender, mk func(i int) ports.Message) *batcher {
 	b := &batcher{done: make(chan struct{}), quit: make(chan struct{}), started: make(chan struct{}, 1)}
-	go func() {
-		defer close(b.done)
-		tick := time.NewTicker(batchEvery)
-		defer tick.Stop()
-		for i := 0; ; i += batchSize {
-			msgs := make([]ports.Message, batchSize)
-			for j := range msgs {
-				msgs[j] = mk(i + j)
-			}
-			start := time.Now()
-			if err := e.sendBatch(a, msgs, b); err != nil {
-				b.mu.Lock()
-				b.err = err
-				b.mu.Unlock()
-				return
-			}
-			b.mu.Lock()
-			b.sent += len(msgs)
-			if b.stopping && start.After(b.stopFrom) {
-				b.after++
-			}
-			stop := b.stopping && b.after >= batchesAfter
-			b.mu.Unlock()
-			if stop {
-				return
-			}
-			select {
-			case <-tick.C:
-			case <-b.quit:
-				return
-			case <-e.ctx.Done():
-				b.mu.Lock()
-				b.err = e.ctx.Err()
-				b.mu.Unlock()
-				return
-			}
-		}
-	}()
+	var wg sync.WaitGroup
+	for g := range batchSenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.run(e, a, func(i int) ports.Message { return mk(i*batchSenders + g) })
+		}()
+	}
+	go func() { wg.Wait(); close(b.done) }()
 	// A scenario that failed before stopAfterHeal stops it here.
 	e.t.Cleanup(func() { close(b.quit); <-b.done })
 	return b
+}
+
+// run is one sender of the batch producer.
+func (b *batcher) run(e *env, a ports.Sender, mk func(i int) ports.Message) {
+	tick := time.NewTicker(batchEvery)
+	defer tick.Stop()
+	for i := 0; ; i += batchSize {
+		msgs := make([]ports.Message, batchSize)
+		for j := range msgs {
+			msgs[j] = mk(i + j)
+		}
+		start := time.Now()
+		if err := e.sendBatch(a, msgs, b); err != nil {
+			b.mu.Lock()
+			b.err = err
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Lock()
+		b.sent += len(msgs)
+		if b.stopping && start.After(b.stopFrom) {
+			b.after++
+		}
+		stop := b.stopping && b.after >= batchesAfter
+		b.mu.Unlock()
+		if stop {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-b.quit:
+			return
+		case <-e.ctx.Done():
+			b.mu.Lock()
+			b.err = e.ctx.Err()
+			b.mu.Unlock()
+			return
+		}
+	}
 }
 
 // sendBatch sends msgs in one Send call and retries the messages the call

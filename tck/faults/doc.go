@@ -22,17 +22,6 @@
 //	conn-reset       every connection reset (TCP RST) through a Proxy, twice
 //	blackhole        connections stalled (nothing forwarded), then torn down
 //	stall            connections stalled (stalled reads), then resumed
-//
-// These four (and send-unconfirmed) run the same stream: a producer of
-// single-message sends, a producer of multi-message Send calls (20
-// messages a call at a steady pace, every tenth poison) that is in a call
-// when the fault begins and keeps sending until five calls started after
-// it healed were confirmed, a consumer and a dead-letter consumer. At the
-// end a fresh consumer joins the group and a fresh dead-letter consumer
-// starts; every message whose Send returned nil must be settled and every
-// confirmed dead letter seen on the dead-letter topic. The connection
-// faults go through one proxy per process and must each hit at least one
-// connection of the producer and one of the consumer.
 //	consumer-kill    a consumer process (this test binary, re-executed)
 //	                 SIGKILLed with completions pending; a new consumer in the
 //	                 same group must get those messages (it plays the killed
@@ -47,6 +36,17 @@
 //	poison-flood     mostly poison: healthy messages keep flowing
 //	soak             (build tag soak) a long run with random transient
 //	                 failures and poison; reports peak RSS
+//
+// broker-restart, conn-reset, blackhole, stall and send-unconfirmed run
+// the same stream: a producer of single-message sends, a producer of
+// multi-message Send calls (two senders of 20 messages a call at a steady
+// pace, every tenth poison) that is in a call when the fault begins and
+// keeps sending until five calls started after it healed were confirmed, a consumer and a dead-letter consumer. At the
+// end a fresh consumer joins the group and a fresh dead-letter consumer
+// starts; every message whose Send returned nil must be settled and every
+// confirmed dead letter seen on the dead-letter topic. The connection
+// faults go through one proxy per process and must each hit at least one
+// connection of the producer and one of the consumer.
 //
 // Every scenario ends with a goroutine leak check (goleak) once the
 // scenario's adapters and broker are closed, ignoring only what
