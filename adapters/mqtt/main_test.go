@@ -13,10 +13,10 @@ import (
 )
 
 // strandedByDeadlock reports whether a leftover goroutine's stack is one
-// that mochi v2.7.9's Inflight deadlock strands (docs/reliability.md,
-// findings 11 and 31; upstream: Inflight.NextImmediate takes the client's
-// inflight read lock and calls GetAll, which takes it again, so a writer
-// in between blocks both for good): a goroutine blocked in mochi's own
+// that mochi v2.7.9's Inflight deadlock strands (see docs/reliability.md;
+// upstream: Inflight.NextImmediate takes the client's inflight read lock
+// and calls GetAll, which takes it again, so a writer in between blocks
+// both for good): a goroutine blocked in mochi's own
 // code — its connections, their write loops, its event loop — or the
 // embedded broker's bounded shutdown waiting, in WaitGroup.Wait, for
 // those connection goroutines. A goroutine blocked in sluice's adapter,
