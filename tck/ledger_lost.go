@@ -60,3 +60,16 @@ func (l *Ledger) OnDeadLetterTopic(ids []string) []string {
 	}
 	return out
 }
+
+// Recovered reports whether a message first sent after the mark named
+// mark was acked: the flow is back end to end (see Recovery).
+func (l *Ledger) Recovered(mark string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.marks {
+		if m.Mark == mark && m.Recovered {
+			return true
+		}
+	}
+	return false
+}
