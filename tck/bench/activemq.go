@@ -22,13 +22,18 @@ import (
 //
 // consume + ack of N pre-published messages (timed from the first delivery):
 //
-//	raw-cumulative-ack  best raw: go-stomp, one connection,
+//	raw-cumulative-ack  go-stomp, one connection,
 //	                    activemq.prefetchSize = in-flight, ack:client, one
 //	                    cumulative ACK every in-flight/2 deliveries (and
 //	                    the last): in-order processing allows it
-//	raw-individual-ack  weaker: ack:client-individual, one ACK per delivery
-//	                    (what out-of-order settlement needs: STOMP has no
+//	raw-individual-ack  ack:client-individual, one ACK per delivery (what
+//	                    out-of-order settlement needs: STOMP has no
 //	                    multiple-ack for it)
+//
+// The denominator is the faster of the two. Measured on ActiveMQ 5.17
+// (5,000 messages, in-flight 100), ack:client was about five times slower
+// than ack:client-individual, acking every 50 or every 10 deliveries
+// alike, so raw-individual-ack stays the denominator there.
 //	raw-individual-ack+env  the same, the messages carrying the headers the
 //	                    adapter's carry (ce-id, ce-specversion, ce-time,
 //	                    content-type, the bench's sequence header), which
