@@ -150,6 +150,8 @@ func (e *env) sendBatch(a ports.Sender, msgs []ports.Message, b *batcher) error 
 		b.mu.Unlock()
 		select {
 		case <-time.After(20 * time.Millisecond): // retry pacing
+		case <-b.quit:
+			return errStopped
 		case <-e.ctx.Done():
 			return e.ctx.Err()
 		}

@@ -264,6 +264,7 @@ const sendTimeout = 5 * time.Second
 // with the same id until it is confirmed.
 type producer struct {
 	done    chan struct{}
+	quit    chan struct{} // closed at the end of the scenario: stop retrying
 	retries atomic.Int64
 	retried chan struct{} // one signal per retry, dropped when full
 	err     error
@@ -272,7 +273,7 @@ type producer struct {
 // produce starts a producer of n messages made by mk, pausing every
 // between sends (the pace of the stream, not synchronisation).
 func (e *env) produce(a ports.Sender, n int, every time.Duration, mk func(i int) ports.Message) *producer {
-	p := &producer{done: make(chan struct{}), retried: make(chan struct{}, 64)}
+	p := &producer{done: make(chan struct{}), quit: make(chan struct{}), retried: make(chan struct{}, 64)}
 	go func() {
 		defer close(p.done)
 		for i := range n {
@@ -283,6 +284,9 @@ func (e *env) produce(a ports.Sender, n int, every time.Duration, mk func(i int)
 			if every > 0 {
 				select {
 				case <-time.After(every):
+				case <-p.quit:
+					p.err = errStopped
+					return
 				case <-e.ctx.Done():
 					p.err = e.ctx.Err()
 					return
@@ -290,7 +294,8 @@ func (e *env) produce(a ports.Sender, n int, every time.Duration, mk func(i int)
 			}
 		}
 	}()
-	e.t.Cleanup(func() { <-p.done })
+	// A scenario that ended early (failed, or skipped on proof) stops it.
+	e.t.Cleanup(func() { close(p.quit); <-p.done })
 	return p
 }
 
@@ -315,11 +320,16 @@ func (e *env) sendRetrying(a ports.Sender, m ports.Message, p *producer) error {
 		}
 		select {
 		case <-time.After(20 * time.Millisecond): // retry pacing
+		case <-p.quit:
+			return errStopped
 		case <-e.ctx.Done():
 			return e.ctx.Err()
 		}
 	}
 }
+
+// errStopped: the scenario ended while a producer still retried.
+var errStopped = errors.New("faults: the scenario ended while the producer still retried")
 
 // wait waits for the producer to finish and fails the scenario if it
 // could not send everything.
