@@ -172,13 +172,23 @@ func (e *env) begin(name string) *faultWindow {
 func (e *env) heal(f *faultWindow) { e.w.heal(f) }
 
 // broker-restart: the broker restarts mid-stream (stored messages kept);
-// the producer and the consumer are separate processes.
+// the producer and the consumer are separate processes, and a third
+// consumer process of the group, holding what it received, is SIGKILLed
+// just before the restart and replaced (where the broker is reached over
+// the network).
 func scenarioRestart(e *env) {
 	if e.b.RestartNote != "" {
 		e.t.Logf("broker-restart on %s: %s", e.target.Name, e.b.RestartNote)
 	}
 	pa, ca := e.adapter(), e.adapter()
+	var v *victim
+	if networked(e.b, e.target) == "" {
+		v = e.startVictim()
+	}
 	e.stream(pa, ca, func(*producer) {
+		if v != nil {
+			v.kill(e) // a consumer process dies as the broker goes down
+		}
 		f := e.begin("restart")
 		defer e.heal(f)
 		bound := e.b.RestartTimeout
