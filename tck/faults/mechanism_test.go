@@ -127,12 +127,13 @@ func (a *broken) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (po
 	if err != nil {
 		return nil, err
 	}
-	return &brokenSub{Subscription: s, a: a}, nil
+	return &brokenSub{Subscription: s, a: a, dlq: strings.HasSuffix(string(spec.Topic), ports.DeadLetterSuffix)}, nil
 }
 
 type brokenSub struct {
 	ports.Subscription
-	a *broken
+	a   *broken
+	dlq bool // a subscription of a dead-letter topic: loses nothing
 }
 
 func (s *brokenSub) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
@@ -162,7 +163,7 @@ func (s *brokenSub) Receive(ctx context.Context, limit int) ([]*ports.Delivery, 
 			if s.a.arrived != nil {
 				s.a.arrived(d.ID)
 			}
-			if f := s.a.f; f.loseReceived != nil && f.loseReceived(f, bodyN(d.Payload)) {
+			if f := s.a.f; !s.dlq && f.loseReceived != nil && f.loseReceived(f, bodyN(d.Payload)) {
 				_ = s.Subscription.Settle(ctx, []*ports.Delivery{d}, ports.Disposition{Action: ports.Ack})
 				f.signal()
 				continue
