@@ -51,13 +51,17 @@ func caseDelay(k *kit) {
 }
 
 // 9. backpressure: in flight never exceeds the limit; nothing lost under a
-// slow handler.
+// slow handler. The kit counts what the adapter hands out (deliveries
+// returned by Receive and not yet settled), not only what the handlers
+// hold, and runs four times as many handler goroutines as the limit, so
+// an adapter or a core that lets more in would be seen.
 func caseBackpressure(k *kit) {
 	const limit, n = 3, 30
 	sp := k.spec()
 	sp.InFlight = limit
+	counted := &handedOut{Adapter: k.first}
 	var cur, peak atomic.Int32
-	c := k.consume(k.first, sp, func(ctx context.Context, _ *ports.Delivery) error {
+	c := k.consumeOn(counted, sp, 4*limit, func(ctx context.Context, _ *ports.Delivery) error {
 		now := cur.Add(1)
 		defer cur.Add(-1)
 		for {
@@ -81,10 +85,20 @@ func caseBackpressure(k *kit) {
 		}
 	}
 	c.waitStats("all acks", func(s flow.Stats) bool { return s.Acked == n })
+	out, received, overAsk := counted.stats()
+	if overAsk > 0 {
+		k.t.Fatalf("Receive returned more deliveries than asked for %d time(s)", overAsk)
+	}
+	if out > limit {
+		k.t.Fatalf("the adapter handed out %d deliveries not yet settled at once, in-flight limit %d", out, limit)
+	}
 	if p := peak.Load(); p > limit {
 		k.t.Fatalf("%d handlers ran at once, in-flight limit %d", p, limit)
 	}
-	k.t.Logf("peak concurrent handlers %d (limit %d)", peak.Load(), limit)
+	if received < n {
+		k.t.Fatalf("the counting wrapper saw %d deliveries of %d: it did not measure the subscription", received, n)
+	}
+	k.t.Logf("peak %d deliveries handed out and %d handlers at once (limit %d, %d handler goroutines)", out, peak.Load(), limit, 4*limit)
 }
 
 // 12. instance TTL: an idle per-instance subscription is removed after TTL.

@@ -2,6 +2,8 @@ package tck
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -87,5 +89,45 @@ func TestPortCasesSkipByCapability(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Fatalf("found %d of the %d capability-gated Port cases", seen, len(want))
+	}
+}
+
+// noUnchanged is mem's harness with an adopted topology whose Unchanged
+// check is missing and whose Unobservable reason is empty.
+type noUnchanged struct{ fallbackHarness }
+
+func (h noUnchanged) CreateExisting(context.Context, ports.Topic, string) (Existing, error) {
+	a, err := mem.New(h.b)
+	if err != nil {
+		return Existing{}, err
+	}
+	return Existing{Adapter: a, Names: "none"}, nil
+}
+
+const noUnchangedEnv = "SLUICE_TCK_NO_UNCHANGED"
+
+// AdoptExistingTopology fails a harness that neither checks that the
+// topology was left unchanged nor says why it cannot: a check left out
+// silently would pass as if it had been made.
+func TestAdoptExistingFailsWithoutUnchangedOrReason(t *testing.T) {
+	if os.Getenv(noUnchangedEnv) != "" {
+		k := newKit(t, func(context.Context, *testing.T) (Harness, error) {
+			b, err := mem.NewBroker()
+			if err != nil {
+				return nil, err
+			}
+			return noUnchanged{fallbackHarness{b}}, nil
+		}, Options{}.withDefaults())
+		caseAdoptExisting(k)
+		return
+	}
+	if testing.Short() {
+		t.Skip("SKIP: re-executes the test binary to run a failing case; not in -short")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), noUnchangedEnv+"=1")
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "neither an Unchanged check nor why it has none") {
+		t.Fatalf("AdoptExistingTopology accepted a harness without an Unchanged check or a reason (err %v):\n%s", err, b)
 	}
 }

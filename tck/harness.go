@@ -69,8 +69,15 @@ type Existing struct {
 	Publish func(ctx context.Context, payload []byte) error
 	// Unchanged reports an error naming each difference when the broker's
 	// topology is no longer exactly as CreateExisting made it (a
-	// redeclared or re-argued queue, an added queue or binding).
+	// redeclared or re-argued queue, an added queue or binding). Leave it
+	// nil only when the harness cannot observe the broker's topology, and
+	// say why in Unobservable.
 	Unchanged func(ctx context.Context) error
+	// Unobservable, with a nil Unchanged, says why the harness cannot
+	// tell whether the topology was left unchanged; the case then skips
+	// that check and prints the reason. A no-op Unchanged would pass
+	// without checking anything.
+	Unobservable string
 }
 
 // ForeignProducer is implemented by harnesses that can publish a message

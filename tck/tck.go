@@ -306,6 +306,12 @@ type consumer struct {
 // (nil: succeed). The pipeline is stopped at the end of the subtest.
 func (k *kit) consume(a ports.Adapter, spec ports.SubscriptionSpec, handle func(ctx context.Context, d *ports.Delivery) error, opts ...flow.Option) *consumer {
 	k.t.Helper()
+	return k.consumeOn(a, spec, spec.WithDefaults().InFlight, handle, opts...)
+}
+
+// consumeOn is consume with the number of handler goroutines.
+func (k *kit) consumeOn(a ports.Adapter, spec ports.SubscriptionSpec, workers int, handle func(ctx context.Context, d *ports.Delivery) error, opts ...flow.Option) *consumer {
+	k.t.Helper()
 	c := &consumer{k: k, got: make(chan received, 4096), errs: make(chan error, 256)}
 	opts = append([]flow.Option{flow.WithErrorHandler(func(err error) {
 		select {
@@ -320,7 +326,7 @@ func (k *kit) consume(a ports.Adapter, spec ports.SubscriptionSpec, handle func(
 			return nil
 		}
 		return handle(ctx, d)
-	}, flow.Workers(spec.WithDefaults().InFlight))
+	}, flow.Workers(workers))
 	if err := c.p.Start(k.ctx); err != nil {
 		k.t.Fatalf("starting consumer of %s: %v", spec.Topic, err)
 	}

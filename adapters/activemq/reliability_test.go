@@ -72,9 +72,12 @@ func dialActiveMQ(ctx context.Context, addr, _ string) (ports.Adapter, error) {
 }
 
 // stompReceiptRace ignores the one goroutine go-stomp 3.1.3 can leave
-// behind when a connection dies: a frame with a receipt queued in the
-// instant between the connection goroutine's exit and the connection
-// being marked closed is never written, and its sendFrame waits forever
-// (an upstream race; the adapter's caller is released by the connection's
-// death, see conn.wait). Only that frame's goroutine is ignored.
-var stompReceiptRace = goleak.IgnoreAnyFunction("github.com/go-stomp/stomp/v3.(*Conn).sendFrame")
+// behind when a connection dies (upstream defect: Conn.sendFrame queues a
+// frame with a receipt on writeCh in the instant between the connection
+// goroutine's exit and the connection being marked closed; the frame is
+// never written, and sendFrame waits for its receipt forever). The
+// adapter's caller is released by the connection's death (conn.wait).
+// Only a goroutine blocked in sendFrame itself is ignored: one that has
+// sendFrame deeper in its stack — the adapter's own goroutines, blocked
+// on a lock or a channel of their own — still counts.
+var stompReceiptRace = goleak.IgnoreTopFunction("github.com/go-stomp/stomp/v3.(*Conn).sendFrame")

@@ -59,10 +59,30 @@ func TestDelayerStopCancelsPending(t *testing.T) {
 func TestDelayerStopCancelsRunningContext(t *testing.T) {
 	d := kit.NewDelayer(kit.DelayerOptions{})
 	started := make(chan struct{})
-	_ = d.After(0, func(ctx context.Context) {
+	var seen error // written by the item before Stop returns
+	if err := d.After(0, func(ctx context.Context) {
 		close(started)
 		<-ctx.Done()
-	})
-	<-started
-	d.Stop() // returns only because the running item saw its ctx cancelled
+		seen = ctx.Err()
+	}); err != nil {
+		t.Fatalf("After: %v", err)
+	}
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the item did not start within 5s")
+	}
+	stopped := make(chan int, 1)
+	go func() { stopped <- d.Stop() }()
+	select {
+	case n := <-stopped:
+		if n != 0 {
+			t.Fatalf("Stop cancelled %d pending item(s), want 0 (the only one was running)", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not return within 5s: the running item's context was not cancelled")
+	}
+	if !errors.Is(seen, context.Canceled) {
+		t.Fatalf("the running item's context ended with %v, want context.Canceled", seen)
+	}
 }

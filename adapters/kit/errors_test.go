@@ -2,6 +2,7 @@ package kit_test
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -38,17 +39,31 @@ func TestErrorsDropsAndCountsWhenFull(t *testing.T) {
 	}
 }
 
+// Report racing Close neither panics (a send on a closed channel) nor
+// loses count: every report is either readable after Close or dropped.
 func TestErrorsReportConcurrentWithClose(t *testing.T) {
+	const reports = 1000
 	e := kit.NewErrors(1)
 	done := make(chan struct{})
+	var kept atomic.Int64
 	go func() {
 		defer close(done)
-		for range 1000 {
-			e.Report(errors.New("x"))
+		for range reports {
+			if e.Report(errors.New("x")) {
+				kept.Add(1)
+			}
 		}
 	}()
 	e.Close()
 	<-done
+	read := 0
 	for range e.C() {
+		read++
+	}
+	if int64(read) != kept.Load() {
+		t.Fatalf("read %d errors after Close, but Report accepted %d", read, kept.Load())
+	}
+	if got := int64(e.Dropped()) + kept.Load(); got != reports {
+		t.Fatalf("accepted %d + dropped %d = %d, want every one of %d reports accounted for", kept.Load(), e.Dropped(), got, reports)
 	}
 }

@@ -162,8 +162,11 @@ func (s *subscription) deadLetter(ctx context.Context, es []*entry, d ports.Disp
 	errs := make([]error, len(es))
 	var wg sync.WaitGroup
 	for i, e := range es {
+		s.mu.Lock() // a redelivered PUBLISH on a new connection replaces e.pub (onPublish)
+		payload := e.pub.Payload
+		s.mu.Unlock()
 		m := kit.DeadLetterCopy(&ports.Delivery{
-			Message:         ports.Message{Topic: s.spec.Topic, Key: e.headers[ports.HeaderPartitionKey], Payload: e.pub.Payload, Headers: e.headers},
+			Message:         ports.Message{Topic: s.spec.Topic, Key: e.headers[ports.HeaderPartitionKey], Payload: payload, Headers: e.headers},
 			ID:              e.id,
 			RedeliveryCount: e.redeliveries,
 		}, d)

@@ -22,17 +22,25 @@ import (
 //
 // consume + ack of N pre-published messages (timed from the first delivery):
 //
-//	raw-individual-ack  best raw: go-stomp, one connection,
-//	                    activemq.prefetchSize = in-flight,
-//	                    ack:client-individual, one ACK per delivery (STOMP
-//	                    has no multiple-ack for out-of-order settlement;
-//	                    ack:client would ack cumulatively)
+//	raw-cumulative-ack  go-stomp, one connection,
+//	                    activemq.prefetchSize = in-flight, ack:client, one
+//	                    cumulative ACK every in-flight/2 deliveries (and
+//	                    the last): in-order processing allows it
+//	raw-individual-ack  ack:client-individual, one ACK per delivery (what
+//	                    out-of-order settlement needs: STOMP has no
+//	                    multiple-ack for it)
 //	raw-individual-ack+env  the same, the messages carrying the headers the
 //	                    adapter's carry (ce-id, ce-specversion, ce-time,
 //	                    content-type, the bench's sequence header), which
 //	                    ActiveMQ stores and delivers as JMS properties
 //	activemq            sluice default pipeline
 //	activemq-latency    default pipeline with a paced concurrent producer
+//
+// The consume denominator is the faster of raw-cumulative-ack and
+// raw-individual-ack. Measured on ActiveMQ 5.17 (5,000 messages,
+// in-flight 100), ack:client was about five times slower than
+// ack:client-individual, acking every 50 or every 10 deliveries alike, so
+// raw-individual-ack stays the denominator there.
 //
 // confirmed publish of N messages to a consumer queue:
 //
@@ -49,6 +57,7 @@ func init() {
 		DefaultN: 10000,
 		Setup:    setupActiveMQ,
 		Contenders: []Contender{
+			{Name: "raw-cumulative-ack", Run: runStompCumulative},
 			{Name: "raw-individual-ack", Run: runStompConsume(false)},
 			{Name: "raw-individual-ack+env", Run: runStompConsume(true)},
 			{Name: "activemq", Run: t.runPipeline(false)},
@@ -57,7 +66,8 @@ func init() {
 			{Name: "activemq-latency", Latency: true, Run: t.runLatency()},
 		},
 		Ratios: []Ratio{
-			{Label: "activemq/best-raw", Num: "activemq", Den: []string{"raw-individual-ack"}},
+			{Label: "activemq/best-raw", Num: "activemq", Den: []string{"raw-cumulative-ack", "raw-individual-ack"}},
+			{Label: "activemq/raw-individual-ack", Num: "activemq", Den: []string{"raw-individual-ack"}},
 			{Label: "activemq/raw+env", Num: "activemq", Den: []string{"raw-individual-ack+env"}},
 			{Label: "activemq-publish/best-raw", Num: "activemq-publish", Den: []string{"raw-publish-tx"}},
 		},
@@ -194,11 +204,20 @@ func runStompConsume(envelope bool) func(context.Context, Env, Config) (Result, 
 		if envelope {
 			name += "+env"
 		}
-		return stompConsume(ctx, env, cfg, name, envelope)
+		return stompConsume(ctx, env, cfg, name, envelope, false)
 	}
 }
 
-func stompConsume(ctx context.Context, env Env, cfg Config, name string, envelope bool) (Result, error) {
+// runStompCumulative consumes with ack:client, acking cumulatively.
+func runStompCumulative(ctx context.Context, env Env, cfg Config) (Result, error) {
+	return stompConsume(ctx, env, cfg, "raw-cumulative-ack", false, true)
+}
+
+// stompConsume pre-publishes N to a queue and consumes them with prefetch
+// = in-flight: one ACK per delivery (ack:client-individual), or, when
+// cumulative, one ACK (ack:client) every in-flight/2 deliveries and the
+// last, each acknowledging everything delivered before it.
+func stompConsume(ctx context.Context, env Env, cfg Config, name string, envelope, cumulative bool) (Result, error) {
 	queue := "/queue/Consumer.bench.VirtualTopic." + amqNamespace("raw")
 	conns, closeAll, err := stompConns(env["addr"], amqConns)
 	if err != nil {
@@ -209,12 +228,17 @@ func stompConsume(ctx context.Context, env Env, cfg Config, name string, envelop
 		return Result{}, fmt.Errorf("pre-publish: %w", err)
 	}
 	c := conns[0]
-	sub, err := c.Subscribe(queue, stomp.AckClientIndividual, stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(cfg.InFlight)))
+	mode, every := stomp.AckClientIndividual, 1
+	if cumulative {
+		mode, every = stomp.AckClient, max(cfg.InFlight/2, 1)
+	}
+	sub, err := c.Subscribe(queue, mode, stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(cfg.InFlight)))
 	if err != nil {
 		return Result{}, err
 	}
 	tl := newTally(cfg.N)
 	m := newMeter(tl)
+	pending := make([]int, 0, every)
 	for received := 0; received < cfg.N; received++ {
 		var msg *stomp.Message
 		var ok bool
@@ -231,10 +255,20 @@ func stompConsume(ctx context.Context, env Env, cfg Config, name string, envelop
 		if err != nil {
 			return Result{}, err
 		}
+		pending = append(pending, i)
+		if len(pending) < every && received+1 < cfg.N {
+			continue
+		}
 		if err := c.Ack(msg); err != nil {
 			return Result{}, fmt.Errorf("%s: ack: %w", name, err)
 		}
-		tl.mark(i)
+		for _, j := range pending {
+			tl.mark(j)
+		}
+		pending = pending[:0]
+	}
+	if cumulative {
+		return finishNote(m, name, fmt.Sprintf("go-stomp: prefetch %d, ack:client, one cumulative ACK every %d deliveries", cfg.InFlight, every))
 	}
 	return finishNote(m, name, fmt.Sprintf("go-stomp: prefetch %d, ack:client-individual, one ACK per delivery", cfg.InFlight))
 }

@@ -36,8 +36,9 @@ import (
 // confirmed publish of N messages to a bound queue (the queue's depth is
 // checked to be N afterwards):
 //
-//	raw-publish-256     best raw: amqp091-go, one channel, 256 outstanding
-//	                    confirms
+//	raw-publish-4096    best raw: amqp091-go, one channel, 4096 outstanding
+//	                    confirms (the adapter's default confirm window)
+//	raw-publish-256     weaker: the same with 256 outstanding confirms
 //	amqp-publish        Adapter.Send from 16 goroutines × 16 messages
 //	amqp-publish-1send  one Adapter.Send of all N
 //
@@ -61,7 +62,8 @@ func init() {
 			// Diagnostic: the default pipeline with rounds settled at once.
 			{Name: "amqp-linger0", Run: t.runPipeline(false, flow.WithSettleLinger(0))},
 			{Name: "watermill", Run: runAMQPWatermill},
-			{Name: "raw-publish-256", Run: runRawPublish},
+			{Name: "raw-publish-4096", Run: runRawPublish(4096)},
+			{Name: "raw-publish-256", Run: runRawPublish(256)},
 			{Name: "amqp-publish", Run: runAdapterPublish(16, 16)},
 			{Name: "amqp-publish-1send", Run: runAdapterPublish(1, 0)},
 			{Name: "amqp-latency", Latency: true, Run: t.runLatency()},
@@ -73,8 +75,9 @@ func init() {
 			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"raw-multiack"}},
 			{Label: "raw-single-ack/best-raw", Num: "raw-single-ack", Den: []string{"raw-multiack"}},
 			{Label: "raw-multiack-bare/best-raw", Num: "raw-multiack-bare", Den: []string{"raw-multiack"}},
-			{Label: "amqp-publish/best-raw", Num: "amqp-publish", Den: []string{"raw-publish-256"}},
-			{Label: "amqp-publish-1send/best-raw", Num: "amqp-publish-1send", Den: []string{"raw-publish-256"}},
+			{Label: "amqp-publish/best-raw", Num: "amqp-publish", Den: []string{"raw-publish-4096", "raw-publish-256"}},
+			{Label: "amqp-publish-1send/best-raw", Num: "amqp-publish-1send", Den: []string{"raw-publish-4096", "raw-publish-256"}},
+			{Label: "amqp-publish/raw-publish-256", Num: "amqp-publish", Den: []string{"raw-publish-256"}},
 		}, profileRatios("amqp", "raw-multiack")...),
 	})
 }
@@ -290,37 +293,40 @@ func rawConsume(ctx context.Context, env Env, cfg Config, name string, k int, pu
 	return finishNote(m, name, note)
 }
 
-// runRawPublish: one channel, 256 outstanding confirms.
-func runRawPublish(ctx context.Context, env Env, cfg Config) (Result, error) {
-	conn, err := amqp091.Dial(env["url"])
-	if err != nil {
-		return Result{}, err
+// runRawPublish: one channel, window outstanding confirms.
+func runRawPublish(window int) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		name := "raw-publish-" + strconv.Itoa(window)
+		conn, err := amqp091.Dial(env["url"])
+		if err != nil {
+			return Result{}, err
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil {
+			return Result{}, err
+		}
+		defer ch.Close()
+		exchange, queue, err := rawQueue(ch, amqpNamespace("rawpub"))
+		if err != nil {
+			return Result{}, err
+		}
+		defer func() {
+			_, _ = ch.QueueDelete(queue, false, false, false)
+			_ = ch.ExchangeDelete(exchange, false, false)
+		}()
+		tl := newTally(cfg.N)
+		m := newMeter(tl)
+		m.begin()
+		if err := rawPublish(ctx, conn, exchange, "bench", cfg.N, window, cfg.Payload, persistent, tl.mark); err != nil {
+			return Result{}, err
+		}
+		res, err := finishNote(m, name, fmt.Sprintf("amqp091: one channel, %d outstanding confirms, persistent", window))
+		if err != nil {
+			return Result{}, err
+		}
+		return res, checkDepth(ch, queue, cfg.N)
 	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return Result{}, err
-	}
-	defer ch.Close()
-	exchange, queue, err := rawQueue(ch, amqpNamespace("rawpub"))
-	if err != nil {
-		return Result{}, err
-	}
-	defer func() {
-		_, _ = ch.QueueDelete(queue, false, false, false)
-		_ = ch.ExchangeDelete(exchange, false, false)
-	}()
-	tl := newTally(cfg.N)
-	m := newMeter(tl)
-	m.begin()
-	if err := rawPublish(ctx, conn, exchange, "bench", cfg.N, 256, cfg.Payload, persistent, tl.mark); err != nil {
-		return Result{}, err
-	}
-	res, err := finishNote(m, "raw-publish-256", "amqp091: one channel, 256 outstanding confirms, persistent")
-	if err != nil {
-		return Result{}, err
-	}
-	return res, checkDepth(ch, queue, cfg.N)
 }
 
 // checkDepth fails unless queue holds exactly n messages.

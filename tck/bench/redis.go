@@ -28,8 +28,15 @@ import (
 // consume + settle of N pre-published entries (timed from the first
 // delivery):
 //
-//	raw-xreadgroup     best raw: go-redis XREADGROUP COUNT = in-flight, one
-//	                   XACK of every entry read (the denominator)
+//	raw-xreadgroup-pipelined  best raw: go-redis, each round trip one
+//	                   pipeline of the XACK of the entries read last and the
+//	                   next XREADGROUP COUNT = in-flight
+//	raw-xreadgroup-concurrent best raw: 4 consumers of the group, each
+//	                   XREADGROUP COUNT = in-flight/4 and one XACK per read,
+//	                   concurrently (the denominator is the better of the
+//	                   two)
+//	raw-xreadgroup     weaker: one consumer, XREADGROUP then XACK, strictly
+//	                   one after the other
 //	redis, redis-batch sluice default and batch pipelines
 //	watermill          Watermill router over watermill-redisstream's
 //	                   subscriber
@@ -53,6 +60,8 @@ func init() {
 		DefaultN: 30000,
 		Setup:    setupRedis,
 		Contenders: []Contender{
+			{Name: "raw-xreadgroup-pipelined", Run: runRawXReadGroupPipelined},
+			{Name: "raw-xreadgroup-concurrent", Run: runRawXReadGroupConcurrent(4)},
 			{Name: "raw-xreadgroup", Run: runRawXReadGroup},
 			{Name: "redis", Run: t.runPipeline(false)},
 			{Name: "redis-batch", Run: t.runPipeline(true)},
@@ -65,9 +74,10 @@ func init() {
 			{Name: "redis-latency", Latency: true, Run: target{open: openRedis(false)}.runLatency()},
 		},
 		Ratios: []Ratio{
-			{Label: "redis/best-raw", Num: "redis", Den: []string{"raw-xreadgroup"}},
-			{Label: "redis-batch/best-raw", Num: "redis-batch", Den: []string{"raw-xreadgroup"}},
-			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"raw-xreadgroup"}},
+			{Label: "redis/best-raw", Num: "redis", Den: rawXReadGroups},
+			{Label: "redis-batch/best-raw", Num: "redis-batch", Den: rawXReadGroups},
+			{Label: "watermill/best-raw", Num: "watermill", Den: rawXReadGroups},
+			{Label: "redis/raw-sequential", Num: "redis", Den: []string{"raw-xreadgroup"}},
 			{Label: "redis-publish/best-raw", Num: "redis-publish", Den: []string{"raw-xadd-pipe"}},
 			{Label: "redis-publish/raw-envelope", Num: "redis-publish", Den: []string{"raw-xadd-pipe-envelope"}},
 			{Label: "redis-publish-fsync/best-raw", Num: "redis-publish-fsync", Den: []string{"raw-xadd-pipe-fsync"}},
@@ -161,6 +171,160 @@ func rawXAdd(ctx context.Context, rc *goredis.Client, stream string, n, goroutin
 		}
 	}
 	return first
+}
+
+// rawXReadGroups are the raw consume contenders; the best is the
+// denominator.
+var rawXReadGroups = []string{"raw-xreadgroup-pipelined", "raw-xreadgroup-concurrent", "raw-xreadgroup"}
+
+// rawXReadGroupStream makes a stream with a group and pre-publishes N
+// entries to it.
+func rawXReadGroupStream(ctx context.Context, rc *goredis.Client, name string, cfg Config) (string, error) {
+	stream := redisNamespace(name)
+	if err := rc.XGroupCreateMkStream(ctx, stream, "bench", "$").Err(); err != nil {
+		return "", err
+	}
+	padding := pad(cfg.Payload)
+	if err := rawXAdd(ctx, rc, stream, cfg.N, 1, 256, func(i int) any {
+		return []any{"payload", encodeMsg(i, padding)}
+	}, func(int) {}); err != nil {
+		return "", fmt.Errorf("pre-publish: %w", err)
+	}
+	return stream, nil
+}
+
+// handleEntries handles the entries of an XREADGROUP answer, returning
+// their ids and bench indexes.
+func handleEntries(res []goredis.XStream) (ids []string, idx []int, err error) {
+	for _, st := range res {
+		for _, e := range st.Messages {
+			body, _ := e.Values["payload"].(string)
+			i, err := handleJSON([]byte(body))
+			if err != nil {
+				return nil, nil, err
+			}
+			ids = append(ids, e.ID)
+			idx = append(idx, i)
+		}
+	}
+	return ids, idx, nil
+}
+
+// runRawXReadGroupPipelined acks the entries read last in the same
+// pipeline as the next XREADGROUP: one round trip per batch.
+func runRawXReadGroupPipelined(ctx context.Context, env Env, cfg Config) (Result, error) {
+	const name = "raw-xreadgroup-pipelined"
+	rc := goredis.NewClient(&goredis.Options{Addr: env["addr"]})
+	defer rc.Close()
+	stream, err := rawXReadGroupStream(ctx, rc, name, cfg)
+	defer rc.Del(context.Background(), stream)
+	if err != nil {
+		return Result{}, err
+	}
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	var pendingIDs []string
+	var pendingIdx []int
+	for acked := 0; acked < cfg.N; {
+		var read *goredis.XStreamSliceCmd
+		var ack *goredis.IntCmd
+		_, err := rc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			if len(pendingIDs) > 0 {
+				ack = p.XAck(ctx, stream, "bench", pendingIDs...)
+			}
+			if acked+len(pendingIDs) < cfg.N {
+				read = p.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "bench", Consumer: "c", Streams: []string{stream, ">"},
+					Count: int64(cfg.InFlight), Block: 100 * time.Millisecond})
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return Result{}, fmt.Errorf("%s: %w", name, err)
+		}
+		if ack != nil {
+			if err := ack.Err(); err != nil {
+				return Result{}, fmt.Errorf("%s: XACK: %w", name, err)
+			}
+			for _, i := range pendingIdx {
+				tl.mark(i)
+			}
+			acked += len(pendingIDs)
+		}
+		pendingIDs, pendingIdx = nil, nil
+		if read == nil {
+			continue
+		}
+		res, err := read.Result()
+		if errors.Is(err, goredis.Nil) {
+			continue
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w", name, err)
+		}
+		m.begin()
+		if pendingIDs, pendingIdx, err = handleEntries(res); err != nil {
+			return Result{}, err
+		}
+	}
+	return finishNote(m, name, fmt.Sprintf("go-redis: XACK of the last read and XREADGROUP COUNT %d in one pipeline per round trip", cfg.InFlight))
+}
+
+// runRawXReadGroupConcurrent runs consumers of the group at once, each
+// reading in-flight/consumers entries and acking what it read.
+func runRawXReadGroupConcurrent(consumers int) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		const name = "raw-xreadgroup-concurrent"
+		rc := goredis.NewClient(&goredis.Options{Addr: env["addr"], PoolSize: consumers + 1})
+		defer rc.Close()
+		stream, err := rawXReadGroupStream(ctx, rc, name, cfg)
+		defer rc.Del(context.Background(), stream)
+		if err != nil {
+			return Result{}, err
+		}
+		tl := newTally(cfg.N)
+		m := newMeter(tl)
+		var acked atomic.Int64
+		errs := make(chan error, consumers)
+		for c := range consumers {
+			go func() {
+				errs <- func() error {
+					for acked.Load() < int64(cfg.N) {
+						res, err := rc.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "bench", Consumer: "c" + strconv.Itoa(c), Streams: []string{stream, ">"},
+							Count: int64(max(cfg.InFlight/consumers, 1)), Block: 100 * time.Millisecond}).Result()
+						if errors.Is(err, goredis.Nil) {
+							continue
+						}
+						if err != nil {
+							return err
+						}
+						m.begin()
+						ids, idx, err := handleEntries(res)
+						if err != nil {
+							return err
+						}
+						if err := rc.XAck(ctx, stream, "bench", ids...).Err(); err != nil {
+							return fmt.Errorf("XACK: %w", err)
+						}
+						for _, i := range idx {
+							tl.mark(i)
+						}
+						acked.Add(int64(len(ids)))
+					}
+					return nil
+				}()
+			}()
+		}
+		var first error
+		for range consumers {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return Result{}, fmt.Errorf("%s: %w", name, first)
+		}
+		return finishNote(m, name, fmt.Sprintf("go-redis: %d consumers × XREADGROUP COUNT %d, one XACK per read, concurrently", consumers, max(cfg.InFlight/consumers, 1)))
+	}
 }
 
 func runRawXReadGroup(ctx context.Context, env Env, cfg Config) (Result, error) {

@@ -37,9 +37,30 @@
 //	soak             (build tag soak) a long run with random transient
 //	                 failures and poison; reports peak RSS
 //
+// broker-restart, conn-reset, blackhole, stall and send-unconfirmed run
+// the same stream: a producer of single-message sends, a producer of
+// multi-message Send calls (two senders of 20 messages a call at a steady
+// pace, every tenth poison) that is in a call when the fault begins and
+// keeps sending until five calls started after it healed were confirmed, a consumer and a dead-letter consumer. At the
+// end a fresh consumer joins the group and a fresh dead-letter consumer
+// starts; every message whose Send returned nil must be settled and every
+// confirmed dead letter seen on the dead-letter topic. The connection
+// faults go through one proxy per process and must each hit at least one
+// connection of the producer and one of the consumer.
+//
 // Every scenario ends with a goroutine leak check (goleak) once the
 // scenario's adapters and broker are closed, ignoring only what
 // Target.IgnoreLeaks lists.
+//
+// # Excuses
+//
+// A known broker defect may turn a failure into a SKIP that names it, but
+// only with proof that the defect explains it: Target.BrokerDrops excuses
+// messages that never reached any client (Target.Arrivals) and were sent
+// inside a fault window; Broker.KnownDeadlock excuses messages that never
+// reached any client and the goroutines Broker.DeadlockStranded claims.
+// A message a client received, a failed settlement, a consumer that
+// cannot start, a leaked sluice goroutine still fail.
 //
 // # Timing
 //

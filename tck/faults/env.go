@@ -29,6 +29,7 @@ type env struct {
 	topic  ports.Topic
 	group  string
 	l      *tck.Ledger
+	w      *witness
 	// runPath is the name of the test that called Run, for re-executing
 	// the test binary as a consumer process.
 	runPath string
@@ -37,7 +38,8 @@ type env struct {
 	consumers []*consumer
 	procs     map[ports.Adapter]process
 	processes int
-	// knownBug: the scenario ended as a skip naming Target.BrokerDrops.
+	// knownBug: the scenario ended as a skip naming Target.BrokerDrops
+	// or a proven broker deadlock.
 	knownBug bool
 
 	errMu    sync.Mutex
@@ -53,6 +55,7 @@ func newEnv(t *testing.T, target Target, b *Broker, fault string) *env {
 		topic: ports.Topic("faults." + fault + "." + suffix),
 		group: "g" + suffix,
 		l:     ledgerFor(target, fault),
+		w:     newWitness(target.Arrivals != nil),
 		procs: map[ports.Adapter]process{},
 	}
 	// Registered before anything the scenario makes, so it runs after all
@@ -68,10 +71,14 @@ func newEnv(t *testing.T, target Target, b *Broker, fault string) *env {
 			e.l.Record(t)
 			return
 		}
-		if r := e.l.Report(); r.Lost > 0 && e.b.KnownDeadlock != nil {
-			if proof := e.b.KnownDeadlock(); proof != "" {
+		if r := e.l.Report(); r.Lost > 0 {
+			if dl := e.l.OnDeadLetterTopic(e.l.LostIDs()); len(dl) > 0 {
+				t.Logf("%d lost message(s) are on the dead-letter topic although no dead-letter settlement of theirs was reported done, "+
+					"and the original never came back: the broker carried out a settlement the adapter reported failed (e.g. %v)", len(dl), dl[:min(len(dl), 5)])
+			}
+			if excuse := e.deadlockExcuse(e.l.LostIDs()); excuse != "" {
 				e.l.Record(t)
-				t.Skipf("KNOWN BROKER DEADLOCK (%d confirmed message(s) lost): %s", r.Lost, proof)
+				t.Skipf("KNOWN BROKER DEADLOCK (%d confirmed message(s) lost, none of which reached a client): %s", r.Lost, excuse)
 			}
 		}
 		e.l.Check(t)
@@ -123,6 +130,9 @@ func (e *env) dialAs(addr, identity string) ports.Adapter {
 	if err != nil {
 		e.t.Fatalf("making a %s adapter at %q: %v", e.target.Name, addr, err)
 	}
+	if e.target.Arrivals != nil {
+		e.target.Arrivals(a, e.w.arrival)
+	}
 	e.mu.Lock()
 	e.procs[a] = process{addr: addr, identity: identity}
 	e.mu.Unlock()
@@ -146,13 +156,9 @@ func (e *env) adapter() ports.Adapter { return e.dial(e.b.Addr) }
 // restart of that process), connected to the broker directly.
 func (e *env) replace(c *consumer) ports.Adapter { return e.dialAs(e.b.Addr, c.proc.identity) }
 
-// proxy puts a Proxy in front of the broker, closed at the end, or
-// returns the one the broker sits behind.
+// proxy puts a new Proxy in front of the broker, closed at the end.
 func (e *env) proxy() *Proxy {
 	e.t.Helper()
-	if e.b.Proxy != nil {
-		return e.b.Proxy
-	}
 	var p *Proxy
 	var err error
 	if e.b.RewriteAddr {
@@ -205,9 +211,6 @@ func (e *env) consumeOn(a ports.Adapter, spec ports.SubscriptionSpec, workers in
 	e.mu.Unlock()
 	flow.Sink(c.p.Source(), h, flow.Workers(workers))
 	if err := c.p.Start(e.ctx); err != nil {
-		// A deadlocked broker accepts no new connection either: a
-		// consumer restarted after the deadlock cannot subscribe.
-		e.skipIfDeadlocked(fmt.Sprintf("starting a consumer of %s: %v", spec.Topic, err))
 		e.t.Fatalf("starting a consumer of %s: %v", spec.Topic, err)
 	}
 	e.t.Cleanup(c.stop)
@@ -261,6 +264,7 @@ const sendTimeout = 5 * time.Second
 // with the same id until it is confirmed.
 type producer struct {
 	done    chan struct{}
+	quit    chan struct{} // closed at the end of the scenario: stop retrying
 	retries atomic.Int64
 	retried chan struct{} // one signal per retry, dropped when full
 	err     error
@@ -269,7 +273,7 @@ type producer struct {
 // produce starts a producer of n messages made by mk, pausing every
 // between sends (the pace of the stream, not synchronisation).
 func (e *env) produce(a ports.Sender, n int, every time.Duration, mk func(i int) ports.Message) *producer {
-	p := &producer{done: make(chan struct{}), retried: make(chan struct{}, 64)}
+	p := &producer{done: make(chan struct{}), quit: make(chan struct{}), retried: make(chan struct{}, 64)}
 	go func() {
 		defer close(p.done)
 		for i := range n {
@@ -280,6 +284,9 @@ func (e *env) produce(a ports.Sender, n int, every time.Duration, mk func(i int)
 			if every > 0 {
 				select {
 				case <-time.After(every):
+				case <-p.quit:
+					p.err = errStopped
+					return
 				case <-e.ctx.Done():
 					p.err = e.ctx.Err()
 					return
@@ -287,11 +294,13 @@ func (e *env) produce(a ports.Sender, n int, every time.Duration, mk func(i int)
 			}
 		}
 	}()
-	e.t.Cleanup(func() { <-p.done })
+	// A scenario that ended early (failed, or skipped on proof) stops it.
+	e.t.Cleanup(func() { close(p.quit); <-p.done })
 	return p
 }
 
 func (e *env) sendRetrying(a ports.Sender, m ports.Message, p *producer) error {
+	e.w.sent(m.Headers[ports.HeaderID])
 	for {
 		ctx, cancel := context.WithTimeout(e.ctx, sendTimeout)
 		err := e.l.Send(ctx, a, m)
@@ -311,20 +320,28 @@ func (e *env) sendRetrying(a ports.Sender, m ports.Message, p *producer) error {
 		}
 		select {
 		case <-time.After(20 * time.Millisecond): // retry pacing
+		case <-p.quit:
+			return errStopped
 		case <-e.ctx.Done():
 			return e.ctx.Err()
 		}
 	}
 }
 
+// errStopped: the scenario ended while a producer still retried.
+var errStopped = errors.New("faults: the scenario ended while the producer still retried")
+
 // wait waits for the producer to finish and fails the scenario if it
 // could not send everything.
 func (p *producer) wait(e *env) {
 	e.t.Helper()
+	ctx, cancel := withTimeout(e.ctx, e.target)
+	defer cancel()
 	select {
 	case <-p.done:
-	case <-e.ctx.Done():
-		e.t.Fatalf("producer still running when the scenario's time was up")
+	case <-ctx.Done():
+		e.skipIfDeadlocked("producer still sending after the target's timeout")
+		e.t.Fatalf("producer still sending after %v", e.target.Timeout)
 	}
 	if p.err != nil {
 		e.t.Fatalf("producer: %v", p.err)
@@ -344,18 +361,40 @@ func (e *env) await(what string, cond func(tck.Counts) bool) {
 }
 
 // skipIfDeadlocked ends the scenario as a skip when the broker proves a
-// known deadlock of its own (Broker.KnownDeadlock); what names the
-// failure it explains. The ledger is still printed.
+// known deadlock of its own (Broker.KnownDeadlock) and every confirmed
+// message not settled yet is proven never to have reached a client: the
+// messages the deadlocked broker holds. what names the failure it
+// explains. The ledger is still printed.
 func (e *env) skipIfDeadlocked(what string) {
-	if e.b.KnownDeadlock == nil {
-		return
-	}
-	proof := e.b.KnownDeadlock()
-	if proof == "" {
+	excuse := e.deadlockExcuse(e.l.LostIDs())
+	if excuse == "" {
 		return
 	}
 	e.knownBug = true
-	e.t.Skipf("KNOWN BROKER DEADLOCK (%s): %s", what, proof)
+	e.t.Skipf("KNOWN BROKER DEADLOCK (%s): %s", what, excuse)
+}
+
+// deadlockExcuse returns the broker's proof of a known deadlock when it
+// explains the loss of ids (confirmed, never settled): none of them
+// reached a client. Otherwise it returns "", saying why in the log when a
+// proof exists.
+func (e *env) deadlockExcuse(ids []string) string {
+	if e.b.KnownDeadlock == nil {
+		return ""
+	}
+	proof := e.b.KnownDeadlock()
+	if proof == "" {
+		return ""
+	}
+	if r := e.l.Report(); r.LostAfterSettleError > 0 {
+		e.t.Logf("the broker proves a known deadlock, but %d lost message(s) had a failed settlement: not excused (%s)", r.LostAfterSettleError, firstLine(proof))
+		return ""
+	}
+	if why := e.w.neverArrived(ids); why != "" {
+		e.t.Logf("the broker proves a known deadlock, but it does not explain this loss: %s (%s)", why, firstLine(proof))
+		return ""
+	}
+	return proof
 }
 
 // settled waits until every confirmed message was acked or dead-lettered.
@@ -399,12 +438,28 @@ func (e *env) settleAll(h func(context.Context, *ports.Delivery) error) {
 	if err == nil {
 		return
 	}
-	if r := e.l.Report(); e.target.BrokerDrops[e.fault] != "" && r.Lost > 0 && r.Lost == r.LostUndelivered {
-		e.knownBug = true
-		e.t.Skipf("KNOWN BROKER LOSS %s: %d confirmed message(s) never delivered (e.g. %v)", e.target.BrokerDrops[e.fault], r.Lost, r.LostSample)
-	}
+	e.skipIfBrokerDropped()
 	e.skipIfDeadlocked("after restarting the consumers: " + err.Error())
 	e.t.Fatalf("after restarting the consumers: %v", err)
+}
+
+// skipIfBrokerDropped ends the scenario as a skip naming
+// Target.BrokerDrops when every lost message is proven never to have
+// reached a client and was first sent inside a fault window (see
+// BrokerDrops); otherwise it logs why the loss is not excused and returns.
+func (e *env) skipIfBrokerDropped() {
+	reason := e.target.BrokerDrops[e.fault]
+	lost := e.l.LostIDs()
+	if reason == "" || len(lost) == 0 {
+		return
+	}
+	if why := e.w.droppedInWindow(lost); why != "" {
+		e.t.Logf("not excused as %s's known broker loss: %s", e.target.Name, why)
+		return
+	}
+	e.knownBug = true
+	e.t.Skipf("KNOWN BROKER LOSS %s: %d confirmed message(s) that never reached a client, each sent inside a fault window (%s), e.g. %v",
+		reason, len(lost), e.w.describe(), lost[:min(len(lost), 5)])
 }
 
 // ok is a handler that succeeds.

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/ports"
@@ -34,30 +35,122 @@ func init() {
 	}, scenarioKill)
 }
 
-// stream runs a paced producer on pa and a consumer on ca whose handlers
-// each work for a while, so that several deliveries are in flight and
-// several publishes unconfirmed at any moment; it calls fault once a
-// third of the stream was acked, and waits until the producer sent
-// everything and every confirmed message was settled.
+// batchBase numbers the batch producer's messages apart from the single
+// producer's.
+const batchBase = 1_000_000
+
+// stream runs on pa a paced producer of single-message sends and a batch
+// producer of multi-message Send calls (every tenth of its messages
+// poison, except under -race on a target with a ClientRace), and on ca a consumer whose handlers each work for a while and a
+// consumer of the dead-letter topic, so that deliveries, publishes and
+// dead-letter publishes are in flight at any moment. Once a third of the
+// single stream was acked it waits for a batch Send call to be in flight
+// and calls fault, which returns once the fault healed; the batch
+// producer keeps sending until batchesAfter calls started after that were
+// confirmed. Then a fresh consumer joins the group and drains it, and
+// the scenario waits until every confirmed message was settled and every
+// confirmed dead letter reached the dead-letter topic. A message whose
+// Send returned nil and that nobody received fails it (lost in the LEDGER
+// line).
 func (e *env) stream(pa, ca ports.Adapter, fault func(p *producer)) {
 	e.t.Helper()
 	n := e.target.Messages
+	e.dlq(ca, nil)
 	e.consume(ca, e.spec(), work)
+	poison := true
+	if raceEnabled && e.target.ClientRace != "" {
+		// The consumer publishes dead letters over its faulted connections.
+		poison = false
+		e.t.Logf("no poison in the stream under -race: a consumer publishing dead letters while it reconnects triggers %s", e.target.ClientRace)
+	}
 	p := e.produce(pa, n, 2*time.Millisecond, func(i int) ports.Message { return e.message(i, false) })
+	b := e.produceBatches(pa, func(i int) ports.Message { return e.message(batchBase+i, poison && i%10 == 9) })
 	e.await("a third of the stream acked before the fault", func(c tck.Counts) bool { return c.Acked >= n/3 })
+	b.awaitCall(e)
+	began := time.Now()
 	fault(p)
+	healed := time.Now()
+	b.stopAfterHeal()
 	p.wait(e)
-	e.settleAll(work)
+	b.wait(e)
+	inFlight := b.overlapping(began, healed)
+	e.t.Logf("batch producer: %s; %d call(s) in flight during the fault (%v)", b, inFlight, healed.Sub(began).Round(time.Millisecond))
+	if inFlight == 0 {
+		e.t.Fatalf("no multi-message Send call was in flight during the fault: the scenario proved nothing about confirms across it")
+	}
+	e.drainFresh(work)
 	e.t.Logf("producer retried %d unconfirmed send(s)", p.retries.Load())
 }
 
-// work is a handler that works for 10ms (the business side effect).
-func work(ctx context.Context, _ *ports.Delivery) error {
+// drainFresh starts a fresh consumer (a new process) in the scenario's
+// group and a fresh consumer of the dead-letter topic, sends a marker,
+// and waits until every confirmed message was settled and every confirmed
+// dead letter arrived (settleAll restarts stuck consumers first).
+func (e *env) drainFresh(h func(context.Context, *ports.Delivery) error) {
+	e.t.Helper()
+	e.l.Mark("fresh-consumer")
+	var got atomic.Int64
+	fresh := e.adapter()
+	e.consume(fresh, e.spec(), func(ctx context.Context, d *ports.Delivery) error {
+		got.Add(1)
+		return h(ctx, d)
+	})
+	e.dlq(fresh, nil)
+	e.produce(fresh, 1, 0, func(i int) ports.Message { return e.message(2*batchBase+i, false) }).wait(e)
+	e.settleAll(h)
+	e.deadLettersArrived()
+	e.t.Logf("a fresh consumer of the group received %d message(s) at the end", got.Load())
+}
+
+// deadLettersArrived waits until every message whose dead-letter publish
+// was confirmed was seen on the dead-letter topic, and fails the scenario
+// naming those that never were.
+func (e *env) deadLettersArrived() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, min(e.target.Timeout/2, 20*time.Second))
+	defer cancel()
+	for {
+		missing := e.l.MissingDeadLetters()
+		if len(missing) == 0 {
+			return
+		}
+		seen := e.l.Counts().DeadLetterArrived
+		if err := e.l.Await(ctx, "a dead letter on the dead-letter topic", func(c tck.Counts) bool { return c.DeadLetterArrived > seen }); err != nil {
+			e.skipIfDeadlocked("dead letters never arrived: " + err.Error())
+			e.t.Fatalf("%d message(s) dead-lettered with a confirmed publish never reached the dead-letter topic, e.g. %v: %v",
+				len(missing), missing[:min(len(missing), 5)], err)
+		}
+	}
+}
+
+// work is the stream's handler: it works for 10ms (the business side
+// effect) and rejects poison as a business rule would.
+func work(ctx context.Context, d *ports.Delivery) error {
+	if b, err := decodeBody(d); err != nil {
+		return err
+	} else if b.Poison {
+		return ports.Poisonf("message %d is poison", b.N)
+	}
 	select {
 	case <-time.After(10 * time.Millisecond):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// awaitRecovered waits until a message first sent after mark was acked:
+// the producer and the consumer both talk to the broker again.
+func (e *env) awaitRecovered(mark string) {
+	e.t.Helper()
+	ctx, cancel := withTimeout(e.ctx, e.target)
+	defer cancel()
+	for !e.l.Recovered(mark) {
+		acked := e.l.Counts().Acked
+		if err := e.l.Await(ctx, "an ack after "+mark, func(c tck.Counts) bool { return c.Acked > acked }); err != nil {
+			e.skipIfDeadlocked(err.Error())
+			e.t.Fatalf("no message sent after %s was acked: %v", mark, err)
+		}
 	}
 }
 
@@ -69,30 +162,35 @@ func (e *env) sleep(d time.Duration) {
 	}
 }
 
-// proxied returns a proxy and a producer and a consumer adapter behind
-// it; under -race with a ClientRace the producer connects directly.
-func (e *env) proxied() (px *Proxy, pa, ca ports.Adapter) {
-	px = e.proxy()
-	ca = e.dial(px.Addr())
-	if e.b.Proxy != nil {
-		return px, e.adapter(), ca // every connection goes through it anyway
-	}
-	if raceEnabled && e.target.ClientRace != "" {
-		e.t.Logf("under -race only the consumer's connections go through the faulted proxy: a producer reconnecting while it sends triggers %s", e.target.ClientRace)
-		return px, e.adapter(), ca
-	}
-	return px, e.dial(px.Addr()), ca
+// begin marks a fault in the ledger and opens its window (see
+// Target.BrokerDrops); heal closes it.
+func (e *env) begin(name string) *faultWindow {
+	e.l.Mark(name)
+	return e.w.begin(name)
 }
 
+func (e *env) heal(f *faultWindow) { e.w.heal(f) }
+
 // broker-restart: the broker restarts mid-stream (stored messages kept);
-// the producer and the consumer are separate processes.
+// the producer and the consumer are separate processes, and a third
+// consumer process of the group, holding what it received, is SIGKILLed
+// just before the restart and replaced (where the broker is reached over
+// the network).
 func scenarioRestart(e *env) {
 	if e.b.RestartNote != "" {
 		e.t.Logf("broker-restart on %s: %s", e.target.Name, e.b.RestartNote)
 	}
 	pa, ca := e.adapter(), e.adapter()
+	var v *victim
+	if networked(e.b, e.target) == "" {
+		v = e.startVictim()
+	}
 	e.stream(pa, ca, func(*producer) {
-		e.l.Mark("restart")
+		if v != nil {
+			v.kill(e) // a consumer process dies as the broker goes down
+		}
+		f := e.begin("restart")
+		defer e.heal(f)
 		bound := e.b.RestartTimeout
 		if bound <= 0 {
 			bound = 4 * time.Minute
@@ -106,46 +204,58 @@ func scenarioRestart(e *env) {
 }
 
 // conn-reset: every connection is reset (TCP RST) mid-stream, and again
-// once the flow resumed.
+// once the flow resumed. Each reset must cut at least one connection of
+// the producer and one of the consumer.
 func scenarioReset(e *env) {
-	px, pa, ca := e.proxied()
+	ls, pa, ca := e.proxied()
 	n := e.target.Messages
 	e.stream(pa, ca, func(*producer) {
-		e.l.Mark("reset-1")
-		first := px.Reset()
-		e.await("the flow resumed after the first reset", func(c tck.Counts) bool { return c.Acked >= 2*n/3 })
-		e.l.Mark("reset-2")
-		second := px.Reset()
-		e.t.Logf("reset %d then %d connection(s)", first, second)
+		f := e.begin("reset-1")
+		first := ls.reset()
+		e.heal(f)
+		ls.mustHaveHit(e, "the first reset", first)
+		e.await("the stream two-thirds acked", func(c tck.Counts) bool { return c.Acked >= 2*n/3 })
+		e.awaitRecovered("reset-1") // producer and consumer connected again
+		f = e.begin("reset-2")
+		second := ls.reset()
+		e.heal(f)
+		ls.mustHaveHit(e, "the second reset", second)
+		e.t.Logf("reset %s, then %s", first, second)
 	})
 }
 
 // blackhole: nothing is forwarded for a while (packets dropped, no
 // FIN/RST), then the dead connections are torn down and new ones flow.
 func scenarioBlackhole(e *env) {
-	px, pa, ca := e.proxied()
+	ls, pa, ca := e.proxied()
 	e.stream(pa, ca, func(*producer) {
-		e.l.Mark("blackhole")
-		px.Stall()
+		f := e.begin("blackhole")
+		ls.stall()
 		e.sleep(outage)
-		n := px.Reset()
-		px.Resume()
+		cut := ls.reset()
+		ls.resume()
+		e.heal(f)
 		e.l.Mark("torn-down")
-		e.t.Logf("black-holed for %v, then reset %d connection(s)", outage, n)
+		ls.mustHaveHit(e, "the black hole's tear-down", cut)
+		e.t.Logf("black-holed for %v, then reset %s", outage, cut)
 	})
 }
 
 // stall: nothing is forwarded for a while (stalled reads), then the link
-// resumes and the held bytes are delivered late.
+// resumes and the held bytes are delivered late. At least one connection
+// of the producer and one of the consumer must be stalled.
 func scenarioStall(e *env) {
-	px, pa, ca := e.proxied()
+	ls, pa, ca := e.proxied()
 	e.stream(pa, ca, func(*producer) {
-		e.l.Mark("stall")
-		px.Stall()
+		f := e.begin("stall")
+		ls.stall()
+		held := ls.live()
 		e.sleep(outage)
-		px.Resume()
+		ls.resume()
+		e.heal(f)
 		e.l.Mark("resume")
-		e.t.Logf("stalled for %v, then resumed; proxy %+v", outage, px.Stats())
+		ls.mustHaveHit(e, "the stall", held)
+		e.t.Logf("stalled %s for %v, then resumed", held, outage)
 	})
 }
 

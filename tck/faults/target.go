@@ -56,10 +56,23 @@ type Target struct {
 	Deferred func(error) bool
 	// BrokerDrops names scenarios in which the broker itself is known to
 	// drop confirmed messages before delivering them, with the reason. A
-	// loss there made only of messages that were never delivered ends the
-	// scenario as a SKIP naming the reason (with its LEDGER line); any
-	// other loss still fails it.
+	// loss there ends the scenario as a SKIP naming the reason (with its
+	// LEDGER line) only when every lost message is proven never to have
+	// reached any client of the scenario (Arrivals is required: without
+	// it nothing is excused) and was first sent inside the fault's window:
+	// from the send of the newest message a client had received when the
+	// fault began, to the first arrival at a client of a message sent
+	// after the fault healed. Any other loss still fails it — a message the client
+	// received and the pipeline never saw, one confirmed long before the
+	// fault, one sent after the flow resumed.
 	BrokerDrops map[string]string
+	// Arrivals, when set, makes adapter a report the message id
+	// (ports.HeaderID) of every message its connection receives, before
+	// the adapter handles it, by calling arrived (from any goroutine). The
+	// kit calls it on every adapter it makes, before subscribing. It is
+	// what lets BrokerDrops and Broker.KnownDeadlock tell a message the
+	// broker never delivered from one the adapter dropped.
+	Arrivals func(adapter ports.Adapter, arrived func(id string))
 	// ClientRace, when set, describes a data race inside the broker's
 	// client library that a producer reconnecting while it sends
 	// triggers. Under -race the kit then keeps producers off the faulted
@@ -127,11 +140,20 @@ type Broker struct {
 	// KnownDeadlock, when set, proves a known deadlock of the broker
 	// itself from what the test can observe (the goroutine stacks of an
 	// in-process broker): it returns the proof, or "" when there is none.
-	// A scenario that would fail — a wait that ran out, a loss, a leak —
-	// while it returns a proof ends as a SKIP "KNOWN BROKER DEADLOCK"
-	// printing the proof; without a proof every failure stands. Say which
-	// upstream bug it is.
+	// The proof excuses only what the deadlock explains: a loss, or a
+	// wait that ran out, ends as a SKIP "KNOWN BROKER DEADLOCK" when
+	// every message it concerns (confirmed and never settled) is proven
+	// never to have reached any client (Target.Arrivals; without it
+	// nothing is excused) — the messages the deadlocked broker holds. A
+	// message a client received, a failed settlement, a consumer that
+	// cannot start, still fail. Say which upstream bug it is.
 	KnownDeadlock func() string
+	// DeadlockStranded, with KnownDeadlock, tells the leak check which
+	// leftover goroutines a proven deadlock stranded: it gets one
+	// goroutine's stack and reports whether it is the broker's, blocked
+	// by the deadlock. Every other leftover goroutine still fails the
+	// scenario. Nil: a proof excuses no leak.
+	DeadlockStranded func(stack string) bool
 }
 
 // scenario is one fault.
@@ -180,15 +202,9 @@ func Run(t *testing.T, target Target) {
 			if s.name == "soak" && !soakEnabled {
 				t.Skipf("SKIP %s/soak: the soak runs only with -tags soak (go test -tags soak -run '%s/soak' -timeout 60m -v <this package>)", target.Name, runPath)
 			}
-			var deadlock func() string // set once the broker is known
-			leakCheck(t, target, func() string {
-				if deadlock == nil {
-					return ""
-				}
-				return deadlock()
-			})
-			b := target.Start(t)
-			deadlock = b.KnownDeadlock
+			var b *Broker // set once the broker is known
+			leakCheck(t, target, func() *Broker { return b })
+			b = target.Start(t)
 			if why := s.needs(b, target); why != "" {
 				t.Skipf("SKIP %s/%s: %s", target.Name, s.name, why)
 			}
@@ -200,20 +216,33 @@ func Run(t *testing.T, target Target) {
 }
 
 // leakCheck registers, first so that it runs last, a check that the
-// scenario left no goroutine behind. The goroutines a proven broker
-// deadlock (deadlock's answer) strands are printed, not failed.
-func leakCheck(t *testing.T, target Target, deadlock func() string) {
+// scenario left no goroutine behind. When the broker proves a known
+// deadlock, the goroutines it says that deadlock stranded
+// (Broker.DeadlockStranded) are printed, not failed; any other still
+// fails.
+func leakCheck(t *testing.T, target Target, broker func() *Broker) {
 	opts := append(slices.Clone(target.IgnoreLeaks), goleak.IgnoreCurrent())
 	t.Cleanup(func() {
 		err := goleak.Find(opts...)
 		if err == nil {
 			return
 		}
-		if proof := deadlock(); proof != "" {
-			t.Logf("goroutines left after %s by the broker's KNOWN DEADLOCK (not failed; %s): %v", t.Name(), firstLine(proof), err)
+		b := broker()
+		if b == nil || b.KnownDeadlock == nil || b.DeadlockStranded == nil {
+			t.Errorf("goroutines leaked after %s: %v", t.Name(), err)
 			return
 		}
-		t.Errorf("goroutines leaked after %s: %v", t.Name(), err)
+		proof := b.KnownDeadlock()
+		if proof == "" {
+			t.Errorf("goroutines leaked after %s: %v", t.Name(), err)
+			return
+		}
+		stranded, others := SplitLeaks(err, b.DeadlockStranded)
+		if len(others) > 0 {
+			t.Errorf("goroutines leaked after %s, besides %d stranded by the broker's known deadlock: %s", t.Name(), len(stranded), strings.Join(others, "\n\n"))
+			return
+		}
+		t.Logf("%d goroutine(s) left after %s by the broker's KNOWN DEADLOCK (not failed; %s)", len(stranded), t.Name(), firstLine(proof))
 	})
 }
 
