@@ -29,7 +29,11 @@
 //     delayed set and the original is acknowledged, in one Lua step.
 //   - DEAD_LETTER: MULTI { XADD <t>.dlq (reason, attempts, original topic
 //     headers); XACK } — the dead-letter entry and the removal of the
-//     original commit together or not at all.
+//     original commit together or not at all. When the EXEC's answer is
+//     lost with its connection, the adapter asks (XPENDING, on a fresh
+//     connection) whether the originals are still pending: gone, the step
+//     ran and Settle succeeds; still pending, Settle fails and they come
+//     back. The delayed requeue's Lua step is checked the same way.
 //   - No settlement: the entry stays in the pending entries list. Stop
 //     sets the idle time of what it held to ClaimMinIdle, so the next
 //     consumer's XAUTOCLAIM takes it at once; a crashed consumer's entries

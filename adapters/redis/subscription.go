@@ -544,6 +544,9 @@ func (s *subscription) requeue(ctx context.Context, ds []*ports.Delivery, hs []*
 		delayAddAckScript.Eval(ctx, pipe, []string{s.a.delayedMsgKey(), s.a.delayedKey(), s.stream}, args...)
 	}
 	cmds, err := pipe.Exec(ctx)
+	if err != nil && s.committed(ctx, hs) {
+		return nil // the scripts ran; only their answers were lost
+	}
 	if err != nil {
 		for _, c := range cmds {
 			if c.Err() != nil {
@@ -590,10 +593,55 @@ func (s *subscription) deadLetter(ctx context.Context, ds []*ports.Delivery, hs 
 		p.XAck(ctx, s.stream, s.group, ids(hs)...)
 		return nil
 	})
+	if err != nil && s.committed(ctx, hs) {
+		return nil // EXEC ran; only its answer was lost
+	}
 	if err != nil {
 		return fmt.Errorf("%w: dead-letter to %s: %v", ports.ErrUnconfirmed, dlq, err)
 	}
 	return nil
+}
+
+// committed settles the doubt left by an atomic step (MULTI/EXEC, a Lua
+// script) that acknowledges hs and whose answer was lost with its
+// connection: it may have run. The entries are held by this consumer and
+// only that step acknowledges them, so it ran if and only if none of them
+// is pending any more. The check is retried on a fresh connection as ack
+// is; it reports true only when the broker answered that no entry is
+// pending, and false when any still is or the broker could not be asked
+// (the settlement is then reported failed, and the entries come back if
+// they are still pending).
+func (s *subscription) committed(ctx context.Context, hs []*handle) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	backoff := 10 * time.Millisecond
+	for retry := 0; ; retry++ {
+		pipe := s.a.rc.Pipeline()
+		cmds := make([]*goredis.XPendingExtCmd, len(hs))
+		for i, h := range hs {
+			cmds[i] = pipe.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: s.stream, Group: s.group, Start: h.id, End: h.id, Count: 1})
+		}
+		if _, err := pipe.Exec(ctx); err == nil {
+			for _, c := range cmds {
+				if len(c.Val()) > 0 {
+					return false
+				}
+			}
+			return true
+		}
+		if retry == 5 || ctx.Err() != nil {
+			return false
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+		backoff *= 2
+	}
 }
 
 // Stop stops reading and hands every held entry back to the group: their
