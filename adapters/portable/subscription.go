@@ -1,0 +1,296 @@
+package portable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Subscription is a ports.Subscription over a driver.Subscription.
+type Subscription struct {
+	a       *Adapter
+	ds      driver.Subscription
+	spec    ports.SubscriptionSpec
+	settler *kit.Settler
+	delayer *kit.Delayer // delayed requeues and not-before holds, on the adapter's scheduler
+	errs    *kit.Errors
+
+	recvMu sync.Mutex   // held by Receive: Stop waits for it before closing the driver
+	gate   sync.RWMutex // read-held by Settle, write-held by Stop
+
+	mu         sync.Mutex
+	out        int                // deliveries handed out and not settled: the in-flight bound
+	ready      []*ports.Delivery  // held deliveries now due
+	cancelRecv context.CancelFunc // interrupts a driver ReceiveBatch
+	stopped    bool
+	room       chan struct{} // capacity 1: a slot was freed or a hold fell due
+	done       chan struct{} // closed by Stop
+}
+
+var _ ports.Subscription = (*Subscription)(nil)
+
+// handle is a delivery's Delivery.Handle: its settlement claim, the
+// driver's handle and the subscription that handed it out.
+type handle struct {
+	claim kit.Claim
+	h     any
+	sub   *Subscription
+}
+
+func newSubscription(a *Adapter, ds driver.Subscription, spec ports.SubscriptionSpec) *Subscription {
+	s := &Subscription{a: a, ds: ds, spec: spec, errs: kit.NewErrors(16), room: make(chan struct{}, 1), done: make(chan struct{})}
+	s.delayer = kit.NewDelayer(kit.DelayerOptions{Scheduler: a.sched})
+	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report}
+	s.settler.Tracker.Lookup = s.claim
+	if !a.caps.DelayedMessage {
+		s.settler.Delayer = s.delayer // copies are held, then published without delay
+	}
+	return s
+}
+
+// claim finds d's settlement claim, refusing a delivery of another
+// subscription.
+func (s *Subscription) claim(d *ports.Delivery) (*kit.Claim, error) {
+	if x, ok := d.Handle.(*handle); ok && x.sub == s {
+		return &x.claim, nil
+	}
+	return nil, &ports.ValueError{Field: "Delivery.Handle", Reason: fmt.Sprintf("of message %q was not handed out by this subscription", d.ID)}
+}
+
+func (s *Subscription) report(err error) { s.errs.Report(s.a.scrub(err)) }
+
+// signal wakes a Receive waiting for room or a due hold.
+func (s *Subscription) signal() {
+	select {
+	case s.room <- struct{}{}:
+	default:
+	}
+}
+
+// Receive returns up to max deliveries, never more than the free slots of
+// SubscriptionSpec.InFlight (it waits for a settlement when none is free).
+// A retryable broker failure is reported on Errors and retried after a
+// backoff; another one is returned, classified. It returns ctx.Err() when
+// ctx is done and ports.ErrClosed after Stop.
+func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
+	if max < 1 {
+		return nil, &ports.ValueError{Field: "Receive max", Reason: "must be at least 1"}
+	}
+	s.recvMu.Lock()
+	defer s.recvMu.Unlock()
+	for attempt := 0; ; {
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			return nil, ports.ErrClosed
+		}
+		if len(s.ready) > 0 {
+			n := min(max, len(s.ready))
+			out := append([]*ports.Delivery(nil), s.ready[:n]...)
+			s.ready = s.ready[n:]
+			s.mu.Unlock()
+			return out, nil
+		}
+		room := s.spec.InFlight - s.out
+		if room <= 0 {
+			s.mu.Unlock()
+			if err := s.wait(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		s.cancelRecv = cancel
+		s.mu.Unlock()
+
+		recs, err := s.ds.ReceiveBatch(rctx, min(max, room))
+
+		s.mu.Lock()
+		s.cancelRecv = nil
+		stopped := s.stopped
+		s.mu.Unlock()
+		woken := rctx.Err() != nil
+		cancel()
+		switch {
+		case err == nil:
+			attempt = 0
+			if out := s.deliveries(recs); len(out) > 0 {
+				return out, nil
+			}
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case stopped:
+			return nil, ports.ErrClosed
+		case woken:
+			// a hold fell due: take it on the next turn
+		default:
+			err = s.a.classify("receive", err)
+			var be *ports.BrokerError
+			if !errors.As(err, &be) || !be.Retryable {
+				return nil, err
+			}
+			wait := s.a.backoff.Delay(attempt)
+			attempt++
+			s.report(fmt.Errorf("receive from %q failed (attempt %d), retrying in %v: %w", string(s.spec.Topic), attempt, wait, err))
+			if err := s.sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// wait blocks until a slot is freed, a hold falls due, Stop or ctx.
+func (s *Subscription) wait(ctx context.Context) error {
+	select {
+	case <-s.room:
+		return nil
+	case <-s.done:
+		return ports.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sleep is a backoff wait that Stop and ctx cut short.
+func (s *Subscription) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-s.done:
+		return ports.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// deliveries turns records into deliveries, counting each in the in-flight
+// bound, and holds those whose not-before time is still ahead.
+func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
+	now := s.a.clock.Now()
+	out := make([]*ports.Delivery, 0, len(recs))
+	xs := make([]handle, len(recs))
+	ds := make([]ports.Delivery, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		x, d := &xs[i], &ds[i]
+		x.h, x.sub = r.Handle, s
+		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: now, Handle: x, Err: r.Err}
+		d.Topic = s.spec.Topic
+		d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers)
+		if d.ID == "" && r.BrokerID != "" {
+			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
+		}
+		if v, ok := d.Headers[ports.HeaderRedeliveryCount]; ok {
+			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+				d.RedeliveryCount += n
+			} else if d.Err == nil {
+				d.Err = &ports.HeaderError{Header: ports.HeaderRedeliveryCount, Value: v}
+			}
+		}
+		at, err := kit.TakeNotBefore(d.Headers)
+		if err != nil && d.Err == nil {
+			d.Err = err
+		}
+		if wait := at.Sub(now); wait > 0 {
+			if s.delayer.After(wait, func(context.Context) { s.due(d) }) == nil {
+				continue
+			}
+		}
+		out = append(out, d)
+	}
+	s.mu.Lock()
+	s.out += len(recs)
+	s.mu.Unlock()
+	return out
+}
+
+// due hands a held delivery to the next Receive.
+func (s *Subscription) due(d *ports.Delivery) {
+	s.mu.Lock()
+	s.ready = append(s.ready, d)
+	if s.cancelRecv != nil {
+		s.cancelRecv()
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// Settle applies disp to every delivery of ds as one outcome (see
+// ports.Subscription.Settle and kit.Settler). An Ack is one driver
+// SendAcks call for the whole of ds.
+func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.isStopped() {
+		return ports.ErrClosed
+	}
+	if s.a.caps.BestEffort {
+		disp = kit.BestEffortDisposition(s.spec, disp)
+	}
+	if err := s.settler.Settle(ctx, ds, disp); err != nil {
+		return s.a.scrub(err)
+	}
+	s.mu.Lock()
+	s.out -= len(ds)
+	s.mu.Unlock()
+	s.signal()
+	return nil
+}
+
+func (s *Subscription) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
+// Stop stops receiving, cancels the held requeues and deliveries (their
+// originals are unacknowledged on the broker) and closes the driver's
+// subscription, which hands every unsettled record back for redelivery.
+// It acks nothing and is idempotent.
+func (s *Subscription) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	close(s.done)
+	if s.cancelRecv != nil {
+		s.cancelRecv()
+	}
+	s.ready = nil
+	s.mu.Unlock()
+	s.recvMu.Lock() // the running Receive has returned
+	s.recvMu.Unlock()
+	s.gate.Lock() // no Settle is running
+	s.gate.Unlock()
+	s.delayer.Stop()
+	err := s.ds.Close(ctx)
+	s.errs.Close()
+	s.a.forget(s)
+	return s.a.classify("stop", err)
+}
+
+// Errors reports asynchronous failures; it is closed by Stop.
+func (s *Subscription) Errors() <-chan error { return s.errs.C() }
+
+// flushing is a Subscription whose driver defers acknowledgements: flow
+// calls its Settle(Ack) on the settlement engine's goroutine and Flush
+// before Stop.
+type flushing struct{ *Subscription }
+
+var _ ports.Flusher = flushing{}
+
+// Flush completes the deferred acknowledgements.
+func (f flushing) Flush(ctx context.Context) error {
+	return f.a.classify("flush", f.ds.(driver.AckFlusher).FlushAcks(ctx))
+}
