@@ -6,7 +6,7 @@
 // brokers without native requeue counts or dead-letter queues ([Settler]
 // over a [Broker], with the per-delivery state machine of [Tracker]), the
 // local delay for brokers without native delay ([Delayer], over
-// operators/schedule), acknowledgement coalescing ([Coalescer]), reconnect
+// schedule), acknowledgement coalescing ([Coalescer]), reconnect
 // with backoff ([Backoff], [Reconnect]), a connect timeout whose error
 // says what to check ([DialTimeout]) and the record of declared topics for
 // brokers that cannot store a topic's properties ([Declared]).

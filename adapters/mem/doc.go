@@ -40,7 +40,7 @@
 //
 // Delayed messages (Message.Delay), delayed requeues and instance expiry
 // (SubscriptionSpec.InstanceTTL, for Broadcast queues) share one
-// operators/schedule Scheduler per broker (the module's one scheduler): a
+// schedule Scheduler per broker (the module's one scheduler): a
 // min-heap driven by a single timer armed for the earliest deadline, no
 // goroutine per message, and none at all while nothing is due. A delayed
 // message is routed when it falls due, to the queues bound then.
