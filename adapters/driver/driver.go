@@ -23,6 +23,7 @@
 //	DeadLetterer        native dead-letter queue            confirmed copy to "<topic>.dlq", then ack
 //	AckFlusher          deferred acks (offsets, coalesced)  none: SendAcks is synchronous
 //	TopicDeclarer       create topics with properties       a per-process record (redeclare detection)
+//	Dropper             a best-effort class that counts     SendAcks for a best-effort requeue or dead letter
 //	GroupDeclarer       create a group's queue ahead        DeclareTopic refuses Groups it cannot keep
 //
 // Native delay on publish, native delayed requeue, expiry of idle
@@ -209,10 +210,11 @@ type AckFlusher interface {
 
 // TopicDeclarer is implemented by a Driver that creates a topic's
 // physical resources with their properties (retention, length, groups).
-// It is idempotent for one spec; the portable layer detects a
-// redeclaration with other properties within the process before calling
-// it, and a driver that can read properties back from the broker returns
-// a *ports.RedeclareError for a topic that exists with other ones.
+// It is idempotent for one spec and returns a *ports.RedeclareError for a
+// topic that exists with other properties (read back from the broker, or
+// from a record of the driver's own). A driver without it gets the
+// portable layer's per-process record and its groups declared through
+// GroupDeclarer.
 type TopicDeclarer interface {
 	DeclareTopic(ctx context.Context, spec ports.TopicSpec) error
 }
@@ -221,4 +223,15 @@ type TopicDeclarer interface {
 // group's queue before its first consumer (see ports.GroupDeclarer).
 type GroupDeclarer interface {
 	DeclareGroup(ctx context.Context, topic ports.Topic, group string) error
+}
+
+// Dropper is implemented by a Subscription whose broker has a native
+// best-effort class and counts what it drops. On a best-effort
+// subscription (SubscriptionSpec.QoS BestEffort, Capabilities.BestEffort)
+// a Requeue or DeadLetter removes the records instead (a best-effort
+// message is never requeued or dead-lettered); SendDrops removes them and
+// counts them as dropped. Without it the portable layer acknowledges them
+// with SendAcks. Concurrency, retries and ownership as SendAcks.
+type Dropper interface {
+	SendDrops(ctx context.Context, handles []any) error
 }

@@ -216,9 +216,11 @@ func (a *Adapter) refuse(spec ports.SubscriptionSpec) error {
 	return nil
 }
 
-// DeclareTopic records spec (a redeclaration with other properties fails
-// with a *ports.RedeclareError) and creates it with the driver's
-// TopicDeclarer, or declares its groups with the driver's GroupDeclarer.
+// DeclareTopic creates spec with the driver's TopicDeclarer, which keeps
+// the properties and refuses a redeclaration with other ones; for a
+// driver without one it records spec in this process (a redeclaration
+// with other properties fails with a *ports.RedeclareError) and declares
+// its groups with the driver's GroupDeclarer.
 func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if a.isClosed() {
 		return ports.ErrClosed
@@ -226,11 +228,13 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 	if err := kit.Unsupported(a.Name(), a.caps, spec); err != nil {
 		return err
 	}
-	create := kit.DeclareGroups(a)
 	if td, ok := a.d.(driver.TopicDeclarer); ok {
-		create = td.DeclareTopic
+		if err := spec.Validate(); err != nil {
+			return err
+		}
+		return a.classify("declare", td.DeclareTopic(ctx, spec))
 	}
-	return a.classify("declare", a.decl.Declare(ctx, spec, create))
+	return a.classify("declare", a.decl.Declare(ctx, spec, kit.DeclareGroups(a)))
 }
 
 // DeclareGroup creates group's queue ahead of its first consumer where the

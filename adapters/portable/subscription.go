@@ -42,7 +42,23 @@ type handle struct {
 	claim kit.Claim
 	h     any
 	sub   *Subscription
+	d     *ports.Delivery // the delivery it was handed out with (not a copy)
 }
+
+// Settlement misuse errors, the same on every adapter. Both wrap
+// ports.ErrInvalid: the core settles each delivery once, on the
+// subscription that received it, so either points at a bug in the caller.
+var (
+	// ErrAlreadySettled is returned by Settle for a delivery that was
+	// settled already, or whose settlement is under way in another call;
+	// it also matches ports.ErrAlreadyCompleted (the same action) or
+	// ports.ErrConflict (another one). Nothing is settled.
+	ErrAlreadySettled = fmt.Errorf("%w: delivery already settled", ports.ErrInvalid)
+	// ErrForeignDelivery is returned by Settle for a delivery that this
+	// subscription did not hand out (another subscription's, one built or
+	// copied by hand, nil). Nothing is settled.
+	ErrForeignDelivery = fmt.Errorf("%w: delivery was not received from this subscription", ports.ErrInvalid)
+)
 
 func newSubscription(a *Adapter, ds driver.Subscription, spec ports.SubscriptionSpec) *Subscription {
 	s := &Subscription{a: a, ds: ds, spec: spec, errs: kit.NewErrors(16), room: make(chan struct{}, 1), done: make(chan struct{})}
@@ -58,10 +74,12 @@ func newSubscription(a *Adapter, ds driver.Subscription, spec ports.Subscription
 // claim finds d's settlement claim, refusing a delivery of another
 // subscription.
 func (s *Subscription) claim(d *ports.Delivery) (*kit.Claim, error) {
-	if x, ok := d.Handle.(*handle); ok && x.sub == s {
-		return &x.claim, nil
+	if d != nil {
+		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.d == d {
+			return &x.claim, nil
+		}
 	}
-	return nil, &ports.ValueError{Field: "Delivery.Handle", Reason: fmt.Sprintf("of message %q was not handed out by this subscription", d.ID)}
+	return nil, ErrForeignDelivery
 }
 
 func (s *Subscription) report(err error) { s.errs.Report(s.a.scrub(err)) }
@@ -182,7 +200,7 @@ func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
 	for i := range recs {
 		r := &recs[i]
 		x, d := &xs[i], &ds[i]
-		x.h, x.sub = r.Handle, s
+		x.h, x.sub, x.d = r.Handle, s, d
 		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: now, Handle: x, Err: r.Err}
 		d.Topic = s.spec.Topic
 		d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers)
@@ -228,15 +246,28 @@ func (s *Subscription) due(d *ports.Delivery) {
 // ports.Subscription.Settle and kit.Settler). An Ack is one driver
 // SendAcks call for the whole of ds.
 func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.gate.RLock()
 	defer s.gate.RUnlock()
 	if s.isStopped() {
 		return ports.ErrClosed
 	}
-	if s.a.caps.BestEffort {
-		disp = kit.BestEffortDisposition(s.spec, disp)
+	settle := s.settler.Settle
+	if s.a.caps.BestEffort && s.spec.QoS == ports.BestEffort && disp.Action != ports.Ack {
+		if dr, ok := s.ds.(driver.Dropper); ok {
+			settle = func(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+				return s.drop(ctx, ds, disp, dr)
+			}
+		} else {
+			disp = kit.BestEffortDisposition(s.spec, disp)
+		}
 	}
-	if err := s.settler.Settle(ctx, ds, disp); err != nil {
+	if err := settle(ctx, ds, disp); err != nil {
+		if errors.Is(err, ports.ErrAlreadyCompleted) || errors.Is(err, ports.ErrConflict) {
+			err = fmt.Errorf("%w: %w", ErrAlreadySettled, err)
+		}
 		return s.a.scrub(err)
 	}
 	s.mu.Lock()
@@ -244,6 +275,20 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 	s.mu.Unlock()
 	s.signal()
 	return nil
+}
+
+// drop carries out a Requeue or DeadLetter of a best-effort subscription
+// as the driver's native drop.
+func (s *Subscription) drop(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition, dr driver.Dropper) error {
+	if err := kit.ValidDisposition(disp); err != nil || len(ds) == 0 {
+		return err
+	}
+	if err := s.settler.Tracker.Begin(ds, disp.Action); err != nil {
+		return err
+	}
+	err := s.a.classify("drop", dr.SendDrops(ctx, handles(ds)))
+	s.settler.Tracker.End(ds, err == nil)
+	return err
 }
 
 func (s *Subscription) isStopped() bool {
