@@ -79,8 +79,10 @@ type Driver interface {
 	// Classify). The messages arrive validated and stamped; a message's
 	// Delay is non-zero only when Capabilities().DelayedMessage is true.
 	// On ctx cancellation it returns ctx.Err() for the unconfirmed ones.
-	// It does not retry. It must not keep msgs, their headers or payloads
-	// (copy what the broker client keeps).
+	// It does not retry. It must not keep msgs or a Payload after it
+	// returns (copy what the broker client keeps); each message's Headers
+	// map is a copy the portable layer made for this call (stamped, or
+	// built for a requeue or dead-letter copy) and may be kept.
 	SendBatch(ctx context.Context, msgs []ports.Message) []error
 
 	// Subscribe creates or joins the physical subscription of spec (a

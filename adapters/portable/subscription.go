@@ -28,7 +28,9 @@ type Subscription struct {
 	mu         sync.Mutex
 	out        int                // deliveries handed out and not settled: the in-flight bound
 	ready      []*ports.Delivery  // held deliveries now due
-	cancelRecv context.CancelFunc // interrupts a driver ReceiveBatch
+	rparent    context.Context    // the ctx rctx was derived from
+	rctx       context.Context    // passed to ReceiveBatch, reused until cancelled
+	cancelRecv context.CancelFunc // cancels rctx: interrupts a driver ReceiveBatch
 	stopped    bool
 	room       chan struct{} // capacity 1: a slot was freed or a hold fell due
 	done       chan struct{} // closed by Stop
@@ -124,18 +126,15 @@ func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 			}
 			continue
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		s.cancelRecv = cancel
+		rctx := s.receiveCtxLocked(ctx)
 		s.mu.Unlock()
 
 		recs, err := s.ds.ReceiveBatch(rctx, min(max, room))
 
 		s.mu.Lock()
-		s.cancelRecv = nil
 		stopped := s.stopped
 		s.mu.Unlock()
 		woken := rctx.Err() != nil
-		cancel()
 		switch {
 		case err == nil:
 			attempt = 0
@@ -164,6 +163,21 @@ func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 	}
 }
 
+// receiveCtxLocked returns the context for a driver ReceiveBatch: derived
+// from ctx and cancelled by a hold falling due or by Stop. It is reused
+// while ctx stays the same and it is not cancelled, so that a receive
+// costs no allocation for it.
+func (s *Subscription) receiveCtxLocked(ctx context.Context) context.Context {
+	if s.rctx == nil || s.rparent != ctx || s.rctx.Err() != nil {
+		if s.cancelRecv != nil {
+			s.cancelRecv()
+		}
+		s.rctx, s.cancelRecv = context.WithCancel(ctx)
+		s.rparent = ctx
+	}
+	return s.rctx
+}
+
 // wait blocks until a slot is freed, a hold falls due, Stop or ctx.
 func (s *Subscription) wait(ctx context.Context) error {
 	select {
@@ -190,16 +204,34 @@ func (s *Subscription) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// received is a delivery and its handle, allocated together.
+type received struct {
+	d ports.Delivery
+	h handle
+}
+
+// single is one received delivery and the slice that returns it, in one
+// allocation: a consumer that keeps up receives one record at a time.
+type single struct {
+	x   [1]received
+	out [1]*ports.Delivery
+}
+
 // deliveries turns records into deliveries, counting each in the in-flight
 // bound, and holds those whose not-before time is still ahead.
 func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
 	now := s.a.clock.Now()
-	out := make([]*ports.Delivery, 0, len(recs))
-	xs := make([]handle, len(recs))
-	ds := make([]ports.Delivery, len(recs))
+	var slab []received
+	var out []*ports.Delivery
+	if len(recs) == 1 {
+		one := new(single)
+		slab, out = one.x[:], one.out[:0]
+	} else {
+		slab, out = make([]received, len(recs)), make([]*ports.Delivery, 0, len(recs))
+	}
 	for i := range recs {
 		r := &recs[i]
-		x, d := &xs[i], &ds[i]
+		x, d := &slab[i].h, &slab[i].d
 		x.h, x.sub, x.d = r.Handle, s, d
 		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: now, Handle: x, Err: r.Err}
 		d.Topic = s.spec.Topic
