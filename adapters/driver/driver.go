@@ -139,6 +139,9 @@ type Record struct {
 	// Facts are broker facts for logs (queue, partition); shared and
 	// read-only.
 	Facts map[string]string
+	// ReceivedAt is when the driver read the record (zero: the portable
+	// layer stamps it), for a driver that reads the clock anyway.
+	ReceivedAt time.Time
 	// Handle is what SendAcks and the optional settlement methods receive
 	// back for this record; it is opaque to the portable layer.
 	Handle any
@@ -158,7 +161,10 @@ type Subscription interface {
 	// and no error: a record pulled from the broker is never dropped on
 	// cancellation. A broker failure is returned as it is; the portable
 	// layer classifies it and retries a retryable one after a backoff,
-	// reporting it on Errors.
+	// reporting it on Errors. The caller reads the returned slice before
+	// it calls ReceiveBatch again and does not keep it, so a driver may
+	// reuse one slice for every call (the records' Headers, Payload and
+	// Handle are kept: those must not be reused).
 	ReceiveBatch(ctx context.Context, max int) ([]Record, error)
 
 	// SendAcks removes the records of handles from the broker. It is

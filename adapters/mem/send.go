@@ -3,6 +3,7 @@ package mem
 import (
 	"bytes"
 	"context"
+	"time"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -33,7 +34,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	if c.closed.Load() || b.closed.Load() {
 		return failAll(len(msgs), ports.ErrClosed)
 	}
-	now := b.clock.Now()
+	var now time.Time // read only for a retention
 	var errs []error
 	fail := func(i int, err error) {
 		if errs == nil {
@@ -58,6 +59,9 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		}
 		if spec := b.spec(c.ns, phys); spec.Retention > 0 || spec.QoS != ports.AtLeastOnce {
 			if spec.Retention > 0 {
+				if now.IsZero() {
+					now = b.clock.Now()
+				}
 				msg.expires = now.Add(m.Delay + spec.Retention).UnixNano() // measured from when it is due
 			}
 			if m.QoS == ports.AtLeastOnce {

@@ -20,6 +20,7 @@ type subscription struct {
 	wake       chan struct{}     // buffered 1: a push
 	done       chan struct{}     // closed by Close
 
+	recs       []driver.Record // ReceiveBatch's result, reused (one caller at a time)
 	inFlight   int
 	head, tail *delivery // unsettled deliveries in delivery order
 	queued     bool      // registered in q.waiters
@@ -148,25 +149,21 @@ func (s *subscription) countLocked(receiving bool) {
 	}
 }
 
-// single is one delivery and the slice that returns it, allocated
-// together: a consumer that keeps up receives one message at a time.
-type single struct {
-	x   [1]delivery
-	out [1]driver.Record
-}
-
 // takeLocked pops up to n ready items and hands them out as records, in
-// one allocation for n == 1 and two otherwise; expired items are dropped
+// one allocation (the records' slice is reused); expired items are dropped
 // (so it may hand out fewer, even none).
 func (s *subscription) takeLocked(n int, now time.Time) []driver.Record {
 	var slab []delivery
-	var out []driver.Record
 	if n == 1 {
-		one := new(single)
-		slab, out = one.x[:], one.out[:]
+		slab = []delivery{{}}
 	} else {
-		slab, out = make([]delivery, n), make([]driver.Record, n)
+		slab = make([]delivery, n)
 	}
+	if cap(s.recs) < n {
+		s.recs = make([]driver.Record, n)
+	}
+	out := s.recs[:n]
+	clear(out)
 	k := 0
 	for k < n {
 		it, ok := s.q.ready.PopFront()
@@ -184,6 +181,7 @@ func (s *subscription) takeLocked(n int, now time.Time) []driver.Record {
 			Message:         ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers, QoS: m.qos.QoS()},
 			RedeliveryCount: it.redeliveries,
 			Facts:           s.facts,
+			ReceivedAt:      now,
 			Handle:          x,
 		}
 		s.linkLocked(x)

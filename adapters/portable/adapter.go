@@ -101,16 +101,17 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 	}
 	var errs []error
 	now := a.clock.Now()
-	batch := make([]ports.Message, 0, len(msgs))
-	index := make([]int, 0, len(msgs))
+	buf := batches.Get().(*[]ports.Message)
+	batch := (*buf)[:0]
+	var index []int // index[j] is the Send index of batch[j]; nil while they are equal
 	for i := range msgs {
 		m := msgs[i] // Stamp replaces the copy's headers, not the caller's
 		if err := m.Validate(); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			errs, index = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err}), indexOf(index, len(batch))
 			continue
 		}
 		if err := m.CheckSize(a.caps.MaxMessageBytes, 0); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+			errs, index = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err}), indexOf(index, len(batch))
 			continue
 		}
 		m.Stamp(now)
@@ -122,16 +123,41 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			m.Delay = 0
 		}
 		batch = append(batch, m)
-		index = append(index, i)
+		if index != nil {
+			index = append(index, i)
+		}
 	}
 	if len(batch) > 0 {
 		for j, err := range a.d.SendBatch(ctx, batch) {
-			if err != nil && j < len(index) {
-				errs = append(errs, &ports.SendError{Index: index[j], Topic: batch[j].Topic, Err: a.classify("send", err)})
+			if err != nil && j < len(batch) {
+				i := j
+				if index != nil {
+					i = index[j]
+				}
+				errs = append(errs, &ports.SendError{Index: i, Topic: batch[j].Topic, Err: a.classify("send", err)})
 			}
 		}
 	}
+	clear(batch)
+	*buf = batch[:0]
+	batches.Put(buf)
 	return errors.Join(errs...)
+}
+
+// batches recycles Send's message slices (the driver does not keep them).
+var batches = sync.Pool{New: func() any { return new([]ports.Message) }}
+
+// indexOf starts the batch-to-Send index at the first refused message: the
+// n messages batched so far kept their Send index.
+func indexOf(index []int, n int) []int {
+	if index != nil {
+		return index
+	}
+	index = make([]int, n, n+8)
+	for j := range index {
+		index[j] = j
+	}
+	return index
 }
 
 // failAll reports every message of a Send as unconfirmed with err.

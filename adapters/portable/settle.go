@@ -3,6 +3,7 @@ package portable
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -15,7 +16,10 @@ import (
 type broker struct{ s *Subscription }
 
 func (b broker) Ack(ctx context.Context, ds []*ports.Delivery) error {
-	return b.s.a.classify("ack", b.s.ds.SendAcks(ctx, handles(ds)))
+	hs := handles(ds)
+	err := b.s.ds.SendAcks(ctx, *hs)
+	release(hs)
+	return b.s.a.classify("ack", err)
 }
 
 func (b broker) Publish(ctx context.Context, msgs []ports.Message) []error {
@@ -32,7 +36,7 @@ func (b broker) Publish(ctx context.Context, msgs []ports.Message) []error {
 type requeue struct{ s *Subscription }
 
 func (r requeue) Requeue(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error {
-	s, hs := r.s, handles(ds)
+	s, hs := r.s, handleSlice(ds)
 	rq := s.ds.(driver.Requeuer)
 	if delay <= 0 || s.a.caps.DelayedRequeue {
 		return s.a.classify("requeue", rq.SendRequeues(ctx, hs, delay))
@@ -48,7 +52,7 @@ func (r requeue) Requeue(ctx context.Context, ds []*ports.Delivery, delay time.D
 type deadLetter struct{ s *Subscription }
 
 func (d deadLetter) DeadLetter(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
-	return d.s.a.classify("dead letter", d.s.ds.(driver.DeadLetterer).SendDeadLetters(ctx, handles(ds), disp))
+	return d.s.a.classify("dead letter", d.s.ds.(driver.DeadLetterer).SendDeadLetters(ctx, handleSlice(ds), disp))
 }
 
 // settleBroker returns the kit.Broker for s, implementing kit.NativeRequeue
@@ -79,11 +83,33 @@ func settleBroker(s *Subscription) kit.Broker {
 	return b
 }
 
-// handles returns the driver handles of ds, in order.
-func handles(ds []*ports.Delivery) []any {
+// handleSlice returns the driver handles of ds, in order, in a new slice.
+func handleSlice(ds []*ports.Delivery) []any {
 	hs := make([]any, len(ds))
 	for i, d := range ds {
 		hs[i] = d.Handle.(*handle).h
 	}
 	return hs
+}
+
+// spare recycles the handle slices of acknowledgements (a driver does not
+// keep them).
+var spare = sync.Pool{New: func() any { return new([]any) }}
+
+// handles returns the driver handles of ds in a recycled slice; give it
+// back with release.
+func handles(ds []*ports.Delivery) *[]any {
+	p := spare.Get().(*[]any)
+	hs := (*p)[:0]
+	for _, d := range ds {
+		hs = append(hs, d.Handle.(*handle).h)
+	}
+	*p = hs
+	return p
+}
+
+func release(p *[]any) {
+	clear(*p)
+	*p = (*p)[:0]
+	spare.Put(p)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -26,7 +27,9 @@ type Subscription struct {
 	gate   sync.RWMutex // read-held by Settle, write-held by Stop
 
 	mu         sync.Mutex
-	out        int                // deliveries handed out and not settled: the in-flight bound
+	out        atomic.Int64       // deliveries handed out and not settled: the in-flight bound
+	needRoom   atomic.Bool        // Receive waits for a settlement to free a slot
+	closing    atomic.Bool        // stopped, readable without mu
 	ready      []*ports.Delivery  // held deliveries now due
 	rparent    context.Context    // the ctx rctx was derived from
 	rctx       context.Context    // passed to ReceiveBatch, reused until cancelled
@@ -118,12 +121,17 @@ func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 			s.mu.Unlock()
 			return out, nil
 		}
-		room := s.spec.InFlight - s.out
+		room := s.spec.InFlight - int(s.out.Load())
 		if room <= 0 {
 			s.mu.Unlock()
-			if err := s.wait(ctx); err != nil {
-				return nil, err
+			s.needRoom.Store(true)
+			if s.spec.InFlight-int(s.out.Load()) <= 0 { // a Settle after the first look signals
+				if err := s.wait(ctx); err != nil {
+					s.needRoom.Store(false)
+					return nil, err
+				}
 			}
+			s.needRoom.Store(false)
 			continue
 		}
 		rctx := s.receiveCtxLocked(ctx)
@@ -131,9 +139,7 @@ func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 
 		recs, err := s.ds.ReceiveBatch(rctx, min(max, room))
 
-		s.mu.Lock()
-		stopped := s.stopped
-		s.mu.Unlock()
+		stopped := s.closing.Load()
 		woken := rctx.Err() != nil
 		switch {
 		case err == nil:
@@ -220,7 +226,13 @@ type single struct {
 // deliveries turns records into deliveries, counting each in the in-flight
 // bound, and holds those whose not-before time is still ahead.
 func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
-	now := s.a.clock.Now()
+	var now time.Time // read once, when a record needs it
+	clock := func() time.Time {
+		if now.IsZero() {
+			now = s.a.clock.Now()
+		}
+		return now
+	}
 	var slab []received
 	var out []*ports.Delivery
 	if len(recs) == 1 {
@@ -233,8 +245,11 @@ func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
 		r := &recs[i]
 		x, d := &slab[i].h, &slab[i].d
 		x.h, x.sub, x.d = r.Handle, s, d
-		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: now, Handle: x, Err: r.Err}
+		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: r.ReceivedAt, Handle: x, Err: r.Err}
 		d.Topic = s.spec.Topic
+		if d.ReceivedAt.IsZero() {
+			d.ReceivedAt = clock()
+		}
 		d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers)
 		if d.ID == "" && r.BrokerID != "" {
 			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
@@ -250,16 +265,14 @@ func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
 		if err != nil && d.Err == nil {
 			d.Err = err
 		}
-		if wait := at.Sub(now); wait > 0 {
-			if s.delayer.After(wait, func(context.Context) { s.due(d) }) == nil {
+		if !at.IsZero() {
+			if wait := at.Sub(clock()); wait > 0 && s.delayer.After(wait, func(context.Context) { s.due(d) }) == nil {
 				continue
 			}
 		}
 		out = append(out, d)
 	}
-	s.mu.Lock()
-	s.out += len(recs)
-	s.mu.Unlock()
+	s.out.Add(int64(len(recs)))
 	return out
 }
 
@@ -302,10 +315,10 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 		}
 		return s.a.scrub(err)
 	}
-	s.mu.Lock()
-	s.out -= len(ds)
-	s.mu.Unlock()
-	s.signal()
+	s.out.Add(-int64(len(ds)))
+	if s.needRoom.Load() {
+		s.signal()
+	}
 	return nil
 }
 
@@ -318,16 +331,12 @@ func (s *Subscription) drop(ctx context.Context, ds []*ports.Delivery, disp port
 	if err := s.settler.Tracker.Begin(ds, disp.Action); err != nil {
 		return err
 	}
-	err := s.a.classify("drop", dr.SendDrops(ctx, handles(ds)))
+	err := s.a.classify("drop", dr.SendDrops(ctx, handleSlice(ds)))
 	s.settler.Tracker.End(ds, err == nil)
 	return err
 }
 
-func (s *Subscription) isStopped() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stopped
-}
+func (s *Subscription) isStopped() bool { return s.closing.Load() }
 
 // Stop stops receiving, cancels the held requeues and deliveries (their
 // originals are unacknowledged on the broker) and closes the driver's
@@ -340,6 +349,7 @@ func (s *Subscription) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopped = true
+	s.closing.Store(true)
 	close(s.done)
 	if s.cancelRecv != nil {
 		s.cancelRecv()
