@@ -67,6 +67,14 @@ func Open(opts ...Option) (*Adapter, error) { return New(Default(), opts...) }
 // Broker returns the broker the adapter is connected to.
 func (a *Adapter) Broker() *Broker { return a.c.b }
 
+// Name returns "mem". It works on the zero Adapter.
+func (a *Adapter) Name() string { return (*conn)(nil).Name() }
+
+// Capabilities declares what the in-process broker does (see
+// conn.Capabilities). It works on the zero Adapter, for the capability
+// matrix.
+func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
+
 // Name returns "mem".
 func (c *conn) Name() string { return "mem" }
 

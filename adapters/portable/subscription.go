@@ -22,6 +22,7 @@ type Subscription struct {
 	settler *kit.Settler
 	delayer *kit.Delayer // delayed requeues and not-before holds, on the adapter's scheduler
 	errs    *kit.Errors
+	copies  bool // requeues are republished copies counted in HeaderRedeliveryCount
 
 	recvMu sync.Mutex   // held by Receive: Stop waits for it before closing the driver
 	gate   sync.RWMutex // read-held by Settle, write-held by Stop
@@ -68,6 +69,8 @@ var (
 func newSubscription(a *Adapter, ds driver.Subscription, spec ports.SubscriptionSpec) *Subscription {
 	s := &Subscription{a: a, ds: ds, spec: spec, errs: kit.NewErrors(16), room: make(chan struct{}, 1), done: make(chan struct{})}
 	s.delayer = kit.NewDelayer(kit.DelayerOptions{Scheduler: a.sched})
+	_, native := ds.(driver.Requeuer)
+	s.copies = !native
 	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report}
 	s.settler.Tracker.Lookup = s.claim
 	if !a.caps.DelayedMessage {
@@ -254,11 +257,9 @@ func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
 		if d.ID == "" && r.BrokerID != "" {
 			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
 		}
-		if v, ok := d.Headers[ports.HeaderRedeliveryCount]; ok {
-			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-				d.RedeliveryCount += n
-			} else if d.Err == nil {
-				d.Err = &ports.HeaderError{Header: ports.HeaderRedeliveryCount, Value: v}
+		if s.copies {
+			if n, err := strconv.Atoi(d.Headers[ports.HeaderRedeliveryCount]); err == nil && n > 0 {
+				d.RedeliveryCount += n // a malformed count is ignored: the broker's stands
 			}
 		}
 		at, err := kit.TakeNotBefore(d.Headers)
