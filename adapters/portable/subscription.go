@@ -20,7 +20,7 @@ type Subscription struct {
 	ds      driver.Subscription
 	spec    ports.SubscriptionSpec
 	settler *kit.Settler
-	delayer *kit.Delayer // delayed requeues and not-before holds, on the adapter's scheduler
+	delayer *kit.Delayer // delayed requeues and not-before holds, on the adapter's scheduler; nil where the broker delays both
 	errs    *kit.Errors
 	copies  bool // requeues are republished copies counted in HeaderRedeliveryCount
 
@@ -68,11 +68,15 @@ var (
 
 func newSubscription(a *Adapter, ds driver.Subscription, spec ports.SubscriptionSpec) *Subscription {
 	s := &Subscription{a: a, ds: ds, spec: spec, errs: kit.NewErrors(16), room: make(chan struct{}, 1), done: make(chan struct{})}
-	s.delayer = kit.NewDelayer(kit.DelayerOptions{Scheduler: a.sched})
 	_, native := ds.(driver.Requeuer)
 	s.copies = !native
 	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report}
 	s.settler.Tracker.Lookup = s.claim
+	// The delay fallback runs only where the broker lacks the delay: a
+	// driver that delays messages and requeues natively costs no goroutine.
+	if !a.caps.DelayedMessage || (native && !a.caps.DelayedRequeue) {
+		s.delayer = kit.NewDelayer(kit.DelayerOptions{Scheduler: a.sched})
+	}
 	if !a.caps.DelayedMessage {
 		s.settler.Delayer = s.delayer // copies are held, then published without delay
 	}
@@ -266,7 +270,7 @@ func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
 		if err != nil && d.Err == nil {
 			d.Err = err
 		}
-		if !at.IsZero() {
+		if !at.IsZero() && s.delayer != nil {
 			if wait := at.Sub(clock()); wait > 0 && s.delayer.After(wait, func(context.Context) { s.due(d) }) == nil {
 				continue
 			}
@@ -361,7 +365,9 @@ func (s *Subscription) Stop(ctx context.Context) error {
 	s.recvMu.Unlock()
 	s.gate.Lock() // no Settle is running
 	s.gate.Unlock()
-	s.delayer.Stop()
+	if s.delayer != nil {
+		s.delayer.Stop()
+	}
 	err := s.ds.Close(ctx)
 	s.errs.Close()
 	s.a.forget(s)
