@@ -5,9 +5,9 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/kit/timeheap"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
+	"github.com/sluicemq/sluice/schedule"
 )
 
 // Delay holds each item for d before passing it on. See DelayUntil.
@@ -38,7 +38,7 @@ func Delay[T any](in flow.Stream[T], d time.Duration) flow.Stream[T] {
 // redelivers them).
 func DelayUntil[T any](in flow.Stream[T], until func(flow.Item[T]) time.Time) flow.Stream[T] {
 	return flow.Operate(in, func(ctx context.Context, src <-chan flow.Item[T], out chan<- flow.Item[T]) error {
-		var h timeheap.Heap[flow.Item[T]]
+		var h schedule.Heap[flow.Item[T]]
 		start := time.Now()
 		timer := time.NewTimer(time.Hour)
 		defer timer.Stop()

@@ -28,7 +28,7 @@
 //
 // # Related packages
 //
-// operators/schedule is the local delay scheduler adapters use for delayed
+// schedule is the local delay scheduler adapters use for delayed
 // messages and delayed requeue; operators/attempts counts delivery attempts
 // for adapters whose broker does not; operators/rxbridge connects a
 // pipeline to rxgo Observables.

@@ -5,9 +5,9 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/kit/timeheap"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
+	"github.com/sluicemq/sluice/schedule"
 )
 
 // WindowOptions configure Window.
@@ -86,7 +86,7 @@ type windower[T any, K comparable, A any] struct {
 	ctx   context.Context
 	out   chan<- flow.Item[Pane[K, A]]
 	panes map[paneKey[K]]*pane[K, A]
-	ends  timeheap.Heap[paneKey[K]] // one entry per open pane, by end
+	ends  schedule.Heap[paneKey[K]] // one entry per open pane, by end
 }
 
 func (w *windower[T, K, A]) run(src <-chan flow.Item[T]) {

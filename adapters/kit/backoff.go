@@ -8,10 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters"
-	"github.com/sluicemq/sluice/ports"
 )
-
-var errCoalescerClosed = fmt.Errorf("kit: coalescer closed: %w", ports.ErrClosed)
 
 // Backoff is an exponential backoff policy with jitter. The zero value
 // uses the defaults of each field.

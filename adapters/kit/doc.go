@@ -6,15 +6,15 @@
 // brokers without native requeue counts or dead-letter queues ([Settler]
 // over a [Broker], with the per-delivery state machine of [Tracker]), the
 // local delay for brokers without native delay ([Delayer], over
-// operators/schedule), acknowledgement coalescing ([Coalescer]), reconnect
-// with backoff ([Backoff], [Reconnect]), a connect timeout whose error
+// package schedule), reconnect with backoff ([Backoff], [Reconnect]), a connect timeout whose error
 // says what to check ([DialTimeout]) and the record of declared topics for
 // brokers that cannot store a topic's properties ([Declared]).
 //
-// An adapter maps its broker and nothing more: it implements [Broker] (ack
-// the originals, publish with confirms) and, where the broker has them,
-// [NativeRequeue] and [NativeDeadLetter]; the kit carries out
-// ports.Subscription.Settle's contract on top. The package imports no
+// These pieces are assembled once, into the Port, by adapters/portable,
+// over the narrow driver interface of adapters/driver: a new adapter
+// writes a driver and uses the portable layer, not the kit directly.
+// Acknowledgements are batched in one place only, flow's settlement
+// engine; there is no second coalescer here. The package imports no
 // broker client and nothing of flow; third-party adapters use it the same
 // way the adapters in this repository do, and the TCK certifies them alike.
 package kit

@@ -3,7 +3,6 @@ package kit_test
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
@@ -42,20 +41,4 @@ func ExampleSettler() {
 	// ack 2 in one call
 	// <nil>
 	// settle "m-1": conflicting completion: ACK asked, DEAD_LETTER is done already
-}
-
-// A Coalescer turns many acknowledgements into one broker call.
-func ExampleCoalescer() {
-	c := kit.NewCoalescer(kit.CoalescerOptions{Max: 3, Linger: time.Hour}, func(_ context.Context, tags []uint64) error {
-		fmt.Println("one ack frame for", tags)
-		return nil
-	})
-	ctx := context.Background()
-	for tag := uint64(1); tag <= 4; tag++ {
-		_ = c.Add(ctx, tag) // the third Add flushes
-	}
-	_ = c.Flush(ctx) // what the adapter's ports.Flusher does before Stop
-	// Output:
-	// one ack frame for [1 2 3]
-	// one ack frame for [4]
 }

@@ -111,6 +111,9 @@ func (t *Tracker) Begin(ds []*ports.Delivery, a ports.Action) error {
 		}
 		if err != nil {
 			t.end(ds[:i], false)
+			if d == nil {
+				return fmt.Errorf("settle delivery #%d of %d (nil): %w", i, len(ds), err)
+			}
 			return fmt.Errorf("settle %q: %w", d.ID, err)
 		}
 	}

@@ -4,26 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // Adapter is one process's connection to a [Broker]: it implements
-// ports.Adapter. Make several on one Broker to model several processes.
+// ports.Adapter, as the portable layer (adapters/portable) over the
+// in-process broker's driver. Make several on one Broker to model several
+// processes.
 type Adapter struct {
+	*portable.Adapter
+	c *conn
+}
+
+// conn is the driver: one process's connection to the broker.
+type conn struct {
 	b        *Broker
+	owner    *Adapter
 	ns       string
 	maxQueue int                      // WithMaxQueue: set on the queues it subscribes to
 	existing map[ports.Topic]Existing // WithExisting: adopted names
-
-	mu     sync.Mutex
-	subs   map[*subscription]struct{}
-	closed atomic.Bool // written under mu
+	closed   atomic.Bool
 }
 
-var _ ports.Adapter = (*Adapter)(nil)
+var (
+	_ ports.Adapter        = (*Adapter)(nil)
+	_ driver.Driver        = (*conn)(nil)
+	_ driver.TopicDeclarer = (*conn)(nil)
+	_ driver.GroupDeclarer = (*conn)(nil)
+)
 
 // New returns an adapter on broker b. It fails with an error wrapping
 // ports.ErrInvalid for a nil broker or an invalid option, and with
@@ -38,10 +50,13 @@ func New(b *Broker, opts ...Option) (*Adapter, error) {
 			return nil, err
 		}
 	}
-	a := &Adapter{b: b, ns: cfg.namespace, maxQueue: cfg.maxQueue, existing: cfg.existing, subs: map[*subscription]struct{}{}}
+	c := &conn{b: b, ns: cfg.namespace, maxQueue: cfg.maxQueue, existing: cfg.existing}
+	a := &Adapter{c: c}
+	c.owner = a
 	if err := b.register(a); err != nil {
 		return nil, err
 	}
+	a.Adapter = portable.New(c, portable.Options{Clock: scheduleClock{b.clock}})
 	return a, nil
 }
 
@@ -50,10 +65,18 @@ func New(b *Broker, opts ...Option) (*Adapter, error) {
 func Open(opts ...Option) (*Adapter, error) { return New(Default(), opts...) }
 
 // Broker returns the broker the adapter is connected to.
-func (a *Adapter) Broker() *Broker { return a.b }
+func (a *Adapter) Broker() *Broker { return a.c.b }
+
+// Name returns "mem". It works on the zero Adapter.
+func (a *Adapter) Name() string { return (*conn)(nil).Name() }
+
+// Capabilities declares what the in-process broker does (see
+// conn.Capabilities). It works on the zero Adapter, for the capability
+// matrix.
+func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
 
 // Name returns "mem".
-func (a *Adapter) Name() string { return "mem" }
+func (c *conn) Name() string { return "mem" }
 
 // MaxMessageBytes is the largest payload Send accepts (64 MiB); the
 // envelope is not counted. A larger message fails with a *ports.SizeError
@@ -71,7 +94,7 @@ const MaxMessageBytes = 64 << 20
 // and MaxLength, and accepts payloads up to [MaxMessageBytes]. Ordering is
 // OrderNone: a queue is FIFO, but competing consumers and requeues
 // reorder.
-func (a *Adapter) Capabilities() ports.Capabilities {
+func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage:       true,
 		DelayedRequeue:       true,
@@ -96,8 +119,8 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 
 // physical returns the broker topic of logical topic t: the existing name
 // WithExisting maps it to, or t itself.
-func (a *Adapter) physical(t ports.Topic) ports.Topic {
-	if e, ok := a.existing[t]; ok {
+func (c *conn) physical(t ports.Topic) ports.Topic {
+	if e, ok := c.existing[t]; ok {
 		return e.As
 	}
 	return t
@@ -105,9 +128,9 @@ func (a *Adapter) physical(t ports.Topic) ports.Topic {
 
 // queueKey names the queue of (topic, mode, group) for this adapter;
 // adopted is true when WithExisting maps the group to an existing queue.
-func (a *Adapter) queueKey(topic ports.Topic, mode ports.Mode, group string) (key queueKey, adopted bool) {
-	key = queueKey{ns: a.ns, topic: a.physical(topic), mode: mode, group: group}
-	if e, ok := a.existing[topic]; ok && mode == ports.LoadBalance {
+func (c *conn) queueKey(topic ports.Topic, mode ports.Mode, group string) (key queueKey, adopted bool) {
+	key = queueKey{ns: c.ns, topic: c.physical(topic), mode: mode, group: group}
+	if e, ok := c.existing[topic]; ok && mode == ports.LoadBalance {
 		if g, ok := e.Groups[group]; ok {
 			key.group, adopted = g, true
 		}
@@ -121,76 +144,45 @@ func missingQueue(topic ports.Topic, group string, key queueKey) error {
 		ports.ErrInvalid, group, string(topic), key)
 }
 
-// Subscribe validates spec and joins (or creates) its queue: for
-// LoadBalance the queue of (Topic, Group), shared by every instance of the
-// group and kept while none runs; for Broadcast the queue of (Topic,
-// Group, Instance), with a random Instance when none is given. Messages
-// published after Subscribe returns reach the queue; messages published
-// before the queue first existed were dropped.
+// Subscribe joins (or creates) spec's queue (the portable layer validated
+// spec and gave a Broadcast one its Instance): for LoadBalance the queue
+// of (Topic, Group), shared by every instance of the group and kept while
+// none runs; for Broadcast the queue of (Topic, Group, Instance).
+// Messages published after Subscribe returns reach the queue; messages
+// published before the queue first existed were dropped.
 //
 // A queue's KeyFilter is set by the subscription that starts its first
 // consumer; a subscription with a different filter is refused
 // (ports.ErrInvalid) while consumers with the old one run.
-func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+func (c *conn) Subscribe(_ context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+	key, adopted := c.queueKey(spec.Topic, spec.Mode, spec.Group)
+	key.instance = spec.Instance
+	if spec.Mode != ports.Broadcast {
+		key.instance = ""
 	}
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	spec = spec.WithDefaults()
-	key, adopted := a.queueKey(spec.Topic, spec.Mode, spec.Group)
-	if spec.Mode == ports.Broadcast {
-		if spec.Instance == "" {
-			spec.Instance = ports.NewID()
-		}
-		key.instance = spec.Instance
-	}
-
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed.Load() {
-		return nil, ports.ErrClosed
-	}
-	q, err := a.b.join(key, spec, a.maxQueue, adopted)
+	q, err := c.b.join(key, spec, c.maxQueue, adopted)
 	if err != nil {
 		return nil, err
 	}
-	s := newSubscription(a, q, spec)
-	a.subs[s] = struct{}{}
-	return s, nil
+	return newSubscription(c, q, spec), nil
 }
 
-// Close stops every subscription of the adapter (returning their unsettled
-// deliveries to their queues, acking nothing) and detaches it from the
-// broker. It is idempotent; later Send and Subscribe calls return
-// ports.ErrClosed. The broker and its queues live on for other adapters.
-func (a *Adapter) Close(ctx context.Context) error {
-	a.mu.Lock()
-	if a.closed.Load() {
-		a.mu.Unlock()
-		return nil
-	}
-	a.closed.Store(true)
-	subs := make([]*subscription, 0, len(a.subs))
-	for s := range a.subs {
-		subs = append(subs, s)
-	}
-	a.mu.Unlock()
-
-	var errs []error
-	for _, s := range subs {
-		if err := s.Stop(ctx); err != nil {
-			errs = append(errs, err)
+// Classify gives the broker's errors their portable codes. The in-process
+// broker has no connection, so nothing is retryable.
+func (c *conn) Classify(err error) driver.Class {
+	for _, code := range []error{ports.ErrUnconfirmed, ports.ErrNoSubscriber, ports.ErrClosed} {
+		if errors.Is(err, code) {
+			return driver.Class{Code: code}
 		}
 	}
-	a.b.unregister(a)
-	return errors.Join(errs...)
+	return driver.Class{}
 }
 
-// forget drops a stopped subscription.
-func (a *Adapter) forget(s *subscription) {
-	a.mu.Lock()
-	delete(a.subs, s)
-	a.mu.Unlock()
+// Close detaches the connection from the broker (the portable layer
+// stopped its subscriptions first, returning their unsettled deliveries
+// to their queues). The broker and its queues live on for other adapters.
+func (c *conn) Close(context.Context) error {
+	c.closed.Store(true)
+	c.b.unregister(c.owner)
+	return nil
 }

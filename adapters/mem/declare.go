@@ -19,7 +19,7 @@ var (
 // (as a durable queue bound before the publisher starts would). It is
 // idempotent. The queue lives as long as the broker. A group mapped by
 // [WithExisting] is not created: its queue must exist.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -27,29 +27,29 @@ func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group str
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	if a.closed.Load() {
+	if c.closed.Load() {
 		return ports.ErrClosed
 	}
-	b := a.b
+	b := c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed.Load() {
 		return ports.ErrClosed
 	}
-	return a.declareGroupLocked(topic, group)
+	return c.declareGroupLocked(topic, group)
 }
 
 // declareGroupLocked creates group's queue on topic, or checks that an
 // adopted one exists. b.mu is held.
-func (a *Adapter) declareGroupLocked(topic ports.Topic, group string) error {
-	key, adopted := a.queueKey(topic, ports.LoadBalance, group)
+func (c *conn) declareGroupLocked(topic ports.Topic, group string) error {
+	key, adopted := c.queueKey(topic, ports.LoadBalance, group)
 	if adopted {
-		if a.b.queues[key] == nil {
+		if c.b.queues[key] == nil {
 			return missingQueue(topic, group, key)
 		}
 		return nil
 	}
-	a.b.queueLocked(key)
+	c.b.queueLocked(key)
 	return nil
 }
 
@@ -66,26 +66,26 @@ func (a *Adapter) declareGroupLocked(topic ports.Topic, group string) error {
 // must match what the existing topic was declared with (nothing, unless
 // declared through its own name), and each of its groups that is mapped
 // must exist.
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
+func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	if a.closed.Load() {
+	if c.closed.Load() {
 		return ports.ErrClosed
 	}
-	b := a.b
+	b := c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed.Load() {
 		return ports.ErrClosed
 	}
-	phys := a.physical(spec.Topic)
-	tk := topicKey{a.ns, phys}
+	phys := c.physical(spec.Topic)
+	tk := topicKey{c.ns, phys}
 	old, declared := b.specs[tk]
-	_, adopted := a.existing[spec.Topic]
+	_, adopted := c.existing[spec.Topic]
 	if declared || adopted {
 		want := spec
 		if adopted {
@@ -105,7 +105,7 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 		}
 	}
 	for _, g := range spec.Groups {
-		if err := a.declareGroupLocked(spec.Topic, g); err != nil {
+		if err := c.declareGroupLocked(spec.Topic, g); err != nil {
 			return err
 		}
 	}

@@ -1,8 +1,13 @@
 // Package mem is sluice's in-process adapter: a real message broker inside
 // the process, the embedded default for services and tests that need no
-// external broker, and the reference implementation of the adapter SPI
-// (ports.Adapter). It declares every capability except ordering and runs
-// every TCK case.
+// external broker, and the reference driver: the in-process broker is
+// mapped by a driver (adapters/driver) with every optional interface
+// (native requeue with exact counts and delay, native dead letter,
+// best-effort drops, topic and group declaration), and the Port itself —
+// validation, stamping, the in-flight bound, double-settlement detection,
+// the identity rule, Errors — is adapters/portable's, as for every
+// adapter. It declares every capability except ordering and runs every
+// TCK case.
 //
 // A [Broker] holds topics and queues; each [Adapter] made on it with [New]
 // is one "process" connected to it. [Open] uses the process-wide [Default]
@@ -17,7 +22,8 @@
 // runs (durable groups). A Broadcast subscription consumes the queue of its
 // (topic, group, instance), created by Subscribe: every instance gets its
 // own copy. As with a RabbitMQ exchange, a message published to a topic
-// with no queue yet reaches nobody; Send still confirms it. A queue's
+// with no queue yet reaches nobody; Send reports it as unroutable
+// (ports.ErrNoSubscriber) rather than confirming it. A queue's
 // KeyFilter is applied when a message is routed, so messages with other
 // keys never enter the queue.
 //
@@ -40,7 +46,7 @@
 //
 // Delayed messages (Message.Delay), delayed requeues and instance expiry
 // (SubscriptionSpec.InstanceTTL, for Broadcast queues) share one
-// operators/schedule Scheduler per broker (the module's one scheduler): a
+// schedule Scheduler per broker (the module's one scheduler): a
 // min-heap driven by a single timer armed for the earliest deadline, no
 // goroutine per message, and none at all while nothing is due. A delayed
 // message is routed when it falls due, to the queues bound then.

@@ -2,23 +2,22 @@ package mem
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Settlement misuse errors. Both wrap [ports.ErrInvalid]: the core settles
-// each delivery once, on the subscription that received it, so either one
-// points at a bug in the caller. Test with errors.Is.
+// Settlement misuse errors: the portable layer's, the same on every
+// adapter. Both wrap [ports.ErrInvalid]. Test with errors.Is.
 var (
 	// ErrAlreadySettled is returned by Settle for a delivery that was
 	// already settled, or whose settlement is in progress in another
 	// Settle call. Nothing is settled.
-	ErrAlreadySettled = fmt.Errorf("%w: delivery already settled", ports.ErrInvalid)
+	ErrAlreadySettled = portable.ErrAlreadySettled
 	// ErrForeignDelivery is returned by Settle for a delivery that was not
 	// received from this subscription (another subscription's, another
 	// adapter's, or one built by hand). Nothing is settled.
-	ErrForeignDelivery = fmt.Errorf("%w: delivery was not received from this subscription", ports.ErrInvalid)
+	ErrForeignDelivery = portable.ErrForeignDelivery
 )
 
 // ErrQueueFull is wrapped, together with ctx.Err(), by the error of a

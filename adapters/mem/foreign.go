@@ -20,13 +20,13 @@ func (a *Adapter) SendForeign(ctx context.Context, topic ports.Topic, payload []
 	if err := topic.Validate(); err != nil {
 		return err
 	}
-	if a.closed.Load() || a.b.closed.Load() {
+	if a.c.closed.Load() || a.c.b.closed.Load() {
 		return ports.ErrClosed
 	}
 	h := headers.Clone()
 	if h == nil {
 		h = ports.Headers{}
 	}
-	m := message{topic: a.physical(topic), id: h[ports.HeaderID], payload: bytes.Clone(payload), headers: h}
-	return a.b.send(ctx, a.ns, &m)
+	m := message{topic: a.c.physical(topic), id: h[ports.HeaderID], payload: bytes.Clone(payload), headers: h}
+	return a.c.b.send(ctx, a.c.ns, &m)
 }

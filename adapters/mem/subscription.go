@@ -4,65 +4,67 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // subscription is one consumer of a queue; it implements
-// ports.Subscription. Fields below mu are guarded by q.mu.
+// driver.Subscription (the portable layer bounds what it asks for by
+// SubscriptionSpec.InFlight). Fields below inFlight are guarded by q.mu.
 type subscription struct {
-	a          *Adapter
+	c          *conn
 	q          *queue
 	topic      ports.Topic       // the logical topic, carried by its deliveries
 	bestEffort bool              // SubscriptionSpec.QoS BestEffort: requeue and dead letter drop
-	limit      int               // SubscriptionSpec.InFlight after defaults
 	facts      map[string]string // shared by its deliveries, read-only
-	wake       chan struct{}     // buffered 1: a push or a freed slot
-	done       chan struct{}     // closed by Stop
-	errs       chan error        // never written: closed by Stop
+	wake       chan struct{}     // buffered 1: a push
+	done       chan struct{}     // closed by Close
 
+	recs       []driver.Record // ReceiveBatch's result, reused (one caller at a time)
 	inFlight   int
 	head, tail *delivery // unsettled deliveries in delivery order
 	queued     bool      // registered in q.waiters
-	receiving  bool      // in Receive with room: counted in q.receivers
-	waiting    bool      // blocked in Receive
+	receiving  bool      // in ReceiveBatch: counted in q.receivers
 	stopped    bool
 }
+
+var (
+	_ driver.Subscription = (*subscription)(nil)
+	_ driver.Requeuer     = (*subscription)(nil)
+	_ driver.DeadLetterer = (*subscription)(nil)
+	_ driver.Dropper      = (*subscription)(nil)
+)
 
 // deliveryState is where a handed-out delivery stands.
 type deliveryState uint8
 
 const (
 	inFlight deliveryState = iota // held by the caller, unsettled
-	settling                      // a dead-letter publish is under way
-	settled                       // acked, requeued, dead-lettered or returned by Stop
+	settled                       // acked, requeued, dead-lettered or returned by Close
 )
 
-// delivery is the adapter's side of a handed-out ports.Delivery; the
-// Delivery's Handle points back to it. Deliveries of one Receive call are
-// allocated together.
+// delivery is the broker's side of a handed-out record, its driver
+// handle. Deliveries of one ReceiveBatch call are allocated together.
 type delivery struct {
-	pd         ports.Delivery
 	sub        *subscription
 	it         item
 	prev, next *delivery
 	state      deliveryState
 }
 
-func newSubscription(a *Adapter, q *queue, spec ports.SubscriptionSpec) *subscription {
+func newSubscription(c *conn, q *queue, spec ports.SubscriptionSpec) *subscription {
 	facts := map[string]string{"queue": q.key.String(), "mode": spec.Mode.String()}
 	if spec.Mode == ports.Broadcast {
 		facts["instance"] = spec.Instance
 	}
 	return &subscription{
-		a:          a,
+		c:          c,
 		q:          q,
 		topic:      spec.Topic,
 		bestEffort: spec.QoS == ports.BestEffort,
-		limit:      spec.InFlight,
 		facts:      facts,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
-		errs:       make(chan error),
 	}
 }
 
@@ -74,48 +76,41 @@ func (s *subscription) signal() {
 	}
 }
 
-// Receive blocks until the queue has a ready message and fewer than
-// InFlight deliveries of this subscription are unsettled (and, in a
+// ReceiveBatch blocks until the queue has a ready message (and, in a
 // single-active group, this subscription is the active one: the first to
 // receive, until it stops), then returns up to max ready messages in
-// queue order, dropping those past their topic's retention (FIFO; requeued messages rejoin at
-// the end when their delay has passed). Each delivery's Headers, Payload
-// and Facts are shared with other deliveries of the same message or
-// subscription and must be treated as read-only.
+// queue order, dropping those past their topic's retention (FIFO;
+// requeued messages rejoin at the end when their delay has passed). Each
+// record's Headers, Payload and Facts are shared with other deliveries of
+// the same message or subscription and must be treated as read-only.
 //
-// It returns ctx.Err() when ctx is done, ports.ErrClosed after Stop (also
-// waking a blocked call) and an error wrapping ports.ErrInvalid for max <
-// 1. The in-process broker has no connection to lose, so there are no
-// other errors.
-func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
-	if max < 1 {
-		return nil, valueError("Receive max", "must be at least 1")
-	}
+// It returns ctx.Err() when ctx is done and ports.ErrClosed after Close.
+// The in-process broker has no connection to lose, so there are no other
+// errors.
+func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	q := s.q
 	q.mu.Lock()
 	for {
-		s.waiting = false
 		if s.stopped {
 			s.countLocked(false)
 			q.mu.Unlock()
 			return nil, ports.ErrClosed
 		}
-		room := s.limit - s.inFlight
 		if q.single && q.active == nil {
 			q.active = s // the first to receive is the single active consumer
 		}
 		eligible := !q.single || q.active == s
-		s.countLocked(room > 0 && eligible)
-		now := s.a.b.clock.Now()
+		s.countLocked(eligible)
+		now := s.c.b.clock.Now()
 		q.dropExpiredLocked(now)
-		if ready := q.ready.Len(); room > 0 && ready > 0 && eligible {
+		if ready := q.ready.Len(); ready > 0 && eligible {
 			// Competing consumers that are also waiting to receive get a
 			// fair share of what is ready, not whatever the first one to
 			// wake could hold.
-			n := min(max, room, (ready+q.receivers-1)/q.receivers)
+			n := min(max, (ready+q.receivers-1)/q.receivers)
 			if out := s.takeLocked(n, now); len(out) > 0 {
 				s.countLocked(false)
 				q.mu.Unlock()
@@ -123,10 +118,7 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 			}
 			continue // every one it took had expired
 		}
-		if room > 0 {
-			q.waitLocked(s) // woken by a push
-		}
-		s.waiting = true // woken by a settlement freeing a slot
+		q.waitLocked(s) // woken by a push
 		q.mu.Unlock()
 
 		select {
@@ -134,7 +126,6 @@ func (s *subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 		case <-s.done: // the loop returns ErrClosed
 		case <-ctx.Done():
 			q.mu.Lock()
-			s.waiting = false
 			q.unwaitLocked(s)
 			s.countLocked(false)
 			q.mu.Unlock()
@@ -158,25 +149,21 @@ func (s *subscription) countLocked(receiving bool) {
 	}
 }
 
-// single is one delivery and the slice that returns it, allocated
-// together: a consumer that keeps up receives one message at a time.
-type single struct {
-	x   [1]delivery
-	out [1]*ports.Delivery
-}
-
-// takeLocked pops up to n ready items and hands them out as deliveries, in
-// one allocation for n == 1 and two otherwise; expired items are dropped
+// takeLocked pops up to n ready items and hands them out as records, in
+// one allocation (the records' slice is reused); expired items are dropped
 // (so it may hand out fewer, even none).
-func (s *subscription) takeLocked(n int, now time.Time) []*ports.Delivery {
+func (s *subscription) takeLocked(n int, now time.Time) []driver.Record {
 	var slab []delivery
-	var out []*ports.Delivery
 	if n == 1 {
-		one := new(single)
-		slab, out = one.x[:], one.out[:]
+		slab = []delivery{{}}
 	} else {
-		slab, out = make([]delivery, n), make([]*ports.Delivery, n)
+		slab = make([]delivery, n)
 	}
+	if cap(s.recs) < n {
+		s.recs = make([]driver.Record, n)
+	}
+	out := s.recs[:n]
+	clear(out)
 	k := 0
 	for k < n {
 		it, ok := s.q.ready.PopFront()
@@ -190,19 +177,14 @@ func (s *subscription) takeLocked(n int, now time.Time) []*ports.Delivery {
 		x := &slab[k]
 		m := &it.msg
 		x.sub, x.it = s, it
-		x.pd = ports.Delivery{
+		out[k] = driver.Record{
 			Message:         ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers, QoS: m.qos.QoS()},
-			ID:              m.id,
 			RedeliveryCount: it.redeliveries,
 			Facts:           s.facts,
 			ReceivedAt:      now,
 			Handle:          x,
 		}
-		if m.id != "" {
-			x.pd.IDSource = ports.IDProducer // a foreign message without ce-id has no identity
-		}
 		s.linkLocked(x)
-		out[k] = &x.pd
 		k++
 	}
 	s.inFlight += k
@@ -239,20 +221,20 @@ func (s *subscription) unlinkLocked(x *delivery) {
 	s.q.inFlight--
 }
 
-// Stop stops the subscription: a blocked Receive returns ports.ErrClosed,
-// and every unsettled delivery goes back to the front of the queue in the
-// order it was delivered, with its redelivery count incremented (it was
-// delivered once more, as RabbitMQ marks it redelivered); in a
-// single-active group the next consumer to receive becomes the active one
-// and gets them. Stop acks nothing (a best-effort subscription's
-// deliveries are returned too: the broker keeps what was not settled). A delivery whose dead-letter publish is under way is left to
-// that Settle call, which removes it on success and returns it to the
-// queue on failure. Errors is closed. For a Broadcast queue whose last
-// consumer this was, the queue is deleted (InstanceTTL 0) or kept for
-// InstanceTTL and then deleted unless a consumer rejoined it.
+// Close stops the subscription: a blocked ReceiveBatch returns
+// ports.ErrClosed, and every unsettled delivery goes back to the front of
+// the queue in the order it was delivered, with its redelivery count
+// incremented (it was delivered once more, as RabbitMQ marks it
+// redelivered); in a single-active group the next consumer to receive
+// becomes the active one and gets them. Close acks nothing (a best-effort
+// subscription's deliveries are returned too: the broker keeps what was
+// not settled). For a Broadcast queue whose last consumer this was, the
+// queue is deleted (InstanceTTL 0) or kept for InstanceTTL and then
+// deleted unless a consumer rejoined it.
 //
-// Stop is idempotent, never blocks and always returns nil.
-func (s *subscription) Stop(ctx context.Context) error {
+// The portable layer calls it once, after the last ReceiveBatch and
+// settlement returned; it never blocks and always returns nil.
+func (s *subscription) Close(context.Context) error {
 	q := s.q
 	q.mu.Lock()
 	if s.stopped {
@@ -283,13 +265,6 @@ func (s *subscription) Stop(ctx context.Context) error {
 		q.wakeLocked()
 	}
 	q.mu.Unlock()
-
-	close(s.errs)
-	s.a.forget(s)
-	s.a.b.leave(q)
+	s.c.b.leave(q)
 	return nil
 }
-
-// Errors returns a channel that is closed by Stop. The in-process broker
-// has no connection to lose, so nothing is ever sent on it.
-func (s *subscription) Errors() <-chan error { return s.errs }

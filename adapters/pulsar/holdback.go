@@ -3,14 +3,14 @@ package pulsar
 import (
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/kit/timeheap"
 	"github.com/sluicemq/sluice/ports"
+	"github.com/sluicemq/sluice/schedule"
 )
 
 // holdback keeps deliveries that the broker dispatched before their
 // NotBeforeProperty time, until that time. Only Receive's goroutine uses it.
 type holdback struct {
-	items timeheap.Heap[*ports.Delivery]
+	items schedule.Heap[*ports.Delivery]
 	timer *time.Timer
 }
 

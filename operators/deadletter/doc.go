@@ -15,7 +15,7 @@
 // The package uses nothing but ports.Adapter (Send, Subscribe, Receive,
 // Settle, DeclareTopic), so it works the same on every adapter and in
 // tests on mem, and it imports no broker client. It sits under operators/
-// beside operators/attempts and operators/schedule, the other Port-level
+// beside operators/attempts and schedule, the other Port-level
 // helpers, rather than in flow: a flow pipeline settles each delivery by
 // its handler's outcome, while working a dead-letter area needs the
 // opposite — the package itself chooses each delivery's disposition

@@ -1,17 +1,19 @@
-// Package schedule is the local delay scheduler: one timer heap driven by
-// one clock timer, for brokers without native delay. It is the one
-// scheduler of the module: the adapters hold their delays with it
-// (directly, or through adapters/kit's Delayer). Adapters use it to hold
-// delayed messages (ports.Message.Delay) and delayed requeues
-// (ports.Disposition.Delay); the Delay stage of package operators uses the
-// same heap inside a pipeline.
+// Package schedule is the module's one clock, timer heap and scheduler,
+// at the bottom of the import graph: flow's operators and the adapters
+// both build on it, and it imports nothing of them (only ports, for
+// PanicError). [Heap] is the timer heap; a [Scheduler] keeps any number of
+// pending timers on one Heap driven by one clock timer, for the Delay and
+// window operators and for the adapters' delay fallbacks (directly, or
+// through adapters/portable and adapters/kit's Delayer): delayed messages
+// (ports.Message.Delay) and delayed requeues (ports.Disposition.Delay) on
+// brokers without native delay.
 //
-// A Scheduler keeps any number of pending timers for the cost of one heap
-// entry each (no goroutine, no runtime timer per entry; no goroutine at all
-// while nothing is due): 100k pending timers are a few megabytes. A Clock
-// option lets tests drive it with a manual clock. Stop cancels everything still pending without
-// running it, so a scheduler never settles or sends anything on its own
-// after Stop.
+// A Scheduler costs one heap entry per pending timer (no goroutine, no
+// runtime timer per entry; no goroutine at all while nothing is due):
+// 100k pending timers are a few megabytes. A [Clock] option lets tests
+// drive it with a manual clock. Stop cancels everything still pending
+// without running it, so a scheduler never settles or sends anything on
+// its own after Stop.
 //
 // The package imports no broker client and nothing of flow.
 package schedule
@@ -23,7 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/kit/timeheap"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -89,7 +90,7 @@ type Scheduler struct {
 
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when running becomes false
-	h       timeheap.Heap[func()]
+	h       Heap[func()]
 	timer   ClockTimer // armed for armedAt; nil when disarmed
 	armedAt int64
 	gen     uint64 // of the armed timer; a stale timer's fire is ignored
@@ -118,7 +119,7 @@ func New(opts Options) *Scheduler {
 
 // Timer is one scheduled callback.
 type Timer struct {
-	e timeheap.Entry[func()]
+	e Entry[func()]
 	s *Scheduler
 }
 

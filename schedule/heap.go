@@ -1,9 +1,4 @@
-// Package timeheap is the module's one timer heap: a binary min-heap of
-// deadlines with O(log n) removal, used by operators/schedule (the one
-// scheduler), the timer-driven operators and the Pulsar adapter's
-// not-before hold. It is not safe for concurrent use; its owner locks or
-// confines it.
-package timeheap
+package schedule
 
 // Entry is one deadline in a Heap. Its fields are read-only for callers.
 type Entry[V any] struct {
@@ -26,8 +21,11 @@ type slot[V any] struct {
 // Queued reports whether e is still in its heap.
 func (e *Entry[V]) Queued() bool { return e.index >= 0 }
 
-// Heap orders entries by When, then by insertion. The zero value is empty
-// and ready to use.
+// Heap is the module's one timer heap: a binary min-heap of deadlines with
+// O(log n) removal, under the Scheduler, the timer-driven operators and the
+// Pulsar adapter's not-before hold. It orders entries by When, then by
+// insertion. It is not safe for concurrent use; its owner locks or
+// confines it. The zero value is empty and ready to use.
 type Heap[V any] struct {
 	es  []slot[V]
 	seq uint64

@@ -1,4 +1,4 @@
-package timeheap
+package schedule
 
 import (
 	"math/rand/v2"

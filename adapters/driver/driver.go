@@ -1,0 +1,245 @@
+// Package driver is the narrow interface a broker implements to become a
+// sluice adapter. It maps one broker and nothing more: publish a batch
+// with a per-message result, pull records, acknowledge a batch of
+// handles, classify an error. Every cross-cutting rule of the settlement
+// contract — the in-flight bound, double-settlement detection, counted
+// requeue copies, the dead-letter publish confirmed before the original
+// is settled, the delay fallback, reconnect with backoff, the Errors
+// channel, Send stamping, validation and the size check, the identity
+// rule, secret scrubbing and the capability log line — is written once,
+// in package adapters/portable, which turns a Driver into the
+// ports.Adapter that flow consumes. Business code never imports this
+// package; it imports ports.
+//
+// # Required and optional
+//
+// [Driver] and [Subscription] are required. The optional interfaces are
+// implemented only where the broker has the feature natively; the
+// portable layer checks for them with a type assertion and otherwise
+// applies its fallback:
+//
+//	interface           broker feature                      fallback in adapters/portable
+//	Requeuer            native requeue (nack) with a count  confirmed copy with a counted header, then ack
+//	DeadLetterer        native dead-letter queue            confirmed copy to "<topic>.dlq", then ack
+//	AckFlusher          deferred acks (offsets, coalesced)  none: SendAcks is synchronous
+//	TopicDeclarer       create topics with properties       a per-process record (redeclare detection)
+//	Dropper             a best-effort class that counts     SendAcks for a best-effort requeue or dead letter
+//	GroupDeclarer       create a group's queue ahead        DeclareTopic refuses Groups it cannot keep
+//
+// Native delay on publish, native delayed requeue, expiry of idle
+// per-instance subscriptions, instance exclusivity, a best-effort class,
+// start positions and single-active groups are declared in
+// [Driver.Capabilities] (ports.Capabilities) and honoured by the driver
+// from the Message and SubscriptionSpec fields; what is not declared the
+// portable layer refuses (StartEarliest, SingleActive) or falls back for
+// (delay held on the consuming side, best-effort travelling at-least-once).
+//
+// # Concurrency and ownership
+//
+// Unless a method says otherwise: it may be called from several
+// goroutines at once, it may block on broker I/O until ctx is done, it
+// does not retry (the portable layer decides, using [Driver.Classify]),
+// and it must not keep a slice it was given after it returns. Slices a
+// driver returns belong to the caller.
+//
+// # Hand-offs on the consume path
+//
+// The portable layer pulls: flow's receive loop calls
+// Subscription.ReceiveBatch itself, so a record reaches the handler
+// through two sluice-owned goroutine hand-offs at most — (1) from flow's
+// receive loop to a handler worker, (2) from the completion to flow's
+// settlement engine, which calls SendAcks with the whole round. The
+// engine is the only acknowledgement batcher; a driver must not batch
+// acknowledgements again behind SendAcks (it may defer them, see
+// [AckFlusher]). Goroutines a broker client owns (a socket reader) are
+// the driver's and are not counted.
+package driver
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Driver is one connection (or client) to a broker.
+type Driver interface {
+	// Name is a short broker name for logs ("mem", "amqp").
+	Name() string
+
+	// Capabilities declares what the broker does natively. It is constant
+	// for the driver's life; the portable layer logs it once and applies
+	// a fallback for every capability that is false.
+	Capabilities() ports.Capabilities
+
+	// SendBatch publishes msgs, in order, and returns once the broker
+	// confirmed or refused each of them. It returns nil when all were
+	// confirmed, or a slice of len(msgs) whose element i is nil when
+	// msgs[i] was confirmed and the reason otherwise (classifiable with
+	// Classify). The messages arrive validated and stamped; a message's
+	// Delay is non-zero only when Capabilities().DelayedMessage is true.
+	// On ctx cancellation it returns ctx.Err() for the unconfirmed ones.
+	// It does not retry. It must not keep msgs or a Payload after it
+	// returns (copy what the broker client keeps); each message's Headers
+	// map is a copy the portable layer made for this call (stamped, or
+	// built for a requeue or dead-letter copy) and may be kept.
+	SendBatch(ctx context.Context, msgs []ports.Message) []error
+
+	// Subscribe creates or joins the physical subscription of spec (a
+	// queue, a consumer group, a shared subscription) and returns once
+	// it is established, so that a message sent afterwards reaches it.
+	// spec is validated and defaulted; it asks only for what Capabilities
+	// declares (the portable layer refuses the rest). A second running
+	// Broadcast subscription with one Instance is refused with an error
+	// matching ports.ErrInstanceShared where Capabilities.InstanceGuard
+	// says so.
+	Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (Subscription, error)
+
+	// Classify says what an error returned by this driver means: its
+	// portable code (ports.ErrRefused, ports.ErrAuth, …; nil when none
+	// applies) and whether the same call may succeed if retried after a
+	// reconnect. It is a pure function: safe for concurrent use, never
+	// blocks. The portable layer wraps the error with the code, so that
+	// errors.Is(err, code) holds for the caller.
+	Classify(err error) Class
+
+	// Close releases the connection. Subscriptions are closed before it
+	// by the portable layer. It is called once and may block until ctx is
+	// done.
+	Close(ctx context.Context) error
+}
+
+// Class is an error's portable classification.
+type Class struct {
+	// Code is one of ports' portable codes (ErrRefused, ErrUnreachable,
+	// ErrTimeout, ErrAuth, ErrTLS, ErrNotFound, ErrNoSubscriber,
+	// ErrTooLarge, ErrClosed, ErrUnconfirmed), or nil.
+	Code error
+	// Retryable: the portable layer may retry the call after a backoff
+	// (the driver reconnects on the next call); false makes the error
+	// final for the caller.
+	Retryable bool
+}
+
+// Record is one message pulled from the broker.
+type Record struct {
+	// Message as stored: Topic is the logical topic of the subscription,
+	// Headers and Payload belong to the record (the portable layer may
+	// remove transport headers from Headers).
+	Message ports.Message
+	// BrokerID is an identity the broker assigned, stable across
+	// redeliveries ("" when the broker assigns none). The portable layer
+	// applies the identity rule: the producer's HeaderID first, then
+	// BrokerID, then none.
+	BrokerID string
+	// RedeliveryCount is how often the broker delivered this message
+	// before (exact or a bound, as Capabilities.ExactRedeliveryCount
+	// says). The portable layer adds the count carried by requeue copies.
+	RedeliveryCount int
+	// Facts are broker facts for logs (queue, partition); shared and
+	// read-only.
+	Facts map[string]string
+	// ReceivedAt is when the driver read the record (zero: the portable
+	// layer stamps it), for a driver that reads the clock anyway.
+	ReceivedAt time.Time
+	// Handle is what SendAcks and the optional settlement methods receive
+	// back for this record; it is opaque to the portable layer.
+	Handle any
+	// Err, when set, marks the record as poison (a malformed header): it
+	// is handed to the core with Delivery.Err set.
+	Err error
+}
+
+// Subscription is one running physical consumer.
+type Subscription interface {
+	// ReceiveBatch blocks until at least one record is available and
+	// returns up to max of them (max >= 1). It is called from one
+	// goroutine at a time. The portable layer bounds max by the
+	// subscription's free in-flight slots, so a driver need not count
+	// (it may set its broker prefetch to SubscriptionSpec.InFlight).
+	// When ctx is done it returns ctx.Err() and no records, or records
+	// and no error: a record pulled from the broker is never dropped on
+	// cancellation. A broker failure is returned as it is; the portable
+	// layer classifies it and retries a retryable one after a backoff,
+	// reporting it on Errors. The caller reads the returned slice before
+	// it calls ReceiveBatch again and does not keep it, so a driver may
+	// reuse one slice for every call (the records' Headers, Payload and
+	// Handle are kept: those must not be reused).
+	ReceiveBatch(ctx context.Context, max int) ([]Record, error)
+
+	// SendAcks removes the records of handles from the broker. It is
+	// called with a whole settlement round (flow's engine batches;
+	// the driver must not batch again) and may be called concurrently
+	// with ReceiveBatch and with itself. It returns nil once the broker
+	// accepted the acknowledgements, or — for an AckFlusher — once they
+	// are recorded or written; on error none of them may be considered
+	// acknowledged. It does not retry.
+	SendAcks(ctx context.Context, handles []any) error
+
+	// Close stops consuming and hands every unacknowledged record back to
+	// the broker for redelivery; it acknowledges nothing. Called once,
+	// after the last ReceiveBatch returned and no SendAcks is running; it
+	// may block until ctx is done.
+	Close(ctx context.Context) error
+}
+
+// Requeuer is implemented by a Subscription whose broker requeues
+// natively and counts redeliveries (a Pulsar nack, a RocketMQ
+// invisibility change, a RabbitMQ quorum-queue reject). SendRequeues
+// returns the records to the broker for redelivery after delay (0: at
+// once); it honours delay natively when Capabilities.DelayedRequeue is
+// true and is only called with delay 0 otherwise. Concurrency, retries and
+// ownership as SendAcks.
+type Requeuer interface {
+	SendRequeues(ctx context.Context, handles []any, delay time.Duration) error
+}
+
+// DeadLetterer is implemented by a Subscription whose broker
+// dead-letters natively (a dead-letter exchange with publisher confirms,
+// a native dead-letter topic). SendDeadLetters moves the records to the
+// dead-letter destination with disp's reason and attempts, and returns
+// nil only once that move is confirmed; on error the originals stay
+// unsettled. Concurrency, retries and ownership as SendAcks.
+type DeadLetterer interface {
+	SendDeadLetters(ctx context.Context, handles []any, disp ports.Disposition) error
+}
+
+// AckFlusher is implemented by a Subscription whose SendAcks defers the
+// acknowledgements (Kafka offsets recorded for the next commit, acks
+// written to a socket without a reply). Such a SendAcks must not wait for
+// the broker: flow calls it on its settlement engine's own goroutine.
+// FlushAcks completes every acknowledgement SendAcks accepted before the
+// call and returns when the broker has them or ctx is done; it is called
+// before Close, and the driver also flushes on its own (on an interval, a
+// rebalance) — gap-free where the broker commits positions.
+type AckFlusher interface {
+	FlushAcks(ctx context.Context) error
+}
+
+// TopicDeclarer is implemented by a Driver that creates a topic's
+// physical resources with their properties (retention, length, groups).
+// It is idempotent for one spec and returns a *ports.RedeclareError for a
+// topic that exists with other properties (read back from the broker, or
+// from a record of the driver's own). A driver without it gets the
+// portable layer's per-process record and its groups declared through
+// GroupDeclarer.
+type TopicDeclarer interface {
+	DeclareTopic(ctx context.Context, spec ports.TopicSpec) error
+}
+
+// GroupDeclarer is implemented by a Driver that can create a LoadBalance
+// group's queue before its first consumer (see ports.GroupDeclarer).
+type GroupDeclarer interface {
+	DeclareGroup(ctx context.Context, topic ports.Topic, group string) error
+}
+
+// Dropper is implemented by a Subscription whose broker has a native
+// best-effort class and counts what it drops. On a best-effort
+// subscription (SubscriptionSpec.QoS BestEffort, Capabilities.BestEffort)
+// a Requeue or DeadLetter removes the records instead (a best-effort
+// message is never requeued or dead-lettered); SendDrops removes them and
+// counts them as dropped. Without it the portable layer acknowledges them
+// with SendAcks. Concurrency, retries and ownership as SendAcks.
+type Dropper interface {
+	SendDrops(ctx context.Context, handles []any) error
+}

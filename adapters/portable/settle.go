@@ -1,0 +1,115 @@
+package portable
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// broker is the kit.Broker the Settler carries Settle out over: the
+// driver's acknowledgement and confirmed publish.
+type broker struct{ s *Subscription }
+
+func (b broker) Ack(ctx context.Context, ds []*ports.Delivery) error {
+	hs := handles(ds)
+	err := b.s.ds.SendAcks(ctx, *hs)
+	release(hs)
+	return b.s.a.classify("ack", err)
+}
+
+func (b broker) Publish(ctx context.Context, msgs []ports.Message) []error {
+	errs := b.s.a.d.SendBatch(ctx, msgs)
+	for i, err := range errs {
+		errs[i] = b.s.a.classify("publish copy", err)
+	}
+	return errs
+}
+
+// requeue is kit.NativeRequeue over a driver.Requeuer. A delay the broker
+// cannot honour natively is held on the scheduler, the originals staying
+// unacknowledged meanwhile.
+type requeue struct{ s *Subscription }
+
+func (r requeue) Requeue(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error {
+	s, hs := r.s, handleSlice(ds)
+	rq := s.ds.(driver.Requeuer)
+	if delay <= 0 || s.a.caps.DelayedRequeue {
+		return s.a.classify("requeue", rq.SendRequeues(ctx, hs, delay))
+	}
+	return s.delayer.After(delay, func(ctx context.Context) {
+		if err := rq.SendRequeues(ctx, hs, 0); err != nil && ctx.Err() == nil {
+			s.report(fmt.Errorf("held requeue of %d message(s) failed; they stay unacknowledged and are redelivered: %w", len(hs), s.a.classify("requeue", err)))
+		}
+	})
+}
+
+// deadLetter is kit.NativeDeadLetter over a driver.DeadLetterer.
+type deadLetter struct{ s *Subscription }
+
+func (d deadLetter) DeadLetter(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	return d.s.a.classify("dead letter", d.s.ds.(driver.DeadLetterer).SendDeadLetters(ctx, handleSlice(ds), disp))
+}
+
+// settleBroker returns the kit.Broker for s, implementing kit.NativeRequeue
+// and kit.NativeDeadLetter exactly where the driver's subscription has
+// them, so that the Settler publishes confirmed copies for the rest.
+func settleBroker(s *Subscription) kit.Broker {
+	_, rq := s.ds.(driver.Requeuer)
+	_, dl := s.ds.(driver.DeadLetterer)
+	b := broker{s}
+	switch {
+	case rq && dl:
+		return struct {
+			broker
+			requeue
+			deadLetter
+		}{b, requeue{s}, deadLetter{s}}
+	case rq:
+		return struct {
+			broker
+			requeue
+		}{b, requeue{s}}
+	case dl:
+		return struct {
+			broker
+			deadLetter
+		}{b, deadLetter{s}}
+	}
+	return b
+}
+
+// handleSlice returns the driver handles of ds, in order, in a new slice.
+func handleSlice(ds []*ports.Delivery) []any {
+	hs := make([]any, len(ds))
+	for i, d := range ds {
+		hs[i] = d.Handle.(*handle).h
+	}
+	return hs
+}
+
+// spare recycles the handle slices of acknowledgements (a driver does not
+// keep them).
+var spare = sync.Pool{New: func() any { return new([]any) }}
+
+// handles returns the driver handles of ds in a recycled slice; give it
+// back with release.
+func handles(ds []*ports.Delivery) *[]any {
+	p := spare.Get().(*[]any)
+	hs := (*p)[:0]
+	for _, d := range ds {
+		hs = append(hs, d.Handle.(*handle).h)
+	}
+	*p = hs
+	return p
+}
+
+func release(p *[]any) {
+	clear(*p)
+	*p = (*p)[:0]
+	spare.Put(p)
+}

@@ -1,0 +1,390 @@
+package portable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Subscription is a ports.Subscription over a driver.Subscription.
+type Subscription struct {
+	a       *Adapter
+	ds      driver.Subscription
+	spec    ports.SubscriptionSpec
+	settler *kit.Settler
+	delayer *kit.Delayer // delayed requeues and not-before holds, on the adapter's scheduler; nil where the broker delays both
+	errs    *kit.Errors
+	copies  bool // requeues are republished copies counted in HeaderRedeliveryCount
+
+	recvMu sync.Mutex   // held by Receive: Stop waits for it before closing the driver
+	gate   sync.RWMutex // read-held by Settle, write-held by Stop
+
+	mu         sync.Mutex
+	out        atomic.Int64       // deliveries handed out and not settled: the in-flight bound
+	needRoom   atomic.Bool        // Receive waits for a settlement to free a slot
+	closing    atomic.Bool        // stopped, readable without mu
+	ready      []*ports.Delivery  // held deliveries now due
+	rparent    context.Context    // the ctx rctx was derived from
+	rctx       context.Context    // passed to ReceiveBatch, reused until cancelled
+	cancelRecv context.CancelFunc // cancels rctx: interrupts a driver ReceiveBatch
+	stopped    bool
+	room       chan struct{} // capacity 1: a slot was freed or a hold fell due
+	done       chan struct{} // closed by Stop
+}
+
+var _ ports.Subscription = (*Subscription)(nil)
+
+// handle is a delivery's Delivery.Handle: its settlement claim, the
+// driver's handle and the subscription that handed it out.
+type handle struct {
+	claim kit.Claim
+	h     any
+	sub   *Subscription
+	d     *ports.Delivery // the delivery it was handed out with (not a copy)
+}
+
+// Settlement misuse errors, the same on every adapter. Both wrap
+// ports.ErrInvalid: the core settles each delivery once, on the
+// subscription that received it, so either points at a bug in the caller.
+var (
+	// ErrAlreadySettled is returned by Settle for a delivery that was
+	// settled already, or whose settlement is under way in another call;
+	// it also matches ports.ErrAlreadyCompleted (the same action) or
+	// ports.ErrConflict (another one). Nothing is settled.
+	ErrAlreadySettled = fmt.Errorf("%w: delivery already settled", ports.ErrInvalid)
+	// ErrForeignDelivery is returned by Settle for a delivery that this
+	// subscription did not hand out (another subscription's, one built or
+	// copied by hand, nil). Nothing is settled.
+	ErrForeignDelivery = fmt.Errorf("%w: delivery was not received from this subscription", ports.ErrInvalid)
+)
+
+func newSubscription(a *Adapter, ds driver.Subscription, spec ports.SubscriptionSpec) *Subscription {
+	s := &Subscription{a: a, ds: ds, spec: spec, errs: kit.NewErrors(16), room: make(chan struct{}, 1), done: make(chan struct{})}
+	_, native := ds.(driver.Requeuer)
+	s.copies = !native
+	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report}
+	s.settler.Tracker.Lookup = s.claim
+	// The delay fallback runs only where the broker lacks the delay: a
+	// driver that delays messages and requeues natively costs no goroutine.
+	if !a.caps.DelayedMessage || (native && !a.caps.DelayedRequeue) {
+		s.delayer = kit.NewDelayer(kit.DelayerOptions{Scheduler: a.sched})
+	}
+	if !a.caps.DelayedMessage {
+		s.settler.Delayer = s.delayer // copies are held, then published without delay
+	}
+	return s
+}
+
+// claim finds d's settlement claim, refusing a delivery of another
+// subscription.
+func (s *Subscription) claim(d *ports.Delivery) (*kit.Claim, error) {
+	if d != nil {
+		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.d == d {
+			return &x.claim, nil
+		}
+	}
+	return nil, ErrForeignDelivery
+}
+
+func (s *Subscription) report(err error) { s.errs.Report(s.a.scrub(err)) }
+
+// signal wakes a Receive waiting for room or a due hold.
+func (s *Subscription) signal() {
+	select {
+	case s.room <- struct{}{}:
+	default:
+	}
+}
+
+// Receive returns up to max deliveries, never more than the free slots of
+// SubscriptionSpec.InFlight (it waits for a settlement when none is free).
+// A retryable broker failure is reported on Errors and retried after a
+// backoff; another one is returned, classified. It returns ctx.Err() when
+// ctx is done and ports.ErrClosed after Stop.
+func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
+	if max < 1 {
+		return nil, &ports.ValueError{Field: "Receive max", Reason: "must be at least 1"}
+	}
+	s.recvMu.Lock()
+	defer s.recvMu.Unlock()
+	for attempt := 0; ; {
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			return nil, ports.ErrClosed
+		}
+		if len(s.ready) > 0 {
+			n := min(max, len(s.ready))
+			out := append([]*ports.Delivery(nil), s.ready[:n]...)
+			s.ready = s.ready[n:]
+			s.mu.Unlock()
+			return out, nil
+		}
+		room := s.spec.InFlight - int(s.out.Load())
+		if room <= 0 {
+			s.mu.Unlock()
+			s.needRoom.Store(true)
+			if s.spec.InFlight-int(s.out.Load()) <= 0 { // a Settle after the first look signals
+				if err := s.wait(ctx); err != nil {
+					s.needRoom.Store(false)
+					return nil, err
+				}
+			}
+			s.needRoom.Store(false)
+			continue
+		}
+		rctx := s.receiveCtxLocked(ctx)
+		s.mu.Unlock()
+
+		recs, err := s.ds.ReceiveBatch(rctx, min(max, room))
+
+		stopped := s.closing.Load()
+		woken := rctx.Err() != nil
+		switch {
+		case err == nil:
+			attempt = 0
+			if out := s.deliveries(recs); len(out) > 0 {
+				return out, nil
+			}
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case stopped:
+			return nil, ports.ErrClosed
+		case woken:
+			// a hold fell due: take it on the next turn
+		default:
+			err = s.a.classify("receive", err)
+			var be *ports.BrokerError
+			if !errors.As(err, &be) || !be.Retryable {
+				return nil, err
+			}
+			wait := s.a.backoff.Delay(attempt)
+			attempt++
+			s.report(fmt.Errorf("receive from %q failed (attempt %d), retrying in %v: %w", string(s.spec.Topic), attempt, wait, err))
+			if err := s.sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// receiveCtxLocked returns the context for a driver ReceiveBatch: derived
+// from ctx and cancelled by a hold falling due or by Stop. It is reused
+// while ctx stays the same and it is not cancelled, so that a receive
+// costs no allocation for it.
+func (s *Subscription) receiveCtxLocked(ctx context.Context) context.Context {
+	if s.rctx == nil || s.rparent != ctx || s.rctx.Err() != nil {
+		if s.cancelRecv != nil {
+			s.cancelRecv()
+		}
+		s.rctx, s.cancelRecv = context.WithCancel(ctx)
+		s.rparent = ctx
+	}
+	return s.rctx
+}
+
+// wait blocks until a slot is freed, a hold falls due, Stop or ctx.
+func (s *Subscription) wait(ctx context.Context) error {
+	select {
+	case <-s.room:
+		return nil
+	case <-s.done:
+		return ports.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sleep is a backoff wait that Stop and ctx cut short.
+func (s *Subscription) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-s.done:
+		return ports.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// received is a delivery and its handle, allocated together.
+type received struct {
+	d ports.Delivery
+	h handle
+}
+
+// single is one received delivery and the slice that returns it, in one
+// allocation: a consumer that keeps up receives one record at a time.
+type single struct {
+	x   [1]received
+	out [1]*ports.Delivery
+}
+
+// deliveries turns records into deliveries, counting each in the in-flight
+// bound, and holds those whose not-before time is still ahead.
+func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
+	var now time.Time // read once, when a record needs it
+	clock := func() time.Time {
+		if now.IsZero() {
+			now = s.a.clock.Now()
+		}
+		return now
+	}
+	var slab []received
+	var out []*ports.Delivery
+	if len(recs) == 1 {
+		one := new(single)
+		slab, out = one.x[:], one.out[:0]
+	} else {
+		slab, out = make([]received, len(recs)), make([]*ports.Delivery, 0, len(recs))
+	}
+	for i := range recs {
+		r := &recs[i]
+		x, d := &slab[i].h, &slab[i].d
+		x.h, x.sub, x.d = r.Handle, s, d
+		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: r.ReceivedAt, Handle: x, Err: r.Err}
+		d.Topic = s.spec.Topic
+		if d.ReceivedAt.IsZero() {
+			d.ReceivedAt = clock()
+		}
+		d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers)
+		if d.ID == "" && r.BrokerID != "" {
+			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
+		}
+		if s.copies {
+			if n, err := strconv.Atoi(d.Headers[ports.HeaderRedeliveryCount]); err == nil && n > 0 {
+				d.RedeliveryCount += n // a malformed count is ignored: the broker's stands
+			}
+		}
+		at, err := kit.TakeNotBefore(d.Headers)
+		if err != nil && d.Err == nil {
+			d.Err = err
+		}
+		if !at.IsZero() && s.delayer != nil {
+			if wait := at.Sub(clock()); wait > 0 && s.delayer.After(wait, func(context.Context) { s.due(d) }) == nil {
+				continue
+			}
+		}
+		out = append(out, d)
+	}
+	s.out.Add(int64(len(recs)))
+	return out
+}
+
+// due hands a held delivery to the next Receive.
+func (s *Subscription) due(d *ports.Delivery) {
+	s.mu.Lock()
+	s.ready = append(s.ready, d)
+	if s.cancelRecv != nil {
+		s.cancelRecv()
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// Settle applies disp to every delivery of ds as one outcome (see
+// ports.Subscription.Settle and kit.Settler). An Ack is one driver
+// SendAcks call for the whole of ds.
+func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.isStopped() {
+		return ports.ErrClosed
+	}
+	settle := s.settler.Settle
+	if s.a.caps.BestEffort && s.spec.QoS == ports.BestEffort && disp.Action != ports.Ack {
+		if dr, ok := s.ds.(driver.Dropper); ok {
+			settle = func(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+				return s.drop(ctx, ds, disp, dr)
+			}
+		} else {
+			disp = kit.BestEffortDisposition(s.spec, disp)
+		}
+	}
+	if err := settle(ctx, ds, disp); err != nil {
+		if errors.Is(err, ports.ErrAlreadyCompleted) || errors.Is(err, ports.ErrConflict) {
+			err = fmt.Errorf("%w: %w", ErrAlreadySettled, err)
+		}
+		return s.a.scrub(err)
+	}
+	s.out.Add(-int64(len(ds)))
+	if s.needRoom.Load() {
+		s.signal()
+	}
+	return nil
+}
+
+// drop carries out a Requeue or DeadLetter of a best-effort subscription
+// as the driver's native drop.
+func (s *Subscription) drop(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition, dr driver.Dropper) error {
+	if err := kit.ValidDisposition(disp); err != nil || len(ds) == 0 {
+		return err
+	}
+	if err := s.settler.Tracker.Begin(ds, disp.Action); err != nil {
+		return err
+	}
+	err := s.a.classify("drop", dr.SendDrops(ctx, handleSlice(ds)))
+	s.settler.Tracker.End(ds, err == nil)
+	return err
+}
+
+func (s *Subscription) isStopped() bool { return s.closing.Load() }
+
+// Stop stops receiving, cancels the held requeues and deliveries (their
+// originals are unacknowledged on the broker) and closes the driver's
+// subscription, which hands every unsettled record back for redelivery.
+// It acks nothing and is idempotent.
+func (s *Subscription) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	s.closing.Store(true)
+	close(s.done)
+	if s.cancelRecv != nil {
+		s.cancelRecv()
+	}
+	s.ready = nil
+	s.mu.Unlock()
+	s.recvMu.Lock() // the running Receive has returned
+	s.recvMu.Unlock()
+	s.gate.Lock() // no Settle is running
+	s.gate.Unlock()
+	if s.delayer != nil {
+		s.delayer.Stop()
+	}
+	err := s.ds.Close(ctx)
+	s.errs.Close()
+	s.a.forget(s)
+	return s.a.classify("stop", err)
+}
+
+// Errors reports asynchronous failures; it is closed by Stop.
+func (s *Subscription) Errors() <-chan error { return s.errs.C() }
+
+// flushing is a Subscription whose driver defers acknowledgements: flow
+// calls its Settle(Ack) on the settlement engine's goroutine and Flush
+// before Stop.
+type flushing struct{ *Subscription }
+
+var _ ports.Flusher = flushing{}
+
+// Flush completes the deferred acknowledgements.
+func (f flushing) Flush(ctx context.Context) error {
+	return f.a.classify("flush", f.ds.(driver.AckFlusher).FlushAcks(ctx))
+}
