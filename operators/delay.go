@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
-	"github.com/sluicemq/sluice/schedule"
 )
 
 // Delay holds each item for d before passing it on. See DelayUntil.

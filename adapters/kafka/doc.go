@@ -45,7 +45,7 @@
 // Kafka has no delayed delivery. Message.Delay and a Requeue's
 // Disposition.Delay are written as an absolute "sluice-not-before"
 // header; the consuming adapter holds such a record in the local
-// scheduler (schedule) until that time (the record stays
+// scheduler (operators/schedule) until that time (the record stays
 // uncommitted meanwhile). The producer's and consumer's clocks are assumed
 // to agree.
 //

@@ -12,8 +12,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
-	"github.com/sluicemq/sluice/schedule"
 )
 
 // subscription is one consumer-group member consuming one topic.

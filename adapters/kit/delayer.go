@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
-	"github.com/sluicemq/sluice/schedule"
 )
 
 // Delayer holds work until its time, for brokers without native delay: a

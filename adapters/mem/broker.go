@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
-	"github.com/sluicemq/sluice/schedule"
 )
 
 // Broker is an in-process message broker. Every [Adapter] made on the same

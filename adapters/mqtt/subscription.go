@@ -13,8 +13,8 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session/state"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
-	"github.com/sluicemq/sluice/schedule"
 )
 
 // subscription is one running consumer: one MQTT connection with its own

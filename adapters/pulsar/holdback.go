@@ -3,8 +3,8 @@ package pulsar
 import (
 	"time"
 
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
-	"github.com/sluicemq/sluice/schedule"
 )
 
 // holdback keeps deliveries that the broker dispatched before their

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicemq/sluice/schedule"
+	"github.com/sluicemq/sluice/operators/schedule"
 )
 
 // An adapter without native delay holds a delayed requeue locally and

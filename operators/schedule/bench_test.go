@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/schedule"
+	"github.com/sluicemq/sluice/operators/schedule"
 )
 
 // fill schedules n timers an hour away, spread over a minute.
