@@ -96,7 +96,8 @@ func New(adapter ports.Adapter, spec ports.SubscriptionSpec, opts ...Option) *Pi
 }
 
 // Spec returns the subscription spec with defaults applied (the adapter's,
-// then the ports defaults).
+// then the ports defaults), and with the in-flight limit a stage raised
+// (see NeedInFlight).
 func (p *Pipeline) Spec() ports.SubscriptionSpec { return p.spec }
 
 // Source returns the stream of deliveries. It may be taken once.
