@@ -31,6 +31,7 @@ type Pipeline struct {
 	source   chan Item[*ports.Delivery]
 	srcFuse  fused[*ports.Delivery] // the source's consumer, when it runs inline
 	srcTaken bool
+	inFlight inFlightNeed // inflight.go
 
 	// Running state.
 	mu       sync.Mutex
@@ -86,6 +87,7 @@ func New(adapter ports.Adapter, spec ports.SubscriptionSpec, opts ...Option) *Pi
 		p.buildFail(err)
 	}
 	p.spec = withProfile.WithDefaults()
+	p.inFlight.set = withProfile.InFlight > 0
 	p.stats.acked.n, p.stats.requeued.n, p.stats.deadLettered.n = &p.stats.settled, &p.stats.settled, &p.stats.settled
 	p.report = p.reportErr
 	p.source = make(chan Item[*ports.Delivery], min(p.spec.InFlight, 256))
@@ -94,7 +96,8 @@ func New(adapter ports.Adapter, spec ports.SubscriptionSpec, opts ...Option) *Pi
 }
 
 // Spec returns the subscription spec with defaults applied (the adapter's,
-// then the ports defaults).
+// then the ports defaults), and with the in-flight limit a stage raised
+// (see NeedInFlight).
 func (p *Pipeline) Spec() ports.SubscriptionSpec { return p.spec }
 
 // Source returns the stream of deliveries. It may be taken once.
@@ -144,6 +147,7 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	}
 	p.started = true
 	p.sub = sub
+	p.logInFlightRaise()
 	p.slots = newSlots(p.spec.InFlight)
 	p.eng = newEngine(p, sub)
 	go p.eng.run()

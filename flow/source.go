@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -202,10 +203,34 @@ func (p *Pipeline) settled(r *root, disp ports.Disposition, err error) {
 		p.stats.acked.Add(1)
 	case ports.Requeue:
 		p.stats.requeued.Add(1)
+		p.logSettled("sluice: requeued", d, disp)
 	case ports.DeadLetter:
 		p.stats.deadLettered.Add(1)
+		p.logSettled("sluice: dead-lettered", d, disp)
 	}
 	p.observe(Event{Delivery: d, Outcome: o, Action: disp.Action})
+}
+
+// logSettled logs one requeue or dead letter at Debug level: the
+// delivery's id, its attempt and the reason, never its payload.
+func (p *Pipeline) logSettled(msg string, d *ports.Delivery, disp ports.Disposition) {
+	l := p.cfg.logger
+	if !l.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	attempt := disp.Attempts
+	if attempt == 0 {
+		attempt = d.RedeliveryCount + 1
+	}
+	reason := ""
+	if disp.Reason != nil {
+		reason = disp.Reason.Error()
+	}
+	attrs := []any{"id", d.ID, "attempt", attempt, "reason", reason, "topic", string(p.spec.Topic), "adapter", p.adapterName()}
+	if disp.Action == ports.Requeue {
+		attrs = append(attrs, "delay", disp.Delay)
+	}
+	l.Debug(msg, attrs...)
 }
 
 // disposition applies the state machine of the settlement contract.

@@ -17,7 +17,10 @@ import (
 type BatchOptions struct {
 	// Size is the largest batch. Default: SubscriptionSpec.Batch.Size, or
 	// else 100 capped at SubscriptionSpec.InFlight (a batch can never
-	// hold more than the in-flight limit).
+	// hold more than the in-flight limit). A Size above the in-flight
+	// limit raises the limit to Size when SubscriptionSpec.InFlight was
+	// left zero (Start logs the raise) and makes Start fail with
+	// ports.ErrInvalid when it was set (see flow.Pipeline.NeedInFlight).
 	Size int
 	// Window bounds how long a partial batch waits for more items, from
 	// its first item. Default: SubscriptionSpec.Batch.Window, or else
@@ -69,7 +72,11 @@ func Batch[T any](in flow.Stream[T], opts BatchOptions) flow.Stream[Batched[T]] 
 	if opts.Size < 0 || opts.Window < 0 || opts.MaxBytes < 0 {
 		return flow.Invalid[T, Batched[T]](in, invalid("Batch", "BatchOptions", "size, window and bytes must not be negative"))
 	}
-	o := batchDefaults(opts, in.Pipeline().Spec())
+	p := in.Pipeline()
+	o := batchDefaults(opts, p.Spec())
+	// A batch holds only deliveries in flight: a smaller limit would cut
+	// every batch short and make it wait out its window.
+	p.NeedInFlight(o.Size, "operators.Batch")
 	return flow.Operate(in, func(ctx context.Context, src <-chan flow.Item[T], out chan<- flow.Item[Batched[T]]) error {
 		b := batcher[T]{o: o, ctx: ctx, out: out}
 		return b.run(src)
