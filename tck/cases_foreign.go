@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	register(32, "ForeignProducer", always, caseForeignProducer)
+	register(34, "ForeignProducer", always, caseForeignProducer)
 }
 
 // foreignSeen is what the kit's handler saw of one foreign message.

@@ -10,8 +10,9 @@
 // Run executes the sixteen cases of the settlement contract (SPEC §5), the
 // Broadcast instance collision, the Port cases (declared topics, start
 // positions, single-active groups, QoS, tenant scopes, adopted topologies,
-// payload limits; numbered from 20) and request/reply and per-member batch
-// outcomes (30, 31) as behaviour-named subtests, each with a fresh Harness.
+// payload limits; numbered from 20), request/reply and per-member batch
+// outcomes (30, 31), dead-letter redrive (32, 33) and a foreign producer's
+// message (34) as behaviour-named subtests, each with a fresh Harness.
 // A case is skipped only when the adapter's declared Capabilities say it
 // cannot apply, and the skip names the capability.
 //
