@@ -72,7 +72,7 @@ func (s *pubSlot) drop(c *conn) {
 // transaction.
 func (p *publisher) publish(ctx context.Context, msgs []ports.Message) error {
 	now := time.Now()
-	return p.send(ctx, msgs, p.a.opts.faults.sendsFailing(), func(m *ports.Message) (string, []func(*frame.Frame) error) {
+	return p.send(ctx, msgs, p.a.opts.faults.sendsFailing(), func(_ int, m *ports.Message) (string, []func(*frame.Frame) error) {
 		return p.a.sendDest(m.Topic), p.a.sendExtras(m, now)
 	})
 }
@@ -82,17 +82,15 @@ func (p *publisher) publish(ctx context.Context, msgs []ports.Message) error {
 // in one transaction committed with a receipt. A nil error means the
 // broker stored every copy.
 func (p *publisher) publishCopies(ctx context.Context, msgs []ports.Message, dest func(i int) string) error {
-	i := -1
-	return p.send(ctx, msgs, false, func(*ports.Message) (string, []func(*frame.Frame) error) {
-		i++
+	return p.send(ctx, msgs, false, func(i int, _ *ports.Message) (string, []func(*frame.Frame) error) {
 		return dest(i), nil
 	})
 }
 
 // send sends msgs in one transaction, each to the destination (and with
-// the extra headers) route gives, called once per message in order;
+// the extra headers) route gives for message i;
 // failing aborts the transaction instead of committing it (FailSends).
-func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool, route func(*ports.Message) (string, []func(*frame.Frame) error)) error {
+func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool, route func(i int, m *ports.Message) (string, []func(*frame.Frame) error)) error {
 	slot := p.slots[p.next.Add(1)%uint64(len(p.slots))]
 	c, err := slot.get(ctx, p.a)
 	if err != nil {
@@ -105,7 +103,7 @@ func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool
 		}
 		for i := range msgs {
 			m := &msgs[i]
-			dest, extra := route(m)
+			dest, extra := route(i, m)
 			ct, opts := sendOpts(m, extra...)
 			if err := tx.Send(dest, ct, m.Payload, opts...); err != nil {
 				return err

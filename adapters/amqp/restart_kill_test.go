@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -95,7 +94,16 @@ func ingestAcrossRestart(t *testing.T, restart func(context.Context, *rabbittest
 	done := make(chan error, 1)
 	t0 := time.Now()
 	go func() {
-		done <- sendReadings(ctx, pub, topic, n, l)
+		mk := func(i int) ports.Message {
+			b, _ := json.Marshal(reading{ID: fmt.Sprintf("r%06d", i), Value: float64(i)})
+			return ports.Message{Topic: topic, Payload: b}
+		}
+		idOf := func(m ports.Message) string {
+			var r reading
+			_ = json.Unmarshal(m.Payload, &r)
+			return r.ID
+		}
+		done <- sendStream(ctx, pub, n, 20, 20*time.Millisecond, mk, idOf, l)
 	}()
 	at := func(d time.Duration) {
 		select {
@@ -169,54 +177,6 @@ func ingestAcrossRestart(t *testing.T, restart func(context.Context, *rabbittest
 		t.Fatalf("LOST %d confirmed reading(s) (stored %d of %d): %v", len(lost), len(got), len(l.confirmed), lost)
 	}
 	t.Logf("stored %d of %d confirmed readings", len(got), len(l.confirmed))
-}
-
-// sendReadings sends n readings in calls of 20 about every 20 ms, sending
-// again every message whose Send failed.
-func sendReadings(ctx context.Context, a ports.Sender, topic ports.Topic, n int, l *confirmLedger) error {
-	var pending []ports.Message
-	next := 0
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for next < n || len(pending) > 0 {
-		for len(pending) < 20 && next < n {
-			b, _ := json.Marshal(reading{ID: fmt.Sprintf("r%06d", next), Value: float64(next)})
-			pending = append(pending, ports.Message{Topic: topic, Payload: b})
-			next++
-		}
-		err := a.Send(ctx, pending...)
-		failed := map[int]bool{}
-		if err != nil {
-			se := ports.SendErrors(err)
-			if len(se) == 0 {
-				return fmt.Errorf("Send failed without a SendError: %w", err)
-			}
-			for _, e := range se {
-				failed[e.Index] = true
-				if errors.Is(e, ports.ErrNoSubscriber) {
-					l.returned++
-				}
-			}
-		}
-		keep := pending[:0]
-		for i, m := range pending {
-			if failed[i] {
-				keep = append(keep, m)
-				l.failed++
-				continue
-			}
-			var r reading
-			_ = json.Unmarshal(m.Payload, &r)
-			l.confirmed[r.ID] = true
-		}
-		pending = keep
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
 }
 
 // restartChild is the consumer process: Decode → Batch → Sink into SQLite.

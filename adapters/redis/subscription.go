@@ -509,10 +509,18 @@ func ids(hs []*handle) []string {
 // (10 ms doubling, five retries), before the settlement is reported failed.
 func (s *subscription) ack(ctx context.Context, hs []*handle) error {
 	keys := ids(hs)
+	return retryFresh(ctx, func() error { return s.a.rc.XAck(ctx, s.stream, s.group, keys...).Err() })
+}
+
+// retryFresh runs call, a command that is safe to repeat, until it
+// succeeds, ctx is done or it failed six times, waiting 10 ms doubling
+// between tries (go-redis takes a fresh connection for each), and returns
+// its last error.
+func retryFresh(ctx context.Context, call func() error) error {
 	backoff := 10 * time.Millisecond
-	var err error
 	for retry := 0; ; retry++ {
-		if err = s.a.rc.XAck(ctx, s.stream, s.group, keys...).Err(); err == nil || retry == 5 || ctx.Err() != nil {
+		err := call()
+		if err == nil || retry == 5 || ctx.Err() != nil {
 			return err
 		}
 		t := time.NewTimer(backoff)
@@ -615,33 +623,24 @@ func (s *subscription) committed(ctx context.Context, hs []*handle) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	backoff := 10 * time.Millisecond
-	for retry := 0; ; retry++ {
+	cmds := make([]*goredis.XPendingExtCmd, len(hs))
+	err := retryFresh(ctx, func() error {
 		pipe := s.a.rc.Pipeline()
-		cmds := make([]*goredis.XPendingExtCmd, len(hs))
 		for i, h := range hs {
 			cmds[i] = pipe.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: s.stream, Group: s.group, Start: h.id, End: h.id, Count: 1})
 		}
-		if _, err := pipe.Exec(ctx); err == nil {
-			for _, c := range cmds {
-				if len(c.Val()) > 0 {
-					return false
-				}
-			}
-			return true
-		}
-		if retry == 5 || ctx.Err() != nil {
-			return false
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		}
-		backoff *= 2
+		_, err := pipe.Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return false
 	}
+	for _, c := range cmds {
+		if len(c.Val()) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Stop stops reading and hands every held entry back to the group: their
