@@ -29,12 +29,20 @@
 // package (adapters/<name>/url.go) and listed in the error for an unknown
 // one.
 //
-// # One adapter per process
+// # The registry is a value
 //
-// Exactly one adapter is active per process: a second Open while the
-// first adapter is still open fails with [ErrAlreadyOpen]. Closing the
-// adapter frees the slot. [NotExclusive] opts out, for tests and for tools
-// that bridge two brokers.
+// A [Mux] maps schemes to openers. Adapter packages register on
+// [DefaultMux], which [Register], [Schemes] and [Open] use; a program or a
+// test that wants a registry of its own makes one with [NewMux] and
+// registers on it the openers it wants ([Mux.Opener] returns
+// DefaultMux's).
+//
+// # One adapter at a time
+//
+// A service has one adapter, chosen by configuration: a second Open on the
+// same Mux while the first adapter is still open fails with
+// [ErrAlreadyOpen], and closing the adapter frees the slot. [NotExclusive]
+// opts out, for tests and for tools that bridge two brokers.
 //
 // # Options
 //

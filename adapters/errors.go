@@ -11,8 +11,8 @@ var (
 	// ErrUnknownScheme: no opener is registered for the URL's scheme. It
 	// wraps ports.ErrInvalid.
 	ErrUnknownScheme = fmt.Errorf("%w: unknown scheme", ports.ErrInvalid)
-	// ErrAlreadyOpen: an adapter opened by Open is still open in this
-	// process (exactly one adapter is active per process).
+	// ErrAlreadyOpen: an adapter opened by the same Mux is still open
+	// (one adapter is active at a time; see Mux).
 	ErrAlreadyOpen = fmt.Errorf("an adapter is already open in this process")
 )
 

@@ -32,84 +32,119 @@ func (f OpenerFunc) OpenURL(ctx context.Context, u *url.URL, cfg *Config) (ports
 	return f(ctx, u, cfg)
 }
 
-var registry = struct {
-	sync.RWMutex
+// Mux maps URL schemes to the openers of their adapters and opens URLs
+// with them. Its zero value is not usable: make one with NewMux. A Mux is
+// safe for concurrent use.
+//
+// Exactly one adapter opened by a Mux is active at a time (the product's
+// rule: a service has one adapter, chosen by configuration), unless it is
+// opened with NotExclusive. DefaultMux is the process's: adapter packages
+// register their schemes on it when they are imported, and the package
+// functions Register, Schemes and Open use it. A tool that bridges two
+// brokers, or a test that needs a registry of its own, makes another Mux
+// and registers the openers it wants on it (DefaultMux.Opener returns the
+// registered ones).
+type Mux struct {
+	mu      sync.RWMutex
 	openers map[string]URLOpener
-}{openers: map[string]URLOpener{}}
+	active  struct {
+		sync.Mutex
+		url  string
+		open bool
+	}
+}
+
+// NewMux returns a Mux with no scheme registered.
+func NewMux() *Mux { return &Mux{openers: map[string]URLOpener{}} }
+
+// DefaultMux is the process's Mux: adapter packages register on it in
+// their init functions.
+var DefaultMux = NewMux()
 
 // Register makes scheme ("amqp", "pulsar+ssl") open with o. Schemes are
 // case-insensitive. It panics if scheme is empty, already registered or o
-// is nil, like database/sql.Register: registration is a program's setup,
-// done in init functions.
-func Register(scheme string, o URLOpener) {
+// is nil, like database/sql.Register: registration is a program's setup.
+func (m *Mux) Register(scheme string, o URLOpener) {
 	scheme = strings.ToLower(scheme)
 	if scheme == "" || o == nil {
 		panic("adapters: Register with an empty scheme or a nil opener")
 	}
-	registry.Lock()
-	defer registry.Unlock()
-	if _, dup := registry.openers[scheme]; dup {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.openers[scheme]; dup {
 		panic("adapters: scheme " + scheme + " registered twice")
 	}
-	registry.openers[scheme] = o
+	m.openers[scheme] = o
 }
 
 // Schemes returns the registered schemes, sorted.
-func Schemes() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	out := make([]string, 0, len(registry.openers))
-	for s := range registry.openers {
+func (m *Mux) Schemes() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]string, 0, len(m.openers))
+	for s := range m.openers {
 		out = append(out, s)
 	}
 	sort.Strings(out)
 	return out
 }
 
+// Opener returns the opener registered for scheme.
+func (m *Mux) Opener(scheme string) (URLOpener, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	o, ok := m.openers[strings.ToLower(scheme)]
+	return o, ok
+}
+
 // registered lists the registered schemes for an error message.
-func registered() string {
-	if s := Schemes(); len(s) > 0 {
+func (m *Mux) registered() string {
+	if s := m.Schemes(); len(s) > 0 {
 		return strings.Join(s, ", ")
 	}
 	return "none"
 }
 
-func opener(scheme string) (URLOpener, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	o, ok := registry.openers[scheme]
-	return o, ok
+// Register registers scheme on DefaultMux (see Mux.Register).
+func Register(scheme string, o URLOpener) { DefaultMux.Register(scheme, o) }
+
+// Schemes returns the schemes registered on DefaultMux, sorted.
+func Schemes() []string { return DefaultMux.Schemes() }
+
+// Open opens rawURL with DefaultMux (see Mux.Open).
+func Open(ctx context.Context, rawURL string, opts ...Option) (ports.Adapter, error) {
+	return DefaultMux.Open(ctx, rawURL, opts...)
 }
 
 // Open opens the adapter rawURL names (see the package documentation for
 // the schemes and shared parameters), logs its capabilities and fallbacks
-// once, and makes it the process's one adapter until it is closed.
+// once, and makes it the Mux's one active adapter until it is closed.
 //
 // Errors: a malformed URL, an unknown scheme, an unknown or malformed
 // parameter, or a conflicting option wrap ports.ErrInvalid (and are a
 // *URLError naming the URL without credentials); a second Open while an
 // adapter is open wraps ErrAlreadyOpen; a failure to connect is returned
 // as the adapter reported it, inside a *URLError.
-func Open(ctx context.Context, rawURL string, opts ...Option) (ports.Adapter, error) {
+func (m *Mux) Open(ctx context.Context, rawURL string, opts ...Option) (ports.Adapter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	u, err := parse(rawURL)
+	u, err := m.parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	shown := Redact(u)
 	fail := func(err error) error { return &URLError{URL: shown, Err: err} }
 
-	o, ok := opener(u.Scheme)
+	o, ok := m.Opener(u.Scheme)
 	if !ok {
-		return nil, fail(fmt.Errorf("%w %q (registered: %s); each adapter registers its schemes when its package is imported: import _ \"github.com/sluicemq/sluice/adapters/<name>\" (or adapters/all for every scheme)", ErrUnknownScheme, u.Scheme, registered()))
+		return nil, fail(fmt.Errorf("%w %q (registered: %s); each adapter registers its schemes when its package is imported: import _ \"github.com/sluicemq/sluice/adapters/<name>\" (or adapters/all for every scheme)", ErrUnknownScheme, u.Scheme, m.registered()))
 	}
 	cfg, err := newConfig(u, opts)
 	if err != nil {
 		return nil, fail(err)
 	}
-	release, err := claim(shown, cfg.notExclusive)
+	release, err := m.claim(shown, cfg.notExclusive)
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -130,7 +165,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (ports.Adapter, er
 
 // parse parses rawURL without ever putting it in an error (it may hold a
 // password).
-func parse(rawURL string) (*url.URL, error) {
+func (m *Mux) parse(rawURL string) (*url.URL, error) {
 	if strings.TrimSpace(rawURL) == "" {
 		return nil, &URLError{Err: fmt.Errorf("%w: empty URL (want e.g. mem://, amqp://host:5672/, kafka://host:9092)", ports.ErrInvalid)}
 	}
@@ -147,8 +182,8 @@ func parse(rawURL string) (*url.URL, error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	if u.Opaque != "" {
-		if _, known := opener(u.Scheme); !known {
-			return nil, &URLError{URL: u.Scheme + ":…", Err: fmt.Errorf("%w %q (registered: %s); a URL is scheme://host…", ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))}
+		if _, known := m.Opener(u.Scheme); !known {
+			return nil, &URLError{URL: u.Scheme + ":…", Err: fmt.Errorf("%w %q (registered: %s); a URL is scheme://host…", ErrUnknownScheme, u.Scheme, m.registered())}
 		}
 		return nil, &URLError{URL: u.Scheme + ":…", Err: fmt.Errorf("%w: write %s://… (with two slashes)", ports.ErrInvalid, u.Scheme)}
 	}

@@ -8,31 +8,25 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// active is the process's one exclusive adapter, by its shown URL.
-var active struct {
-	sync.Mutex
-	url  string
-	open bool
-}
-
-// claim makes the caller the process's one adapter; release gives the
+// claim makes the caller the Mux's one active adapter; release gives the
 // slot back (once). Non-exclusive adapters claim nothing.
-func claim(shown string, notExclusive bool) (release func(), err error) {
+func (m *Mux) claim(shown string, notExclusive bool) (release func(), err error) {
 	if notExclusive {
 		return func() {}, nil
 	}
-	active.Lock()
-	defer active.Unlock()
-	if active.open {
-		return nil, fmt.Errorf("%w (%s); exactly one adapter is active per process: close it first, or pass adapters.NotExclusive() in tests and bridging tools", ErrAlreadyOpen, active.url)
+	a := &m.active
+	a.Lock()
+	defer a.Unlock()
+	if a.open {
+		return nil, fmt.Errorf("%w (%s); one adapter is active at a time: close it first, or pass adapters.NotExclusive() (or open with a Mux of its own) in tests and bridging tools", ErrAlreadyOpen, a.url)
 	}
-	active.open, active.url = true, shown
+	a.open, a.url = true, shown
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			active.Lock()
-			active.open, active.url = false, ""
-			active.Unlock()
+			a.Lock()
+			a.open, a.url = false, ""
+			a.Unlock()
 		})
 	}, nil
 }

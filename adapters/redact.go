@@ -9,7 +9,8 @@ import (
 // secretWords mark query parameters whose values Redact masks.
 var secretWords = []string{"pass", "secret", "token", "key", "auth", "credential", "sasl", "cert"}
 
-// Redact returns u as text fit for logs and errors: the password and the
+// Redact returns u as text fit for logs and errors: the password (and the
+// user name where it holds the password, as in guest:guest@), and the
 // values of parameters named like secrets (password, token, secret, key,
 // auth, credential, sasl, cert) are replaced by "xxxxx". The values of
 // parameters ending in _file or _env (password_file, token_env, key_file)
@@ -19,8 +20,15 @@ func Redact(u *url.URL) string {
 	b.WriteString(u.Scheme)
 	b.WriteString("://")
 	if u.User != nil {
-		b.WriteString(url.PathEscape(u.User.Username()))
-		if _, has := u.User.Password(); has {
+		user := url.PathEscape(u.User.Username())
+		pw, has := u.User.Password()
+		if has && pw != "" {
+			// masked as every error's text is scrubbed, so that one
+			// message never shows the same URL two ways
+			user = scrubText(user, []string{pw, url.PathEscape(pw)})
+		}
+		b.WriteString(user)
+		if has {
 			b.WriteString(":xxxxx")
 		}
 		b.WriteByte('@')

@@ -9,18 +9,24 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicemq/sluice/ports"
 )
 
-// Sentinel errors of a refused connection. Test with errors.Is; the
-// error's text says which check failed and what to do.
+// Sentinel errors of a refused connection: the portable codes of package
+// ports under the names adapters have always used, so that
+// errors.Is(err, adapters.ErrTLS) and errors.Is(err, ports.ErrTLS) are one
+// test. The error's text says which check failed and what to do.
 var (
-	// ErrTLS: the TLS handshake with the broker failed — its certificate
-	// is not trusted, has expired or names another host, it refused this
-	// client's certificate, or one side does not speak TLS at all.
-	ErrTLS = errors.New("TLS handshake failed")
-	// ErrAuth: the broker refused the credentials (user name and
-	// password, token, or the client certificate as the identity).
-	ErrAuth = errors.New("authentication refused")
+	// ErrTLS is ports.ErrTLS: the TLS handshake with the broker failed —
+	// its certificate is not trusted, has expired or names another host,
+	// it refused this client's certificate, or one side does not speak
+	// TLS at all.
+	ErrTLS = ports.ErrTLS
+	// ErrAuth is ports.ErrAuth: the broker refused the credentials (user
+	// name and password, token, or the client certificate as the
+	// identity).
+	ErrAuth = ports.ErrAuth
 )
 
 // TLSError is the error of a failed TLS handshake, made by [ExplainTLS].
