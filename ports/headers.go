@@ -28,6 +28,7 @@ const (
 	HeaderDeadLetterReason = "sluice-dlq-reason"       // why a message was dead-lettered
 	HeaderDeadLetterTopic  = "sluice-dlq-topic"        // the logical topic the message was dead-lettered from
 	HeaderAttempts         = "sluice-attempts"         // delivery attempts made before dead-lettering
+	HeaderDeadLetterTime   = "sluice-dlq-time"         // RFC 3339 time the dead-letter copy was made (where sluice makes it)
 	HeaderIDSource         = "sluice-id-source"        // "broker" on a copy whose ce-id is the identity the broker gave the original (see IDSource)
 )
 

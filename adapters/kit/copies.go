@@ -49,6 +49,7 @@ func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition) ports.Message {
 	h := copyHeaders(d, 3)
 	delete(h, ports.HeaderRedeliveryCount)
 	delete(h, HeaderNotBefore)
+	delete(h, ports.HeaderDeadLetterTime) // the caller stamps the new copy's time
 	reason := disp.ReasonText()
 	if reason == "" {
 		reason = NoReason

@@ -74,6 +74,9 @@ type Settler struct {
 	// OnError receives the failures of held requeues (report them through
 	// Errors). Default: dropped.
 	OnError func(error)
+	// Now stamps each dead-letter copy with the time it is made
+	// (ports.HeaderDeadLetterTime). Default: time.Now.
+	Now func() time.Time
 }
 
 // NewSettler returns a Settler over b with the default Tracker.
@@ -117,7 +120,16 @@ func (s *Settler) apply(ctx context.Context, ds []*ports.Delivery, disp ports.Di
 		if n, ok := s.Broker.(NativeDeadLetter); ok {
 			return n.DeadLetter(ctx, ds, disp)
 		}
-		if err := s.publish(ctx, ds, disp, func(d *ports.Delivery) ports.Message { return DeadLetterCopy(d, disp) }); err != nil {
+		now := time.Now
+		if s.Now != nil {
+			now = s.Now
+		}
+		at := now().UTC().Format(time.RFC3339Nano)
+		if err := s.publish(ctx, ds, disp, func(d *ports.Delivery) ports.Message {
+			m := DeadLetterCopy(d, disp)
+			m.Headers[ports.HeaderDeadLetterTime] = at
+			return m
+		}); err != nil {
 			return err
 		}
 	}

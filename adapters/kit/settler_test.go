@@ -115,6 +115,8 @@ func TestSettlerRequeuePublishesCopiesThenAcks(t *testing.T) {
 func TestSettlerDeadLetterFailedPublishLeavesOriginalsUnsettled(t *testing.T) {
 	b := &fakeBroker{failPub: map[int]error{1: ports.ErrUnconfirmed}}
 	s := kit.NewSettler(b)
+	failedAt := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	s.Now = func() time.Time { return failedAt }
 	ds := deliveries(3)
 	disp := ports.Disposition{Action: ports.DeadLetter, Reason: errors.New("bad"), Attempts: 4}
 	err := s.Settle(context.Background(), ds, disp)
@@ -141,6 +143,9 @@ func TestSettlerDeadLetterFailedPublishLeavesOriginalsUnsettled(t *testing.T) {
 	m := b.published[0]
 	if m.Topic != "orders.dlq" || m.Headers[ports.HeaderDeadLetterReason] != "bad" || m.Headers[ports.HeaderAttempts] != "4" || m.Headers[ports.HeaderDeadLetterTopic] != "orders" {
 		t.Fatalf("dead-letter copy = %+v", m)
+	}
+	if got := m.Headers[ports.HeaderDeadLetterTime]; got != "2026-01-05T10:00:00Z" {
+		t.Fatalf("dead-letter copy's %s = %q, want the settler's clock", ports.HeaderDeadLetterTime, got)
 	}
 }
 

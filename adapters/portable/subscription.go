@@ -70,7 +70,7 @@ func newSubscription(a *Adapter, ds driver.Subscription, spec ports.Subscription
 	s := &Subscription{a: a, ds: ds, spec: spec, errs: kit.NewErrors(16), room: make(chan struct{}, 1), done: make(chan struct{})}
 	_, native := ds.(driver.Requeuer)
 	s.copies = !native
-	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report}
+	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report, Now: a.clock.Now}
 	s.settler.Tracker.Lookup = s.claim
 	// The delay fallback runs only where the broker lacks the delay: a
 	// driver that delays messages and requeues natively costs no goroutine.

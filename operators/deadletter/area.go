@@ -20,11 +20,12 @@ const (
 	// HeaderRedriveAudit is the id of the audit Record of the redrive that
 	// sent this copy.
 	HeaderRedriveAudit = "sluice-redrive-audit"
-	// HeaderFailedAt is the RFC 3339 time the message was dead-lettered,
-	// read when a dead-letter copy carries it. The adapters' dead-letter
-	// copies do not stamp it today; an Entry then has a zero FailedAt and
-	// filters and statistics use its publish time (ce-time) instead.
-	HeaderFailedAt = "sluice-dlq-time"
+	// HeaderFailedAt is the RFC 3339 time the message was dead-lettered
+	// (ports.HeaderDeadLetterTime). Every dead-letter copy sluice publishes
+	// carries it; a copy the broker made natively does not, and its Entry
+	// then has a zero FailedAt: filters and statistics use its publish time
+	// (ce-time) instead.
+	HeaderFailedAt = ports.HeaderDeadLetterTime
 )
 
 // Defaults of Options.
