@@ -262,8 +262,11 @@ func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
 			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
 		}
 		if s.copies {
-			if n, err := strconv.Atoi(d.Headers[ports.HeaderRedeliveryCount]); err == nil && n > 0 {
-				d.RedeliveryCount += n // a malformed count is ignored: the broker's stands
+			if v, ok := d.Headers[ports.HeaderRedeliveryCount]; ok {
+				if n, err := strconv.Atoi(v); err == nil && n > 0 {
+					d.RedeliveryCount += n // a malformed count is ignored: the broker's stands
+				}
+				delete(d.Headers, ports.HeaderRedeliveryCount) // transport: the count is RedeliveryCount
 			}
 		}
 		at, err := kit.TakeNotBefore(d.Headers)

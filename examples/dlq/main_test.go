@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,17 +12,28 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
 	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/examples/internal/readme"
+	"github.com/sluicemq/sluice/ports"
 )
 
 func TestMain(m *testing.M) {
 	runChild() // the crash test's child process runs the tool here
-	goleak.VerifyTestMain(m,
+	code := m.Run()
+	if err := rabbittest.StopShared(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping RabbitMQ:", err)
+		code = max(code, 1)
+	}
+	if code == 0 {
 		// adapters/all links the RocketMQ client, whose opencensus
 		// dependency starts this worker at init, for the process's life.
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-	)
+		if err := goleak.Find(goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // session is the README's session: each line one run of the tool.
@@ -41,13 +53,21 @@ var session = []string{
 // would (a new adapter) on one mem broker, and compares what it prints
 // with the README's expected output.
 func TestSessionMatchesREADME(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	b, err := mem.NewBroker()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = b.Close(context.Background()) }()
+	out := runSession(t, func() (ports.Adapter, error) { return mem.New(b) })
+	readme.Check(t, out)
+}
+
+// runSession runs the session, each line on a new adapter from open, with
+// fixed audit ids and clock, and returns what it printed.
+func runSession(t *testing.T, open func() (ports.Adapter, error)) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	ids := 0
 	newID = func() string { ids++; return "audit-" + strconv.Itoa(ids) }
 	now = func() time.Time { return time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC) }
@@ -56,18 +76,21 @@ func TestSessionMatchesREADME(t *testing.T) {
 	var out strings.Builder
 	for _, line := range session {
 		fmt.Fprintf(&out, "$ dlq %s\n", line)
-		a, err := mem.New(b)
+		a, err := open()
 		if err != nil {
 			t.Fatal(err)
 		}
 		g, args := globalsOf(t, line)
 		g.logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		if err := run(ctx, a, g, args, &out); err != nil {
+			_ = a.Close(ctx)
 			t.Fatalf("%s: %v\noutput so far:\n%s", line, err, out.String())
 		}
-		_ = a.Close(ctx)
+		if err := a.Close(ctx); err != nil {
+			t.Fatalf("%s: Close: %v", line, err)
+		}
 	}
-	readme.Check(t, out.String())
+	return out.String()
 }
 
 // globalsOf splits a session line into the global flags and the command

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -126,7 +127,9 @@ func (p printer) result(verb string, r deadletter.Result) error {
 	past := map[string]string{"redrive": "redriven", "purge": "purged"}[verb]
 	switch {
 	case r.DryRun:
-		fmt.Fprintf(p.w, "dry run: would %s %d: %s\n", verb, len(r.Selected), strings.Join(r.Selected, " "))
+		// sorted: a queue broker hands the area back in the order the
+		// last pass left it, which is not the order of interest
+		fmt.Fprintf(p.w, "dry run: would %s %d: %s\n", verb, len(r.Selected), strings.Join(slices.Sorted(slices.Values(r.Selected)), " "))
 	case len(r.Selected) == 0:
 		fmt.Fprintf(p.w, "nothing selected: nothing %s\n", past)
 	default:
