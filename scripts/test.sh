@@ -4,7 +4,8 @@
 # It installs the Debian packages the broker tests need when they are
 # missing (rabbitmq-server, mosquitto, activemq, redis-server), without letting the packages start
 # system services (the tests start their own brokers on 127.0.0.1 and stop
-# them by PID), then runs vet and the race-enabled tests, then Pulsar's and
+# them by PID), then runs vet and the race-enabled tests (listing every
+# skipped test with its reason at the end), then Pulsar's and
 # MQTT's connection fault scenarios again without -race. In-process
 # brokers (kfake for Kafka, mochi for MQTT, the Pulsar test broker) come
 # from Go modules.
@@ -38,7 +39,11 @@ fi
 echo "test.sh: go vet ./..." >&2
 go vet ./...
 echo "test.sh: go test -race -count=1 ./..." >&2
-go test -race -count=1 -timeout 60m ./... "$@"
+# -json through tck/testreport: the usual line per package and failed
+# tests' output, then every skipped test with its reason.
+go build -o "${TMPDIR:-/tmp}/sluice-testreport.$$" ./tck/testreport
+trap 'rm -f "${TMPDIR:-/tmp}/sluice-testreport.$$"' EXIT
+go test -race -count=1 -timeout 60m -json ./... "$@" | "${TMPDIR:-/tmp}/sluice-testreport.$$"
 # pulsar-client-go v0.19.0 and paho.golang v0.23.0 race with themselves
 # when a producer reconnects while it sends (see ClientRace in
 # adapters/pulsar/reliability_test.go and adapters/mqtt/ledger_faults_test.go),
@@ -47,4 +52,4 @@ go test -race -count=1 -timeout 60m ./... "$@"
 # restarts the brokers and cuts the producers' connections too, on every run.
 echo "test.sh: Pulsar's and MQTT's connection fault scenarios without -race" >&2
 go test -count=1 -timeout 10m "$@" -run 'TestReliability/(broker-restart|conn-reset|blackhole|stall)$' ./adapters/pulsar/
-exec go test -count=1 -timeout 10m "$@" -run 'TestLedgerFaults/(mosquitto|embedded)/(broker-restart|conn-reset|blackhole|stall)$' ./adapters/mqtt/
+go test -count=1 -timeout 10m "$@" -run 'TestLedgerFaults/(mosquitto|embedded)/(broker-restart|conn-reset|blackhole|stall)$' ./adapters/mqtt/
