@@ -153,11 +153,10 @@ func (c *conn) Classify(err error) driver.Class {
 		return driver.Class{Code: ports.ErrRefused, Retryable: true}
 	case errors.As(err, &ne) && ne.Timeout():
 		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
-	}
-	for _, code := range []error{ports.ErrAuth, ports.ErrTLS, ports.ErrRefused, ports.ErrUnreachable, ports.ErrClosed, ports.ErrUnconfirmed} {
-		if errors.Is(err, code) {
-			return driver.Class{Code: code, Retryable: code == ports.ErrUnconfirmed || code == ports.ErrUnreachable}
-		}
+	case errors.Is(err, ports.ErrClosed):
+		return driver.Class{Code: ports.ErrClosed}
+	case errors.Is(err, ports.ErrUnconfirmed): // a receipt that did not come, or no producer
+		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
 	}
 	return driver.Class{}
 }

@@ -3,8 +3,11 @@ package pulsar_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -342,5 +345,28 @@ func TestSendIsBoundedByContextWhileTheProducerIsCreated(t *testing.T) {
 	}
 	if sends := ops(env.broker, fakepulsar.OpSend, ""); len(sends) != 0 {
 		t.Fatalf("a send timed out by its context still reached the broker: %+v", sends)
+	}
+}
+
+// Classify gives the client's results their portable codes, by type.
+func TestClassify(t *testing.T) {
+	a := newFakeEnv(t).adapter()
+	for _, c := range []struct {
+		err       error
+		code      error
+		retryable bool
+	}{
+		{fmt.Errorf("%w: %w", ports.ErrUnconfirmed, pulsar.ErrSendTimeout), ports.ErrTimeout, true},
+		{pulsar.ErrMessageTooLarge, ports.ErrTooLarge, false},
+		{pulsar.ErrProducerClosed, ports.ErrClosed, false},
+		{pulsar.ErrTopicNotfound, ports.ErrNotFound, false},
+		{fmt.Errorf("%w: injected", ports.ErrUnconfirmed), ports.ErrUnconfirmed, true},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, ports.ErrRefused, true},
+		{errors.New("something else"), nil, false},
+	} {
+		got := a.Driver().Classify(c.err)
+		if got.Code != c.code || got.Retryable != c.retryable {
+			t.Errorf("Classify(%v) = %v retryable %v, want %v retryable %v", c.err, got.Code, got.Retryable, c.code, c.retryable)
+		}
 	}
 }
