@@ -3,13 +3,17 @@ package pulsar_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	sluicepulsar "github.com/sluicemq/sluice/adapters/pulsar"
 	"github.com/sluicemq/sluice/adapters/pulsar/internal/fakepulsar"
 	"github.com/sluicemq/sluice/ports"
@@ -46,9 +50,6 @@ func TestRoundTripKeepsPayloadKeyAndEveryHeader(t *testing.T) {
 	if d.Facts["pulsar.topic"] != physical("orders") || d.Facts["pulsar.subscription"] != "billing" || d.Facts["pulsar.message-id"] == "" {
 		t.Errorf("facts = %v", d.Facts)
 	}
-	if _, leaked := d.Headers[sluicepulsar.KeyMetadata]; leaked {
-		t.Error("the Watermill key metadata leaked into the headers")
-	}
 	if m.Headers[ports.HeaderID] != "" {
 		t.Error("Send modified the caller's headers")
 	}
@@ -56,7 +57,7 @@ func TestRoundTripKeepsPayloadKeyAndEveryHeader(t *testing.T) {
 
 func TestTopicMappingUsesNamespaceAndPrefix(t *testing.T) {
 	env := newFakeEnv(t)
-	a := env.adapter(sluicepulsar.WithNamespace("acme", "prod"), sluicepulsar.WithTopicPrefix("svc-"))
+	a := env.adapter(sluicepulsar.Options{Tenant: "acme", Namespace: "prod", TopicPrefix: "svc-"})
 	if got, want := a.PhysicalTopic("orders"), "persistent://acme/prod/svc-orders"; got != want {
 		t.Fatalf("PhysicalTopic = %q, want %q", got, want)
 	}
@@ -190,7 +191,7 @@ func TestDelayIsNativeAndGuardedAgainstEarlyDispatch(t *testing.T) {
 	if el := time.Since(sent); d.ID != "r1" || el < m.Delay {
 		t.Fatalf("got %s after %v, want r1 no earlier than %v", d.ID, el, m.Delay)
 	}
-	if _, leaked := d.Headers[sluicepulsar.NotBeforeProperty]; leaked {
+	if _, leaked := d.Headers[kit.HeaderNotBefore]; leaked {
 		t.Error("the not-before guard leaked into the headers")
 	}
 	sends := ops(env.broker, fakepulsar.OpSend, physical("reminders"))
@@ -255,6 +256,9 @@ func TestReceiveReturnsAtMostMax(t *testing.T) {
 			t.Fatalf("Receive(max 3) returned %d", len(ds))
 		}
 		total += len(ds)
+		if err := s.Settle(ctxT(t), ds, ports.Disposition{Action: ports.Ack}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -293,20 +297,17 @@ func TestSubscribeErrors(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	bad := map[string]sluicepulsar.Option{
-		"url":       sluicepulsar.WithURL("http://x"),
-		"client":    sluicepulsar.WithClient(nil),
-		"namespace": sluicepulsar.WithNamespace("a/b", "c"),
-		"prefix":    sluicepulsar.WithTopicPrefix("a b"),
-		"send":      sluicepulsar.WithSendTimeout(0),
-		"op":        sluicepulsar.WithOperationTimeout(-1),
-		"tick":      sluicepulsar.WithRequeueTick(time.Millisecond),
-		"errors":    sluicepulsar.WithErrorsBuffer(0),
-		"logger":    sluicepulsar.WithLogger(nil),
-		"clientlog": sluicepulsar.WithClientLogger(nil),
+	bad := map[string]sluicepulsar.Options{
+		"url":       {URL: "http://x"},
+		"namespace": {Tenant: "a/b", Namespace: "c"},
+		"prefix":    {TopicPrefix: "a b"},
+		"send":      {SendTimeout: -1},
+		"op":        {OperationTimeout: -1},
+		"tick":      {RequeueTick: time.Millisecond},
+		"existing":  {Existing: []sluicepulsar.Existing{{Topic: "a", Physical: "orders"}}},
 	}
 	for name, o := range bad {
-		if _, err := sluicepulsar.New(o); !errors.Is(err, ports.ErrInvalid) {
+		if _, err := sluicepulsar.New(context.Background(), o); !errors.Is(err, ports.ErrInvalid) {
 			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -328,7 +329,7 @@ func TestSendIsBoundedByContextWhileTheProducerIsCreated(t *testing.T) {
 	env := newFakeEnv(t)
 	bc := &blockingClient{Client: env.broker.NewClient(), release: make(chan struct{})}
 	defer bc.Close()
-	a, err := sluicepulsar.New(sluicepulsar.WithClient(bc))
+	a, err := sluicepulsar.New(context.Background(), sluicepulsar.Options{Client: bc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,5 +345,28 @@ func TestSendIsBoundedByContextWhileTheProducerIsCreated(t *testing.T) {
 	}
 	if sends := ops(env.broker, fakepulsar.OpSend, ""); len(sends) != 0 {
 		t.Fatalf("a send timed out by its context still reached the broker: %+v", sends)
+	}
+}
+
+// Classify gives the client's results their portable codes, by type.
+func TestClassify(t *testing.T) {
+	a := newFakeEnv(t).adapter()
+	for _, c := range []struct {
+		err       error
+		code      error
+		retryable bool
+	}{
+		{fmt.Errorf("%w: %w", ports.ErrUnconfirmed, pulsar.ErrSendTimeout), ports.ErrTimeout, true},
+		{pulsar.ErrMessageTooLarge, ports.ErrTooLarge, false},
+		{pulsar.ErrProducerClosed, ports.ErrClosed, false},
+		{pulsar.ErrTopicNotfound, ports.ErrNotFound, false},
+		{fmt.Errorf("%w: injected", ports.ErrUnconfirmed), ports.ErrUnconfirmed, true},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, ports.ErrRefused, true},
+		{errors.New("something else"), nil, false},
+	} {
+		got := a.Driver().Classify(c.err)
+		if got.Code != c.code || got.Retryable != c.retryable {
+			t.Errorf("Classify(%v) = %v retryable %v, want %v retryable %v", c.err, got.Code, got.Retryable, c.code, c.retryable)
+		}
 	}
 }

@@ -28,7 +28,7 @@ func chunkEnv(t *testing.T) (*pulsartest.Broker, *pulsar.Adapter) {
 		t.Fatalf("starting pulsartest: %v", err)
 	}
 	t.Cleanup(b.Close)
-	a, err := pulsar.New(pulsar.WithURL(b.URL()), pulsar.WithChunking(), pulsar.WithRequeueTick(30*time.Millisecond))
+	a, err := pulsar.New(context.Background(), pulsar.Options{URL: b.URL(), Chunking: true, RequeueTick: 30 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -57,7 +57,7 @@ func TestChunkingCapabilityAndBound(t *testing.T) {
 	if got := a.Capabilities().MaxMessageBytes; got != pulsar.MaxChunkedMessageBytes {
 		t.Fatalf("MaxMessageBytes with chunking = %d, want MaxChunkedMessageBytes %d", got, pulsar.MaxChunkedMessageBytes)
 	}
-	plain, err := pulsar.New(pulsar.WithURL("pulsar://127.0.0.1:1"))
+	plain, err := pulsar.New(context.Background(), pulsar.Options{URL: "pulsar://127.0.0.1:1", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +65,13 @@ func TestChunkingCapabilityAndBound(t *testing.T) {
 	if got := plain.Capabilities().MaxMessageBytes; got != pulsar.MaxMessageBytes {
 		t.Fatalf("MaxMessageBytes without chunking = %d, want MaxMessageBytes %d", got, pulsar.MaxMessageBytes)
 	}
-	bound, err := pulsar.New(pulsar.WithURL("pulsar://127.0.0.1:1"), pulsar.WithChunking(), pulsar.WithMaxMessageBytes(1<<20))
+	bound, err := pulsar.New(context.Background(), pulsar.Options{URL: "pulsar://127.0.0.1:1", Chunking: true, MaxMessageBytes: 1 << 20, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer bound.Close(context.Background())
 	if got := bound.Capabilities().MaxMessageBytes; got != 1<<20 {
-		t.Fatalf("MaxMessageBytes with chunking and WithMaxMessageBytes(1 MiB) = %d, want %d", got, 1<<20)
+		t.Fatalf("MaxMessageBytes with chunking and MaxMessageBytes 1 MiB = %d, want %d", got, 1<<20)
 	}
 	// Above the bound: refused before the broker, as without chunking.
 	err = bound.Send(ctxT(t), ports.Message{Topic: "big", Payload: make([]byte, 1<<20+1)})

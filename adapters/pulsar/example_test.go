@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
-
-	"github.com/ThreeDotsLabs/watermill/message"
-	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/sluicemq/sluice/adapters/pulsar"
 	"github.com/sluicemq/sluice/adapters/pulsar/internal/fakepulsar"
@@ -15,14 +13,14 @@ import (
 )
 
 // The examples run over fakepulsar, a model of the client interfaces; in
-// production pass pulsar.WithURL("pulsar://host:6650") instead.
+// production pass pulsar.Options{URL: "pulsar://host:6650"} instead.
 func ExampleNew() {
 	broker := fakepulsar.New()
 	defer broker.Close()
 	client := broker.NewClient()
 	defer client.Close()
 
-	a, err := pulsar.New(pulsar.WithClient(client), pulsar.WithNamespace("acme", "orders"))
+	a, err := pulsar.New(context.Background(), pulsar.Options{Client: client, Tenant: "acme", Namespace: "orders", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
@@ -31,15 +29,15 @@ func ExampleNew() {
 	fmt.Println(a.Capabilities())
 	// Output:
 	// persistent://acme/orders/orders.paid
-	// delay delayed-requeue -native-dlq broadcast per-message-ack confirm -native-batch -expiry durable-groups -exact-redelivery-count start-earliest -single-active best-effort -retention -max-length ordering=none instance-guard=refused max-message-bytes=5177344
+	// delay -delayed-requeue -native-dlq broadcast per-message-ack confirm -native-batch -expiry durable-groups -exact-redelivery-count start-earliest -single-active best-effort -retention -max-length ordering=none instance-guard=refused max-message-bytes=5177344
 }
 
-func ExampleSubscription_Settle() {
+func Example_settle() {
 	broker := fakepulsar.New()
 	defer broker.Close()
 	client := broker.NewClient()
 	defer client.Close()
-	a, _ := pulsar.New(pulsar.WithClient(client), pulsar.WithRequeueTick(9*time.Millisecond))
+	a, _ := pulsar.New(context.Background(), pulsar.Options{Client: client, RequeueTick: 9 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	defer a.Close(context.Background())
 	ctx := context.Background()
 
@@ -48,7 +46,8 @@ func ExampleSubscription_Settle() {
 
 	ds, _ := sub.Receive(ctx, 1)
 	fmt.Println(ds[0].ID, "delivery", ds[0].RedeliveryCount)
-	// The handler failed: requeue. Pulsar redelivers with its own count.
+	// The handler failed: requeue. Pulsar redelivers with its own count
+	// (a negative ack), after the delay the portable layer holds.
 	_ = sub.Settle(ctx, ds, ports.Disposition{Action: ports.Requeue, Reason: errors.New("busy"), Delay: 10 * time.Millisecond})
 	ds, _ = sub.Receive(ctx, 1)
 	fmt.Println(ds[0].ID, "delivery", ds[0].RedeliveryCount)
@@ -59,32 +58,4 @@ func ExampleSubscription_Settle() {
 	// order-1 delivery 0
 	// order-1 delivery 1
 	// unacked: 0
-}
-
-func ExampleNewPublisher() {
-	broker := fakepulsar.New()
-	defer broker.Close()
-	client := broker.NewClient()
-	defer client.Close()
-
-	sub, _ := pulsar.NewSubscriber(client, pulsar.SubscriberConfig{
-		SubscriptionName: "audit",
-		Consumer:         pulsarclient.ConsumerOptions{Type: pulsarclient.Shared},
-	}, nil)
-	defer sub.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	msgs, _ := sub.Subscribe(ctx, "persistent://public/default/audit")
-
-	pub, _ := pulsar.NewPublisher(client, pulsar.PublisherConfig{}, nil)
-	defer pub.Close()
-	m := message.NewMessage("evt-1", []byte("login"))
-	m.Metadata.Set(pulsar.KeyMetadata, "user-7")
-	if err := pub.Publish("persistent://public/default/audit", m); err != nil {
-		panic(err)
-	}
-	got := <-msgs
-	fmt.Println(got.UUID, string(got.Payload), got.Metadata.Get(pulsar.KeyMetadata))
-	got.Ack()
-	// Output: evt-1 login user-7
 }

@@ -8,47 +8,31 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	pulsarauth "github.com/apache/pulsar-client-go/pulsar/auth"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/ports"
 )
 
-// AuthError reports that the Pulsar broker at Addr refused the client's
-// credentials (ERROR AuthenticationError or AuthorizationError in answer to
-// CONNECT). errors.Is(err, adapters.ErrAuth) holds.
-type AuthError struct {
-	Addr string
-	// Method is the authentication method sent: "token", "tls", "basic"
-	// or "none".
-	Method string
-	// Message is the broker's explanation.
-	Message string
-}
-
-func (e *AuthError) Error() string {
-	return fmt.Sprintf("pulsar: the broker at %s refused the %s authentication: %s; check the credentials (token, token_file/token_env, the client certificate or user and password) and the role's permissions", e.Addr, e.Method, e.Message)
-}
-
-// Is makes errors.Is(err, adapters.ErrAuth) true.
-func (e *AuthError) Is(target error) bool { return target == adapters.ErrAuth }
-
-// handshake checks that the broker at addr accepts this adapter's client
-// configuration: its TLS and its authentication's CONNECT (see handshake).
-func (a *Adapter) handshake(ctx context.Context, addr string, timeout time.Duration) error {
+// checkBroker checks that the broker at addr accepts the client
+// configuration o: its TLS and its authentication's CONNECT (see
+// handshake).
+func checkBroker(ctx context.Context, o Options, addr string, timeout time.Duration) error {
 	var creds credentials
-	if p, ok := a.cfg.auth.(pulsarauth.Provider); ok {
+	if p, ok := o.Authentication.(pulsarauth.Provider); ok {
 		data, err := p.GetData()
 		if err != nil {
-			return fmt.Errorf("%w: pulsar: the %s authentication has no credentials to send: %v", adapters.ErrAuth, p.Name(), err)
+			return connectError(ports.ErrAuth, addr, fmt.Errorf("%w: the %s authentication has no credentials to send: %v", adapters.ErrAuth, p.Name(), err))
 		}
 		creds = credentials{method: p.Name(), data: data}
 	}
 	var tlsConf *tls.Config
-	if a.cfg.tls != nil {
-		tlsConf = a.cfg.tls.Clone()
+	if o.TLS != nil {
+		tlsConf = o.TLS.Clone()
 		if tlsConf.ServerName == "" {
 			host, _, _ := net.SplitHostPort(addr)
 			tlsConf.ServerName = host
@@ -79,18 +63,23 @@ type credentials struct {
 // handshake connects to addr within timeout (or until ctx ends), over TLS
 // when tlsConf is not nil, and performs the binary protocol's CONNECT with
 // creds, as the client does before anything else. It fails with a
-// *ConnectError when nothing answers, an adapters.ErrTLS error saying why
-// the TLS handshake failed, or an *AuthError when the broker refuses the
-// credentials; the connection is closed in every case.
+// *ports.BrokerError: ErrRefused, ErrTimeout or ErrUnreachable when
+// nothing answers, ErrTLS saying why the TLS handshake failed, ErrAuth
+// when the broker refuses the credentials; the connection is closed in
+// every case.
 func handshake(ctx context.Context, addr string, tlsConf *tls.Config, creds credentials, timeout time.Duration) error {
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	nc, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no connection within the connect timeout %v", timeout)
+		code := ports.ErrUnreachable
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			code = ports.ErrRefused
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			code, err = ports.ErrTimeout, fmt.Errorf("no connection within the connect timeout %v", timeout)
 		}
-		return &ConnectError{Addr: addr, Err: err}
+		return connectError(code, addr, err)
 	}
 	defer nc.Close()
 	deadline, _ := dctx.Deadline()
@@ -104,46 +93,53 @@ func handshake(ctx context.Context, addr string, tlsConf *tls.Config, creds cred
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("pulsar: %w", adapters.ExplainTLS(addr, timedOut(err, timeout)))
+			return connectError(ports.ErrTLS, addr, adapters.ExplainTLS(addr, timedOut(err, timeout)))
 		}
 		nc = tc
 	}
 	if _, err := nc.Write(connectFrame(creds)); err != nil {
-		return &ConnectError{Addr: addr, Err: fmt.Errorf("send CONNECT: %w", timedOut(err, timeout))}
+		return connectError(ports.ErrUnreachable, addr, fmt.Errorf("send CONNECT: %w", timedOut(err, timeout)))
 	}
 	typ, body, err := readCommand(nc)
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil && tlsConf == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
-		return &ConnectError{Addr: addr, Err: errors.New("the broker closed the connection without answering CONNECT: is this a TLS port? (a TLS listener drops a plaintext client) then use pulsar+ssl://")}
-	case err != nil && tlsConf == nil && isNotPulsar(err):
-		return &ConnectError{Addr: addr, Err: fmt.Errorf("the answer to CONNECT is not the Pulsar binary protocol (%v): is this a TLS port? then use pulsar+ssl://", err)}
+		return connectError(ports.ErrUnreachable, addr, errors.New("the broker closed the connection without answering CONNECT: is this a TLS port? (a TLS listener drops a plaintext client) then use pulsar+ssl://"))
+	case err != nil && tlsConf == nil && errors.Is(err, errNotPulsar):
+		return connectError(ports.ErrUnreachable, addr, fmt.Errorf("the answer to CONNECT is not the Pulsar binary protocol (%v): is this a TLS port? then use pulsar+ssl://", err))
 	case err != nil:
-		return &ConnectError{Addr: addr, Err: fmt.Errorf("no answer to CONNECT: %w", timedOut(err, timeout))}
+		return connectError(ports.ErrTimeout, addr, fmt.Errorf("no answer to CONNECT: %w", timedOut(err, timeout)))
 	}
 	switch typ {
 	case cmdConnected, cmdAuthChallenge:
 		return nil
 	case cmdError:
-		code, msg := decodeError(body)
+		ints, bufs, _ := decode(body) // CommandError: error code 2, message 3
+		code, msg := ints[2], string(bufs[3])
 		method := creds.method
 		if method == "" {
 			method = "none"
 		}
 		if code == serverAuthenticationError || code == serverAuthorizationError {
-			return &AuthError{Addr: addr, Method: method, Message: msg}
+			return connectError(ports.ErrAuth, addr, fmt.Errorf("%w: the broker refused the %s authentication: %s; check the credentials (token, token_file/token_env, the client certificate or user and password) and the role's permissions", adapters.ErrAuth, method, msg))
 		}
-		return &ConnectError{Addr: addr, Err: fmt.Errorf("the broker refused CONNECT (server error %d): %s", code, msg)}
+		return connectError(nil, addr, fmt.Errorf("the broker refused CONNECT (server error %d): %s", code, msg))
 	default:
-		return &ConnectError{Addr: addr, Err: fmt.Errorf("the broker answered CONNECT with command %d, not CONNECTED", typ)}
+		return connectError(nil, addr, fmt.Errorf("the broker answered CONNECT with command %d, not CONNECTED", typ))
 	}
+}
+
+// connectError is a failed open check of the broker at addr.
+func connectError(code error, addr string, err error) error {
+	if code != ports.ErrAuth && code != ports.ErrTLS {
+		err = fmt.Errorf("%w; check that a Pulsar broker listens at that address (host and binary-protocol port, 6650 or 6651 for TLS) and that it is reachable from here", err)
+	}
+	return &ports.BrokerError{Op: "pulsar: connect to " + addr, Code: code, Retryable: code != ports.ErrAuth && code != ports.ErrTLS, Err: err}
 }
 
 // errNotPulsar marks an answer that cannot be a Pulsar frame.
 var errNotPulsar = errors.New("not a Pulsar frame")
-
-func isNotPulsar(err error) bool { return errors.Is(err, errNotPulsar) }
 
 // timedOut replaces a deadline error with one naming the connect timeout.
 func timedOut(err error, timeout time.Duration) error {
@@ -199,63 +195,33 @@ func readCommand(r io.Reader) (typ uint64, body []byte, err error) {
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return 0, nil, err
 	}
-	cmd := buf[:size]
-	var fields = map[protowire.Number][]byte{}
-	for len(cmd) > 0 {
-		num, wt, n := protowire.ConsumeTag(cmd)
-		if n < 0 {
-			return 0, nil, fmt.Errorf("%w: %v", errNotPulsar, protowire.ParseError(n))
-		}
-		cmd = cmd[n:]
-		switch {
-		case num == 1 && wt == protowire.VarintType:
-			v, m := protowire.ConsumeVarint(cmd)
-			if m < 0 {
-				return 0, nil, fmt.Errorf("%w: %v", errNotPulsar, protowire.ParseError(m))
-			}
-			typ, n = v, m
-		case wt == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(cmd)
-			if m < 0 {
-				return 0, nil, fmt.Errorf("%w: %v", errNotPulsar, protowire.ParseError(m))
-			}
-			fields[num], n = v, m
-		default:
-			n = protowire.ConsumeFieldValue(num, wt, cmd)
-			if n < 0 {
-				return 0, nil, fmt.Errorf("%w: %v", errNotPulsar, protowire.ParseError(n))
-			}
-		}
-		cmd = cmd[n:]
+	ints, bufs, err := decode(buf[:size])
+	if err == nil && ints[1] == 0 {
+		err = fmt.Errorf("%w: no command type", errNotPulsar)
 	}
-	if typ == 0 {
-		return 0, nil, fmt.Errorf("%w: no command type", errNotPulsar)
-	}
-	return typ, fields[protowire.Number(typ)], nil
+	return ints[1], bufs[protowire.Number(ints[1])], err
 }
 
-// decodeError reads CommandError's error code (2) and message (3).
-func decodeError(b []byte) (code uint64, msg string) {
+// decode returns the varint and the bytes fields of a protobuf message.
+func decode(b []byte) (ints map[protowire.Number]uint64, bufs map[protowire.Number][]byte, err error) {
+	ints, bufs = map[protowire.Number]uint64{}, map[protowire.Number][]byte{}
 	for len(b) > 0 {
 		num, wt, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return code, msg
-		}
-		b = b[n:]
-		switch {
-		case num == 2 && wt == protowire.VarintType:
-			code, n = protowire.ConsumeVarint(b)
-		case num == 3 && wt == protowire.BytesType:
-			var v []byte
-			v, n = protowire.ConsumeBytes(b)
-			msg = string(v)
-		default:
-			n = protowire.ConsumeFieldValue(num, wt, b)
+		if n >= 0 {
+			b = b[n:]
+			switch wt {
+			case protowire.VarintType:
+				ints[num], n = protowire.ConsumeVarint(b)
+			case protowire.BytesType:
+				bufs[num], n = protowire.ConsumeBytes(b)
+			default:
+				n = protowire.ConsumeFieldValue(num, wt, b)
+			}
 		}
 		if n < 0 {
-			return code, msg
+			return ints, bufs, fmt.Errorf("%w: %v", errNotPulsar, protowire.ParseError(n))
 		}
 		b = b[n:]
 	}
-	return code, msg
+	return ints, bufs, nil
 }

@@ -36,11 +36,23 @@ func newFakeEnv(t *testing.T) *fakeEnv {
 }
 
 // adapter makes a new adapter over its own fake client.
-func (e *fakeEnv) adapter(opts ...pulsar.Option) *pulsar.Adapter {
+// opts, when given, are the options besides the client (RequeueTick 9ms
+// unless set).
+func (e *fakeEnv) adapter(opts ...pulsar.Options) *pulsar.Adapter {
 	e.t.Helper()
 	client := e.broker.NewClient()
-	all := append([]pulsar.Option{pulsar.WithClient(client), pulsar.WithRequeueTick(9 * time.Millisecond)}, opts...)
-	a, err := pulsar.New(all...)
+	var o pulsar.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Client = client
+	if o.Logger == nil {
+		o.Logger = quiet
+	}
+	if o.RequeueTick == 0 {
+		o.RequeueTick = 9 * time.Millisecond
+	}
+	a, err := pulsar.New(context.Background(), o)
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
 	}

@@ -21,7 +21,7 @@ func TestRealClientWithoutBrokerFailsCleanly(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	a, err := pulsar.New(pulsar.WithURL("pulsar://"+addr), pulsar.WithOperationTimeout(2*time.Second), pulsar.WithSendTimeout(2*time.Second))
+	a, err := pulsar.New(context.Background(), pulsar.Options{URL: "pulsar://" + addr, OperationTimeout: 2 * time.Second, SendTimeout: 2 * time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
+
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/internal/tlstest"
@@ -97,7 +99,7 @@ func TestSecureTransportTCK(t *testing.T) {
 }
 
 // TestOpenSecure opens pulsar+ssl:// with the token inline, from the
-// environment and in code (WithToken with WithTLSConfig on pulsar.New), and
+// environment and in code (Options.Authentication and Options.TLS), and
 // checks the token is in no log line.
 func TestOpenSecure(t *testing.T) {
 	p := tlstest.New(t)
@@ -124,8 +126,8 @@ func TestOpenSecure(t *testing.T) {
 	}
 	t.Run("code", func(t *testing.T) {
 		ca := p.ServerConfig(t).ClientCAs // the PKI's CA
-		a, err := pulsar.New(pulsar.WithURL(b.URL()), pulsar.WithToken(goodToken),
-			pulsar.WithTLSConfig(&tls.Config{RootCAs: ca, MinVersion: tls.VersionTLS12}))
+		a, err := pulsar.New(context.Background(), pulsar.Options{URL: b.URL(), Authentication: pulsarclient.NewAuthenticationToken(goodToken),
+			TLS: &tls.Config{RootCAs: ca, MinVersion: tls.VersionTLS12}, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +135,7 @@ func TestOpenSecure(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := a.Send(ctx, ports.Message{Topic: "secured", Payload: []byte("over TLS")}); err != nil {
-			t.Errorf("Send with WithToken and WithTLSConfig: %v", err)
+			t.Errorf("Send with Options.Authentication and TLS: %v", err)
 		}
 	})
 }
@@ -157,25 +159,25 @@ func TestSecureRefusals(t *testing.T) {
 	}
 	tlstest.ExpectRefused(t, connectTimeout,
 		tlstest.Refusal{Name: "wrong CA", URL: u(good, tok, "ca_file="+url.QueryEscape(p.OtherCAFile)),
-			Is: adapters.ErrTLS, Want: []string{"unknown authority"}, Secrets: []string{goodToken}},
+			Is: ports.ErrTLS, Want: []string{"unknown authority"}, Secrets: []string{goodToken}},
 		tlstest.Refusal{Name: "expired certificate", URL: u(expired, tok, p.CAQuery()),
-			Is: adapters.ErrTLS, Want: []string{"expired"}, Secrets: []string{goodToken}},
+			Is: ports.ErrTLS, Want: []string{"expired"}, Secrets: []string{goodToken}},
 		tlstest.Refusal{Name: "wrong host", URL: u(wrongHost, tok, p.CAQuery()),
-			Is: adapters.ErrTLS, Want: []string{"another host"}, Secrets: []string{goodToken}},
+			Is: ports.ErrTLS, Want: []string{"another host"}, Secrets: []string{goodToken}},
 		tlstest.Refusal{Name: "bad token", URL: u(good, "token=not-the-token", p.CAQuery()),
-			Is: adapters.ErrAuth, Want: []string{"refused the token authentication", "the token is not valid"}, Secrets: []string{"not-the-token"}},
+			Is: ports.ErrAuth, Want: []string{"refused the token authentication", "the token is not valid"}, Secrets: []string{"not-the-token"}},
 		tlstest.Refusal{Name: "no credentials", URL: u(good, p.CAQuery()),
-			Is: adapters.ErrAuth, Want: []string{"refused the none authentication"}},
+			Is: ports.ErrAuth, Want: []string{"refused the none authentication"}},
 		// Go's TLS client presents a certificate only when its issuer is
 		// one the broker asks for, so the broker sees none.
 		tlstest.Refusal{Name: "client certificate of an untrusted CA", URL: u(good, files(p.CAFile, p.OtherClientCert, p.OtherClientKey)),
-			Is: adapters.ErrAuth, Want: []string{"refused the tls authentication", "no client certificate was presented"}},
+			Is: ports.ErrAuth, Want: []string{"refused the tls authentication", "no client certificate was presented"}},
 		tlstest.Refusal{Name: "client certificate of a role not allowed", URL: u(good, files(p.CAFile, intruderCert, intruderKey)),
-			Is: adapters.ErrAuth, Want: []string{"refused the tls authentication", `"intruder" is not allowed`}},
+			Is: ports.ErrAuth, Want: []string{"refused the tls authentication", `"intruder" is not allowed`}},
 		tlstest.Refusal{Name: "plaintext client on the TLS port", URL: "pulsar://" + good + "/?" + tok + "&" + timeout,
 			Want: []string{"is this a TLS port?", "pulsar+ssl://"}, Secrets: []string{goodToken}},
 		tlstest.Refusal{Name: "TLS client on a plaintext port", URL: u(plain, p.CAQuery()),
-			Is: adapters.ErrTLS},
+			Is: ports.ErrTLS},
 	)
 }
 

@@ -40,15 +40,15 @@ func TestAckAcknowledgesOnBrokerOnlyWhenSettled(t *testing.T) {
 	}
 }
 
-func TestRequeueNacksWithItsOwnDelayAndNativeCount(t *testing.T) {
+func TestRequeueHoldsItsDelayThenNacksWithNativeCount(t *testing.T) {
 	env := newFakeEnv(t)
 	a := env.adapter()
 	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	send(t, a, msg("orders", "m1"))
 
 	d := receiveN(t, s, 1)[0]
-	// Each requeue carries its own delay, although the client configures
-	// nack delays per consumer.
+	// Each requeue gets its own delay: the portable layer holds it, then
+	// the driver nacks with the consumer's one nack delay (the tick).
 	for attempt, delay := range []time.Duration{60 * time.Millisecond, 20 * time.Millisecond, 0} {
 		if d.ID != "m1" || d.RedeliveryCount != attempt {
 			t.Fatalf("attempt %d: got %s with count %d, want m1 with count %d", attempt, d.ID, d.RedeliveryCount, attempt)
@@ -57,16 +57,16 @@ func TestRequeueNacksWithItsOwnDelayAndNativeCount(t *testing.T) {
 		if err := s.Settle(ctxT(t), []*ports.Delivery{d}, ports.Disposition{Action: ports.Requeue, Reason: errors.New("transient"), Delay: delay, Attempts: attempt + 1}); err != nil {
 			t.Fatalf("Settle(Requeue): %v", err)
 		}
+		d = receiveN(t, s, 1)[0]
+		if el := time.Since(settled); el < delay {
+			t.Fatalf("attempt %d: redelivered after %v, before the %v delay", attempt, el, delay)
+		}
 		nacks := ops(env.broker, fakepulsar.OpNack, "")
 		if len(nacks) != attempt+1 {
 			t.Fatalf("nack events = %d, want %d", len(nacks), attempt+1)
 		}
-		if want := delay + time.Millisecond; nacks[attempt].Delay != want { // +1ms: the client truncates to the millisecond
-			t.Fatalf("attempt %d: the client's tracker got delay %v, want %v", attempt, nacks[attempt].Delay, want)
-		}
-		d = receiveN(t, s, 1)[0]
-		if el := time.Since(settled); el < delay {
-			t.Fatalf("attempt %d: redelivered after %v, before the %v delay", attempt, el, delay)
+		if want := 9 * time.Millisecond; nacks[attempt].Delay != want {
+			t.Fatalf("attempt %d: the client's tracker got delay %v, want the requeue tick %v", attempt, nacks[attempt].Delay, want)
 		}
 	}
 	if d.RedeliveryCount != 3 {

@@ -3,237 +3,206 @@ package pulsar
 import (
 	"context"
 	"fmt"
-	"sync"
+	"maps"
+	"strings"
 	"time"
 
 	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Subscription is one running Pulsar consumer of a SubscriptionSpec. It
-// implements ports.Subscription; see that interface for the contract.
-type Subscription struct {
-	a        *Adapter
-	spec     ports.SubscriptionSpec // defaults applied
-	name     string                 // Pulsar subscription name
+// sub is one Pulsar consumer of a Shared subscription. Its handles are
+// the received pulsarclient.Message values.
+type sub struct {
+	c        *conn
+	name     string // Pulsar subscription name
 	consumer pulsarclient.Consumer
-	delays   *requeueDelays
-	// keep: Stop closes without unsubscribing (LOAD_BALANCE groups, and
-	// BROADCAST instances with an InstanceTTL).
-	keep bool
-
-	held holdback // Receive's goroutine only
-
-	mu       sync.Mutex
-	stopping bool
-	settling int           // Settle calls in progress
-	idle     chan struct{} // closed when stopping and settling is 0
-	done     chan struct{} // closed when Stop begins
-	stopped  chan struct{} // closed when Stop has finished
-	stopErr  error
-	bg       sync.WaitGroup // ack calls outliving a cancelled Settle
-
-	settler *kit.Settler
-	errs    *kit.Errors
-
-	timersMu sync.Mutex
-	timers   map[*time.Timer]struct{} // delayed nacks of chunked messages
+	// keep: Close leaves the subscription (LoadBalance groups, Broadcast
+	// instances with an InstanceTTL); otherwise Close unsubscribes it.
+	keep  bool
+	early []pulsarclient.Message // received while a best-effort Subscribe waited for its probe
+	recs  []driver.Record        // reused by ReceiveBatch
 }
 
-// handle is a delivery's settlement handle.
-type handle struct {
-	sub   *Subscription
-	msg   pulsarclient.Message
-	claim kit.Claim
+var (
+	_ driver.Subscription = (*sub)(nil)
+	_ driver.Requeuer     = (*sub)(nil)
+)
+
+// Subscribe creates (or joins) the Shared subscription of spec and returns
+// once the broker registered the consumer. Its receiver queue is InFlight;
+// a negative ack is redelivered after RequeueTick.
+func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+	topic, err := c.physicalTopic(spec.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if spec.QoS == ports.BestEffort {
+		topic = twin(topic)
+	}
+	s := &sub{c: c, name: c.subscriptionOf(spec), keep: spec.Mode == ports.LoadBalance || spec.InstanceTTL > 0}
+	if err := c.checkInstanceFree(ctx, spec, topic, s.name); err != nil { // topology.go
+		return nil, err
+	}
+	position := pulsarclient.SubscriptionPositionLatest
+	if spec.Start == ports.StartEarliest {
+		position = pulsarclient.SubscriptionPositionEarliest
+	}
+	precision := int64(0) // no trimming of nack deadlines: never redeliver early
+	s.consumer, err = c.subscribe(ctx, pulsarclient.ConsumerOptions{
+		Topic: topic, SubscriptionName: s.name, Type: pulsarclient.Shared,
+		SubscriptionInitialPosition: position, ReceiverQueueSize: spec.InFlight,
+		AckWithResponse: true, NackRedeliveryDelay: c.o.RequeueTick, NackPrecisionBit: &precision,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if spec.QoS == ports.BestEffort {
+		if err := s.awaitPermits(ctx, topic); err != nil {
+			s.consumer.Close()
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
-// Receive implements ports.Subscription. It hands out what the client's
-// receiver queue (sized InFlight) holds: it blocks for the first message,
-// then takes up to max without blocking. A delayed message that arrived
-// before its NotBeforeProperty time is held back until then.
-func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
-	max = maxInt(max, 1)
-	var out []*ports.Delivery
-	for {
+// subscribe calls client.Subscribe, which blocks without a context, bounded
+// by ctx. A consumer that arrives after ctx ended is closed.
+func (c *conn) subscribe(ctx context.Context, opts pulsarclient.ConsumerOptions) (pulsarclient.Consumer, error) {
+	type result struct {
+		c   pulsarclient.Consumer
+		err error
+	}
+	if c.isClosed() {
+		return nil, ports.ErrClosed
+	}
+	res := make(chan result) // unbuffered: a result nobody takes is closed below
+	c.bg.Go(func() {
+		cons, err := c.client.Subscribe(opts)
 		select {
-		case <-s.done:
-			return nil, ports.ErrClosed
-		default:
-		}
-		now := time.Now()
-		if out = s.held.popDue(now, out, max); len(out) > 0 {
-			return s.drain(out, max), nil
-		}
-		select {
-		case cm, ok := <-s.consumer.Chan():
-			if !ok {
-				return nil, fmt.Errorf("pulsar: consumer of %s closed: %w", s.name, ports.ErrClosed)
-			}
-			if d := s.accept(cm.Message, time.Now()); d != nil {
-				return s.drain(append(out, d), max), nil
-			}
-		case <-s.held.wait(now):
+		case res <- result{cons, err}:
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-s.done:
-			return nil, ports.ErrClosed
+			if cons != nil {
+				cons.Close()
+			}
 		}
+	})
+	select {
+	case r := <-res:
+		if r.err != nil {
+			return nil, fmt.Errorf("subscribe %s to %s: %w", opts.SubscriptionName, opts.Topic, r.err)
+		}
+		return r.c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
-// drain adds what is ready without blocking, up to max.
-func (s *Subscription) drain(out []*ports.Delivery, max int) []*ports.Delivery {
-	for len(out) < max {
+// ReceiveBatch reads the consumer's channel (its receiver queue): it
+// blocks for the first message, then takes up to max without blocking.
+func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
+	s.recs = s.recs[:0]
+	for ; len(s.early) > 0 && len(s.recs) < max; s.early = s.early[1:] {
+		s.add(s.early[0], time.Now())
+	}
+	for len(s.recs) == 0 {
 		select {
 		case cm, ok := <-s.consumer.Chan():
 			if !ok {
-				return out
+				return nil, fmt.Errorf("consumer of %s closed: %w", s.name, ports.ErrClosed)
 			}
-			if d := s.accept(cm.Message, time.Now()); d != nil {
-				out = append(out, d)
-			}
-		default:
-			return out
+			s.add(cm.Message, time.Now())
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
+	}
+	for len(s.recs) < max {
+		select {
+		case cm, ok := <-s.consumer.Chan():
+			if !ok {
+				return s.recs, nil
+			}
+			s.add(cm.Message, time.Now())
+		default:
+			return s.recs, nil
+		}
+	}
+	return s.recs, nil
+}
+
+// add appends msg as a record; a best-effort Subscribe's probe is acked
+// unseen.
+func (s *sub) add(msg pulsarclient.Message, now time.Time) {
+	if _, probe := msg.Properties()[ProbeProperty]; probe {
+		_ = s.consumer.Ack(msg)
+		return
+	}
+	mid := msg.ID().String()
+	s.recs = append(s.recs, driver.Record{
+		Message:         ports.Message{Key: msg.Key(), Payload: msg.Payload(), Headers: maps.Clone(msg.Properties())},
+		BrokerID:        "pulsar:" + mid,
+		RedeliveryCount: int(msg.RedeliveryCount()),
+		Facts:           map[string]string{"pulsar.topic": msg.Topic(), "pulsar.subscription": s.name, "pulsar.message-id": mid},
+		ReceivedAt:      now,
+		Handle:          msg,
+	})
+}
+
+// SendAcks acknowledges the round in one command (AckIDList) and returns
+// once the broker answered (the consumer runs with AckWithResponse). A
+// message reassembled from chunks goes by AckIDList even alone: the
+// client's AckID of a chunk message id acks each chunk without waiting
+// for the broker's answer.
+func (s *sub) SendAcks(_ context.Context, handles []any) error {
+	var err error
+	if id := handles[0].(pulsarclient.Message).ID(); len(handles) == 1 && !isChunked(id) {
+		err = s.consumer.AckID(id)
+	} else {
+		err = s.consumer.AckIDList(ids(handles))
+	}
+	if err != nil {
+		return fmt.Errorf("ack %d message(s) on %s: %w", len(handles), s.name, err)
+	}
+	return nil
+}
+
+// SendRequeues negatively acknowledges each message: the broker redelivers
+// it with its redelivery count increased, RequeueTick later (the portable
+// layer held a longer delay). NackID of a message reassembled from chunks
+// nacks every chunk, so it comes back whole. Nack does no I/O.
+func (s *sub) SendRequeues(_ context.Context, handles []any, _ time.Duration) error {
+	for _, id := range ids(handles) {
+		s.consumer.NackID(id)
+	}
+	return nil
+}
+
+func ids(handles []any) []pulsarclient.MessageID {
+	out := make([]pulsarclient.MessageID, len(handles))
+	for i, h := range handles {
+		out[i] = h.(pulsarclient.Message).ID()
 	}
 	return out
 }
 
-// accept turns msg into a delivery, or holds it back and returns nil when
-// it arrived before its not-before time.
-func (s *Subscription) accept(msg pulsarclient.Message, now time.Time) *ports.Delivery {
-	if isProbe(msg) { // another best-effort Subscribe's (besteffort.go)
-		s.consumer.Ack(msg)
-		return nil
-	}
-	d := s.delivery(msg, now)
-	at, err := notBefore(msg.Properties())
-	if err != nil {
-		// A foreign or corrupted guard: deliver now rather than guess, and
-		// say so. The payload itself is not affected.
-		s.report(fmt.Errorf("pulsar: message %s on %s: %w (delivered without the not-before guard)", d.ID, s.name, err))
-		return d
-	}
-	if at.After(now) {
-		s.held.push(at, d)
-		return nil
-	}
-	return d
-}
+// isChunked reports whether id is the id of a message the client
+// reassembled from chunks. The client's chunk message id type is
+// unexported; its String form (pulsar-client-go v0.19.0) is
+// "<first chunk>;<last chunk>", which no other message id has.
+func isChunked(id pulsarclient.MessageID) bool { return strings.Contains(id.String(), ";") }
 
-// delivery maps a received message onto a ports.Delivery.
-func (s *Subscription) delivery(msg pulsarclient.Message, now time.Time) *ports.Delivery {
-	h := headersOf(msg)
-	mid := msg.ID().String()
-	id, src := ports.IdentityFromHeaders(h)
-	if id == "" {
-		if id, src = h[UUIDProperty], ports.IDProducer; id == "" {
-			id, src = "pulsar:"+mid, ports.IDBroker
-		}
-	}
-	return &ports.Delivery{
-		Message:         ports.Message{Topic: s.spec.Topic, Key: msg.Key(), Payload: msg.Payload(), Headers: h},
-		ID:              id,
-		IDSource:        src,
-		RedeliveryCount: int(msg.RedeliveryCount()),
-		Facts: map[string]string{
-			"pulsar.topic":        msg.Topic(),
-			"pulsar.subscription": s.name,
-			"pulsar.message-id":   mid,
-		},
-		ReceivedAt: now,
-		Handle:     &handle{sub: s, msg: msg},
-	}
-}
-
-// Errors implements ports.Subscription. It carries what the adapter
-// detects on its own (a malformed not-before guard) and the client's
-// error-level log entries when the adapter created the client.
-func (s *Subscription) Errors() <-chan error { return s.errs.C() }
-
-// Dropped is the number of errors dropped because Errors was full (or
-// reported after Stop).
-func (s *Subscription) Dropped() int64 { return int64(s.errs.Dropped()) }
-
-// report sends err to Errors without blocking.
-func (s *Subscription) report(err error) { s.errs.Report(err) }
-
-// enter registers a Settle call; false after Stop began.
-func (s *Subscription) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopping {
-		return false
-	}
-	s.settling++
-	return true
-}
-
-func (s *Subscription) leave() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.settling--; s.settling == 0 && s.stopping {
-		close(s.idle)
-	}
-}
-
-// Stop implements ports.Subscription. It stops Receive, waits (bounded by
-// ctx) for Settle calls in progress, then closes the consumer: the broker
-// redelivers every message not acknowledged. A BROADCAST instance without
-// InstanceTTL is unsubscribed first, which deletes its copy. Stop never
-// acknowledges anything. A second call waits for the first.
-func (s *Subscription) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	if s.stopping {
-		s.mu.Unlock()
-		select {
-		case <-s.stopped:
-			return s.stopErr
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	s.stopping = true
-	if s.settling == 0 {
-		close(s.idle)
-	}
-	s.mu.Unlock()
-	close(s.done)
-
-	var waitErr error
-	select {
-	case <-s.idle:
-	case <-ctx.Done():
-		waitErr = fmt.Errorf("pulsar: stop %s: settlements still in progress: %w", s.name, ctx.Err())
-	}
+// Close closes the consumer, after unsubscribing a Broadcast instance
+// without InstanceTTL (which deletes its copy): the broker redelivers
+// every message not acknowledged. It acknowledges nothing.
+func (s *sub) Close(context.Context) error {
 	var err error
 	if !s.keep {
 		if uerr := s.consumer.Unsubscribe(); uerr != nil {
-			err = fmt.Errorf("pulsar: unsubscribe broadcast instance %s: %w", s.name, uerr)
+			err = fmt.Errorf("unsubscribe broadcast instance %s: %w", s.name, uerr)
 		}
 	}
-	s.stopTimers()
 	s.consumer.Close()
-	s.bg.Wait() // ack calls end once the consumer is closed
-	s.a.forget(s)
-
-	s.errs.Close()
-
-	if waitErr != nil {
-		err = waitErr
-	}
-	s.stopErr = err
-	close(s.stopped)
 	return err
 }
-
-func maxInt(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
-}
-
-var _ ports.Subscription = (*Subscription)(nil)

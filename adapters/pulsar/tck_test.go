@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -73,7 +74,7 @@ func TestTCK(t *testing.T) {
 		opts := tckOptions()
 		opts.MaxPayload = 4 << 20
 		tck.RunCases(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
-			h, err := urlHarness(b.URL(), pulsar.WithChunking())(ctx, t)
+			h, err := urlHarness(b.URL(), pulsar.Options{Chunking: true})(ctx, t)
 			if err != nil {
 				return nil, err
 			}
@@ -88,6 +89,9 @@ func TestTCK(t *testing.T) {
 		}, tckOptions())
 	})
 }
+
+// quiet discards the adapters' capability lines.
+var quiet = slog.New(slog.DiscardHandler)
 
 func tckOptions() tck.Options {
 	return tck.Options{Extra: map[string]func(*testing.T, tck.Harness){
@@ -108,7 +112,7 @@ func (h *fakeHarness) MakeAdapter(context.Context) (ports.Adapter, error) {
 	h.mu.Lock()
 	h.clients = append(h.clients, c)
 	h.mu.Unlock()
-	return pulsar.New(pulsar.WithClient(c), pulsar.WithRequeueTick(9*time.Millisecond))
+	return pulsar.New(context.Background(), pulsar.Options{Client: c, RequeueTick: 9 * time.Millisecond, Logger: quiet})
 }
 
 func (h *fakeHarness) FailDeadLetters(fail bool) {
@@ -147,18 +151,22 @@ func (h *fakeHarness) Close() {
 // urlHarness connects to a Pulsar service URL. Each adapter gets its own
 // client (a new "process"), wrapped so that faults can be injected on the
 // client side; every run uses a fresh topic prefix.
-func urlHarness(url string, opts ...pulsar.Option) tck.NewHarness {
+func urlHarness(url string, opts ...pulsar.Options) tck.NewHarness {
 	return func(ctx context.Context, t *testing.T) (tck.Harness, error) {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
-		return &clientHarness{url: url, prefix: "sluice-tck-" + hex.EncodeToString(b[:]) + "-", opts: opts}, nil
+		h := &clientHarness{url: url, prefix: "sluice-tck-" + hex.EncodeToString(b[:]) + "-"}
+		if len(opts) > 0 {
+			h.opts = opts[0]
+		}
+		return h, nil
 	}
 }
 
 type clientHarness struct {
 	url    string
 	prefix string
-	opts   []pulsar.Option // more options of every adapter
+	opts   pulsar.Options // the options of every adapter besides the client and the prefix
 	faults clientFaults
 
 	mu      sync.Mutex
@@ -173,7 +181,9 @@ func (h *clientHarness) MakeAdapter(context.Context) (ports.Adapter, error) {
 	h.mu.Lock()
 	h.clients = append(h.clients, c)
 	h.mu.Unlock()
-	return pulsar.New(append([]pulsar.Option{pulsar.WithClient(&faultyClient{Client: c, faults: &h.faults}), pulsar.WithTopicPrefix(h.prefix)}, h.opts...)...)
+	o := h.opts
+	o.Client, o.TopicPrefix, o.Logger = &faultyClient{Client: c, faults: &h.faults}, h.prefix, quiet
+	return pulsar.New(context.Background(), o)
 }
 
 func (h *clientHarness) FailDeadLetters(fail bool) { h.faults.deadLetters.Store(fail) }

@@ -4,79 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
-
-// MaxMessageBytes is the largest message Send accepts by default: a stock
-// Apache Pulsar broker's maxMessageSize (5 MiB, announced to the client as
-// max_message_size) less 64 KiB kept for what the frame carries besides
-// the payload and the properties (the fixed metadata fields, producer
-// name, sequence id and frame headers). The limit counts the payload, the
-// key and the properties (sluice's headers). WithMaxMessageBytes sets
-// another bound for a broker configured otherwise.
-const MaxMessageBytes = 5<<20 - 64<<10
-
-// WithMaxMessageBytes sets the largest message Send accepts (payload, key
-// and properties; see MaxMessageBytes). Set it below the broker's
-// maxMessageSize less 64 KiB. Default MaxMessageBytes.
-func WithMaxMessageBytes(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n <= 0 {
-			return &ports.ValueError{Field: "pulsar.WithMaxMessageBytes", Reason: "must be positive"}
-		}
-		c.maxMessageBytes, c.maxMessageSet = n, true
-		return nil
-	})
-}
-
-// existing is one adopted topic (WithExisting).
-type existing struct {
-	physical string
-	subs     map[string]string
-}
-
-// WithExisting adopts Pulsar names other programs already use for logical
-// topic t: Send and subscriptions use the topic physical (a full name,
-// "persistent://tenant/namespace/topic") as it is, and a LoadBalance
-// group listed in subscriptions (logical group → existing subscription
-// name) consumes through that subscription, so a service moving to sluice
-// keeps every name byte for byte and resumes the existing cursors. Nothing
-// is created or redeclared. The dead-letter topic "<t>.dlq" stays derived.
-func WithExisting(t ports.Topic, physical string, subscriptions map[string]string) Option {
-	return optionFunc(func(c *config) error {
-		if err := t.Validate(); err != nil {
-			return &ports.ValueError{Field: "pulsar.WithExisting", Reason: err.Error()}
-		}
-		rest, ok := strings.CutPrefix(physical, "persistent://")
-		if parts := strings.Split(rest, "/"); !ok || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-			return &ports.ValueError{Field: "pulsar.WithExisting", Reason: fmt.Sprintf("%q is not a full persistent topic name, persistent://tenant/namespace/topic", physical)}
-		}
-		if c.existing == nil {
-			c.existing = map[ports.Topic]existing{}
-		}
-		if _, dup := c.existing[t]; dup {
-			return &ports.ValueError{Field: "pulsar.WithExisting", Reason: fmt.Sprintf("%q is adopted twice", t)}
-		}
-		for other, e := range c.existing {
-			if e.physical == physical {
-				return &ports.ValueError{Field: "pulsar.WithExisting", Reason: fmt.Sprintf("%q is already the topic of %q", physical, other)}
-			}
-		}
-		subs := make(map[string]string, len(subscriptions))
-		for g, s := range subscriptions {
-			if g == "" || s == "" {
-				return &ports.ValueError{Field: "pulsar.WithExisting", Reason: "a subscription mapping has an empty group or name"}
-			}
-			subs[g] = s
-		}
-		c.existing[t] = existing{physical: physical, subs: subs}
-		return nil
-	})
-}
 
 // physicalTopic is the Pulsar topic of logical topic t: an adopted name;
 // for a scoped topic "tenant/namespace/name" the native
@@ -85,116 +19,156 @@ func WithExisting(t ports.Topic, physical string, subscriptions map[string]strin
 // namespace. A scoped topic in the adapter's own tenant and namespace is
 // refused (it would share its physical name with the unscoped one); a
 // derived name that is an adopted one is refused too.
-func (a *Adapter) physicalTopic(t ports.Topic) (string, error) {
-	if e, ok := a.cfg.existing[t]; ok {
-		return e.physical, nil
+func (c *conn) physicalTopic(t ports.Topic) (string, error) {
+	for _, e := range c.o.Existing {
+		if e.Topic == t {
+			return e.Physical, nil
+		}
 	}
-	name := a.names.topic(t)
+	name := "persistent://" + c.o.Tenant + "/" + c.o.Namespace + "/" + c.o.TopicPrefix + string(t)
 	if sc, rest := t.Split(); !sc.IsZero() {
-		if sc.Tenant == a.cfg.tenant && sc.Namespace == a.cfg.namespace {
+		if sc.Tenant == c.o.Tenant && sc.Namespace == c.o.Namespace {
 			return "", fmt.Errorf("%w: topic %q is scoped to the adapter's own namespace %s/%s, where it would be the unscoped topic %q: use that name", ports.ErrInvalid, t, sc.Tenant, sc.Namespace, rest)
 		}
-		name = "persistent://" + sc.Tenant + "/" + sc.Namespace + "/" + a.cfg.prefix + rest
+		name = "persistent://" + sc.Tenant + "/" + sc.Namespace + "/" + c.o.TopicPrefix + rest
 	}
-	for other, e := range a.cfg.existing {
-		if e.physical == name {
-			return "", fmt.Errorf("%w: topic %q maps to %s, the adopted topic of %q (WithExisting)", ports.ErrInvalid, t, name, other)
+	for _, e := range c.o.Existing {
+		if e.Physical == name {
+			return "", fmt.Errorf("%w: topic %q maps to %s, the adopted topic of %q (Options.Existing)", ports.ErrInvalid, t, name, e.Topic)
 		}
 	}
 	return name, nil
 }
 
-// subscriptionOf is the Pulsar subscription name of spec (defaults
-// applied): an adopted one, or subscriptionName.
-func (a *Adapter) subscriptionOf(spec ports.SubscriptionSpec) string {
-	if e, ok := a.cfg.existing[spec.Topic]; ok && spec.Mode == ports.LoadBalance {
-		if s := e.subs[spec.Group]; s != "" {
-			return s
+// subscriptionOf is the Pulsar subscription name of spec: an adopted one;
+// the group for LoadBalance; "<group>.<instance>" for Broadcast
+// ("broadcast.<instance>" without a group).
+func (c *conn) subscriptionOf(spec ports.SubscriptionSpec) string {
+	if spec.Mode == ports.LoadBalance {
+		for _, e := range c.o.Existing {
+			if s := e.Subscriptions[spec.Group]; e.Topic == spec.Topic && s != "" {
+				return s
+			}
 		}
+		return spec.Group
 	}
-	return subscriptionName(spec)
+	group := spec.Group
+	if group == "" {
+		group = "broadcast"
+	}
+	return group + "." + spec.Instance
 }
 
-// checkSubscription refuses what the adapter cannot honour for spec and
-// returns the initial position of a new subscription.
-func checkSubscription(spec ports.SubscriptionSpec) (pulsarclient.SubscriptionInitialPosition, error) {
-	if spec.SingleActive {
-		// Apache Pulsar tracks redelivery counts only on Shared and
-		// Key_Shared subscriptions: a Failover consumer's negative acks
-		// always come back with count 0, so RetryPolicy.MaxAttempts and
-		// dead-lettering would never trigger.
-		return 0, fmt.Errorf("%w: single-active consumption would be a Pulsar Failover subscription, whose redeliveries carry no count (the broker tracks it only for Shared): retries could never end in a dead letter (SingleActive)", ports.ErrUnsupported)
-	}
-	if spec.Start == ports.StartEarliest {
-		return pulsarclient.SubscriptionPositionEarliest, nil
-	}
-	return pulsarclient.SubscriptionPositionLatest, nil
-}
-
-// maxMessageBytes is WithMaxMessageBytes, or MaxChunkedMessageBytes with
-// WithChunking, or MaxMessageBytes (also for
-// the zero Adapter the capability matrix reads).
-func (a *Adapter) maxMessageBytes() int {
-	if a.cfg.chunking && !a.cfg.maxMessageSet {
-		return MaxChunkedMessageBytes
-	}
-	if a.cfg.maxMessageBytes > 0 {
-		return a.cfg.maxMessageBytes
-	}
-	return MaxMessageBytes
-}
-
-// checkSize refuses m (stamped) when it is above the limit.
-func (a *Adapter) checkSize(m *ports.Message) error {
-	env := len(m.Key)
-	for k, v := range m.Headers {
-		env += len(k) + len(v) + 4 // each property is a key/value pair with two length prefixes
-	}
-	return m.CheckSize(a.maxMessageBytes(), env)
-}
-
-// DeclareTopic implements ports.TopicDeclarer. Retention and MaxLength are
-// namespace policies of Pulsar's admin API (retention, TTL, backlog quota),
-// which the binary protocol the client speaks cannot set: they are refused
-// with ErrUnsupported. Groups are created as DeclareGroup does. The spec
-// is recorded: a redeclaration with other properties fails with a
-// *ports.RedeclareError.
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
+// DeclareTopic records spec (a best-effort topic's sends go to its
+// non-persistent twin; another spec for it is a *ports.RedeclareError) and
+// creates its groups. Retention and MaxLength (admin API namespace
+// policies) are refused by the portable layer.
+func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
+	if _, err := c.physicalTopic(spec.Topic); err != nil {
 		return err
 	}
-	if err := kit.Unsupported(a.Name()+" (namespace policies need the admin API)", a.Capabilities(), spec); err != nil {
-		return err
-	}
-	if _, err := a.physicalTopic(spec.Topic); err != nil {
-		return err
-	}
-	return a.declared.Declare(ctx, spec, kit.DeclareGroups(a))
+	return c.declared.Declare(ctx, spec, kit.DeclareGroups(c))
 }
 
-// DeclareGroup implements ports.GroupDeclarer: it creates the group's
-// durable Shared subscription at the topic's end (a consumer subscribes
-// and closes; the subscription stays), so what is published from then on
-// is kept for the group's first consumer. An existing subscription is
-// left as it is.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	if a.isClosed() {
-		return ports.ErrClosed
-	}
-	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
-	name, err := a.physicalTopic(topic)
+// DeclareGroup creates the group's durable Shared subscription at the
+// topic's end (a consumer without permits subscribes and closes; the
+// subscription stays), so what is published from then on is kept for the
+// group's first consumer. An existing subscription is left as it is.
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	name, err := c.physicalTopic(topic)
 	if err != nil {
 		return err
 	}
-	c, err := a.subscribe(ctx, pulsarclient.ConsumerOptions{
-		Topic: name, SubscriptionName: a.subscriptionOf(spec), Type: pulsarclient.Shared,
-		SubscriptionInitialPosition: pulsarclient.SubscriptionPositionLatest,
-		// No permits: nothing is dispatched to this short-lived consumer.
+	cons, err := c.subscribe(ctx, pulsarclient.ConsumerOptions{
+		Topic: name, SubscriptionName: c.subscriptionOf(ports.SubscriptionSpec{Topic: topic, Group: group}),
+		Type: pulsarclient.Shared, SubscriptionInitialPosition: pulsarclient.SubscriptionPositionLatest,
 		EnableZeroQueueConsumer: true,
 	})
 	if err != nil {
-		return fmt.Errorf("pulsar: declare group %q of %q: %w", group, topic, err)
+		return fmt.Errorf("declare group %q of %q: %w", group, topic, err)
 	}
-	c.Close()
+	cons.Close()
 	return nil
+}
+
+// checkInstanceFree refuses a Broadcast subscription whose Instance is
+// already running. Each instance consumes a Shared subscription of its
+// own (an Exclusive one would keep no redelivery count), and Pulsar lets
+// any number of consumers share one; so before joining it the driver
+// probes the subscription with an Exclusive consumer without permits,
+// which the broker refuses with ConsumerBusy while any consumer is
+// connected. This is detection, not a lock: two subscriptions starting at
+// the same moment can both pass.
+func (c *conn) checkInstanceFree(ctx context.Context, spec ports.SubscriptionSpec, topic, name string) error {
+	if spec.Mode != ports.Broadcast {
+		return nil
+	}
+	probe, err := c.subscribe(ctx, pulsarclient.ConsumerOptions{
+		Topic: topic, SubscriptionName: name, Type: pulsarclient.Exclusive,
+		SubscriptionInitialPosition: pulsarclient.SubscriptionPositionLatest, EnableZeroQueueConsumer: true,
+	})
+	if err == nil {
+		probe.Close()
+		return nil
+	}
+	// The broker's ConsumerBusy reaches the caller as text only.
+	if strings.Contains(strings.ToLower(err.Error()), "busy") {
+		return &ports.InstanceSharedError{Instance: spec.Instance, Where: fmt.Sprintf(
+			"its subscription %s on %s has a connected consumer: the broker refused an Exclusive probe (%v)", name, topic, err)}
+	}
+	return fmt.Errorf("check that Broadcast instance %q is not running elsewhere: %w", spec.Instance, err)
+}
+
+// Best effort is a non-persistent topic: the broker stores nothing and
+// drops a message for every consumer without permits at that moment. A
+// consumer's permits reach the broker after Subscribe returned, so a
+// best-effort Subscribe publishes probes (ProbeProperty) until one comes
+// back to it. Every sluice subscription drops probes unseen; another
+// consumer sees them as empty messages with that property.
+
+// ProbeProperty marks the empty probe messages a best-effort Subscribe
+// publishes to the non-persistent topic it joined.
+const ProbeProperty = "sluice-probe"
+
+// probeEvery paces the probes while a new consumer's permits are on their
+// way.
+const probeEvery = 20 * time.Millisecond
+
+// awaitPermits publishes probes to s's non-persistent topic until one
+// reaches s's consumer, or ctx ends. Messages that arrive meanwhile are
+// kept for ReceiveBatch.
+func (s *sub) awaitPermits(ctx context.Context, topic string) error {
+	id := ports.NewID()
+	p, err := s.c.producer(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("best-effort subscribe to %s: %w", topic, err)
+	}
+	tick := time.NewTicker(probeEvery)
+	defer tick.Stop()
+	for {
+		if _, err := p.Send(ctx, &pulsarclient.ProducerMessage{Properties: map[string]string{ProbeProperty: id}}); err != nil {
+			return fmt.Errorf("best-effort subscribe to %s: probe: %w", topic, err)
+		}
+		for waiting := true; waiting; {
+			select {
+			case cm, ok := <-s.consumer.Chan():
+				if !ok {
+					return fmt.Errorf("consumer of %s closed: %w", s.name, ports.ErrClosed)
+				}
+				mine, probe := cm.Message.Properties()[ProbeProperty]
+				if !probe {
+					s.early = append(s.early, cm.Message)
+					continue
+				}
+				_ = s.consumer.Ack(cm.Message)
+				if mine == id {
+					return nil
+				}
+			case <-tick.C:
+				waiting = false
+			case <-ctx.Done():
+				return fmt.Errorf("best-effort subscribe to %s: no probe came back (the consumer's permits did not reach the broker): %w", topic, ctx.Err())
+			}
+		}
+	}
 }

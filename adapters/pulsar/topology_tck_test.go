@@ -28,7 +28,7 @@ var _ tck.Topology = (*peerHarness)(nil)
 // CreateExisting implements tck.Topology: a topic in a tenant and
 // namespace of the legacy program's own and a durable Shared subscription
 // on it, made with the raw pulsar-client-go as that program would, and an
-// adapter adopting both with WithExisting. Publish sends with a raw
+// adapter adopting both with Options.Existing. Publish sends with a raw
 // producer. Unchanged checks with the broker's stats that the topic still
 // has exactly that one subscription (nothing was added or renamed).
 func (h *peerHarness) CreateExisting(ctx context.Context, topic ports.Topic, group string) (tck.Existing, error) {
@@ -46,8 +46,8 @@ func (h *peerHarness) CreateExisting(ctx context.Context, topic ports.Topic, gro
 	if err := legacySubscription(c, physical, subName); err != nil {
 		return tck.Existing{}, err
 	}
-	a, err := pulsar.New(pulsar.WithClient(c), pulsar.WithTopicPrefix(h.prefix),
-		pulsar.WithExisting(topic, physical, map[string]string{group: subName}))
+	a, err := pulsar.New(ctx, pulsar.Options{Client: c, TopicPrefix: h.prefix, Logger: quiet,
+		Existing: []pulsar.Existing{{Topic: topic, Physical: physical, Subscriptions: map[string]string{group: subName}}}})
 	if err != nil {
 		return tck.Existing{}, err
 	}
@@ -80,8 +80,8 @@ func (h *fakeHarness) CreateExisting(ctx context.Context, topic ports.Topic, gro
 	if err := legacySubscription(c, physical, subName); err != nil {
 		return tck.Existing{}, err
 	}
-	a, err := pulsar.New(pulsar.WithClient(c), pulsar.WithRequeueTick(9*time.Millisecond),
-		pulsar.WithExisting(topic, physical, map[string]string{group: subName}))
+	a, err := pulsar.New(ctx, pulsar.Options{Client: c, RequeueTick: 9 * time.Millisecond, Logger: quiet,
+		Existing: []pulsar.Existing{{Topic: topic, Physical: physical, Subscriptions: map[string]string{group: subName}}}})
 	if err != nil {
 		return tck.Existing{}, err
 	}

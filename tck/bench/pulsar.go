@@ -62,7 +62,7 @@ func benchTopic() string {
 }
 
 func openPulsar(_ context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
-	a, err := pulsar.New(pulsar.WithURL(env["url"]))
+	a, err := pulsar.New(context.Background(), pulsar.Options{URL: env["url"]})
 	if err != nil {
 		return nil, ports.SubscriptionSpec{}, nil, err
 	}
