@@ -49,6 +49,7 @@ type handle struct {
 	h     any
 	sub   *Subscription
 	d     *ports.Delivery // the delivery it was handed out with (not a copy)
+	freed atomic.Bool     // its in-flight slot was given back
 }
 
 // Settlement misuse errors, the same on every adapter. Both wrap
@@ -317,17 +318,40 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 			disp = kit.BestEffortDisposition(s.spec, disp)
 		}
 	}
-	if err := settle(ctx, ds, disp); err != nil {
+	err := settle(ctx, ds, disp)
+	// A settlement attempt gives the slots back whatever its result: a
+	// delivery whose settlement failed is left to the broker's redelivery
+	// (or to a retry, which frees nothing twice), and must not shrink the
+	// window for good.
+	s.free(ds)
+	if err != nil {
 		if errors.Is(err, ports.ErrAlreadyCompleted) || errors.Is(err, ports.ErrConflict) {
 			err = fmt.Errorf("%w: %w", ErrAlreadySettled, err)
 		}
 		return s.a.scrub(err)
 	}
-	s.out.Add(-int64(len(ds)))
+	return nil
+}
+
+// free gives back the in-flight slots of this subscription's deliveries of
+// ds that still hold one.
+func (s *Subscription) free(ds []*ports.Delivery) {
+	n := 0
+	for _, d := range ds {
+		if d == nil {
+			continue
+		}
+		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.d == d && x.freed.CompareAndSwap(false, true) {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	s.out.Add(-int64(n))
 	if s.needRoom.Load() {
 		s.signal()
 	}
-	return nil
 }
 
 // drop carries out a Requeue or DeadLetter of a best-effort subscription
