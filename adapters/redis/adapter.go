@@ -11,60 +11,77 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the Redis Streams adapter. It is safe for concurrent use.
+// Adapter is the Redis Streams adapter: the portable layer
+// (adapters/portable) over this package's driver. It is safe for
+// concurrent use.
 type Adapter struct {
+	*portable.Adapter
+	c *conn
+}
+
+// conn is the driver: one go-redis client.
+type conn struct {
 	o  Options
 	rc *goredis.Client
 
-	ctx    context.Context // cancelled by Close
+	ctx    context.Context // cancelled by Close: the mover and the janitor
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	closed  bool
-	subs    map[*subscription]struct{}
-	streams map[string]struct{} // streams subscribed to, for the janitor
+	mu        sync.Mutex
+	streams   map[string]struct{}  // streams subscribed to, for the janitor
+	consumers map[string]struct{}  // stream/group/consumer of running subscriptions
+	fields    map[string]*fieldRef // field/value entries held, by delivery id (fields.go)
 
 	declared kit.Declared // topics declared with DeclareTopic
 	specs    specCache    // trims of topics declared by other processes
 }
 
-var _ ports.Adapter = (*Adapter)(nil)
+var (
+	_ ports.Adapter        = (*Adapter)(nil)
+	_ driver.Driver        = (*conn)(nil)
+	_ driver.TopicDeclarer = (*conn)(nil)
+	_ driver.GroupDeclarer = (*conn)(nil)
+)
 
 // New connects to Redis, checks the durability level against the server
-// and starts the delayed-message mover and the broadcast janitor.
+// and starts the delayed-message mover and the broadcast janitor. A
+// failure to connect matches its portable code (ports.ErrRefused,
+// ports.ErrAuth, ports.ErrTLS, …).
 func New(ctx context.Context, o Options) (*Adapter, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	rc := o.client()
+	routeClientLog(o.Logger)
+	c := &conn{o: o, rc: o.client(), streams: map[string]struct{}{}, consumers: map[string]struct{}{}, fields: map[string]*fieldRef{}}
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
-	if err := rc.Ping(dctx).Err(); err != nil {
-		_ = rc.Close()
-		if err := explainConnect(o.TLS != nil, o.Addr, err); errors.Is(err, adapters.ErrTLS) || errors.Is(err, adapters.ErrAuth) {
-			return nil, fmt.Errorf("redis: connect to %s: %w", o.Addr, err)
-		}
-		return nil, fmt.Errorf("redis: connect to %s: %w (is redis-server running there and reachable? check the address, TLS and the ACL user)", o.Addr, err)
+	if err := c.rc.Ping(dctx).Err(); err != nil {
+		_ = c.rc.Close()
+		return nil, c.connectError(err)
 	}
 	if o.Durability == DurabilityFsync {
-		if err := checkFsync(dctx, rc); err != nil {
-			_ = rc.Close()
+		if err := checkFsync(dctx, c.rc); err != nil {
+			_ = c.rc.Close()
 			return nil, fmt.Errorf("redis: %s: %w", o.Addr, err)
 		}
 	}
-	a := &Adapter{o: o, rc: rc, subs: map[*subscription]struct{}{}, streams: map[string]struct{}{}}
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.wg.Add(2)
-	go a.moveLoop()
-	go a.janitorLoop()
-	return a, nil
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(2)
+	go c.moveLoop()
+	go c.janitorLoop()
+	var secrets []string
+	if o.Password != "" {
+		secrets = []string{o.Password}
+	}
+	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: o.Logger, Secrets: secrets}), c: c}, nil
 }
 
 // checkFsync verifies appendonly yes and appendfsync always.
@@ -82,15 +99,33 @@ func checkFsync(ctx context.Context, rc *goredis.Client) error {
 	return nil
 }
 
-// Name is "redis".
-func (a *Adapter) Name() string { return "redis" }
+// Name is "redis". It works on the zero Adapter.
+func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 
-// Capabilities: see the package documentation for how each is served.
+// Capabilities: see the package documentation for how each is served. It
+// works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities {
+	if a == nil || a.c == nil {
+		return (*conn)(nil).Capabilities()
+	}
+	return a.c.Capabilities()
+}
+
+// Name is "redis".
+func (c *conn) Name() string { return "redis" }
+
+// Capabilities declares what Redis Streams do with this driver: delays
+// in the delayed set, requeues in the pending entries list with an exact
+// count, no dead-letter queue of its own (the portable layer's confirmed
+// copy to "<topic>.dlq", then XACK).
+func (c *conn) Capabilities() ports.Capabilities {
+	max := DefaultMaxMessageBytes
+	if c != nil && c.o.MaxMessageBytes > 0 {
+		max = c.o.MaxMessageBytes
+	}
 	return ports.Capabilities{
 		DelayedMessage:       true,
 		DelayedRequeue:       true,
-		NativeDeadLetter:     false,
 		Broadcast:            true,
 		PerMessageAck:        true,
 		PublisherConfirm:     true,
@@ -101,222 +136,136 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		Ordering:             ports.OrderNone,
 		StartEarliest:        true,
 		SingleActive:         true,
-		BestEffort:           false,
 		Retention:            true,
 		MaxLength:            true,
-		MaxMessageBytes:      a.maxMessageBytes(),
-		SizeCountsEnvelope:   false,
+		MaxMessageBytes:      max,
 		InstanceGuard:        ports.InstanceRefused, // a claim key (instance.go)
 	}
 }
 
-// maxMessageBytes is Options.MaxMessageBytes (its default for the zero
-// Adapter).
-func (a *Adapter) maxMessageBytes() int {
-	if a.o.MaxMessageBytes > 0 {
-		return a.o.MaxMessageBytes
-	}
-	return DefaultMaxMessageBytes
-}
-
-func (a *Adapter) streamKey(t ports.Topic) string {
-	if k, ok := a.o.Existing.stream(t); ok {
+func (c *conn) streamKey(t ports.Topic) string {
+	if k, ok := c.o.Existing.stream(t); ok {
 		return k
 	}
-	if a.o.RawStreamNames {
+	if c.o.RawStreamNames {
 		return string(t)
 	}
-	return a.o.Namespace + ":stream:" + string(t)
+	return c.o.Namespace + ":stream:" + string(t)
 }
-func (a *Adapter) delayedKey() string    { return a.o.Namespace + ":delayed" }
-func (a *Adapter) delayedMsgKey() string { return a.o.Namespace + ":delayed:" + ports.NewID() }
-func (a *Adapter) heartbeatKey(stream, group string) string {
-	return a.o.Namespace + ":hb:" + stream + ":" + group
+func (c *conn) delayedKey() string    { return c.o.Namespace + ":delayed" }
+func (c *conn) delayedMsgKey() string { return c.o.Namespace + ":delayed:" + ports.NewID() }
+func (c *conn) heartbeatKey(stream, group string) string {
+	return c.o.Namespace + ":hb:" + stream + ":" + group
 }
 
 // broadcastPrefix marks the per-instance groups the janitor may destroy.
 const broadcastPrefix = "bc:"
 
-// Send publishes msgs with pipelined XADDs (a delayed message goes to the
-// delayed set instead) and returns once Redis answered every one, plus the
-// WAIT of DurabilityReplicas.
-func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
-	if a.isClosed() {
-		return ports.ErrClosed
-	}
+// SendBatch publishes msgs with pipelined XADDs (a delayed message goes to
+// the delayed set instead) and returns once Redis answered every one, plus
+// the WAIT of DurabilityReplicas. A dead-letter copy of a field/value
+// entry is written with the entry's original fields (fields.go).
+func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	var errs []error
-	now := time.Now()
-	type pending struct {
-		i   int
-		cmd goredis.Cmder
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(msgs))
+		}
+		errs[i] = err
 	}
-	var sent []pending
-	pipe := a.rc.Pipeline()
+	now := time.Now()
+	sent := make([]goredis.Cmder, len(msgs))
+	pipe := c.rc.Pipeline()
+	n := 0
 	for i := range msgs {
-		m := msgs[i]
-		if err := m.Validate(); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+		m := &msgs[i]
+		if f := c.o.faults; f != nil && (f.failSend.Load() || f.failDL.Load() && strings.HasSuffix(string(m.Topic), ports.DeadLetterSuffix)) {
+			fail(i, fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed))
 			continue
 		}
-		if err := m.CheckSize(a.maxMessageBytes(), 0); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			continue
-		}
-		m.Stamp(now)
-		if f := a.o.faults; f != nil && f.failSend.Load() {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed)})
-			continue
-		}
-		stream := a.streamKey(m.Topic)
-		tr, err := a.trimFor(ctx, m.Topic, stream)
+		stream := c.streamKey(m.Topic)
+		tr, err := c.trimFor(ctx, m.Topic, stream)
 		if err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)})
+			fail(i, fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err))
 			continue
 		}
-		fields := encodeFor(a.o.Wire, &m)
-		var cmd goredis.Cmder
+		fields := c.encodeSend(m)
 		if m.Delay > 0 {
 			args := append([]any{m.Delay.Milliseconds(), stream}, fields...)
-			cmd = delayAddScript.Eval(ctx, pipe, []string{a.delayedMsgKey(), a.delayedKey()}, args...)
+			sent[i] = delayAddScript.Eval(ctx, pipe, []string{c.delayedMsgKey(), c.delayedKey()}, args...)
 		} else {
-			cmd = xadd(ctx, pipe, stream, fields, tr, now)
+			sent[i] = xadd(ctx, pipe, stream, fields, tr, now)
 		}
-		sent = append(sent, pending{i, cmd})
+		n++
+	}
+	if n == 0 {
+		return errs
 	}
 	var wait *goredis.Cmd
-	if len(sent) > 0 && a.o.Durability == DurabilityReplicas {
+	if c.o.Durability == DurabilityReplicas {
 		// WAIT on the pipeline's connection counts the replicas that
 		// acknowledged every write made on it so far.
-		wait = pipe.Do(ctx, "WAIT", a.o.Replicas, a.o.WaitTimeout.Milliseconds())
+		wait = pipe.Do(ctx, "WAIT", c.o.Replicas, c.o.WaitTimeout.Milliseconds())
 	}
-	if len(sent) > 0 {
-		_, _ = pipe.Exec(ctx) // errors are per command below
-	}
+	_, _ = pipe.Exec(ctx) // errors are per command below
 	var waitErr error
 	if wait != nil {
-		if n, err := wait.Int64(); err != nil {
-			waitErr = fmt.Errorf("%w: WAIT %d replicas: %v", ports.ErrUnconfirmed, a.o.Replicas, err)
-		} else if int(n) < a.o.Replicas {
-			waitErr = fmt.Errorf("%w: WAIT: %d of %d replicas acknowledged within %v", ports.ErrUnconfirmed, n, a.o.Replicas, a.o.WaitTimeout)
+		if got, err := wait.Int64(); err != nil {
+			waitErr = fmt.Errorf("%w: WAIT %d replicas: %w", ports.ErrUnconfirmed, c.o.Replicas, err)
+		} else if int(got) < c.o.Replicas {
+			waitErr = fmt.Errorf("%w: WAIT: %d of %d replicas acknowledged within %v", ports.ErrUnconfirmed, got, c.o.Replicas, c.o.WaitTimeout)
 		}
 	}
-	for _, p := range sent {
-		err := p.cmd.Err()
-		switch {
+	for i, cmd := range sent {
+		if cmd == nil {
+			continue
+		}
+		switch err := cmd.Err(); {
 		case err != nil && ctx.Err() != nil:
-			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+			fail(i, fmt.Errorf("%w (%w)", ctx.Err(), err))
 		case err != nil:
-			err = fmt.Errorf("%w: %v", ports.ErrUnconfirmed, err)
+			fail(i, fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err))
 		case waitErr != nil:
-			err = waitErr
-		}
-		if err != nil {
-			errs = append(errs, &ports.SendError{Index: p.i, Topic: msgs[p.i].Topic, Err: err})
+			fail(i, waitErr)
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
-// Subscribe creates or joins the consumer group of spec and starts reading.
-//
-// LoadBalance: the group is spec.Group, created at the stream's end on
-// first use and kept while no instance runs. Broadcast: the group is
-// "bc:<group>:<instance>", one per instance, with a heartbeat key whose TTL
-// is spec.InstanceTTL (default Options.InstanceTTL); see the package
-// documentation for expiry.
-func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	spec = spec.WithDefaults()
-	if a.isClosed() {
-		return nil, ports.ErrClosed
-	}
-	a.checkSpec(spec)
-	s := newSubscription(a, spec)
-	if err := s.claimInstance(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.join(ctx); err != nil {
-		_ = s.instance.release(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		_ = s.instance.release(context.WithoutCancel(ctx))
-		return nil, ports.ErrClosed
-	}
-	a.subs[s] = struct{}{}
-	a.streams[s.stream] = struct{}{}
-	a.mu.Unlock()
-	s.start()
-	return s, nil
-}
-
-func (a *Adapter) isClosed() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.closed
-}
-
-func (a *Adapter) forget(s *subscription) {
-	a.mu.Lock()
-	delete(a.subs, s)
-	a.mu.Unlock()
-}
-
-// Close stops every subscription and closes the connections.
-func (a *Adapter) Close(ctx context.Context) error {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return nil
-	}
-	a.closed = true
-	subs := make([]*subscription, 0, len(a.subs))
-	for s := range a.subs {
-		subs = append(subs, s)
-	}
-	a.mu.Unlock()
-	var errs []error
-	for _, s := range subs {
-		if err := s.Stop(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	a.cancel()
+// Close stops the mover and the janitor and closes the client (the
+// portable layer closed the subscriptions first).
+func (c *conn) Close(ctx context.Context) error {
+	unrouteClientLog(c.o.Logger)
+	c.cancel()
 	done := make(chan struct{})
-	go func() { a.wg.Wait(); close(done) }()
+	go func() { c.wg.Wait(); close(done) }()
+	var errs []error
 	select {
 	case <-done:
 	case <-ctx.Done():
 		errs = append(errs, ctx.Err())
 	}
-	if err := a.rc.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.rc.Close())...)
 }
 
 // moveLoop moves due delayed messages into their streams. Every adapter
 // runs it; the Lua mover is atomic, so several movers never duplicate.
-func (a *Adapter) moveLoop() {
-	defer a.wg.Done()
-	t := time.NewTimer(a.o.DelayPoll)
+func (c *conn) moveLoop() {
+	defer c.wg.Done()
+	t := time.NewTimer(c.o.DelayPoll)
 	defer t.Stop()
 	for {
 		select {
-		case <-a.ctx.Done():
+		case <-c.ctx.Done():
 			return
 		case <-t.C:
 		}
-		next := a.o.DelayPoll
+		next := c.o.DelayPoll
 		for range 100 { // bounded: at most 100 rounds of 256 per tick
-			ms, err := moveScript.Run(a.ctx, a.rc, []string{a.delayedKey()}, 256).Int64()
+			ms, err := moveScript.Run(c.ctx, c.rc, []string{c.delayedKey()}, 256).Int64()
 			if err != nil {
-				if a.ctx.Err() == nil {
-					a.o.Logger.Warn("redis: moving delayed messages", "addr", a.o.Addr, "err", err)
+				if c.ctx.Err() == nil {
+					c.o.Logger.Warn("redis: moving delayed messages", "addr", c.o.Addr, "err", err)
 				}
 				break
 			}
@@ -333,30 +282,30 @@ func (a *Adapter) moveLoop() {
 
 // janitorLoop destroys the broadcast groups whose heartbeat expired, on
 // every stream this adapter subscribed to.
-func (a *Adapter) janitorLoop() {
-	defer a.wg.Done()
-	t := time.NewTicker(a.o.JanitorInterval)
+func (c *conn) janitorLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.o.JanitorInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-a.ctx.Done():
+		case <-c.ctx.Done():
 			return
 		case <-t.C:
 		}
-		a.mu.Lock()
-		streams := make([]string, 0, len(a.streams))
-		for s := range a.streams {
+		c.mu.Lock()
+		streams := make([]string, 0, len(c.streams))
+		for s := range c.streams {
 			streams = append(streams, s)
 		}
-		a.mu.Unlock()
+		c.mu.Unlock()
 		for _, st := range streams {
-			a.expireGroups(a.ctx, st)
+			c.expireGroups(c.ctx, st)
 		}
 	}
 }
 
-func (a *Adapter) expireGroups(ctx context.Context, stream string) {
-	groups, err := a.rc.XInfoGroups(ctx, stream).Result()
+func (c *conn) expireGroups(ctx context.Context, stream string) {
+	groups, err := c.rc.XInfoGroups(ctx, stream).Result()
 	if err != nil {
 		return
 	}
@@ -364,8 +313,8 @@ func (a *Adapter) expireGroups(ctx context.Context, stream string) {
 		if !strings.HasPrefix(g.Name, broadcastPrefix) {
 			continue
 		}
-		if err := expireScript.Run(ctx, a.rc, []string{stream, a.heartbeatKey(stream, g.Name)}, g.Name).Err(); err != nil && ctx.Err() == nil {
-			a.o.Logger.Warn("redis: expiring broadcast group", "stream", stream, "group", g.Name, "err", err)
+		if err := expireScript.Run(ctx, c.rc, []string{stream, c.heartbeatKey(stream, g.Name)}, g.Name).Err(); err != nil && ctx.Err() == nil {
+			c.o.Logger.Warn("redis: expiring broadcast group", "stream", stream, "group", g.Name, "err", err)
 		}
 	}
 }

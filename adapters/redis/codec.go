@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -75,38 +76,38 @@ func encode(m *ports.Message) []any {
 	return out
 }
 
-// decode builds a delivery from an entry's values. deliveries is the
+// decode builds a record from an entry's values. deliveries is the
 // entry's times_delivered (1 on the first delivery). fields is nil for an
 // entry in sluice's or watermill's format, and the data fields of a plain
 // producer's field/value entry (see dataFields), whose payload is then
 // their JSON object.
-func decode(topic ports.Topic, stream, group, id string, values map[string]any, deliveries int64) (d *ports.Delivery, fields []any) {
-	d = &ports.Delivery{Facts: map[string]string{"stream": stream, "group": group, "entry": id}}
-	d.Topic = topic
+func decode(stream, group, id string, values map[string]any, deliveries int64) (r driver.Record, fields []any) {
+	r = driver.Record{BrokerID: "redis:" + stream + ":" + id, Facts: map[string]string{"stream": stream, "group": group, "entry": id}}
+	m := &r.Message
 	h := make(ports.Headers, len(values))
 	for k, v := range values {
 		s, _ := v.(string)
 		switch {
 		case k == fieldPayload:
-			d.Payload = []byte(s)
+			m.Payload = []byte(s)
 		case k == fieldKey:
-			d.Key = s
+			m.Key = s
 		case strings.HasPrefix(k, headerPrefix):
 			h[k[len(headerPrefix):]] = s
 		}
 	}
 	uuid, watermill := values[fieldWatermillUUID].(string)
 	if _, ok := values[fieldPayload]; !ok && !watermill {
-		fields, d.Payload = dataFields(values)
-		d.Key = h[ports.HeaderPartitionKey] // a "key" field is data here
-		d.Facts[FactFormat] = "fields"
+		fields, m.Payload = dataFields(values)
+		m.Key = h[ports.HeaderPartitionKey] // a "key" field is data here
+		r.Facts[FactFormat] = "fields"
 	}
 	if watermill {
 		// watermill-redisstream format: metadata are the headers.
 		if raw, _ := values[fieldWatermillMeta].(string); raw != "" {
 			meta, err := unmsgpackMap([]byte(raw))
 			if err != nil {
-				d.Err = ports.Poison(fmt.Errorf("redis stream %s entry %s: watermill metadata: %w", stream, id, err))
+				r.Err = ports.Poison(fmt.Errorf("redis stream %s entry %s: watermill metadata: %w", stream, id, err))
 			}
 			for k, v := range meta {
 				h[k] = v
@@ -115,25 +116,22 @@ func decode(topic ports.Topic, stream, group, id string, values map[string]any, 
 		if h[ports.HeaderID] == "" {
 			h[ports.HeaderID] = uuid
 		}
-		if d.Key == "" {
-			d.Key = h[ports.HeaderPartitionKey]
+		if m.Key == "" {
+			m.Key = h[ports.HeaderPartitionKey]
+		}
+		if _, ok := values[fieldPayload]; !ok && r.Err == nil {
+			r.Err = ports.Poison(fmt.Errorf("redis stream %s entry %s: watermill entry has no %q field", stream, id, fieldPayload))
 		}
 	}
-	d.Headers = h
-	if d.ID, d.IDSource = ports.IdentityFromHeaders(h); d.ID == "" {
-		d.ID, d.IDSource = "redis:"+stream+":"+id, ports.IDBroker
-	}
-	if deliveries < 1 {
-		deliveries = 1
-	}
+	m.Headers = h
+	deliveries = max(deliveries, 1)
+	// A copy that went through the delayed set (a long requeue) carries
+	// the count of the deliveries before it.
 	copies, err := ports.RedeliveryCountFrom(h)
-	if err != nil {
-		d.Err = err
+	if err != nil && r.Err == nil {
+		r.Err = err
 	}
-	d.RedeliveryCount = copies + int(deliveries) - 1
-	d.Facts["times_delivered"] = strconv.FormatInt(deliveries, 10)
-	if _, ok := values[fieldPayload]; !ok && watermill && d.Err == nil {
-		d.Err = ports.Poison(fmt.Errorf("redis stream %s entry %s: watermill entry has no %q field", stream, id, fieldPayload))
-	}
-	return d, fields
+	r.RedeliveryCount = copies + int(deliveries) - 1
+	r.Facts["times_delivered"] = strconv.FormatInt(deliveries, 10)
+	return r, fields
 }

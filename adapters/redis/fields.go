@@ -62,3 +62,49 @@ func encodeFields(fields []any, m *ports.Message) []any {
 	}
 	return out
 }
+
+// The portable layer writes a dead-letter copy through SendBatch, as a
+// message whose payload is the JSON object. So that the copy keeps the
+// entry's original fields byte for byte, the driver keeps the fields of
+// every field/value entry it holds (received, not acknowledged) under the
+// delivery's identity, which the copy carries as its HeaderID; SendBatch
+// writes a dead-letter message whose HeaderID is held with those fields.
+type fieldRef struct {
+	fields []any
+	n      int // holders: several groups may hold the same entry
+}
+
+func (c *conn) holdFields(id string, fields []any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.fields[id]; r != nil {
+		r.n++
+		return
+	}
+	c.fields[id] = &fieldRef{fields: fields, n: 1}
+}
+
+func (c *conn) dropFields(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.fields[id]; r != nil {
+		if r.n--; r.n <= 0 {
+			delete(c.fields, id)
+		}
+	}
+}
+
+// encodeSend returns the XADD field/value list of m: the original fields
+// of a held field/value entry for its dead-letter copy, else m in Wire's
+// format.
+func (c *conn) encodeSend(m *ports.Message) []any {
+	if id := m.Headers[ports.HeaderID]; id != "" && strings.HasSuffix(string(m.Topic), ports.DeadLetterSuffix) {
+		c.mu.Lock()
+		r := c.fields[id]
+		c.mu.Unlock()
+		if r != nil {
+			return encodeFields(r.fields, m)
+		}
+	}
+	return encodeFor(c.o.Wire, m)
+}

@@ -23,7 +23,7 @@ var instanceClaimTTL = 6 * time.Second
 // Subscribe instead of sharing the instance's consumer group (each would
 // receive part of the instance's copy).
 type instanceClaim struct {
-	s      *subscription
+	s      *sub
 	key    string
 	token  string
 	cancel context.CancelFunc
@@ -48,12 +48,12 @@ return 0
 
 // claimInstance takes the Instance of a Broadcast subscription, or
 // refuses it with a *ports.InstanceSharedError.
-func (s *subscription) claimInstance(ctx context.Context) error {
+func (s *sub) claimInstance(ctx context.Context) error {
 	if !s.broadcast {
 		return nil
 	}
 	c := &instanceClaim{s: s, key: s.hbKey + ":claim", token: s.consumer}
-	ok, err := s.a.rc.SetNX(ctx, c.key, c.token, instanceClaimTTL).Result()
+	ok, err := s.c.rc.SetNX(ctx, c.key, c.token, instanceClaimTTL).Result()
 	if err != nil {
 		return fmt.Errorf("redis: claim broadcast instance %q (%s): %w", s.spec.Instance, c.key, err)
 	}
@@ -83,14 +83,14 @@ func (c *instanceClaim) start() {
 				return
 			case <-t.C:
 			}
-			n, err := renewClaim.Run(ctx, c.s.a.rc, []string{c.key}, c.token, ms(instanceClaimTTL)).Int()
+			n, err := renewClaim.Run(ctx, c.s.c.rc, []string{c.key}, c.token, ms(instanceClaimTTL)).Int()
 			switch {
 			case ctx.Err() != nil:
 				return
 			case err != nil:
-				c.s.report(fmt.Errorf("redis: renew the claim of broadcast instance %q (retried in %v): %w", c.s.spec.Instance, instanceClaimTTL/3, err))
+				c.s.warn(fmt.Sprintf("renew the claim of broadcast instance %q (retried in %v)", c.s.spec.Instance, instanceClaimTTL/3), err)
 			case n == 0:
-				c.s.report(&ports.InstanceSharedError{Instance: c.s.spec.Instance, Where: fmt.Sprintf(
+				c.s.warn("broadcast instance shared", &ports.InstanceSharedError{Instance: c.s.spec.Instance, Where: fmt.Sprintf(
 					"its claim key %s expired while this subscription ran (Redis unreachable for longer than %v) and another subscription took it", c.key, instanceClaimTTL)})
 			}
 		}
@@ -106,7 +106,7 @@ func (c *instanceClaim) release(ctx context.Context) error {
 		c.cancel()
 		c.wg.Wait()
 	}
-	if err := releaseClaim.Run(ctx, c.s.a.rc, []string{c.key}, c.token).Err(); err != nil {
+	if err := releaseClaim.Run(ctx, c.s.c.rc, []string{c.key}, c.token).Err(); err != nil {
 		return fmt.Errorf("release the claim of broadcast instance %q (it expires within %v): %w", c.s.spec.Instance, instanceClaimTTL, err)
 	}
 	return nil

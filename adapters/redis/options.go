@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -51,6 +52,16 @@ type Options struct {
 	// Username and Password authenticate (ACL user, or the legacy
 	// requirepass with an empty Username).
 	Username, Password string
+	// Consumer is the consumer name of this process's LoadBalance
+	// subscriptions (a pod or host name that a restarted process keeps).
+	// A consumer reads its own pending entries again at once when it
+	// starts, so a process restarted after a crash under the same name
+	// gets back what it held without waiting ClaimMinIdle; the entries
+	// of other consumers are claimed once idle for ClaimMinIdle. Two
+	// running processes must not share a name. Default: a random name
+	// per Subscribe ("c-<id>"). A Broadcast instance's consumer is named
+	// after its Instance.
+	Consumer string
 	// DB is the logical database. Default 0.
 	DB int
 	// TLS, when set, connects with TLS (rediss://).
@@ -117,7 +128,8 @@ type Options struct {
 	// a crashed holder is replaced within it (plus a quarter of it).
 	// Default 2s.
 	SingleActiveLease time.Duration
-	// Logger receives warnings. Default slog.Default().
+	// Logger receives the capability line, warnings and go-redis's own
+	// log lines (see the package documentation). Default slog.Default().
 	Logger *slog.Logger
 
 	faults *Faults
@@ -170,6 +182,9 @@ func (o Options) withDefaults() Options {
 const DefaultMaxMessageBytes = 64 << 20
 
 func (o Options) validate() error {
+	if strings.ContainsAny(o.Consumer, " \t\r\n") {
+		return &ports.ValueError{Field: "redis.Options.Consumer", Reason: "must not contain white space"}
+	}
 	if o.Addr == "" {
 		return &ports.ValueError{Field: "redis.Options.Addr", Reason: "is required (host:port, e.g. 127.0.0.1:6379)"}
 	}

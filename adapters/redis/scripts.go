@@ -7,19 +7,32 @@ import goredis "github.com/redis/go-redis/v9"
 // the adapter serves a single Redis server or a primary with replicas, not
 // Redis Cluster.
 
-// claimScript: XAUTOCLAIM, then the exact times_delivered of every claimed
-// entry from XPENDING's extended form (XAUTOCLAIM does not return it).
-// KEYS[1] stream; ARGV group, consumer, min-idle ms, cursor, count.
+// claimScript hands out pending entries with the exact times_delivered
+// of each from XPENDING's extended form (neither command below returns
+// it). Mode "claim": XAUTOCLAIM of the group's entries idle for min-idle.
+// Mode "own": XREADGROUP from the cursor in this consumer's own pending
+// entries (what it read before a crash, under the same name), whatever
+// their idle time; the next cursor is "" once they are read.
+// KEYS[1] stream; ARGV group, consumer, min-idle ms, cursor, count, mode.
 // Returns {next cursor, entries, counts}.
 var claimScript = goredis.NewScript(`
-local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], 'COUNT', ARGV[5])
-local entries = r[2]
+local nxt, entries
+if ARGV[6] == 'own' then
+  local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[5], 'STREAMS', KEYS[1], ARGV[4])
+  entries = {}
+  if r and r[1] then entries = r[1][2] end
+  nxt = ''
+  if #entries > 0 then nxt = entries[#entries][1] end
+else
+  local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], 'COUNT', ARGV[5])
+  nxt, entries = r[1], r[2]
+end
 local counts = {}
 for i, e in ipairs(entries) do
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], e[1], e[1], 1)
   if p[1] then counts[i] = p[1][4] else counts[i] = 1 end
 end
-return {r[1], entries, counts}
+return {nxt, entries, counts}
 `)
 
 // renewScript resets the idle time of entries this consumer still owns

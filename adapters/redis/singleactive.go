@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +23,7 @@ import (
 // already read may still be in its handlers while the new holder starts:
 // a window of overlap of at most one read batch.
 type lease struct {
-	s    *subscription
+	s    *sub
 	key  string
 	ttl  time.Duration
 	held atomic.Bool
@@ -40,8 +39,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0`)
 )
 
-func newLease(s *subscription) *lease {
-	return &lease{s: s, key: s.a.o.Namespace + ":active:" + s.stream + ":" + s.group, ttl: s.a.o.SingleActiveLease, wake: make(chan struct{}, 1)}
+func newLease(s *sub) *lease {
+	return &lease{s: s, key: s.c.o.Namespace + ":active:" + s.stream + ":" + s.group, ttl: s.c.o.SingleActiveLease, wake: make(chan struct{}, 1)}
 }
 
 // try takes or renews the lease once and reports whether it is held.
@@ -49,26 +48,29 @@ func (l *lease) try(ctx context.Context) bool {
 	me := l.s.consumer
 	var ok bool
 	if l.held.Load() {
-		n, err := renewLeaseScript.Run(ctx, l.s.a.rc, []string{l.key}, me, l.ttl.Milliseconds()).Int64()
+		n, err := renewLeaseScript.Run(ctx, l.s.c.rc, []string{l.key}, me, l.ttl.Milliseconds()).Int64()
 		ok = err == nil && n == 1
 		if err != nil && ctx.Err() == nil {
-			l.s.report(fmt.Errorf("redis: renew single-active lease %s: %w (reading stops until it is held again)", l.key, err))
+			l.s.warn("renew the single-active lease "+l.key+" (reading stops until it is held again)", err)
 		}
 	} else {
 		var err error
-		ok, err = l.s.a.rc.SetNX(ctx, l.key, me, l.ttl).Result()
+		ok, err = l.s.c.rc.SetNX(ctx, l.key, me, l.ttl).Result()
 		if err != nil {
 			ok = false
 			if ctx.Err() == nil {
-				l.s.report(fmt.Errorf("redis: take single-active lease %s: %w", l.key, err))
+				l.s.warn("take the single-active lease "+l.key, err)
 			}
 		}
 	}
 	if ok && !l.held.Swap(true) {
-		l.s.a.o.Logger.Info("sluice redis: single-active lease taken; this instance now reads the group", "stream", l.s.stream, "group", l.s.group, "consumer", me)
-		signal(l.wake)
+		l.s.c.o.Logger.Info("sluice redis: single-active lease taken; this instance now reads the group", "stream", l.s.stream, "group", l.s.group, "consumer", me)
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
 	} else if !ok && l.held.Swap(false) {
-		l.s.a.o.Logger.Warn("sluice redis: single-active lease lost; this instance stops reading", "stream", l.s.stream, "group", l.s.group, "consumer", me)
+		l.s.c.o.Logger.Warn("sluice redis: single-active lease lost; this instance stops reading", "stream", l.s.stream, "group", l.s.group, "consumer", me)
 	}
 	return ok
 }
@@ -89,7 +91,7 @@ func (l *lease) run(ctx context.Context) {
 			t.Stop()
 			if l.held.Swap(false) {
 				rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = releaseLeaseScript.Run(rctx, l.s.a.rc, []string{l.key}, l.s.consumer).Err()
+				_ = releaseLeaseScript.Run(rctx, l.s.c.rc, []string{l.key}, l.s.consumer).Err()
 				cancel()
 			}
 			return

@@ -77,7 +77,7 @@ func (e *Existing) group(t ports.Topic, g string) (string, bool) {
 // specTTL).
 const specTTL = 5 * time.Second
 
-func (a *Adapter) specKey(stream string) string { return a.o.Namespace + ":topic:" + stream }
+func (c *conn) specKey(stream string) string { return c.o.Namespace + ":topic:" + stream }
 
 // declareSpecScript stores retention and length unless the hash exists,
 // and returns what is stored.
@@ -88,7 +88,7 @@ end
 return redis.call('HMGET', KEYS[1], 'retention_ms', 'max_length')
 `)
 
-// DeclareTopic implements ports.TopicDeclarer: it records spec's
+// DeclareTopic implements driver.TopicDeclarer: it records spec's
 // retention and length for the stream (see specKey) — a stream declared
 // before with others fails with a *ports.RedeclareError and is left as it
 // is — and creates each of spec.Groups at the stream's end (XGROUP CREATE
@@ -96,17 +96,14 @@ return redis.call('HMGET', KEYS[1], 'retention_ms', 'max_length')
 // enforced by trimming at each XADD with MINID (entries whose id, the
 // server's clock, is older than now minus Retention, by this process's
 // clock), MaxLength with MAXLEN; both exact (=), not approximate.
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	return a.declared.Declare(ctx, spec, a.createTopic)
+func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
+	return c.declared.Declare(ctx, spec, c.createTopic)
 }
 
-func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
-	stream := a.streamKey(spec.Topic)
+func (c *conn) createTopic(ctx context.Context, spec ports.TopicSpec) error {
+	stream := c.streamKey(spec.Topic)
 	ret, ml := strconv.FormatInt(spec.Retention.Milliseconds(), 10), strconv.Itoa(spec.MaxLength)
-	got, err := declareSpecScript.Run(ctx, a.rc, []string{a.specKey(stream)}, ret, ml).StringSlice()
+	got, err := declareSpecScript.Run(ctx, c.rc, []string{c.specKey(stream)}, ret, ml).StringSlice()
 	if err != nil {
 		return fmt.Errorf("redis: declare topic %q: %w", string(spec.Topic), err)
 	}
@@ -120,28 +117,28 @@ func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
 		}
 		return &ports.RedeclareError{Name: stream, Diffs: diffs}
 	}
-	a.specs.forget(stream)
+	c.specs.forget(stream)
 	for _, g := range spec.Groups {
-		if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
+		if err := c.DeclareGroup(ctx, spec.Topic, g); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// DeclareGroup implements ports.GroupDeclarer: XGROUP CREATE at the
+// DeclareGroup implements driver.GroupDeclarer: XGROUP CREATE at the
 // stream's end (MKSTREAM), idempotent.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	stream := a.streamKey(topic)
+	stream := c.streamKey(topic)
 	name := group
-	if n, ok := a.o.Existing.group(topic, group); ok {
+	if n, ok := c.o.Existing.group(topic, group); ok {
 		name = n
 	}
-	err := a.rc.XGroupCreateMkStream(ctx, stream, name, "$").Err()
+	err := c.rc.XGroupCreateMkStream(ctx, stream, name, "$").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("redis: declare group %q on %s: %w", name, stream, err)
 	}
@@ -173,18 +170,18 @@ func (c *specCache) forget(stream string) {
 }
 
 // trimFor returns how Send trims stream (topic t).
-func (a *Adapter) trimFor(ctx context.Context, t ports.Topic, stream string) (trim, error) {
-	if s, ok := a.declared.Lookup(t); ok {
+func (c *conn) trimFor(ctx context.Context, t ports.Topic, stream string) (trim, error) {
+	if s, ok := c.declared.Lookup(t); ok {
 		return trim{s.Retention, s.MaxLength}, nil
 	}
-	c := &a.specs
-	c.mu.Lock()
-	e, ok := c.m[stream]
-	c.mu.Unlock()
+	sc := &c.specs
+	sc.mu.Lock()
+	e, ok := sc.m[stream]
+	sc.mu.Unlock()
 	if ok && (e.ok || time.Since(e.at) < specTTL) {
 		return e.t, nil
 	}
-	vals, err := a.rc.HMGet(ctx, a.specKey(stream), "retention_ms", "max_length").Result()
+	vals, err := c.rc.HMGet(ctx, c.specKey(stream), "retention_ms", "max_length").Result()
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return trim{}, fmt.Errorf("redis: look up the declaration of %s: %w", stream, err)
 	}
@@ -194,12 +191,12 @@ func (a *Adapter) trimFor(ctx context.Context, t ports.Topic, stream string) (tr
 		n, _ := strconv.Atoi(fmt.Sprint(vals[1]))
 		e.t, e.ok = trim{time.Duration(ms) * time.Millisecond, n}, true
 	}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]cachedTrim{}
+	sc.mu.Lock()
+	if sc.m == nil {
+		sc.m = map[string]cachedTrim{}
 	}
-	c.m[stream] = e
-	c.mu.Unlock()
+	sc.m[stream] = e
+	sc.mu.Unlock()
 	return e.t, nil
 }
 
@@ -219,17 +216,3 @@ func xadd(ctx context.Context, pipe goredis.Pipeliner, stream string, fields []a
 	}
 	return cmd
 }
-
-// checkSpec refuses what this adapter cannot do and says what it falls
-// back to.
-func (a *Adapter) checkSpec(spec ports.SubscriptionSpec) {
-	if spec.QoS == ports.BestEffort {
-		a.o.Logger.Info("sluice redis: QoS best-effort falls back to at-least-once (reading without acks, NOACK, would break the leases that redeliver a crashed consumer's entries): failed deliveries are requeued and poison dead-lettered",
-			"topic", string(spec.Topic), "group", spec.Group)
-	}
-}
-
-var (
-	_ ports.TopicDeclarer = (*Adapter)(nil)
-	_ ports.GroupDeclarer = (*Adapter)(nil)
-)
