@@ -32,6 +32,15 @@ func (f OpenerFunc) OpenURL(ctx context.Context, u *url.URL, cfg *Config) (ports
 	return f(ctx, u, cfg)
 }
 
+// PasswordOnly marks the opener of a broker that authenticates with a
+// password alone, without a user name (Redis' requirepass): its URLs may
+// carry user info with a password and an empty user name
+// (scheme://:password@host), and password_file or password_env without a
+// user name. Other schemes refuse both.
+func PasswordOnly(o URLOpener) URLOpener { return passwordOnly{o} }
+
+type passwordOnly struct{ URLOpener }
+
 var registry = struct {
 	sync.RWMutex
 	openers map[string]URLOpener
@@ -105,7 +114,8 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (ports.Adapter, er
 	if !ok {
 		return nil, fail(fmt.Errorf("%w %q (registered: %s); each adapter registers its schemes when its package is imported: import _ \"github.com/sluicemq/sluice/adapters/<name>\" (or adapters/all for every scheme)", ErrUnknownScheme, u.Scheme, registered()))
 	}
-	cfg, err := newConfig(u, opts)
+	_, pwOnly := o.(passwordOnly)
+	cfg, err := newConfig(u, opts, pwOnly)
 	if err != nil {
 		return nil, fail(err)
 	}
