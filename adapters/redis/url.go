@@ -15,20 +15,22 @@ import (
 // redis:// and rediss:// open the adapter (import this package for its
 // side effect to register them):
 //
-//	redis://[user:password@]host:6379[/db][?durability=fsync|none|replicas&replicas=1&wait_timeout=1s&claim_min_idle=30s&claim_interval=50ms&delay_poll=25ms&janitor_interval=5s&instance_ttl=1m&dial_timeout=5s&pool_size=32&wire=sluice|watermill&raw_stream_names=false]
+//	redis://[user:password@]host:6379[/db][?durability=fsync|none|replicas&replicas=1&wait_timeout=1s&claim_min_idle=30s&claim_interval=50ms&delay_poll=25ms&janitor_interval=5s&instance_ttl=1m&dial_timeout=5s&pool_size=32&wire=sluice|watermill&raw_stream_names=false&consumer=name]
+//	redis://:password@host:6379/0   (the legacy requirepass: a password, no user)
 //	rediss://…   (TLS: the system roots, or adapters.WithTLS)
 //
 // The path is the logical database (default 0); the user is the ACL user
-// (empty for the legacy requirepass). The shared namespace parameter
+// (empty for the legacy requirepass, given as :password@ or with
+// password_file alone). The shared namespace parameter
 // prefixes every key. Open connects and checks the durability level before
 // it returns.
 func init() {
-	adapters.Register("redis", adapters.OpenerFunc(openURL))
-	adapters.Register("rediss", adapters.OpenerFunc(openURL))
+	adapters.Register("redis", adapters.PasswordOnly(adapters.OpenerFunc(openURL)))
+	adapters.Register("rediss", adapters.PasswordOnly(adapters.OpenerFunc(openURL)))
 }
 
 var urlParams = []string{"durability", "replicas", "wait_timeout", "claim_min_idle", "claim_interval",
-	"delay_poll", "janitor_interval", "instance_ttl", "dial_timeout", "pool_size", "wire", "raw_stream_names"}
+	"delay_poll", "janitor_interval", "instance_ttl", "dial_timeout", "pool_size", "wire", "raw_stream_names", "consumer"}
 
 func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	o, err := optionsFromURL(u, cfg)
@@ -94,6 +96,7 @@ func optionsFromURL(u *url.URL, cfg *adapters.Config) (Options, error) {
 		return Options{}, &adapters.ParamError{Param: "wire", Reason: fmt.Sprintf("%q is not sluice or watermill", w)}
 	}
 	o.RawStreamNames = p.Bool("raw_stream_names", false)
+	o.Consumer = p.String("consumer", "")
 	if err := p.Err(urlParams...); err != nil {
 		return Options{}, err
 	}
