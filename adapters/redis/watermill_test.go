@@ -8,8 +8,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 
 	"github.com/sluicemq/sluice/adapters/redis"
-	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 	"github.com/sluicemq/sluice/adapters/redis/redistest"
+	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 )
 
 // TestWatermillUniversalSuite runs Watermill's own pub/sub suite against
