@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,9 +18,8 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the Redis Streams adapter: the portable layer
-// (adapters/portable) over this package's driver. It is safe for
-// concurrent use.
+// Adapter is the Redis Streams adapter: the portable layer over this
+// package's driver. It is safe for concurrent use.
 type Adapter struct {
 	*portable.Adapter
 	c *conn
@@ -27,32 +27,29 @@ type Adapter struct {
 
 // conn is the driver: one go-redis client.
 type conn struct {
-	o  Options
-	rc *goredis.Client
+	o        Options
+	rc       *goredis.Client
+	declared kit.Declared // topics declared by this adapter
+	specs    specCache    // trims of topics declared by other processes
 
-	ctx    context.Context // cancelled by Close: the mover and the janitor
-	cancel context.CancelFunc
+	cancel context.CancelFunc // stops the mover and the janitor
 	wg     sync.WaitGroup
 
 	mu        sync.Mutex
 	streams   map[string]struct{}  // streams subscribed to, for the janitor
-	consumers map[string]struct{}  // stream/group/consumer of running subscriptions
-	fields    map[string]*fieldRef // field/value entries held, by delivery id (fields.go)
-
-	declared kit.Declared // topics declared with DeclareTopic
-	specs    specCache    // trims of topics declared by other processes
+	consumers map[string]struct{}  // stream, group and consumer of each subscription
+	fields    map[string]*fieldRef // field/value entries held, by identity (codec.go)
 }
 
 var (
 	_ ports.Adapter        = (*Adapter)(nil)
-	_ driver.Driver        = (*conn)(nil)
 	_ driver.TopicDeclarer = (*conn)(nil)
 	_ driver.GroupDeclarer = (*conn)(nil)
 )
 
 // New connects to Redis, checks the durability level against the server
 // and starts the delayed-message mover and the broadcast janitor. A
-// failure to connect matches its portable code (ports.ErrRefused,
+// failed connection matches its portable code (ports.ErrRefused,
 // ports.ErrAuth, ports.ErrTLS, …).
 func New(ctx context.Context, o Options) (*Adapter, error) {
 	o = o.withDefaults()
@@ -63,20 +60,21 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 	c := &conn{o: o, rc: o.client(), streams: map[string]struct{}{}, consumers: map[string]struct{}{}, fields: map[string]*fieldRef{}}
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
-	if err := c.rc.Ping(dctx).Err(); err != nil {
+	err := c.rc.Ping(dctx).Err()
+	if err != nil {
+		err = c.connectError(err)
+	} else if o.Durability == DurabilityFsync {
+		err = checkFsync(dctx, c.rc, o.Addr)
+	}
+	if err != nil {
 		_ = c.rc.Close()
-		return nil, c.connectError(err)
+		return nil, err
 	}
-	if o.Durability == DurabilityFsync {
-		if err := checkFsync(dctx, c.rc); err != nil {
-			_ = c.rc.Close()
-			return nil, fmt.Errorf("redis: %s: %w", o.Addr, err)
-		}
-	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	bg, stop := context.WithCancel(context.Background())
+	c.cancel = stop
 	c.wg.Add(2)
-	go c.moveLoop()
-	go c.janitorLoop()
+	go c.every(bg, o.DelayPoll, c.moveDelayed)
+	go c.every(bg, o.JanitorInterval, c.expireGroups)
 	var secrets []string
 	if o.Password != "" {
 		secrets = []string{o.Password}
@@ -85,61 +83,45 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 }
 
 // checkFsync verifies appendonly yes and appendfsync always.
-func checkFsync(ctx context.Context, rc *goredis.Client) error {
+func checkFsync(ctx context.Context, rc *goredis.Client, addr string) error {
 	for _, kv := range [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}} {
 		key, want := kv[0], kv[1]
 		m, err := rc.ConfigGet(ctx, key).Result()
 		if err != nil {
-			return fmt.Errorf("durability fsync needs CONFIG GET %s to check the server's persistence: %w (allow CONFIG for this user, or choose durability=none or durability=replicas explicitly)", key, err)
+			return fmt.Errorf("redis: %s: durability fsync needs CONFIG GET %s to check the server's persistence: %w (allow CONFIG for this user, or choose durability=none or durability=replicas explicitly)", addr, key, err)
 		}
 		if got := m[key]; got != want {
-			return fmt.Errorf("durability fsync needs the server to run with %s %s, it runs with %s %q (set it in redis.conf, or choose durability=none or durability=replicas explicitly)", key, want, key, got)
+			return fmt.Errorf("redis: %s: durability fsync needs the server to run with %s %s, it runs with %s %q (set it in redis.conf, or choose durability=none or durability=replicas explicitly)", addr, key, want, key, got)
 		}
 	}
 	return nil
 }
 
 // Name is "redis". It works on the zero Adapter.
-func (a *Adapter) Name() string { return (*conn)(nil).Name() }
+func (a *Adapter) Name() string { return "redis" }
 
-// Capabilities: see the package documentation for how each is served. It
-// works on the zero Adapter, for the capability matrix.
+// Capabilities: see the package documentation. It works on the zero
+// Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities {
 	if a == nil || a.c == nil {
-		return (*conn)(nil).Capabilities()
+		return (&conn{}).Capabilities()
 	}
 	return a.c.Capabilities()
 }
 
-// Name is "redis".
 func (c *conn) Name() string { return "redis" }
 
-// Capabilities declares what Redis Streams do with this driver: delays
-// in the delayed set, requeues in the pending entries list with an exact
-// count, no dead-letter queue of its own (the portable layer's confirmed
-// copy to "<topic>.dlq", then XACK).
+// Capabilities: delays in the delayed set, requeues in the pending entries
+// list with an exact count (the delay of a requeue held by the portable
+// layer), no dead-letter queue of Redis' own (the portable layer's
+// confirmed copy to "<topic>.dlq").
 func (c *conn) Capabilities() ports.Capabilities {
-	max := DefaultMaxMessageBytes
-	if c != nil && c.o.MaxMessageBytes > 0 {
-		max = c.o.MaxMessageBytes
-	}
 	return ports.Capabilities{
-		DelayedMessage:       true,
-		DelayedRequeue:       true,
-		Broadcast:            true,
-		PerMessageAck:        true,
-		PublisherConfirm:     true,
-		NativeBatch:          true,
-		SubscriptionExpiry:   true,
-		DurableGroups:        true,
-		ExactRedeliveryCount: true,
-		Ordering:             ports.OrderNone,
-		StartEarliest:        true,
-		SingleActive:         true,
-		Retention:            true,
-		MaxLength:            true,
-		MaxMessageBytes:      max,
-		InstanceGuard:        ports.InstanceRefused, // a claim key (instance.go)
+		DelayedMessage: true, Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true,
+		SubscriptionExpiry: true, DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
+		StartEarliest: true, SingleActive: true, Retention: true, MaxLength: true,
+		MaxMessageBytes: cmp.Or(c.o.MaxMessageBytes, DefaultMaxMessageBytes),
+		InstanceGuard:   ports.InstanceRefused, // a claim key (lease.go)
 	}
 }
 
@@ -152,8 +134,9 @@ func (c *conn) streamKey(t ports.Topic) string {
 	}
 	return c.o.Namespace + ":stream:" + string(t)
 }
-func (c *conn) delayedKey() string    { return c.o.Namespace + ":delayed" }
-func (c *conn) delayedMsgKey() string { return c.o.Namespace + ":delayed:" + ports.NewID() }
+
+func (c *conn) delayedKey() string { return c.o.Namespace + ":delayed" }
+
 func (c *conn) heartbeatKey(stream, group string) string {
 	return c.o.Namespace + ":hb:" + stream + ":" + group
 }
@@ -162,49 +145,33 @@ func (c *conn) heartbeatKey(stream, group string) string {
 const broadcastPrefix = "bc:"
 
 // SendBatch publishes msgs with pipelined XADDs (a delayed message goes to
-// the delayed set instead) and returns once Redis answered every one, plus
-// the WAIT of DurabilityReplicas. A dead-letter copy of a field/value
-// entry is written with the entry's original fields (fields.go).
+// the delayed set), then the WAIT of DurabilityReplicas, and returns once
+// Redis answered every one.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	var errs []error
-	fail := func(i int, err error) {
-		if errs == nil {
-			errs = make([]error, len(msgs))
-		}
-		errs[i] = err
-	}
-	now := time.Now()
-	sent := make([]goredis.Cmder, len(msgs))
-	pipe := c.rc.Pipeline()
-	n := 0
+	errs := make([]error, len(msgs))
+	cmds := make([]goredis.Cmder, len(msgs))
+	pipe, now, n := c.rc.Pipeline(), time.Now(), 0
 	for i := range msgs {
 		m := &msgs[i]
-		if f := c.o.faults; f != nil && (f.failSend.Load() || f.failDL.Load() && strings.HasSuffix(string(m.Topic), ports.DeadLetterSuffix)) {
-			fail(i, fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed))
-			continue
-		}
 		stream := c.streamKey(m.Topic)
 		tr, err := c.trimFor(ctx, m.Topic, stream)
-		if err != nil {
-			fail(i, fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err))
-			continue
+		switch {
+		case c.o.faults != nil && c.o.faults.refuse(m.Topic):
+			errs[i] = fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed)
+		case err != nil:
+			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+		case m.Delay > 0:
+			args := append([]any{m.Delay.Milliseconds(), stream}, c.encodeSend(m)...)
+			cmds[i], n = delayAddScript.Eval(ctx, pipe, []string{c.delayedKey() + ":" + ports.NewID(), c.delayedKey()}, args...), n+1
+		default:
+			cmds[i], n = xadd(ctx, pipe, stream, c.encodeSend(m), tr, now), n+1
 		}
-		fields := c.encodeSend(m)
-		if m.Delay > 0 {
-			args := append([]any{m.Delay.Milliseconds(), stream}, fields...)
-			sent[i] = delayAddScript.Eval(ctx, pipe, []string{c.delayedMsgKey(), c.delayedKey()}, args...)
-		} else {
-			sent[i] = xadd(ctx, pipe, stream, fields, tr, now)
-		}
-		n++
 	}
 	if n == 0 {
 		return errs
 	}
 	var wait *goredis.Cmd
-	if c.o.Durability == DurabilityReplicas {
-		// WAIT on the pipeline's connection counts the replicas that
-		// acknowledged every write made on it so far.
+	if c.o.Durability == DurabilityReplicas { // WAIT counts the replicas that have every write of its connection
 		wait = pipe.Do(ctx, "WAIT", c.o.Replicas, c.o.WaitTimeout.Milliseconds())
 	}
 	_, _ = pipe.Exec(ctx) // errors are per command below
@@ -216,20 +183,24 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			waitErr = fmt.Errorf("%w: WAIT: %d of %d replicas acknowledged within %v", ports.ErrUnconfirmed, got, c.o.Replicas, c.o.WaitTimeout)
 		}
 	}
-	for i, cmd := range sent {
-		if cmd == nil {
-			continue
-		}
-		switch err := cmd.Err(); {
+	for i, cmd := range cmds {
+		switch err := cmdErr(cmd); {
 		case err != nil && ctx.Err() != nil:
-			fail(i, fmt.Errorf("%w (%w)", ctx.Err(), err))
+			errs[i] = fmt.Errorf("%w (%w)", ctx.Err(), err)
 		case err != nil:
-			fail(i, fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err))
-		case waitErr != nil:
-			fail(i, waitErr)
+			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+		case cmd != nil:
+			errs[i] = waitErr
 		}
 	}
 	return errs
+}
+
+func cmdErr(c goredis.Cmder) error {
+	if c == nil {
+		return nil
+	}
+	return c.Err()
 }
 
 // Close stops the mover and the janitor and closes the client (the
@@ -239,84 +210,75 @@ func (c *conn) Close(ctx context.Context) error {
 	c.cancel()
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
-	var errs []error
+	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		errs = append(errs, ctx.Err())
+		err = ctx.Err()
 	}
-	return errors.Join(append(errs, c.rc.Close())...)
+	return errors.Join(err, c.rc.Close())
 }
 
-// moveLoop moves due delayed messages into their streams. Every adapter
-// runs it; the Lua mover is atomic, so several movers never duplicate.
-func (c *conn) moveLoop() {
+// every runs f every period (or sooner, when f asks) until ctx ends.
+func (c *conn) every(ctx context.Context, period time.Duration, f func(context.Context) time.Duration) {
 	defer c.wg.Done()
-	t := time.NewTimer(c.o.DelayPoll)
+	t := time.NewTimer(period)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		next := c.o.DelayPoll
-		for range 100 { // bounded: at most 100 rounds of 256 per tick
-			ms, err := moveScript.Run(c.ctx, c.rc, []string{c.delayedKey()}, 256).Int64()
-			if err != nil {
-				if c.ctx.Err() == nil {
-					c.o.Logger.Warn("redis: moving delayed messages", "addr", c.o.Addr, "err", err)
-				}
-				break
-			}
-			if ms != 0 {
-				if ms > 0 && time.Duration(ms)*time.Millisecond < next {
-					next = max(time.Duration(ms)*time.Millisecond, time.Millisecond)
-				}
-				break
-			}
+		next := period
+		if d := f(ctx); d > 0 && d < next {
+			next = d
 		}
 		t.Reset(next)
 	}
 }
 
-// janitorLoop destroys the broadcast groups whose heartbeat expired, on
-// every stream this adapter subscribed to.
-func (c *conn) janitorLoop() {
-	defer c.wg.Done()
-	t := time.NewTicker(c.o.JanitorInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.mu.Lock()
-		streams := make([]string, 0, len(c.streams))
-		for s := range c.streams {
-			streams = append(streams, s)
-		}
-		c.mu.Unlock()
-		for _, st := range streams {
-			c.expireGroups(c.ctx, st)
+// moveDelayed moves due delayed messages into their streams (at most 100
+// rounds of 256) and returns how soon the next is due (0: not known).
+// Every adapter runs it; the Lua mover is atomic, so movers never
+// duplicate.
+func (c *conn) moveDelayed(ctx context.Context) time.Duration {
+	for range 100 {
+		ms, err := moveScript.Run(ctx, c.rc, []string{c.delayedKey()}, 256).Int64()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			c.o.Logger.Warn("sluice redis: moving delayed messages", "addr", c.o.Addr, "err", err)
+			return 0
+		case err != nil || ms < 0: // none left
+			return 0
+		case ms > 0:
+			return time.Duration(ms) * time.Millisecond
 		}
 	}
+	return time.Millisecond
 }
 
-func (c *conn) expireGroups(ctx context.Context, stream string) {
-	groups, err := c.rc.XInfoGroups(ctx, stream).Result()
-	if err != nil {
-		return
+// expireGroups destroys the broadcast groups whose heartbeat expired, on
+// every stream this adapter subscribed to.
+func (c *conn) expireGroups(ctx context.Context) time.Duration {
+	c.mu.Lock()
+	streams := make([]string, 0, len(c.streams))
+	for s := range c.streams {
+		streams = append(streams, s)
 	}
-	for _, g := range groups {
-		if !strings.HasPrefix(g.Name, broadcastPrefix) {
-			continue
-		}
-		if err := expireScript.Run(ctx, c.rc, []string{stream, c.heartbeatKey(stream, g.Name)}, g.Name).Err(); err != nil && ctx.Err() == nil {
-			c.o.Logger.Warn("redis: expiring broadcast group", "stream", stream, "group", g.Name, "err", err)
+	c.mu.Unlock()
+	for _, stream := range streams {
+		groups, _ := c.rc.XInfoGroups(ctx, stream).Result()
+		for _, g := range groups {
+			if !strings.HasPrefix(g.Name, broadcastPrefix) {
+				continue
+			}
+			if err := expireScript.Run(ctx, c.rc, []string{stream, c.heartbeatKey(stream, g.Name)}, g.Name).Err(); err != nil && ctx.Err() == nil {
+				c.o.Logger.Warn("sluice redis: expiring broadcast group", "stream", stream, "group", g.Name, "err", err)
+			}
 		}
 	}
+	return 0
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

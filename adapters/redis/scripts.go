@@ -63,21 +63,6 @@ redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), KEYS[1])
 return now + tonumber(ARGV[1])
 `)
 
-// delayAddAckScript is delayAddScript plus XACK of the original entry, in
-// one atomic step (a long requeue delay).
-// KEYS[1] hash, KEYS[2] delayed set, KEYS[3] source stream; ARGV delay ms,
-// target stream, group, entry id, fields...
-var delayAddAckScript = goredis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local f = {}
-for i = 5, #ARGV do f[#f+1] = ARGV[i] end
-redis.call('HSET', KEYS[1], '__stream', ARGV[2], unpack(f))
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), KEYS[1])
-redis.call('XACK', KEYS[3], ARGV[3], ARGV[4])
-return 1
-`)
-
 // moveScript moves due delayed messages into their streams (XADD, then
 // delete the hash and its set member). KEYS[1] delayed set; ARGV limit.
 var moveScript = goredis.NewScript(`
@@ -130,4 +115,21 @@ var leaveScript = goredis.NewScript(`
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
 if #p == 0 then return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2]) end
 return -1
+`)
+
+// leaseScript takes or renews a lease (lease.go): it extends the key if
+// it holds the token, sets it if it is free, and answers 0 when another
+// token holds it. KEYS[1] key; ARGV token, ttl ms.
+var leaseScript = goredis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if v == false then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]); return 1 end
+return 0
+`)
+
+// releaseScript deletes a lease if it holds the token. KEYS[1] key; ARGV
+// token.
+var releaseScript = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 `)

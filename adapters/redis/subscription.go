@@ -10,7 +10,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicemq/sluice/adapters/driver"
-	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -18,38 +17,32 @@ import (
 type entry struct {
 	id     string
 	ident  string // the delivery's identity, under which fields are held
-	fields []any  // a field/value entry's data fields (fields.go), else nil
-	msg    ports.Message
-	count  int // RedeliveryCount
+	fields []any  // a field/value entry's data fields (codec.go), else nil
 }
 
 // sub is a driver subscription: one consumer of one consumer group.
 type sub struct {
-	c         *conn
-	spec      ports.SubscriptionSpec
-	stream    string
-	group     string
-	consumer  string
-	taken     string // the key of consumer in conn.consumers
-	broadcast bool
-	hbKey     string
-	hbTTL     time.Duration
-	instance  *instanceClaim // a Broadcast instance's claim (instance.go)
-	single    *lease         // SingleActive: read only while holding it
+	c                *conn
+	spec             ports.SubscriptionSpec
+	stream, group    string
+	consumer, token  string // token: this subscription's own, in its leases
+	taken            string // the key of consumer in conn.consumers
+	broadcast        bool
+	hbKey            string
+	hbTTL            time.Duration
+	instance, single *lease // a Broadcast instance's claim; SingleActive's reader (lease.go)
 
-	ctx    context.Context // cancelled by Close: the lease loop, the claims
+	ctx    context.Context // cancelled by Close: the lease loops
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// Read by ReceiveBatch only.
-	recs      []driver.Record
-	own       string // position in this consumer's own pending entries; "" once read
-	cursor    string // XAUTOCLAIM cursor
-	lastClaim time.Time
-
-	mu    sync.Mutex
-	held  map[string]*entry   // received and not settled, renewed by the lease loop
-	loose map[string]struct{} // settlement failed: pending, not renewed
+	// ReceiveBatch's own.
+	recs        []driver.Record
+	own, cursor string // positions in this consumer's pending entries ("" once read) and of XAUTOCLAIM
+	lastClaim   time.Time
+	mu          sync.Mutex
+	held        map[string]*entry   // received and not settled: renewed by leaseLoop
+	loose       map[string]struct{} // settlement failed: pending, not renewed, claimed after ClaimMinIdle
 }
 
 var (
@@ -57,28 +50,19 @@ var (
 	_ driver.Requeuer     = (*sub)(nil)
 )
 
-// Subscribe creates or joins the consumer group of spec.
-//
-// LoadBalance: the group is spec.Group, created at the stream's end (or
-// its first entry for StartEarliest) on first use and kept while no
-// instance runs. Broadcast: the group is "bc:<group>:<instance>", one per
-// instance, with a heartbeat key whose TTL is spec.InstanceTTL (default
-// Options.InstanceTTL). The consumer reads its own pending entries again
-// first (a restart under the same consumer name after a crash), then new
-// ones, and claims the entries other consumers left idle for ClaimMinIdle.
+// Subscribe creates or joins the consumer group of spec: spec.Group for
+// LoadBalance (at the stream's end, or its first entry for StartEarliest,
+// when new), "bc:<group>:<instance>" for Broadcast, with a heartbeat key
+// whose TTL is spec.InstanceTTL (default Options.InstanceTTL).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, stream: c.streamKey(spec.Topic), group: spec.Group, own: "0-0", cursor: "0-0",
-		held: map[string]*entry{}, loose: map[string]struct{}{}}
+	s := &sub{c: c, spec: spec, stream: c.streamKey(spec.Topic), group: spec.Group, consumer: c.o.Consumer, token: ports.NewID(),
+		own: "0-0", cursor: "0-0", held: map[string]*entry{}, loose: map[string]struct{}{}}
 	if n, ok := c.o.Existing.group(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
 		s.group = n
 	}
-	s.consumer = c.o.Consumer
 	if spec.Mode == ports.Broadcast {
-		s.broadcast = true
-		s.group = broadcastPrefix + spec.Group + ":" + spec.Instance
-		s.consumer = "c-" + spec.Instance // the instance claim keeps it to one subscription
-		s.hbKey = c.heartbeatKey(s.stream, s.group)
-		s.hbTTL = spec.InstanceTTL
+		s.broadcast, s.group, s.consumer = true, broadcastPrefix+spec.Group+":"+spec.Instance, "c-"+spec.Instance
+		s.hbKey, s.hbTTL = c.heartbeatKey(s.stream, s.group), spec.InstanceTTL
 		if s.hbTTL <= 0 {
 			s.hbTTL = c.o.InstanceTTL
 		}
@@ -93,12 +77,17 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	s.taken = s.stream + "\x00" + s.group + "\x00" + s.consumer
 	c.consumers[s.taken] = struct{}{}
 	c.mu.Unlock()
-	if err := s.claimInstance(ctx); err != nil {
-		s.forget()
-		return nil, err
+	err := error(nil)
+	if s.broadcast {
+		s.instance = newLease(s, s.hbKey+":claim", "broadcast instance claim", instanceClaimTTL)
+		err = s.instance.claimInstance(ctx)
 	}
-	if err := s.join(ctx); err != nil {
-		_ = s.instance.release(context.WithoutCancel(ctx))
+	if err == nil {
+		if err = s.join(ctx); err != nil && s.instance != nil {
+			s.instance.release()
+		}
+	}
+	if err != nil {
 		s.forget()
 		return nil, err
 	}
@@ -107,14 +96,17 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	c.mu.Unlock()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if spec.SingleActive {
-		s.single = newLease(s)
-		s.single.try(s.ctx)
-		s.wg.Add(1)
-		go s.single.run(s.ctx)
+		s.single = newLease(s, c.o.Namespace+":active:"+s.stream+":"+s.group, "single-active lease", c.o.SingleActiveLease)
+		_, _ = s.single.try(s.ctx)
+	}
+	for _, l := range []*lease{s.instance, s.single} {
+		if l != nil {
+			s.wg.Add(1)
+			go l.run(s.ctx)
+		}
 	}
 	s.wg.Add(1)
 	go s.leaseLoop()
-	s.instance.start()
 	c.o.Logger.Info("sluice redis: consuming; this consumer's own pending entries are read again at once, other consumers' pending entries are claimed once idle for claim_min_idle",
 		"stream", s.stream, "group", s.group, "consumer", s.consumer, "claim_min_idle", c.o.ClaimMinIdle)
 	return s, nil
@@ -126,37 +118,33 @@ func (s *sub) forget() {
 	s.c.mu.Unlock()
 }
 
-// join creates the group (idempotently).
+// join creates the group (idempotently; an adopted stream is never
+// created).
 func (s *sub) join(ctx context.Context) error {
 	var err error
-	if s.broadcast {
-		err = joinScript.Run(ctx, s.c.rc, []string{s.stream, s.hbKey}, s.group, ms(s.hbTTL)).Err()
-	} else {
-		// A new group starts at the stream's end ($), or at its first
-		// entry (0) for StartEarliest; an existing one keeps its position.
-		at := "$"
-		if s.spec.Start == ports.StartEarliest {
-			at = "0"
-		}
-		if _, adopted := s.c.o.Existing.stream(s.spec.Topic); adopted {
-			err = s.c.rc.XGroupCreate(ctx, s.stream, s.group, at).Err() // never creates an adopted stream
-		} else {
-			err = s.c.rc.XGroupCreateMkStream(ctx, s.stream, s.group, at).Err()
-		}
-		if goredis.HasErrorPrefix(err, "BUSYGROUP") {
-			err = nil
-		}
+	_, adopted := s.c.o.Existing.stream(s.spec.Topic)
+	at := "$"
+	if s.spec.Start == ports.StartEarliest {
+		at = "0"
 	}
-	if err != nil {
+	switch {
+	case s.broadcast:
+		err = joinScript.Run(ctx, s.c.rc, []string{s.stream, s.hbKey}, s.group, ms(s.hbTTL)).Err()
+	case adopted:
+		err = s.c.rc.XGroupCreate(ctx, s.stream, s.group, at).Err()
+	default:
+		err = s.c.rc.XGroupCreateMkStream(ctx, s.stream, s.group, at).Err()
+	}
+	if err != nil && !goredis.HasErrorPrefix(err, "BUSYGROUP") {
 		return fmt.Errorf("redis: create consumer group %q on %s: %w", s.group, s.stream, err)
 	}
 	return nil
 }
 
 // ReceiveBatch reads up to max entries: first this consumer's own pending
-// entries (once, from the start), every ClaimInterval the entries idle
-// for ClaimMinIdle (XAUTOCLAIM, with their exact delivery count), and
-// otherwise new entries (XREADGROUP >, blocking for ClaimInterval).
+// entries (once, from the start), every ClaimInterval the group's entries
+// idle for ClaimMinIdle, otherwise new entries, blocking for
+// ClaimInterval at most between claims.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	for {
 		if s.single != nil && !s.single.wait(ctx) {
@@ -179,9 +167,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 			return recs, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case goredis.HasErrorPrefix(err, "NOGROUP"):
-			// The group is gone (a server restarted without persistence,
-			// or an expired broadcast group): create it again.
+		case goredis.HasErrorPrefix(err, "NOGROUP"): // a server restarted without persistence, an expired broadcast group
 			return nil, errors.Join(fmt.Errorf("redis: consumer group %q on %s vanished, recreating it: %w", s.group, s.stream, err), s.join(ctx))
 		case err != nil:
 			return nil, err
@@ -189,39 +175,27 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	}
 }
 
-// pending runs claimScript: this consumer's own pending entries (mode
-// "own") or the group's idle ones (mode "claim").
+// pending runs claimScript in mode "own" or "claim".
 func (s *sub) pending(ctx context.Context, recs []driver.Record, mode string, n int) ([]driver.Record, error) {
-	at := s.cursor
+	at := &s.cursor
 	if mode == "own" {
-		at = s.own
+		at = &s.own
 	}
-	res, err := claimScript.Run(ctx, s.c.rc, []string{s.stream}, s.group, s.consumer, s.c.o.ClaimMinIdle.Milliseconds(), at, n, mode).Slice()
-	if err != nil {
+	res, err := claimScript.Run(ctx, s.c.rc, []string{s.stream}, s.group, s.consumer, s.c.o.ClaimMinIdle.Milliseconds(), *at, n, mode).Slice()
+	if err != nil || len(res) != 3 {
 		return recs, err
 	}
-	if len(res) != 3 {
-		return recs, fmt.Errorf("redis: claim script returned %d values, want 3", len(res))
-	}
-	next, _ := res[0].(string)
+	*at, _ = res[0].(string)
 	entries, _ := res[1].([]any)
 	counts, _ := res[2].([]any)
-	if mode == "own" {
-		s.own = next
-	} else {
-		s.cursor = next
-	}
 	now := time.Now()
 	for i, e := range entries {
 		pair, _ := e.([]any)
-		if len(pair) != 2 {
-			continue
+		if len(pair) != 2 || pair[1] == nil {
+			continue // deleted by a trim: XAUTOCLAIM drops it from the pending list
 		}
 		id, _ := pair[0].(string)
 		flat, _ := pair[1].([]any)
-		if flat == nil {
-			continue // deleted by a trim: XAUTOCLAIM drops it from the pending list
-		}
 		values := make(map[string]any, len(flat)/2)
 		for j := 0; j+1 < len(flat); j += 2 {
 			k, _ := flat[j].(string)
@@ -241,10 +215,7 @@ func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.R
 		Group: s.group, Consumer: s.consumer, Streams: []string{s.stream, ">"}, Count: int64(n), Block: s.c.o.ClaimInterval,
 	}).Result()
 	if errors.Is(err, goredis.Nil) {
-		return recs, nil
-	}
-	if err != nil {
-		return recs, err
+		err = nil
 	}
 	now := time.Now()
 	for _, st := range res {
@@ -252,14 +223,14 @@ func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.R
 			recs = s.record(recs, m.ID, m.Values, 1, now)
 		}
 	}
-	return recs, nil
+	return recs, err
 }
 
-// record appends the record of entry id unless this consumer holds it
-// already (claimed back from itself), and holds it.
+// record appends the record of entry id and holds it, unless this
+// consumer holds it already (claimed back from itself).
 func (s *sub) record(recs []driver.Record, id string, values map[string]any, count int64, now time.Time) []driver.Record {
 	r, fields := decode(s.stream, s.group, id, values, count)
-	e := &entry{id: id, fields: fields, msg: r.Message, count: r.RedeliveryCount, ident: r.BrokerID}
+	e := &entry{id: id, fields: fields, ident: r.BrokerID}
 	if hid, _ := ports.IdentityFromHeaders(r.Message.Headers); hid != "" {
 		e.ident = hid
 	}
@@ -280,11 +251,14 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 	return append(recs, r)
 }
 
-// settled forgets es: acknowledged (ok) or left pending unrenewed so that
-// a claim hands them out again after ClaimMinIdle (not ok).
-func (s *sub) settled(es []*entry, ok bool) {
+// settle forgets the entries of handles: acknowledged (ok), or left
+// pending and no longer renewed, so that a claim hands them out again
+// after ClaimMinIdle.
+func (s *sub) settle(handles []any, ok bool) {
 	s.mu.Lock()
-	for _, e := range es {
+	defer s.mu.Unlock()
+	for _, h := range handles {
+		e := h.(*entry)
 		if s.held[e.id] != e {
 			continue
 		}
@@ -293,118 +267,83 @@ func (s *sub) settled(es []*entry, ok bool) {
 			s.loose[e.id] = struct{}{}
 		}
 		if e.fields != nil {
-			defer s.c.dropFields(e.ident)
+			s.c.dropFields(e.ident)
 		}
 	}
-	s.mu.Unlock()
 }
 
-func entries(handles []any) ([]*entry, []string) {
-	es, ids := make([]*entry, len(handles)), make([]string, len(handles))
+func ids(handles []any) []string {
+	out := make([]string, len(handles))
 	for i, h := range handles {
-		es[i] = h.(*entry)
-		ids[i] = es[i].id
+		out[i] = h.(*entry).id
 	}
-	return es, ids
+	return out
 }
 
-// SendAcks is one XACK with every id. When its answer is lost with the
-// connection it may have been applied: committed asks the group.
+// SendAcks is one XACK with every id. An XACK whose answer was lost with
+// its connection may have been applied: committed asks the group, so that
+// an applied ack is not reported failed (its entries would be neither
+// pending nor delivered again) and a lost one is.
 func (s *sub) SendAcks(ctx context.Context, handles []any) error {
-	es, ids := entries(handles)
-	err := s.c.rc.XAck(ctx, s.stream, s.group, ids...).Err()
-	if err != nil && !s.committed(ctx, ids) {
-		s.settled(es, false)
-		return err
+	keys := ids(handles)
+	err := s.c.rc.XAck(ctx, s.stream, s.group, keys...).Err()
+	if err != nil && s.committed(ctx, keys) {
+		err = nil
 	}
-	s.settled(es, true)
-	return nil
+	s.settle(handles, err == nil)
+	return err
 }
 
-// SendRequeues leaves the entries pending and sets their idle time to
-// ClaimMinIdle−delay (XCLAIM … IDLE … JUSTID, which does not count a
-// delivery), so XAUTOCLAIM hands them out again after delay and counts
-// the delivery. A delay of ClaimMinIdle or more goes through the delayed
-// set instead: a copy with the redelivery count in its header is stored
-// and the original acknowledged, in one atomic step per entry.
-func (s *sub) SendRequeues(ctx context.Context, handles []any, delay time.Duration) error {
-	es, ids := entries(handles)
-	minIdle := s.c.o.ClaimMinIdle
-	if delay < minIdle {
-		err := s.setIdle(ctx, ids, minIdle-delay)
-		s.settled(es, err == nil)
-		return err
-	}
-	pipe := s.c.rc.Pipeline()
-	for _, e := range es {
-		d := &ports.Delivery{Message: e.msg, ID: e.ident, RedeliveryCount: e.count}
-		if e.ident == "redis:"+s.stream+":"+e.id {
-			d.IDSource = ports.IDBroker
-		}
-		m := kit.RequeueCopy(d, 0) // the count in its header; the delay is the delayed set's
-		fields := encodeFor(s.c.o.Wire, &m)
-		if e.fields != nil {
-			fields = encodeFields(e.fields, &m)
-		}
-		args := append([]any{delay.Milliseconds(), s.stream, s.group, e.id}, fields...)
-		delayAddAckScript.Eval(ctx, pipe, []string{s.c.delayedMsgKey(), s.c.delayedKey(), s.stream}, args...)
-	}
-	cmds, err := pipe.Exec(ctx)
-	if err != nil && !s.committed(ctx, ids) { // the scripts may have run with only their answers lost
-		for _, c := range cmds {
-			if c.Err() != nil {
-				err = c.Err()
-				break
-			}
-		}
-		s.settled(es, false)
-		return err
-	}
-	s.settled(es, true)
-	return nil
+// SendRequeues sets the entries' idle time to ClaimMinIdle (XCLAIM … IDLE
+// … JUSTID, which counts no delivery): the next XAUTOCLAIM of any
+// consumer of the group hands them out again and counts the delivery. A
+// delay is held by the portable layer before, the entries pending and
+// renewed meanwhile.
+func (s *sub) SendRequeues(ctx context.Context, handles []any, _ time.Duration) error {
+	err := s.setIdle(ctx, ids(handles), s.c.o.ClaimMinIdle)
+	s.settle(handles, err == nil)
+	return err
 }
 
 // setIdle is XCLAIM <stream> <group> <self> 0 <ids…> IDLE <idle> JUSTID:
-// the entries stay pending with this consumer, their delivery count
-// unchanged, and become claimable by XAUTOCLAIM once ClaimMinIdle−idle has
-// passed.
+// the entries stay pending with this consumer, their count unchanged.
 func (s *sub) setIdle(ctx context.Context, ids []string, idle time.Duration) error {
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), 1000)]
 		ids = ids[len(chunk):]
-		args := make([]any, 0, 8+len(chunk))
-		args = append(args, "XCLAIM", s.stream, s.group, s.consumer, 0)
+		args := append(make([]any, 0, 8+len(chunk)), "XCLAIM", s.stream, s.group, s.consumer, 0)
 		for _, id := range chunk {
 			args = append(args, id)
 		}
-		args = append(args, "IDLE", idle.Milliseconds(), "JUSTID")
-		if err := s.c.rc.Do(ctx, args...).Err(); err != nil {
+		if err := s.c.rc.Do(ctx, append(args, "IDLE", idle.Milliseconds(), "JUSTID")...).Err(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// committed settles the doubt left by a step that acknowledges ids (an
-// XACK, a Lua script) whose answer was lost with its connection: it may
-// have run. The entries are held by this consumer and only that step
-// acknowledges them, so it ran if and only if none of them is pending any
-// more. The check is retried on a fresh connection; it reports true only
-// when the broker answered that no entry is pending, and false when any
-// still is or the broker could not be asked (the settlement then fails,
-// and the entries come back if they are still pending).
+// committed settles the doubt left by an XACK of ids whose answer was
+// lost: this consumer holds the entries and only that XACK removes them,
+// so it ran if and only if none is pending any more. XPENDING is tried up
+// to six times on fresh connections (10 ms doubling between tries);
+// committed is true only when Redis answered that none is pending.
 func (s *sub) committed(ctx context.Context, ids []string) bool {
 	cmds := make([]*goredis.XPendingExtCmd, len(ids))
-	err := retryFresh(ctx, func() error {
+	for retry, backoff := 0, 10*time.Millisecond; ; retry, backoff = retry+1, backoff*2 {
 		pipe := s.c.rc.Pipeline()
 		for i, id := range ids {
 			cmds[i] = pipe.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: s.stream, Group: s.group, Start: id, End: id, Count: 1})
 		}
-		_, err := pipe.Exec(ctx)
-		return err
-	})
-	if err != nil {
-		return false
+		if _, err := pipe.Exec(ctx); err == nil {
+			break
+		} else if retry == 5 || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return false
+		}
 	}
 	for _, c := range cmds {
 		if len(c.Val()) > 0 {
@@ -414,31 +353,9 @@ func (s *sub) committed(ctx context.Context, ids []string) bool {
 	return true
 }
 
-// retryFresh runs call, a read that is safe to repeat, until it succeeds,
-// ctx is done or it failed six times, waiting 10 ms doubling between tries
-// (go-redis takes a fresh connection for each), and returns its last
-// error.
-func retryFresh(ctx context.Context, call func() error) error {
-	backoff := 10 * time.Millisecond
-	for retry := 0; ; retry++ {
-		err := call()
-		if err == nil || retry == 5 || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		}
-		backoff *= 2
-	}
-}
-
 // leaseLoop renews the idle time of every held entry every ClaimMinIdle/3
-// (so other consumers do not claim the work of a live, slow one) and the
-// broadcast heartbeat every TTL/3.
+// (so that no other consumer claims the work of a live, slow one), and
+// the broadcast heartbeat every TTL/3.
 func (s *sub) leaseLoop() {
 	defer s.wg.Done()
 	lease := time.NewTicker(s.c.o.ClaimMinIdle / 3)
@@ -458,16 +375,15 @@ func (s *sub) leaseLoop() {
 				s.warn("renew the heartbeat of a broadcast instance", err)
 			}
 		case <-lease.C:
-			ids := s.heldIDs(false)
-			for len(ids) > 0 {
-				chunk := ids[:min(len(ids), 500)]
-				ids = ids[len(chunk):]
+			for held := s.heldIDs(false); len(held) > 0; {
+				chunk := held[:min(len(held), 500)]
+				held = held[len(chunk):]
 				args := []any{s.group, s.consumer}
 				for _, id := range chunk {
 					args = append(args, id)
 				}
 				if err := renewScript.Run(s.ctx, s.c.rc, []string{s.stream}, args...).Err(); err != nil && s.ctx.Err() == nil {
-					s.warn(fmt.Sprintf("renew the lease of %d held entries", len(chunk)), err)
+					s.warn("renew the lease of held entries", err)
 				}
 			}
 		}
@@ -482,47 +398,44 @@ func (s *sub) warn(what string, err error) {
 func (s *sub) heldIDs(loose bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.held)+len(s.loose))
+	out := make([]string, 0, len(s.held)+len(s.loose))
 	for id := range s.held {
-		ids = append(ids, id)
+		out = append(out, id)
 	}
-	if loose {
-		for id := range s.loose {
-			ids = append(ids, id)
+	for id := range s.loose {
+		if loose {
+			out = append(out, id)
 		}
 	}
-	return ids
+	return out
 }
 
-// Close hands every held entry back to the group: their idle time is set
-// to ClaimMinIdle, so the next XAUTOCLAIM of any consumer of the group
-// takes them (nothing is acknowledged). A Broadcast instance whose
-// InstanceTTL is zero destroys its group; one with a TTL leaves its
-// heartbeat to expire after the TTL.
+// Close hands every held entry back to the group, acknowledging nothing:
+// their idle time is set to ClaimMinIdle, so the next XAUTOCLAIM of any
+// consumer takes them. A Broadcast instance whose InstanceTTL is zero
+// destroys its group; one with a TTL leaves its heartbeat to expire.
 func (s *sub) Close(ctx context.Context) error {
 	s.cancel()
 	s.wg.Wait()
 	var errs []error
-	if ids := s.heldIDs(true); len(ids) > 0 {
-		if err := s.setIdle(ctx, ids, s.c.o.ClaimMinIdle); err != nil {
-			errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(ids), err))
+	if held := s.heldIDs(true); len(held) > 0 {
+		if err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {
+			errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(held), err))
 		}
 	}
 	switch {
 	case s.broadcast && s.spec.InstanceTTL <= 0:
-		errs = append(errs, s.c.rc.XGroupDestroy(ctx, s.stream, s.group).Err())
-		s.c.rc.Del(ctx, s.hbKey)
+		errs = append(errs, s.c.rc.XGroupDestroy(ctx, s.stream, s.group).Err(), s.c.rc.Del(ctx, s.hbKey).Err())
 	case s.broadcast:
 		errs = append(errs, s.c.rc.Set(ctx, s.hbKey, "1", s.hbTTL).Err())
 		fallthrough
 	default:
 		_ = leaveScript.Run(ctx, s.c.rc, []string{s.stream}, s.group, s.consumer).Err()
 	}
-	errs = append(errs, s.instance.release(ctx))
 	s.mu.Lock()
 	for _, e := range s.held {
 		if e.fields != nil {
-			defer s.c.dropFields(e.ident)
+			s.c.dropFields(e.ident)
 		}
 	}
 	s.mu.Unlock()
