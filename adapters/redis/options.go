@@ -39,72 +39,58 @@ func (d Durability) String() string {
 var durabilities = []string{"fsync", "none", "replicas"}
 
 // Options configure an Adapter. Addr is required; every zero field takes
-// its documented default.
+// its default.
 type Options struct {
-	// Addr is host:port of the Redis server.
-	Addr string
-	// Username and Password authenticate: an ACL user, or the legacy
-	// requirepass with an empty Username.
-	Username, Password string
+	Addr               string      // host:port of the Redis server
+	Username, Password string      // an ACL user, or only a Password for the legacy requirepass
+	DB                 int         // logical database, default 0
+	TLS                *tls.Config // connect with TLS (rediss://)
 	// Consumer names this process's consumer in its LoadBalance groups (a
 	// pod or host name that survives a restart). A consumer reads its own
 	// pending entries again at once when it starts, so a process
 	// restarted after a crash under the same name gets back what it held
 	// without waiting ClaimMinIdle. Two running processes must not share
-	// a name. Default: a random name per Subscribe. A Broadcast instance's
-	// consumer is named after its Instance.
+	// a name. Default: a random name per Subscribe. A Broadcast
+	// instance's consumer is named after its Instance.
 	Consumer string
-	// DB is the logical database. Default 0.
-	DB int
-	// TLS, when set, connects with TLS (rediss://).
-	TLS *tls.Config
 	// Namespace prefixes every key the adapter creates. Default "sluice".
 	Namespace string
-	// RawStreamNames names a topic's stream by the topic alone, without
-	// "<ns>:stream:", to share streams with other clients
-	// (watermill-redisstream).
+	// RawStreamNames names a topic's stream by the topic alone, to share
+	// streams with other clients (watermill-redisstream).
 	RawStreamNames bool
-	// Wire is the format Send writes (both are read). Default WireSluice.
-	Wire Wire
-	// Durability is the confirm level of Send. Default DurabilityFsync.
-	Durability Durability
-	// Replicas and WaitTimeout parameterise DurabilityReplicas. Defaults 1
+	Wire           Wire       // the format Send writes (both are read); default WireSluice
+	Durability     Durability // the confirm level of Send; default DurabilityFsync
+	// Replicas and WaitTimeout parameterise DurabilityReplicas; defaults 1
 	// and 1s.
 	Replicas    int
 	WaitTimeout time.Duration
 	// ClaimMinIdle is how long an entry sits idle in another consumer's
 	// pending list before it is claimed (XAUTOCLAIM min-idle-time): how
-	// soon a crashed consumer's entries are redelivered to others, and
-	// the bound between requeue delays kept in the pending list and those
-	// kept in the delayed set. Live consumers renew what they hold every
-	// third of it. Every instance of a group must use the same value.
-	// Default 30s.
+	// soon a crashed consumer's entries go to the others. Live consumers
+	// renew what they hold every third of it. Every instance of a group
+	// must use the same value. Default 30s.
 	ClaimMinIdle time.Duration
-	// ClaimInterval is how often a subscription claims idle entries, and
-	// the longest XREADGROUP BLOCK. Default 50ms.
+	// ClaimInterval is how often idle entries are claimed, and the
+	// longest XREADGROUP BLOCK. Default 50ms.
 	ClaimInterval time.Duration
-	// DelayPoll is how often due delayed messages move into their streams.
-	// Default 25ms.
+	// DelayPoll is how often due delayed messages move into their
+	// streams. Default 25ms.
 	DelayPoll time.Duration
-	// JanitorInterval is how often expired broadcast groups of the
+	// JanitorInterval is how often the expired broadcast groups of the
 	// streams subscribed to are destroyed. Default 5s.
 	JanitorInterval time.Duration
 	// InstanceTTL is the heartbeat TTL of a Broadcast instance whose
 	// SubscriptionSpec.InstanceTTL is zero, for an instance that dies
 	// without stopping. Default 1 minute.
 	InstanceTTL time.Duration
-	// DialTimeout bounds connecting. Default 5s.
-	DialTimeout time.Duration
-	// PoolSize is the go-redis connection pool size. Default 32.
-	PoolSize int
-	// Existing adopts streams and consumer groups that exist under their
-	// own names. Default: none.
-	Existing *Existing
+	DialTimeout time.Duration // bounds connecting; default 5s
+	PoolSize    int           // go-redis's connection pool size; default 32
+	Existing    *Existing     // streams and groups adopted under their own names
 	// MaxMessageBytes is the largest payload Send accepts (a
-	// *ports.SizeError above it). Default 64 MiB, well below Redis'
-	// proto-max-bulk-len (512 MiB), the most it may be.
+	// *ports.SizeError above it). Default 64 MiB; at most Redis'
+	// proto-max-bulk-len, 512 MiB.
 	MaxMessageBytes int
-	// SingleActiveLease is the TTL of a SingleActive group's lease key: a
+	// SingleActiveLease is the TTL of a SingleActive group's lease: a
 	// crashed holder is replaced within it plus a quarter. Default 2s.
 	SingleActiveLease time.Duration
 	// Logger receives the capability line, warnings and go-redis's own

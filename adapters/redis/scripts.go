@@ -133,3 +133,13 @@ var releaseScript = goredis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 `)
+
+// declareSpecScript stores a topic's retention and length unless its hash
+// exists, and returns what is stored. KEYS[1] hash; ARGV retention ms,
+// max length.
+var declareSpecScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'retention_ms', ARGV[1], 'max_length', ARGV[2])
+end
+return redis.call('HMGET', KEYS[1], 'retention_ms', 'max_length')
+`)
