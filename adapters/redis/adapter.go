@@ -184,23 +184,19 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		}
 	}
 	for i, cmd := range cmds {
-		switch err := cmdErr(cmd); {
+		if cmd == nil {
+			continue
+		}
+		switch err := cmd.Err(); {
 		case err != nil && ctx.Err() != nil:
 			errs[i] = fmt.Errorf("%w (%w)", ctx.Err(), err)
 		case err != nil:
 			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
-		case cmd != nil:
+		default:
 			errs[i] = waitErr
 		}
 	}
 	return errs
-}
-
-func cmdErr(c goredis.Cmder) error {
-	if c == nil {
-		return nil
-	}
-	return c.Err()
 }
 
 // Close stops the mover and the janitor and closes the client (the

@@ -157,7 +157,7 @@ func (o Options) validate() error {
 func (o Options) client() *goredis.Client {
 	return goredis.NewClient(&goredis.Options{
 		Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLS,
-		DialTimeout: o.DialTimeout, PoolSize: o.PoolSize,
+		DialTimeout: o.DialTimeout, PoolSize: o.PoolSize, DialerRetries: 1, // a refused connect fails at once; the portable layer retries
 		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		MaxRetries:      -1, // never retry a command on its own: XADD retried could duplicate
 		DisableIdentity: true,

@@ -40,9 +40,10 @@ type sub struct {
 	recs        []driver.Record
 	own, cursor string // positions in this consumer's pending entries ("" once read) and of XAUTOCLAIM
 	lastClaim   time.Time
-	mu          sync.Mutex
-	held        map[string]*entry   // received and not settled: renewed by leaseLoop
-	loose       map[string]struct{} // settlement failed: pending, not renewed, claimed after ClaimMinIdle
+
+	mu    sync.Mutex
+	held  map[string]*entry   // received and not settled: renewed by leaseLoop
+	loose map[string]struct{} // settlement failed: pending, not renewed, claimed after ClaimMinIdle
 }
 
 var (
