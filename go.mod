@@ -53,7 +53,7 @@ require (
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/rs/xid v1.4.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
-	github.com/vmihailenco/msgpack v4.0.4+incompatible // indirect
+	github.com/vmihailenco/msgpack v4.0.4+incompatible
 	github.com/xdg-go/pbkdf2 v1.0.0 // indirect
 	github.com/xdg-go/stringprep v1.0.4 // indirect
 	go.opencensus.io v0.24.0 // indirect

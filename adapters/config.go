@@ -39,6 +39,7 @@ type Config struct {
 	tlsSet       tlsSettings
 	host         string
 	notExclusive bool
+	passwordOnly bool       // the scheme takes a password without a user name (PasswordOnly)
 	secrets      *secretSet // every secret value, scrubbed from errors and logs
 }
 
@@ -94,7 +95,7 @@ var tlsParams = []string{paramCAFile, paramCertFile, paramKeyFile, paramServerNa
 
 // newConfig merges the URL's shared parameters with the options; u's user
 // info and query end up in the Config.
-func newConfig(u *url.URL, opts []Option) (*Config, error) {
+func newConfig(u *url.URL, opts []Option, passwordOnly bool) (*Config, error) {
 	var o options
 	for _, opt := range opts {
 		if opt == nil {
@@ -108,7 +109,7 @@ func newConfig(u *url.URL, opts []Option) (*Config, error) {
 	if err != nil {
 		return nil, &ParamError{Param: "query", Reason: "malformed query string: " + err.Error()}
 	}
-	c := &Config{Scheme: u.Scheme, Logger: o.logger, host: u.Hostname(), notExclusive: o.notExclusive, secrets: &secretSet{}}
+	c := &Config{Scheme: u.Scheme, Logger: o.logger, host: u.Hostname(), notExclusive: o.notExclusive, passwordOnly: passwordOnly, secrets: &secretSet{}}
 	if c.Logger == nil {
 		c.Logger = slog.New(warnOnly{})
 	}
@@ -123,7 +124,7 @@ func newConfig(u *url.URL, opts []Option) (*Config, error) {
 		}
 		c.Username = u.User.Username()
 		c.Password, _ = u.User.Password()
-		if c.Username == "" {
+		if c.Username == "" && (!passwordOnly || c.Password == "") {
 			return nil, &ParamError{Param: "user info", Reason: "the URL has user info without a user name"}
 		}
 		c.HasCredentials = true

@@ -32,6 +32,15 @@ func (f OpenerFunc) OpenURL(ctx context.Context, u *url.URL, cfg *Config) (ports
 	return f(ctx, u, cfg)
 }
 
+// PasswordOnly marks the opener of a broker that authenticates with a
+// password alone, without a user name (Redis' requirepass): its URLs may
+// carry user info with a password and an empty user name
+// (scheme://:password@host), and password_file or password_env without a
+// user name. Other schemes refuse both.
+func PasswordOnly(o URLOpener) URLOpener { return passwordOnly{o} }
+
+type passwordOnly struct{ URLOpener }
+
 // Mux maps URL schemes to the openers of their adapters and opens URLs
 // with them. Its zero value is not usable: make one with NewMux. A Mux is
 // safe for concurrent use.
@@ -140,7 +149,8 @@ func (m *Mux) Open(ctx context.Context, rawURL string, opts ...Option) (ports.Ad
 	if !ok {
 		return nil, fail(fmt.Errorf("%w %q (registered: %s); each adapter registers its schemes when its package is imported: import _ \"github.com/sluicemq/sluice/adapters/<name>\" (or adapters/all for every scheme)", ErrUnknownScheme, u.Scheme, m.registered()))
 	}
-	cfg, err := newConfig(u, opts)
+	_, pwOnly := o.(passwordOnly)
+	cfg, err := newConfig(u, opts, pwOnly)
 	if err != nil {
 		return nil, fail(err)
 	}

@@ -31,7 +31,7 @@ func (c *Config) passwordFromSource(p *Params, o options) error {
 		return &ParamError{Param: which, Reason: "the password is given both here and with WithCredentials"}
 	case c.Password != "":
 		return &ParamError{Param: which, Reason: "the URL holds a password too: remove it from the user info (user@host)"}
-	case c.Username == "":
+	case c.Username == "" && !c.passwordOnly:
 		return &ParamError{Param: which, Reason: fmt.Sprintf("a password needs a user name: put it in the URL's user info (%s://user@host/…)", c.Scheme)}
 	}
 	v, err := p.readSecret("password", which)

@@ -50,6 +50,27 @@ func init() {
 	})
 	adapters.Register("probes", open)
 	adapters.Register("probe", open)
+	adapters.Register("probe-pw", adapters.PasswordOnly(open))
+}
+
+// A PasswordOnly scheme takes a password without a user name, in the URL
+// or from a file; the other schemes still refuse both.
+func TestPasswordOnlyScheme(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(file, []byte("file-s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openProbe(t, "probe-pw://:inline-s3cret@h/"); err != nil || probe.cfg.Username != "" || probe.cfg.Password != "inline-s3cret" || !probe.cfg.HasCredentials {
+		t.Fatalf("probe-pw://:password@h: %v, user %q password %q", err, probe.cfg.Username, probe.cfg.Password)
+	}
+	if _, err := openProbe(t, "probe-pw://h/?password_file="+file); err != nil || probe.cfg.Password != "file-s3cret" {
+		t.Fatalf("probe-pw://h/?password_file: %v, password %q", err, probe.cfg.Password)
+	}
+	for _, raw := range []string{"probe://:inline-s3cret@h/", "probe-pw://:@h/"} {
+		if _, err := openProbe(t, raw); err == nil || !strings.Contains(err.Error(), "user info without a user name") {
+			t.Errorf("Open(%s) = %v, want the user info refused", raw, err)
+		}
+	}
 }
 
 func openProbe(t *testing.T, raw string, opts ...adapters.Option) (*logBuffer, error) {

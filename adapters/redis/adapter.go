@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,363 +12,269 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the Redis Streams adapter. It is safe for concurrent use.
+// Adapter is the Redis Streams adapter: the portable layer over this
+// package's driver. It is safe for concurrent use.
 type Adapter struct {
-	o  Options
-	rc *goredis.Client
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu      sync.Mutex
-	closed  bool
-	subs    map[*subscription]struct{}
-	streams map[string]struct{} // streams subscribed to, for the janitor
-
-	declared kit.Declared // topics declared with DeclareTopic
-	specs    specCache    // trims of topics declared by other processes
+	*portable.Adapter
+	c *conn
 }
 
-var _ ports.Adapter = (*Adapter)(nil)
+// conn is the driver: one go-redis client.
+type conn struct {
+	o        Options
+	rc       *goredis.Client
+	declared kit.Declared // topics declared by this adapter
+	specs    specCache    // trims of topics declared by other processes
+
+	cancel context.CancelFunc // stops the mover and the janitor
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	streams   map[string]struct{}  // streams subscribed to, for the janitor
+	consumers map[string]struct{}  // stream, group and consumer of each subscription
+	fields    map[string]*fieldRef // field/value entries held, by identity (codec.go)
+}
+
+var (
+	_ ports.Adapter        = (*Adapter)(nil)
+	_ driver.TopicDeclarer = (*conn)(nil)
+	_ driver.GroupDeclarer = (*conn)(nil)
+)
 
 // New connects to Redis, checks the durability level against the server
-// and starts the delayed-message mover and the broadcast janitor.
+// and starts the delayed-message mover and the broadcast janitor. A
+// failed connection matches its portable code (ports.ErrRefused,
+// ports.ErrAuth, ports.ErrTLS, …).
 func New(ctx context.Context, o Options) (*Adapter, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	rc := o.client()
+	routeClientLog(o.Logger)
+	c := &conn{o: o, rc: o.client(), streams: map[string]struct{}{}, consumers: map[string]struct{}{}, fields: map[string]*fieldRef{}}
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
-	if err := rc.Ping(dctx).Err(); err != nil {
-		_ = rc.Close()
-		if err := explainConnect(o.TLS != nil, o.Addr, err); errors.Is(err, adapters.ErrTLS) || errors.Is(err, adapters.ErrAuth) {
-			return nil, fmt.Errorf("redis: connect to %s: %w", o.Addr, err)
-		}
-		return nil, fmt.Errorf("redis: connect to %s: %w (is redis-server running there and reachable? check the address, TLS and the ACL user)", o.Addr, err)
+	err := c.rc.Ping(dctx).Err()
+	if err != nil {
+		err = c.connectError(err)
+	} else if o.Durability == DurabilityFsync {
+		err = checkFsync(dctx, c.rc, o.Addr)
 	}
-	if o.Durability == DurabilityFsync {
-		if err := checkFsync(dctx, rc); err != nil {
-			_ = rc.Close()
-			return nil, fmt.Errorf("redis: %s: %w", o.Addr, err)
-		}
+	if err != nil {
+		_ = c.rc.Close()
+		return nil, err
 	}
-	a := &Adapter{o: o, rc: rc, subs: map[*subscription]struct{}{}, streams: map[string]struct{}{}}
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.wg.Add(2)
-	go a.moveLoop()
-	go a.janitorLoop()
-	return a, nil
+	bg, stop := context.WithCancel(context.Background())
+	c.cancel = stop
+	c.wg.Add(2)
+	go c.every(bg, o.DelayPoll, c.moveDelayed)
+	go c.every(bg, o.JanitorInterval, c.expireGroups)
+	var secrets []string
+	if o.Password != "" {
+		secrets = []string{o.Password}
+	}
+	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: o.Logger, Secrets: secrets}), c: c}, nil
 }
 
 // checkFsync verifies appendonly yes and appendfsync always.
-func checkFsync(ctx context.Context, rc *goredis.Client) error {
+func checkFsync(ctx context.Context, rc *goredis.Client, addr string) error {
 	for _, kv := range [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}} {
 		key, want := kv[0], kv[1]
 		m, err := rc.ConfigGet(ctx, key).Result()
 		if err != nil {
-			return fmt.Errorf("durability fsync needs CONFIG GET %s to check the server's persistence: %w (allow CONFIG for this user, or choose durability=none or durability=replicas explicitly)", key, err)
+			return fmt.Errorf("redis: %s: durability fsync needs CONFIG GET %s to check the server's persistence: %w (allow CONFIG for this user, or choose durability=none or durability=replicas explicitly)", addr, key, err)
 		}
 		if got := m[key]; got != want {
-			return fmt.Errorf("durability fsync needs the server to run with %s %s, it runs with %s %q (set it in redis.conf, or choose durability=none or durability=replicas explicitly)", key, want, key, got)
+			return fmt.Errorf("redis: %s: durability fsync needs the server to run with %s %s, it runs with %s %q (set it in redis.conf, or choose durability=none or durability=replicas explicitly)", addr, key, want, key, got)
 		}
 	}
 	return nil
 }
 
-// Name is "redis".
+// Name is "redis". It works on the zero Adapter.
 func (a *Adapter) Name() string { return "redis" }
 
-// Capabilities: see the package documentation for how each is served.
+// Capabilities: see the package documentation. It works on the zero
+// Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities {
+	if a == nil || a.c == nil {
+		return (&conn{}).Capabilities()
+	}
+	return a.c.Capabilities()
+}
+
+func (c *conn) Name() string { return "redis" }
+
+// Capabilities: delays in the delayed set, requeues in the pending entries
+// list with an exact count (the delay of a requeue held by the portable
+// layer), no dead-letter queue of Redis' own (the portable layer's
+// confirmed copy to "<topic>.dlq").
+func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
-		DelayedMessage:       true,
-		DelayedRequeue:       true,
-		NativeDeadLetter:     false,
-		Broadcast:            true,
-		PerMessageAck:        true,
-		PublisherConfirm:     true,
-		NativeBatch:          true,
-		SubscriptionExpiry:   true,
-		DurableGroups:        true,
-		ExactRedeliveryCount: true,
-		Ordering:             ports.OrderNone,
-		StartEarliest:        true,
-		SingleActive:         true,
-		BestEffort:           false,
-		Retention:            true,
-		MaxLength:            true,
-		MaxMessageBytes:      a.maxMessageBytes(),
-		SizeCountsEnvelope:   false,
-		InstanceGuard:        ports.InstanceRefused, // a claim key (instance.go)
+		DelayedMessage: true, Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true,
+		SubscriptionExpiry: true, DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
+		StartEarliest: true, SingleActive: true, Retention: true, MaxLength: true,
+		MaxMessageBytes: cmp.Or(c.o.MaxMessageBytes, DefaultMaxMessageBytes),
+		InstanceGuard:   ports.InstanceRefused, // a claim key (lease.go)
 	}
 }
 
-// maxMessageBytes is Options.MaxMessageBytes (its default for the zero
-// Adapter).
-func (a *Adapter) maxMessageBytes() int {
-	if a.o.MaxMessageBytes > 0 {
-		return a.o.MaxMessageBytes
-	}
-	return DefaultMaxMessageBytes
-}
-
-func (a *Adapter) streamKey(t ports.Topic) string {
-	if k, ok := a.o.Existing.stream(t); ok {
+func (c *conn) streamKey(t ports.Topic) string {
+	if k, ok := c.o.Existing.stream(t); ok {
 		return k
 	}
-	if a.o.RawStreamNames {
+	if c.o.RawStreamNames {
 		return string(t)
 	}
-	return a.o.Namespace + ":stream:" + string(t)
+	return c.o.Namespace + ":stream:" + string(t)
 }
-func (a *Adapter) delayedKey() string    { return a.o.Namespace + ":delayed" }
-func (a *Adapter) delayedMsgKey() string { return a.o.Namespace + ":delayed:" + ports.NewID() }
-func (a *Adapter) heartbeatKey(stream, group string) string {
-	return a.o.Namespace + ":hb:" + stream + ":" + group
+
+func (c *conn) delayedKey() string { return c.o.Namespace + ":delayed" }
+
+func (c *conn) heartbeatKey(stream, group string) string {
+	return c.o.Namespace + ":hb:" + stream + ":" + group
 }
 
 // broadcastPrefix marks the per-instance groups the janitor may destroy.
 const broadcastPrefix = "bc:"
 
-// Send publishes msgs with pipelined XADDs (a delayed message goes to the
-// delayed set instead) and returns once Redis answered every one, plus the
-// WAIT of DurabilityReplicas.
-func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
-	if a.isClosed() {
-		return ports.ErrClosed
-	}
-	var errs []error
-	now := time.Now()
-	type pending struct {
-		i   int
-		cmd goredis.Cmder
-	}
-	var sent []pending
-	pipe := a.rc.Pipeline()
+// SendBatch publishes msgs with pipelined XADDs (a delayed message goes to
+// the delayed set), then the WAIT of DurabilityReplicas, and returns once
+// Redis answered every one.
+func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
+	errs := make([]error, len(msgs))
+	cmds := make([]goredis.Cmder, len(msgs))
+	pipe, now, n := c.rc.Pipeline(), time.Now(), 0
 	for i := range msgs {
-		m := msgs[i]
-		if err := m.Validate(); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			continue
+		m := &msgs[i]
+		stream := c.streamKey(m.Topic)
+		tr, err := c.trimFor(ctx, m.Topic, stream)
+		switch {
+		case c.o.faults != nil && c.o.faults.refuse(m.Topic):
+			errs[i] = fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed)
+		case err != nil:
+			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+		case m.Delay > 0:
+			args := append([]any{m.Delay.Milliseconds(), stream}, c.encodeSend(m)...)
+			cmds[i], n = delayAddScript.Eval(ctx, pipe, []string{c.delayedKey() + ":" + ports.NewID(), c.delayedKey()}, args...), n+1
+		default:
+			cmds[i], n = xadd(ctx, pipe, stream, c.encodeSend(m), tr, now), n+1
 		}
-		if err := m.CheckSize(a.maxMessageBytes(), 0); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			continue
-		}
-		m.Stamp(now)
-		if f := a.o.faults; f != nil && f.failSend.Load() {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed)})
-			continue
-		}
-		stream := a.streamKey(m.Topic)
-		tr, err := a.trimFor(ctx, m.Topic, stream)
-		if err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)})
-			continue
-		}
-		fields := encodeFor(a.o.Wire, &m)
-		var cmd goredis.Cmder
-		if m.Delay > 0 {
-			args := append([]any{m.Delay.Milliseconds(), stream}, fields...)
-			cmd = delayAddScript.Eval(ctx, pipe, []string{a.delayedMsgKey(), a.delayedKey()}, args...)
-		} else {
-			cmd = xadd(ctx, pipe, stream, fields, tr, now)
-		}
-		sent = append(sent, pending{i, cmd})
+	}
+	if n == 0 {
+		return errs
 	}
 	var wait *goredis.Cmd
-	if len(sent) > 0 && a.o.Durability == DurabilityReplicas {
-		// WAIT on the pipeline's connection counts the replicas that
-		// acknowledged every write made on it so far.
-		wait = pipe.Do(ctx, "WAIT", a.o.Replicas, a.o.WaitTimeout.Milliseconds())
+	if c.o.Durability == DurabilityReplicas { // WAIT counts the replicas that have every write of its connection
+		wait = pipe.Do(ctx, "WAIT", c.o.Replicas, c.o.WaitTimeout.Milliseconds())
 	}
-	if len(sent) > 0 {
-		_, _ = pipe.Exec(ctx) // errors are per command below
-	}
+	_, _ = pipe.Exec(ctx) // errors are per command below
 	var waitErr error
 	if wait != nil {
-		if n, err := wait.Int64(); err != nil {
-			waitErr = fmt.Errorf("%w: WAIT %d replicas: %v", ports.ErrUnconfirmed, a.o.Replicas, err)
-		} else if int(n) < a.o.Replicas {
-			waitErr = fmt.Errorf("%w: WAIT: %d of %d replicas acknowledged within %v", ports.ErrUnconfirmed, n, a.o.Replicas, a.o.WaitTimeout)
+		if got, err := wait.Int64(); err != nil {
+			waitErr = fmt.Errorf("%w: WAIT %d replicas: %w", ports.ErrUnconfirmed, c.o.Replicas, err)
+		} else if int(got) < c.o.Replicas {
+			waitErr = fmt.Errorf("%w: WAIT: %d of %d replicas acknowledged within %v", ports.ErrUnconfirmed, got, c.o.Replicas, c.o.WaitTimeout)
 		}
 	}
-	for _, p := range sent {
-		err := p.cmd.Err()
-		switch {
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		switch err := cmd.Err(); {
 		case err != nil && ctx.Err() != nil:
-			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+			errs[i] = fmt.Errorf("%w (%w)", ctx.Err(), err)
 		case err != nil:
-			err = fmt.Errorf("%w: %v", ports.ErrUnconfirmed, err)
-		case waitErr != nil:
-			err = waitErr
-		}
-		if err != nil {
-			errs = append(errs, &ports.SendError{Index: p.i, Topic: msgs[p.i].Topic, Err: err})
+			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+		default:
+			errs[i] = waitErr
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
-// Subscribe creates or joins the consumer group of spec and starts reading.
-//
-// LoadBalance: the group is spec.Group, created at the stream's end on
-// first use and kept while no instance runs. Broadcast: the group is
-// "bc:<group>:<instance>", one per instance, with a heartbeat key whose TTL
-// is spec.InstanceTTL (default Options.InstanceTTL); see the package
-// documentation for expiry.
-func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	spec = spec.WithDefaults()
-	if a.isClosed() {
-		return nil, ports.ErrClosed
-	}
-	a.checkSpec(spec)
-	s := newSubscription(a, spec)
-	if err := s.claimInstance(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.join(ctx); err != nil {
-		_ = s.instance.release(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		_ = s.instance.release(context.WithoutCancel(ctx))
-		return nil, ports.ErrClosed
-	}
-	a.subs[s] = struct{}{}
-	a.streams[s.stream] = struct{}{}
-	a.mu.Unlock()
-	s.start()
-	return s, nil
-}
-
-func (a *Adapter) isClosed() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.closed
-}
-
-func (a *Adapter) forget(s *subscription) {
-	a.mu.Lock()
-	delete(a.subs, s)
-	a.mu.Unlock()
-}
-
-// Close stops every subscription and closes the connections.
-func (a *Adapter) Close(ctx context.Context) error {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return nil
-	}
-	a.closed = true
-	subs := make([]*subscription, 0, len(a.subs))
-	for s := range a.subs {
-		subs = append(subs, s)
-	}
-	a.mu.Unlock()
-	var errs []error
-	for _, s := range subs {
-		if err := s.Stop(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	a.cancel()
+// Close stops the mover and the janitor and closes the client (the
+// portable layer closed the subscriptions first).
+func (c *conn) Close(ctx context.Context) error {
+	unrouteClientLog(c.o.Logger)
+	c.cancel()
 	done := make(chan struct{})
-	go func() { a.wg.Wait(); close(done) }()
+	go func() { c.wg.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		errs = append(errs, ctx.Err())
+		err = ctx.Err()
 	}
-	if err := a.rc.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(err, c.rc.Close())
 }
 
-// moveLoop moves due delayed messages into their streams. Every adapter
-// runs it; the Lua mover is atomic, so several movers never duplicate.
-func (a *Adapter) moveLoop() {
-	defer a.wg.Done()
-	t := time.NewTimer(a.o.DelayPoll)
+// every runs f every period (or sooner, when f asks) until ctx ends.
+func (c *conn) every(ctx context.Context, period time.Duration, f func(context.Context) time.Duration) {
+	defer c.wg.Done()
+	t := time.NewTimer(period)
 	defer t.Stop()
 	for {
 		select {
-		case <-a.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		next := a.o.DelayPoll
-		for range 100 { // bounded: at most 100 rounds of 256 per tick
-			ms, err := moveScript.Run(a.ctx, a.rc, []string{a.delayedKey()}, 256).Int64()
-			if err != nil {
-				if a.ctx.Err() == nil {
-					a.o.Logger.Warn("redis: moving delayed messages", "addr", a.o.Addr, "err", err)
-				}
-				break
-			}
-			if ms != 0 {
-				if ms > 0 && time.Duration(ms)*time.Millisecond < next {
-					next = max(time.Duration(ms)*time.Millisecond, time.Millisecond)
-				}
-				break
-			}
+		next := period
+		if d := f(ctx); d > 0 && d < next {
+			next = d
 		}
 		t.Reset(next)
 	}
 }
 
-// janitorLoop destroys the broadcast groups whose heartbeat expired, on
-// every stream this adapter subscribed to.
-func (a *Adapter) janitorLoop() {
-	defer a.wg.Done()
-	t := time.NewTicker(a.o.JanitorInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-t.C:
-		}
-		a.mu.Lock()
-		streams := make([]string, 0, len(a.streams))
-		for s := range a.streams {
-			streams = append(streams, s)
-		}
-		a.mu.Unlock()
-		for _, st := range streams {
-			a.expireGroups(a.ctx, st)
+// moveDelayed moves due delayed messages into their streams (at most 100
+// rounds of 256) and returns how soon the next is due (0: not known).
+// Every adapter runs it; the Lua mover is atomic, so movers never
+// duplicate.
+func (c *conn) moveDelayed(ctx context.Context) time.Duration {
+	for range 100 {
+		ms, err := moveScript.Run(ctx, c.rc, []string{c.delayedKey()}, 256).Int64()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			c.o.Logger.Warn("sluice redis: moving delayed messages", "addr", c.o.Addr, "err", err)
+			return 0
+		case err != nil || ms < 0: // none left
+			return 0
+		case ms > 0:
+			return time.Duration(ms) * time.Millisecond
 		}
 	}
+	return time.Millisecond
 }
 
-func (a *Adapter) expireGroups(ctx context.Context, stream string) {
-	groups, err := a.rc.XInfoGroups(ctx, stream).Result()
-	if err != nil {
-		return
+// expireGroups destroys the broadcast groups whose heartbeat expired, on
+// every stream this adapter subscribed to.
+func (c *conn) expireGroups(ctx context.Context) time.Duration {
+	c.mu.Lock()
+	streams := make([]string, 0, len(c.streams))
+	for s := range c.streams {
+		streams = append(streams, s)
 	}
-	for _, g := range groups {
-		if !strings.HasPrefix(g.Name, broadcastPrefix) {
-			continue
-		}
-		if err := expireScript.Run(ctx, a.rc, []string{stream, a.heartbeatKey(stream, g.Name)}, g.Name).Err(); err != nil && ctx.Err() == nil {
-			a.o.Logger.Warn("redis: expiring broadcast group", "stream", stream, "group", g.Name, "err", err)
+	c.mu.Unlock()
+	for _, stream := range streams {
+		groups, _ := c.rc.XInfoGroups(ctx, stream).Result()
+		for _, g := range groups {
+			if !strings.HasPrefix(g.Name, broadcastPrefix) {
+				continue
+			}
+			if err := expireScript.Run(ctx, c.rc, []string{stream, c.heartbeatKey(stream, g.Name)}, g.Name).Err(); err != nil && ctx.Err() == nil {
+				c.o.Logger.Warn("sluice redis: expiring broadcast group", "stream", stream, "group", g.Name, "err", err)
+			}
 		}
 	}
+	return 0
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

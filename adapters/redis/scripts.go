@@ -7,19 +7,32 @@ import goredis "github.com/redis/go-redis/v9"
 // the adapter serves a single Redis server or a primary with replicas, not
 // Redis Cluster.
 
-// claimScript: XAUTOCLAIM, then the exact times_delivered of every claimed
-// entry from XPENDING's extended form (XAUTOCLAIM does not return it).
-// KEYS[1] stream; ARGV group, consumer, min-idle ms, cursor, count.
+// claimScript hands out pending entries with the exact times_delivered
+// of each from XPENDING's extended form (neither command below returns
+// it). Mode "claim": XAUTOCLAIM of the group's entries idle for min-idle.
+// Mode "own": XREADGROUP from the cursor in this consumer's own pending
+// entries (what it read before a crash, under the same name), whatever
+// their idle time; the next cursor is "" once they are read.
+// KEYS[1] stream; ARGV group, consumer, min-idle ms, cursor, count, mode.
 // Returns {next cursor, entries, counts}.
 var claimScript = goredis.NewScript(`
-local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], 'COUNT', ARGV[5])
-local entries = r[2]
+local nxt, entries
+if ARGV[6] == 'own' then
+  local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[5], 'STREAMS', KEYS[1], ARGV[4])
+  entries = {}
+  if r and r[1] then entries = r[1][2] end
+  nxt = ''
+  if #entries > 0 then nxt = entries[#entries][1] end
+else
+  local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], 'COUNT', ARGV[5])
+  nxt, entries = r[1], r[2]
+end
 local counts = {}
 for i, e in ipairs(entries) do
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], e[1], e[1], 1)
   if p[1] then counts[i] = p[1][4] else counts[i] = 1 end
 end
-return {r[1], entries, counts}
+return {nxt, entries, counts}
 `)
 
 // renewScript resets the idle time of entries this consumer still owns
@@ -48,21 +61,6 @@ for i = 3, #ARGV do f[#f+1] = ARGV[i] end
 redis.call('HSET', KEYS[1], '__stream', ARGV[2], unpack(f))
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), KEYS[1])
 return now + tonumber(ARGV[1])
-`)
-
-// delayAddAckScript is delayAddScript plus XACK of the original entry, in
-// one atomic step (a long requeue delay).
-// KEYS[1] hash, KEYS[2] delayed set, KEYS[3] source stream; ARGV delay ms,
-// target stream, group, entry id, fields...
-var delayAddAckScript = goredis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local f = {}
-for i = 5, #ARGV do f[#f+1] = ARGV[i] end
-redis.call('HSET', KEYS[1], '__stream', ARGV[2], unpack(f))
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), KEYS[1])
-redis.call('XACK', KEYS[3], ARGV[3], ARGV[4])
-return 1
 `)
 
 // moveScript moves due delayed messages into their streams (XADD, then
@@ -117,4 +115,31 @@ var leaveScript = goredis.NewScript(`
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
 if #p == 0 then return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2]) end
 return -1
+`)
+
+// leaseScript takes or renews a lease (lease.go): it extends the key if
+// it holds the token, sets it if it is free, and answers 0 when another
+// token holds it. KEYS[1] key; ARGV token, ttl ms.
+var leaseScript = goredis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if v == false then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]); return 1 end
+return 0
+`)
+
+// releaseScript deletes a lease if it holds the token. KEYS[1] key; ARGV
+// token.
+var releaseScript = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// declareSpecScript stores a topic's retention and length unless its hash
+// exists, and returns what is stored. KEYS[1] hash; ARGV retention ms,
+// max length.
+var declareSpecScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'retention_ms', ARGV[1], 'max_length', ARGV[2])
+end
+return redis.call('HMGET', KEYS[1], 'retention_ms', 'max_length')
 `)

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/internal/tlstest"
 	"github.com/sluicemq/sluice/adapters/redis/redistest"
+	"github.com/sluicemq/sluice/ports"
 )
 
 // TestTLS starts redis-server with a TLS port that requires client
@@ -53,24 +54,25 @@ func TestTLS(t *testing.T) {
 
 	tlstest.ExpectRefused(t, timeout,
 		tlstest.Refusal{Name: "wrong CA", URL: "rediss://svc@" + srv.TLSAddr + "/0?" + q("password_file", good, "ca_file", pki.OtherCAFile),
-			Is: adapters.ErrTLS, Want: []string{"unknown authority", "ca_file="}, Secrets: []string{password}},
+			Is: ports.ErrTLS, Want: []string{"unknown authority", "ca_file="}, Secrets: []string{password}},
 		tlstest.Refusal{Name: "expired certificate", URL: "rediss://" + expired.TLSAddr + "/0?" + q("durability", "none"),
-			Is: adapters.ErrTLS, Want: []string{"the broker's certificate has expired"}},
+			Is: ports.ErrTLS, Want: []string{"the broker's certificate has expired"}},
 		tlstest.Refusal{Name: "wrong host", URL: "rediss://svc@" + srv.TLSAddr + "/0?" + q("password_file", good, "server_name", "wrong.invalid"),
-			Is: adapters.ErrTLS, Want: []string{"is for another host", "server_name="}, Secrets: []string{password}},
+			Is: ports.ErrTLS, Want: []string{"is for another host", "server_name="}, Secrets: []string{password}},
 		tlstest.Refusal{Name: "bad password", URL: "rediss://svc@" + srv.TLSAddr + "/0?" + q("password_file", bad),
-			Is: adapters.ErrAuth, Want: []string{"Redis refused the user name and password"}, Secrets: []string{wrong}},
+			Is: ports.ErrAuth, Want: []string{"Redis refused the user name and password"}, Secrets: []string{wrong}},
 		// Redis (OpenSSL) sends its alert and closes: the client sees the
 		// alert, or the reset first (it has written its first command).
 		tlstest.Refusal{Name: "no client certificate", URL: "rediss://svc@" + srv.TLSAddr + "/0?" + q("password_file", good, "cert_file", "", "key_file", ""),
-			Is: adapters.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
+			Is: ports.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
 		tlstest.Refusal{Name: "client certificate of another CA", URL: "rediss://svc@" + srv.TLSAddr + "/0?" + q("password_file", good, "cert_file", pki.OtherClientCert, "key_file", pki.OtherClientKey),
-			Is: adapters.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
+			Is: ports.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
 		tlstest.Refusal{Name: "expired client certificate", URL: "rediss://svc@" + srv.TLSAddr + "/0?" + q("password_file", good, "cert_file", pki.ExpiredClientCert, "key_file", pki.ExpiredClientKey),
-			Is: adapters.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
+			Is: ports.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
+		// A plaintext URL never gets ports.ErrTLS; the explanation still says why.
 		tlstest.Refusal{Name: "plaintext client on the TLS port", URL: "redis://svc:" + password + "@" + srv.TLSAddr + "/0?dial_timeout=5s",
 			Is: adapters.ErrTLS, Want: []string{"use rediss://"}, Secrets: []string{password}},
 		tlstest.Refusal{Name: "TLS client on the plaintext port", URL: "rediss://svc@" + srv.Addr + "/0?" + q("password_file", good),
-			Is: adapters.ErrTLS, Want: []string{"gave no TLS answer within the dial timeout", "plaintext port"}, Secrets: []string{password}},
+			Is: ports.ErrTLS, Want: []string{"gave no TLS answer within the dial timeout", "plaintext port"}, Secrets: []string{password}},
 	)
 }

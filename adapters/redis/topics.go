@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,9 +20,9 @@ import (
 // trimmed unless its topic is declared with a Retention or MaxLength. An
 // adopted group keeps its position and pending entries.
 type Existing struct {
-	// Streams maps a logical topic to its stream key (e.g.
-	// "billing.invoices" → "dc3:billing:invoices"). Map "<topic>.dlq" too
-	// to adopt its dead-letter stream.
+	// Streams maps a logical topic to its stream key ("billing.invoices"
+	// → "dc3:billing:invoices"); map "<topic>.dlq" too to adopt its
+	// dead-letter stream.
 	Streams map[ports.Topic]string
 	// Groups maps a LoadBalance group of a topic to its consumer group.
 	Groups map[ExistingGroup]string
@@ -36,200 +35,161 @@ type ExistingGroup struct {
 }
 
 func (e *Existing) validate() error {
-	if e == nil {
-		return nil
+	bad := func(field, reason string) error {
+		return &ports.ValueError{Field: "redis.Options.Existing." + field, Reason: reason}
 	}
-	for t, k := range e.Streams {
-		if err := t.Validate(); err != nil || k == "" {
-			return &ports.ValueError{Field: "redis.Options.Existing.Streams", Reason: fmt.Sprintf("%q → %q needs a valid topic and a stream key", string(t), k)}
+	for t, k := range e.streams() {
+		if t.Validate() != nil || k == "" {
+			return bad("Streams", fmt.Sprintf("%q → %q needs a valid topic and a stream key", string(t), k))
 		}
 	}
-	for g, name := range e.Groups {
-		if err := g.Topic.Validate(); err != nil || g.Group == "" || name == "" {
-			return &ports.ValueError{Field: "redis.Options.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a group name", string(g.Topic), g.Group, name)}
+	for g, name := range e.groups() {
+		if g.Topic.Validate() != nil || g.Group == "" || name == "" {
+			return bad("Groups", fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a group name", string(g.Topic), g.Group, name))
 		}
 	}
 	return nil
 }
 
-func (e *Existing) stream(t ports.Topic) (string, bool) {
+func (e *Existing) streams() map[ports.Topic]string {
 	if e == nil {
-		return "", false
+		return nil
 	}
-	k, ok := e.Streams[t]
+	return e.Streams
+}
+
+func (e *Existing) groups() map[ExistingGroup]string {
+	if e == nil {
+		return nil
+	}
+	return e.Groups
+}
+
+func (e *Existing) stream(t ports.Topic) (string, bool) {
+	k, ok := e.streams()[t]
 	return k, ok
 }
 
 func (e *Existing) group(t ports.Topic, g string) (string, bool) {
-	if e == nil {
-		return "", false
-	}
-	n, ok := e.Groups[ExistingGroup{Topic: t, Group: g}]
+	n, ok := e.groups()[ExistingGroup{Topic: t, Group: g}]
 	return n, ok
 }
 
-// A Redis stream has no configuration of its own, so a declared topic's
-// retention and length are kept in a hash beside the stream
-// ("<ns>:topic:<stream>": retention_ms, max_length), written once by the
-// first DeclareTopic. Every process then trims the same way: Send looks
-// the topic up in this adapter's record (kit.Declared) and otherwise in
-// the hash (cached; a topic found undeclared is looked up again after
-// specTTL).
+// A stream has no configuration of its own, so a declared topic's
+// retention and length are kept in a hash "<ns>:topic:<stream>"
+// (retention_ms, max_length) written once, by the first DeclareTopic
+// (declareSpecScript). Every process trims alike: Send uses this
+// adapter's record (kit.Declared), else the hash, cached; a topic found
+// undeclared is looked up again after specTTL.
 const specTTL = 5 * time.Second
 
-func (a *Adapter) specKey(stream string) string { return a.o.Namespace + ":topic:" + stream }
-
-// declareSpecScript stores retention and length unless the hash exists,
-// and returns what is stored.
-var declareSpecScript = goredis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'retention_ms', ARGV[1], 'max_length', ARGV[2])
-end
-return redis.call('HMGET', KEYS[1], 'retention_ms', 'max_length')
-`)
-
-// DeclareTopic implements ports.TopicDeclarer: it records spec's
-// retention and length for the stream (see specKey) — a stream declared
-// before with others fails with a *ports.RedeclareError and is left as it
-// is — and creates each of spec.Groups at the stream's end (XGROUP CREATE
-// MKSTREAM $), so they keep what is published from then on. Retention is
-// enforced by trimming at each XADD with MINID (entries whose id, the
-// server's clock, is older than now minus Retention, by this process's
-// clock), MaxLength with MAXLEN; both exact (=), not approximate.
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	return a.declared.Declare(ctx, spec, a.createTopic)
-}
-
-func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
-	stream := a.streamKey(spec.Topic)
-	ret, ml := strconv.FormatInt(spec.Retention.Milliseconds(), 10), strconv.Itoa(spec.MaxLength)
-	got, err := declareSpecScript.Run(ctx, a.rc, []string{a.specKey(stream)}, ret, ml).StringSlice()
-	if err != nil {
-		return fmt.Errorf("redis: declare topic %q: %w", string(spec.Topic), err)
-	}
-	if len(got) == 2 && (got[0] != ret || got[1] != ml) {
-		var diffs []string
-		if got[0] != ret {
-			diffs = append(diffs, fmt.Sprintf("retention_ms: existing %s, declared %s", got[0], ret))
-		}
-		if got[1] != ml {
-			diffs = append(diffs, fmt.Sprintf("max_length: existing %s, declared %s", got[1], ml))
-		}
-		return &ports.RedeclareError{Name: stream, Diffs: diffs}
-	}
-	a.specs.forget(stream)
-	for _, g := range spec.Groups {
-		if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// DeclareGroup implements ports.GroupDeclarer: XGROUP CREATE at the
-// stream's end (MKSTREAM), idempotent.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	stream := a.streamKey(topic)
-	name := group
-	if n, ok := a.o.Existing.group(topic, group); ok {
-		name = n
-	}
-	err := a.rc.XGroupCreateMkStream(ctx, stream, name, "$").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return fmt.Errorf("redis: declare group %q on %s: %w", name, stream, err)
-	}
-	return nil
-}
-
-// trim is the retention and length a Send applies to stream.
-type trim struct {
-	retention time.Duration
-	maxLen    int
-}
-
-// specCache caches the trims read from the spec hashes.
 type specCache struct {
 	mu sync.Mutex
-	m  map[string]cachedTrim
+	m  map[string]cachedSpec
 }
 
-type cachedTrim struct {
-	t  trim
-	at time.Time
-	ok bool // declared
+type cachedSpec struct {
+	spec     ports.TopicSpec
+	at       time.Time
+	declared bool
 }
 
-func (c *specCache) forget(stream string) {
-	c.mu.Lock()
-	delete(c.m, stream)
-	c.mu.Unlock()
+func (c *conn) specKey(stream string) string { return c.o.Namespace + ":topic:" + stream }
+
+// DeclareTopic records spec's retention and length for the stream (a
+// stream declared before with others is a *ports.RedeclareError, left as
+// it is) and creates spec.Groups at the stream's end. Retention trims at
+// each XADD with MINID (the entry ids are the server's clock, now is this
+// process's), MaxLength with MAXLEN; both exact.
+func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
+	return c.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
+		stream := c.streamKey(spec.Topic)
+		want := []string{strconv.FormatInt(spec.Retention.Milliseconds(), 10), strconv.Itoa(spec.MaxLength)}
+		got, err := declareSpecScript.Run(ctx, c.rc, []string{c.specKey(stream)}, want[0], want[1]).StringSlice()
+		if err != nil {
+			return fmt.Errorf("redis: declare topic %q: %w", string(spec.Topic), err)
+		}
+		var diffs []string
+		for i, name := range []string{"retention_ms", "max_length"} {
+			if i < len(got) && got[i] != want[i] {
+				diffs = append(diffs, fmt.Sprintf("%s: existing %s, declared %s", name, got[i], want[i]))
+			}
+		}
+		if diffs != nil {
+			return &ports.RedeclareError{Name: stream, Diffs: diffs}
+		}
+		c.specs.mu.Lock()
+		delete(c.specs.m, stream)
+		c.specs.mu.Unlock()
+		for _, g := range spec.Groups {
+			if err := c.DeclareGroup(ctx, spec.Topic, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
-// trimFor returns how Send trims stream (topic t).
-func (a *Adapter) trimFor(ctx context.Context, t ports.Topic, stream string) (trim, error) {
-	if s, ok := a.declared.Lookup(t); ok {
-		return trim{s.Retention, s.MaxLength}, nil
+// DeclareGroup creates group at the stream's end (XGROUP CREATE MKSTREAM
+// $), idempotently.
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
+		return err
 	}
-	c := &a.specs
-	c.mu.Lock()
-	e, ok := c.m[stream]
-	c.mu.Unlock()
-	if ok && (e.ok || time.Since(e.at) < specTTL) {
-		return e.t, nil
+	stream := c.streamKey(topic)
+	if n, ok := c.o.Existing.group(topic, group); ok {
+		group = n
 	}
-	vals, err := a.rc.HMGet(ctx, a.specKey(stream), "retention_ms", "max_length").Result()
+	if err := c.rc.XGroupCreateMkStream(ctx, stream, group, "$").Err(); err != nil && !goredis.HasErrorPrefix(err, "BUSYGROUP") {
+		return fmt.Errorf("redis: declare group %q on %s: %w", group, stream, err)
+	}
+	return nil
+}
+
+// trimFor returns the retention and length Send trims stream (topic t) to.
+func (c *conn) trimFor(ctx context.Context, t ports.Topic, stream string) (ports.TopicSpec, error) {
+	if s, ok := c.declared.Lookup(t); ok {
+		return s, nil
+	}
+	sc := &c.specs
+	sc.mu.Lock()
+	e, ok := sc.m[stream]
+	sc.mu.Unlock()
+	if ok && (e.declared || time.Since(e.at) < specTTL) {
+		return e.spec, nil
+	}
+	vals, err := c.rc.HMGet(ctx, c.specKey(stream), "retention_ms", "max_length").Result()
 	if err != nil && !errors.Is(err, goredis.Nil) {
-		return trim{}, fmt.Errorf("redis: look up the declaration of %s: %w", stream, err)
+		return e.spec, fmt.Errorf("redis: look up the declaration of %s: %w", stream, err)
 	}
-	e = cachedTrim{at: time.Now()}
+	e = cachedSpec{at: time.Now()}
 	if len(vals) == 2 && vals[0] != nil {
 		ms, _ := strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
 		n, _ := strconv.Atoi(fmt.Sprint(vals[1]))
-		e.t, e.ok = trim{time.Duration(ms) * time.Millisecond, n}, true
+		e.spec, e.declared = ports.TopicSpec{Retention: time.Duration(ms) * time.Millisecond, MaxLength: n}, true
 	}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]cachedTrim{}
+	sc.mu.Lock()
+	if sc.m == nil {
+		sc.m = map[string]cachedSpec{}
 	}
-	c.m[stream] = e
-	c.mu.Unlock()
-	return e.t, nil
+	sc.m[stream] = e
+	sc.mu.Unlock()
+	return e.spec, nil
 }
 
-// xadd queues the XADD of fields to stream on pipe with tr's trimming
-// (MINID for retention, and XTRIM MAXLEN after it when both are set:
-// XADD takes one strategy).
-func xadd(ctx context.Context, pipe goredis.Pipeliner, stream string, fields []any, tr trim, now time.Time) goredis.Cmder {
+// xadd queues the XADD of fields to stream with spec's trimming: MINID for
+// the retention, MAXLEN for the length, or an XTRIM MAXLEN after it when
+// both are set (XADD takes one strategy).
+func xadd(ctx context.Context, pipe goredis.Pipeliner, stream string, fields []any, spec ports.TopicSpec, now time.Time) goredis.Cmder {
 	args := &goredis.XAddArgs{Stream: stream, Values: fields}
-	if tr.retention > 0 {
-		args.MinID = strconv.FormatInt(now.Add(-tr.retention).UnixMilli(), 10)
-	} else if tr.maxLen > 0 {
-		args.MaxLen = int64(tr.maxLen)
+	if spec.Retention > 0 {
+		args.MinID = strconv.FormatInt(now.Add(-spec.Retention).UnixMilli(), 10)
+	} else {
+		args.MaxLen = int64(spec.MaxLength)
 	}
 	cmd := pipe.XAdd(ctx, args)
-	if tr.retention > 0 && tr.maxLen > 0 {
-		pipe.XTrimMaxLen(ctx, stream, int64(tr.maxLen))
+	if spec.Retention > 0 && spec.MaxLength > 0 {
+		pipe.XTrimMaxLen(ctx, stream, int64(spec.MaxLength))
 	}
 	return cmd
 }
-
-// checkSpec refuses what this adapter cannot do and says what it falls
-// back to.
-func (a *Adapter) checkSpec(spec ports.SubscriptionSpec) {
-	if spec.QoS == ports.BestEffort {
-		a.o.Logger.Info("sluice redis: QoS best-effort falls back to at-least-once (reading without acks, NOACK, would break the leases that redeliver a crashed consumer's entries): failed deliveries are requeued and poison dead-lettered",
-			"topic", string(spec.Topic), "group", spec.Group)
-	}
-}
-
-var (
-	_ ports.TopicDeclarer = (*Adapter)(nil)
-	_ ports.GroupDeclarer = (*Adapter)(nil)
-)

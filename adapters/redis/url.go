@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,20 +16,18 @@ import (
 // redis:// and rediss:// open the adapter (import this package for its
 // side effect to register them):
 //
-//	redis://[user:password@]host:6379[/db][?durability=fsync|none|replicas&replicas=1&wait_timeout=1s&claim_min_idle=30s&claim_interval=50ms&delay_poll=25ms&janitor_interval=5s&instance_ttl=1m&dial_timeout=5s&pool_size=32&wire=sluice|watermill&raw_stream_names=false]
+//	redis://[user:password@]host:6379[/db][?durability=fsync|none|replicas&replicas=1&wait_timeout=1s&claim_min_idle=30s&claim_interval=50ms&delay_poll=25ms&janitor_interval=5s&instance_ttl=1m&dial_timeout=5s&pool_size=32&wire=sluice|watermill&raw_stream_names=false&consumer=name]
+//	redis://:password@host:6379/0   (the legacy requirepass: a password, no user)
 //	rediss://…   (TLS: the system roots, or adapters.WithTLS)
 //
-// The path is the logical database (default 0); the user is the ACL user
-// (empty for the legacy requirepass). The shared namespace parameter
-// prefixes every key. Open connects and checks the durability level before
-// it returns.
+// The path is the logical database (default 0); the user is the ACL user.
+// The shared namespace parameter prefixes every key. Open connects and
+// checks the durability level before it returns.
 func init() {
-	adapters.Register("redis", adapters.OpenerFunc(openURL))
-	adapters.Register("rediss", adapters.OpenerFunc(openURL))
+	for _, scheme := range []string{"redis", "rediss"} {
+		adapters.Register(scheme, adapters.PasswordOnly(adapters.OpenerFunc(openURL)))
+	}
 }
-
-var urlParams = []string{"durability", "replicas", "wait_timeout", "claim_min_idle", "claim_interval",
-	"delay_poll", "janitor_interval", "instance_ttl", "dial_timeout", "pool_size", "wire", "raw_stream_names"}
 
 func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	o, err := optionsFromURL(u, cfg)
@@ -39,42 +38,38 @@ func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapt
 }
 
 func optionsFromURL(u *url.URL, cfg *adapters.Config) (Options, error) {
+	bad := func(param, reason string) (Options, error) {
+		return Options{}, &adapters.ParamError{Param: param, Reason: reason}
+	}
 	secure := u.Scheme == "rediss"
-	if !secure {
-		if err := cfg.PlainOnly("rediss"); err != nil {
-			return Options{}, err
-		}
+	if err := cfg.PlainOnly("rediss"); err != nil && !secure {
+		return Options{}, err
 	}
 	if u.Host == "" {
-		return Options{}, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs a server address, e.g. " + u.Scheme + "://127.0.0.1:6379/0"}
+		return bad("host", u.Scheme+":// needs a server address, e.g. "+u.Scheme+"://127.0.0.1:6379/0")
 	}
-	o := Options{Addr: u.Host, Namespace: cfg.Namespace, Logger: cfg.Logger}
+	o := Options{Addr: u.Host, Namespace: cfg.Namespace, Logger: cfg.Logger, Username: cfg.Username, Password: cfg.Password}
 	if u.Port() == "" {
 		o.Addr = u.Host + ":6379"
 	}
 	if db := strings.Trim(u.Path, "/"); db != "" {
 		n, err := strconv.Atoi(db)
 		if err != nil || n < 0 {
-			return Options{}, &adapters.ParamError{Param: "path", Reason: fmt.Sprintf("%q is not a database number (write %s://host:6379/0)", db, u.Scheme)}
+			return bad("path", fmt.Sprintf("%q is not a database number (write %s://host:6379/0)", db, u.Scheme))
 		}
 		o.DB = n
-	}
-	if cfg.HasCredentials {
-		o.Username, o.Password = cfg.Username, cfg.Password
 	}
 	if secure {
 		o.TLS = cfg.TLS()
 	}
 	p := cfg.Params
-	switch d := p.String("durability", "fsync"); d {
-	case "fsync":
-		o.Durability = DurabilityFsync
-	case "none":
-		o.Durability = DurabilityNone
-	case "replicas":
-		o.Durability = DurabilityReplicas
-	default:
-		return Options{}, &adapters.ParamError{Param: "durability", Reason: fmt.Sprintf("%q is not fsync, none or replicas", d)}
+	d := p.String("durability", "fsync")
+	if o.Durability = Durability(slices.Index(durabilities, d)); o.Durability < 0 {
+		return bad("durability", fmt.Sprintf("%q is not fsync, none or replicas", d))
+	}
+	w := p.String("wire", "sluice")
+	if o.Wire = Wire(slices.Index([]string{"sluice", "watermill"}, w)); o.Wire < 0 {
+		return bad("wire", fmt.Sprintf("%q is not sluice or watermill", w))
 	}
 	o.Replicas = p.Int("replicas", 0, 1, 64)
 	o.WaitTimeout = p.Duration("wait_timeout", 0, time.Millisecond, time.Minute)
@@ -85,17 +80,8 @@ func optionsFromURL(u *url.URL, cfg *adapters.Config) (Options, error) {
 	o.InstanceTTL = p.Duration("instance_ttl", 0, 10*time.Millisecond, 365*24*time.Hour)
 	o.DialTimeout = p.Duration("dial_timeout", 0, 10*time.Millisecond, time.Hour)
 	o.PoolSize = p.Int("pool_size", 0, 1, 4096)
-	switch w := p.String("wire", "sluice"); w {
-	case "sluice":
-		o.Wire = WireSluice
-	case "watermill":
-		o.Wire = WireWatermill
-	default:
-		return Options{}, &adapters.ParamError{Param: "wire", Reason: fmt.Sprintf("%q is not sluice or watermill", w)}
-	}
 	o.RawStreamNames = p.Bool("raw_stream_names", false)
-	if err := p.Err(urlParams...); err != nil {
-		return Options{}, err
-	}
-	return o, nil
+	o.Consumer = p.String("consumer", "")
+	return o, p.Err("durability", "replicas", "wait_timeout", "claim_min_idle", "claim_interval", "delay_poll",
+		"janitor_interval", "instance_ttl", "dial_timeout", "pool_size", "wire", "raw_stream_names", "consumer")
 }

@@ -45,8 +45,8 @@ func TestOpenURLErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("Open of a closed port = %v, want an error naming the address", err)
 	}
-	if errors.Is(err, ports.ErrInvalid) {
-		t.Fatalf("a connection failure is not ErrInvalid: %v", err)
+	if errors.Is(err, ports.ErrInvalid) || !errors.Is(err, ports.ErrRefused) {
+		t.Fatalf("a refused connection is ports.ErrRefused, not ErrInvalid: %v", err)
 	}
 }
 

@@ -9,11 +9,12 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/redis"
 	"github.com/sluicemq/sluice/adapters/redis/redistest"
+	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 )
 
 // TestWatermillUniversalSuite runs Watermill's own pub/sub suite against
-// the adapter's Watermill publisher and subscriber on a durable server of
-// its own.
+// the shared Watermill bridge (adapters/watermill) over the adapter, on a
+// durable server of its own.
 //
 // Features, honestly: consumer groups yes; exactly-once no (at least
 // once); guaranteed order no (competing consumers, claims and requeues);
@@ -36,9 +37,9 @@ func TestWatermillUniversalSuite(t *testing.T) {
 	}
 	tests.TestPubSub(t, features,
 		func(t *testing.T) (message.Publisher, message.Subscriber) {
-			return redis.NewWatermillPublisher(a), redis.NewWatermillSubscriber(a, redis.WatermillSubscriberConfig{})
+			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{})
 		},
 		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-			return redis.NewWatermillPublisher(a), redis.NewWatermillSubscriber(a, redis.WatermillSubscriberConfig{Group: group})
+			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group})
 		})
 }

@@ -1,0 +1,117 @@
+package redis
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Classify gives go-redis's errors their portable codes, by type and by
+// the code of Redis' error reply.
+func (c *conn) Classify(err error) driver.Class {
+	var (
+		ne      net.Error
+		op      *net.OpError
+		record  tls.RecordHeaderError
+		alert   tls.AlertError
+		unknown x509.UnknownAuthorityError
+		invalid x509.CertificateInvalidError
+		host    x509.HostnameError
+	)
+	retry := func(code error) driver.Class { return driver.Class{Code: code, Retryable: true} }
+	switch {
+	case errors.Is(err, goredis.ErrClosed), errors.Is(err, ports.ErrClosed):
+		return driver.Class{Code: ports.ErrClosed}
+	case goredis.IsAuthError(err), goredis.IsPermissionError(err), errors.Is(err, adapters.ErrAuth):
+		return driver.Class{Code: ports.ErrAuth}
+	case c.o.TLS != nil && (errors.Is(err, adapters.ErrTLS) || errors.As(err, &record) || errors.As(err, &alert) ||
+		errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host)):
+		return driver.Class{Code: ports.ErrTLS}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return retry(ports.ErrRefused)
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, goredis.ErrPoolTimeout):
+		return retry(ports.ErrTimeout)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.As(err, &op),
+		goredis.IsLoadingError(err), goredis.IsMasterDownError(err), goredis.IsTryAgainError(err), goredis.IsReadOnlyError(err):
+		return retry(ports.ErrUnreachable)
+	case goredis.HasErrorPrefix(err, "NOGROUP"): // ReceiveBatch creates the group again
+		return retry(ports.ErrNotFound)
+	case errors.Is(err, ports.ErrUnconfirmed):
+		return driver.Class{Code: ports.ErrUnconfirmed}
+	}
+	return driver.Class{}
+}
+
+// connectError is New's error for a failed first command: classified and
+// saying what to check — an ACL refusal, a failed handshake on rediss
+// (adapters.ExplainTLS), a plaintext client cut off by a TLS port.
+func (c *conn) connectError(err error) error {
+	var ne net.Error
+	addr := c.o.Addr
+	switch {
+	case goredis.HasErrorPrefix(err, "WRONGPASS"):
+		err = fmt.Errorf("%w: Redis refused the user name and password (ACL): %w", adapters.ErrAuth, err)
+	case goredis.HasErrorPrefix(err, "NOAUTH"):
+		err = fmt.Errorf("%w: Redis requires authentication: give the password (redis://:password@host for requirepass) or an ACL user and password (rediss://user@host/?password_file=…): %w", adapters.ErrAuth, err)
+	case goredis.HasErrorPrefix(err, "NOPERM"):
+		err = fmt.Errorf("%w: the ACL user may not run the commands the adapter needs (streams, sorted sets, scripts, keys under the namespace): %w", adapters.ErrAuth, err)
+	case c.o.TLS != nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()):
+		// A plaintext port waits for the end of an inline command that never comes.
+		err = fmt.Errorf("%w: %s gave no TLS answer within the dial timeout: is it Redis' plaintext port (use its tls-port, or redis://)? or is it unreachable? %w", adapters.ErrTLS, addr, err)
+	case c.o.TLS != nil:
+		err = adapters.ExplainTLS(addr, err)
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "can't parse") || strings.Contains(err.Error(), "invalid reply"):
+		err = fmt.Errorf("%w: %s closed the plaintext connection or answered something that is not RESP: not a plaintext port? if it is Redis' TLS port (tls-port), use rediss://: %w", adapters.ErrTLS, addr, err)
+	}
+	if errors.Is(err, adapters.ErrTLS) || errors.Is(err, adapters.ErrAuth) {
+		err = fmt.Errorf("redis: connect to %s: %w", addr, err)
+	} else {
+		err = fmt.Errorf("redis: connect to %s: %w (is redis-server running there and reachable? check the address, TLS and the ACL user)", addr, err)
+	}
+	if cl := c.Classify(err); cl.Code != nil {
+		return &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
+	}
+	return err
+}
+
+// go-redis logs (a pool that cannot dial, …) through one process-wide
+// logger, redis.SetLogger, which writes to stderr by default. The first
+// New installs clientLog in its place, once; it passes every line, at
+// Warn, to the logger of the adapter made last that is still open
+// (slog.Default() when none is).
+var (
+	clientLogOnce sync.Once
+	clientLogTo   atomic.Pointer[slog.Logger]
+)
+
+type clientLog struct{}
+
+func (clientLog) Printf(ctx context.Context, format string, v ...any) {
+	l := clientLogTo.Load()
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Log(ctx, slog.LevelWarn, "redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "adapter", "redis")
+}
+
+func routeClientLog(l *slog.Logger) {
+	clientLogOnce.Do(func() { goredis.SetLogger(clientLog{}) })
+	clientLogTo.Store(l)
+}
+
+func unrouteClientLog(l *slog.Logger) { clientLogTo.CompareAndSwap(l, nil) }
