@@ -8,6 +8,7 @@ import (
 	"github.com/go-stomp/stomp/v3"
 	"github.com/go-stomp/stomp/v3/frame"
 
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -70,8 +71,12 @@ var brokerHeaders = map[string]bool{
 	"transformation": true,
 }
 
-// decode makes the delivery of m, received on topic.
-func decode(m *stomp.Message, topic ports.Topic) *ports.Delivery {
+// decode makes the record of m, received over the subscription's
+// connection number conn. The JMS message id the broker (for a STOMP
+// producer) or the JMS client assigned is kept on every redelivery: the
+// broker's identity. A message handed back by a lost or closed consumer
+// says only that it was delivered before, not how often: counted as one.
+func decode(m *stomp.Message, conn string) driver.Record {
 	h := make(ports.Headers, m.Header.Len())
 	for i := range m.Header.Len() {
 		k, v := m.Header.GetAt(i)
@@ -88,32 +93,16 @@ func decode(m *stomp.Message, topic ports.Topic) *ports.Delivery {
 	if m.ContentType != "" {
 		h[ports.HeaderContentType] = m.ContentType
 	}
-	d := &ports.Delivery{
-		Message:    ports.Message{Topic: topic, Key: h[ports.HeaderPartitionKey], Payload: m.Body, Headers: h},
-		ReceivedAt: time.Now(),
-		Facts: map[string]string{
-			"message-id":  m.Header.Get("message-id"),
-			"destination": m.Destination,
-		},
+	id := m.Header.Get("message-id")
+	r := driver.Record{
+		Message:  ports.Message{Key: h[ports.HeaderPartitionKey], Payload: m.Body, Headers: h},
+		BrokerID: id,
+		Facts:    map[string]string{"message-id": id, "destination": m.Destination, "connection": conn},
+		Handle:   m,
 	}
-	// The producer's ce-id, otherwise the JMS message id the broker (for a
-	// STOMP producer) or the JMS client assigned: kept on every
-	// redelivery.
-	if d.ID, d.IDSource = ports.IdentityFromHeaders(h); d.ID == "" {
-		if d.ID = m.Header.Get("message-id"); d.ID != "" {
-			d.IDSource = ports.IDBroker
-		}
-	}
-	n, err := ports.RedeliveryCountFrom(h)
-	if err != nil {
-		d.Err = err
-	}
-	d.RedeliveryCount = n
 	if m.Header.Get("redelivered") == "true" {
-		// Handed back by a lost or closed consumer: STOMP says only that
-		// it was delivered before, not how often.
-		d.RedeliveryCount++
-		d.Facts["redelivered"] = "true"
+		r.RedeliveryCount = 1
+		r.Facts["redelivered"] = "true"
 	}
-	return d
+	return r
 }

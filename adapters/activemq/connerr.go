@@ -11,11 +11,12 @@ import (
 )
 
 // explainHandshake says why the STOMP handshake failed when the reason is
-// authentication (the broker's ERROR frame on CONNECT: a wrong login or
-// passcode, adapters.ErrAuth), a client certificate the broker refused
-// after the TLS handshake (TLS 1.3 says so on the first read,
-// adapters.ExplainTLS), or a plaintext client cut off by a stomp+ssl
-// connector. Other errors are returned as they are.
+// authentication (the broker's ERROR frame on CONNECT, whose text is all
+// go-stomp gives: a wrong login or passcode, adapters.ErrAuth), a client
+// certificate the broker refused after the TLS handshake (TLS 1.3 says so
+// on the first read, adapters.ExplainTLS), or a plaintext client cut off
+// by a stomp+ssl connector (said in the text only: no ErrTLS on a
+// plaintext connection). Other errors are returned as they are.
 func explainHandshake(secure bool, addr string, err error) error {
 	text := err.Error()
 	lower := strings.ToLower(text)
@@ -26,7 +27,7 @@ func explainHandshake(secure bool, addr string, err error) error {
 	case secure:
 		return adapters.ExplainTLS(addr, err)
 	case closedInHandshake(err) || strings.Contains(text, "invalid command"): // a TLS alert record read as a frame
-		return fmt.Errorf("%w: %s closed the plaintext STOMP connection or answered something that is not STOMP: not a plaintext port? if it is a stomp+ssl connector, use activemq+ssl://: %v", adapters.ErrTLS, addr, err)
+		return fmt.Errorf("%s closed the plaintext STOMP connection or answered something that is not STOMP: not a plaintext port? if it is a stomp+ssl connector, use activemq+ssl://: %w", addr, err)
 	}
 	return err
 }

@@ -2,7 +2,10 @@ package activemq
 
 import (
 	"errors"
+	"slices"
 	"sync/atomic"
+
+	"github.com/sluicemq/sluice/ports"
 )
 
 // Faults are switches that make an adapter's publishes fail on purpose,
@@ -24,17 +27,17 @@ func WithFaults(o Options, f *Faults) Options {
 // fail is true.
 func (f *Faults) FailSends(fail bool) { f.sends.Store(fail) }
 
-// FailDeadLetters makes every dead-letter settlement fail before its copy
-// is sent (no dead letter, the original stays unacknowledged) while fail
-// is true.
+// FailDeadLetters makes every publish to a dead-letter topic abort its
+// transaction (the dead-letter copy is not stored, the original stays
+// unacknowledged) while fail is true.
 func (f *Faults) FailDeadLetters(fail bool) { f.deadLetters.Store(fail) }
 
-func (f *Faults) sendsFailing() bool { return f != nil && f.sends.Load() }
-func (f *Faults) deadLettersFailing() bool {
-	return f != nil && f.deadLetters.Load()
+// failing reports whether a transaction of msgs is to be aborted.
+func (f *Faults) failing(msgs []ports.Message) bool {
+	if f == nil {
+		return false
+	}
+	return f.sends.Load() || f.deadLetters.Load() && slices.ContainsFunc(msgs, func(m ports.Message) bool { return isDeadLetterTopic(m.Topic) })
 }
 
-var (
-	errInjectedSend       = errors.New("injected fault: the send transaction was aborted")
-	errInjectedDeadLetter = errors.New("injected fault: the dead-letter copy was not sent")
-)
+var errInjectedSend = errors.New("injected fault: the send transaction was aborted")

@@ -16,7 +16,7 @@ import (
 // connection per client id and answers the second CONNECT with an
 // InvalidClientIDException, "… already connected …"). A LoadBalance
 // subscription's connections carry no client id.
-func (s *Subscription) instanceClientID() []func(*stomp.Conn) error {
+func (s *subscription) instanceClientID() []func(*stomp.Conn) error {
 	if s.spec.Mode != ports.Broadcast {
 		return nil
 	}
@@ -33,14 +33,14 @@ func (s *Subscription) instanceClientID() []func(*stomp.Conn) error {
 // STOMP ends the same way, so such a close is checked with a connection
 // without the client id: when the broker accepts that one, the client id
 // was refused.
-func (s *Subscription) instanceRefused(ctx context.Context, err error) error {
+func (s *subscription) instanceRefused(ctx context.Context, err error) error {
 	if err == nil || s.spec.Mode != ports.Broadcast {
 		return err
 	}
 	msg := err.Error()
 	refused := strings.Contains(msg, "InvalidClientID") || strings.Contains(msg, "already connected")
 	if !refused && closedInHandshake(err) {
-		if c, perr := s.a.dial(ctx); perr == nil {
+		if c, perr := s.d.dial(ctx); perr == nil {
 			c.close(true)
 			refused = true
 			msg = "it closed the connection that carried the client id in the handshake and accepted one without it: " + msg

@@ -22,32 +22,32 @@ import (
 // (see scopedPhysical); an adopted topic (Options.Existing) uses its
 // destinations as they are.
 
-func (a *Adapter) physical(t ports.Topic) string { return a.opts.Namespace + "." + scopedPhysical(t) }
+func (d *conn) physical(t ports.Topic) string { return d.opts.Namespace + "." + scopedPhysical(t) }
 
 func isDeadLetterTopic(t ports.Topic) bool {
 	return strings.HasSuffix(string(t), ports.DeadLetterSuffix)
 }
 
 // sendDest is where Send publishes a message for t.
-func (a *Adapter) sendDest(t ports.Topic) string {
+func (d *conn) sendDest(t ports.Topic) string {
 	if isDeadLetterTopic(t) {
-		return "/queue/" + a.physical(t)
+		return "/queue/" + d.physical(t)
 	}
-	if e, ok := a.adopted(t); ok {
+	if e, ok := d.adopted(t); ok {
 		return e.Destination
 	}
-	return "/topic/VirtualTopic." + a.physical(t)
+	return "/topic/VirtualTopic." + d.physical(t)
 }
 
 // queueFor is the queue a subscription consumes.
-func (a *Adapter) queueFor(spec ports.SubscriptionSpec) (string, error) {
+func (d *conn) queueFor(spec ports.SubscriptionSpec) (string, error) {
 	if isDeadLetterTopic(spec.Topic) {
-		return "/queue/" + a.physical(spec.Topic), nil
+		return "/queue/" + d.physical(spec.Topic), nil
 	}
-	if e, ok := a.adopted(spec.Topic); ok {
+	if e, ok := d.adopted(spec.Topic); ok {
 		return adoptedQueue(e, spec)
 	}
-	return consumerQueue(spec, "VirtualTopic."+a.physical(spec.Topic)), nil
+	return consumerQueue(spec, "VirtualTopic."+d.physical(spec.Topic)), nil
 }
 
 // consumerQueue is the virtual-topic consumer queue of spec on the

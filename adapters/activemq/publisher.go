@@ -16,19 +16,19 @@ import (
 // publisher spreads Send transactions over a few connections, each dialled
 // on first use and replaced after a failure.
 type publisher struct {
-	a     *Adapter
+	d     *conn
 	next  atomic.Uint64
 	slots []*pubSlot
 }
 
 type pubSlot struct {
 	mu     sync.Mutex
-	c      *conn
+	c      *stompConn
 	closed bool
 }
 
-func newPublisher(a *Adapter) *publisher {
-	p := &publisher{a: a, slots: make([]*pubSlot, a.opts.PublishConns)}
+func newPublisher(d *conn) *publisher {
+	p := &publisher{d: d, slots: make([]*pubSlot, d.opts.PublishConns)}
 	for i := range p.slots {
 		p.slots[i] = &pubSlot{}
 	}
@@ -37,11 +37,11 @@ func newPublisher(a *Adapter) *publisher {
 
 // warm dials the first connection, so New fails fast on a bad address.
 func (p *publisher) warm(ctx context.Context) error {
-	_, err := p.slots[0].get(ctx, p.a)
+	_, err := p.slots[0].get(ctx, p.d)
 	return err
 }
 
-func (s *pubSlot) get(ctx context.Context, a *Adapter) (*conn, error) {
+func (s *pubSlot) get(ctx context.Context, d *conn) (*stompConn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -50,7 +50,7 @@ func (s *pubSlot) get(ctx context.Context, a *Adapter) (*conn, error) {
 	if s.c != nil {
 		return s.c, nil
 	}
-	c, err := a.dial(ctx)
+	c, err := d.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (s *pubSlot) get(ctx context.Context, a *Adapter) (*conn, error) {
 }
 
 // drop closes c if it is still the slot's connection.
-func (s *pubSlot) drop(c *conn) {
+func (s *pubSlot) drop(c *stompConn) {
 	s.mu.Lock()
 	if s.c == c {
 		s.c = nil
@@ -68,31 +68,38 @@ func (s *pubSlot) drop(c *conn) {
 	c.close(false)
 }
 
-// publish sends msgs (validated and stamped) to their topics in one
-// transaction.
-func (p *publisher) publish(ctx context.Context, msgs []ports.Message) error {
+// SendBatch publishes msgs (validated and stamped by the portable layer)
+// to their topics in one STOMP transaction on one of the publish
+// connections (SEND persistent:true for each, then COMMIT with a receipt)
+// and returns once the receipt arrived: the broker stored every message.
+// Concurrent calls pipeline their transactions over the connections. A
+// failed commit fails every message of the call (none was stored).
+func (d *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	now := time.Now()
-	return p.send(ctx, msgs, p.a.opts.faults.sendsFailing(), func(_ int, m *ports.Message) (string, []func(*frame.Frame) error) {
-		return p.a.sendDest(m.Topic), p.a.sendExtras(m, now)
-	})
-}
-
-// publishCopies sends settlement copies (requeue or dead-letter copies,
-// already carrying their envelope), each to the destination dest names,
-// in one transaction committed with a receipt. A nil error means the
-// broker stored every copy.
-func (p *publisher) publishCopies(ctx context.Context, msgs []ports.Message, dest func(i int) string) error {
-	return p.send(ctx, msgs, false, func(i int, _ *ports.Message) (string, []func(*frame.Frame) error) {
-		return dest(i), nil
+	return d.pub.send(ctx, msgs, func(m *ports.Message) (string, []func(*frame.Frame) error) {
+		return d.sendDest(m.Topic), d.sendExtras(m, now)
 	})
 }
 
 // send sends msgs in one transaction, each to the destination (and with
-// the extra headers) route gives for message i;
-// failing aborts the transaction instead of committing it (FailSends).
-func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool, route func(i int, m *ports.Message) (string, []func(*frame.Frame) error)) error {
+// the extra headers) route gives for it, and returns nil, or the error of
+// every message. A fault switch on (Faults) aborts the transaction instead
+// of committing it.
+func (p *publisher) send(ctx context.Context, msgs []ports.Message, route func(m *ports.Message) (string, []func(*frame.Frame) error)) []error {
+	if err := p.commit(ctx, msgs, route); err != nil {
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	return nil
+}
+
+func (p *publisher) commit(ctx context.Context, msgs []ports.Message, route func(m *ports.Message) (string, []func(*frame.Frame) error)) error {
+	failing := p.d.opts.faults.failing(msgs)
 	slot := p.slots[p.next.Add(1)%uint64(len(p.slots))]
-	c, err := slot.get(ctx, p.a)
+	c, err := slot.get(ctx, p.d)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 	}
@@ -103,7 +110,7 @@ func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool
 		}
 		for i := range msgs {
 			m := &msgs[i]
-			dest, extra := route(i, m)
+			dest, extra := route(m)
 			ct, opts := sendOpts(m, extra...)
 			if err := tx.Send(dest, ct, m.Payload, opts...); err != nil {
 				return err
@@ -116,7 +123,7 @@ func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool
 			return errInjectedSend
 		}
 		return tx.CommitWithReceipt()
-	})
+	}, nil, nil)
 	switch {
 	case err == nil:
 		return nil
@@ -126,7 +133,7 @@ func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool
 		return err // outcome unknown: the commit may still happen
 	default:
 		slot.drop(c)
-		return fmt.Errorf("%w: no COMMIT receipt from %s: %w (the connection was replaced; the messages may or may not be stored)", ports.ErrUnconfirmed, p.a.opts.Addr, err)
+		return fmt.Errorf("%w: no COMMIT receipt from %s: %w (the connection was replaced; the messages may or may not be stored)", ports.ErrUnconfirmed, p.d.opts.Addr, err)
 	}
 }
 

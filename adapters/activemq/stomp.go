@@ -16,9 +16,9 @@ import (
 	"github.com/sluicemq/sluice/adapters"
 )
 
-// conn is one STOMP connection and the socket under it (closed directly
-// to unblock every waiter when the connection is given up).
-type conn struct {
+// stompConn is one STOMP connection and the socket under it (closed
+// directly to unblock every waiter when the connection is given up).
+type stompConn struct {
 	c    *stomp.Conn
 	nc   net.Conn
 	dead chan struct{} // closed once a read from nc failed: no receipt can come any more
@@ -28,12 +28,12 @@ type conn struct {
 
 // dial connects and completes the STOMP handshake within DialTimeout;
 // extra options are added to the CONNECT (a client id).
-func (a *Adapter) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*conn, error) {
-	o := a.opts
+func (d *conn) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*stompConn, error) {
+	o := d.opts
 	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
-	d := net.Dialer{}
-	nc, err := d.DialContext(ctx, "tcp", o.Addr)
+	var nd net.Dialer
+	nc, err := nd.DialContext(ctx, "tcp", o.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("activemq: connect to %s: %w (is the broker's STOMP connector listening there?)", o.Addr, err)
 	}
@@ -68,7 +68,7 @@ func (a *Adapter) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*
 		stomp.ConnOpt.UnsubscribeReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
 		stomp.ConnOpt.ReadChannelCapacity(256),
 		stomp.ConnOpt.WriteChannelCapacity(256),
-		stomp.ConnOpt.Logger(stompLogger{a.opts.Logger}),
+		stomp.ConnOpt.Logger(stompLogger{o.Logger}),
 	}
 	if o.Login != "" || o.Passcode != "" {
 		opts = append(opts, stomp.ConnOpt.Login(o.Login, o.Passcode))
@@ -86,13 +86,13 @@ func (a *Adapter) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*
 		}
 		return nil, fmt.Errorf("activemq: STOMP handshake with %s: %w (check the address names a STOMP connector and the credentials)", o.Addr, err)
 	}
-	return &conn{c: c, nc: nc, dead: dead, receiptTimeout: 2*o.HeartBeat + 2*heartBeatError}, nil
+	return &stompConn{c: c, nc: nc, dead: dead, receiptTimeout: 2*o.HeartBeat + 2*heartBeatError}, nil
 }
 
 // barrier sends BEGIN and ABORT-with-receipt: the receipt comes after the
 // broker processed every frame written before it on this connection
 // (acknowledgements, subscriptions).
-func (c *conn) barrier() error {
+func (c *stompConn) barrier() error {
 	tx, err := c.c.BeginWithError()
 	if err != nil {
 		return err
@@ -100,9 +100,19 @@ func (c *conn) barrier() error {
 	return tx.AbortWithReceipt()
 }
 
+// isDead reports whether a read from the socket failed.
+func (c *stompConn) isDead() bool {
+	select {
+	case <-c.dead:
+		return true
+	default:
+		return false
+	}
+}
+
 // close disconnects gracefully (DISCONNECT with a receipt, after every
 // frame written before it) when graceful, then closes the socket.
-func (c *conn) close(graceful bool) {
+func (c *stompConn) close(graceful bool) {
 	if graceful {
 		_ = c.c.Disconnect()
 	}
@@ -122,7 +132,12 @@ func (c *conn) close(graceful bool) {
 // between its connection goroutine's exit and the connection being marked
 // closed is never written and never answered. Such a goroutine stays
 // blocked (an upstream bug); the caller does not.
-func (c *conn) wait(ctx context.Context, f func() error) error {
+//
+// go-stomp hands a receipt over only after the messages the broker sent
+// before it were taken from their subscription, so a wait on a consuming
+// connection passes them to keep meanwhile (in is the subscription's
+// channel; nil on a connection that consumes nothing).
+func (c *stompConn) wait(ctx context.Context, f func() error, in <-chan *stomp.Message, keep func(*stomp.Message)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -130,21 +145,29 @@ func (c *conn) wait(ctx context.Context, f func() error) error {
 	go func() { done <- f() }()
 	timer := time.NewTimer(c.receiptTimeout)
 	defer timer.Stop()
-	select {
-	case err := <-done:
-		return lostIfClosed(err)
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.dead:
+	for {
 		select {
-		case err := <-done: // the answer was already there
+		case m, ok := <-in:
+			if !ok || m.Err != nil {
+				in = nil // the connection ends: f's answer says how
+				continue
+			}
+			keep(m)
+		case err := <-done:
 			return lostIfClosed(err)
-		default:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.dead:
+			select {
+			case err := <-done: // the answer was already there
+				return lostIfClosed(err)
+			default:
+			}
+			return errLost
+		case <-timer.C:
+			_ = c.nc.Close()
+			return fmt.Errorf("activemq: no receipt within %v: %w", c.receiptTimeout, errLost)
 		}
-		return errLost
-	case <-timer.C:
-		_ = c.nc.Close()
-		return fmt.Errorf("activemq: no receipt within %v: %w", c.receiptTimeout, errLost)
 	}
 }
 

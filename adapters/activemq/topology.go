@@ -78,8 +78,8 @@ func validDest(d string, prefixes ...string) bool {
 	return false
 }
 
-func (a *Adapter) adopted(t ports.Topic) (Existing, bool) {
-	for _, e := range a.opts.Existing {
+func (d *conn) adopted(t ports.Topic) (Existing, bool) {
+	for _, e := range d.opts.Existing {
 		if e.Topic == t {
 			return e, true
 		}
@@ -109,14 +109,6 @@ func adoptedQueue(e Existing, spec ports.SubscriptionSpec) (string, error) {
 // hierarchy separator, which wildcards and virtual topics match on).
 func scopedPhysical(t ports.Topic) string { return t.Physical("~") }
 
-// checkSubscription refuses what ActiveMQ cannot do for spec.
-func checkSubscription(spec ports.SubscriptionSpec) error {
-	if spec.Start == ports.StartEarliest {
-		return fmt.Errorf("%w: an ActiveMQ group's queue holds only what was published after it was created; there is no history a new group could start from (StartEarliest)", ports.ErrUnsupported)
-	}
-	return nil
-}
-
 // subscribeOpts are the SUBSCRIBE headers of spec: the prefetch, and
 // activemq.exclusive for SingleActive (the broker dispatches to one
 // consumer of the queue and fails over to another when it goes).
@@ -132,57 +124,41 @@ func subscribeOpts(spec ports.SubscriptionSpec) []func(*frame.Frame) error {
 // retention: persistent:false for BestEffort (kept in memory only, lost
 // on a broker restart), and the JMS expiration ("expires", absolute
 // milliseconds) now + Retention.
-func (a *Adapter) sendExtras(m *ports.Message, now time.Time) []func(*frame.Frame) error {
+func (d *conn) sendExtras(m *ports.Message, now time.Time) []func(*frame.Frame) error {
 	var extra []func(*frame.Frame) error
-	if a.declared.QoS(m) == ports.BestEffort {
+	if d.declared.QoS(m) == ports.BestEffort {
 		extra = append(extra, func(f *frame.Frame) error { f.Header.Set("persistent", "false"); return nil })
 	}
-	if r := a.declared.Retention(m.Topic); r > 0 {
+	if r := d.declared.Retention(m.Topic); r > 0 {
 		extra = append(extra, stomp.SendOpt.Header("expires", strconv.FormatInt(now.Add(r).UnixMilli(), 10)))
 	}
 	return extra
 }
 
-// DeclareTopic implements ports.TopicDeclarer. ActiveMQ stores no topic
-// properties over STOMP, so the adapter records spec (a redeclaration
-// with other properties fails with a *ports.RedeclareError) and applies
+// DeclareTopic implements driver.TopicDeclarer. ActiveMQ stores no topic
+// properties over STOMP, so the driver records spec (a redeclaration with
+// other properties fails with a *ports.RedeclareError) and applies
 // Retention at Send as each message's JMS expiration, so every publishing
 // process must declare the topic too. Expired messages are discarded by
 // the broker (or moved to its ActiveMQ.DLQ, per its deadLetterStrategy).
-// MaxLength is refused (queue limits are broker policy). Groups are
-// created as DeclareGroup does.
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	if spec.MaxLength > 0 {
-		return fmt.Errorf("%w: activemq cannot cap topic %q at %d messages over STOMP (queue limits are broker policy: a policyEntry's pendingMessageLimitStrategy)", ports.ErrUnsupported, spec.Topic, spec.MaxLength)
-	}
-	return a.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
-		for _, g := range spec.Groups {
-			if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
-				return fmt.Errorf("activemq: declare group %q of %q: %w", g, spec.Topic, err)
-			}
-		}
-		return nil
-	})
+// MaxLength is refused by the portable layer (queue limits are broker
+// policy). Groups are created as DeclareGroup does.
+func (d *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
+	return d.declared.Declare(ctx, spec, kit.DeclareGroups(d))
 }
 
-// DeclareGroup implements ports.GroupDeclarer: it creates the group's
-// virtual-topic consumer queue (a SUBSCRIBE that receives nothing, then
-// UNSUBSCRIBE on a connection of its own), which the broker keeps, so
-// what is published from then on waits for the group's first consumer.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+// DeclareGroup implements driver.GroupDeclarer: it creates the group's
+// virtual-topic consumer queue (a SUBSCRIBE that receives nothing on a
+// connection of its own), which the broker keeps, so what is published
+// from then on waits for the group's first consumer.
+func (d *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	if err := topic.Validate(); err != nil {
 		return err
 	}
 	if group == "" {
 		return &ports.ValueError{Field: "group", Reason: "is required to declare a group"}
 	}
-	if a.isClosed() {
-		return ports.ErrClosed
-	}
-	q, err := a.queueFor(ports.SubscriptionSpec{Topic: topic, Group: group})
+	q, err := d.queueFor(ports.SubscriptionSpec{Topic: topic, Group: group})
 	if err != nil {
 		return err
 	}
@@ -190,7 +166,7 @@ func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group str
 	// under load, many declares at once) is retried on a new one.
 	backoff := kit.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	for attempt := 0; ; attempt++ {
-		err = a.declareQueue(ctx, q)
+		err = d.declareQueue(ctx, q)
 		if !errors.Is(err, errLost) || attempt == 2 || ctx.Err() != nil {
 			return err
 		}
@@ -204,8 +180,8 @@ func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group str
 
 // declareQueue makes q exist with one short-lived subscription on a
 // connection of its own.
-func (a *Adapter) declareQueue(ctx context.Context, q string) error {
-	c, err := a.dial(ctx)
+func (d *conn) declareQueue(ctx context.Context, q string) error {
+	c, err := d.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -217,15 +193,15 @@ func (a *Adapter) declareQueue(ctx context.Context, q string) error {
 			stomp.SubscribeOpt.Header("selector", "sluice_declare_only IS NOT NULL AND 1 = 0"),
 			stomp.SubscribeOpt.Header("activemq.prefetchSize", "1"))
 		if err != nil {
-			return fmt.Errorf("activemq: create queue %s at %s: %w", q, a.opts.Addr, err)
+			return fmt.Errorf("activemq: create queue %s at %s: %w", q, d.opts.Addr, err)
 		}
 		if err := c.barrier(); err != nil {
-			return fmt.Errorf("activemq: create queue %s at %s: %w", q, a.opts.Addr, err)
+			return fmt.Errorf("activemq: create queue %s at %s: %w", q, d.opts.Addr, err)
 		}
 		// The consumer ends with the connection (the DISCONNECT of
 		// c.close): no UNSUBSCRIBE, whose receipt wait go-stomp 3.1.3
 		// never releases when the connection dies meanwhile (a goroutine
 		// leaked per lost declare, seen under load).
 		return nil
-	})
+	}, nil, nil)
 }
