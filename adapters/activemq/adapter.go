@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/sluicemq/sluice/adapters"
@@ -24,8 +25,9 @@ type Adapter struct {
 // connections, and one per subscription).
 type conn struct {
 	opts     Options
-	pub      *publisher
-	declared kit.Declared // DeclareTopic's record (retention and class at Send)
+	slots    []pubSlot     // the publish connections
+	next     atomic.Uint64 // round robin over slots
+	declared kit.Declared  // DeclareTopic's record (retention and class at Send)
 }
 
 var (
@@ -44,9 +46,8 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &conn{opts: opts}
-	c.pub = newPublisher(c)
-	if err := c.pub.warm(ctx); err != nil {
+	c := &conn{opts: opts, slots: make([]pubSlot, opts.PublishConns)}
+	if _, err := c.slots[0].get(ctx, c); err != nil { // fail fast on a bad address
 		if cl := c.Classify(err); cl.Code != nil {
 			err = &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
 		}
@@ -67,37 +68,19 @@ func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabi
 // Name returns "activemq".
 func (c *conn) Name() string { return "activemq" }
 
-// Capabilities declares what ActiveMQ does natively through this adapter:
-//
-//   - DelayedMessage, DelayedRequeue: AMQ_SCHEDULED_DELAY (the broker's
-//     scheduler, which must be enabled: schedulerSupport="true"), on a
-//     Send and on the requeue copy the portable layer publishes.
-//   - NativeDeadLetter: false — a dead letter is a copy the portable layer
-//     sends, confirmed, to the "<topic>.dlq" queue before it acknowledges
-//     the original (ActiveMQ's own DLQ is driven by JMS client redelivery
-//     counting, which STOMP has not).
-//   - Broadcast, DurableGroups: virtual-topic consumer queues.
-//   - PerMessageAck: ack:client-individual.
-//   - PublisherConfirm: every SendBatch is a transaction committed with a
-//     receipt, persistent:true.
-//   - SubscriptionExpiry: false — the broker removes only empty, inactive
-//     queues (gcInactiveDestinations, a broker-wide setting) and STOMP
-//     cannot delete a queue or give it a per-subscription TTL;
-//     InstanceTTL is ignored.
-//   - ExactRedeliveryCount: false — requeues carry an exact count, but a
-//     message handed back by a lost consumer only says redelivered=true
-//     (counted as one more).
-//   - Ordering: none (requeued copies go to the back of the queue).
-//   - StartEarliest: false — a group's queue holds only what arrived
-//     after it was created.
-//   - SingleActive: activemq.exclusive consumers (the broker fails over
-//     to another consumer of the queue when the active one goes).
-//   - BestEffort: persistent:false SENDs (memory only).
-//   - Retention: the JMS expiration of every SEND (topology.go).
-//   - MaxLength: false (broker policy, not reachable over STOMP).
-//   - MaxMessageBytes: the adapter's 16 MiB bound on the payload.
-//   - InstanceGuard: refused — a Broadcast subscription's connection
-//     carries a client id the broker allows once (instance.go).
+// Capabilities declares what ActiveMQ does natively through STOMP
+// (docs/adapters/activemq.md has the reasons): delays are
+// AMQ_SCHEDULED_DELAY (schedulerSupport="true"), on a Send and on a
+// requeue copy; dead letters are the portable layer's confirmed copies
+// (ActiveMQ's DLQ needs JMS redelivery counting); groups and instances are
+// virtual-topic consumer queues; acks are ack:client-individual; a send
+// is a transaction committed with a receipt; an idle instance's queue is
+// not removed (no SubscriptionExpiry); a consumer lost says only
+// redelivered=true (no exact count); a new group starts at its queue's
+// creation; SingleActive is activemq.exclusive; BestEffort is
+// persistent:false; Retention is each SEND's JMS expiration; MaxLength is
+// broker policy; a Broadcast connection's client id is refused twice by
+// the broker (InstanceGuard).
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage:   true,
@@ -147,6 +130,8 @@ func (c *conn) Classify(err error) driver.Class {
 // Close closes the publish connections (the portable layer stopped the
 // subscriptions before).
 func (c *conn) Close(context.Context) error {
-	c.pub.close()
+	for i := range c.slots {
+		c.slots[i].drop(nil, true)
+	}
 	return nil
 }

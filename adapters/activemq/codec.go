@@ -71,12 +71,11 @@ var brokerHeaders = map[string]bool{
 	"transformation": true,
 }
 
-// decode makes the record of m, received over the subscription's
-// connection number conn. The JMS message id the broker (for a STOMP
+// decode makes the record of m. The JMS message id the broker (for a STOMP
 // producer) or the JMS client assigned is kept on every redelivery: the
 // broker's identity. A message handed back by a lost or closed consumer
 // says only that it was delivered before, not how often: counted as one.
-func decode(m *stomp.Message, conn string) driver.Record {
+func decode(m *stomp.Message) driver.Record {
 	h := make(ports.Headers, m.Header.Len())
 	for i := range m.Header.Len() {
 		k, v := m.Header.GetAt(i)
@@ -97,7 +96,7 @@ func decode(m *stomp.Message, conn string) driver.Record {
 	r := driver.Record{
 		Message:  ports.Message{Key: h[ports.HeaderPartitionKey], Payload: m.Body, Headers: h},
 		BrokerID: id,
-		Facts:    map[string]string{"message-id": id, "destination": m.Destination, "connection": conn},
+		Facts:    map[string]string{"message-id": id, "destination": m.Destination},
 		Handle:   m,
 	}
 	if m.Header.Get("redelivered") == "true" {

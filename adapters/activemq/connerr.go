@@ -10,13 +10,11 @@ import (
 	"github.com/sluicemq/sluice/adapters"
 )
 
-// explainHandshake says why the STOMP handshake failed when the reason is
-// authentication (the broker's ERROR frame on CONNECT, whose text is all
-// go-stomp gives: a wrong login or passcode, adapters.ErrAuth), a client
-// certificate the broker refused after the TLS handshake (TLS 1.3 says so
-// on the first read, adapters.ExplainTLS), or a plaintext client cut off
-// by a stomp+ssl connector (said in the text only: no ErrTLS on a
-// plaintext connection). Other errors are returned as they are.
+// explainHandshake says why the STOMP handshake failed: refused
+// credentials (adapters.ErrAuth: the broker's ERROR frame, whose text is
+// all go-stomp gives), a client certificate refused after the TLS
+// handshake (adapters.ExplainTLS), or a plaintext client cut off by a
+// stomp+ssl connector (in the text only). Other errors pass.
 func explainHandshake(secure bool, addr string, err error) error {
 	text := err.Error()
 	lower := strings.ToLower(text)

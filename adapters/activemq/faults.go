@@ -9,12 +9,11 @@ import (
 )
 
 // Faults are switches that make an adapter's publishes fail on purpose,
-// for fault tests (tck.SendFaults, tck.DeadLetterFaults). A nil *Faults
-// never fails anything.
-type Faults struct {
-	sends       atomic.Bool
-	deadLetters atomic.Bool
-}
+// for fault tests (tck.SendFaults, tck.DeadLetterFaults): the transaction
+// is aborted (ABORT with a receipt) instead of committed, so the broker
+// stores nothing and each message fails with ports.ErrUnconfirmed. A nil
+// *Faults fails nothing.
+type Faults struct{ sends, deadLetters atomic.Bool }
 
 // WithFaults returns o whose adapters obey f.
 func WithFaults(o Options, f *Faults) Options {
@@ -22,22 +21,16 @@ func WithFaults(o Options, f *Faults) Options {
 	return o
 }
 
-// FailSends makes every Send abort its transaction instead of committing
-// it (the broker stores nothing and Send reports ErrUnconfirmed) while
-// fail is true.
+// FailSends makes every publish fail while fail is true.
 func (f *Faults) FailSends(fail bool) { f.sends.Store(fail) }
 
-// FailDeadLetters makes every publish to a dead-letter topic abort its
-// transaction (the dead-letter copy is not stored, the original stays
-// unacknowledged) while fail is true.
+// FailDeadLetters makes every publish to a dead-letter topic fail while
+// fail is true: a dead letter's original stays unacknowledged.
 func (f *Faults) FailDeadLetters(fail bool) { f.deadLetters.Store(fail) }
 
-// failing reports whether a transaction of msgs is to be aborted.
 func (f *Faults) failing(msgs []ports.Message) bool {
-	if f == nil {
-		return false
-	}
-	return f.sends.Load() || f.deadLetters.Load() && slices.ContainsFunc(msgs, func(m ports.Message) bool { return isDeadLetterTopic(m.Topic) })
+	return f != nil && (f.sends.Load() || f.deadLetters.Load() &&
+		slices.ContainsFunc(msgs, func(m ports.Message) bool { return isDeadLetterTopic(m.Topic) }))
 }
 
 var errInjectedSend = errors.New("injected fault: the send transaction was aborted")

@@ -11,11 +11,9 @@ import (
 )
 
 // instanceClientID is the STOMP client-id of a Broadcast subscription's
-// connection: one per instance queue, so that the broker itself refuses a
-// second connection for a running instance (ActiveMQ allows one
-// connection per client id and answers the second CONNECT with an
-// InvalidClientIDException, "… already connected …"). A LoadBalance
-// subscription's connections carry no client id.
+// connection, one per instance queue: ActiveMQ allows one connection per
+// client id, so the broker itself refuses a second subscription of a
+// running instance (InvalidClientIDException, "already connected").
 func (s *subscription) instanceClientID() []func(*stomp.Conn) error {
 	if s.spec.Mode != ports.Broadcast {
 		return nil
@@ -24,15 +22,11 @@ func (s *subscription) instanceClientID() []func(*stomp.Conn) error {
 }
 
 // instanceRefused turns the broker's refusal of a Broadcast connection's
-// client id into a *ports.InstanceSharedError; other errors pass.
-//
-// ActiveMQ writes its ERROR frame and closes the connection without
-// waiting for the frame to go out, so the refusal sometimes arrives as a
-// connection closed in the handshake with nothing read (seen beside a CPU
-// hog in one of a few dozen tries). A port that does not speak plaintext
-// STOMP ends the same way, so such a close is checked with a connection
-// without the client id: when the broker accepts that one, the client id
-// was refused.
+// client id into a *ports.InstanceSharedError; other errors pass. The
+// refusal can arrive as a connection closed in the handshake (ActiveMQ
+// closes without waiting for its ERROR frame to go out), as from a port
+// that is not plaintext STOMP: when a connection without the client id is
+// accepted, the client id was refused.
 func (s *subscription) instanceRefused(ctx context.Context, err error) error {
 	if err == nil || s.spec.Mode != ports.Broadcast {
 		return err

@@ -6,21 +6,12 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Physical names. Every logical topic is an ActiveMQ virtual topic:
-//
-//	publish            /topic/VirtualTopic.<ns>.<topic>
-//	LOAD_BALANCE group /queue/Consumer.<group>.VirtualTopic.<ns>.<topic>
-//	BROADCAST instance /queue/Consumer.<group>__<instance>.VirtualTopic.<ns>.<topic>
-//
-// The broker copies each message published to the virtual topic into
-// every consumer queue that exists at that moment, so a group keeps its
-// backlog while no instance runs. A dead-letter topic ("<topic>.dlq") is a
-// plain queue, /queue/<ns>.<topic>.dlq, so that a dead letter is stored
-// even before anyone subscribed to it; its consumers compete.
-//
-// A scoped topic "tenant/namespace/name" is "<ns>.tenant~namespace~name"
-// (see scopedPhysical); an adopted topic (Options.Existing) uses its
-// destinations as they are.
+// Physical names: a topic is the virtual topic
+// /topic/VirtualTopic.<ns>.<topic>, a group consumes
+// /queue/Consumer.<group>.VirtualTopic.<ns>.<topic>, a Broadcast instance
+// /queue/Consumer.<group>__<instance>.VirtualTopic.<ns>.<topic>; a
+// dead-letter topic is the plain queue /queue/<ns>.<topic>.dlq (stored
+// before anyone subscribed). See docs/adapters/activemq.md.
 
 func (d *conn) physical(t ports.Topic) string { return d.opts.Namespace + "." + scopedPhysical(t) }
 

@@ -1,6 +1,7 @@
 package activemq
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -34,16 +35,17 @@ type Options struct {
 	// Default 10s.
 	DialTimeout time.Duration
 	// HeartBeat is the interval of the broker's STOMP heart-beats: a
-	// connection silent for longer than HeartBeat plus one second is
-	// treated as lost, which bounds every receipt wait. The client sends
-	// no heart-beats (see docs/adapters/activemq.md): enable TCP
-	// keep-alive on the broker's connector (transport.keepAlive=true) so
-	// the broker notices a vanished client. Default 10s; at least 1s.
+	// connection silent for HeartBeat plus one second is lost, which bounds
+	// every receipt wait. The client sends none: enable
+	// transport.keepAlive=true on the broker's connector (see
+	// docs/adapters/activemq.md). Default 10s; at least 1s.
 	HeartBeat time.Duration
-	// ReconnectBackoff and ReconnectMaxBackoff pace a subscription's
-	// reconnect attempts (exponential with jitter). Defaults 100ms and 5s.
+	// ReconnectBackoff and ReconnectMaxBackoff pace the portable layer's
+	// retries of a lost subscription (exponential with jitter). Defaults
+	// 100ms and 5s.
 	ReconnectBackoff, ReconnectMaxBackoff time.Duration
-	// Logger receives connection events. Default: slog.Default().
+	// Logger receives the capability line and go-stomp's log lines (at
+	// debug level). Default: slog.Default().
 	Logger *slog.Logger
 	// Existing adopts destinations other programs already use, per
 	// logical topic (see Existing). Default: none.
@@ -61,34 +63,26 @@ const (
 )
 
 func (o Options) withDefaults() Options {
-	if o.VirtualHost == "" {
-		o.VirtualHost = "localhost"
-	}
-	if o.Namespace == "" {
-		o.Namespace = defaultNamespace
-	}
-	if o.PublishConns <= 0 {
-		o.PublishConns = defaultPublishConns
-	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = defaultDialTimeout
-	}
-	if o.HeartBeat <= 0 {
-		o.HeartBeat = defaultHeartBeat
-	}
-	if o.ReconnectBackoff <= 0 {
-		o.ReconnectBackoff = 100 * time.Millisecond
-	}
-	if o.ReconnectMaxBackoff <= 0 {
-		o.ReconnectMaxBackoff = 5 * time.Second
-	}
-	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
-		o.ReconnectMaxBackoff = o.ReconnectBackoff
-	}
+	orDefault(&o.VirtualHost, "localhost")
+	orDefault(&o.Namespace, defaultNamespace)
+	orDefault(&o.PublishConns, defaultPublishConns)
+	orDefault(&o.DialTimeout, defaultDialTimeout)
+	orDefault(&o.HeartBeat, defaultHeartBeat)
+	orDefault(&o.ReconnectBackoff, 100*time.Millisecond)
+	orDefault(&o.ReconnectMaxBackoff, 5*time.Second)
+	o.ReconnectMaxBackoff = max(o.ReconnectMaxBackoff, o.ReconnectBackoff)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// orDefault sets *v to d when *v is not above the zero value.
+func orDefault[T cmp.Ordered](v *T, d T) {
+	var zero T
+	if *v <= zero {
+		*v = d
+	}
 }
 
 func (o Options) validate() error {

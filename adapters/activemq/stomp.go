@@ -17,9 +17,11 @@ import (
 )
 
 // stompConn is one STOMP connection and the socket under it (closed
-// directly to unblock every waiter when the connection is given up).
+// directly to unblock every waiter when the connection is given up), and
+// a subscription's STOMP subscription.
 type stompConn struct {
 	c    *stomp.Conn
+	sub  *stomp.Subscription
 	nc   net.Conn
 	dead chan struct{} // closed once a read from nc failed: no receipt can come any more
 
@@ -53,13 +55,9 @@ func (d *conn) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*sto
 	opts := []func(*stomp.Conn) error{
 		stomp.ConnOpt.Host(o.VirtualHost),
 		stomp.ConnOpt.AcceptVersion(stomp.V12),
-		// The broker sends heart-beats; the client sends none. go-stomp
-		// 3.1.3 gives up a receipt wait after the client's heart-beat
-		// interval and then blocks its connection goroutine forever on the
-		// abandoned receipt when the connection closes (a leak per
-		// connection). Without client heart-beats it waits for every
-		// receipt until the receipt or the connection's end, which the
-		// broker's heart-beats bound: silence for HeartBeat+1s closes it.
+		// The broker sends heart-beats, the client none: go-stomp 3.1.3
+		// abandons a receipt wait after the client's interval and then
+		// blocks forever on it. The broker's beats bound every wait.
 		stomp.ConnOpt.HeartBeat(0, o.HeartBeat),
 		stomp.ConnOpt.HeartBeatError(heartBeatError),
 		stomp.ConnOpt.MsgSendTimeout(2*o.HeartBeat + 2*heartBeatError),
@@ -90,8 +88,7 @@ func (d *conn) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*sto
 }
 
 // barrier sends BEGIN and ABORT-with-receipt: the receipt comes after the
-// broker processed every frame written before it on this connection
-// (acknowledgements, subscriptions).
+// broker processed every frame written before it on this connection.
 func (c *stompConn) barrier() error {
 	tx, err := c.c.BeginWithError()
 	if err != nil {
@@ -121,22 +118,14 @@ func (c *stompConn) close(graceful bool) {
 }
 
 // wait runs f, which writes frames to c and waits for a receipt, and
-// returns its error (matching errLost when go-stomp reports the connection
-// closed); or ctx.Err() when ctx is done first, errLost when the
-// connection's read side failed first, an error after the receipt timeout
-// (then the connection is closed). In the last three cases f keeps running
-// and its outcome is unknown to the caller.
-//
-// The connection-death and timeout cases exist because go-stomp 3.1.3 can
-// leave a receipt wait blocked forever: a frame queued in the instant
-// between its connection goroutine's exit and the connection being marked
-// closed is never written and never answered. Such a goroutine stays
-// blocked (an upstream bug); the caller does not.
-//
-// go-stomp hands a receipt over only after the messages the broker sent
-// before it were taken from their subscription, so a wait on a consuming
-// connection passes them to keep meanwhile (in is the subscription's
-// channel; nil on a connection that consumes nothing).
+// returns its error (errLost when go-stomp reports the connection
+// closed); or ctx.Err(), errLost when the socket's read side failed, or
+// errLost after the receipt timeout (closing the connection) — then f's
+// outcome is unknown: go-stomp 3.1.3 can leave a receipt wait blocked
+// forever (a frame queued as its connection goroutine exits), the caller
+// is not. go-stomp hands a receipt over only after the messages before it
+// were taken, so a wait on a consuming connection passes them from in to
+// keep (in is nil on a connection that consumes nothing).
 func (c *stompConn) wait(ctx context.Context, f func() error, in <-chan *stomp.Message, keep func(*stomp.Message)) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -175,14 +164,10 @@ func (c *stompConn) wait(ctx context.Context, f func() error, in <-chan *stomp.M
 // connection held).
 var errLost = errors.New("activemq: connection lost")
 
-// lostIfClosed marks err, the outcome of a wait's frames, as errLost when
-// go-stomp reports that the connection ended under them. go-stomp answers
-// every pending receipt as soon as its reader or writer stops, with an
-// ERROR frame of its own making (only a message header, no body: "connection
-// closed", "read timeout", a write error), and that answer can reach wait
-// before c.dead does. A broker's ERROR frame carries more (ActiveMQ adds
-// content-type and the exception text), so it stays what it is. A caller
-// that retries a lost connection (DeclareGroup) sees errLost either way.
+// lostIfClosed marks err as errLost when go-stomp reports that the
+// connection ended: it answers every pending receipt with an ERROR frame
+// of its own (one message header, no body), which can reach wait before
+// c.dead does. A broker's ERROR frame carries more and stays as it is.
 func lostIfClosed(err error) error {
 	if err == nil || errors.Is(err, errLost) {
 		return err
@@ -196,11 +181,9 @@ func lostIfClosed(err error) error {
 	return err
 }
 
-// stompLogger routes go-stomp's log lines to slog at debug level (the
-// adapter reports what matters itself, through Errors). go-stomp formats
-// whole frames into some lines ("unsupported frame type: %+v"): a frame
-// is shown by its command and body size only, so no payload reaches a
-// log.
+// stompLogger routes go-stomp's log lines (otherwise printed with the
+// standard log package) to the adapter's logger at debug level; a frame
+// in a line is shown by its command and body size, never its payload.
 type stompLogger struct{ l *slog.Logger }
 
 func (s stompLogger) line(f string, v []any) {
@@ -221,11 +204,9 @@ func (s stompLogger) Warning(m string)            { s.l.Debug("go-stomp: " + m) 
 func (s stompLogger) Errorf(f string, v ...any)   { s.line(f, v) }
 func (s stompLogger) Error(m string)              { s.l.Debug("go-stomp: " + m) }
 
-// watchedConn is the socket as go-stomp sees it. It closes dead when a
-// read fails (the connection is over), and it drops end-of-line bytes
-// (STOMP heart-beats) that arrive before the first frame: ActiveMQ may send
-// a heart-beat ahead of CONNECTED, which go-stomp 3.1.3 takes for an empty
-// reply and fails the handshake ("unexpected empty frame").
+// watchedConn is the socket as go-stomp sees it: it closes dead when a
+// read fails, and drops heart-beats (end-of-line bytes) ahead of the
+// first frame, which go-stomp 3.1.3 takes for an empty CONNECTED.
 type watchedConn struct {
 	net.Conn
 	dead    chan struct{}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/go-stomp/stomp/v3"
 	"github.com/go-stomp/stomp/v3/frame"
@@ -17,28 +14,20 @@ import (
 )
 
 // subscription consumes one queue over a connection of its own with
-// ack:client-individual and activemq.prefetchSize = InFlight.
-// ReceiveBatch reads go-stomp's delivery channel itself (no goroutine of
-// the adapter's in between). A lost connection is returned by
-// ReceiveBatch (the portable layer reports it on Errors and retries after
-// a backoff); the next ReceiveBatch redials and resubscribes, and the
-// broker hands the lost connection's unacknowledged messages out again.
-//
-// Settlement: SendAcks writes ACK frames, deferred (STOMP ACK has no
-// receipt); FlushAcks completes them with a receipt barrier. Requeue and
-// dead letter are the portable layer's confirmed copies, a requeue copy
-// sent to this subscription's own queue (SendRequeueCopies: the virtual
-// topic would copy it into every group's queue).
+// ack:client-individual and activemq.prefetchSize = InFlight; ReceiveBatch
+// reads go-stomp's delivery channel itself. A lost connection is returned
+// by ReceiveBatch (the portable layer reports it and retries after a
+// backoff), and the next ReceiveBatch redials: the broker hands the lost
+// connection's unacknowledged messages out again.
 type subscription struct {
 	d     *conn
 	spec  ports.SubscriptionSpec
 	queue string
-	gen   atomic.Uint64 // connections made, for Facts["connection"]
 	wake  chan struct{} // capacity 1: pending grew
 	recs  []driver.Record
 
 	mu      sync.Mutex
-	cur     *session         // nil after a loss, until ReceiveBatch reconnects
+	cur     *stompConn       // nil after a loss, until ReceiveBatch reconnects
 	pending []*stomp.Message // taken off cur during a receipt wait: handed out first
 }
 
@@ -47,13 +36,6 @@ var (
 	_ driver.AckFlusher    = (*subscription)(nil)
 	_ driver.RequeueCopier = (*subscription)(nil)
 )
-
-// session is one connection of a subscription and its STOMP subscription.
-type session struct {
-	*stompConn
-	sub *stomp.Subscription
-	gen string
-}
 
 // Subscribe opens the subscription's own connection, subscribes to its
 // queue and returns once the broker processed the SUBSCRIBE (a receipt
@@ -76,15 +58,15 @@ func (d *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 // connect dials, subscribes and waits for the broker to have processed
 // the SUBSCRIBE. A queue with a backlog delivers before the barrier's
 // receipt: those messages are kept in pending.
-func (s *subscription) connect(ctx context.Context) (*session, error) {
+func (s *subscription) connect(ctx context.Context) (*stompConn, error) {
 	c, err := s.d.dial(ctx, s.instanceClientID()...) // instance.go
 	if err != nil {
 		return nil, s.instanceRefused(ctx, err)
 	}
-	sub, err := c.c.Subscribe(s.queue, stomp.AckClientIndividual, subscribeOpts(s.spec)...)
+	c.sub, err = c.c.Subscribe(s.queue, stomp.AckClientIndividual, subscribeOpts(s.spec)...)
 	if err == nil {
-		if err = c.wait(ctx, c.barrier, sub.C, s.keep); err != nil {
-			go drain(sub)
+		if err = c.wait(ctx, c.barrier, c.sub.C, s.keep); err != nil {
+			go drain(c.sub)
 		}
 	}
 	if err != nil {
@@ -94,7 +76,7 @@ func (s *subscription) connect(ctx context.Context) (*session, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("activemq: subscribe to %s at %s: %w", s.queue, s.d.opts.Addr, err)
 	}
-	return &session{stompConn: c, sub: sub, gen: strconv.FormatUint(s.gen.Add(1), 10)}, nil
+	return c, nil
 }
 
 // keep puts a message taken off the connection during a receipt wait in
@@ -181,20 +163,20 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 }
 
 // add appends the record of m, received on cur.
-func (s *subscription) add(cur *session, m *stomp.Message) {
+func (s *subscription) add(cur *stompConn, m *stomp.Message) {
 	switch {
 	case m.Conn != cur.c: // pending from a connection lost since
 	case !s.spec.MatchKey(m.Header.Get(ports.HeaderPartitionKey)):
 		_ = cur.c.Ack(m)
 	default:
-		s.recs = append(s.recs, decode(m, cur.gen))
+		s.recs = append(s.recs, decode(m))
 	}
 }
 
 // lose gives cur up after its delivery channel ended (with m, an error
 // message, or nil) and returns the error ReceiveBatch reports. The records
 // of the batch are dropped: the broker hands them out again.
-func (s *subscription) lose(cur *session, m *stomp.Message) error {
+func (s *subscription) lose(cur *stompConn, m *stomp.Message) error {
 	s.mu.Lock()
 	s.cur, s.pending = nil, nil
 	s.mu.Unlock()
@@ -249,36 +231,21 @@ func (s *subscription) FlushAcks(ctx context.Context) error {
 // SendRequeueCopies sends the portable layer's requeue copies to the
 // subscription's own queue, in one transaction committed with a receipt.
 func (s *subscription) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
-	return s.d.pub.send(ctx, msgs, func(*ports.Message) (string, []func(*frame.Frame) error) { return s.queue, nil })
+	return s.d.send(ctx, msgs, func(*ports.Message) (string, []func(*frame.Frame) error) { return s.queue, nil })
 }
 
-// Close disconnects (DISCONNECT after every ACK written before it); the
-// broker hands every unacknowledged message to the queue's next consumer.
+// Close disconnects (DISCONNECT after every ACK written before it, cut
+// short when ctx is done); the broker hands every unacknowledged message
+// to the queue's next consumer.
 func (s *subscription) Close(ctx context.Context) error {
 	s.mu.Lock()
 	cur := s.cur
 	s.cur, s.pending = nil, nil
 	s.mu.Unlock()
-	if cur == nil {
-		return nil
-	}
-	go drain(cur.sub) // so that go-stomp can hand over the DISCONNECT receipt
-	disconnected := make(chan struct{})
-	go func() {
-		defer close(disconnected)
+	if cur != nil {
+		go drain(cur.sub) // so that go-stomp can hand over the DISCONNECT receipt
+		defer context.AfterFunc(ctx, func() { _ = cur.nc.Close() })()
 		cur.close(true)
-	}()
-	grace := time.NewTimer(time.Second) // for a ctx that is done already
-	defer grace.Stop()
-	select {
-	case <-disconnected:
-	case <-ctx.Done():
-		select {
-		case <-disconnected:
-		case <-grace.C:
-			_ = cur.nc.Close()
-			<-disconnected
-		}
 	}
 	return nil
 }

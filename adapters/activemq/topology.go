@@ -16,10 +16,8 @@ import (
 )
 
 // MaxMessageBytes is the largest payload Send accepts: the adapter's own
-// bound, well below ActiveMQ's STOMP limit (maxDataLength, 100 MiB by
-// default) and the memory limits that would otherwise block a producer on
-// broker flow control instead of failing it. It counts the payload only;
-// headers travel beside it (ActiveMQ bounds each STOMP header to 10 KiB).
+// bound, below ActiveMQ's STOMP limit (100 MiB) and the memory limits that
+// would block a producer on flow control. Headers are not counted.
 const MaxMessageBytes = 16 << 20
 
 // Existing adopts ActiveMQ destinations that other programs already use for
@@ -103,15 +101,12 @@ func adoptedQueue(e Existing, spec ports.SubscriptionSpec) (string, error) {
 	return "", fmt.Errorf("%w: %v subscription of group %q to the adopted topic %q (%s): name its queue in Existing.Queues (only a virtual topic gets per-group and per-instance queues of its own)", ports.ErrUnsupported, spec.Mode, spec.Group, spec.Topic, e.Destination)
 }
 
-// scopedPhysical maps a scoped topic "tenant/namespace/name" to
-// "tenant~namespace~name": '~' is in no unscoped topic, tenant or
-// namespace, so the mapping is one-to-one, and it adds no '.' (ActiveMQ's
-// hierarchy separator, which wildcards and virtual topics match on).
+// scopedPhysical maps "tenant/namespace/name" to "tenant~namespace~name":
+// one-to-one ('~' is in no topic), and no '.' (the hierarchy separator).
 func scopedPhysical(t ports.Topic) string { return t.Physical("~") }
 
 // subscribeOpts are the SUBSCRIBE headers of spec: the prefetch, and
-// activemq.exclusive for SingleActive (the broker dispatches to one
-// consumer of the queue and fails over to another when it goes).
+// activemq.exclusive for SingleActive (one consumer at a time).
 func subscribeOpts(spec ports.SubscriptionSpec) []func(*frame.Frame) error {
 	opts := []func(*frame.Frame) error{stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(spec.InFlight))}
 	if spec.SingleActive {
@@ -121,9 +116,8 @@ func subscribeOpts(spec ports.SubscriptionSpec) []func(*frame.Frame) error {
 }
 
 // sendExtras are the SEND headers of m's class and its topic's declared
-// retention: persistent:false for BestEffort (kept in memory only, lost
-// on a broker restart), and the JMS expiration ("expires", absolute
-// milliseconds) now + Retention.
+// retention: persistent:false for BestEffort, and the JMS expiration
+// ("expires", Unix ms) now + Retention.
 func (d *conn) sendExtras(m *ports.Message, now time.Time) []func(*frame.Frame) error {
 	var extra []func(*frame.Frame) error
 	if d.declared.QoS(m) == ports.BestEffort {
@@ -135,22 +129,17 @@ func (d *conn) sendExtras(m *ports.Message, now time.Time) []func(*frame.Frame) 
 	return extra
 }
 
-// DeclareTopic implements driver.TopicDeclarer. ActiveMQ stores no topic
-// properties over STOMP, so the driver records spec (a redeclaration with
-// other properties fails with a *ports.RedeclareError) and applies
-// Retention at Send as each message's JMS expiration, so every publishing
-// process must declare the topic too. Expired messages are discarded by
-// the broker (or moved to its ActiveMQ.DLQ, per its deadLetterStrategy).
-// MaxLength is refused by the portable layer (queue limits are broker
-// policy). Groups are created as DeclareGroup does.
+// DeclareTopic implements driver.TopicDeclarer: STOMP stores no topic
+// properties, so the driver records spec (kit.Declared) and applies
+// Retention at Send as each message's JMS expiration (every publishing
+// process must declare the topic). Groups are created as DeclareGroup
+// does.
 func (d *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	return d.declared.Declare(ctx, spec, kit.DeclareGroups(d))
 }
 
-// DeclareGroup implements driver.GroupDeclarer: it creates the group's
-// virtual-topic consumer queue (a SUBSCRIBE that receives nothing on a
-// connection of its own), which the broker keeps, so what is published
-// from then on waits for the group's first consumer.
+// DeclareGroup implements driver.GroupDeclarer: a SUBSCRIBE that receives
+// nothing creates the group's consumer queue, which the broker keeps.
 func (d *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	if err := topic.Validate(); err != nil {
 		return err
@@ -162,8 +151,7 @@ func (d *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if err != nil {
 		return err
 	}
-	// Creating the queue is idempotent: a connection lost during it (seen
-	// under load, many declares at once) is retried on a new one.
+	// Idempotent: a connection lost meanwhile (seen under load) is retried.
 	backoff := kit.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	for attempt := 0; ; attempt++ {
 		err = d.declareQueue(ctx, q)
@@ -178,8 +166,7 @@ func (d *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	}
 }
 
-// declareQueue makes q exist with one short-lived subscription on a
-// connection of its own.
+// declareQueue makes q exist with a short-lived subscription.
 func (d *conn) declareQueue(ctx context.Context, q string) error {
 	c, err := d.dial(ctx)
 	if err != nil {
@@ -187,8 +174,7 @@ func (d *conn) declareQueue(ctx context.Context, q string) error {
 	}
 	defer c.close(true)
 	return c.wait(ctx, func() error {
-		// A selector no message matches: nothing is dispatched to this
-		// short-lived consumer, so nothing comes back marked redelivered.
+		// A selector no message matches: nothing comes back redelivered.
 		_, err := c.c.Subscribe(q, stomp.AckClientIndividual,
 			stomp.SubscribeOpt.Header("selector", "sluice_declare_only IS NOT NULL AND 1 = 0"),
 			stomp.SubscribeOpt.Header("activemq.prefetchSize", "1"))
@@ -198,10 +184,8 @@ func (d *conn) declareQueue(ctx context.Context, q string) error {
 		if err := c.barrier(); err != nil {
 			return fmt.Errorf("activemq: create queue %s at %s: %w", q, d.opts.Addr, err)
 		}
-		// The consumer ends with the connection (the DISCONNECT of
-		// c.close): no UNSUBSCRIBE, whose receipt wait go-stomp 3.1.3
-		// never releases when the connection dies meanwhile (a goroutine
-		// leaked per lost declare, seen under load).
+		// No UNSUBSCRIBE (go-stomp 3.1.3 leaks its receipt wait when the
+		// connection dies): the consumer ends with the connection.
 		return nil
 	}, nil, nil)
 }
