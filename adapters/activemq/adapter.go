@@ -14,9 +14,8 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the ActiveMQ Classic adapter: STOMP 1.2 over go-stomp, as the
-// portable layer (adapters/portable) over the STOMP driver. It is safe for
-// concurrent use.
+// Adapter is the ActiveMQ Classic adapter (STOMP 1.2 over go-stomp): the
+// portable layer over the STOMP driver. It is safe for concurrent use.
 type Adapter struct {
 	*portable.Adapter
 }
@@ -37,10 +36,8 @@ var (
 	_ driver.GroupDeclarer = (*conn)(nil)
 )
 
-// New connects to the broker (one publish connection, to fail fast with a
-// clear error) and returns the adapter. A refused connection fails at once
-// with ports.ErrRefused, refused credentials with ports.ErrAuth, a failed
-// TLS handshake (Options.TLS) with ports.ErrTLS.
+// New connects one publish connection (to fail fast: ports.ErrRefused,
+// ports.ErrAuth, ports.ErrTLS with Options.TLS) and returns the adapter.
 func New(ctx context.Context, opts Options) (*Adapter, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -68,19 +65,13 @@ func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabi
 // Name returns "activemq".
 func (c *conn) Name() string { return "activemq" }
 
-// Capabilities declares what ActiveMQ does natively through STOMP
-// (docs/adapters/activemq.md has the reasons): delays are
-// AMQ_SCHEDULED_DELAY (schedulerSupport="true"), on a Send and on a
-// requeue copy; dead letters are the portable layer's confirmed copies
-// (ActiveMQ's DLQ needs JMS redelivery counting); groups and instances are
-// virtual-topic consumer queues; acks are ack:client-individual; a send
-// is a transaction committed with a receipt; an idle instance's queue is
-// not removed (no SubscriptionExpiry); a consumer lost says only
-// redelivered=true (no exact count); a new group starts at its queue's
-// creation; SingleActive is activemq.exclusive; BestEffort is
-// persistent:false; Retention is each SEND's JMS expiration; MaxLength is
-// broker policy; a Broadcast connection's client id is refused twice by
-// the broker (InstanceGuard).
+// Capabilities declares what ActiveMQ does natively over STOMP (the
+// reasons are in docs/adapters/activemq.md): AMQ_SCHEDULED_DELAY on sends
+// and requeue copies, no native dead letter (it needs JMS redelivery
+// counting), virtual-topic queues, ack:client-individual, transactions
+// committed with a receipt, no queue expiry, no exact count after a lost
+// consumer, activemq.exclusive, persistent:false, JMS expiration, and a
+// client id per Broadcast instance.
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage:   true,
@@ -98,16 +89,11 @@ func (c *conn) Capabilities() ports.Capabilities {
 	}
 }
 
-// Classify gives the driver's errors their portable codes. A lost
-// connection, a refused or failed connect and a missing receipt may
-// succeed on a new connection; a reconnect of a subscription is always
-// retried (the broker may still hold the old connection's client id).
+// Classify gives the driver's errors their portable codes; a failed
+// reconnect is always retried (the broker may hold the old client id).
 func (c *conn) Classify(err error) driver.Class {
-	var (
-		ne    net.Error
-		again *reconnectError
-	)
-	retry := errors.As(err, &again)
+	var ne net.Error
+	retry := errors.Is(err, errReconnect)
 	switch {
 	case errors.Is(err, ports.ErrClosed):
 		return driver.Class{Code: ports.ErrClosed}

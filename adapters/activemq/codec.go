@@ -12,18 +12,14 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Header mapping. Every sluice header travels as a STOMP header of the
-// same name (ActiveMQ keeps it as a JMS string property), except names the
-// broker or STOMP reserves, which get the escapePrefix (and lose it again
-// on delivery). content-type travels as STOMP's content-type.
+// A header travels as a STOMP header of its name (a JMS property), a name
+// the broker or STOMP reserves with escapePrefix (removed on delivery).
 const escapePrefix = "sluice-hdr-"
 
-// scheduledDelay is ActiveMQ's delay property (milliseconds; needs
-// schedulerSupport on the broker).
+// scheduledDelay is ActiveMQ's delay property (ms; schedulerSupport).
 const scheduledDelay = "AMQ_SCHEDULED_DELAY"
 
-// reserved are the names STOMP or ActiveMQ give a meaning of their own on
-// SEND or MESSAGE frames.
+// reserved are the names STOMP or ActiveMQ give a meaning of their own.
 var reserved = map[string]bool{
 	"destination": true, "message-id": true, "subscription": true, "ack": true, "receipt": true,
 	"transaction": true, "content-length": true, "expires": true, "priority": true, "persistent": true,
@@ -62,8 +58,7 @@ func sendOpts(m *ports.Message, extra ...func(*frame.Frame) error) (string, []fu
 	return contentType, append(opts, extra...)
 }
 
-// brokerHeaders are added by the broker on delivery and are facts, not
-// message headers.
+// brokerHeaders are the broker's on delivery: facts, not headers.
 var brokerHeaders = map[string]bool{
 	"destination": true, "message-id": true, "subscription": true, "ack": true, "content-length": true,
 	"expires": true, "priority": true, "persistent": true, "timestamp": true, "redelivered": true,
@@ -71,10 +66,8 @@ var brokerHeaders = map[string]bool{
 	"transformation": true,
 }
 
-// decode makes the record of m. The JMS message id the broker (for a STOMP
-// producer) or the JMS client assigned is kept on every redelivery: the
-// broker's identity. A message handed back by a lost or closed consumer
-// says only that it was delivered before, not how often: counted as one.
+// decode makes the record of m: the JMS message id is the broker's
+// identity; redelivered:true (handed back by a lost consumer) counts one.
 func decode(m *stomp.Message) driver.Record {
 	h := make(ports.Headers, m.Header.Len())
 	for i := range m.Header.Len() {

@@ -11,8 +11,7 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Options configure an Adapter. The zero value of every field but Addr is
-// a sensible default.
+// Options configure an Adapter; every field but Addr has a default.
 type Options struct {
 	// Addr is the broker's STOMP connector, "host:port". Required.
 	Addr string
@@ -21,18 +20,15 @@ type Options struct {
 	Login, Passcode string
 	// VirtualHost is the STOMP host header. Default "localhost".
 	VirtualHost string
-	// TLS, when set, connects with STOMP over TLS (ActiveMQ's stomp+ssl
-	// connector).
+	// TLS, when set, connects to a stomp+ssl connector.
 	TLS *tls.Config
 	// Namespace prefixes every physical destination ("<ns>.<topic>").
 	// Default "sluice".
 	Namespace string
-	// PublishConns is the number of publish connections Send spreads its
-	// transactions over (ActiveMQ syncs its store per commit; several
-	// connections let commits overlap). Default 4.
+	// PublishConns is the number of publish connections (ActiveMQ syncs
+	// its store per commit: several let commits overlap). Default 4.
 	PublishConns int
-	// DialTimeout bounds each TCP connect plus the STOMP handshake.
-	// Default 10s.
+	// DialTimeout bounds a TCP connect plus the handshake. Default 10s.
 	DialTimeout time.Duration
 	// HeartBeat is the interval of the broker's STOMP heart-beats: a
 	// connection silent for HeartBeat plus one second is lost, which bounds
@@ -40,9 +36,8 @@ type Options struct {
 	// transport.keepAlive=true on the broker's connector (see
 	// docs/adapters/activemq.md). Default 10s; at least 1s.
 	HeartBeat time.Duration
-	// ReconnectBackoff and ReconnectMaxBackoff pace the portable layer's
-	// retries of a lost subscription (exponential with jitter). Defaults
-	// 100ms and 5s.
+	// ReconnectBackoff and ReconnectMaxBackoff pace the retries of a lost
+	// subscription (exponential, jitter). Defaults 100ms and 5s.
 	ReconnectBackoff, ReconnectMaxBackoff time.Duration
 	// Logger receives the capability line and go-stomp's log lines (at
 	// debug level). Default: slog.Default().
@@ -54,20 +49,15 @@ type Options struct {
 	faults *Faults
 }
 
-const (
-	defaultNamespace    = "sluice"
-	defaultPublishConns = 4
-	defaultDialTimeout  = 10 * time.Second
-	defaultHeartBeat    = 10 * time.Second
-	heartBeatError      = time.Second
-)
+// heartBeatError is the grace on the broker's heart-beats.
+const heartBeatError = time.Second
 
 func (o Options) withDefaults() Options {
 	orDefault(&o.VirtualHost, "localhost")
-	orDefault(&o.Namespace, defaultNamespace)
-	orDefault(&o.PublishConns, defaultPublishConns)
-	orDefault(&o.DialTimeout, defaultDialTimeout)
-	orDefault(&o.HeartBeat, defaultHeartBeat)
+	orDefault(&o.Namespace, "sluice")
+	orDefault(&o.PublishConns, 4)
+	orDefault(&o.DialTimeout, 10*time.Second)
+	orDefault(&o.HeartBeat, 10*time.Second)
 	orDefault(&o.ReconnectBackoff, 100*time.Millisecond)
 	orDefault(&o.ReconnectMaxBackoff, 5*time.Second)
 	o.ReconnectMaxBackoff = max(o.ReconnectMaxBackoff, o.ReconnectBackoff)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
@@ -12,8 +14,8 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// pubSlot is one of the publish connections SendBatch spreads its
-// transactions over, dialled on first use and replaced after a failure.
+// pubSlot is a publish connection, dialled on first use, replaced after a
+// failure.
 type pubSlot struct {
 	mu     sync.Mutex
 	c      *stompConn
@@ -49,12 +51,9 @@ func (s *pubSlot) drop(c *stompConn, closing bool) {
 	}
 }
 
-// SendBatch publishes msgs (validated and stamped by the portable layer)
-// in one STOMP transaction on one of the publish connections (SEND
-// persistent:true for each, then COMMIT with a receipt) and returns once
-// the receipt arrived: the broker stored every message. Concurrent calls
-// pipeline their transactions over the connections. A failed commit fails
-// every message of the call (none was stored).
+// SendBatch publishes msgs in one transaction on one of the publish
+// connections (SEND persistent:true each, COMMIT with a receipt) and
+// returns once the broker stored them all; a failed commit fails all.
 func (d *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	now := time.Now()
 	return d.send(ctx, msgs, func(m *ports.Message) (string, []func(*frame.Frame) error) {
@@ -62,9 +61,8 @@ func (d *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	})
 }
 
-// send sends msgs in one transaction, each to the destination (and with
-// the extra headers) route gives for it, and returns nil or the error of
-// each message.
+// send sends msgs in one transaction, each where route says (with extra
+// headers), and returns nil or the error of each message.
 func (d *conn) send(ctx context.Context, msgs []ports.Message, route func(m *ports.Message) (string, []func(*frame.Frame) error)) []error {
 	err := d.commit(ctx, msgs, route)
 	if err == nil {
@@ -112,3 +110,28 @@ func (d *conn) commit(ctx context.Context, msgs []ports.Message, route func(m *p
 	slot.drop(c, false)
 	return fmt.Errorf("%w: no COMMIT receipt from %s: %w (the connection was replaced; the messages may or may not be stored)", ports.ErrUnconfirmed, d.opts.Addr, err)
 }
+
+// Faults make an adapter's publishes fail on purpose, for fault tests
+// (tck.SendFaults, tck.DeadLetterFaults): the transaction is aborted, each
+// message fails with ports.ErrUnconfirmed. A nil *Faults fails nothing.
+type Faults struct{ sends, deadLetters atomic.Bool }
+
+// WithFaults returns o whose adapters obey f.
+func WithFaults(o Options, f *Faults) Options {
+	o.faults = f
+	return o
+}
+
+// FailSends makes every publish fail while fail is true.
+func (f *Faults) FailSends(fail bool) { f.sends.Store(fail) }
+
+// FailDeadLetters makes every publish to a dead-letter topic fail while
+// fail is true: a dead letter's original stays unacknowledged.
+func (f *Faults) FailDeadLetters(fail bool) { f.deadLetters.Store(fail) }
+
+func (f *Faults) failing(msgs []ports.Message) bool {
+	return f != nil && (f.sends.Load() || f.deadLetters.Load() &&
+		slices.ContainsFunc(msgs, func(m ports.Message) bool { return isDeadLetterTopic(m.Topic) }))
+}
+
+var errInjectedSend = errors.New("injected fault: the send transaction was aborted")

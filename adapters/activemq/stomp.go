@@ -5,9 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-stomp/stomp/v3"
@@ -16,9 +19,8 @@ import (
 	"github.com/sluicemq/sluice/adapters"
 )
 
-// stompConn is one STOMP connection and the socket under it (closed
-// directly to unblock every waiter when the connection is given up), and
-// a subscription's STOMP subscription.
+// stompConn is a STOMP connection, its socket (closed to unblock every
+// waiter) and, for a subscription, its STOMP subscription.
 type stompConn struct {
 	c    *stomp.Conn
 	sub  *stomp.Subscription
@@ -28,10 +30,11 @@ type stompConn struct {
 	receiptTimeout time.Duration
 }
 
-// dial connects and completes the STOMP handshake within DialTimeout;
-// extra options are added to the CONNECT (a client id).
+// dial connects and completes the STOMP handshake within DialTimeout,
+// with extra CONNECT options (a client id).
 func (d *conn) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*stompConn, error) {
 	o := d.opts
+	receiptTimeout := 2*o.HeartBeat + 2*heartBeatError
 	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	var nd net.Dialer
@@ -60,10 +63,10 @@ func (d *conn) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*sto
 		// blocks forever on it. The broker's beats bound every wait.
 		stomp.ConnOpt.HeartBeat(0, o.HeartBeat),
 		stomp.ConnOpt.HeartBeatError(heartBeatError),
-		stomp.ConnOpt.MsgSendTimeout(2*o.HeartBeat + 2*heartBeatError),
-		stomp.ConnOpt.RcvReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
-		stomp.ConnOpt.DisconnectReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
-		stomp.ConnOpt.UnsubscribeReceiptTimeout(2*o.HeartBeat + 2*heartBeatError),
+		stomp.ConnOpt.MsgSendTimeout(receiptTimeout),
+		stomp.ConnOpt.RcvReceiptTimeout(receiptTimeout),
+		stomp.ConnOpt.DisconnectReceiptTimeout(receiptTimeout),
+		stomp.ConnOpt.UnsubscribeReceiptTimeout(receiptTimeout),
 		stomp.ConnOpt.ReadChannelCapacity(256),
 		stomp.ConnOpt.WriteChannelCapacity(256),
 		stomp.ConnOpt.Logger(stompLogger{o.Logger}),
@@ -84,7 +87,7 @@ func (d *conn) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*sto
 		}
 		return nil, fmt.Errorf("activemq: STOMP handshake with %s: %w (check the address names a STOMP connector and the credentials)", o.Addr, err)
 	}
-	return &stompConn{c: c, nc: nc, dead: dead, receiptTimeout: 2*o.HeartBeat + 2*heartBeatError}, nil
+	return &stompConn{c: c, nc: nc, dead: dead, receiptTimeout: receiptTimeout}, nil
 }
 
 // barrier sends BEGIN and ABORT-with-receipt: the receipt comes after the
@@ -97,18 +100,8 @@ func (c *stompConn) barrier() error {
 	return tx.AbortWithReceipt()
 }
 
-// isDead reports whether a read from the socket failed.
-func (c *stompConn) isDead() bool {
-	select {
-	case <-c.dead:
-		return true
-	default:
-		return false
-	}
-}
-
-// close disconnects gracefully (DISCONNECT with a receipt, after every
-// frame written before it) when graceful, then closes the socket.
+// close disconnects (gracefully: DISCONNECT with a receipt, after every
+// frame written before it), then closes the socket.
 func (c *stompConn) close(graceful bool) {
 	if graceful {
 		_ = c.c.Disconnect()
@@ -117,15 +110,11 @@ func (c *stompConn) close(graceful bool) {
 	_ = c.nc.Close()
 }
 
-// wait runs f, which writes frames to c and waits for a receipt, and
-// returns its error (errLost when go-stomp reports the connection
-// closed); or ctx.Err(), errLost when the socket's read side failed, or
-// errLost after the receipt timeout (closing the connection) — then f's
-// outcome is unknown: go-stomp 3.1.3 can leave a receipt wait blocked
-// forever (a frame queued as its connection goroutine exits), the caller
-// is not. go-stomp hands a receipt over only after the messages before it
-// were taken, so a wait on a consuming connection passes them from in to
-// keep (in is nil on a connection that consumes nothing).
+// wait runs f, which writes frames and waits for a receipt, and returns
+// its error; or ctx.Err(), or errLost when the socket died or the receipt
+// timed out (f's outcome unknown: go-stomp 3.1.3 can block a receipt wait
+// forever). Messages ahead of the receipt go from in to keep (in is nil
+// on a connection that consumes nothing): go-stomp hands them over first.
 func (c *stompConn) wait(ctx context.Context, f func() error, in <-chan *stomp.Message, keep func(*stomp.Message)) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -160,8 +149,7 @@ func (c *stompConn) wait(ctx context.Context, f func() error, in <-chan *stomp.M
 	}
 }
 
-// errLost marks a connection failure (the broker redelivers what this
-// connection held).
+// errLost marks a connection failure (the broker redelivers its messages).
 var errLost = errors.New("activemq: connection lost")
 
 // lostIfClosed marks err as errLost when go-stomp reports that the
@@ -215,16 +203,11 @@ type watchedConn struct {
 }
 
 func (c *watchedConn) Read(p []byte) (int, error) {
-	n, err := c.read(p)
-	if err != nil {
-		c.once.Do(func() { close(c.dead) })
-	}
-	return n, err
-}
-
-func (c *watchedConn) read(p []byte) (int, error) {
 	for {
 		n, err := c.Conn.Read(p)
+		if err != nil {
+			c.once.Do(func() { close(c.dead) })
+		}
 		if c.started || n == 0 {
 			return n, err
 		}
@@ -240,4 +223,32 @@ func (c *watchedConn) read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// explainHandshake says why the STOMP handshake failed: refused
+// credentials (adapters.ErrAuth: the broker's ERROR frame, whose text is
+// all go-stomp gives), a client certificate refused after the TLS
+// handshake (adapters.ExplainTLS), or a plaintext client cut off by a
+// stomp+ssl connector (in the text only). Other errors pass.
+func explainHandshake(secure bool, addr string, err error) error {
+	text := err.Error()
+	lower := strings.ToLower(text)
+	switch {
+	case strings.Contains(lower, "password is invalid") || strings.Contains(lower, "user name") ||
+		strings.Contains(lower, "securityexception") || strings.Contains(lower, "not authorized"):
+		return fmt.Errorf("%w: ActiveMQ refused the login and passcode: %v", adapters.ErrAuth, err)
+	case secure:
+		return adapters.ExplainTLS(addr, err)
+	case closedInHandshake(err) || strings.Contains(text, "invalid command"): // a TLS alert record read as a frame
+		return fmt.Errorf("%s closed the plaintext STOMP connection or answered something that is not STOMP: not a plaintext port? if it is a stomp+ssl connector, use activemq+ssl://: %w", addr, err)
+	}
+	return err
+}
+
+// closedInHandshake reports a STOMP handshake that ended with the
+// connection closed before any frame was read.
+func closedInHandshake(err error) bool {
+	text := err.Error()
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(text, "connection reset") || strings.Contains(text, "EOF")
 }

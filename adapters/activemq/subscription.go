@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/go-stomp/stomp/v3"
@@ -13,12 +14,10 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// subscription consumes one queue over a connection of its own with
-// ack:client-individual and activemq.prefetchSize = InFlight; ReceiveBatch
-// reads go-stomp's delivery channel itself. A lost connection is returned
-// by ReceiveBatch (the portable layer reports it and retries after a
-// backoff), and the next ReceiveBatch redials: the broker hands the lost
-// connection's unacknowledged messages out again.
+// subscription consumes one queue over a connection of its own
+// (ack:client-individual, activemq.prefetchSize = InFlight). ReceiveBatch
+// reads go-stomp's channel itself, returns a lost connection (the portable
+// layer retries after a backoff) and redials on its next call.
 type subscription struct {
 	d     *conn
 	spec  ports.SubscriptionSpec
@@ -37,9 +36,7 @@ var (
 	_ driver.RequeueCopier = (*subscription)(nil)
 )
 
-// Subscribe opens the subscription's own connection, subscribes to its
-// queue and returns once the broker processed the SUBSCRIBE (a receipt
-// barrier), so a message sent afterwards reaches it.
+// Subscribe connects the subscription to its queue (see connect).
 func (d *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	if spec.Mode == ports.Broadcast && isDeadLetterTopic(spec.Topic) {
 		return nil, fmt.Errorf("%w: BROADCAST of the dead-letter topic %q: on ActiveMQ a dead-letter topic is one queue whose consumers compete (subscribe with LOAD_BALANCE)", ports.ErrUnsupported, spec.Topic)
@@ -55,9 +52,8 @@ func (d *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	return s, nil
 }
 
-// connect dials, subscribes and waits for the broker to have processed
-// the SUBSCRIBE. A queue with a backlog delivers before the barrier's
-// receipt: those messages are kept in pending.
+// connect dials, subscribes and waits for a receipt barrier, so that a
+// message sent afterwards reaches the queue (a backlog goes to pending).
 func (s *subscription) connect(ctx context.Context) (*stompConn, error) {
 	c, err := s.d.dial(ctx, s.instanceClientID()...) // instance.go
 	if err != nil {
@@ -79,8 +75,14 @@ func (s *subscription) connect(ctx context.Context) (*stompConn, error) {
 	return c, nil
 }
 
-// keep puts a message taken off the connection during a receipt wait in
-// pending.
+// current returns the subscription's connection, nil after a loss.
+func (s *subscription) current() *stompConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// keep puts a message taken during a receipt wait in pending.
 func (s *subscription) keep(m *stomp.Message) {
 	s.mu.Lock()
 	s.pending = append(s.pending, m)
@@ -91,36 +93,27 @@ func (s *subscription) keep(m *stomp.Message) {
 	}
 }
 
-// drain reads sub until go-stomp closes it: a subscription nobody reads
-// blocks its whole connection (receipts included). What it reads is not
-// acknowledged: the broker hands it out again.
+// drain reads sub until go-stomp closes it (a subscription nobody reads
+// blocks its connection); the broker hands out again what it reads.
 func drain(sub *stomp.Subscription) {
 	for range sub.C {
 	}
 }
 
-// reconnectError is a failed reconnect of a subscription: always worth
-// another attempt (see conn.Classify).
-type reconnectError struct{ err error }
+// errReconnect marks a failed reconnect: always retried (conn.Classify).
+var errReconnect = errors.New("activemq: reconnect")
 
-func (e *reconnectError) Error() string { return "activemq: reconnect: " + e.err.Error() }
-func (e *reconnectError) Unwrap() error { return e.err }
-
-// ReceiveBatch returns up to max records, blocking for at least one;
-// after a lost connection it reconnects first. A record whose partition
-// key KeyFilter rejects is acknowledged without being handed out
-// (ActiveMQ cannot filter on a path pattern).
+// ReceiveBatch returns up to max records, blocking for at least one, and
+// acknowledges those KeyFilter rejects (ActiveMQ has no path patterns).
 func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
-	s.mu.Lock()
-	cur := s.cur
-	s.mu.Unlock()
+	cur := s.current()
 	if cur == nil {
 		c, err := s.connect(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, &reconnectError{err}
+			return nil, fmt.Errorf("%w: %w", errReconnect, err)
 		}
 		s.mu.Lock()
 		s.cur, cur = c, c
@@ -173,9 +166,8 @@ func (s *subscription) add(cur *stompConn, m *stomp.Message) {
 	}
 }
 
-// lose gives cur up after its delivery channel ended (with m, an error
-// message, or nil) and returns the error ReceiveBatch reports. The records
-// of the batch are dropped: the broker hands them out again.
+// lose gives cur up after its delivery channel ended (m: the error message
+// or nil); the batch's records are dropped: the broker redelivers them.
 func (s *subscription) lose(cur *stompConn, m *stomp.Message) error {
 	s.mu.Lock()
 	s.cur, s.pending = nil, nil
@@ -188,37 +180,34 @@ func (s *subscription) lose(cur *stompConn, m *stomp.Message) error {
 	return fmt.Errorf("activemq: subscription %s lost its connection to %s; its unsettled deliveries go back to the queue: %w", s.queue, s.d.opts.Addr, err)
 }
 
-// SendAcks writes an ACK frame per record on its connection (STOMP cannot
-// ask a receipt for it): deferred, completed by FlushAcks. A record whose
-// connection was lost is skipped: the broker took it back with the
-// connection and hands it out again, so nothing of it is left to
-// acknowledge here.
+// SendAcks writes an ACK frame per record (no receipt in STOMP):
+// deferred, completed by FlushAcks. A record of a lost connection is
+// skipped: the broker took it back and hands it out again.
 func (s *subscription) SendAcks(_ context.Context, handles []any) error {
-	s.mu.Lock()
-	cur := s.cur
-	s.mu.Unlock()
+	cur := s.current()
 	if cur == nil {
 		return nil
 	}
+	select {
+	case <-cur.dead:
+		return nil
+	default:
+	}
 	for _, h := range handles {
-		m := h.(*stomp.Message)
-		if m.Conn != cur.c || cur.isDead() {
+		if m := h.(*stomp.Message); m.Conn != cur.c {
 			continue
 		}
-		if err := cur.c.Ack(m); err != nil && !errors.Is(err, stomp.ErrClosedUnexpectedly) {
+		if err := cur.c.Ack(h.(*stomp.Message)); err != nil && !errors.Is(err, stomp.ErrClosedUnexpectedly) {
 			return fmt.Errorf("activemq: ACK on %s: %w", s.queue, err)
 		}
 	}
 	return nil
 }
 
-// FlushAcks completes the ACKs written so far: it returns once the broker
-// processed them (a receipt barrier on the current connection). Nothing
-// deferred survives a lost connection: the broker redelivers.
+// FlushAcks returns once the broker processed the ACKs written so far (a
+// receipt barrier); after a loss there is nothing: the broker redelivers.
 func (s *subscription) FlushAcks(ctx context.Context) error {
-	s.mu.Lock()
-	cur := s.cur
-	s.mu.Unlock()
+	cur := s.current()
 	if cur == nil {
 		return nil
 	}
@@ -234,9 +223,8 @@ func (s *subscription) SendRequeueCopies(ctx context.Context, msgs []ports.Messa
 	return s.d.send(ctx, msgs, func(*ports.Message) (string, []func(*frame.Frame) error) { return s.queue, nil })
 }
 
-// Close disconnects (DISCONNECT after every ACK written before it, cut
-// short when ctx is done); the broker hands every unacknowledged message
-// to the queue's next consumer.
+// Close disconnects after the ACKs written (cut short when ctx is done);
+// the broker hands the unacknowledged messages to the next consumer.
 func (s *subscription) Close(ctx context.Context) error {
 	s.mu.Lock()
 	cur := s.cur
@@ -248,4 +236,41 @@ func (s *subscription) Close(ctx context.Context) error {
 		cur.close(true)
 	}
 	return nil
+}
+
+// instanceClientID is the STOMP client-id of a Broadcast subscription's
+// connection, one per instance queue: ActiveMQ allows one connection per
+// client id, so the broker itself refuses a second subscription of a
+// running instance (InvalidClientIDException, "already connected").
+func (s *subscription) instanceClientID() []func(*stomp.Conn) error {
+	if s.spec.Mode != ports.Broadcast {
+		return nil
+	}
+	return []func(*stomp.Conn) error{stomp.ConnOpt.Header("client-id", "sluice-instance:"+s.queue)}
+}
+
+// instanceRefused turns the broker's refusal of a Broadcast connection's
+// client id into a *ports.InstanceSharedError; other errors pass. The
+// refusal can arrive as a connection closed in the handshake (ActiveMQ
+// closes without waiting for its ERROR frame to go out), as from a port
+// that is not plaintext STOMP: when a connection without the client id is
+// accepted, the client id was refused.
+func (s *subscription) instanceRefused(ctx context.Context, err error) error {
+	if err == nil || s.spec.Mode != ports.Broadcast {
+		return err
+	}
+	msg := err.Error()
+	refused := strings.Contains(msg, "InvalidClientID") || strings.Contains(msg, "already connected")
+	if !refused && closedInHandshake(err) {
+		if c, perr := s.d.dial(ctx); perr == nil {
+			c.close(true)
+			refused = true
+			msg = "it closed the connection that carried the client id in the handshake and accepted one without it: " + msg
+		}
+	}
+	if refused {
+		return &ports.InstanceSharedError{Instance: s.spec.Instance, Where: fmt.Sprintf(
+			"the broker refused a second connection with client id %q for queue %s: %s", "sluice-instance:"+s.queue, s.queue, msg)}
+	}
+	return err
 }

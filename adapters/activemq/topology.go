@@ -44,23 +44,23 @@ const virtualTopicPrefix = "/topic/VirtualTopic."
 func validateExisting(ex []Existing) error {
 	seen := map[ports.Topic]bool{}
 	for i, e := range ex {
-		field := fmt.Sprintf("activemq.Options.Existing[%d]", i)
-		if err := e.Topic.Validate(); err != nil {
-			return &ports.ValueError{Field: field + ".Topic", Reason: err.Error()}
+		bad := func(field, reason string, args ...any) error {
+			return &ports.ValueError{Field: fmt.Sprintf("activemq.Options.Existing[%d].%s", i, field), Reason: fmt.Sprintf(reason, args...)}
 		}
-		if isDeadLetterTopic(e.Topic) {
-			return &ports.ValueError{Field: field + ".Topic", Reason: fmt.Sprintf("%q is a dead-letter topic: adopt its topic, whose dead letters go to the adapter's own queue", e.Topic)}
-		}
-		if seen[e.Topic] {
-			return &ports.ValueError{Field: field + ".Topic", Reason: fmt.Sprintf("%q is adopted twice", e.Topic)}
+		switch {
+		case e.Topic.Validate() != nil:
+			return bad("Topic", "%v", e.Topic.Validate())
+		case isDeadLetterTopic(e.Topic):
+			return bad("Topic", "%q is a dead-letter topic: adopt its topic, whose dead letters go to the adapter's own queue", e.Topic)
+		case seen[e.Topic]:
+			return bad("Topic", "%q is adopted twice", e.Topic)
+		case !validDest(e.Destination, "/topic/", "/queue/"):
+			return bad("Destination", "%q must be /topic/<name> or /queue/<name>", e.Destination)
 		}
 		seen[e.Topic] = true
-		if !validDest(e.Destination, "/topic/", "/queue/") {
-			return &ports.ValueError{Field: field + ".Destination", Reason: fmt.Sprintf("%q must be /topic/<name> or /queue/<name>", e.Destination)}
-		}
 		for g, q := range e.Queues {
 			if g == "" || !validDest(q, "/queue/") {
-				return &ports.ValueError{Field: field + ".Queues", Reason: fmt.Sprintf("group %q: %q must be /queue/<name>", g, q)}
+				return bad("Queues", "group %q: %q must be /queue/<name>", g, q)
 			}
 		}
 	}
@@ -115,9 +115,8 @@ func subscribeOpts(spec ports.SubscriptionSpec) []func(*frame.Frame) error {
 	return opts
 }
 
-// sendExtras are the SEND headers of m's class and its topic's declared
-// retention: persistent:false for BestEffort, and the JMS expiration
-// ("expires", Unix ms) now + Retention.
+// sendExtras are persistent:false for BestEffort, and the JMS expiration
+// ("expires", Unix ms) now + the topic's declared Retention.
 func (d *conn) sendExtras(m *ports.Message, now time.Time) []func(*frame.Frame) error {
 	var extra []func(*frame.Frame) error
 	if d.declared.QoS(m) == ports.BestEffort {
@@ -129,11 +128,9 @@ func (d *conn) sendExtras(m *ports.Message, now time.Time) []func(*frame.Frame) 
 	return extra
 }
 
-// DeclareTopic implements driver.TopicDeclarer: STOMP stores no topic
-// properties, so the driver records spec (kit.Declared) and applies
-// Retention at Send as each message's JMS expiration (every publishing
-// process must declare the topic). Groups are created as DeclareGroup
-// does.
+// DeclareTopic records spec (STOMP stores no topic properties): Send
+// applies Retention as each message's JMS expiration, so every publishing
+// process declares the topic. Groups are created as DeclareGroup does.
 func (d *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	return d.declared.Declare(ctx, spec, kit.DeclareGroups(d))
 }
@@ -152,18 +149,14 @@ func (d *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 		return err
 	}
 	// Idempotent: a connection lost meanwhile (seen under load) is retried.
-	backoff := kit.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
-	for attempt := 0; ; attempt++ {
-		err = d.declareQueue(ctx, q)
-		if !errors.Is(err, errLost) || attempt == 2 || ctx.Err() != nil {
-			return err
+	attempts := 0
+	return kit.Reconnect(ctx, kit.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}, func(ctx context.Context) error {
+		err := d.declareQueue(ctx, q)
+		if attempts++; !errors.Is(err, errLost) || attempts == 3 {
+			return kit.Permanent(err)
 		}
-		select {
-		case <-time.After(backoff.Delay(attempt)):
-		case <-ctx.Done():
-			return err
-		}
-	}
+		return err
+	}, nil)
 }
 
 // declareQueue makes q exist with a short-lived subscription.
@@ -188,4 +181,64 @@ func (d *conn) declareQueue(ctx context.Context, q string) error {
 		// connection dies): the consumer ends with the connection.
 		return nil
 	}, nil, nil)
+}
+
+// Physical names (docs/adapters/activemq.md): a topic is the virtual
+// topic VirtualTopic.<ns>.<topic>, a group's queue Consumer.<group>.…, an
+// instance's Consumer.<group>__<instance>.…, a dead-letter topic a queue.
+
+func (d *conn) physical(t ports.Topic) string { return d.opts.Namespace + "." + scopedPhysical(t) }
+
+func isDeadLetterTopic(t ports.Topic) bool {
+	return strings.HasSuffix(string(t), ports.DeadLetterSuffix)
+}
+
+// sendDest is where Send publishes a message for t.
+func (d *conn) sendDest(t ports.Topic) string {
+	if isDeadLetterTopic(t) {
+		return "/queue/" + d.physical(t)
+	}
+	if e, ok := d.adopted(t); ok {
+		return e.Destination
+	}
+	return "/topic/VirtualTopic." + d.physical(t)
+}
+
+// queueFor is the queue a subscription consumes.
+func (d *conn) queueFor(spec ports.SubscriptionSpec) (string, error) {
+	if isDeadLetterTopic(spec.Topic) {
+		return "/queue/" + d.physical(spec.Topic), nil
+	}
+	if e, ok := d.adopted(spec.Topic); ok {
+		return adoptedQueue(e, spec)
+	}
+	return consumerQueue(spec, "VirtualTopic."+d.physical(spec.Topic)), nil
+}
+
+// consumerQueue is spec's queue on the virtual topic vt.
+func consumerQueue(spec ports.SubscriptionSpec, vt string) string {
+	name := escape(spec.Group)
+	if spec.Mode == ports.Broadcast {
+		name += "__" + escape(spec.Instance)
+	}
+	return "/queue/Consumer." + name + "." + vt
+}
+
+// escape makes s one destination segment: letters, digits and '-' stay,
+// every other byte becomes "_xx" (lower-case hex), so different inputs
+// give different segments and "__" never appears in the output.
+func escape(s string) string {
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('_')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }
