@@ -55,7 +55,7 @@ func (d *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 // connect dials, subscribes and waits for a receipt barrier, so that a
 // message sent afterwards reaches the queue (a backlog goes to pending).
 func (s *subscription) connect(ctx context.Context) (*stompConn, error) {
-	c, err := s.d.dial(ctx, s.instanceClientID()...) // instance.go
+	c, err := s.d.dial(ctx, s.instanceClientID()...)
 	if err != nil {
 		return nil, s.instanceRefused(ctx, err)
 	}
@@ -194,10 +194,11 @@ func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 	default:
 	}
 	for _, h := range handles {
-		if m := h.(*stomp.Message); m.Conn != cur.c {
+		m := h.(*stomp.Message)
+		if m.Conn != cur.c {
 			continue
 		}
-		if err := cur.c.Ack(h.(*stomp.Message)); err != nil && !errors.Is(err, stomp.ErrClosedUnexpectedly) {
+		if err := cur.c.Ack(m); err != nil && !errors.Is(err, stomp.ErrClosedUnexpectedly) {
 			return fmt.Errorf("activemq: ACK on %s: %w", s.queue, err)
 		}
 	}
