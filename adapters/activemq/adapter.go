@@ -3,77 +3,76 @@ package activemq
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
-	"time"
+	"net"
+	"sync/atomic"
+	"syscall"
 
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the ActiveMQ Classic adapter: STOMP 1.2 over go-stomp. It is
-// safe for concurrent use.
+// Adapter is the ActiveMQ Classic adapter (STOMP 1.2 over go-stomp): the
+// portable layer over the STOMP driver. It is safe for concurrent use.
 type Adapter struct {
-	opts     Options
-	pub      *publisher
-	declared kit.Declared // DeclareTopic's record (retention at Send)
-
-	mu     sync.Mutex
-	closed bool
-	subs   map[*Subscription]struct{}
+	*portable.Adapter
 }
 
-var _ ports.Adapter = (*Adapter)(nil)
+// conn is the driver: a process's connections to one broker (the publish
+// connections, and one per subscription).
+type conn struct {
+	opts     Options
+	slots    []pubSlot     // the publish connections
+	next     atomic.Uint64 // round robin over slots
+	declared kit.Declared  // DeclareTopic's record (retention and class at Send)
+}
 
-// New connects to the broker (one publish connection, to fail fast with a
-// clear error) and returns the adapter.
+var (
+	_ ports.Adapter        = (*Adapter)(nil)
+	_ driver.Driver        = (*conn)(nil)
+	_ driver.TopicDeclarer = (*conn)(nil)
+	_ driver.GroupDeclarer = (*conn)(nil)
+)
+
+// New connects one publish connection (to fail fast: ports.ErrRefused,
+// ports.ErrAuth, ports.ErrTLS with Options.TLS) and returns the adapter.
 func New(ctx context.Context, opts Options) (*Adapter, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	a := &Adapter{opts: opts, subs: map[*Subscription]struct{}{}}
-	a.pub = newPublisher(a)
-	if err := a.pub.warm(ctx); err != nil {
+	c := &conn{opts: opts, slots: make([]pubSlot, opts.PublishConns)}
+	if _, err := c.slots[0].get(ctx, c); err != nil { // fail fast on a bad address
+		if cl := c.Classify(err); cl.Code != nil {
+			err = &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
+		}
 		return nil, err
 	}
-	return a, nil
+	backoff := kit.Backoff{Initial: opts.ReconnectBackoff, Max: opts.ReconnectMaxBackoff}
+	return &Adapter{portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{opts.Passcode}, Backoff: &backoff})}, nil
 }
 
-// Name returns "activemq".
-func (a *Adapter) Name() string { return "activemq" }
+// Name returns "activemq". It works on the zero Adapter.
+func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 
-// Capabilities declares what ActiveMQ does natively through this adapter:
-//
-//   - DelayedMessage, DelayedRequeue: AMQ_SCHEDULED_DELAY (the broker's
-//     scheduler, which must be enabled: schedulerSupport="true").
-//   - NativeDeadLetter: false — a dead letter is a copy this adapter
-//     sends, confirmed, to the "<topic>.dlq" queue before it acknowledges
-//     the original (ActiveMQ's own DLQ is driven by JMS client redelivery
-//     counting, which STOMP has not).
-//   - Broadcast, DurableGroups: virtual-topic consumer queues.
-//   - PerMessageAck: ack:client-individual.
-//   - PublisherConfirm: every Send is a transaction committed with a
-//     receipt, persistent:true.
-//   - SubscriptionExpiry: false — the broker removes only empty, inactive
-//     queues (gcInactiveDestinations, a broker-wide setting) and STOMP
-//     cannot delete a queue or give it a per-subscription TTL;
-//     InstanceTTL is ignored.
-//   - ExactRedeliveryCount: false — requeues carry an exact count, but a
-//     message handed back by a lost consumer only says redelivered=true
-//     (counted as one more).
-//   - Ordering: none (requeued copies go to the back of the queue).
-//   - StartEarliest: false — a group's queue holds only what arrived
-//     after it was created.
-//   - SingleActive: activemq.exclusive consumers (the broker fails over
-//     to another consumer of the queue when the active one goes).
-//   - BestEffort: persistent:false SENDs (memory only).
-//   - Retention: the JMS expiration of every SEND (topology.go).
-//   - MaxLength: false (broker policy, not reachable over STOMP).
-//   - MaxMessageBytes: the adapter's 16 MiB bound on the payload.
-//   - InstanceGuard: refused — a Broadcast subscription's connection
-//     carries a client id the broker allows once (instance.go).
-func (a *Adapter) Capabilities() ports.Capabilities {
+// Capabilities declares what ActiveMQ does natively (see
+// conn.Capabilities). It works on the zero Adapter, for the capability
+// matrix.
+func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
+
+// Name returns "activemq".
+func (c *conn) Name() string { return "activemq" }
+
+// Capabilities declares what ActiveMQ does natively over STOMP (the
+// reasons are in docs/adapters/activemq.md): AMQ_SCHEDULED_DELAY on sends
+// and requeue copies, no native dead letter (it needs JMS redelivery
+// counting), virtual-topic queues, ack:client-individual, transactions
+// committed with a receipt, no queue expiry, no exact count after a lost
+// consumer, activemq.exclusive, persistent:false, JMS expiration, and a
+// client id per Broadcast instance.
+func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage:   true,
 		DelayedRequeue:   true,
@@ -90,129 +89,35 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 	}
 }
 
-// Send publishes msgs in one STOMP transaction on one of the publish
-// connections (SEND persistent:true for each, then COMMIT with a receipt)
-// and returns once the receipt arrived: the broker stored every message.
-// Concurrent Sends pipeline their transactions over the connections. A
-// failed commit fails every message of the call (none was stored).
-func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
-	if len(msgs) == 0 {
-		return nil
+// Classify gives the driver's errors their portable codes; a failed
+// reconnect is always retried (the broker may hold the old client id).
+func (c *conn) Classify(err error) driver.Class {
+	var ne net.Error
+	retry := errors.Is(err, errReconnect)
+	switch {
+	case errors.Is(err, ports.ErrClosed):
+		return driver.Class{Code: ports.ErrClosed}
+	case errors.Is(err, adapters.ErrAuth):
+		return driver.Class{Code: ports.ErrAuth, Retryable: retry}
+	case errors.Is(err, adapters.ErrTLS) && c.opts.TLS != nil:
+		return driver.Class{Code: ports.ErrTLS, Retryable: retry}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return driver.Class{Code: ports.ErrRefused, Retryable: true}
+	case errors.Is(err, ports.ErrUnconfirmed):
+		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
+	case errors.As(err, &ne) && ne.Timeout():
+		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
+	case errors.Is(err, errLost), errors.As(err, new(*net.OpError)), errors.As(err, new(*net.DNSError)):
+		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}
-	fail := func(idx []int, err error) error {
-		errs := make([]error, len(idx))
-		for i, j := range idx {
-			errs[i] = &ports.SendError{Index: j, Topic: msgs[j].Topic, Err: err}
-		}
-		return errors.Join(errs...)
-	}
-	all := make([]int, len(msgs))
-	for i := range all {
-		all[i] = i
-	}
-	if a.isClosed() {
-		return fail(all, ports.ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(all, err)
-	}
-	var bad []error
-	var good []int
-	out := make([]ports.Message, 0, len(msgs))
-	now := time.Now()
-	for i := range msgs {
-		m := msgs[i]
-		if err := m.Validate(); err != nil {
-			bad = append(bad, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			continue
-		}
-		if err := m.CheckSize(MaxMessageBytes, 0); err != nil {
-			bad = append(bad, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			continue
-		}
-		m.Stamp(now)
-		out = append(out, m)
-		good = append(good, i)
-	}
-	var err error
-	if len(out) > 0 {
-		if perr := a.pub.publish(ctx, out); perr != nil {
-			err = fail(good, perr)
-		}
-	}
-	return errors.Join(append(bad, err)...)
+	return driver.Class{Retryable: retry}
 }
 
-// Subscribe validates spec, opens the subscription's own connection,
-// subscribes to its queue and returns once the broker processed the
-// SUBSCRIBE (a receipt barrier), so a message sent afterwards reaches it.
-func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
+// Close closes the publish connections (the portable layer stopped the
+// subscriptions before).
+func (c *conn) Close(context.Context) error {
+	for i := range c.slots {
+		c.slots[i].drop(nil, true)
 	}
-	spec = spec.WithDefaults()
-	if err := checkSubscription(spec); err != nil {
-		return nil, err
-	}
-	if spec.Mode == ports.Broadcast && isDeadLetterTopic(spec.Topic) {
-		return nil, fmt.Errorf("%w: BROADCAST of the dead-letter topic %q: on ActiveMQ a dead-letter topic is one queue whose consumers compete (subscribe with LOAD_BALANCE)", ports.ErrUnsupported, spec.Topic)
-	}
-	if spec.Mode == ports.Broadcast && spec.Instance == "" {
-		spec.Instance = ports.NewID()
-	}
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return nil, ports.ErrClosed
-	}
-	a.mu.Unlock()
-	s, err := newSubscription(ctx, a, spec)
-	if err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		_ = s.Stop(ctx)
-		return nil, ports.ErrClosed
-	}
-	a.subs[s] = struct{}{}
-	a.mu.Unlock()
-	return s, nil
-}
-
-func (a *Adapter) forget(s *Subscription) {
-	a.mu.Lock()
-	delete(a.subs, s)
-	a.mu.Unlock()
-}
-
-func (a *Adapter) isClosed() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.closed
-}
-
-// Close stops every subscription (their unsettled deliveries go back to
-// the broker) and closes the publish connections. It is idempotent.
-func (a *Adapter) Close(ctx context.Context) error {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return nil
-	}
-	a.closed = true
-	subs := make([]*Subscription, 0, len(a.subs))
-	for s := range a.subs {
-		subs = append(subs, s)
-	}
-	a.mu.Unlock()
-	var errs []error
-	for _, s := range subs {
-		if err := s.Stop(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	a.pub.close()
-	return errors.Join(errs...)
+	return nil
 }

@@ -152,3 +152,25 @@ func TestSubscribeToBacklog(t *testing.T) {
 		got += len(ds)
 	}
 }
+
+// A requeue copy goes to the requeuing group's own queue: another group of
+// the topic gets the message once, the requeuing group again, counted.
+func TestRequeueStaysInItsGroup(t *testing.T) {
+	a := newAdapter(t, activemq.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g1 := mustSubscribe(t, ctx, a, ports.SubscriptionSpec{Topic: "rq", Group: "g1"})
+	g2 := mustSubscribe(t, ctx, a, ports.SubscriptionSpec{Topic: "rq", Group: "g2"})
+	if err := a.Send(ctx, ports.Message{Topic: "rq", Payload: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	d := recvOne(t, ctx, g1, "g1")
+	if err := g1.Settle(ctx, []*ports.Delivery{d}, ports.Disposition{Action: ports.Requeue}); err != nil {
+		t.Fatal(err)
+	}
+	if d := recvOne(t, ctx, g1, "g1's requeue copy"); d.RedeliveryCount != 1 {
+		t.Fatalf("g1's copy has redelivery count %d, want 1", d.RedeliveryCount)
+	}
+	ack(t, ctx, g2, recvOne(t, ctx, g2, "g2"))
+	nothing(t, g2, 500*time.Millisecond, "g1's requeue copy reached g2")
+}

@@ -8,21 +8,18 @@ import (
 	"github.com/go-stomp/stomp/v3"
 	"github.com/go-stomp/stomp/v3/frame"
 
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Header mapping. Every sluice header travels as a STOMP header of the
-// same name (ActiveMQ keeps it as a JMS string property), except names the
-// broker or STOMP reserves, which get the escapePrefix (and lose it again
-// on delivery). content-type travels as STOMP's content-type.
+// A header travels as a STOMP header of its name (a JMS property), a name
+// the broker or STOMP reserves with escapePrefix (removed on delivery).
 const escapePrefix = "sluice-hdr-"
 
-// scheduledDelay is ActiveMQ's delay property (milliseconds; needs
-// schedulerSupport on the broker).
+// scheduledDelay is ActiveMQ's delay property (ms; schedulerSupport).
 const scheduledDelay = "AMQ_SCHEDULED_DELAY"
 
-// reserved are the names STOMP or ActiveMQ give a meaning of their own on
-// SEND or MESSAGE frames.
+// reserved are the names STOMP or ActiveMQ give a meaning of their own.
 var reserved = map[string]bool{
 	"destination": true, "message-id": true, "subscription": true, "ack": true, "receipt": true,
 	"transaction": true, "content-length": true, "expires": true, "priority": true, "persistent": true,
@@ -61,8 +58,7 @@ func sendOpts(m *ports.Message, extra ...func(*frame.Frame) error) (string, []fu
 	return contentType, append(opts, extra...)
 }
 
-// brokerHeaders are added by the broker on delivery and are facts, not
-// message headers.
+// brokerHeaders are the broker's on delivery: facts, not headers.
 var brokerHeaders = map[string]bool{
 	"destination": true, "message-id": true, "subscription": true, "ack": true, "content-length": true,
 	"expires": true, "priority": true, "persistent": true, "timestamp": true, "redelivered": true,
@@ -70,8 +66,9 @@ var brokerHeaders = map[string]bool{
 	"transformation": true,
 }
 
-// decode makes the delivery of m, received on topic.
-func decode(m *stomp.Message, topic ports.Topic) *ports.Delivery {
+// decode makes the record of m: the JMS message id is the broker's
+// identity; redelivered:true (handed back by a lost consumer) counts one.
+func decode(m *stomp.Message) driver.Record {
 	h := make(ports.Headers, m.Header.Len())
 	for i := range m.Header.Len() {
 		k, v := m.Header.GetAt(i)
@@ -88,32 +85,16 @@ func decode(m *stomp.Message, topic ports.Topic) *ports.Delivery {
 	if m.ContentType != "" {
 		h[ports.HeaderContentType] = m.ContentType
 	}
-	d := &ports.Delivery{
-		Message:    ports.Message{Topic: topic, Key: h[ports.HeaderPartitionKey], Payload: m.Body, Headers: h},
-		ReceivedAt: time.Now(),
-		Facts: map[string]string{
-			"message-id":  m.Header.Get("message-id"),
-			"destination": m.Destination,
-		},
+	id := m.Header.Get("message-id")
+	r := driver.Record{
+		Message:  ports.Message{Key: h[ports.HeaderPartitionKey], Payload: m.Body, Headers: h},
+		BrokerID: id,
+		Facts:    map[string]string{"message-id": id, "destination": m.Destination},
+		Handle:   m,
 	}
-	// The producer's ce-id, otherwise the JMS message id the broker (for a
-	// STOMP producer) or the JMS client assigned: kept on every
-	// redelivery.
-	if d.ID, d.IDSource = ports.IdentityFromHeaders(h); d.ID == "" {
-		if d.ID = m.Header.Get("message-id"); d.ID != "" {
-			d.IDSource = ports.IDBroker
-		}
-	}
-	n, err := ports.RedeliveryCountFrom(h)
-	if err != nil {
-		d.Err = err
-	}
-	d.RedeliveryCount = n
 	if m.Header.Get("redelivered") == "true" {
-		// Handed back by a lost or closed consumer: STOMP says only that
-		// it was delivered before, not how often.
-		d.RedeliveryCount++
-		d.Facts["redelivered"] = "true"
+		r.RedeliveryCount = 1
+		r.Facts["redelivered"] = "true"
 	}
-	return d
+	return r
 }

@@ -37,12 +37,12 @@ func TestWaitReportsAClosedConnectionAsLost(t *testing.T) {
 		{"a receipt", nil, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &conn{dead: make(chan struct{}), receiptTimeout: time.Minute}
+			c := &stompConn{dead: make(chan struct{}), receiptTimeout: time.Minute}
 			answered := make(chan struct{})
 			if tc.deadToo {
 				close(c.dead)
 			}
-			err := c.wait(context.Background(), func() error { defer close(answered); return tc.err })
+			err := c.wait(context.Background(), func() error { defer close(answered); return tc.err }, nil, nil)
 			<-answered
 			if got := errors.Is(err, errLost); got != tc.wantLost {
 				t.Fatalf("wait = %v: errors.Is(errLost) = %v, want %v", err, got, tc.wantLost)

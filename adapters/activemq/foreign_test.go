@@ -14,7 +14,7 @@ import (
 // without sluice does (no header but the ones go-stomp writes), and waits
 // for the broker's receipt.
 func sendRaw(addr, dest string, body []byte) error {
-	c, err := stomp.Dial("tcp", addr)
+	c, err := stomp.Dial("tcp", addr, rawLog)
 	if err != nil {
 		return err
 	}

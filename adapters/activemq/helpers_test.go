@@ -2,9 +2,12 @@ package activemq_test
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicemq/sluice/adapters/activemq"
 )
 
 var nsSeq atomic.Uint64
@@ -15,3 +18,7 @@ func namespace(prefix string) string {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// rawLog routes a raw go-stomp client's log lines to slog (debug level),
+// as the adapter does, instead of go-stomp's standard-log "INFO:" lines.
+var rawLog = activemq.StompLogger(slog.Default())

@@ -46,7 +46,7 @@ func TestInteropRawSTOMP(t *testing.T) {
 	})
 
 	t.Run("sluice to STOMP", func(t *testing.T) {
-		c, err := stomp.Dial("tcp", addr)
+		c, err := stomp.Dial("tcp", addr, rawLog)
 		if err != nil {
 			t.Fatal(err)
 		}

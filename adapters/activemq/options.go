@@ -1,6 +1,7 @@
 package activemq
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -10,8 +11,7 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Options configure an Adapter. The zero value of every field but Addr is
-// a sensible default.
+// Options configure an Adapter; every field but Addr has a default.
 type Options struct {
 	// Addr is the broker's STOMP connector, "host:port". Required.
 	Addr string
@@ -20,30 +20,27 @@ type Options struct {
 	Login, Passcode string
 	// VirtualHost is the STOMP host header. Default "localhost".
 	VirtualHost string
-	// TLS, when set, connects with STOMP over TLS (ActiveMQ's stomp+ssl
-	// connector).
+	// TLS, when set, connects to a stomp+ssl connector.
 	TLS *tls.Config
 	// Namespace prefixes every physical destination ("<ns>.<topic>").
 	// Default "sluice".
 	Namespace string
-	// PublishConns is the number of publish connections Send spreads its
-	// transactions over (ActiveMQ syncs its store per commit; several
-	// connections let commits overlap). Default 4.
+	// PublishConns is the number of publish connections (ActiveMQ syncs
+	// its store per commit: several let commits overlap). Default 4.
 	PublishConns int
-	// DialTimeout bounds each TCP connect plus the STOMP handshake.
-	// Default 10s.
+	// DialTimeout bounds a TCP connect plus the handshake. Default 10s.
 	DialTimeout time.Duration
 	// HeartBeat is the interval of the broker's STOMP heart-beats: a
-	// connection silent for longer than HeartBeat plus one second is
-	// treated as lost, which bounds every receipt wait. The client sends
-	// no heart-beats (see docs/adapters/activemq.md): enable TCP
-	// keep-alive on the broker's connector (transport.keepAlive=true) so
-	// the broker notices a vanished client. Default 10s; at least 1s.
+	// connection silent for HeartBeat plus one second is lost, which bounds
+	// every receipt wait. The client sends none: enable
+	// transport.keepAlive=true on the broker's connector (see
+	// docs/adapters/activemq.md). Default 10s; at least 1s.
 	HeartBeat time.Duration
-	// ReconnectBackoff and ReconnectMaxBackoff pace a subscription's
-	// reconnect attempts (exponential with jitter). Defaults 100ms and 5s.
+	// ReconnectBackoff and ReconnectMaxBackoff pace the retries of a lost
+	// subscription (exponential, jitter). Defaults 100ms and 5s.
 	ReconnectBackoff, ReconnectMaxBackoff time.Duration
-	// Logger receives connection events. Default: slog.Default().
+	// Logger receives the capability line and go-stomp's log lines (at
+	// debug level). Default: slog.Default().
 	Logger *slog.Logger
 	// Existing adopts destinations other programs already use, per
 	// logical topic (see Existing). Default: none.
@@ -52,43 +49,30 @@ type Options struct {
 	faults *Faults
 }
 
-const (
-	defaultNamespace    = "sluice"
-	defaultPublishConns = 4
-	defaultDialTimeout  = 10 * time.Second
-	defaultHeartBeat    = 10 * time.Second
-	heartBeatError      = time.Second
-)
+// heartBeatError is the grace on the broker's heart-beats.
+const heartBeatError = time.Second
 
 func (o Options) withDefaults() Options {
-	if o.VirtualHost == "" {
-		o.VirtualHost = "localhost"
-	}
-	if o.Namespace == "" {
-		o.Namespace = defaultNamespace
-	}
-	if o.PublishConns <= 0 {
-		o.PublishConns = defaultPublishConns
-	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = defaultDialTimeout
-	}
-	if o.HeartBeat <= 0 {
-		o.HeartBeat = defaultHeartBeat
-	}
-	if o.ReconnectBackoff <= 0 {
-		o.ReconnectBackoff = 100 * time.Millisecond
-	}
-	if o.ReconnectMaxBackoff <= 0 {
-		o.ReconnectMaxBackoff = 5 * time.Second
-	}
-	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
-		o.ReconnectMaxBackoff = o.ReconnectBackoff
-	}
+	orDefault(&o.VirtualHost, "localhost")
+	orDefault(&o.Namespace, "sluice")
+	orDefault(&o.PublishConns, 4)
+	orDefault(&o.DialTimeout, 10*time.Second)
+	orDefault(&o.HeartBeat, 10*time.Second)
+	orDefault(&o.ReconnectBackoff, 100*time.Millisecond)
+	orDefault(&o.ReconnectMaxBackoff, 5*time.Second)
+	o.ReconnectMaxBackoff = max(o.ReconnectMaxBackoff, o.ReconnectBackoff)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	return o
+}
+
+// orDefault sets *v to d when *v is not above the zero value.
+func orDefault[T cmp.Ordered](v *T, d T) {
+	var zero T
+	if *v <= zero {
+		*v = d
+	}
 }
 
 func (o Options) validate() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,86 +14,71 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// publisher spreads Send transactions over a few connections, each dialled
-// on first use and replaced after a failure.
-type publisher struct {
-	a     *Adapter
-	next  atomic.Uint64
-	slots []*pubSlot
-}
-
+// pubSlot is a publish connection, dialled on first use, replaced after a
+// failure.
 type pubSlot struct {
 	mu     sync.Mutex
-	c      *conn
+	c      *stompConn
 	closed bool
 }
 
-func newPublisher(a *Adapter) *publisher {
-	p := &publisher{a: a, slots: make([]*pubSlot, a.opts.PublishConns)}
-	for i := range p.slots {
-		p.slots[i] = &pubSlot{}
-	}
-	return p
-}
-
-// warm dials the first connection, so New fails fast on a bad address.
-func (p *publisher) warm(ctx context.Context) error {
-	_, err := p.slots[0].get(ctx, p.a)
-	return err
-}
-
-func (s *pubSlot) get(ctx context.Context, a *Adapter) (*conn, error) {
+func (s *pubSlot) get(ctx context.Context, d *conn) (*stompConn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	var err error
+	switch {
+	case s.closed:
 		return nil, ports.ErrClosed
+	case s.c == nil:
+		s.c, err = d.dial(ctx)
 	}
-	if s.c != nil {
-		return s.c, nil
-	}
-	c, err := a.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.c = c
-	return c, nil
+	return s.c, err
 }
 
-// drop closes c if it is still the slot's connection.
-func (s *pubSlot) drop(c *conn) {
+// drop closes c, removing it from the slot when it is still there; or,
+// closing (the adapter closes), the slot's connection, gracefully.
+func (s *pubSlot) drop(c *stompConn, closing bool) {
 	s.mu.Lock()
+	if closing {
+		c, s.closed = s.c, true
+	}
 	if s.c == c {
 		s.c = nil
 	}
 	s.mu.Unlock()
-	c.close(false)
+	if c != nil {
+		c.close(closing)
+	}
 }
 
-// publish sends msgs (validated and stamped) to their topics in one
-// transaction.
-func (p *publisher) publish(ctx context.Context, msgs []ports.Message) error {
+// SendBatch publishes msgs in one transaction on one of the publish
+// connections (SEND persistent:true each, COMMIT with a receipt) and
+// returns once the broker stored them all; a failed commit fails all.
+func (d *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	now := time.Now()
-	return p.send(ctx, msgs, p.a.opts.faults.sendsFailing(), func(_ int, m *ports.Message) (string, []func(*frame.Frame) error) {
-		return p.a.sendDest(m.Topic), p.a.sendExtras(m, now)
+	return d.send(ctx, msgs, func(m *ports.Message) (string, []func(*frame.Frame) error) {
+		return d.sendDest(m.Topic), d.sendExtras(m, now)
 	})
 }
 
-// publishCopies sends settlement copies (requeue or dead-letter copies,
-// already carrying their envelope), each to the destination dest names,
-// in one transaction committed with a receipt. A nil error means the
-// broker stored every copy.
-func (p *publisher) publishCopies(ctx context.Context, msgs []ports.Message, dest func(i int) string) error {
-	return p.send(ctx, msgs, false, func(i int, _ *ports.Message) (string, []func(*frame.Frame) error) {
-		return dest(i), nil
-	})
+// send sends msgs in one transaction, each where route says (with extra
+// headers), and returns nil or the error of each message.
+func (d *conn) send(ctx context.Context, msgs []ports.Message, route func(m *ports.Message) (string, []func(*frame.Frame) error)) []error {
+	err := d.commit(ctx, msgs, route)
+	if err == nil {
+		return nil
+	}
+	errs := make([]error, len(msgs))
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }
 
-// send sends msgs in one transaction, each to the destination (and with
-// the extra headers) route gives for message i;
-// failing aborts the transaction instead of committing it (FailSends).
-func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool, route func(i int, m *ports.Message) (string, []func(*frame.Frame) error)) error {
-	slot := p.slots[p.next.Add(1)%uint64(len(p.slots))]
-	c, err := slot.get(ctx, p.a)
+func (d *conn) commit(ctx context.Context, msgs []ports.Message, route func(m *ports.Message) (string, []func(*frame.Frame) error)) error {
+	failing := d.opts.faults.failing(msgs)
+	slot := &d.slots[d.next.Add(1)%uint64(len(d.slots))]
+	c, err := slot.get(ctx, d)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 	}
@@ -102,21 +88,17 @@ func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool
 			return err
 		}
 		for i := range msgs {
-			m := &msgs[i]
-			dest, extra := route(i, m)
-			ct, opts := sendOpts(m, extra...)
-			if err := tx.Send(dest, ct, m.Payload, opts...); err != nil {
+			dest, extra := route(&msgs[i])
+			ct, opts := sendOpts(&msgs[i], extra...)
+			if err := tx.Send(dest, ct, msgs[i].Payload, opts...); err != nil {
 				return err
 			}
 		}
 		if failing {
-			if err := tx.AbortWithReceipt(); err != nil {
-				return err
-			}
-			return errInjectedSend
+			return errors.Join(tx.AbortWithReceipt(), errInjectedSend)
 		}
 		return tx.CommitWithReceipt()
-	})
+	}, nil, nil)
 	switch {
 	case err == nil:
 		return nil
@@ -124,20 +106,32 @@ func (p *publisher) send(ctx context.Context, msgs []ports.Message, failing bool
 		return fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return err // outcome unknown: the commit may still happen
-	default:
-		slot.drop(c)
-		return fmt.Errorf("%w: no COMMIT receipt from %s: %w (the connection was replaced; the messages may or may not be stored)", ports.ErrUnconfirmed, p.a.opts.Addr, err)
 	}
+	slot.drop(c, false)
+	return fmt.Errorf("%w: no COMMIT receipt from %s: %w (the connection was replaced; the messages may or may not be stored)", ports.ErrUnconfirmed, d.opts.Addr, err)
 }
 
-func (p *publisher) close() {
-	for _, s := range p.slots {
-		s.mu.Lock()
-		c := s.c
-		s.c, s.closed = nil, true
-		s.mu.Unlock()
-		if c != nil {
-			c.close(true)
-		}
-	}
+// Faults make an adapter's publishes fail on purpose, for fault tests
+// (tck.SendFaults, tck.DeadLetterFaults): the transaction is aborted, each
+// message fails with ports.ErrUnconfirmed. A nil *Faults fails nothing.
+type Faults struct{ sends, deadLetters atomic.Bool }
+
+// WithFaults returns o whose adapters obey f.
+func WithFaults(o Options, f *Faults) Options {
+	o.faults = f
+	return o
 }
+
+// FailSends makes every publish fail while fail is true.
+func (f *Faults) FailSends(fail bool) { f.sends.Store(fail) }
+
+// FailDeadLetters makes every publish to a dead-letter topic fail while
+// fail is true: a dead letter's original stays unacknowledged.
+func (f *Faults) FailDeadLetters(fail bool) { f.deadLetters.Store(fail) }
+
+func (f *Faults) failing(msgs []ports.Message) bool {
+	return f != nil && (f.sends.Load() || f.deadLetters.Load() &&
+		slices.ContainsFunc(msgs, func(m ports.Message) bool { return isDeadLetterTopic(m.Topic) }))
+}
+
+var errInjectedSend = errors.New("injected fault: the send transaction was aborted")

@@ -2,418 +2,276 @@ package activemq
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/go-stomp/stomp/v3"
+	"github.com/go-stomp/stomp/v3/frame"
 
-	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Subscription consumes one queue over a connection of its own with
-// ack:client-individual and activemq.prefetchSize = InFlight, and
-// reconnects (resubscribing) when the connection is lost.
-//
-// Settlement (Settle):
-//
-//   - ACK: a STOMP ACK frame written to the delivery's connection —
-//     deferred: STOMP ACK has no receipt. Flush completes it (a receipt
-//     barrier on the connection); a lost connection makes the broker
-//     redeliver, never lose.
-//   - REQUEUE: a copy with the redelivery count + 1 (and
-//     AMQ_SCHEDULED_DELAY for the delay) is sent to the subscription's
-//     queue in a publisher transaction committed with a receipt; once the
-//     broker confirmed it, the original's ACK is written as for ACK
-//     (deferred). A copy not confirmed fails Settle and acks nothing.
-//   - DEAD_LETTER: the same with the dead-letter copy sent to the
-//     "<topic>.dlq" queue.
-//
-// A delivery whose connection was lost cannot be settled (the broker
-// already handed it back): Settle returns an error for it and it comes
-// again on the new connection.
-type Subscription struct {
-	a       *Adapter
-	spec    ports.SubscriptionSpec
-	queue   string
-	inbox   *kit.Inbox[*ports.Delivery]
-	errs    *kit.Errors
-	settler *kit.Settler
+// subscription consumes one queue over a connection of its own
+// (ack:client-individual, activemq.prefetchSize = InFlight). ReceiveBatch
+// reads go-stomp's channel itself, returns a lost connection (the portable
+// layer retries after a backoff) and redials on its next call.
+type subscription struct {
+	d     *conn
+	spec  ports.SubscriptionSpec
+	queue string
+	wake  chan struct{} // capacity 1: pending grew
+	recs  []driver.Record
 
 	mu      sync.Mutex
-	cur     *consumerConn
-	stopped bool
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
-	gen    atomic.Uint64
+	cur     *stompConn       // nil after a loss, until ReceiveBatch reconnects
+	pending []*stomp.Message // taken off cur during a receipt wait: handed out first
 }
 
 var (
-	_ ports.Subscription = (*Subscription)(nil)
-	_ ports.Flusher      = (*Subscription)(nil)
+	_ driver.Subscription  = (*subscription)(nil)
+	_ driver.AckFlusher    = (*subscription)(nil)
+	_ driver.RequeueCopier = (*subscription)(nil)
 )
 
-// consumerConn is one connection of a subscription and its STOMP
-// subscription; lost is closed when it is gone.
-type consumerConn struct {
-	*conn
-	sub  *stomp.Subscription
-	gen  uint64
-	lost chan struct{}
-	once sync.Once
-}
-
-func (c *consumerConn) markLost() { c.once.Do(func() { close(c.lost) }) }
-
-func (c *consumerConn) isLost() bool {
-	select {
-	case <-c.lost:
-		return true
-	default:
-		return false
+// Subscribe connects the subscription to its queue (see connect).
+func (d *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+	if spec.Mode == ports.Broadcast && isDeadLetterTopic(spec.Topic) {
+		return nil, fmt.Errorf("%w: BROADCAST of the dead-letter topic %q: on ActiveMQ a dead-letter topic is one queue whose consumers compete (subscribe with LOAD_BALANCE)", ports.ErrUnsupported, spec.Topic)
 	}
-}
-
-// handle is a delivery's settlement handle.
-type handle struct {
-	claim kit.Claim
-	m     *stomp.Message
-	cc    *consumerConn
-}
-
-func (h *handle) Claim() *kit.Claim { return &h.claim }
-
-func newSubscription(ctx context.Context, a *Adapter, spec ports.SubscriptionSpec) (*Subscription, error) {
-	queue, err := a.queueFor(spec)
+	queue, err := d.queueFor(spec)
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscription{
-		a: a, spec: spec, queue: queue,
-		inbox: kit.NewInbox[*ports.Delivery](0),
-		errs:  kit.NewErrors(64),
-		done:  make(chan struct{}),
-	}
-	s.settler = kit.NewSettler(settleBroker{s})
-	cc, err := s.connect(ctx)
-	if err != nil {
+	s := &subscription{d: d, spec: spec, queue: queue, wake: make(chan struct{}, 1)}
+	if s.cur, err = s.connect(ctx); err != nil {
 		return nil, err
-	}
-	s.cur = cc
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	// The pump runs before the barrier: a queue with a backlog starts
-	// delivering at once, and go-stomp hands the barrier's receipt over
-	// only after the messages ahead of it were taken.
-	go s.run(cc)
-	if err := cc.wait(ctx, cc.barrier); err != nil {
-		_ = s.Stop(context.Background())
-		return nil, fmt.Errorf("activemq: subscribe to %s at %s: %w", s.queue, s.a.opts.Addr, err)
 	}
 	return s, nil
 }
 
-// connect dials and subscribes (newSubscription then waits for the
-// broker to have processed the SUBSCRIBE).
-func (s *Subscription) connect(ctx context.Context) (*consumerConn, error) {
-	c, err := s.a.dial(ctx, s.instanceClientID()...) // instance.go
+// connect dials, subscribes and waits for a receipt barrier, so that a
+// message sent afterwards reaches the queue (a backlog goes to pending).
+func (s *subscription) connect(ctx context.Context) (*stompConn, error) {
+	c, err := s.d.dial(ctx, s.instanceClientID()...)
 	if err != nil {
 		return nil, s.instanceRefused(ctx, err)
 	}
-	sub, err := c.c.Subscribe(s.queue, stomp.AckClientIndividual, subscribeOpts(s.spec)...)
+	c.sub, err = c.c.Subscribe(s.queue, stomp.AckClientIndividual, subscribeOpts(s.spec)...)
+	if err == nil {
+		if err = c.wait(ctx, c.barrier, c.sub.C, s.keep); err != nil {
+			go drain(c.sub)
+		}
+	}
 	if err != nil {
 		c.close(false)
-		return nil, fmt.Errorf("activemq: subscribe to %s at %s: %w", s.queue, s.a.opts.Addr, err)
+		s.mu.Lock()
+		s.pending = nil
+		s.mu.Unlock()
+		return nil, fmt.Errorf("activemq: subscribe to %s at %s: %w", s.queue, s.d.opts.Addr, err)
 	}
-	return &consumerConn{conn: c, sub: sub, gen: s.gen.Add(1), lost: make(chan struct{})}, nil
+	return c, nil
 }
 
-// run pumps the current connection's messages into the inbox and
-// reconnects after a loss, until Stop.
-func (s *Subscription) run(cc *consumerConn) {
-	defer close(s.done)
-	backoff := kit.Backoff{Initial: s.a.opts.ReconnectBackoff, Max: s.a.opts.ReconnectMaxBackoff}
-	for {
-		err := s.pump(cc)
-		// Nobody reads the STOMP subscription any more: drain it so that
-		// go-stomp's connection goroutine is never blocked handing over a
-		// message (and can process the DISCONNECT receipt). Drained
-		// messages are unacknowledged: the broker redelivers them. The
-		// channel closes when the connection ends.
-		go func(sub *stomp.Subscription) {
-			for range sub.C {
+// current returns the subscription's connection, nil after a loss.
+func (s *subscription) current() *stompConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// keep puts a message taken during a receipt wait in pending.
+func (s *subscription) keep(m *stomp.Message) {
+	s.mu.Lock()
+	s.pending = append(s.pending, m)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drain reads sub until go-stomp closes it (a subscription nobody reads
+// blocks its connection); the broker hands out again what it reads.
+func drain(sub *stomp.Subscription) {
+	for range sub.C {
+	}
+}
+
+// errReconnect marks a failed reconnect: always retried (conn.Classify).
+var errReconnect = errors.New("activemq: reconnect")
+
+// ReceiveBatch returns up to max records, blocking for at least one, and
+// acknowledges those KeyFilter rejects (ActiveMQ has no path patterns).
+func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
+	cur := s.current()
+	if cur == nil {
+		c, err := s.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
 			}
-		}(cc.sub)
-		if s.ctx.Err() != nil {
-			return // stopped: Stop disconnects cc
-		}
-		cc.markLost()
-		cc.close(false)
-		s.errs.Report(fmt.Errorf("activemq: subscription %s lost its connection to %s: %v; its unsettled deliveries go back to the queue, reconnecting", s.queue, s.a.opts.Addr, err))
-		var next *consumerConn
-		rerr := kit.Reconnect(s.ctx, backoff, func(ctx context.Context) error {
-			c, err := s.connect(ctx)
-			if err != nil {
-				return err
-			}
-			next = c
-			return nil
-		}, func(err error) { s.errs.Report(fmt.Errorf("activemq: subscription %s: %w", s.queue, err)) })
-		if rerr != nil {
-			return // stopped
+			return nil, fmt.Errorf("%w: %w", errReconnect, err)
 		}
 		s.mu.Lock()
-		if s.stopped {
-			s.mu.Unlock()
-			next.markLost()
-			next.close(false)
-			return
-		}
-		s.cur = next
+		s.cur, cur = c, c
 		s.mu.Unlock()
-		cc = next
 	}
-}
-
-// pump moves messages into the inbox until the subscription's channel
-// ends; it returns why.
-func (s *Subscription) pump(cc *consumerConn) error {
-	for {
+	s.recs = s.recs[:0]
+	for len(s.recs) == 0 {
+		s.mu.Lock()
+		for len(s.pending) > 0 && len(s.recs) < max {
+			s.add(cur, s.pending[0])
+			s.pending = s.pending[1:]
+		}
+		s.mu.Unlock()
+		if len(s.recs) > 0 {
+			break
+		}
 		select {
-		case m, ok := <-cc.sub.C:
-			if !ok {
-				return errLost
+		case m, ok := <-cur.sub.C:
+			if !ok || m.Err != nil {
+				return nil, s.lose(cur, m)
 			}
-			if m.Err != nil {
-				return m.Err
-			}
-			d := decode(m, s.spec.Topic)
-			if _, err := kit.TakeNotBefore(d.Headers); err != nil && d.Err == nil {
-				d.Err = err
-			}
-			d.Facts["connection"] = strconv.FormatUint(cc.gen, 10)
-			d.Handle = &handle{m: m, cc: cc}
-			if !s.spec.MatchKey(d.Key) {
-				// Not for this subscription (ActiveMQ cannot filter on a
-				// path pattern): acknowledged without handling.
-				_ = cc.c.Ack(m)
-				continue
-			}
-			if err := s.inbox.Push(s.ctx, d); err != nil {
-				return err
-			}
-		case <-s.ctx.Done():
-			return s.ctx.Err()
+			s.add(cur, m)
+		case <-s.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
+	}
+	for len(s.recs) < max { // what else is there, without waiting
+		select {
+		case m, ok := <-cur.sub.C:
+			if !ok || m.Err != nil {
+				return nil, s.lose(cur, m)
+			}
+			s.add(cur, m)
+		default:
+			return s.recs, nil
+		}
+	}
+	return s.recs, nil
+}
+
+// add appends the record of m, received on cur.
+func (s *subscription) add(cur *stompConn, m *stomp.Message) {
+	switch {
+	case m.Conn != cur.c: // pending from a connection lost since
+	case !s.spec.MatchKey(m.Header.Get(ports.HeaderPartitionKey)):
+		_ = cur.c.Ack(m)
+	default:
+		s.recs = append(s.recs, decode(m))
 	}
 }
 
-// Receive returns up to max deliveries, blocking for at least one.
-// Deliveries of a connection lost meanwhile are dropped here: the broker
-// hands them to the next connection.
-func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
-	for {
-		ds, err := s.inbox.Receive(ctx, max)
-		if err != nil {
-			return nil, err
-		}
-		live := ds[:0]
-		for _, d := range ds {
-			if !d.Handle.(*handle).cc.isLost() {
-				live = append(live, d)
-			}
-		}
-		if len(live) > 0 {
-			return live, nil
-		}
-	}
-}
-
-// Settle applies disp to ds (see Subscription for what each action is).
-// On a best-effort subscription Requeue and DeadLetter acknowledge, as Ack
-// does (kit.BestEffortDisposition).
-func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
-	disp = kit.BestEffortDisposition(s.spec, disp)
+// lose gives cur up after its delivery channel ended (m: the error message
+// or nil); the batch's records are dropped: the broker redelivers them.
+func (s *subscription) lose(cur *stompConn, m *stomp.Message) error {
 	s.mu.Lock()
-	stopped := s.stopped
+	s.cur, s.pending = nil, nil
 	s.mu.Unlock()
-	if stopped {
-		return ports.ErrClosed
+	cur.close(false)
+	err := errLost
+	if m != nil {
+		err = fmt.Errorf("%w: %w", errLost, m.Err)
 	}
-	return s.settler.Settle(ctx, ds, disp)
+	return fmt.Errorf("activemq: subscription %s lost its connection to %s; its unsettled deliveries go back to the queue: %w", s.queue, s.d.opts.Addr, err)
 }
 
-// settleBroker is the kit.Broker of a subscription: Ack writes ACK frames,
-// and Requeue and DeadLetter (kit.NativeRequeue, kit.NativeDeadLetter)
-// send confirmed copies to a queue of their own, then ack (copyThenAck).
-type settleBroker struct{ s *Subscription }
-
-var (
-	_ kit.NativeRequeue    = settleBroker{}
-	_ kit.NativeDeadLetter = settleBroker{}
-)
-
-// byConn groups ds by connection; deliveries of a lost connection become
-// errors.
-func byConn(ds []*ports.Delivery, a ports.Action) (map[*consumerConn][]*ports.Delivery, error) {
-	groups := map[*consumerConn][]*ports.Delivery{}
-	var lost int
-	for _, d := range ds {
-		h, ok := d.Handle.(*handle)
-		if !ok {
-			return nil, &ports.ValueError{Field: "Delivery.Handle", Reason: fmt.Sprintf("of message %q was not handed out by an activemq subscription", d.ID)}
-		}
-		if h.cc.isLost() {
-			lost++
+// SendAcks writes an ACK frame per record (no receipt in STOMP):
+// deferred, completed by FlushAcks. A record of a lost connection is
+// skipped: the broker took it back and hands it out again.
+func (s *subscription) SendAcks(_ context.Context, handles []any) error {
+	cur := s.current()
+	if cur == nil {
+		return nil
+	}
+	select {
+	case <-cur.dead:
+		return nil
+	default:
+	}
+	for _, h := range handles {
+		m := h.(*stomp.Message)
+		if m.Conn != cur.c {
 			continue
 		}
-		groups[h.cc] = append(groups[h.cc], d)
-	}
-	if lost > 0 {
-		return nil, fmt.Errorf("activemq: %v of %d deliveries not settled: their consumer connection was lost, the broker hands them out again: %w", a, lost, errLost)
-	}
-	return groups, nil
-}
-
-func (b settleBroker) Ack(ctx context.Context, ds []*ports.Delivery) error {
-	groups, err := byConn(ds, ports.Ack)
-	if err != nil {
-		return err
-	}
-	for cc, g := range groups {
-		for _, d := range g {
-			if err := cc.c.Ack(d.Handle.(*handle).m); err != nil {
-				cc.markLost()
-				return fmt.Errorf("activemq: ACK of %q: %w (the broker redelivers it)", d.ID, err)
-			}
+		if err := cur.c.Ack(m); err != nil && !errors.Is(err, stomp.ErrClosedUnexpectedly) {
+			return fmt.Errorf("activemq: ACK on %s: %w", s.queue, err)
 		}
 	}
 	return nil
 }
 
-// Publish is the kit.Broker publish (unused: Requeue and DeadLetter are
-// native transactions), a confirmed Send.
-func (b settleBroker) Publish(ctx context.Context, msgs []ports.Message) []error {
-	if err := b.s.a.Send(ctx, msgs...); err != nil {
-		errs := make([]error, len(msgs))
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+// FlushAcks returns once the broker processed the ACKs written so far (a
+// receipt barrier); after a loss there is nothing: the broker redelivers.
+func (s *subscription) FlushAcks(ctx context.Context) error {
+	cur := s.current()
+	if cur == nil {
+		return nil
 	}
-	return nil
-}
-
-func (b settleBroker) Requeue(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error {
-	return b.s.copyThenAck(ctx, ds, ports.Requeue, func(d *ports.Delivery) (string, ports.Message) {
-		return b.s.queue, kit.RequeueCopy(d, delay)
-	})
-}
-
-func (b settleBroker) DeadLetter(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
-	if b.s.a.opts.faults.deadLettersFailing() {
-		return errInjectedDeadLetter
-	}
-	return b.s.copyThenAck(ctx, ds, ports.DeadLetter, func(d *ports.Delivery) (string, ports.Message) {
-		m := kit.DeadLetterCopy(d, disp)
-		return b.s.a.sendDest(m.Topic), m
-	})
-}
-
-// copyThenAck publishes a copy of each delivery with a receipt (the
-// publisher's transaction) and, only once the broker confirmed every
-// copy, acknowledges the originals as Ack does (written, completed by
-// Flush). It never leaves a settlement in doubt: a copy whose receipt is
-// missing fails the call and leaves every original unsettled, so the
-// broker redelivers it (the copies that were stored become duplicates, as
-// at-least-once allows); an ACK lost with its connection makes the broker
-// redeliver the original, which is settled again. (A transaction holding
-// the copies and the ACKs together would be in doubt when its COMMIT
-// receipt is lost: committed, the original is gone while Settle reported
-// a failure.)
-func (s *Subscription) copyThenAck(ctx context.Context, ds []*ports.Delivery, a ports.Action, copyOf func(*ports.Delivery) (string, ports.Message)) error {
-	if _, err := byConn(ds, a); err != nil {
-		return err
-	}
-	msgs := make([]ports.Message, len(ds))
-	dests := make([]string, len(ds))
-	for i, d := range ds {
-		dests[i], msgs[i] = copyOf(d)
-	}
-	if err := s.a.pub.publishCopies(ctx, msgs, func(i int) string { return dests[i] }); err != nil {
-		return fmt.Errorf("activemq: %v of %d deliveries: copies not confirmed, originals left unsettled: %w", a, len(ds), err)
-	}
-	return settleBroker{s}.Ack(ctx, ds)
-}
-
-// Flush completes the ACKs written so far: it returns once the broker
-// processed them (a receipt barrier on the current connection).
-func (s *Subscription) Flush(ctx context.Context) error {
-	s.mu.Lock()
-	cc := s.cur
-	s.mu.Unlock()
-	if cc == nil || cc.isLost() {
-		return nil // nothing deferred survives a lost connection: the broker redelivers
-	}
-	if err := cc.wait(ctx, cc.barrier); err != nil {
+	if err := cur.wait(ctx, cur.barrier, cur.sub.C, s.keep); err != nil {
 		return fmt.Errorf("activemq: flush of %s: %w (unconfirmed ACKs are redelivered)", s.queue, err)
 	}
 	return nil
 }
 
-// Stop stops receiving and disconnects; every unsettled delivery goes back
-// to the queue. It is idempotent.
-func (s *Subscription) Stop(ctx context.Context) error {
+// SendRequeueCopies sends the portable layer's requeue copies to the
+// subscription's own queue, in one transaction committed with a receipt.
+func (s *subscription) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
+	return s.d.send(ctx, msgs, func(*ports.Message) (string, []func(*frame.Frame) error) { return s.queue, nil })
+}
+
+// Close disconnects after the ACKs written (cut short when ctx is done);
+// the broker hands the unacknowledged messages to the next consumer.
+func (s *subscription) Close(ctx context.Context) error {
 	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		return s.waitDone(ctx)
-	}
-	s.stopped = true
-	cc := s.cur
+	cur := s.cur
+	s.cur, s.pending = nil, nil
 	s.mu.Unlock()
-	s.cancel()
-	s.inbox.Close()
-	if cc != nil {
-		// DISCONNECT after every ACK written before it; the broker then
-		// redelivers what was not acknowledged.
-		disconnected := make(chan struct{})
-		go func() {
-			defer close(disconnected)
-			cc.markLost()
-			cc.close(true)
-		}()
-		grace := time.NewTimer(time.Second) // for a ctx that is done already
-		defer grace.Stop()
-		select {
-		case <-disconnected:
-		case <-ctx.Done():
-			select {
-			case <-disconnected:
-			case <-grace.C:
-				_ = cc.nc.Close()
-				<-disconnected
-			}
+	if cur != nil {
+		go drain(cur.sub) // so that go-stomp can hand over the DISCONNECT receipt
+		defer context.AfterFunc(ctx, func() { _ = cur.nc.Close() })()
+		cur.close(true)
+	}
+	return nil
+}
+
+// instanceClientID is the STOMP client-id of a Broadcast subscription's
+// connection, one per instance queue: ActiveMQ allows one connection per
+// client id, so the broker itself refuses a second subscription of a
+// running instance (InvalidClientIDException, "already connected").
+func (s *subscription) instanceClientID() []func(*stomp.Conn) error {
+	if s.spec.Mode != ports.Broadcast {
+		return nil
+	}
+	return []func(*stomp.Conn) error{stomp.ConnOpt.Header("client-id", "sluice-instance:"+s.queue)}
+}
+
+// instanceRefused turns the broker's refusal of a Broadcast connection's
+// client id into a *ports.InstanceSharedError; other errors pass. The
+// refusal can arrive as a connection closed in the handshake (ActiveMQ
+// closes without waiting for its ERROR frame to go out), as from a port
+// that is not plaintext STOMP: when a connection without the client id is
+// accepted, the client id was refused.
+func (s *subscription) instanceRefused(ctx context.Context, err error) error {
+	if err == nil || s.spec.Mode != ports.Broadcast {
+		return err
+	}
+	msg := err.Error()
+	refused := strings.Contains(msg, "InvalidClientID") || strings.Contains(msg, "already connected")
+	if !refused && closedInHandshake(err) {
+		if c, perr := s.d.dial(ctx); perr == nil {
+			c.close(true)
+			refused = true
+			msg = "it closed the connection that carried the client id in the handshake and accepted one without it: " + msg
 		}
 	}
-	err := s.waitDone(ctx)
-	s.errs.Close()
-	s.a.forget(s)
+	if refused {
+		return &ports.InstanceSharedError{Instance: s.spec.Instance, Where: fmt.Sprintf(
+			"the broker refused a second connection with client id %q for queue %s: %s", "sluice-instance:"+s.queue, s.queue, msg)}
+	}
 	return err
 }
-
-func (s *Subscription) waitDone(ctx context.Context) error {
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Errors reports connection losses and failed reconnects.
-func (s *Subscription) Errors() <-chan error { return s.errs.C() }

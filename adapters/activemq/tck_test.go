@@ -47,7 +47,7 @@ var (
 func (h *harness) CreateExisting(ctx context.Context, topic ports.Topic, group string) (tck.Existing, error) {
 	name := "legacy-" + strings.ReplaceAll(namespace("x"), ".", "-")
 	dest, queue := "/topic/VirtualTopic."+name, "/queue/Consumer.legacy.VirtualTopic."+name
-	c, err := stomp.Dial("tcp", h.addr)
+	c, err := stomp.Dial("tcp", h.addr, rawLog)
 	if err != nil {
 		return tck.Existing{}, err
 	}
@@ -71,7 +71,7 @@ func (h *harness) CreateExisting(ctx context.Context, topic ports.Topic, group s
 		return tck.Existing{}, err
 	}
 	publish := func(ctx context.Context, payload []byte) error {
-		c, err := stomp.Dial("tcp", h.addr)
+		c, err := stomp.Dial("tcp", h.addr, rawLog)
 		if err != nil {
 			return err
 		}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/activemq/activemqtest"
 	"github.com/sluicemq/sluice/adapters/internal/tlstest"
+	"github.com/sluicemq/sluice/ports"
 )
 
 // TestTLS starts ActiveMQ with a stomp+ssl connector that requires a
@@ -17,7 +17,8 @@ import (
 // simpleAuthenticationPlugin with a user, and proves activemq+ssl:// with
 // mutual TLS and the user's password from a file: the secure TCK cases
 // pass, and each misconfiguration fails Open within the dial timeout,
-// saying which. (ActiveMQ has one certificate per broker: the expired
+// saying which, with ports.ErrTLS (on activemq+ssl:// only) or
+// ports.ErrAuth. (ActiveMQ has one certificate per broker: the expired
 // certificate is proven on the other brokers.)
 func TestTLS(t *testing.T) {
 	const password, wrong = "s3cret-Pw-for-activemq", "wr0ng-Pw-for-activemq"
@@ -56,22 +57,22 @@ func TestTLS(t *testing.T) {
 	refusedCert := []string{"the broker refused the TLS handshake with the alert", "the broker refused this client's certificate"}
 	tlstest.ExpectRefused(t, timeout,
 		tlstest.Refusal{Name: "wrong CA", URL: "activemq+ssl://svc@" + b.StompSSLAddr + "?" + q("password_file", good, "ca_file", pki.OtherCAFile),
-			Is: adapters.ErrTLS, Want: []string{"unknown authority", "ca_file="}, Secrets: []string{password}},
+			Is: ports.ErrTLS, Want: []string{"unknown authority", "ca_file="}, Secrets: []string{password}},
 		tlstest.Refusal{Name: "wrong host", URL: "activemq+ssl://svc@" + b.StompSSLAddr + "?" + q("password_file", good, "server_name", "wrong.invalid"),
-			Is: adapters.ErrTLS, Want: []string{"is for another host", "server_name="}, Secrets: []string{password}},
+			Is: ports.ErrTLS, Want: []string{"is for another host", "server_name="}, Secrets: []string{password}},
 		tlstest.Refusal{Name: "bad password", URL: "activemq+ssl://svc@" + b.StompSSLAddr + "?" + q("password_file", bad),
-			Is: adapters.ErrAuth, Want: []string{"ActiveMQ refused the login and passcode"}, Secrets: []string{wrong}},
+			Is: ports.ErrAuth, Want: []string{"ActiveMQ refused the login and passcode"}, Secrets: []string{wrong}},
 		tlstest.Refusal{Name: "no client certificate", URL: "activemq+ssl://svc@" + b.StompSSLAddr + "?" + q("password_file", good, "cert_file", "", "key_file", ""),
-			Is: adapters.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
+			Is: ports.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
 		tlstest.Refusal{Name: "client certificate of another CA", URL: "activemq+ssl://svc@" + b.StompSSLAddr + "?" + q("password_file", good, "cert_file", pki.OtherClientCert, "key_file", pki.OtherClientKey),
-			Is: adapters.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
+			Is: ports.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
 		tlstest.Refusal{Name: "expired client certificate", URL: "activemq+ssl://svc@" + b.StompSSLAddr + "?" + q("password_file", good, "cert_file", pki.ExpiredClientCert, "key_file", pki.ExpiredClientKey),
-			Is: adapters.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
+			Is: ports.ErrTLS, WantAny: refusedCert, Secrets: []string{password}},
 		tlstest.Refusal{Name: "plaintext client on the TLS port", URL: "activemq://svc:" + password + "@" + b.StompSSLAddr + "?dial_timeout=5s",
-			Is: adapters.ErrTLS, Want: []string{"use activemq+ssl://"}, Secrets: []string{password}},
+			Want: []string{"use activemq+ssl://"}, Secrets: []string{password}},
 		// ActiveMQ answers the TLS hello with a STOMP ERROR frame, or
 		// waits for the end of a frame that never comes.
 		tlstest.Refusal{Name: "TLS client on the plaintext port", URL: "activemq+ssl://svc@" + b.StompAddr + "?" + q("password_file", good),
-			Is: adapters.ErrTLS, WantAny: []string{"the broker answered in plaintext, not TLS", "gave no TLS answer within 5s: is it a plaintext stomp connector"}, Secrets: []string{password}},
+			Is: ports.ErrTLS, WantAny: []string{"the broker answered in plaintext, not TLS", "gave no TLS answer within 5s: is it a plaintext stomp connector"}, Secrets: []string{password}},
 	)
 }

@@ -16,10 +16,8 @@ import (
 )
 
 // MaxMessageBytes is the largest payload Send accepts: the adapter's own
-// bound, well below ActiveMQ's STOMP limit (maxDataLength, 100 MiB by
-// default) and the memory limits that would otherwise block a producer on
-// broker flow control instead of failing it. It counts the payload only;
-// headers travel beside it (ActiveMQ bounds each STOMP header to 10 KiB).
+// bound, below ActiveMQ's STOMP limit (100 MiB) and the memory limits that
+// would block a producer on flow control. Headers are not counted.
 const MaxMessageBytes = 16 << 20
 
 // Existing adopts ActiveMQ destinations that other programs already use for
@@ -46,23 +44,23 @@ const virtualTopicPrefix = "/topic/VirtualTopic."
 func validateExisting(ex []Existing) error {
 	seen := map[ports.Topic]bool{}
 	for i, e := range ex {
-		field := fmt.Sprintf("activemq.Options.Existing[%d]", i)
-		if err := e.Topic.Validate(); err != nil {
-			return &ports.ValueError{Field: field + ".Topic", Reason: err.Error()}
+		bad := func(field, reason string, args ...any) error {
+			return &ports.ValueError{Field: fmt.Sprintf("activemq.Options.Existing[%d].%s", i, field), Reason: fmt.Sprintf(reason, args...)}
 		}
-		if isDeadLetterTopic(e.Topic) {
-			return &ports.ValueError{Field: field + ".Topic", Reason: fmt.Sprintf("%q is a dead-letter topic: adopt its topic, whose dead letters go to the adapter's own queue", e.Topic)}
-		}
-		if seen[e.Topic] {
-			return &ports.ValueError{Field: field + ".Topic", Reason: fmt.Sprintf("%q is adopted twice", e.Topic)}
+		switch {
+		case e.Topic.Validate() != nil:
+			return bad("Topic", "%v", e.Topic.Validate())
+		case isDeadLetterTopic(e.Topic):
+			return bad("Topic", "%q is a dead-letter topic: adopt its topic, whose dead letters go to the adapter's own queue", e.Topic)
+		case seen[e.Topic]:
+			return bad("Topic", "%q is adopted twice", e.Topic)
+		case !validDest(e.Destination, "/topic/", "/queue/"):
+			return bad("Destination", "%q must be /topic/<name> or /queue/<name>", e.Destination)
 		}
 		seen[e.Topic] = true
-		if !validDest(e.Destination, "/topic/", "/queue/") {
-			return &ports.ValueError{Field: field + ".Destination", Reason: fmt.Sprintf("%q must be /topic/<name> or /queue/<name>", e.Destination)}
-		}
 		for g, q := range e.Queues {
 			if g == "" || !validDest(q, "/queue/") {
-				return &ports.ValueError{Field: field + ".Queues", Reason: fmt.Sprintf("group %q: %q must be /queue/<name>", g, q)}
+				return bad("Queues", "group %q: %q must be /queue/<name>", g, q)
 			}
 		}
 	}
@@ -78,8 +76,8 @@ func validDest(d string, prefixes ...string) bool {
 	return false
 }
 
-func (a *Adapter) adopted(t ports.Topic) (Existing, bool) {
-	for _, e := range a.opts.Existing {
+func (d *conn) adopted(t ports.Topic) (Existing, bool) {
+	for _, e := range d.opts.Existing {
 		if e.Topic == t {
 			return e, true
 		}
@@ -103,23 +101,12 @@ func adoptedQueue(e Existing, spec ports.SubscriptionSpec) (string, error) {
 	return "", fmt.Errorf("%w: %v subscription of group %q to the adopted topic %q (%s): name its queue in Existing.Queues (only a virtual topic gets per-group and per-instance queues of its own)", ports.ErrUnsupported, spec.Mode, spec.Group, spec.Topic, e.Destination)
 }
 
-// scopedPhysical maps a scoped topic "tenant/namespace/name" to
-// "tenant~namespace~name": '~' is in no unscoped topic, tenant or
-// namespace, so the mapping is one-to-one, and it adds no '.' (ActiveMQ's
-// hierarchy separator, which wildcards and virtual topics match on).
+// scopedPhysical maps "tenant/namespace/name" to "tenant~namespace~name":
+// one-to-one ('~' is in no topic), and no '.' (the hierarchy separator).
 func scopedPhysical(t ports.Topic) string { return t.Physical("~") }
 
-// checkSubscription refuses what ActiveMQ cannot do for spec.
-func checkSubscription(spec ports.SubscriptionSpec) error {
-	if spec.Start == ports.StartEarliest {
-		return fmt.Errorf("%w: an ActiveMQ group's queue holds only what was published after it was created; there is no history a new group could start from (StartEarliest)", ports.ErrUnsupported)
-	}
-	return nil
-}
-
 // subscribeOpts are the SUBSCRIBE headers of spec: the prefetch, and
-// activemq.exclusive for SingleActive (the broker dispatches to one
-// consumer of the queue and fails over to another when it goes).
+// activemq.exclusive for SingleActive (one consumer at a time).
 func subscribeOpts(spec ports.SubscriptionSpec) []func(*frame.Frame) error {
 	opts := []func(*frame.Frame) error{stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(spec.InFlight))}
 	if spec.SingleActive {
@@ -128,104 +115,130 @@ func subscribeOpts(spec ports.SubscriptionSpec) []func(*frame.Frame) error {
 	return opts
 }
 
-// sendExtras are the SEND headers of m's class and its topic's declared
-// retention: persistent:false for BestEffort (kept in memory only, lost
-// on a broker restart), and the JMS expiration ("expires", absolute
-// milliseconds) now + Retention.
-func (a *Adapter) sendExtras(m *ports.Message, now time.Time) []func(*frame.Frame) error {
+// sendExtras are persistent:false for BestEffort, and the JMS expiration
+// ("expires", Unix ms) now + the topic's declared Retention.
+func (d *conn) sendExtras(m *ports.Message, now time.Time) []func(*frame.Frame) error {
 	var extra []func(*frame.Frame) error
-	if a.declared.QoS(m) == ports.BestEffort {
+	if d.declared.QoS(m) == ports.BestEffort {
 		extra = append(extra, func(f *frame.Frame) error { f.Header.Set("persistent", "false"); return nil })
 	}
-	if r := a.declared.Retention(m.Topic); r > 0 {
+	if r := d.declared.Retention(m.Topic); r > 0 {
 		extra = append(extra, stomp.SendOpt.Header("expires", strconv.FormatInt(now.Add(r).UnixMilli(), 10)))
 	}
 	return extra
 }
 
-// DeclareTopic implements ports.TopicDeclarer. ActiveMQ stores no topic
-// properties over STOMP, so the adapter records spec (a redeclaration
-// with other properties fails with a *ports.RedeclareError) and applies
-// Retention at Send as each message's JMS expiration, so every publishing
-// process must declare the topic too. Expired messages are discarded by
-// the broker (or moved to its ActiveMQ.DLQ, per its deadLetterStrategy).
-// MaxLength is refused (queue limits are broker policy). Groups are
-// created as DeclareGroup does.
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	if spec.MaxLength > 0 {
-		return fmt.Errorf("%w: activemq cannot cap topic %q at %d messages over STOMP (queue limits are broker policy: a policyEntry's pendingMessageLimitStrategy)", ports.ErrUnsupported, spec.Topic, spec.MaxLength)
-	}
-	return a.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
-		for _, g := range spec.Groups {
-			if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
-				return fmt.Errorf("activemq: declare group %q of %q: %w", g, spec.Topic, err)
-			}
-		}
-		return nil
-	})
+// DeclareTopic records spec (STOMP stores no topic properties): Send
+// applies Retention as each message's JMS expiration, so every publishing
+// process declares the topic. Groups are created as DeclareGroup does.
+func (d *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
+	return d.declared.Declare(ctx, spec, kit.DeclareGroups(d))
 }
 
-// DeclareGroup implements ports.GroupDeclarer: it creates the group's
-// virtual-topic consumer queue (a SUBSCRIBE that receives nothing, then
-// UNSUBSCRIBE on a connection of its own), which the broker keeps, so
-// what is published from then on waits for the group's first consumer.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+// DeclareGroup implements driver.GroupDeclarer: a SUBSCRIBE that receives
+// nothing creates the group's consumer queue, which the broker keeps.
+func (d *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	if err := topic.Validate(); err != nil {
 		return err
 	}
 	if group == "" {
 		return &ports.ValueError{Field: "group", Reason: "is required to declare a group"}
 	}
-	if a.isClosed() {
-		return ports.ErrClosed
-	}
-	q, err := a.queueFor(ports.SubscriptionSpec{Topic: topic, Group: group})
+	q, err := d.queueFor(ports.SubscriptionSpec{Topic: topic, Group: group})
 	if err != nil {
 		return err
 	}
-	// Creating the queue is idempotent: a connection lost during it (seen
-	// under load, many declares at once) is retried on a new one.
-	backoff := kit.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
-	for attempt := 0; ; attempt++ {
-		err = a.declareQueue(ctx, q)
-		if !errors.Is(err, errLost) || attempt == 2 || ctx.Err() != nil {
-			return err
+	// Idempotent: a connection lost meanwhile (seen under load) is retried.
+	attempts := 0
+	return kit.Reconnect(ctx, kit.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}, func(ctx context.Context) error {
+		err := d.declareQueue(ctx, q)
+		if attempts++; !errors.Is(err, errLost) || attempts == 3 {
+			return kit.Permanent(err)
 		}
-		select {
-		case <-time.After(backoff.Delay(attempt)):
-		case <-ctx.Done():
-			return err
-		}
-	}
+		return err
+	}, nil)
 }
 
-// declareQueue makes q exist with one short-lived subscription on a
-// connection of its own.
-func (a *Adapter) declareQueue(ctx context.Context, q string) error {
-	c, err := a.dial(ctx)
+// declareQueue makes q exist with a short-lived subscription.
+func (d *conn) declareQueue(ctx context.Context, q string) error {
+	c, err := d.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.close(true)
 	return c.wait(ctx, func() error {
-		// A selector no message matches: nothing is dispatched to this
-		// short-lived consumer, so nothing comes back marked redelivered.
+		// A selector no message matches: nothing comes back redelivered.
 		_, err := c.c.Subscribe(q, stomp.AckClientIndividual,
 			stomp.SubscribeOpt.Header("selector", "sluice_declare_only IS NOT NULL AND 1 = 0"),
 			stomp.SubscribeOpt.Header("activemq.prefetchSize", "1"))
 		if err != nil {
-			return fmt.Errorf("activemq: create queue %s at %s: %w", q, a.opts.Addr, err)
+			return fmt.Errorf("activemq: create queue %s at %s: %w", q, d.opts.Addr, err)
 		}
 		if err := c.barrier(); err != nil {
-			return fmt.Errorf("activemq: create queue %s at %s: %w", q, a.opts.Addr, err)
+			return fmt.Errorf("activemq: create queue %s at %s: %w", q, d.opts.Addr, err)
 		}
-		// The consumer ends with the connection (the DISCONNECT of
-		// c.close): no UNSUBSCRIBE, whose receipt wait go-stomp 3.1.3
-		// never releases when the connection dies meanwhile (a goroutine
-		// leaked per lost declare, seen under load).
+		// No UNSUBSCRIBE (go-stomp 3.1.3 leaks its receipt wait when the
+		// connection dies): the consumer ends with the connection.
 		return nil
-	})
+	}, nil, nil)
+}
+
+// Physical names (docs/adapters/activemq.md): a topic is the virtual
+// topic VirtualTopic.<ns>.<topic>, a group's queue Consumer.<group>.…, an
+// instance's Consumer.<group>__<instance>.…, a dead-letter topic a queue.
+
+func (d *conn) physical(t ports.Topic) string { return d.opts.Namespace + "." + scopedPhysical(t) }
+
+func isDeadLetterTopic(t ports.Topic) bool {
+	return strings.HasSuffix(string(t), ports.DeadLetterSuffix)
+}
+
+// sendDest is where Send publishes a message for t.
+func (d *conn) sendDest(t ports.Topic) string {
+	if isDeadLetterTopic(t) {
+		return "/queue/" + d.physical(t)
+	}
+	if e, ok := d.adopted(t); ok {
+		return e.Destination
+	}
+	return "/topic/VirtualTopic." + d.physical(t)
+}
+
+// queueFor is the queue a subscription consumes.
+func (d *conn) queueFor(spec ports.SubscriptionSpec) (string, error) {
+	if isDeadLetterTopic(spec.Topic) {
+		return "/queue/" + d.physical(spec.Topic), nil
+	}
+	if e, ok := d.adopted(spec.Topic); ok {
+		return adoptedQueue(e, spec)
+	}
+	return consumerQueue(spec, "VirtualTopic."+d.physical(spec.Topic)), nil
+}
+
+// consumerQueue is spec's queue on the virtual topic vt.
+func consumerQueue(spec ports.SubscriptionSpec, vt string) string {
+	name := escape(spec.Group)
+	if spec.Mode == ports.Broadcast {
+		name += "__" + escape(spec.Instance)
+	}
+	return "/queue/Consumer." + name + "." + vt
+}
+
+// escape makes s one destination segment: letters, digits and '-' stay,
+// every other byte becomes "_xx" (lower-case hex), so different inputs
+// give different segments and "__" never appears in the output.
+func escape(s string) string {
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('_')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }

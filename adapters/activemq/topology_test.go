@@ -192,7 +192,7 @@ func TestBestEffortSendsArePersistentFalse(t *testing.T) {
 		ports.Message{Topic: "ticks", Payload: []byte("q1")}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := stomp.Dial("tcp", activemqtest.Shared(t).StompAddr)
+	c, err := stomp.Dial("tcp", activemqtest.Shared(t).StompAddr, rawLog)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestExistingDestinationsAdopted(t *testing.T) {
 	a := newAdapter(t, activemq.Options{Existing: []activemq.Existing{{Topic: "orders", Destination: legacy}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := stomp.Dial("tcp", activemqtest.Shared(t).StompAddr)
+	c, err := stomp.Dial("tcp", activemqtest.Shared(t).StompAddr, rawLog)
 	if err != nil {
 		t.Fatal(err)
 	}

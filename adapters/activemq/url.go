@@ -9,14 +9,9 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// activemq:// and activemq+ssl:// open this adapter through the scheme
-// registry (adapters.Open):
-//
-//	activemq://[login:passcode@]host:61613[?namespace=…&virtual_host=localhost&publish_conns=4&dial_timeout=10s&heartbeat=10s&reconnect_backoff=100ms&reconnect_max_backoff=5s]
-//	activemq+ssl://…   (STOMP over TLS to a stomp+ssl connector: the system roots, or WithTLS)
-//
-// Credentials come from the URL or WithCredentials (they become the STOMP
-// login and passcode). Open connects before it returns.
+// activemq://[login:passcode@]host:61613[?namespace=…&virtual_host=…&publish_conns=…&dial_timeout=…&heartbeat=…&reconnect_backoff=…&reconnect_max_backoff=…]
+// and activemq+ssl://… (STOMP over TLS) open this adapter through
+// adapters.Open; Open connects before it returns.
 func init() {
 	adapters.Register("activemq", adapters.OpenerFunc(openURL))
 	adapters.Register("activemq+ssl", adapters.OpenerFunc(openURL))

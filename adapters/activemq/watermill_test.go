@@ -10,11 +10,12 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/activemq"
 	"github.com/sluicemq/sluice/adapters/activemq/activemqtest"
+	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 )
 
 // TestWatermillUniversalSuite runs Watermill's own pub/sub suite against
-// the adapter's Watermill publisher and subscriber on the package's
-// broker.
+// the shared Watermill bridge (adapters/watermill) over the adapter on the
+// package's broker.
 //
 // Features, honestly: consumer groups yes (a virtual-topic queue per
 // group); exactly-once no (at least once); guaranteed order no (a nack
@@ -44,9 +45,9 @@ func TestWatermillUniversalSuite(t *testing.T) {
 	}
 	tests.TestPubSub(t, features,
 		func(t *testing.T) (message.Publisher, message.Subscriber) {
-			return activemq.NewWatermillPublisher(a), activemq.NewWatermillSubscriber(a, activemq.WatermillSubscriberConfig{})
+			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{})
 		},
 		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-			return activemq.NewWatermillPublisher(a), activemq.NewWatermillSubscriber(a, activemq.WatermillSubscriberConfig{Group: group})
+			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group})
 		})
 }

@@ -20,6 +20,7 @@
 //
 //	interface           broker feature                      fallback in adapters/portable
 //	Requeuer            native requeue (nack) with a count  confirmed copy with a counted header, then ack
+//	RequeueCopier       a topic copied to every group       requeue copy sent through SendBatch
 //	DeadLetterer        native dead-letter queue            confirmed copy to "<topic>.dlq", then ack
 //	AckFlusher          deferred acks (offsets, coalesced)  none: SendAcks is synchronous
 //	TopicDeclarer       create topics with properties       a per-process record (redeclare detection)
@@ -202,6 +203,19 @@ type Requeuer interface {
 // unsettled. Concurrency, retries and ownership as SendAcks.
 type DeadLetterer interface {
 	SendDeadLetters(ctx context.Context, handles []any, disp ports.Disposition) error
+}
+
+// RequeueCopier is implemented by a Subscription without a native requeue
+// whose topic fans out to every group (an ActiveMQ virtual topic: a
+// message sent to the topic is copied into each group's queue), so that a
+// requeue copy sent to the topic would reach every group instead of the
+// one that requeued. The portable layer then publishes its counted
+// requeue copies (Requeuer absent) through SendRequeueCopies, which sends
+// them to this subscription's own queue; dead-letter copies still go
+// through Driver.SendBatch. Contract, results and ownership as
+// Driver.SendBatch.
+type RequeueCopier interface {
+	SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error
 }
 
 // AckFlusher is implemented by a Subscription whose SendAcks defers the

@@ -23,7 +23,13 @@ func (b broker) Ack(ctx context.Context, ds []*ports.Delivery) error {
 }
 
 func (b broker) Publish(ctx context.Context, msgs []ports.Message) []error {
-	errs := b.s.a.d.SendBatch(ctx, msgs)
+	send := b.s.a.d.SendBatch
+	// The Settler publishes either requeue copies, on the subscription's
+	// topic, or dead-letter copies, on its dead-letter topic.
+	if rc, ok := b.s.ds.(driver.RequeueCopier); ok && len(msgs) > 0 && msgs[0].Topic == b.s.spec.Topic {
+		send = rc.SendRequeueCopies
+	}
+	errs := send(ctx, msgs)
 	for i, err := range errs {
 		errs[i] = b.s.a.classify("publish copy", err)
 	}

@@ -1,0 +1,86 @@
+package portable_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/portable"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// copierDriver is the toy driver whose subscriptions take their requeue
+// copies into their own queue (driver.RequeueCopier), as a broker whose
+// topic copies every message into each group's queue needs.
+type copierDriver struct{ *toyDriver }
+
+func (d copierDriver) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+	s, err := d.toyDriver.Subscribe(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return copierSub{s.(*toySub)}, nil
+}
+
+type copierSub struct{ *toySub }
+
+var _ driver.RequeueCopier = copierSub{}
+
+func (s copierSub) SendRequeueCopies(_ context.Context, msgs []ports.Message) []error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	for _, m := range msgs {
+		m.Headers, m.Payload = maps.Clone(m.Headers), slices.Clone(m.Payload)
+		s.q.ready = append(s.q.ready, toyMsg{m: m})
+	}
+	close(s.q.wake)
+	s.q.wake = make(chan struct{})
+	return nil
+}
+
+// A requeue copy goes to the requeuing subscription's queue only, with its
+// count; a dead-letter copy still goes through SendBatch.
+func TestRequeueCopiesGoThroughTheSubscription(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := newToyBroker()
+	a := portable.New(copierDriver{&toyDriver{b: b}}, portable.Options{Logger: quiet})
+	defer a.Close(context.Background())
+	subscribe := func(topic ports.Topic, group string) ports.Subscription {
+		s, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: topic, Group: group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	g1, _, dlq := subscribe("t", "g1"), subscribe("t", "g2"), subscribe("t.dlq", "ops")
+	if err := a.Send(ctx, ports.Message{Topic: "t", Payload: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := g1.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g1.Settle(ctx, ds, ports.Disposition{Action: ports.Requeue}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := g1.Receive(ctx, 1)
+	if err != nil || string(again[0].Payload) != "m" || again[0].RedeliveryCount != 1 {
+		t.Fatalf("after the requeue g1 got %v, %v; want the copy, counted once", again, err)
+	}
+	b.mu.Lock()
+	n := len(b.queues[toyKey{"t", "g:g2"}].ready)
+	b.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("g2's queue holds %d messages, want 1: the requeue copy of g1 reached g2", n)
+	}
+	if err := g1.Settle(ctx, again, ports.Disposition{Action: ports.DeadLetter}); err != nil {
+		t.Fatal(err)
+	}
+	if dead, err := dlq.Receive(ctx, 1); err != nil || string(dead[0].Payload) != "m" {
+		t.Fatalf("dead-letter topic: %v, %v; want the copy published through SendBatch", dead, err)
+	}
+}
