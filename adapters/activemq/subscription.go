@@ -185,22 +185,31 @@ func (s *subscription) lose(cur *stompConn, m *stomp.Message) error {
 // skipped: the broker took it back and hands it out again.
 func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 	cur := s.current()
-	if cur == nil {
-		return nil
+	lost := cur == nil
+	if !lost {
+		select {
+		case <-cur.dead:
+			lost = true
+		default:
+		}
 	}
-	select {
-	case <-cur.dead:
-		return nil
-	default:
-	}
+	stale := 0
 	for _, h := range handles {
 		m := h.(*stomp.Message)
-		if m.Conn != cur.c {
+		if lost || m.Conn != cur.c {
+			stale++ // received on a connection that is gone: nothing can ack it now
 			continue
 		}
-		if err := cur.c.Ack(m); err != nil && !errors.Is(err, stomp.ErrClosedUnexpectedly) {
+		if err := cur.c.Ack(m); err != nil {
+			if errors.Is(err, stomp.ErrClosedUnexpectedly) {
+				stale++
+				continue
+			}
 			return fmt.Errorf("activemq: ACK on %s: %w", s.queue, err)
 		}
+	}
+	if stale > 0 {
+		return fmt.Errorf("activemq: ACK on %s: %d message(s) were received on a connection that is lost; the broker redelivers them: %w", s.queue, stale, ports.ErrClosed)
 	}
 	return nil
 }
