@@ -1,33 +1,25 @@
 package mqtt
 
 import (
-	"context"
 	"io"
 	"sync"
 
 	"github.com/eclipse/paho.golang/packets"
-	paholog "github.com/eclipse/paho.golang/paho/log"
 	"github.com/eclipse/paho.golang/paho/session"
 )
 
-// ackSession is the paho session manager of a subscription connection. It
-// delegates to paho's in-memory session state and replaces one thing:
-// acknowledgement. paho runs with automatic acknowledgement and calls Ack
-// right after the receive handlers returned; ackSession ignores that call
-// and writes a PUBACK only when SendAcks releases the delivery, in the
-// order the PUBLISHes arrived on the connection [MQTT-4.6.0-2], with no
-// goroutine of its own.
-//
-// Every connection is a generation: a ticket from one generation can never
-// acknowledge a packet of the next, where the broker may have reused the
-// packet identifier. PUBACKs are written straight to the connection in
-// their 4-byte form (reason code 0x00, no properties [MQTT-3.4.2.1]).
+// ackSession is the paho session manager of a subscription connection:
+// paho's state, but paho's automatic Ack is ignored and a PUBACK is
+// written only when SendAcks releases the delivery, in the order the
+// PUBLISHes arrived [MQTT-4.6.0-2], by the caller (no goroutine). Each
+// connection is a generation: a ticket of one never acknowledges a packet
+// of the next, where the broker may reuse the packet id. A PUBACK is
+// written in its 4-byte form (reason 0x00, no properties [MQTT-3.4.2.1]).
 type ackSession struct {
-	inner session.SessionManager
+	session.SessionManager // paho's in-memory state, for everything but acknowledgement
 	// onLost, when set, is called when a connection ends — with the
-	// broker's DISCONNECT if it sent one, then with nil as paho shuts the
-	// connection down — on paho's goroutine, before autopaho decides to
-	// reconnect; it must not block.
+	// broker's DISCONNECT if it sent one, then with nil — on paho's
+	// goroutine, before autopaho decides to reconnect; it must not block.
 	onLost func(*packets.Disconnect)
 
 	wmu sync.Mutex // held while releasing and writing: PUBACKs leave in order
@@ -52,7 +44,9 @@ type ackTicket struct {
 	slot *ackSlot
 }
 
-func newAckSession(inner session.SessionManager) *ackSession { return &ackSession{inner: inner} }
+func newAckSession(inner session.SessionManager) *ackSession {
+	return &ackSession{SessionManager: inner}
+}
 
 // arrived records a QoS 1 PUBLISH in arrival order; the paho receive
 // handler calls it, in the order paho read the packets.
@@ -116,20 +110,6 @@ func (s *ackSession) takeWrote() bool {
 	return w
 }
 
-// heldBack reports how many acknowledged deliveries wait behind an
-// unacknowledged one (for tests and diagnostics).
-func (s *ackSession) heldBack() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, slot := range s.order {
-		if slot.released {
-			n++
-		}
-	}
-	return n
-}
-
 func (s *ackSession) newGeneration(conn io.Writer) {
 	s.mu.Lock()
 	s.gen++
@@ -143,7 +123,7 @@ func (s *ackSession) newGeneration(conn io.Writer) {
 // resume.
 func (s *ackSession) ConAckReceived(conn io.Writer, cp *packets.Connect, ca *packets.Connack) error {
 	s.newGeneration(conn)
-	return s.inner.ConAckReceived(conn, cp, ca)
+	return s.SessionManager.ConAckReceived(conn, cp, ca)
 }
 
 // ConnectionLost ends the generation: its deliveries can no longer be
@@ -153,27 +133,8 @@ func (s *ackSession) ConnectionLost(dp *packets.Disconnect) error {
 	if s.onLost != nil {
 		s.onLost(dp)
 	}
-	return s.inner.ConnectionLost(dp)
-}
-
-// AddToSession delegates to paho's state.
-func (s *ackSession) AddToSession(ctx context.Context, p session.Packet, resp chan<- packets.ControlPacket) error {
-	return s.inner.AddToSession(ctx, p, resp)
-}
-
-// PacketReceived delegates to paho's state.
-func (s *ackSession) PacketReceived(p *packets.ControlPacket, pubs chan<- *packets.Publish) error {
-	return s.inner.PacketReceived(p, pubs)
+	return s.SessionManager.ConnectionLost(dp)
 }
 
 // Ack is paho's automatic acknowledgement: ignored (see releaseAll).
 func (s *ackSession) Ack(*packets.Publish) error { return nil }
-
-// Close closes paho's state.
-func (s *ackSession) Close() error { return s.inner.Close() }
-
-// SetErrorLogger delegates to paho's state.
-func (s *ackSession) SetErrorLogger(l paholog.Logger) { s.inner.SetErrorLogger(l) }
-
-// SetDebugLogger delegates to paho's state.
-func (s *ackSession) SetDebugLogger(l paholog.Logger) { s.inner.SetDebugLogger(l) }

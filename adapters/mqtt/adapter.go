@@ -19,16 +19,14 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the MQTT 5 implementation of ports.Adapter: the portable
-// layer (adapters/portable) over the MQTT driver. It is safe for
-// concurrent use. Make one with New and Close it.
+// Adapter is the MQTT 5 ports.Adapter: the portable layer over the MQTT
+// driver. Make one with New and Close it.
 type Adapter struct {
 	*portable.Adapter
 	c *conn
 }
 
-// conn is the driver: the sender's connection, and the factory of the
-// subscriptions' own connections.
+// conn is the driver: the sender's connection; subscriptions have their own.
 type conn struct {
 	opts        Options
 	url         string
@@ -38,12 +36,8 @@ type conn struct {
 	instanceSet bool          // Options.Instance was given (DeclareGroup needs it)
 	maxPacket   atomic.Uint32 // the sender's CONNACK Maximum Packet Size (0: none announced)
 
-	// publishFault, when set (tests only), fails publishes before they are
-	// written, as a refusing broker would.
-	publishFault func(topic string) error
-	// arrived, when set (tests only), observes every PUBLISH a
-	// subscription's connection received, before any local handling.
-	arrived func(id string, dup bool)
+	publishFault func(topic string) error  // tests: fails publishes before they are written
+	arrived      func(id string, dup bool) // tests: sees every PUBLISH a subscription receives
 
 	mu        sync.Mutex
 	closed    bool
@@ -58,12 +52,11 @@ var (
 	_ driver.GroupDeclarer = (*conn)(nil)
 )
 
-// New validates opts, starts the embedded broker when asked and connects
-// the sender's connection. It returns once connected; it fails at once
-// with ports.ErrRefused when nothing listens at the address, with
-// ports.ErrAuth or (mqtts:// only) ports.ErrTLS when the broker refuses
-// the client, and otherwise after Options.ConnectTimeout or when ctx is
-// done.
+// New validates opts, starts the embedded broker when asked and returns
+// once the sender is connected. It fails at once with ports.ErrRefused
+// when nothing listens at the address, ports.ErrAuth or (mqtts:// only)
+// ports.ErrTLS when the broker refuses the client, otherwise after
+// Options.ConnectTimeout or when ctx is done.
 func New(ctx context.Context, opts Options) (*Adapter, error) {
 	instanceSet := opts.Instance != ""
 	opts = opts.withDefaults()
@@ -87,7 +80,6 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 		return nil, err
 	}
 	c.pub = pub
-	opts.Logger.Info("sluice mqtt adapter started", "broker", c.url, "namespace", opts.Namespace, "instance", opts.Instance)
 	var secrets []string
 	if opts.Password != "" {
 		secrets = []string{opts.Password}
@@ -95,11 +87,11 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets}), c: c}, nil
 }
 
-// Name is "mqtt". It works on the zero Adapter.
+// Name is "mqtt", also on the zero Adapter.
 func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 
-// Capabilities declares what MQTT 5 gives natively. It works on the zero
-// Adapter (for the capability matrix), with the protocol's packet limit.
+// Capabilities declares what MQTT 5 gives natively, also on the zero
+// Adapter (the protocol's packet limit then).
 func (a *Adapter) Capabilities() ports.Capabilities {
 	if a == nil || a.c == nil {
 		return (*conn)(nil).Capabilities()
@@ -113,46 +105,35 @@ func (c *conn) Name() string { return "mqtt" }
 // Capabilities declares what MQTT 5 gives natively (see docs/adapters/mqtt.md).
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
-		DelayedMessage:     false, // held on the consumer (the portable layer's scheduler)
-		DelayedRequeue:     false, // held on the consumer
-		NativeDeadLetter:   false, // a confirmed copy to "<ns>/<topic>/dlq"
-		Broadcast:          true,  // a plain subscription per instance
-		PerMessageAck:      false, // PUBACKs go out in arrival order
-		PublisherConfirm:   true,  // QoS 1 PUBACK
-		NativeBatch:        false,
-		SubscriptionExpiry: true, // session expiry interval
-		// Kept in the group members' sessions: each member must come back
-		// with its instance identity to receive the share parked for it.
-		DurableGroups: true,
-		// A redelivery by the broker (DUP) counts as at least 1; requeues
-		// are counted copies.
-		ExactRedeliveryCount: false,
+		DelayedMessage:       false, // held on the consumer (the portable layer's scheduler)
+		DelayedRequeue:       false, // held on the consumer
+		NativeDeadLetter:     false, // a confirmed copy to "<ns>/<topic>/dlq"
+		Broadcast:            true,  // a plain subscription per instance
+		PerMessageAck:        false, // PUBACKs go out in arrival order
+		PublisherConfirm:     true,  // QoS 1 PUBACK
+		SubscriptionExpiry:   true,  // session expiry interval
+		DurableGroups:        true,  // in the members' sessions: a member comes back with its instance
+		ExactRedeliveryCount: false, // a broker redelivery (DUP) counts at least 1
 		Ordering:             ports.OrderNone,
 		StartEarliest:        false, // no history: retained messages are one per topic
 		SingleActive:         false, // shared subscriptions spread over every member
 		BestEffort:           true,  // QoS 0
-		Retention:            true,  // MQTT 5 Message Expiry Interval on every PUBLISH
-		MaxLength:            false,
+		Retention:            true,  // Message Expiry Interval on every PUBLISH
 		MaxMessageBytes:      c.maxMessageBytes(),
-		SizeCountsEnvelope:   true, // the limit is the PUBLISH packet's
-		// The broker hands a session to the newest connection with its
-		// client id; the displaced one reports ErrInstanceShared.
-		InstanceGuard: ports.InstanceDetected,
+		SizeCountsEnvelope:   true,                   // the limit is the PUBLISH packet's
+		InstanceGuard:        ports.InstanceDetected, // the displaced session reports ErrInstanceShared
 	}
 }
 
-// senderUp records the Maximum Packet Size the broker announced to the
-// sender connection.
-func (c *conn) senderUp(ca *paho.Connack) {
+// senderUp records the broker's Maximum Packet Size.
+func (c *conn) senderUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 	if ca != nil && ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
 		c.maxPacket.Store(*ca.Properties.MaximumPacketSize)
 	}
 }
 
-// SendBatch publishes msgs at QoS 1 (QoS 0 for a best-effort message or
-// topic), concurrently on the sender connection, and returns after the
-// broker acknowledged every one. Reason code 16 (no matching subscribers)
-// confirms a publish; a reason code >= 0x80 is ErrUnconfirmed.
+// SendBatch publishes msgs concurrently on the sender connection and
+// returns after the broker acknowledged every one.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	if len(msgs) == 1 {
 		if err := c.send(ctx, &msgs[0]); err != nil {
@@ -194,10 +175,9 @@ func (c *conn) send(ctx context.Context, m *ports.Message) error {
 	return c.publish(ctx, p)
 }
 
-// publish sends p on the sender connection and waits for the PUBACK.
-// Reason codes below 0x80 (0 success, 16 no matching subscribers) confirm
-// the publish; others, a lost connection or a missing PUBACK are
-// ErrUnconfirmed; ctx errors are returned as they are.
+// publish sends p and waits for the PUBACK. A reason code below 0x80 (0,
+// or 16: no matching subscribers) confirms; anything else is
+// ErrUnconfirmed, but ctx errors.
 func (c *conn) publish(ctx context.Context, p *paho.Publish) error {
 	if c.publishFault != nil {
 		if err := c.publishFault(p.Topic); err != nil {
@@ -254,8 +234,7 @@ func (c *conn) Classify(err error) driver.Class {
 	return driver.Class{}
 }
 
-// Close disconnects the sender and stops the embedded broker; the
-// portable layer stopped every subscription before.
+// Close disconnects the sender and stops the embedded broker.
 func (c *conn) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true

@@ -19,63 +19,40 @@ import (
 
 // connSpec describes one MQTT connection the adapter keeps up.
 type connSpec struct {
-	clientID   string
-	cleanStart bool
-	expiry     uint32 // session expiry interval, seconds
-	receiveMax uint16 // 0: the protocol default (65535)
-	session    session.SessionManager
-	onPublish  func(paho.PublishReceived) (bool, error)
-	onUp       func(*paho.Connack)
-	report     func(error) // connection events; nil: dropped
-	disconnect func() *paho.Disconnect
-	// stayDown, when set, is asked when the connection was lost: true
-	// keeps it down (the session was taken over; reconnecting would take
-	// it back from the newcomer, and the two would take it from each other
-	// for ever).
-	stayDown func() bool
-	// onConnectError, when set, is called when a connection attempt
-	// failed; it must not block.
-	onConnectError func()
+	clientID       string
+	cleanStart     bool
+	expiry         uint32 // session expiry interval, seconds
+	receiveMax     uint16 // 0: the protocol default (65535)
+	session        session.SessionManager
+	onPublish      func(paho.PublishReceived) (bool, error)
+	onUp           func(*autopaho.ConnectionManager, *paho.Connack)
+	report         func(error) // connection events; nil: dropped
+	disconnect     func() *paho.Disconnect
+	stayDown       func() bool // asked when the connection was lost: true keeps it down
+	onConnectError func()      // a connection attempt failed; must not block
 }
 
-// ConnectionError reports an event on one of the adapter's MQTT
-// connections on Subscription.Errors: the connection was lost ("lost"), a
-// connection attempt failed ("connect"), it came back without its session
-// ("reconnect", wrapping ErrSessionLost) or re-subscribing failed
-// ("resubscribe"). The adapter keeps reconnecting.
-type ConnectionError struct {
-	ClientID string
-	Op       string
-	Err      error
+// connError is an event on one of the adapter's connections, reported on
+// Subscription.Errors: "lost", "connect" (an attempt failed),
+// "reconnect" (without the session: ErrSessionLost), "resubscribe".
+func connError(clientID, op string, err error) error {
+	return fmt.Errorf("mqtt: connection %s: %s: %w", clientID, op, err)
 }
-
-func (e *ConnectionError) Error() string {
-	return fmt.Sprintf("mqtt: connection %s: %s: %v", e.ClientID, e.Op, e.Err)
-}
-
-// Unwrap returns the cause.
-func (e *ConnectionError) Unwrap() error { return e.Err }
 
 // ErrSessionLost is reported when a connection came back without its
-// session (it expired, or the broker lost its state): deliveries the broker
-// held for the client are gone from the broker, and the adapter subscribes
-// again.
+// session (expired, or lost by the broker): what the broker held for the
+// client is gone; the adapter subscribes again.
 var ErrSessionLost = errors.New("mqtt: reconnected without the previous session")
 
 // errConnectTimeout: no connection within Options.ConnectTimeout.
 var errConnectTimeout = errors.New("no connection within the connect timeout")
 
-// reasonSessionTakenOver is the MQTT 5 DISCONNECT reason code the broker
-// sends a client whose session another connection with the same client id
-// took over.
-const reasonSessionTakenOver = 0x8E
+const reasonSessionTakenOver = 0x8E // DISCONNECT: another connection took the session
 
-// connect starts an autopaho connection manager for cs and waits until the
-// first connection is up, or fails: at once for a failure no retry of the
-// first connection mends (a refused TCP connection, TLS handshake or
-// credentials), after ConnectTimeout, or when ctx is done. The error is a
-// *ports.BrokerError with the portable code. The manager lives until its
-// Disconnect.
+// connect starts an autopaho connection manager for cs and waits for the
+// first connection. It fails at once when no retry of the first connection
+// mends the failure (a refused TCP connection, TLS handshake, credentials),
+// else after ConnectTimeout or with ctx, with a *ports.BrokerError.
 func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionManager, error) {
 	u, err := url.Parse(c.url)
 	if err != nil {
@@ -86,7 +63,7 @@ func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionMa
 	var fatal, last atomic.Pointer[error]
 	report := func(err error) {
 		if cs.report != nil {
-			cs.report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
+			cs.report(connError(cs.clientID, "lost", err))
 		}
 	}
 	cfg := autopaho.ClientConfig{
@@ -99,12 +76,8 @@ func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionMa
 		ConnectUsername:               c.opts.Username,
 		ConnectPassword:               []byte(c.opts.Password),
 		TlsCfg:                        c.opts.TLS,
-		OnConnectionUp: func(_ *autopaho.ConnectionManager, ca *paho.Connack) {
-			if cs.onUp != nil {
-				cs.onUp(ca)
-			}
-		},
-		OnConnectionDown: func() bool { return cs.stayDown == nil || !cs.stayDown() },
+		OnConnectionUp:                cs.onUp,
+		OnConnectionDown:              func() bool { return cs.stayDown == nil || !cs.stayDown() },
 		OnConnectError: func(err error) {
 			err, permanent := explainConnect(c.opts.TLS != nil, u.Host, err)
 			last.Store(&err)
@@ -115,7 +88,7 @@ func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionMa
 				cs.onConnectError()
 			}
 			if cs.report != nil {
-				cs.report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
+				cs.report(connError(cs.clientID, "connect", err))
 			}
 		},
 		DisconnectPacketBuilder: cs.disconnect,
@@ -138,9 +111,8 @@ func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionMa
 		if cp.Properties == nil {
 			cp.Properties = &paho.ConnectProperties{}
 		}
-		// The MQTT default, stated explicitly: paho otherwise sends 0 once
-		// any property is set, and some brokers (mochi) then strip user
-		// properties — our headers — from every PUBLISH they forward.
+		// The MQTT default, explicit: paho sends 0 once any property is
+		// set, and mochi then strips user properties (our headers).
 		cp.Properties.RequestProblemInfo = true
 		if rm > 0 {
 			cp.Properties.ReceiveMaximum = &rm
@@ -172,30 +144,19 @@ func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionMa
 	return cm, nil
 }
 
-// CONNACK reason codes that refuse the client's identity (MQTT 5, 3.2.2.2).
-const (
-	reasonBadUserNameOrPassword = 0x86
-	reasonNotAuthorized         = 0x87
-	reasonBanned                = 0x8A
-	reasonBadAuthMethod         = 0x8C
-)
-
-// explainConnect says why one connection attempt failed, and whether a
-// retry of the first connection cannot mend it (permanent): a refused TCP
-// connection (nothing listens), a certificate the client does not trust,
-// a client certificate the broker refused, refused credentials. A
-// connection closed during the handshake is explained but not permanent:
-// a restarting broker closes too. Only a TLS connection (secure) is
-// labelled adapters.ErrTLS.
+// explainConnect says why a connection attempt failed, and whether a retry
+// of the first connection cannot mend it (permanent): refused TCP, TLS or
+// credentials; not a connection closed in the handshake (a restarting
+// broker closes too). Only a TLS connection (secure) is labelled ErrTLS.
 func explainConnect(secure bool, addr string, err error) (explained error, permanent bool) {
 	var ca *autopaho.ConnackError
 	if errors.As(err, &ca) {
-		switch ca.ReasonCode {
-		case reasonBadUserNameOrPassword:
+		switch ca.ReasonCode { // those refusing the client's identity (MQTT 5, 3.2.2.2)
+		case 0x86:
 			return fmt.Errorf("%w: the broker refused the user name and password (CONNACK reason 0x86): %v", adapters.ErrAuth, err), true
-		case reasonNotAuthorized:
+		case 0x87:
 			return fmt.Errorf("%w: the broker does not authorize this client (CONNACK reason 0x87: no or wrong credentials, or an identity — such as the client certificate's — it does not allow): %v", adapters.ErrAuth, err), true
-		case reasonBanned, reasonBadAuthMethod:
+		case 0x8A, 0x8C:
 			return fmt.Errorf("%w: the broker refused the connection (CONNACK reason 0x%02X): %v", adapters.ErrAuth, ca.ReasonCode, err), true
 		}
 		return err, false

@@ -12,7 +12,13 @@ func HeldBack(a *Adapter) int {
 	defer a.c.mu.Unlock()
 	n := 0
 	for s := range a.c.subs {
-		n += s.sess.heldBack()
+		s.sess.mu.Lock()
+		for _, slot := range s.sess.order {
+			if slot.released {
+				n++
+			}
+		}
+		s.sess.mu.Unlock()
 	}
 	return n
 }

@@ -16,10 +16,9 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// subscription is one running consumer (a driver.Subscription): one MQTT
-// connection with its own stable client id and session, and the inbox
-// paho's receive callback fills (the callback must not block, so it
-// cannot hand a PUBLISH to ReceiveBatch directly).
+// subscription is one running consumer: one MQTT connection with its own
+// stable client id and session, and the inbox paho's receive callback
+// fills (the callback must not block, so it cannot hand over directly).
 type subscription struct {
 	c         *conn
 	spec      ports.SubscriptionSpec
@@ -29,9 +28,8 @@ type subscription struct {
 	instance  string // the Instance named in clientID
 	endOnStop bool   // Broadcast without InstanceTTL: the session ends at Close
 
-	sess  *ackSession
-	cm    *autopaho.ConnectionManager
-	cmSet chan struct{} // closed once cm is set (or connecting failed: cm stays nil)
+	sess *ackSession
+	cm   *autopaho.ConnectionManager
 
 	mu     sync.Mutex
 	report func(error)       // the portable layer's Errors (SetReport)
@@ -40,13 +38,13 @@ type subscription struct {
 	recs   []driver.Record   // ReceiveBatch's result, reused
 	closed bool
 	ups    int       // connections made
-	first  chan bool // receives the first CONNACK's session-present flag
+	first  chan bool // the first CONNACK's session-present flag
 	wg     sync.WaitGroup
-	dead   error         // the session was taken over: ReceiveBatch fails with it
+	dead   error         // the session was taken over
 	deadCh chan struct{} // closed when dead is set
 	upAt   time.Time     // when the current connection came up
-	quick  int           // consecutive connections closed by the broker soon after it accepted them
-	failed bool          // a connection attempt failed since the last connection came up
+	quick  int           // connections in a row the broker closed soon after accepting them
+	failed bool          // a connection attempt failed since the last one came up
 	lost   chan struct{} // closed when the current connection ends
 	isLost bool          // lost is closed
 	signal chan struct{} // capacity 1: an entry was queued
@@ -58,27 +56,22 @@ var (
 	_ driver.Reporter     = (*subscription)(nil)
 )
 
-// entry is one message a subscription received and has not finished; it
-// is the record's Handle. A copy the broker redelivers (DUP, same message
-// id) on a new connection updates the entry's ticket instead of being
-// handed out a second time.
+// entry is one message received and not finished, the record's Handle. A
+// copy the broker redelivers (DUP, same message id) on a new connection
+// updates the entry's ticket instead of being handed out again.
 type entry struct {
 	id       string
 	pub      *paho.Publish
 	ticket   ackTicket
-	dup      bool // delivered before (DUP), by a previous connection or process
-	out      bool // handed out by ReceiveBatch
+	dup      bool // delivered before (DUP)
 	owed     bool // acknowledged, but its connection closed before the PUBACK
 	owedAt   int  // connection count when the PUBACK became owed
 	received time.Time
 }
 
-// Subscribe connects the subscription's own MQTT connection (client id
-// stable per namespace, topic, group and instance; CleanStart false;
-// Receive Maximum = InFlight) and subscribes at QoS 1 (QoS 0 for
-// BestEffort): LoadBalance with the shared subscription
-// "$share/<group>/<ns>/<topic>" (or an adopted name), Broadcast with a
-// plain one. It returns once the broker granted the subscription.
+// Subscribe connects the subscription's own connection (CleanStart false,
+// Receive Maximum = InFlight) and subscribes at QoS 1 (0 for BestEffort),
+// with a shared subscription for LoadBalance.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	if spec.Mode == ports.LoadBalance && !validName(spec.Group) {
 		return nil, &ports.ValueError{Field: "SubscriptionSpec.Group", Reason: fmt.Sprintf("%q must not contain '/', '+', '#' or '$' (it names the MQTT shared subscription)", spec.Group)}
@@ -87,7 +80,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		return nil, &ports.ValueError{Field: "SubscriptionSpec.Instance", Reason: fmt.Sprintf("%q must not contain '/', '+', '#' or '$'", spec.Instance)}
 	}
 	s := &subscription{c: c, spec: spec, filter: c.filter(spec), qos: 1, byID: map[string]*entry{},
-		first: make(chan bool, 1), deadCh: make(chan struct{}), lost: make(chan struct{}), cmSet: make(chan struct{}),
+		first: make(chan bool, 1), deadCh: make(chan struct{}), lost: make(chan struct{}),
 		signal: make(chan struct{}, 1), stopCh: make(chan struct{})}
 	if spec.QoS == ports.BestEffort {
 		s.qos = 0
@@ -115,12 +108,10 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		stayDown: s.takenOver, onConnectError: s.onConnectError,
 	})
 	if err != nil {
-		close(s.cmSet)
 		c.forget(s)
 		return nil, err
 	}
 	s.cm = cm
-	close(s.cmSet)
 	var resumed bool
 	select {
 	case resumed = <-s.first:
@@ -128,9 +119,8 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		_ = s.Close(context.Background())
 		return nil, ctx.Err()
 	}
-	// Subscribe even when the session was resumed: mosquitto 2.0.11 does
-	// not restore a shared subscription from its persistence file after a
-	// restart, although it reports the session as present.
+	// Even on a resumed session: mosquitto 2.0.11 does not restore a shared
+	// subscription from its persistence file, yet reports the session.
 	if err := s.subscribeFirst(ctx, resumed); err != nil {
 		_ = s.Close(context.Background())
 		return nil, err
@@ -139,7 +129,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 }
 
 // SetReport implements driver.Reporter: connection events and a session
-// takeover are reported on the subscription's Errors.
+// takeover go to Errors.
 func (s *subscription) SetReport(report func(error)) {
 	s.mu.Lock()
 	s.report = report
@@ -158,10 +148,8 @@ func (s *subscription) reportErr(err error) {
 // errSubscribeRefused marks a SUBACK that did not grant the QoS asked for.
 var errSubscribeRefused = errors.New("subscription refused")
 
-// subscribeFirst subscribes on the first connection. When that connection
-// ends before the SUBACK (another instance with the same client id took
-// the session over, or the network failed), the request is abandoned and
-// sent again on the next connection, until ctx is done.
+// subscribeFirst subscribes on the first connection; when that ends
+// before the SUBACK, it subscribes again on the next, until ctx is done.
 func (s *subscription) subscribeFirst(ctx context.Context, resumed bool) error {
 	for {
 		s.mu.Lock()
@@ -176,7 +164,7 @@ func (s *subscription) subscribeFirst(ctx context.Context, resumed bool) error {
 			case <-done:
 			}
 		}()
-		err := s.subscribe(actx, resumed)
+		err := s.subscribe(actx, s.cm, resumed)
 		close(done)
 		cancel()
 		if err == nil {
@@ -185,8 +173,8 @@ func (s *subscription) subscribeFirst(ctx context.Context, resumed bool) error {
 		if errors.Is(err, errSubscribeRefused) || ctx.Err() != nil {
 			return err
 		}
-		// A transport error: paho may report it (a failed write) before
-		// the connection's end is signalled. Retry only if it did end.
+		// A transport error may come before the connection's end: retry
+		// only if it did end.
 		t := time.NewTimer(s.c.opts.ConnectTimeout)
 		select {
 		case <-lost:
@@ -207,9 +195,9 @@ func (s *subscription) subscribeFirst(ctx context.Context, resumed bool) error {
 }
 
 // register gives s its client id: the spec's instance, or for a
-// LoadBalance member the adapter's Instance (with "-2", "-3"... for further
-// members of the same group in this process), or a random one for a
-// Broadcast instance. Two live subscriptions never share a client id.
+// LoadBalance member the adapter's Instance ("-2", "-3"... for further
+// members in this process), or a random one for Broadcast. Two live
+// subscriptions never share a client id.
 func (c *conn) register(s *subscription) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -250,19 +238,15 @@ func (c *conn) forget(s *subscription) {
 	delete(c.clientIDs, s.clientID)
 }
 
-// subscribe sends SUBSCRIBE and checks the granted QoS.
-//
-// mochi shares one packet-id space between a client's requests and its
-// own in-flight publishes, and answers 0x91 (packet identifier in use)
-// when they collide on a resumed session. subscribe retries with the next
-// ids; when every attempt collides on a resumed session it accepts the
-// session's subscription as it is (a broker that answers 0x91 has kept the
-// session, and mochi keeps its subscriptions with it).
-func (s *subscription) subscribe(ctx context.Context, resumed bool) error {
+// subscribe sends SUBSCRIBE and checks the granted QoS. mochi answers 0x91
+// (packet identifier in use) when the id collides with its own in-flight
+// publishes on a resumed session: retried, and on a resumed session the
+// kept subscription is accepted as it is.
+func (s *subscription) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, resumed bool) error {
 	var err error
 	for range 4 {
 		var sa *paho.Suback
-		sa, err = s.cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: s.qos}}})
+		sa, err = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: s.qos}}})
 		if sa != nil && len(sa.Reasons) == 1 && sa.Reasons[0] == 0x91 {
 			continue
 		}
@@ -280,9 +264,8 @@ func (s *subscription) subscribe(ctx context.Context, resumed bool) error {
 	return fmt.Errorf("mqtt: subscribe %s: packet identifier in use on every attempt: %w", s.filter, err)
 }
 
-// onPublish is paho's receive handler. It runs on paho's goroutine and must
-// not block: it records the arrival order, matches a redelivered copy to
-// its entry, and queues a new message in the inbox.
+// onPublish is paho's receive handler, on paho's goroutine: it records the
+// arrival order, matches a redelivered copy to its entry, queues the rest.
 func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 	p := pr.Packet
 	t := s.sess.arrived(p.PacketID, p.QoS)
@@ -323,16 +306,14 @@ func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 }
 
 // ReceiveBatch hands out up to max received messages, blocking until there
-// is one. A message the broker redelivered (DUP) counts 1. Once the
-// session was taken over and the inbox is empty it fails with a
-// *SessionTakenOverError.
+// is one (a DUP counts 1); once the session was taken over and the inbox
+// is empty, it fails with a *SessionTakenOverError.
 func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	for {
 		s.mu.Lock()
 		if n := min(max, len(s.ready)); n > 0 {
 			recs := s.recs[:0]
 			for _, e := range s.ready[:n] {
-				e.out = true
 				recs = append(recs, e.record(s.spec.Topic))
 			}
 			clear(s.ready[:n])
@@ -372,13 +353,10 @@ func (e *entry) record(topic ports.Topic) driver.Record {
 	return r
 }
 
-// SendAcks releases the PUBACKs of handles with one write (see
-// ackSession.releaseAll). A PUBACK behind an unsettled delivery of the
-// same connection is held back until that one is settled (MQTT's in-order
-// rule). A delivery whose connection closed owes its PUBACK to the copy
-// the broker redelivers on the next connection, which is acknowledged on
-// arrival without being handed out again: nil is returned for it too (a
-// deferred acceptance).
+// SendAcks releases the PUBACKs of handles with one write; one behind an
+// unsettled delivery of the connection waits for it (MQTT's order). A
+// delivery whose connection closed owes its PUBACK to the copy the broker
+// redelivers, acknowledged on arrival and not handed out: nil for it too.
 func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 	es := make([]*entry, len(handles))
 	for i, h := range handles {
@@ -412,16 +390,12 @@ func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-// Session takeover detection. Another connection with the same client id
-// takes the session over: the broker disconnects this one, with MQTT 5
-// reason 0x8E ("Session taken over") where it sends one (mochi does;
-// mosquitto 2.0 closes the socket without it). Without that reason, the
-// tell-tale is a takeover war: both connections reconnect at once and
-// take the session from each other, so the broker keeps closing a
-// connection it has just accepted. takeoverQuick such closes in a row,
-// each within takeoverWindow of the connection coming up and with no
-// failed connection attempt in between (a broker that restarts or a
-// network that is down refuses attempts), count as a takeover.
+// Session takeover: another connection with the same client id takes the
+// session; the broker disconnects this one with reason 0x8E (mochi), or
+// without (mosquitto 2.0): then the tell-tale is a takeover war, the
+// broker closing takeoverQuick connections in a row within takeoverWindow
+// of accepting them, with no failed attempt between (a restarting broker
+// or a broken network refuses attempts).
 const (
 	takeoverQuick  = 5
 	takeoverWindow = 2 * time.Second
@@ -434,11 +408,9 @@ func (s *subscription) onConnectError() {
 	s.mu.Unlock()
 }
 
-// onLost runs on paho's goroutine when the connection ended (see
-// ackSession.onLost): dp is the broker's DISCONNECT, or nil. A takeover
-// is reported and logged once; the connection is then not re-established
-// (takenOver keeps it down), and ReceiveBatch fails once the inbox is
-// empty.
+// onLost runs on paho's goroutine when the connection ended: dp is the
+// broker's DISCONNECT, or nil. A takeover is reported and logged once, and
+// the connection stays down (takenOver).
 func (s *subscription) onLost(dp *packets.Disconnect) {
 	s.mu.Lock()
 	if dp == nil && !s.isLost {
@@ -488,9 +460,9 @@ func (s *subscription) takenOver() bool {
 	return s.dead != nil
 }
 
-// onUp runs on autopaho's goroutine when a connection came up; it must not
-// block. After a reconnect it subscribes again.
-func (s *subscription) onUp(ca *paho.Connack) {
+// onUp runs on autopaho's goroutine when a connection came up. After a
+// reconnect it subscribes again (with or without a session, see Subscribe).
+func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	s.mu.Lock()
 	s.ups++
 	s.upAt, s.failed = time.Now(), false
@@ -499,14 +471,11 @@ func (s *subscription) onUp(ca *paho.Connack) {
 	}
 	reconnect := s.ups > 1
 	for id, e := range s.byID {
-		// A PUBACK owed since before the previous connection will not be
-		// needed: the broker redelivers right after CONNACK or never.
+		// The broker redelivers right after CONNACK or never.
 		if e.owed && e.owedAt < s.ups-1 {
 			delete(s.byID, id)
 		}
 	}
-	// Subscribe again after every reconnect, with or without a session
-	// (see Subscribe on mosquitto's persisted shared subscriptions).
 	resubscribe := reconnect && !s.closed
 	if resubscribe {
 		s.wg.Add(1)
@@ -518,30 +487,23 @@ func (s *subscription) onUp(ca *paho.Connack) {
 	}
 	s.c.opts.Logger.Info("sluice mqtt: reconnected", "client", s.clientID, "session_present", ca.SessionPresent)
 	if !ca.SessionPresent {
-		s.reportErr(&ConnectionError{ClientID: s.clientID, Op: "reconnect", Err: ErrSessionLost})
+		s.reportErr(connError(s.clientID, "reconnect", ErrSessionLost))
 	}
 	if !resubscribe {
 		return
 	}
 	go func() {
 		defer s.wg.Done()
-		// A reconnect can come before connect returned the manager (the
-		// first connection was lost at once, e.g. in a takeover war).
-		<-s.cmSet
-		if s.cm == nil {
-			return
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.ConnectTimeout)
 		defer cancel()
-		if err := s.subscribe(ctx, ca.SessionPresent); err != nil {
-			s.reportErr(&ConnectionError{ClientID: s.clientID, Op: "resubscribe", Err: err})
+		if err := s.subscribe(ctx, cm, ca.SessionPresent); err != nil {
+			s.reportErr(connError(s.clientID, "resubscribe", err))
 		}
 	}()
 }
 
-// disconnectPacket is the DISCONNECT sent by Close: a Broadcast instance
-// without InstanceTTL ends its session (session expiry 0); every other
-// subscription keeps it for a restart with the same instance.
+// disconnectPacket is Close's DISCONNECT: a Broadcast instance without
+// InstanceTTL ends its session (expiry 0); others keep it.
 func (s *subscription) disconnectPacket() *paho.Disconnect {
 	if s.endOnStop {
 		zero := uint32(0)
@@ -550,17 +512,12 @@ func (s *subscription) disconnectPacket() *paho.Disconnect {
 	return &paho.Disconnect{ReasonCode: 0}
 }
 
-// Close stops receiving and disconnects without acknowledging anything
-// that was not acknowledged: the broker keeps those messages in the
-// session (for a restart with the same instance) or, for a Broadcast
-// instance without InstanceTTL, drops them with the session.
-//
-// Before the DISCONNECT it makes one request/response round trip
-// (UNSUBSCRIBE of a filter the session never subscribed) when PUBACKs
-// were written, so that the broker has read them: closing the socket
-// right after the DISCONNECT can reset the connection while the broker
-// still has unread PUBACKs in its buffer (measured with mosquitto). The
-// round trip is bounded by 2s.
+// Close disconnects, acknowledging nothing more: the session keeps the
+// rest for a restart with the same instance (or, Broadcast without
+// InstanceTTL, ends). When PUBACKs were written it first makes one round
+// trip (UNSUBSCRIBE of a filter never subscribed, at most 2s) so that the
+// broker has read them: a socket closed right after the DISCONNECT can
+// reset with PUBACKs unread (measured with mosquitto).
 func (s *subscription) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -583,20 +540,14 @@ func (s *subscription) Close(ctx context.Context) error {
 	return err
 }
 
-// ErrInstanceShared is reported when the broker disconnected a
-// subscription because another connection with the same client id took
-// its session over (see SessionTakenOverError). It is
-// ports.ErrInstanceShared.
+// ErrInstanceShared is ports.ErrInstanceShared (see SessionTakenOverError).
 var ErrInstanceShared = ports.ErrInstanceShared
 
-// SessionTakenOverError reports that the broker handed the MQTT session of
-// Instance (client id ClientID) to another connection: two running
-// instances share one Instance (SubscriptionSpec.Instance, or for a
-// LoadBalance member Options.Instance). The displaced subscription reports
-// it on Errors and does not reconnect — that would take the session back,
-// and the two would take it from each other for ever — so its Receive
-// fails with it once what it had received is handed out. It matches
-// ErrInstanceShared with errors.Is.
+// SessionTakenOverError reports that the broker handed the session of
+// Instance to another connection: two running instances share it. The
+// displaced subscription reports it on Errors and does not reconnect
+// (the two would take the session from each other for ever); its Receive
+// fails with it once the inbox is empty. It matches ErrInstanceShared.
 type SessionTakenOverError struct {
 	Instance string
 	ClientID string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session/state"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -144,7 +145,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	cm, err := c.connect(ctx, connSpec{clientID: id, expiry: seconds(c.opts.SessionExpiry),
 		session:   newAckSession(state.NewInMemory()),
 		onPublish: func(paho.PublishReceived) (bool, error) { return true, nil }, // never released: no PUBACK
-		onUp: func(ca *paho.Connack) {
+		onUp: func(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 			select {
 			case present <- ca.SessionPresent:
 			default:
