@@ -22,14 +22,13 @@ type ackSession struct {
 	// goroutine, before autopaho decides to reconnect; it must not block.
 	onLost func(*packets.Disconnect)
 
-	wmu sync.Mutex // held while releasing and writing: PUBACKs leave in order
-	buf []byte     // the PUBACKs of one write, reused under wmu
-
-	mu    sync.Mutex
-	gen   uint64     // bumped at every ConAckReceived and ConnectionLost
-	conn  io.Writer  // this generation's connection; nil while down
-	order []*ackSlot // QoS 1 deliveries of this generation in arrival order, unacknowledged or held back
-	wrote bool       // a PUBACK was written since the last takeWrote
+	mu      sync.Mutex
+	gen     uint64     // bumped at every ConAckReceived and ConnectionLost
+	conn    io.Writer  // this generation's connection; nil while down
+	order   []*ackSlot // QoS 1 deliveries of this generation in arrival order, unacknowledged or held back
+	writing bool       // a caller of releaseAll is writing
+	buf     []byte     // the writer's PUBACKs, reused
+	wrote   bool       // a PUBACK was written since the last takeWrote
 }
 
 type ackSlot struct {
@@ -61,16 +60,18 @@ func (s *ackSession) arrived(packetID uint16, qos byte) ackTicket {
 	return ackTicket{gen: s.gen, slot: slot}
 }
 
-// releaseAll marks the deliveries of ts acknowledged and writes, in one
-// write, every PUBACK that is now in order. gone[i] is set for a ticket
-// whose connection is closed. The error is the write's (the connection is
-// breaking; the broker will redeliver). A PUBACK behind an earlier, still
-// unacknowledged delivery of the same connection is held back until that
-// one is released.
+// releaseAll marks the deliveries of ts acknowledged and writes every
+// PUBACK that is now in order. gone[i] is set for a ticket whose
+// connection is closed. One caller writes at a time, outside the lock; a
+// caller that finds a write under way leaves its PUBACKs to that writer,
+// which writes again before it returns, so paho's receive callback (a
+// redelivered copy acknowledged on arrival) never waits for the socket.
+// The error is this call's write error (the connection is breaking; the
+// broker redelivers). A PUBACK behind an earlier, still unacknowledged
+// delivery of the connection is held back until that one is released.
 func (s *ackSession) releaseAll(ts []ackTicket, gone []bool) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i, t := range ts {
 		switch {
 		case t.slot == nil:
@@ -80,25 +81,35 @@ func (s *ackSession) releaseAll(ts []ackTicket, gone []bool) error {
 			t.slot.released = true
 		}
 	}
-	buf, n := s.buf[:0], 0
-	for _, slot := range s.order {
-		if !slot.released {
-			break
-		}
-		buf = append(buf, 0x40, 0x02, byte(slot.id>>8), byte(slot.id))
-		n++
-	}
-	clear(s.order[:n])
-	s.order = s.order[n:]
-	w := s.conn
-	s.wrote = s.wrote || n > 0
-	s.mu.Unlock()
-	s.buf = buf
-	if n == 0 || w == nil {
+	if s.writing {
 		return nil
 	}
-	_, err := w.Write(buf)
-	return err
+	s.writing = true
+	defer func() { s.writing = false }()
+	for {
+		buf, n := s.buf[:0], 0
+		for _, slot := range s.order {
+			if !slot.released {
+				break
+			}
+			buf = append(buf, 0x40, 0x02, byte(slot.id>>8), byte(slot.id))
+			n++
+		}
+		clear(s.order[:n])
+		s.order = s.order[n:]
+		w := s.conn
+		if n == 0 || w == nil {
+			return nil
+		}
+		s.wrote = true
+		s.mu.Unlock()
+		_, err := w.Write(buf)
+		s.mu.Lock()
+		s.buf = buf
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // takeWrote reports whether a PUBACK was written since the last call.
