@@ -26,6 +26,7 @@
 //	TopicDeclarer       create topics with properties       a per-process record (redeclare detection)
 //	Dropper             a best-effort class that counts     SendAcks for a best-effort requeue or dead letter
 //	GroupDeclarer       create a group's queue ahead        DeclareTopic refuses Groups it cannot keep
+//	Reporter            events no call returns (lost link)  none: only receive failures reach Errors
 //
 // Native delay on publish, native delayed requeue, expiry of idle
 // per-instance subscriptions, instance exclusivity, a best-effort class,
@@ -256,4 +257,16 @@ type GroupDeclarer interface {
 // with SendAcks. Concurrency, retries and ownership as SendAcks.
 type Dropper interface {
 	SendDrops(ctx context.Context, handles []any) error
+}
+
+// Reporter is implemented by a Subscription whose broker client learns of
+// failures that no call returns — a connection lost and re-established
+// by the client itself, a session taken over by another process. The
+// portable layer calls SetReport once, right after Subscribe returned and
+// before the first ReceiveBatch, with the function that reports an error
+// on the subscription's Errors channel (scrubbed of secrets; it never
+// blocks and drops reports after Close). Events before that call are the
+// driver's to keep or drop.
+type Reporter interface {
+	SetReport(report func(error))
 }

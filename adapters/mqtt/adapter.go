@@ -4,188 +4,199 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the MQTT 5 implementation of ports.Adapter. It is safe for
-// concurrent use. Make one with New and Close it.
+// Adapter is the MQTT 5 ports.Adapter: the portable layer over the MQTT
+// driver. Make one with New and Close it.
 type Adapter struct {
-	opts   Options
-	url    string
-	broker *embedded.Broker // when Options.Embedded
-	pub    *autopaho.ConnectionManager
-	pubID  string
-	errs   *kit.Errors
+	*portable.Adapter
+	c *conn
+}
 
-	declared    kit.Declared  // DeclareTopic's record (retention at Send)
+// conn is the driver: the sender's connection; subscriptions have their own.
+type conn struct {
+	opts        Options
+	url         string
+	broker      *embedded.Broker // when Options.Embedded
+	pub         *autopaho.ConnectionManager
+	declared    kit.Declared  // DeclareTopic's record (retention and class at Send)
 	instanceSet bool          // Options.Instance was given (DeclareGroup needs it)
 	maxPacket   atomic.Uint32 // the sender's CONNACK Maximum Packet Size (0: none announced)
 
-	// publishFault, when set (tests only), fails publishes before they are
-	// written, as a refusing broker would.
-	publishFault func(topic string) error
-	// arrived, when set (tests only), observes every PUBLISH a
-	// subscription's connection received, before any local handling.
-	arrived func(id string, dup bool)
+	publishFault func(topic string) error  // tests: fails publishes before they are written
+	arrived      func(id string, dup bool) // tests: sees every PUBLISH a subscription receives
 
 	mu        sync.Mutex
 	closed    bool
 	subs      map[*subscription]struct{}
 	clientIDs map[string]bool // client ids of live subscriptions
-	closeOnce sync.Once
-	closeErr  error
 }
 
-var _ ports.Adapter = (*Adapter)(nil)
+var (
+	_ ports.Adapter        = (*Adapter)(nil)
+	_ driver.Driver        = (*conn)(nil)
+	_ driver.TopicDeclarer = (*conn)(nil)
+	_ driver.GroupDeclarer = (*conn)(nil)
+)
 
-// New validates opts, starts the embedded broker when asked, connects the
-// sender's connection and logs the adapter's capabilities. It returns once
-// connected, or when ctx is done.
+// New validates opts, starts the embedded broker when asked and returns
+// once the sender is connected. It fails at once with ports.ErrRefused
+// when nothing listens at the address, ports.ErrAuth or (mqtts:// only)
+// ports.ErrTLS when the broker refuses the client, otherwise after
+// Options.ConnectTimeout or when ctx is done.
 func New(ctx context.Context, opts Options) (*Adapter, error) {
 	instanceSet := opts.Instance != ""
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	a := &Adapter{opts: opts, url: opts.URL, errs: kit.NewErrors(64), instanceSet: instanceSet,
-		subs: map[*subscription]struct{}{}, clientIDs: map[string]bool{}}
+	c := &conn{opts: opts, url: opts.URL, instanceSet: instanceSet, subs: map[*subscription]struct{}{}, clientIDs: map[string]bool{}}
 	if opts.Embedded {
 		b, err := embedded.Start(embedded.Options{})
 		if err != nil {
 			return nil, err
 		}
-		a.broker, a.url = b, b.URL()
+		c.broker, c.url = b, b.URL()
 	}
-	a.pubID = opts.Namespace + ":pub:" + opts.Instance + ":" + randomID()
-	pub, err := a.connect(ctx, connSpec{clientID: a.pubID, cleanStart: true, errs: a.errs, onUp: a.senderUp})
+	pub, err := c.connect(ctx, connSpec{clientID: opts.Namespace + ":pub:" + opts.Instance + ":" + randomID(), cleanStart: true, onUp: c.senderUp,
+		report: func(err error) { opts.Logger.Warn("sluice mqtt: sender connection", "error", err) }})
 	if err != nil {
-		if a.broker != nil {
-			_ = a.broker.Close()
+		if c.broker != nil {
+			_ = c.broker.Close()
 		}
 		return nil, err
 	}
-	a.pub = pub
-	opts.Logger.Info("sluice mqtt adapter started", "broker", a.url, "namespace", opts.Namespace,
-		"instance", opts.Instance, "capabilities", a.Capabilities().String())
-	return a, nil
+	c.pub = pub
+	var secrets []string
+	if opts.Password != "" {
+		secrets = []string{opts.Password}
+	}
+	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets}), c: c}, nil
+}
+
+// Name is "mqtt", also on the zero Adapter.
+func (a *Adapter) Name() string { return (*conn)(nil).Name() }
+
+// Capabilities declares what MQTT 5 gives natively, also on the zero
+// Adapter (the protocol's packet limit then).
+func (a *Adapter) Capabilities() ports.Capabilities {
+	if a == nil || a.c == nil {
+		return (*conn)(nil).Capabilities()
+	}
+	return a.c.Capabilities()
 }
 
 // Name is "mqtt".
-func (a *Adapter) Name() string { return "mqtt" }
+func (c *conn) Name() string { return "mqtt" }
 
 // Capabilities declares what MQTT 5 gives natively (see docs/adapters/mqtt.md).
-func (a *Adapter) Capabilities() ports.Capabilities {
+func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
-		DelayedMessage:     false, // local scheduler on the consumer
-		DelayedRequeue:     false, // local scheduler on the consumer
-		NativeDeadLetter:   false, // explicit "<ns>/<topic>/dlq" topic
-		Broadcast:          true,  // a plain subscription per instance
-		PerMessageAck:      false, // PUBACKs go out in arrival order
-		PublisherConfirm:   true,  // QoS 1 PUBACK
-		NativeBatch:        false, // adapter-side window in the core
-		SubscriptionExpiry: true,  // session expiry interval
-		// Kept in the group members' sessions: each member must come back
-		// with its instance identity to receive the share parked for it.
-		DurableGroups: true,
-		// Exact while a subscription runs (across reconnects); after a
-		// restart a redelivery (DUP) counts as at least 1.
-		ExactRedeliveryCount: false,
+		DelayedMessage:       false, // held on the consumer (the portable layer's scheduler)
+		DelayedRequeue:       false, // held on the consumer
+		NativeDeadLetter:     false, // a confirmed copy to "<ns>/<topic>/dlq"
+		Broadcast:            true,  // a plain subscription per instance
+		PerMessageAck:        false, // PUBACKs go out in arrival order
+		PublisherConfirm:     true,  // QoS 1 PUBACK
+		SubscriptionExpiry:   true,  // session expiry interval
+		DurableGroups:        true,  // in the members' sessions: a member comes back with its instance
+		ExactRedeliveryCount: false, // a broker redelivery (DUP) counts at least 1
 		Ordering:             ports.OrderNone,
-		// See topology.go and docs/adapters/mqtt.md.
-		StartEarliest:      false, // no history: retained messages are one per topic
-		SingleActive:       false, // shared subscriptions spread over every member
-		BestEffort:         true,  // QoS 0
-		Retention:          true,  // MQTT 5 Message Expiry Interval on every PUBLISH
-		MaxLength:          false,
-		MaxMessageBytes:    a.maxMessageBytes(),
-		SizeCountsEnvelope: true, // the limit is the PUBLISH packet's
-		// The broker hands a session to the newest connection with its
-		// client id; the displaced one reports ErrInstanceShared.
-		InstanceGuard: ports.InstanceDetected,
+		StartEarliest:        false, // no history: retained messages are one per topic
+		SingleActive:         false, // shared subscriptions spread over every member
+		BestEffort:           true,  // QoS 0
+		Retention:            true,  // Message Expiry Interval on every PUBLISH
+		MaxMessageBytes:      c.maxMessageBytes(),
+		SizeCountsEnvelope:   true,                   // the limit is the PUBLISH packet's
+		InstanceGuard:        ports.InstanceDetected, // the displaced session reports ErrInstanceShared
 	}
 }
 
-// senderUp records the Maximum Packet Size the broker announced to the
-// sender connection.
-func (a *Adapter) senderUp(ca *paho.Connack) {
+// senderUp records the broker's Maximum Packet Size.
+func (c *conn) senderUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 	if ca != nil && ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
-		a.maxPacket.Store(*ca.Properties.MaximumPacketSize)
+		c.maxPacket.Store(*ca.Properties.MaximumPacketSize)
 	}
 }
 
-// Errors reports the sender connection's errors (lost, reconnect
-// failures). It is closed by Close. Subscriptions have their own.
-func (a *Adapter) Errors() <-chan error { return a.errs.C() }
-
-// Close stops every subscription (as Subscription.Stop: nothing is
-// acknowledged), disconnects the sender and stops the embedded broker. It
-// is idempotent.
-func (a *Adapter) Close(ctx context.Context) error {
-	a.closeOnce.Do(func() {
-		a.mu.Lock()
-		a.closed = true
-		subs := make([]*subscription, 0, len(a.subs))
-		for s := range a.subs {
-			subs = append(subs, s)
+// SendBatch publishes msgs concurrently on the sender connection and
+// returns after the broker acknowledged every one.
+func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
+	if len(msgs) == 1 {
+		if err := c.send(ctx, &msgs[0]); err != nil {
+			return []error{err}
 		}
-		a.mu.Unlock()
-		var errs []error
-		for _, s := range subs {
-			if err := s.Stop(ctx); err != nil {
-				errs = append(errs, err)
+		return nil
+	}
+	errs := make([]error, len(msgs))
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for i := range msgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = c.send(ctx, &msgs[i]); errs[i] != nil {
+				failed.Store(true)
 			}
-		}
-		if err := a.pub.Disconnect(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("mqtt: disconnect sender: %w", err))
-		}
-		a.errs.Close()
-		if a.broker != nil {
-			if err := a.broker.Close(); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		a.closeErr = errors.Join(errs...)
-	})
-	return a.closeErr
+		}()
+	}
+	wg.Wait()
+	if !failed.Load() {
+		return nil
+	}
+	return errs
 }
 
-func (a *Adapter) isClosed() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.closed
+func (c *conn) send(ctx context.Context, m *ports.Message) error {
+	p := toPublish(c.physical(m.Topic), m)
+	if c.declared.QoS(m) == ports.BestEffort {
+		p.QoS = 0
+	}
+	if r := c.declared.Retention(m.Topic); r > 0 {
+		s := seconds(r)
+		p.Properties.MessageExpiry = &s
+	}
+	if err := m.CheckSize(c.maxMessageBytes(), envelopeBytes(p)); err != nil {
+		return err
+	}
+	return c.publish(ctx, p)
 }
 
-// publish sends p at QoS 1 on the sender connection and waits for the
-// PUBACK. Reason codes below 0x80 (0 success, 16 no matching subscribers)
-// confirm the publish; others, a lost connection or a missing PUBACK are
-// ErrUnconfirmed; ctx errors are returned as they are.
-func (a *Adapter) publish(ctx context.Context, p *paho.Publish) error {
-	if a.publishFault != nil {
-		if err := a.publishFault(p.Topic); err != nil {
+// publish sends p and waits for the PUBACK. A reason code below 0x80 (0,
+// or 16: no matching subscribers) confirms; anything else is
+// ErrUnconfirmed, but ctx errors.
+func (c *conn) publish(ctx context.Context, p *paho.Publish) error {
+	if c.publishFault != nil {
+		if err := c.publishFault(p.Topic); err != nil {
 			return fmt.Errorf("%w: %v", ports.ErrUnconfirmed, err)
 		}
 	}
 	for {
-		resp, err := a.pub.Publish(ctx, p)
+		resp, err := c.pub.Publish(ctx, p)
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, autopaho.ConnectionDownError):
 			// Not yet written: wait for the connection (bounded by ctx).
-			if werr := a.pub.AwaitConnection(ctx); werr != nil {
+			if werr := c.pub.AwaitConnection(ctx); werr != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				return fmt.Errorf("%w: %v", ports.ErrUnconfirmed, werr)
 			}
-			continue
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case resp != nil && resp.ReasonCode >= 0x80:
@@ -198,4 +209,42 @@ func (a *Adapter) publish(ctx context.Context, p *paho.Publish) error {
 			return fmt.Errorf("%w: %v", ports.ErrUnconfirmed, err)
 		}
 	}
+}
+
+// Classify maps the adapter's errors to portable codes. ErrTLS comes only
+// from an mqtts:// connection (see explainConnect).
+func (c *conn) Classify(err error) driver.Class {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return driver.Class{Code: ports.ErrRefused, Retryable: true}
+	case errors.Is(err, adapters.ErrAuth):
+		return driver.Class{Code: ports.ErrAuth}
+	case errors.Is(err, adapters.ErrTLS):
+		return driver.Class{Code: ports.ErrTLS}
+	case errors.Is(err, ports.ErrTooLarge):
+		return driver.Class{Code: ports.ErrTooLarge}
+	case errors.Is(err, ports.ErrUnconfirmed):
+		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
+	case errors.Is(err, errConnectTimeout), errors.As(err, &ne) && ne.Timeout():
+		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
+	case errors.Is(err, autopaho.ConnectionDownError), errors.As(err, &ne):
+		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
+	}
+	return driver.Class{}
+}
+
+// Close disconnects the sender and stops the embedded broker.
+func (c *conn) Close(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	var errs []error
+	if err := c.pub.Disconnect(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("mqtt: disconnect sender: %w", err))
+	}
+	if c.broker != nil {
+		errs = append(errs, c.broker.Close())
+	}
+	return errors.Join(errs...)
 }

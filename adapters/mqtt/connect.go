@@ -4,108 +4,102 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
 	"github.com/sluicemq/sluice/adapters"
-	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
 )
 
 // connSpec describes one MQTT connection the adapter keeps up.
 type connSpec struct {
-	clientID   string
-	cleanStart bool
-	expiry     uint32 // session expiry interval, seconds
-	receiveMax uint16 // 0: the protocol default (65535)
-	session    session.SessionManager
-	onPublish  func(paho.PublishReceived) (bool, error)
-	onUp       func(*paho.Connack)
-	errs       *kit.Errors
-	disconnect func() *paho.Disconnect
-	// stayDown, when set, is asked when the connection was lost: true
-	// keeps it down (the session was taken over, see
-	// subscription.onTakenOver; reconnecting would take it back from the
-	// newcomer, and the two would take it from each other for ever).
-	stayDown func() bool
-	// onConnectError, when set, is called when a connection attempt
-	// failed; it must not block.
-	onConnectError func()
+	clientID       string
+	cleanStart     bool
+	expiry         uint32 // session expiry interval, seconds
+	receiveMax     uint16 // 0: the protocol default (65535)
+	session        session.SessionManager
+	onPublish      func(paho.PublishReceived) (bool, error)
+	onUp           func(*autopaho.ConnectionManager, *paho.Connack)
+	report         func(error) // connection events; nil: dropped
+	disconnect     func() *paho.Disconnect
+	stayDown       func() bool // asked when the connection was lost: true keeps it down
+	onConnectError func()      // a connection attempt failed; must not block
 }
 
-// reasonSessionTakenOver is the MQTT 5 DISCONNECT reason code the broker
-// sends a client whose session another connection with the same client id
-// took over.
-const reasonSessionTakenOver = 0x8E
+// connError is an event on one of the adapter's connections, reported on
+// Subscription.Errors: "lost", "connect" (an attempt failed),
+// "reconnect" (without the session: ErrSessionLost), "resubscribe".
+func connError(clientID, op string, err error) error {
+	return fmt.Errorf("mqtt: connection %s: %s: %w", clientID, op, err)
+}
 
-// connect starts an autopaho connection manager for cs and waits until the
-// first connection is up or ctx is done. The manager lives until its
-// Disconnect.
-func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionManager, error) {
-	u, err := url.Parse(a.url)
+// ErrSessionLost is reported when a connection came back without its
+// session (expired, or lost by the broker): what the broker held for the
+// client is gone; the adapter subscribes again.
+var ErrSessionLost = errors.New("mqtt: reconnected without the previous session")
+
+// errConnectTimeout: no connection within Options.ConnectTimeout.
+var errConnectTimeout = errors.New("no connection within the connect timeout")
+
+const reasonSessionTakenOver = 0x8E // DISCONNECT: another connection took the session
+
+// connect starts an autopaho connection manager for cs and waits for the
+// first connection. It fails at once when no retry of the first connection
+// mends the failure (a refused TCP connection, TLS handshake, credentials),
+// else after ConnectTimeout or with ctx, with a *ports.BrokerError.
+func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionManager, error) {
+	u, err := url.Parse(c.url)
 	if err != nil {
 		return nil, err
 	}
-	secure := a.opts.TLS != nil
-	// The first connection is bounded by ConnectTimeout (autopaho would
-	// otherwise retry until ctx ends, silently), and ends at once on a
-	// failure no retry can mend: a refused TLS handshake or credentials.
-	actx, cancel := context.WithTimeout(ctx, a.opts.ConnectTimeout)
+	actx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
-	var fatal atomic.Pointer[error]
-	lastErr := make(chan error, 1)
-	keep := func(err error) {
-		select {
-		case <-lastErr:
-		default:
-		}
-		select {
-		case lastErr <- err:
-		default:
+	var fatal, last atomic.Pointer[error]
+	report := func(err error) {
+		if cs.report != nil {
+			cs.report(connError(cs.clientID, "lost", err))
 		}
 	}
 	cfg := autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{u},
-		KeepAlive:                     uint16(a.opts.KeepAlive.Seconds()),
+		KeepAlive:                     uint16(c.opts.KeepAlive.Seconds()),
 		CleanStartOnInitialConnection: cs.cleanStart,
 		SessionExpiryInterval:         cs.expiry,
-		ReconnectBackoff:              autopaho.NewConstantBackoff(a.opts.ReconnectBackoff),
-		ConnectTimeout:                a.opts.ConnectTimeout,
-		ConnectUsername:               a.opts.Username,
-		ConnectPassword:               []byte(a.opts.Password),
-		TlsCfg:                        a.opts.TLS,
-		OnConnectionUp: func(_ *autopaho.ConnectionManager, ca *paho.Connack) {
-			if cs.onUp != nil {
-				cs.onUp(ca)
-			}
-		},
-		OnConnectionDown: func() bool { return cs.stayDown == nil || !cs.stayDown() },
+		ReconnectBackoff:              autopaho.NewConstantBackoff(c.opts.ReconnectBackoff),
+		ConnectTimeout:                c.opts.ConnectTimeout,
+		ConnectUsername:               c.opts.Username,
+		ConnectPassword:               []byte(c.opts.Password),
+		TlsCfg:                        c.opts.TLS,
+		OnConnectionUp:                cs.onUp,
+		OnConnectionDown:              func() bool { return cs.stayDown == nil || !cs.stayDown() },
 		OnConnectError: func(err error) {
-			err, permanent := explainConnect(secure, u.Host, err)
+			err, permanent := explainConnect(c.opts.TLS != nil, u.Host, err)
+			last.Store(&err)
 			if permanent && fatal.CompareAndSwap(nil, &err) {
-				cancel()
+				cancel() // ends the first connection's wait; later ones retry
 			}
-			keep(err)
 			if cs.onConnectError != nil {
 				cs.onConnectError()
 			}
-			cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "connect", Err: err})
+			if cs.report != nil {
+				cs.report(connError(cs.clientID, "connect", err))
+			}
 		},
 		DisconnectPacketBuilder: cs.disconnect,
 		ClientConfig: paho.ClientConfig{
-			ClientID: cs.clientID,
-			Session:  cs.session,
-			OnClientError: func(err error) {
-				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost", Err: err})
-			},
+			ClientID:      cs.clientID,
+			Session:       cs.session,
+			OnClientError: report,
 			OnServerDisconnect: func(d *paho.Disconnect) {
-				if cs.stayDown != nil && cs.stayDown() {
-					return // reported by whoever keeps it down
+				if cs.stayDown == nil || !cs.stayDown() { // else reported by whoever keeps it down
+					report(fmt.Errorf("server sent DISCONNECT, reason code %d", d.ReasonCode))
 				}
-				cs.errs.Report(&ConnectionError{ClientID: cs.clientID, Op: "lost",
-					Err: fmt.Errorf("server sent DISCONNECT, reason code %d", d.ReasonCode)})
 			},
 		},
 	}
@@ -117,9 +111,8 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 		if cp.Properties == nil {
 			cp.Properties = &paho.ConnectProperties{}
 		}
-		// The MQTT default, stated explicitly: paho otherwise sends 0 once
-		// any property is set, and some brokers (mochi) then strip user
-		// properties — our headers — from every PUBLISH they forward.
+		// The MQTT default, explicit: paho sends 0 once any property is
+		// set, and mochi then strips user properties (our headers).
 		cp.Properties.RequestProblemInfo = true
 		if rm > 0 {
 			cp.Properties.ReceiveMaximum = &rm
@@ -132,47 +125,56 @@ func (a *Adapter) connect(ctx context.Context, cs connSpec) (*autopaho.Connectio
 	}
 	if err := cm.AwaitConnection(actx); err != nil {
 		_ = cm.Disconnect(context.Background())
-		if f := fatal.Load(); f != nil && ctx.Err() == nil {
-			return nil, &ConnectError{Addr: u.Host, ClientID: cs.clientID, Err: *f}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no connection within the connect timeout %v", a.opts.ConnectTimeout)
+		cause := errConnectTimeout
+		if f := fatal.Load(); f != nil {
+			cause = *f
+		} else if l := last.Load(); l != nil {
+			cause = fmt.Errorf("%w within %v (last attempt: %w)", errConnectTimeout, c.opts.ConnectTimeout, *l)
 		}
-		var last error
-		select {
-		case last = <-lastErr:
-		default:
+		err := fmt.Errorf("mqtt: cannot connect %s to %s: %w", cs.clientID, u.Host, cause)
+		if !errors.Is(cause, adapters.ErrTLS) && !errors.Is(cause, adapters.ErrAuth) {
+			err = fmt.Errorf("%w; check that an MQTT 5 broker listens at that address (host and port), that it is reachable from here, and the credentials", err)
 		}
-		return nil, &ConnectError{Addr: u.Host, ClientID: cs.clientID, Err: err, Last: last}
+		cl := c.Classify(err)
+		return nil, &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
 	}
 	return cm, nil
 }
 
-// ConnectError reports that the adapter could not connect to the broker
-// at Addr. Err is why it gave up (the connect timeout, or ctx); Last is
-// the last attempt's failure, if any.
-type ConnectError struct {
-	Addr     string
-	ClientID string
-	Err      error
-	Last     error
-}
-
-func (e *ConnectError) Error() string {
-	msg := fmt.Sprintf("mqtt: cannot connect %s to %s: %v", e.ClientID, e.Addr, e.Err)
-	if e.Last != nil {
-		msg += fmt.Sprintf(" (last attempt: %v)", e.Last)
+// explainConnect says why a connection attempt failed, and whether a retry
+// of the first connection cannot mend it (permanent): refused TCP, TLS or
+// credentials; not a connection closed in the handshake (a restarting
+// broker closes too). Only a TLS connection (secure) is labelled ErrTLS.
+func explainConnect(secure bool, addr string, err error) (explained error, permanent bool) {
+	var ca *autopaho.ConnackError
+	if errors.As(err, &ca) {
+		switch ca.ReasonCode { // those refusing the client's identity (MQTT 5, 3.2.2.2)
+		case 0x86:
+			return fmt.Errorf("%w: the broker refused the user name and password (CONNACK reason 0x86): %v", adapters.ErrAuth, err), true
+		case 0x87:
+			return fmt.Errorf("%w: the broker does not authorize this client (CONNACK reason 0x87: no or wrong credentials, or an identity — such as the client certificate's — it does not allow): %v", adapters.ErrAuth, err), true
+		case 0x8A, 0x8C:
+			return fmt.Errorf("%w: the broker refused the connection (CONNACK reason 0x%02X): %v", adapters.ErrAuth, ca.ReasonCode, err), true
+		}
+		return err, false
 	}
-	if errors.Is(e.Err, adapters.ErrTLS) || errors.Is(e.Err, adapters.ErrAuth) {
-		return msg // the cause is known and says what to do
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("nothing listens at %s (connection refused): %w", addr, err), true
 	}
-	return msg + "; check that an MQTT 5 broker listens at that address (host and port), that it is reachable from here, and the credentials"
-}
-
-// Unwrap returns the cause and the last attempt's failure.
-func (e *ConnectError) Unwrap() []error {
-	if e.Last == nil {
-		return []error{e.Err}
+	text := err.Error() // paho flattens some errors, and reports a packet it cannot read by text only
+	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(text, "EOF") || strings.Contains(text, "connection reset")
+	if secure {
+		e := adapters.ExplainTLS(addr, err)
+		return e, errors.Is(e, adapters.ErrTLS) && !closed
 	}
-	return []error{e.Err, e.Last}
+	if closed || strings.Contains(text, "malformed") || strings.Contains(text, "unexpected packet") {
+		// A TLS listener drops (or answers with a TLS alert) the
+		// plaintext CONNECT: the client sees the end or garbage.
+		return fmt.Errorf("%s closed the plaintext MQTT connection or answered something that is not MQTT: not a plaintext port? if it is the broker's TLS port (8883), use mqtts://: %w", addr, err), false
+	}
+	return err, false
 }

@@ -1,51 +1,33 @@
 // Package mqtt is the sluice adapter for MQTT 5 brokers (mosquitto, mochi,
-// any broker with shared subscriptions), built on paho.golang and autopaho.
+// any broker with shared subscriptions), built on paho.golang and autopaho:
+// a driver (adapters/driver) under the portable layer (adapters/portable),
+// which owns settlement, copies, delays, the in-flight bound and Errors.
 //
-// # Mapping
-//
-//	send           QoS 1 PUBLISH; Send returns after the broker's PUBACK.
-//	               Reason code 16 (no matching subscribers) is a confirmed
-//	               publish; any reason code >= 0x80 is ErrUnconfirmed.
-//	ack            PUBACK, written only by Settle(Ack) (never on receipt).
-//	requeue        no PUBACK: the adapter redelivers the message locally
-//	               after Disposition.Delay, counting each redelivery.
-//	dead letter    QoS 1 publish to "<ns>/<topic>/dlq", PUBACK of the
-//	               original only after that publish was confirmed.
+//	send           QoS 1 PUBLISH, confirmed by the PUBACK (reason code 16,
+//	               no matching subscribers, confirms; >= 0x80 is
+//	               ErrUnconfirmed). QoS 0 for a BestEffort message or topic.
+//	ack            PUBACK, written by the settlement round (never on receipt),
+//	               in the order the PUBLISHes arrived (MQTT's rule): a PUBACK
+//	               behind an unsettled delivery of the connection waits for it.
+//	requeue        a confirmed copy with a counted redelivery header, then
+//	               the original's PUBACK (the portable layer's fallback).
+//	dead letter    a confirmed copy to "<ns>/<topic>/dlq", then the PUBACK.
 //	load balance   shared subscription "$share/<group>/<ns>/<topic>".
 //	broadcast      a plain subscription per instance.
-//	delay          the consumer's local scheduler ("sluice-deliver-at").
+//	delay          held on the consumer ("sluice-not-before").
 //	instance TTL   the MQTT session expiry interval.
 //
 // Each subscription owns one MQTT connection whose client id is stable
 // (derived from the namespace, topic, group and instance), connects with
 // CleanStart=false and a session expiry, so a restarted instance resumes
-// its session and receives again what it had not acknowledged.
+// its session and receives again what it had not acknowledged. Receive
+// Maximum is SubscriptionSpec.InFlight, so a delivery held back (pending,
+// delayed) stalls the connection only up to the in-flight bound.
 //
-// # Acknowledgement order
-//
-// MQTT requires PUBACKs in the order the PUBLISHes arrived. The adapter
-// keeps that order: a PUBACK that Settle asks for is written at once when
-// every earlier delivery of the connection is acknowledged, and otherwise
-// as soon as they are. A delivery that waits (pending in a handler,
-// requeued with a backoff, delayed) holds back the PUBACKs of every later
-// delivery; the broker counts those as in flight and stops sending when
-// Receive Maximum of them are unacknowledged. The adapter sets Receive
-// Maximum to SubscriptionSpec.InFlight, so the stall is bounded by the
-// in-flight limit and lasts until the head delivery is settled. See
+// Connections are kept up by autopaho; a lost connection is reported on
+// Subscription.Errors. A delivery received on a lost connection can no
+// longer be acknowledged there: the broker redelivers it on the new
+// connection, and the adapter matches the copy to the delivery the core
+// still holds (by message id), so it is not handed out twice. See
 // docs/adapters/mqtt.md.
-//
-// # Connections
-//
-// Connections are kept up by autopaho. A lost connection is reported on
-// Subscription.Errors (and Adapter.Errors for the sender); deliveries
-// received on the lost connection can no longer be acknowledged there: the
-// broker redelivers them on the new connection, and the adapter matches
-// the redelivered copy to the delivery the core still holds (by message
-// id), so it is not handed out twice.
-//
-// # Watermill
-//
-// WatermillPublisher and WatermillSubscriber expose the same connections
-// as a Watermill publisher/subscriber pair, for use behind a Watermill
-// router.
 package mqtt

@@ -1,30 +1,22 @@
 package mqtt
 
 import (
-	"strconv"
-	"time"
-
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// HeaderDeliverAt carries a delayed message's due time (Unix milliseconds,
-// publisher clock). The consumer's local scheduler holds the message until
-// then. It is private to this adapter's wire format.
-const HeaderDeliverAt = "sluice-deliver-at"
+// headerDeliverAt is the not-before header of earlier versions of this
+// adapter (Unix milliseconds, as kit.HeaderNotBefore): a message from such
+// a producer is held as well.
+const headerDeliverAt = "sluice-deliver-at"
 
 // toPublish builds the QoS 1 PUBLISH of a stamped message. Headers travel
 // as MQTT 5 user properties, unchanged.
-func toPublish(topic string, m *ports.Message, deliverAt time.Time) *paho.Publish {
-	props := make([]paho.UserProperty, 0, len(m.Headers)+1)
+func toPublish(topic string, m *ports.Message) *paho.Publish {
+	props := make([]paho.UserProperty, 0, len(m.Headers))
 	for k, v := range m.Headers {
-		if k == HeaderDeliverAt {
-			continue
-		}
 		props = append(props, paho.UserProperty{Key: k, Value: v})
-	}
-	if !deliverAt.IsZero() {
-		props = append(props, paho.UserProperty{Key: HeaderDeliverAt, Value: strconv.FormatInt(deliverAt.UnixMilli(), 10)})
 	}
 	p := &paho.Publish{QoS: 1, Topic: topic, Payload: m.Payload, Properties: &paho.PublishProperties{User: props}}
 	if ct := m.Headers[ports.HeaderContentType]; ct != "" {
@@ -48,19 +40,22 @@ func headersOf(p *paho.Publish) ports.Headers {
 	if ct := p.Properties.ContentType; ct != "" && h[ports.HeaderContentType] == "" {
 		h[ports.HeaderContentType] = ct
 	}
+	if at, ok := h[headerDeliverAt]; ok {
+		delete(h, headerDeliverAt)
+		h[kit.HeaderNotBefore] = at
+	}
 	return h
 }
 
-// deliverAtOf parses HeaderDeliverAt: zero when absent, a *ports.HeaderError
-// when malformed.
-func deliverAtOf(h ports.Headers) (time.Time, error) {
-	s, ok := h[HeaderDeliverAt]
-	if !ok || s == "" {
-		return time.Time{}, nil
+// userProperty returns the last value of user property key of p.
+func userProperty(p *paho.Publish, key string) string {
+	v := ""
+	if p.Properties != nil {
+		for _, u := range p.Properties.User {
+			if u.Key == key {
+				v = u.Value
+			}
+		}
 	}
-	ms, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || ms < 0 {
-		return time.Time{}, &ports.HeaderError{Header: HeaderDeliverAt, Value: s}
-	}
-	return time.UnixMilli(ms), nil
+	return v
 }

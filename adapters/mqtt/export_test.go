@@ -1,16 +1,30 @@
 package mqtt
 
-// SetPublishFault makes every publish of a (sends and dead-letter
-// publishes) consult f first; a non-nil error fails the publish as an
+// SetPublishFault makes every publish of a (sends, requeue and dead-letter
+// copies) consult f first; a non-nil error fails the publish as an
 // unconfirmed one. Tests only; set before the adapter is shared.
-func SetPublishFault(a *Adapter, f func(topic string) error) { a.publishFault = f }
+func SetPublishFault(a *Adapter, f func(topic string) error) { a.c.publishFault = f }
 
-// HeldBack reports how many acknowledged deliveries of sub wait behind an
-// unacknowledged one.
-func HeldBack(sub any) int { return sub.(*subscription).sess.heldBack() }
+// HeldBack reports how many acknowledged deliveries of a's subscriptions
+// wait behind an unacknowledged one.
+func HeldBack(a *Adapter) int {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	n := 0
+	for s := range a.c.subs {
+		s.sess.mu.Lock()
+		for _, slot := range s.sess.order {
+			if slot.released {
+				n++
+			}
+		}
+		s.sess.mu.Unlock()
+	}
+	return n
+}
 
 // SetArrivalHook makes every subscription of a report each PUBLISH its
 // connection received (message id, DUP flag) before handling it, so tests
 // can tell a message the broker never delivered from one the adapter
 // dropped. Set before subscribing.
-func SetArrivalHook(a *Adapter, f func(id string, dup bool)) { a.arrived = f }
+func SetArrivalHook(a *Adapter, f func(id string, dup bool)) { a.c.arrived = f }

@@ -21,20 +21,6 @@ func physicalTopic(ns string, t ports.Topic) string {
 	return ns + "/" + s
 }
 
-// deadLetterTopic is the MQTT dead-letter topic of logical topic t.
-func deadLetterTopic(ns string, t ports.Topic) string {
-	return physicalTopic(ns, ports.DeadLetterTopic(t))
-}
-
-// subscriptionFilter is the MQTT topic filter a subscription subscribes to.
-func subscriptionFilter(ns string, spec ports.SubscriptionSpec) string {
-	phys := physicalTopic(ns, spec.Topic)
-	if spec.Mode == ports.LoadBalance {
-		return "$share/" + spec.Group + "/" + phys
-	}
-	return phys
-}
-
 // clientID is the stable MQTT client id of one subscription instance. Two
 // live connections must never share it (the broker would take the session
 // over); a restarted instance must reuse it to resume its session.

@@ -377,7 +377,7 @@ func TestFaultConsumerKilledBeforeCompletion(t *testing.T) {
 					}
 				}
 			}
-			held := mqtt.HeldBack(sub)
+			held := mqtt.HeldBack(victim)
 			proxy.Cut() // the process dies: no DISCONNECT
 			_ = sub.Stop(ctx)
 

@@ -17,14 +17,12 @@ import (
 //	mqtts://[user@]host:8883[/namespace][?password_file=…&ca_file=…&cert_file=…&key_file=…&server_name=…]
 //	mqtt+embedded://[/namespace]
 //
-// The namespace (the path, or the shared namespace parameter, not both)
-// prefixes every physical topic and client id. mqtts:// connects with TLS
-// (the system roots, or the shared TLS parameters and options); a client
-// certificate may stand in for the user name where the broker takes it as
-// the identity (mosquitto's use_identity_as_username). Open connects
-// before it returns: a refused TLS handshake (adapters.ErrTLS) or refused
-// credentials (adapters.ErrAuth) fail it at once, not at the connect
-// timeout.
+// The namespace (the path, or the namespace parameter, not both) prefixes
+// every physical topic and client id. mqtts:// connects with TLS (the
+// system roots, or the shared TLS parameters); a client certificate may be
+// the identity. Open connects before it returns: a refused connection
+// (ports.ErrRefused), TLS handshake (ports.ErrTLS, mqtts:// only) or
+// credentials (ports.ErrAuth) fail it at once, not at the connect timeout.
 func init() {
 	adapters.Register("mqtt", adapters.OpenerFunc(openMQTT))
 	adapters.Register("mqtts", adapters.OpenerFunc(openMQTT))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -79,22 +80,63 @@ func TestOpenMQTTRejects(t *testing.T) {
 	}
 }
 
-// An unreachable broker fails Open within the connect timeout, naming the
-// address and what to check (it used to block until ctx ended, silently).
-func TestOpenUnreachableFailsWithinConnectTimeout(t *testing.T) {
+// A refused connection (nothing listens on the port) fails Open at once
+// with ports.ErrRefused, naming the address — not after the connect
+// timeout (10s by default), and without a TLS label.
+func TestOpenRefusedFailsAtOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
-	a, err := adapters.Open(ctx, "mqtt://127.0.0.1:1?connect_timeout=300ms", adapters.NotExclusive())
+	a, err := adapters.Open(ctx, "mqtt://"+addr, adapters.NotExclusive())
 	if err == nil {
 		_ = a.Close(context.Background())
-		t.Fatal("Open of mqtt://127.0.0.1:1 succeeded")
+		t.Fatalf("Open of mqtt://%s succeeded", addr)
 	}
-	if took := time.Since(start); took > 15*time.Second {
-		t.Fatalf("Open took %v with a 300ms connect timeout", took)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Open took %v to fail on a refused connection; want at once, not the connect timeout", took)
 	}
-	var ce *mqtt.ConnectError
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "check") {
-		t.Fatalf("Open = %v, want a *mqtt.ConnectError naming 127.0.0.1:1 and what to check", err)
+	if !errors.Is(err, ports.ErrRefused) || errors.Is(err, ports.ErrTLS) || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("Open = %v, want ports.ErrRefused naming %s", err, addr)
+	}
+}
+
+// A plaintext URL pointed at a port that does not speak MQTT fails
+// without a TLS label: only an mqtts:// connection has a TLS handshake to
+// fail. The error still hints at the TLS port.
+func TestOpenNonMQTTPortIsNotTLS(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 512))
+			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := adapters.Open(ctx, "mqtt://"+l.Addr().String()+"?connect_timeout=1s", adapters.NotExclusive())
+	if err == nil {
+		_ = a.Close(context.Background())
+		t.Fatal("Open of an HTTP port succeeded")
+	}
+	if errors.Is(err, ports.ErrTLS) || errors.Is(err, adapters.ErrTLS) || strings.Contains(err.Error(), "TLS handshake failed") {
+		t.Fatalf("Open of a plaintext non-MQTT port = %v; want no TLS label on an mqtt:// URL", err)
+	}
+	if !strings.Contains(err.Error(), "not a plaintext port?") || !strings.Contains(err.Error(), l.Addr().String()) {
+		t.Fatalf("Open = %v, want the address and the hint about a TLS port", err)
 	}
 }

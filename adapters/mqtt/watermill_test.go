@@ -2,86 +2,83 @@ package mqtt_test
 
 import (
 	"context"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
+
 	"github.com/sluicemq/sluice/adapters/mqtt"
-	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
-	"github.com/sluicemq/sluice/ports"
+	"github.com/sluicemq/sluice/adapters/mqtt/mqtttest"
+	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 )
 
-// TestWatermillRouter runs a Watermill router over the adapter's
-// publisher/subscriber pair: a handler that nacks a message's first
-// delivery sees it again with its redelivery count in the metadata, and an
-// acked message is not redelivered.
-func TestWatermillRouter(t *testing.T) {
-	b, err := embedded.Start(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+// TestWatermillUniversalSuite runs Watermill's own pub/sub suite through
+// the one Watermill bridge (adapters/watermill) over the adapter, on
+// mosquitto: every case of tests.TestPubSub but two.
+//
+// TestConcurrentClose does not run: it stops ten members of a group and
+// expects one new member to receive everything published meanwhile. An
+// MQTT group keeps a stopped member's share in that member's session until
+// a member with the same instance resumes it (the durable-group contract
+// the TCK's LoadBalance_BacklogKeptWhileGroupDown checks; see
+// Options.Instance and LeaveGroupOnStop), so nine tenths wait for members
+// that do not come back. TestReconnect does not run (no
+// RestartServiceCommand): TestFaultMosquittoRestartMidStream and the fault
+// kit's broker-restart scenario cover a restart.
+//
+// Features, honestly: consumer groups yes (a shared subscription per
+// group); exactly-once no (at least once); guaranteed order no (a nack is
+// a requeued copy at the tail); persistent yes (QoS 1 in the members'
+// sessions); new subscribers receive old messages no (a group receives
+// what is published after its first member subscribed); context preserved
+// no (only the envelope travels).
+func TestWatermillUniversalSuite(t *testing.T) {
+	m := mqtttest.Require(t, mqtttest.MosquittoOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := mqtt.New(ctx, mqtt.Options{URL: b.URL(), ReceiveMaximum: 65535, Logger: quietLog})
+	a, err := mqtt.New(ctx, mqtt.Options{URL: m.URL(), Namespace: "wm" + randHex(), Instance: "wm", Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close(context.Background())
-
-	sub := a.WatermillSubscriber(mqtt.WatermillConfig{Spec: ports.SubscriptionSpec{Group: "wm", InFlight: 4}})
-	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	features := tests.Features{
+		ConsumerGroups:                   true,
+		ExactlyOnceDelivery:              false,
+		GuaranteedOrder:                  false,
+		Persistent:                       true,
+		NewSubscriberReceivesOldMessages: false,
+		ContextPreserved:                 false,
 	}
-	type seen struct {
-		uuid, count, tenant string
+	pubSub := func(t *testing.T) (message.Publisher, message.Subscriber) {
+		return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{})
 	}
-	got := make(chan seen, 16)
-	var mu sync.Mutex
-	nacked := map[string]bool{}
-	router.AddConsumerHandler("orders", "orders", sub, func(m *message.Message) error {
-		got <- seen{m.UUID, m.Metadata.Get(ports.HeaderRedeliveryCount), m.Metadata.Get(ports.HeaderTenantID)}
-		mu.Lock()
-		defer mu.Unlock()
-		if !nacked[m.UUID] {
-			nacked[m.UUID] = true
-			m.Nack()
-			return nil
-		}
-		return nil // the router acks
+	cases := map[string]func(*testing.T, tests.TestContext, tests.PubSubConstructor){
+		"TestPublishSubscribe":                  tests.TestPublishSubscribe,
+		"TestConcurrentSubscribe":               tests.TestConcurrentSubscribe,
+		"TestConcurrentSubscribeMultipleTopics": tests.TestConcurrentSubscribeMultipleTopics,
+		"TestResendOnError":                     tests.TestResendOnError,
+		"TestNoAck":                             tests.TestNoAck,
+		"TestContinueAfterSubscribeClose":       tests.TestContinueAfterSubscribeClose,
+		"TestContinueAfterErrors":               tests.TestContinueAfterErrors,
+		"TestPublishSubscribeInOrder":           tests.TestPublishSubscribeInOrder,
+		"TestPublisherClose":                    tests.TestPublisherClose,
+		"TestTopic":                             tests.TestTopic,
+		"TestMessageCtx":                        tests.TestMessageCtx,
+		"TestSubscribeCtx":                      tests.TestSubscribeCtx,
+		"TestNewSubscriberReceivesOldMessages":  tests.TestNewSubscriberReceivesOldMessages,
+	}
+	for name, run := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			run(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, pubSub)
+		})
+	}
+	t.Run("TestConsumerGroups", func(t *testing.T) {
+		t.Parallel()
+		tests.TestConsumerGroups(t, tests.TestContext{TestID: tests.NewTestID(), Features: features},
+			func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+				return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group})
+			})
 	})
-	done := make(chan error, 1)
-	go func() { done <- router.Run(ctx) }()
-	<-router.Running()
-
-	m := message.NewMessage(watermill.NewUUID(), []byte(`{"n":1}`))
-	m.Metadata.Set(ports.HeaderTenantID, "t-1")
-	if err := a.WatermillPublisher().Publish("orders", m); err != nil {
-		t.Fatalf("publish: %v", err)
-	}
-	for i := range 2 {
-		select {
-		case s := <-got:
-			if s.uuid != m.UUID || s.count != strconv.Itoa(i) || s.tenant != "t-1" {
-				t.Fatalf("delivery %d: %+v, want uuid %s, redelivery count %d, tenant t-1", i, s, m.UUID, i)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("delivery %d did not arrive", i)
-		}
-	}
-	select {
-	case s := <-got:
-		t.Fatalf("acked message delivered again: %+v", s)
-	case <-time.After(300 * time.Millisecond): // a quiet window after the ack
-	}
-	if err := router.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 }

@@ -73,6 +73,9 @@ func newSubscription(a *Adapter, ds driver.Subscription, spec ports.Subscription
 	s.copies = !native
 	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report, Now: a.clock.Now}
 	s.settler.Tracker.Lookup = s.claim
+	if r, ok := ds.(driver.Reporter); ok {
+		r.SetReport(s.report)
+	}
 	// The delay fallback runs only where the broker lacks the delay: a
 	// driver that delays messages and requeues natively costs no goroutine.
 	if !a.caps.DelayedMessage || (native && !a.caps.DelayedRequeue) {
