@@ -1,9 +1,11 @@
 package mem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -11,10 +13,9 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is one process's connection to a [Broker]: it implements
-// ports.Adapter, as the portable layer (adapters/portable) over the
-// in-process broker's driver. Make several on one Broker to model several
-// processes.
+// Adapter is one process's connection to a [Broker]: the portable layer
+// (adapters/portable) over the in-process broker's driver. Make several on
+// one Broker to model several processes.
 type Adapter struct {
 	*portable.Adapter
 	c *conn
@@ -32,7 +33,6 @@ type conn struct {
 
 var (
 	_ ports.Adapter        = (*Adapter)(nil)
-	_ driver.Driver        = (*conn)(nil)
 	_ driver.TopicDeclarer = (*conn)(nil)
 	_ driver.GroupDeclarer = (*conn)(nil)
 )
@@ -46,7 +46,7 @@ func New(b *Broker, opts ...Option) (*Adapter, error) {
 	}
 	cfg := adapterConfig{maxQueue: DefaultMaxQueue}
 	for _, o := range opts {
-		if err := o.applyAdapter(&cfg); err != nil {
+		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -56,12 +56,11 @@ func New(b *Broker, opts ...Option) (*Adapter, error) {
 	if err := b.register(a); err != nil {
 		return nil, err
 	}
-	a.Adapter = portable.New(c, portable.Options{Clock: scheduleClock{b.clock}})
+	a.Adapter = portable.New(c, portable.Options{Clock: b.clock})
 	return a, nil
 }
 
-// Open returns an adapter on the process-wide [Default] broker: the
-// embedded default for a service that needs no external broker.
+// Open returns an adapter on the process-wide [Default] broker.
 func Open(opts ...Option) (*Adapter, error) { return New(Default(), opts...) }
 
 // Broker returns the broker the adapter is connected to.
@@ -70,50 +69,26 @@ func (a *Adapter) Broker() *Broker { return a.c.b }
 // Name returns "mem". It works on the zero Adapter.
 func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 
-// Capabilities declares what the in-process broker does (see
-// conn.Capabilities). It works on the zero Adapter, for the capability
-// matrix.
+// Capabilities declares what the in-process broker does. It works on the
+// zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
 
 // Name returns "mem".
 func (c *conn) Name() string { return "mem" }
 
 // MaxMessageBytes is the largest payload Send accepts (64 MiB); the
-// envelope is not counted. A larger message fails with a *ports.SizeError
-// before anything is stored.
+// envelope is not counted.
 const MaxMessageBytes = 64 << 20
 
-// Capabilities declares everything except ordering: the in-process broker
-// delays, dead-letters to "<topic>.dlq" with a synchronous confirm,
-// broadcasts, settles per message and per batch, expires idle instances,
-// keeps group backlogs and counts redeliveries exactly; it starts a new
-// group at the earliest message of the topic's bounded history
-// ([WithHistory]), keeps a single-active group's messages for one
-// consumer at a time, has a native best-effort class (dropped by a full
-// queue, never requeued or dead-lettered), enforces TopicSpec.Retention
-// and MaxLength, and accepts payloads up to [MaxMessageBytes]. Ordering is
-// OrderNone: a queue is FIFO, but competing consumers and requeues
-// reorder.
+// Capabilities declares everything except ordering (a queue is FIFO, but
+// competing consumers and requeues reorder).
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
-		DelayedMessage:       true,
-		DelayedRequeue:       true,
-		NativeDeadLetter:     true,
-		Broadcast:            true,
-		PerMessageAck:        true,
-		PublisherConfirm:     true,
-		NativeBatch:          true,
-		SubscriptionExpiry:   true,
-		DurableGroups:        true,
-		ExactRedeliveryCount: true,
-		Ordering:             ports.OrderNone,
-		StartEarliest:        true,
-		SingleActive:         true,
-		BestEffort:           true,
-		Retention:            true,
-		MaxLength:            true,
-		MaxMessageBytes:      MaxMessageBytes,
-		InstanceGuard:        ports.InstanceRefused,
+		DelayedMessage: true, DelayedRequeue: true, NativeDeadLetter: true, Broadcast: true,
+		PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, SubscriptionExpiry: true,
+		DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
+		StartEarliest: true, SingleActive: true, BestEffort: true, Retention: true, MaxLength: true,
+		MaxMessageBytes: MaxMessageBytes, InstanceGuard: ports.InstanceRefused,
 	}
 }
 
@@ -144,21 +119,15 @@ func missingQueue(topic ports.Topic, group string, key queueKey) error {
 		ports.ErrInvalid, group, string(topic), key)
 }
 
-// Subscribe joins (or creates) spec's queue (the portable layer validated
-// spec and gave a Broadcast one its Instance): for LoadBalance the queue
-// of (Topic, Group), shared by every instance of the group and kept while
-// none runs; for Broadcast the queue of (Topic, Group, Instance).
-// Messages published after Subscribe returns reach the queue; messages
-// published before the queue first existed were dropped.
-//
-// A queue's KeyFilter is set by the subscription that starts its first
-// consumer; a subscription with a different filter is refused
-// (ports.ErrInvalid) while consumers with the old one run.
+// Subscribe joins (or creates) spec's queue: for LoadBalance the queue of
+// (Topic, Group), for Broadcast the queue of (Topic, Group, Instance).
+// Messages published after it returns reach the queue. A subscription
+// whose KeyFilter or SingleActive differs from the queue's running
+// consumers' is refused (ports.ErrInvalid).
 func (c *conn) Subscribe(_ context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	key, adopted := c.queueKey(spec.Topic, spec.Mode, spec.Group)
-	key.instance = spec.Instance
-	if spec.Mode != ports.Broadcast {
-		key.instance = ""
+	if spec.Mode == ports.Broadcast {
+		key.instance = spec.Instance
 	}
 	q, err := c.b.join(key, spec, c.maxQueue, adopted)
 	if err != nil {
@@ -179,10 +148,99 @@ func (c *conn) Classify(err error) driver.Class {
 }
 
 // Close detaches the connection from the broker (the portable layer
-// stopped its subscriptions first, returning their unsettled deliveries
-// to their queues). The broker and its queues live on for other adapters.
+// stopped its subscriptions first). The broker lives on.
 func (c *conn) Close(context.Context) error {
 	c.closed.Store(true)
 	c.b.unregister(c.owner)
 	return nil
+}
+
+// DeclareGroup creates group's LoadBalance queue on topic without a
+// consumer, so it keeps what is sent from now on (for as long as the
+// broker lives); idempotent. A group mapped by [WithExisting] is checked,
+// not created.
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
+		return err
+	}
+	return c.b.declare(ctx, c, func() error { return c.declareGroupLocked(topic, group) })
+}
+
+// declareGroupLocked creates group's queue on topic, or checks that an
+// adopted one exists. b.mu is held.
+func (c *conn) declareGroupLocked(topic ports.Topic, group string) error {
+	key, adopted := c.queueKey(topic, ports.LoadBalance, group)
+	if adopted && c.b.queues[key] == nil {
+		return missingQueue(topic, group, key)
+	}
+	if !adopted {
+		c.b.queueLocked(key)
+	}
+	return nil
+}
+
+// DeclareTopic records spec on the broker, for every adapter of the
+// namespace: Retention drops a message that waited longer unconsumed
+// (checked at receive), MaxLength drops a queue's oldest ready message
+// beyond it, QoS is the class of messages sent with the default one, and
+// Groups are declared as DeclareGroup does. The same spec again is a
+// no-op; other properties fail with a *ports.RedeclareError. An adopted
+// topic ([WithExisting]) is only checked against what its existing name
+// was declared with, and its mapped groups must exist.
+func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	return c.b.declare(ctx, c, func() error {
+		tk := topicKey{c.ns, c.physical(spec.Topic)}
+		old, _ := c.b.lookupLocked(tk)
+		_, adopted := c.existing[spec.Topic]
+		if old.Topic != "" || adopted {
+			want, name := spec, string(spec.Topic)
+			if adopted { // the existing topology has the groups it has
+				want.Groups, old.Groups = nil, nil
+				name = fmt.Sprintf("%s (existing topic %s)", spec.Topic, tk.topic)
+			}
+			if diffs := ports.DiffTopicSpecs(old, want); len(diffs) > 0 {
+				return &ports.RedeclareError{Name: name, Diffs: diffs}
+			}
+			if !adopted {
+				return nil
+			}
+		}
+		for _, g := range spec.Groups {
+			if err := c.declareGroupLocked(spec.Topic, g); err != nil {
+				return err
+			}
+		}
+		if !adopted {
+			spec.Groups = slices.Clone(spec.Groups)
+			t := c.b.topicLocked(tk)
+			t.mu.Lock()
+			t.spec = spec
+			t.mu.Unlock()
+		}
+		return nil
+	})
+}
+
+// SendForeign stores payload on topic as a producer without sluice's
+// envelope writes it: with headers as given (nil for none) and nothing
+// stamped, so a message without HeaderID has no identity. It is for tests
+// of pipelines that consume other programs' messages. It fails as Send
+// does (ports.ErrNoSubscriber, ports.ErrClosed).
+func (a *Adapter) SendForeign(ctx context.Context, topic ports.Topic, payload []byte, headers ports.Headers) error {
+	if err := topic.Validate(); err != nil {
+		return err
+	}
+	if a.c.closed.Load() || a.c.b.closed.Load() {
+		return ports.ErrClosed
+	}
+	h := headers.Clone()
+	if h == nil {
+		h = ports.Headers{}
+	}
+	m := message{topic: a.c.physical(topic), payload: bytes.Clone(payload), headers: h}
+	t, _ := a.c.b.lookup(a.c.ns, m.topic)
+	return a.c.b.send(ctx, t, &m)
 }

@@ -37,14 +37,10 @@ func TestRingMatchesSliceModel(t *testing.T) {
 			t.Fatalf("step %d: Len = %d, want %d", step, r.Len(), len(model))
 		}
 	}
-	r.Clear()
-	if _, ok := r.PopFront(); ok || r.Len() != 0 {
-		t.Fatal("ring not empty after Clear")
-	}
 }
 
-// TestRingShrinksAfterABurst checks that a drained burst releases most of
-// its buffer and that order survives the shrinks.
+// TestRingShrinksAfterABurst checks that a drained burst releases its
+// buffer beyond keepSlots and that order survives the shrinks.
 func TestRingShrinksAfterABurst(t *testing.T) {
 	var r ring[int]
 	const burst = 100_000
@@ -57,7 +53,7 @@ func TestRingShrinksAfterABurst(t *testing.T) {
 			t.Fatalf("PopFront = %d, want %d", v, i)
 		}
 	}
-	if len(r.buf) > minShrink {
+	if len(r.buf) > keepSlots {
 		t.Fatalf("buffer of %d slots kept for %d elements (peak %d)", len(r.buf), r.Len(), peak)
 	}
 	for i := burst - 10; i < burst; i++ {
