@@ -1,7 +1,6 @@
 package mem
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -227,20 +226,15 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 // SendForeign stores payload on topic as a producer without sluice's
 // envelope writes it: with headers as given (nil for none) and nothing
 // stamped, so a message without HeaderID has no identity. It is for tests
-// of pipelines that consume other programs' messages. It fails as Send
-// does (ports.ErrNoSubscriber, ports.ErrClosed).
+// of pipelines that consume other programs' messages, and fails as Send
+// does.
 func (a *Adapter) SendForeign(ctx context.Context, topic ports.Topic, payload []byte, headers ports.Headers) error {
 	if err := topic.Validate(); err != nil {
 		return err
-	}
-	if a.c.closed.Load() || a.c.b.closed.Load() {
-		return ports.ErrClosed
 	}
 	h := headers.Clone()
 	if h == nil {
 		h = ports.Headers{}
 	}
-	m := message{topic: a.c.physical(topic), payload: bytes.Clone(payload), headers: h}
-	t, _ := a.c.b.lookup(a.c.ns, m.topic)
-	return a.c.b.send(ctx, t, &m)
+	return a.c.sendOne(ctx, &ports.Message{Topic: topic, Payload: payload, Headers: h})
 }

@@ -64,7 +64,7 @@ type queue struct {
 	filter    string        // KeyFilter: only matching messages enter
 	ttl       time.Duration // Broadcast: kept this long after the last consumer left
 	ready     ring[item]
-	waiters   []*subscription // blocked in ReceiveBatch, woken on push
+	pushed    chan struct{}   // closed on a push when a receiver waits for one
 	receivers int             // subscriptions in ReceiveBatch that may take messages
 	consumers int
 	inFlight  int    // deliveries held by all consumers
@@ -132,12 +132,10 @@ func (q *queue) offerLocked(m *message, maxLen int) {
 // wakeLocked wakes every subscription blocked in ReceiveBatch (the few
 // competing consumers of the queue; each re-checks under the lock).
 func (q *queue) wakeLocked() {
-	for i, s := range q.waiters {
-		s.queued = false
-		s.signal()
-		q.waiters[i] = nil
+	if q.pushed != nil {
+		close(q.pushed)
+		q.pushed = nil
 	}
-	q.waiters = q.waiters[:0]
 }
 
 // requeued puts an item back at the end of the queue after its delay.
@@ -149,20 +147,6 @@ func (q *queue) requeued(it item) {
 		q.wakeLocked()
 	}
 	q.mu.Unlock()
-}
-
-// unwaitLocked removes s from the waiters.
-func (q *queue) unwaitLocked(s *subscription) {
-	if !s.queued {
-		return
-	}
-	s.queued = false
-	for i, w := range q.waiters {
-		if w == s {
-			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-			return
-		}
-	}
 }
 
 // clearLocked deletes the queue's content and lets blocked senders go.

@@ -20,13 +20,11 @@ type subscription struct {
 	q     *queue
 	topic ports.Topic       // the logical topic, carried by its deliveries
 	facts map[string]string // shared by its deliveries, read-only
-	wake  chan struct{}     // buffered 1: a push
 	done  chan struct{}     // closed by Close
 
 	recs       []driver.Record // ReceiveBatch's result, reused (one caller at a time)
 	head, tail *delivery       // unsettled deliveries in delivery order
 	free       *delivery       // settled deliveries, reused as handles (linked by next)
-	queued     bool            // registered in q.waiters
 	receiving  bool            // in ReceiveBatch: counted in q.receivers
 	stopped    bool
 }
@@ -43,15 +41,7 @@ func newSubscription(c *conn, q *queue, spec ports.SubscriptionSpec) *subscripti
 	if spec.Mode == ports.Broadcast {
 		facts["instance"] = spec.Instance
 	}
-	return &subscription{c: c, q: q, topic: spec.Topic, facts: facts, wake: make(chan struct{}, 1), done: make(chan struct{})}
-}
-
-// signal wakes a ReceiveBatch blocked on s without blocking.
-func (s *subscription) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	return &subscription{c: c, q: q, topic: spec.Topic, facts: facts, done: make(chan struct{})}
 }
 
 // ReceiveBatch blocks until the queue has a ready message (and, in a
@@ -87,17 +77,16 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 			}
 			continue // every one it took had expired
 		}
-		if !s.queued {
-			s.queued = true
-			q.waiters = append(q.waiters, s)
+		if q.pushed == nil {
+			q.pushed = make(chan struct{})
 		}
+		pushed := q.pushed
 		q.mu.Unlock()
 		select {
-		case <-s.wake:
+		case <-pushed:
 		case <-s.done: // the loop returns ErrClosed
 		case <-ctx.Done():
 			q.mu.Lock()
-			q.unwaitLocked(s)
 			s.countLocked(false)
 			q.mu.Unlock()
 			return nil, ctx.Err()
@@ -200,7 +189,6 @@ func (s *subscription) Close(context.Context) error {
 		x.it.redeliveries++
 		q.ready.PushFront(x.it)
 	}
-	q.unwaitLocked(s)
 	if q.active == s {
 		q.active = nil // a standing-by consumer takes over
 	}
