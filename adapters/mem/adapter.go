@@ -13,8 +13,7 @@ import (
 )
 
 // Adapter is one process's connection to a [Broker]: the portable layer
-// (adapters/portable) over the in-process broker's driver. Make several on
-// one Broker to model several processes.
+// over the broker's driver. Several on one Broker model several processes.
 type Adapter struct {
 	*portable.Adapter
 	c *conn
@@ -25,8 +24,8 @@ type conn struct {
 	b        *Broker
 	owner    *Adapter
 	ns       string
-	maxQueue int                      // WithMaxQueue: set on the queues it subscribes to
-	existing map[ports.Topic]Existing // WithExisting: adopted names
+	maxQueue int
+	existing map[ports.Topic]Existing
 	closed   atomic.Bool
 }
 
@@ -34,11 +33,13 @@ var (
 	_ ports.Adapter        = (*Adapter)(nil)
 	_ driver.TopicDeclarer = (*conn)(nil)
 	_ driver.GroupDeclarer = (*conn)(nil)
+	_ driver.Requeuer      = (*subscription)(nil)
+	_ driver.DeadLetterer  = (*subscription)(nil)
+	_ driver.Dropper       = (*subscription)(nil)
 )
 
-// New returns an adapter on broker b. It fails with an error wrapping
-// ports.ErrInvalid for a nil broker or an invalid option, and with
-// ports.ErrClosed when b is closed.
+// New returns an adapter on broker b (ports.ErrInvalid for a nil broker
+// or an invalid option, ports.ErrClosed for a closed one).
 func New(b *Broker, opts ...Option) (*Adapter, error) {
 	if b == nil {
 		return nil, valueError("mem.New", "broker must not be nil (use mem.Open for the default broker)")
@@ -68,19 +69,17 @@ func (a *Adapter) Broker() *Broker { return a.c.b }
 // Name returns "mem". It works on the zero Adapter.
 func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 
-// Capabilities declares what the in-process broker does. It works on the
-// zero Adapter, for the capability matrix.
+// Capabilities works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
 
 // Name returns "mem".
 func (c *conn) Name() string { return "mem" }
 
-// MaxMessageBytes is the largest payload Send accepts (64 MiB); the
-// envelope is not counted.
+// MaxMessageBytes is the largest payload Send accepts.
 const MaxMessageBytes = 64 << 20
 
-// Capabilities declares everything except ordering (a queue is FIFO, but
-// competing consumers and requeues reorder).
+// Capabilities declares everything but ordering: competing consumers and
+// requeues reorder a FIFO queue.
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage: true, DelayedRequeue: true, NativeDeadLetter: true, Broadcast: true,
@@ -91,8 +90,7 @@ func (c *conn) Capabilities() ports.Capabilities {
 	}
 }
 
-// physical returns the broker topic of logical topic t: the existing name
-// WithExisting maps it to, or t itself.
+// physical returns the broker topic of t (WithExisting's As, or t).
 func (c *conn) physical(t ports.Topic) ports.Topic {
 	if e, ok := c.existing[t]; ok {
 		return e.As
@@ -100,8 +98,8 @@ func (c *conn) physical(t ports.Topic) ports.Topic {
 	return t
 }
 
-// queueKey names the queue of (topic, mode, group) for this adapter;
-// adopted is true when WithExisting maps the group to an existing queue.
+// queueKey names the queue of (topic, mode, group); adopted: WithExisting
+// maps the group to an existing queue.
 func (c *conn) queueKey(topic ports.Topic, mode ports.Mode, group string) (key queueKey, adopted bool) {
 	key = queueKey{ns: c.ns, topic: c.physical(topic), mode: mode, group: group}
 	if e, ok := c.existing[topic]; ok && mode == ports.LoadBalance {
@@ -118,11 +116,8 @@ func missingQueue(topic ports.Topic, group string, key queueKey) error {
 		ports.ErrInvalid, group, string(topic), key)
 }
 
-// Subscribe joins (or creates) spec's queue: for LoadBalance the queue of
-// (Topic, Group), for Broadcast the queue of (Topic, Group, Instance).
-// Messages published after it returns reach the queue. A subscription
-// whose KeyFilter or SingleActive differs from the queue's running
-// consumers' is refused (ports.ErrInvalid).
+// Subscribe joins (or creates) the queue of (Topic, Group), or of
+// (Topic, Group, Instance) for Broadcast.
 func (c *conn) Subscribe(_ context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	key, adopted := c.queueKey(spec.Topic, spec.Mode, spec.Group)
 	if spec.Mode == ports.Broadcast {
@@ -135,8 +130,7 @@ func (c *conn) Subscribe(_ context.Context, spec ports.SubscriptionSpec) (driver
 	return newSubscription(c, q, spec), nil
 }
 
-// Classify gives the broker's errors their portable codes. The in-process
-// broker has no connection, so nothing is retryable.
+// Classify gives the broker's errors their codes; none is retryable.
 func (c *conn) Classify(err error) driver.Class {
 	for _, code := range []error{ports.ErrUnconfirmed, ports.ErrNoSubscriber, ports.ErrClosed} {
 		if errors.Is(err, code) {
@@ -146,18 +140,15 @@ func (c *conn) Classify(err error) driver.Class {
 	return driver.Class{}
 }
 
-// Close detaches the connection from the broker (the portable layer
-// stopped its subscriptions first). The broker lives on.
+// Close detaches the connection; the broker lives on.
 func (c *conn) Close(context.Context) error {
 	c.closed.Store(true)
 	c.b.unregister(c.owner)
 	return nil
 }
 
-// DeclareGroup creates group's LoadBalance queue on topic without a
-// consumer, so it keeps what is sent from now on (for as long as the
-// broker lives); idempotent. A group mapped by [WithExisting] is checked,
-// not created.
+// DeclareGroup creates group's queue on topic, which keeps what is sent
+// from now on; an adopted group's queue must exist.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
 		return err
@@ -165,8 +156,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	return c.b.declare(ctx, c, func() error { return c.declareGroupLocked(topic, group) })
 }
 
-// declareGroupLocked creates group's queue on topic, or checks that an
-// adopted one exists. b.mu is held.
+// declareGroupLocked is DeclareGroup under b.mu.
 func (c *conn) declareGroupLocked(topic ports.Topic, group string) error {
 	key, adopted := c.queueKey(topic, ports.LoadBalance, group)
 	if adopted && c.b.queues[key] == nil {
@@ -178,21 +168,14 @@ func (c *conn) declareGroupLocked(topic ports.Topic, group string) error {
 	return nil
 }
 
-// DeclareTopic records spec on the broker, for every adapter of the
-// namespace: Retention drops a message that waited longer unconsumed
-// (checked at receive), MaxLength drops a queue's oldest ready message
-// beyond it, QoS is the class of messages sent with the default one, and
-// Groups are declared as DeclareGroup does. The same spec again is a
-// no-op; other properties fail with a *ports.RedeclareError. An adopted
-// topic ([WithExisting]) is only checked against what its existing name
-// was declared with, and its mapped groups must exist.
+// DeclareTopic keeps spec on the broker for every adapter of the
+// namespace and declares its groups; other properties than recorded fail
+// with a *ports.RedeclareError. An adopted topic is only checked.
 func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
-		return err
-	}
 	return c.b.declare(ctx, c, func() error {
 		tk := topicKey{c.ns, c.physical(spec.Topic)}
-		old, _ := c.b.lookupLocked(tk)
+		t := c.b.topicLocked(tk)
+		old := t.spec
 		_, adopted := c.existing[spec.Topic]
 		if old.Topic != "" || adopted {
 			want, name := spec, string(spec.Topic)
@@ -214,7 +197,6 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 		}
 		if !adopted {
 			spec.Groups = slices.Clone(spec.Groups)
-			t := c.b.topicLocked(tk)
 			t.mu.Lock()
 			t.spec = spec
 			t.mu.Unlock()
@@ -224,10 +206,8 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 }
 
 // SendForeign stores payload on topic as a producer without sluice's
-// envelope writes it: with headers as given (nil for none) and nothing
-// stamped, so a message without HeaderID has no identity. It is for tests
-// of pipelines that consume other programs' messages, and fails as Send
-// does.
+// envelope would: headers as given, nothing stamped (no identity without
+// HeaderID). For tests that consume other programs' messages.
 func (a *Adapter) SendForeign(ctx context.Context, topic ports.Topic, payload []byte, headers ports.Headers) error {
 	if err := topic.Validate(); err != nil {
 		return err

@@ -3,6 +3,7 @@ package mem
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,14 +13,9 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Broker is an in-process message broker. Every [Adapter] made on the same
-// Broker talks to the same topics and queues, so several adapters on one
-// Broker behave like several processes on one real broker: they compete
-// in a LoadBalance group, each get a copy in Broadcast, and a restarted
-// adapter finds its group's backlog.
-//
-// A Broker is safe for concurrent use. Make one with [NewBroker], or use
-// the process-wide [Default].
+// Broker is an in-process message broker, safe for concurrent use. The
+// adapters made on one Broker share its topics and queues, as processes
+// share a real broker. Make one with [NewBroker], or use [Default].
 type Broker struct {
 	clock       Clock
 	sched       *schedule.Scheduler
@@ -42,12 +38,12 @@ type topicKey struct {
 	topic ports.Topic
 }
 
-// topic is the set of queues bound to a topic, its declared spec and its
-// history. Subscribe and queue deletion replace the set under Broker.mu;
-// routing offers under topic.mu, which also orders each publish against a
-// new queue binding, so that a group starting at the earliest message
-// finds each message exactly once: in the history it copies, or offered.
+// topic is the queues bound to a topic (replaced under Broker.mu), its
+// declared spec and its history. A publish offers under mu, which orders
+// it against a new binding: a group starting at the earliest message
+// finds each message once, in the history or offered.
 type topic struct {
+	key    topicKey
 	queues atomic.Pointer[[]*queue]
 	spec   ports.TopicSpec // declared (Topic "" when not); written under Broker.mu and mu
 
@@ -56,32 +52,22 @@ type topic struct {
 	histBytes int
 }
 
-// recordLocked keeps m in the topic's history, dropping the oldest
-// messages beyond the broker's bounds and those past their retention.
+// recordLocked keeps m in the history, dropping the oldest beyond the
+// bounds or past their retention.
 func (t *topic) recordLocked(b *Broker, m *message) {
 	t.history.PushBack(*m)
 	t.histBytes += len(m.payload)
-	var now time.Time // read only for a retention
-	for t.history.Len() > 0 {
+	for n := t.history.Len(); n > 0; n-- {
 		old := t.history.At(0)
-		if t.history.Len() <= b.historyMsgs && t.histBytes <= b.historyBytes {
-			if old.expires == 0 {
-				return
-			}
-			if now.IsZero() {
-				now = b.clock.Now()
-			}
-			if !old.expired(now) {
-				return
-			}
+		if n <= b.historyMsgs && t.histBytes <= b.historyBytes && (old.expires == 0 || !old.expired(b.clock.Now())) {
+			return
 		}
 		t.histBytes -= len(old.payload)
 		t.history.PopFront()
 	}
 }
 
-// NewBroker returns a new, empty broker. An invalid option is returned as
-// an error wrapping ports.ErrInvalid.
+// NewBroker returns an empty broker (ports.ErrInvalid for a bad option).
 func NewBroker(opts ...BrokerOption) (*Broker, error) {
 	cfg := brokerConfig{clock: schedule.SystemClock{}, historyMsgs: DefaultHistoryMessages, historyBytes: DefaultHistoryBytes}
 	for _, o := range opts {
@@ -105,72 +91,54 @@ var defaultBroker = sync.OnceValue(func() *Broker {
 	return b
 })
 
-// Default returns the process-wide broker that [Open] uses, created on
-// first use; it holds no goroutine while idle. Closing it closes it for
-// the rest of the process.
+// Default returns the process-wide broker of [Open], made on first use.
 func Default() *Broker { return defaultBroker() }
 
-// FailSends makes every later publish through adapters of this broker go
-// unconfirmed (Send fails each message with ports.ErrUnconfirmed and
-// stores nothing) or succeed again. A fault hook for tck.SendFaults.
+// FailSends makes later publishes fail with ports.ErrUnconfirmed, storing
+// nothing, or succeed again (tck.SendFaults).
 func (b *Broker) FailSends(fail bool) { b.failSends.Store(fail) }
 
-// FailDeadLetters makes every later dead-letter publish fail with
-// ports.ErrUnconfirmed, leaving the originals unsettled, or succeed
-// again. A fault hook for tck.DeadLetterFaults.
+// FailDeadLetters makes later dead-letter publishes fail with
+// ports.ErrUnconfirmed, settling nothing, or succeed (tck.DeadLetterFaults).
 func (b *Broker) FailDeadLetters(fail bool) { b.failDeadLetters.Store(fail) }
 
-// Close closes every adapter of the broker (stopping their subscriptions,
-// which acks nothing), drops every queued, in-flight and scheduled message
-// and stops the scheduler. It is idempotent and never blocks on I/O;
-// afterwards Send and Subscribe return ports.ErrClosed.
+// Close closes the broker's adapters (acking nothing) and drops every
+// message it holds. It is idempotent.
 func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closed.Load() {
-		b.mu.Unlock()
+	closed := b.closed.Swap(true)
+	adapters := slices.Collect(maps.Keys(b.adapters))
+	b.mu.Unlock()
+	if closed {
 		return nil
 	}
-	b.closed.Store(true)
-	adapters := make([]*Adapter, 0, len(b.adapters))
-	for a := range b.adapters {
-		adapters = append(adapters, a)
-	}
-	b.mu.Unlock()
 	for _, a := range adapters {
 		_ = a.Close(ctx) // never fails
 	}
 	b.sched.Stop()
 	b.delayedMsgs.Store(0)
 	b.mu.Lock()
-	queues := b.queues
-	b.queues, b.topics = map[queueKey]*queue{}, map[topicKey]*topic{}
-	b.mu.Unlock()
-	for _, q := range queues {
+	defer b.mu.Unlock()
+	for _, q := range b.queues {
 		q.mu.Lock()
 		q.clearLocked()
 		q.mu.Unlock()
 	}
+	b.queues, b.topics = map[queueKey]*queue{}, map[topicKey]*topic{}
 	return nil
 }
 
-// lookup returns the topic named (ns, name), nil when it has no queue and
-// no spec, and its declared spec.
+// lookup returns the topic (ns, name) or nil, and its declared spec.
 func (b *Broker) lookup(ns string, name ports.Topic) (*topic, ports.TopicSpec) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	spec, t := b.lookupLocked(topicKey{ns, name})
-	return t, spec
-}
-
-func (b *Broker) lookupLocked(tk topicKey) (ports.TopicSpec, *topic) {
-	if t := b.topics[tk]; t != nil {
-		return t.spec, t
+	if t := b.topics[topicKey{ns, name}]; t != nil {
+		return t, t.spec
 	}
-	return ports.TopicSpec{}, nil
+	return nil, ports.TopicSpec{}
 }
 
-// publish offers m to every queue bound to t and records it in the
-// topic's history; it reports whether there was a queue.
+// publish offers m to t's queues and records it; false: no queue.
 func (b *Broker) publish(t *topic, m *message) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -187,13 +155,20 @@ func (b *Broker) publish(t *topic, m *message) bool {
 	return true
 }
 
-// send publishes m to t's queues once each has room (see WithMaxQueue; a
-// best-effort message is dropped by a full queue instead). It fails with
-// ports.ErrNoSubscriber when no queue is bound, and on ctx done with an
-// error wrapping ErrQueueFull and ctx.Err(), storing nothing.
-func (b *Broker) send(ctx context.Context, t *topic, m *message) error {
+// send publishes m once t's queues have room (a best-effort message is
+// dropped by a full queue instead), or once delay has passed.
+func (b *Broker) send(ctx context.Context, t *topic, m *message, delay time.Duration) error {
 	if t == nil || len(*t.queues.Load()) == 0 {
 		return ports.ErrNoSubscriber
+	}
+	if delay > 0 {
+		held := *m // routed to the queues bound when it is due
+		b.delayedMsgs.Add(1)
+		if _, err := b.sched.At(b.clock.Now().Add(delay), func() { b.delayedMsgs.Add(-1); b.route(t.key.ns, &held) }); err != nil {
+			b.delayedMsgs.Add(-1)
+			return ports.ErrClosed
+		}
+		return nil
 	}
 	if m.qos != ports.BestEffort {
 		for _, q := range *t.queues.Load() {
@@ -211,22 +186,7 @@ func (b *Broker) send(ctx context.Context, t *topic, m *message) error {
 	return nil
 }
 
-// delay routes m in namespace ns once d has passed, to the queues bound
-// then. It reports false, holding nothing, after Close.
-func (b *Broker) delay(ns string, m message, d time.Duration) bool {
-	b.delayedMsgs.Add(1)
-	_, err := b.sched.At(b.clock.Now().Add(d), func() {
-		b.delayedMsgs.Add(-1)
-		b.route(ns, &m)
-	})
-	if err != nil {
-		b.delayedMsgs.Add(-1)
-	}
-	return err == nil
-}
-
-// route publishes m to the queues bound to its topic now (a dead-letter
-// copy, a delayed message falling due); a topic without queues drops it.
+// route publishes m to the queues bound now, if any.
 func (b *Broker) route(ns string, m *message) {
 	if t, _ := b.lookup(ns, m.topic); t != nil {
 		b.publish(t, m)
@@ -246,10 +206,8 @@ func (b *Broker) declare(ctx context.Context, c *conn, fn func() error) error {
 	return fn()
 }
 
-// join returns the queue named key, creating and binding it if needed
-// (never when adopted: the queue must exist), and counts one more
-// consumer on it. A queue it creates for StartEarliest starts with the
-// topic's history.
+// join counts a consumer on the queue key, creating it unless adopted; a
+// new queue for StartEarliest starts with the topic's history.
 func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int, adopted bool) (*queue, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -298,7 +256,7 @@ func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int, a
 	return q, nil
 }
 
-// leave counts one consumer less on q and deletes, or arms the expiry of,
+// leave counts a consumer less on q and deletes, or arms the expiry of,
 // an idle Broadcast queue.
 func (b *Broker) leave(q *queue) {
 	q.mu.Lock()
@@ -317,8 +275,8 @@ func (b *Broker) leave(q *queue) {
 	}
 }
 
-// deleteQueue unbinds and empties q unless a consumer joined it since
-// generation gen. The topic's last queue takes its history with it.
+// deleteQueue unbinds q unless a consumer joined since gen; the last
+// queue of a topic takes its history with it.
 func (b *Broker) deleteQueue(q *queue, gen uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -356,16 +314,15 @@ func (b *Broker) deleteQueue(q *queue, gen uint64) {
 func (b *Broker) topicLocked(tk topicKey) *topic {
 	t := b.topics[tk]
 	if t == nil {
-		t = &topic{}
+		t = &topic{key: tk}
 		t.queues.Store(&[]*queue{})
 		b.topics[tk] = t
 	}
 	return t
 }
 
-// queueLocked returns the queue named key, creating and binding it to its
-// topic when it does not exist. b.mu is held; to bind a queue that
-// replays the topic's history, hold the topic's mu too.
+// queueLocked returns the queue key, creating and binding it. b.mu is
+// held (and the topic's mu to replay its history).
 func (b *Broker) queueLocked(key queueKey) (q *queue, created bool) {
 	if q := b.queues[key]; q != nil {
 		return q, false
@@ -378,7 +335,7 @@ func (b *Broker) queueLocked(key queueKey) (q *queue, created bool) {
 	return q, true
 }
 
-// register tracks a new adapter; it fails after Close.
+// register tracks an adapter, until unregister.
 func (b *Broker) register(a *Adapter) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -389,7 +346,6 @@ func (b *Broker) register(a *Adapter) error {
 	return nil
 }
 
-// unregister forgets a closed adapter.
 func (b *Broker) unregister(a *Adapter) {
 	b.mu.Lock()
 	delete(b.adapters, a)

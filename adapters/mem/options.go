@@ -3,20 +3,17 @@ package mem
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Clock is the time source of a [Broker] (the module's scheduler clock):
-// it stamps messages and drives the scheduler of delayed messages,
-// delayed requeues and instance expiry. Tests pass a manual clock with
-// [WithClock].
+// Clock is a [Broker]'s time source, the module scheduler's ([WithClock]).
 type Clock = schedule.Clock
 
-// Timer is the handle returned by Clock.AfterFunc; *time.Timer satisfies
-// it.
+// Timer is the handle returned by Clock.AfterFunc.
 type Timer = schedule.ClockTimer
 
 // BrokerOption configures a [Broker] made by [NewBroker].
@@ -34,11 +31,8 @@ const (
 )
 
 // WithHistory bounds what the broker keeps of each topic for new groups
-// that start at the earliest message (SubscriptionSpec.Start
-// StartEarliest): the last messages published to the topic, at most
-// messages of them and bytes of payload, none past the topic's retention.
-// Default [DefaultHistoryMessages] and [DefaultHistoryBytes]; both must be
-// at least 1.
+// that start at the earliest message: the last messages published, at
+// most messages of them and bytes of payload (both at least 1).
 func WithHistory(messages, bytes int) BrokerOption {
 	return func(cfg *brokerConfig) error {
 		if messages < 1 || bytes < 1 {
@@ -49,8 +43,7 @@ func WithHistory(messages, bytes int) BrokerOption {
 	}
 }
 
-// WithClock sets the broker's clock. Default: the system clock. A nil
-// clock is an error.
+// WithClock sets the broker's clock (tests). Default: the system clock.
 func WithClock(c Clock) BrokerOption {
 	return func(cfg *brokerConfig) error {
 		if c == nil {
@@ -70,25 +63,18 @@ type adapterConfig struct {
 	existing  map[ports.Topic]Existing
 }
 
-// Existing maps a logical topic, and some of its LoadBalance groups, to
-// names that already exist on the broker: see [WithExisting].
+// Existing maps a logical topic to an existing broker topic (As), and
+// logical LoadBalance groups to existing queues on it (Groups; a group
+// not listed keeps its name): see [WithExisting].
 type Existing struct {
-	// Topic is the logical topic the application uses.
-	Topic ports.Topic
-	// As is the existing broker topic it maps to.
-	As ports.Topic
-	// Groups maps logical group names to existing queue (group) names on
-	// As. A group not listed keeps its name.
-	Groups map[string]string
+	Topic, As ports.Topic
+	Groups    map[string]string
 }
 
-// WithExisting makes the adapter adopt existing names instead of deriving
-// its own: Send to e.Topic publishes to e.As, Subscribe and DeclareGroup
-// of a listed group use its existing queue, and deliveries carry the
-// logical topic. An adopted queue is never created (Subscribe and
-// DeclareGroup fail with ports.ErrInvalid when it does not exist), and
-// DeclareTopic of an adopted topic only checks. The dead-letter topic is
-// mapped only when listed itself. A Topic may be listed once.
+// WithExisting makes the adapter adopt existing names: Send to e.Topic
+// publishes to e.As, a listed group consumes its existing queue, which is
+// never created (ports.ErrInvalid when missing), and DeclareTopic of an
+// adopted topic only checks. Deliveries carry the logical topic.
 func WithExisting(es ...Existing) Option {
 	return func(cfg *adapterConfig) error {
 		for _, e := range es {
@@ -101,14 +87,12 @@ func WithExisting(es ...Existing) Option {
 			if _, dup := cfg.existing[e.Topic]; dup {
 				return valueError("WithExisting", fmt.Sprintf("maps topic %q twice", e.Topic))
 			}
-			groups := make(map[string]string, len(e.Groups))
 			for g, q := range e.Groups {
 				if g == "" || q == "" {
 					return valueError("WithExisting", fmt.Sprintf("topic %q maps group %q to %q: both must be non-empty", e.Topic, g, q))
 				}
-				groups[g] = q
 			}
-			e.Groups = groups
+			e.Groups = maps.Clone(e.Groups)
 			if cfg.existing == nil {
 				cfg.existing = map[ports.Topic]Existing{}
 			}
@@ -118,18 +102,14 @@ func WithExisting(es ...Existing) Option {
 	}
 }
 
-// DefaultMaxQueue is the default bound on a queue's ready messages (see
-// [WithMaxQueue]).
+// DefaultMaxQueue is the default of [WithMaxQueue].
 const DefaultMaxQueue = 10_000
 
-// WithMaxQueue bounds each queue this adapter subscribes to at n ready
-// messages (the latest Subscribe of a queue sets it). While a queue holds
-// n, Send to its topic blocks until a consumer takes some or Send's ctx is
-// done, and then fails that message with an error wrapping [ErrQueueFull]
-// and ctx.Err(), storing nothing of it. The bound is soft by one message
-// per concurrent Send and does not hold back requeues, returned
-// deliveries, dead-letter copies or delayed messages falling due. 0 means
-// unbounded; default [DefaultMaxQueue]; URL parameter max_queue.
+// WithMaxQueue bounds the ready messages of each queue this adapter
+// subscribes to (the latest Subscribe sets it; 0: unbounded; URL
+// parameter max_queue). Send to a full queue's topic waits for room, then
+// fails with [ErrQueueFull] when its ctx is done. Requeues, returned
+// deliveries, dead-letter copies and due delayed messages are not held.
 func WithMaxQueue(n int) Option {
 	return func(cfg *adapterConfig) error {
 		if n < 0 {
@@ -140,10 +120,8 @@ func WithMaxQueue(n int) Option {
 	}
 }
 
-// WithNamespace isolates the adapter's topics, groups and queues from
-// those of adapters on the same broker with another namespace. Default: ""
-// (the shared default namespace). A namespace is at most 100 letters,
-// digits, '.', '-' and '_'.
+// WithNamespace isolates the adapter's topics and queues from other
+// namespaces on the broker: at most 100 letters, digits, '.', '-', '_'.
 func WithNamespace(ns string) Option {
 	return func(cfg *adapterConfig) error {
 		if len(ns) > 100 {
@@ -161,9 +139,8 @@ func nameRune(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_'
 }
 
-// ErrQueueFull is wrapped, together with ctx.Err(), by the error of a
-// message that Send could not store because a queue of its topic stayed at
-// its bound (see [WithMaxQueue]) until Send's ctx was done.
+// ErrQueueFull, joined with ctx.Err(), fails a message whose queue stayed
+// at its bound ([WithMaxQueue]) until Send's ctx was done.
 var ErrQueueFull = errors.New("mem: queue full")
 
 func valueError(field, reason string) error {

@@ -10,15 +10,14 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// message is one published message, stored by value in each queue it
-// enters; its headers and payload are shared, never modified, by every
-// copy and delivery of it.
+// message is a published message, stored by value in each queue; its
+// headers and payload are shared, read-only, by every copy and delivery.
 type message struct {
 	topic   ports.Topic
 	key     string
 	payload []byte
 	headers ports.Headers
-	expires int64 // Unix nanoseconds when the topic's retention drops it (0: never)
+	expires int64 // Unix nanoseconds when its retention ends (0: never)
 	qos     ports.QoS
 }
 
@@ -32,8 +31,7 @@ type item struct {
 	redeliveries int
 }
 
-// queueKey names a queue: one per (topic, group) for LoadBalance, one per
-// (topic, group, instance) for Broadcast, within a namespace.
+// queueKey names a queue; instance is a Broadcast queue's.
 type queueKey struct {
 	ns       string
 	topic    ports.Topic
@@ -42,7 +40,6 @@ type queueKey struct {
 	instance string
 }
 
-// String is the queue's name in Delivery.Facts and errors.
 func (k queueKey) String() string {
 	name := string(k.topic) + "/" + k.group
 	if k.mode == ports.Broadcast {
@@ -54,32 +51,30 @@ func (k queueKey) String() string {
 	return name
 }
 
-// queue is a FIFO of ready items shared by the subscriptions consuming it
-// (competing consumers). Its mutex also guards their in-flight lists, so
-// one lock covers a receive or a settlement.
+// queue is a FIFO of ready items shared by competing consumers. Its mutex
+// also guards their in-flight lists: one lock per receive or settlement.
 type queue struct {
 	key queueKey
 
 	mu        sync.Mutex
 	filter    string        // KeyFilter: only matching messages enter
-	ttl       time.Duration // Broadcast: kept this long after the last consumer left
+	ttl       time.Duration // Broadcast: kept after the last consumer left
 	ready     ring[item]
-	pushed    chan struct{}   // closed on a push when a receiver waits for one
-	receivers int             // subscriptions in ReceiveBatch that may take messages
+	pushed    chan struct{} // closed by a push, when a receiver waits
+	receivers int           // in ReceiveBatch and may take messages
 	consumers int
 	inFlight  int    // deliveries held by all consumers
 	delayed   int    // requeued items waiting in the scheduler
-	gen       uint64 // bumped when a consumer joins; stale expiries check it
+	gen       uint64 // bumped by a join: stale expiries check it
 	deleted   bool
-	max       int           // WithMaxQueue: Send waits while ready >= max (0: unbounded)
-	room      chan struct{} // closed when senders wait and room is made
+	max       int           // WithMaxQueue (0: unbounded)
+	room      chan struct{} // closed when room is made, when senders wait
 	single    bool          // SingleActive: one consumer receives at a time
 	active    *subscription // the receiving consumer of a single-active queue
 	dropped   int           // dropped unconsumed: retention, MaxLength, best effort
 }
 
-// admit waits until q has room for one more ready message, or is deleted.
-// On ctx done it returns an error wrapping ErrQueueFull and ctx.Err().
+// admit waits until q has room for a message, or is deleted.
 func (q *queue) admit(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -101,7 +96,7 @@ func (q *queue) admit(ctx context.Context) error {
 	return nil
 }
 
-// roomLocked wakes the senders waiting in admit, if any.
+// roomLocked wakes the senders waiting in admit.
 func (q *queue) roomLocked() {
 	if q.room != nil {
 		close(q.room)
@@ -109,10 +104,8 @@ func (q *queue) roomLocked() {
 	}
 }
 
-// offerLocked routes a published message into the queue if its key passes
-// the filter; a deleted queue drops it. At maxLen (the topic's MaxLength,
-// 0: none) the oldest ready message makes room; a best-effort message that
-// finds the queue at its bound is dropped itself.
+// offerLocked adds m if its key passes the filter. At maxLen (MaxLength)
+// the oldest makes room; best effort at the bound is dropped.
 func (q *queue) offerLocked(m *message, maxLen int) {
 	if q.deleted || (q.filter != "" && !matchKey(q.filter, m.key)) {
 		return
@@ -129,8 +122,7 @@ func (q *queue) offerLocked(m *message, maxLen int) {
 	q.wakeLocked()
 }
 
-// wakeLocked wakes every subscription blocked in ReceiveBatch (the few
-// competing consumers of the queue; each re-checks under the lock).
+// wakeLocked wakes the receivers waiting for a push.
 func (q *queue) wakeLocked() {
 	if q.pushed != nil {
 		close(q.pushed)
@@ -138,7 +130,7 @@ func (q *queue) wakeLocked() {
 	}
 }
 
-// requeued puts an item back at the end of the queue after its delay.
+// requeued puts back an item whose requeue delay passed.
 func (q *queue) requeued(it item) {
 	q.mu.Lock()
 	q.delayed--
@@ -149,24 +141,22 @@ func (q *queue) requeued(it item) {
 	q.mu.Unlock()
 }
 
-// clearLocked deletes the queue's content and lets blocked senders go.
+// clearLocked deletes the queue and lets blocked senders go.
 func (q *queue) clearLocked() {
 	q.deleted = true
 	q.ready = ring[item]{}
 	q.roomLocked()
 }
 
-// matchKey reports whether key passes a path.Match filter (validated by
-// SubscriptionSpec.Validate).
+// matchKey reports whether key passes a (valid) path.Match filter.
 func matchKey(pattern, key string) bool {
 	ok, _ := path.Match(pattern, key)
 	return ok
 }
 
-// ring is a growable FIFO ring buffer (a queue's ready items, a topic's
-// history); the zero value is empty. Its capacity is a power of two. It
-// shrinks only above keepSlots: a bounded queue keeps its buffer between
-// bursts rather than reallocate it on every refill.
+// ring is a FIFO ring buffer of power-of-two capacity. It shrinks only
+// above keepSlots: a bounded queue keeps its buffer between bursts
+// instead of reallocating it on every refill.
 type ring[T any] struct {
 	buf     []T
 	head, n int
@@ -176,7 +166,7 @@ const keepSlots = 1 << 14
 
 func (r *ring[T]) Len() int { return r.n }
 
-// At returns the i-th element (0 is the front); i must be below Len.
+// At returns the i-th element from the front (i < Len).
 func (r *ring[T]) At(i int) *T { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
 
 func (r *ring[T]) PushBack(v T) {
@@ -196,7 +186,6 @@ func (r *ring[T]) PushFront(v T) {
 	r.n++
 }
 
-// PopFront removes and returns the first element; ok is false when empty.
 func (r *ring[T]) PopFront() (v T, ok bool) {
 	if r.n == 0 {
 		return v, false
@@ -211,7 +200,6 @@ func (r *ring[T]) PopFront() (v T, ok bool) {
 	return v, true
 }
 
-// resize moves the elements, in order, to a new buffer of size slots.
 func (r *ring[T]) resize(size int) {
 	buf := make([]T, size)
 	k := copy(buf, r.buf[r.head:min(r.head+r.n, len(r.buf))])

@@ -9,34 +9,26 @@ import (
 
 // Stats is a snapshot of a broker's queues and scheduler.
 type Stats struct {
-	// Queues lists every queue, sorted by namespace, topic, mode, group
-	// and instance.
-	Queues []QueueStats
-	// DelayedMessages counts messages sent with a Delay and not due yet.
-	DelayedMessages int
-	// Scheduled counts every pending scheduler entry: delayed messages,
-	// delayed requeues and instance expiries.
-	Scheduled int
+	Queues          []QueueStats // sorted by namespace, topic, mode, group, instance
+	DelayedMessages int          // sent with a Delay, not due yet
+	Scheduled       int          // scheduler entries: delays, delayed requeues, expiries
 }
 
 // QueueStats describes one queue.
 type QueueStats struct {
-	Namespace string
-	Topic     ports.Topic
-	Mode      ports.Mode
-	Group     string
-	Instance  string // Broadcast only
-	KeyFilter string
-	Consumers int // running subscriptions
-	Waiting   int // consumers blocked in Receive that may take messages
-	Ready     int // messages waiting to be received
-	InFlight  int // deliveries received and not settled
-	Delayed   int // requeued messages waiting for their delay
-	MaxReady  int // the bound on Ready (WithMaxQueue; 0: unbounded)
-	// Dropped counts messages dropped unconsumed: past their retention,
-	// beyond MaxLength, best-effort ones that found the queue full, and
-	// best-effort deliveries settled with Requeue or DeadLetter.
-	Dropped      int
+	Namespace    string
+	Topic        ports.Topic
+	Mode         ports.Mode
+	Group        string
+	Instance     string // Broadcast only
+	KeyFilter    string
+	Consumers    int // running subscriptions
+	Waiting      int // consumers blocked in Receive that may take messages
+	Ready        int // messages waiting to be received
+	InFlight     int // deliveries received and not settled
+	Delayed      int // requeued messages waiting for their delay
+	MaxReady     int // the bound on Ready (WithMaxQueue; 0: unbounded)
+	Dropped      int // unconsumed: retention, MaxLength, best effort
 	SingleActive bool
 }
 

@@ -10,28 +10,24 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// subscription is one consumer of a queue, a driver.Subscription with
-// native requeue, dead letter and best-effort drops. The portable layer
-// bounds what it asks for by InFlight, settles each handle once and
-// closes it after the last ReceiveBatch and settlement. Fields below done
-// are guarded by q.mu.
+// subscription is one consumer of a queue, with native requeue, dead
+// letter and drops. Fields below done are guarded by q.mu.
 type subscription struct {
 	c     *conn
 	q     *queue
-	topic ports.Topic       // the logical topic, carried by its deliveries
-	facts map[string]string // shared by its deliveries, read-only
-	done  chan struct{}     // closed by Close
+	topic ports.Topic // logical
+	facts map[string]string
+	done  chan struct{} // closed by Close
 
-	recs       []driver.Record // ReceiveBatch's result, reused (one caller at a time)
-	head, tail *delivery       // unsettled deliveries in delivery order
-	free       *delivery       // settled deliveries, reused as handles (linked by next)
-	receiving  bool            // in ReceiveBatch: counted in q.receivers
+	recs       []driver.Record // ReceiveBatch's result, reused
+	head, tail *delivery       // unsettled, in delivery order
+	free       *delivery       // settled, for reuse (linked by next)
+	receiving  bool            // counted in q.receivers
 	stopped    bool
 }
 
 // delivery is a handed-out record's driver handle.
 type delivery struct {
-	sub        *subscription
 	it         item
 	prev, next *delivery
 }
@@ -44,13 +40,10 @@ func newSubscription(c *conn, q *queue, spec ports.SubscriptionSpec) *subscripti
 	return &subscription{c: c, q: q, topic: spec.Topic, facts: facts, done: make(chan struct{})}
 }
 
-// ReceiveBatch blocks until the queue has a ready message (and, in a
-// single-active group, s is the active consumer: the first to receive,
-// until it stops), then returns up to max of them in queue order, dropping
-// those past their retention. Competing consumers waiting together each
-// take a fair share of what is ready. Headers, Payload and Facts are
-// shared with other deliveries and read-only. It returns ctx.Err() when
-// ctx is done and ports.ErrClosed after Close; nothing else.
+// ReceiveBatch waits for ready messages (in a single-active group, until
+// s is the active consumer: the first to receive, until it stops) and
+// returns up to max, in queue order, minus the expired ones; competing
+// consumers waiting together take a fair share each.
 func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -69,8 +62,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 		eligible := !q.single || q.active == s
 		s.countLocked(eligible)
 		if q.ready.Len() > 0 && eligible {
-			now := s.c.b.clock.Now()
-			if out := s.takeLocked(min(max, (q.ready.Len()+q.receivers-1)/q.receivers), now); len(out) > 0 {
+			if out := s.takeLocked(min(max, (q.ready.Len()+q.receivers-1)/q.receivers), s.c.b.clock.Now()); len(out) > 0 {
 				s.countLocked(false)
 				q.mu.Unlock()
 				return out, nil
@@ -95,8 +87,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 	}
 }
 
-// countLocked records whether s is in ReceiveBatch and may take messages
-// (q.receivers, the share of competing consumers).
+// countLocked counts s in q.receivers while it may take messages.
 func (s *subscription) countLocked(receiving bool) {
 	switch {
 	case s.receiving == receiving:
@@ -108,8 +99,7 @@ func (s *subscription) countLocked(receiving bool) {
 	s.receiving = receiving
 }
 
-// takeLocked pops up to n ready items and hands them out as records,
-// dropping the expired ones (so it may hand out fewer, even none).
+// takeLocked hands out up to n ready items, dropping expired ones.
 func (s *subscription) takeLocked(n int, now time.Time) []driver.Record {
 	if cap(s.recs) < n {
 		s.recs = make([]driver.Record, n)
@@ -128,7 +118,7 @@ func (s *subscription) takeLocked(n int, now time.Time) []driver.Record {
 		if x != nil {
 			s.free = x.next
 		} else {
-			x = &delivery{sub: s}
+			x = new(delivery)
 		}
 		x.it = it
 		m := &x.it.msg
@@ -152,7 +142,6 @@ func (s *subscription) takeLocked(n int, now time.Time) []driver.Record {
 	return out
 }
 
-// unlinkLocked removes x from the unsettled list.
 func (s *subscription) unlinkLocked(x *delivery) {
 	if x.prev != nil {
 		x.prev.next = x.next
@@ -168,12 +157,8 @@ func (s *subscription) unlinkLocked(x *delivery) {
 	s.q.inFlight--
 }
 
-// Close stops the subscription: a blocked ReceiveBatch returns
-// ports.ErrClosed, and every unsettled delivery goes back to the front of
-// the queue in delivery order, its redelivery count incremented (it was
-// delivered once more); in a single-active group the next consumer to
-// receive takes over. It acks nothing. The last consumer of a Broadcast
-// queue deletes it (InstanceTTL 0) or arms its expiry.
+// Close returns every unsettled delivery to the front of the queue, in
+// order and counted as redelivered; it acks nothing.
 func (s *subscription) Close(context.Context) error {
 	q := s.q
 	q.mu.Lock()
@@ -205,9 +190,8 @@ func (s *subscription) SendAcks(_ context.Context, hs []any) error {
 	return s.settle(hs, nil)
 }
 
-// SendRequeues puts each message back at the end of its queue with one
-// more redelivery, at once or through the broker's scheduler once delay
-// has passed.
+// SendRequeues puts the messages back at the end of the queue, counted,
+// once delay has passed.
 func (s *subscription) SendRequeues(_ context.Context, hs []any, delay time.Duration) error {
 	q, b := s.q, s.c.b
 	return s.settle(hs, func(x *delivery) {
@@ -222,14 +206,12 @@ func (s *subscription) SendRequeues(_ context.Context, hs []any, delay time.Dura
 	})
 }
 
-// SendDrops removes the messages of a best-effort subscription that a
-// requeue or dead letter would have kept, counted in QueueStats.Dropped.
+// SendDrops removes best-effort messages, counted in QueueStats.Dropped.
 func (s *subscription) SendDrops(_ context.Context, hs []any) error {
 	return s.settle(hs, func(*delivery) { s.q.dropped++ })
 }
 
-// settle applies fn to each delivery of hs and removes it from the
-// unsettled list.
+// settle applies fn to each delivery of hs and frees it.
 func (s *subscription) settle(hs []any, fn func(*delivery)) error {
 	s.q.mu.Lock()
 	defer s.q.mu.Unlock()
@@ -247,10 +229,7 @@ func (s *subscription) settle(hs []any, fn func(*delivery)) error {
 	return nil
 }
 
-// SendDeadLetters publishes each message's dead-letter copy (kit's header
-// rules) to ports.DeadLetterTopic of its topic, then removes the
-// originals. While [Broker.FailDeadLetters] is on it fails with
-// ports.ErrUnconfirmed and the originals stay in flight.
+// SendDeadLetters publishes kit's dead-letter copies, then acks.
 func (s *subscription) SendDeadLetters(_ context.Context, hs []any, disp ports.Disposition) error {
 	b := s.c.b
 	switch {
