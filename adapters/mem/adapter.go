@@ -98,14 +98,14 @@ func (c *conn) physical(t ports.Topic) ports.Topic {
 	return t
 }
 
-// queueKey names the queue of (topic, mode, group); adopted: WithExisting
-// maps the group to an existing queue.
-func (c *conn) queueKey(topic ports.Topic, mode ports.Mode, group string) (key queueKey, adopted bool) {
-	key = queueKey{ns: c.ns, topic: c.physical(topic), mode: mode, group: group}
-	if e, ok := c.existing[topic]; ok && mode == ports.LoadBalance {
-		if g, ok := e.Groups[group]; ok {
-			key.group, adopted = g, true
-		}
+// queueKey names spec's queue; adopted: WithExisting maps its group to an
+// existing queue.
+func (c *conn) queueKey(spec ports.SubscriptionSpec) (key queueKey, adopted bool) {
+	key = queueKey{ns: c.ns, topic: c.physical(spec.Topic), mode: spec.Mode, group: spec.Group}
+	if spec.Mode == ports.Broadcast {
+		key.instance = spec.Instance
+	} else if g, ok := c.existing[spec.Topic].Groups[spec.Group]; ok {
+		key.group, adopted = g, true
 	}
 	return key, adopted
 }
@@ -119,10 +119,7 @@ func missingQueue(topic ports.Topic, group string, key queueKey) error {
 // Subscribe joins (or creates) the queue of (Topic, Group), or of
 // (Topic, Group, Instance) for Broadcast.
 func (c *conn) Subscribe(_ context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	key, adopted := c.queueKey(spec.Topic, spec.Mode, spec.Group)
-	if spec.Mode == ports.Broadcast {
-		key.instance = spec.Instance
-	}
+	key, adopted := c.queueKey(spec)
 	q, err := c.b.join(key, spec, c.maxQueue, adopted)
 	if err != nil {
 		return nil, err
@@ -158,12 +155,11 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 
 // declareGroupLocked is DeclareGroup under b.mu.
 func (c *conn) declareGroupLocked(topic ports.Topic, group string) error {
-	key, adopted := c.queueKey(topic, ports.LoadBalance, group)
-	if adopted && c.b.queues[key] == nil {
-		return missingQueue(topic, group, key)
-	}
+	key, adopted := c.queueKey(ports.SubscriptionSpec{Topic: topic, Group: group})
 	if !adopted {
 		c.b.queueLocked(key)
+	} else if c.b.queues[key] == nil {
+		return missingQueue(topic, group, key)
 	}
 	return nil
 }
@@ -175,20 +171,17 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	return c.b.declare(ctx, c, func() error {
 		tk := topicKey{c.ns, c.physical(spec.Topic)}
 		t := c.b.topicLocked(tk)
-		old := t.spec
 		_, adopted := c.existing[spec.Topic]
-		if old.Topic != "" || adopted {
-			want, name := spec, string(spec.Topic)
-			if adopted { // the existing topology has the groups it has
-				want.Groups, old.Groups = nil, nil
-				name = fmt.Sprintf("%s (existing topic %s)", spec.Topic, tk.topic)
-			}
-			if diffs := ports.DiffTopicSpecs(old, want); len(diffs) > 0 {
-				return &ports.RedeclareError{Name: name, Diffs: diffs}
-			}
-			if !adopted {
-				return nil
-			}
+		old, want, name := t.spec, spec, string(spec.Topic)
+		if adopted { // checked, not recorded: the existing topology has the groups it has
+			want.Groups, old.Groups = nil, nil
+			name = fmt.Sprintf("%s (existing topic %s)", spec.Topic, tk.topic)
+		}
+		if diffs := ports.DiffTopicSpecs(old, want); len(diffs) > 0 && (old.Topic != "" || adopted) {
+			return &ports.RedeclareError{Name: name, Diffs: diffs}
+		}
+		if old.Topic != "" && !adopted {
+			return nil // declared already
 		}
 		for _, g := range spec.Groups {
 			if err := c.declareGroupLocked(spec.Topic, g); err != nil {

@@ -170,26 +170,20 @@ func (r *ring[T]) Len() int { return r.n }
 func (r *ring[T]) At(i int) *T { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
 
 func (r *ring[T]) PushBack(v T) {
-	if r.n == len(r.buf) {
-		r.resize(max(2*len(r.buf), 16))
-	}
+	r.grow()
 	*r.At(r.n) = v
 	r.n++
 }
 
 func (r *ring[T]) PushFront(v T) {
-	if r.n == len(r.buf) {
-		r.resize(max(2*len(r.buf), 16))
-	}
+	r.grow()
 	r.head = (r.head - 1) & (len(r.buf) - 1)
 	r.buf[r.head] = v
 	r.n++
 }
 
-func (r *ring[T]) PopFront() (v T, ok bool) {
-	if r.n == 0 {
-		return v, false
-	}
+// PopFront removes and returns the first element (Len > 0).
+func (r *ring[T]) PopFront() (v T) {
 	var zero T
 	v, r.buf[r.head] = r.buf[r.head], zero
 	r.head = (r.head + 1) & (len(r.buf) - 1)
@@ -197,7 +191,13 @@ func (r *ring[T]) PopFront() (v T, ok bool) {
 	if len(r.buf) > keepSlots && r.n < len(r.buf)/4 {
 		r.resize(len(r.buf) / 2) // a drained burst gives its memory back
 	}
-	return v, true
+	return v
+}
+
+func (r *ring[T]) grow() {
+	if r.n == len(r.buf) {
+		r.resize(max(2*len(r.buf), 16))
+	}
 }
 
 func (r *ring[T]) resize(size int) {

@@ -1,8 +1,10 @@
 package mem
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -19,17 +21,19 @@ type subscription struct {
 	facts map[string]string
 	done  chan struct{} // closed by Close
 
-	recs       []driver.Record // ReceiveBatch's result, reused
-	head, tail *delivery       // unsettled, in delivery order
-	free       *delivery       // settled, for reuse (linked by next)
-	receiving  bool            // counted in q.receivers
-	stopped    bool
+	recs      []driver.Record // ReceiveBatch's result, reused
+	held      []*delivery     // unsettled
+	free      []*delivery     // settled, reused as handles
+	sent      uint64          // deliveries handed out
+	receiving bool            // counted in q.receivers
+	stopped   bool
 }
 
 // delivery is a handed-out record's driver handle.
 type delivery struct {
-	it         item
-	prev, next *delivery
+	it       item
+	seq      uint64 // delivery order
+	heldSlot int    // index in held
 }
 
 func newSubscription(c *conn, q *queue, spec ports.SubscriptionSpec) *subscription {
@@ -89,14 +93,14 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 
 // countLocked counts s in q.receivers while it may take messages.
 func (s *subscription) countLocked(receiving bool) {
-	switch {
-	case s.receiving == receiving:
-	case receiving:
-		s.q.receivers++
-	default:
-		s.q.receivers--
+	if s.receiving != receiving {
+		s.receiving = receiving
+		if receiving {
+			s.q.receivers++
+		} else {
+			s.q.receivers--
+		}
 	}
-	s.receiving = receiving
 }
 
 // takeLocked hands out up to n ready items, dropping expired ones.
@@ -105,22 +109,21 @@ func (s *subscription) takeLocked(n int, now time.Time) []driver.Record {
 		s.recs = make([]driver.Record, n)
 	}
 	out := s.recs[:0]
-	for len(out) < n {
-		it, ok := s.q.ready.PopFront()
-		if !ok {
-			break
-		}
+	for len(out) < n && s.q.ready.Len() > 0 {
+		it := s.q.ready.PopFront()
 		if it.msg.expired(now) {
 			s.q.dropped++
 			continue
 		}
-		x := s.free
-		if x != nil {
-			s.free = x.next
+		var x *delivery
+		if k := len(s.free) - 1; k >= 0 {
+			x, s.free = s.free[k], s.free[:k]
 		} else {
 			x = new(delivery)
 		}
-		x.it = it
+		s.sent++
+		x.it, x.seq, x.heldSlot = it, s.sent, len(s.held)
+		s.held = append(s.held, x)
 		m := &x.it.msg
 		out = append(out, driver.Record{
 			Message:         ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers, QoS: m.qos},
@@ -129,31 +132,18 @@ func (s *subscription) takeLocked(n int, now time.Time) []driver.Record {
 			ReceivedAt:      now,
 			Handle:          x,
 		})
-		x.prev, x.next = s.tail, nil
-		if s.tail != nil {
-			s.tail.next = x
-		} else {
-			s.head = x
-		}
-		s.tail = x
 	}
 	s.q.inFlight += len(out)
 	s.q.roomLocked()
 	return out
 }
 
-func (s *subscription) unlinkLocked(x *delivery) {
-	if x.prev != nil {
-		x.prev.next = x.next
-	} else {
-		s.head = x.next
-	}
-	if x.next != nil {
-		x.next.prev = x.prev
-	} else {
-		s.tail = x.prev
-	}
-	x.prev, x.next = nil, nil
+// unholdLocked removes x from held.
+func (s *subscription) unholdLocked(x *delivery) {
+	last := s.held[len(s.held)-1]
+	last.heldSlot, s.held[x.heldSlot] = x.heldSlot, last
+	s.held[len(s.held)-1] = nil
+	s.held = s.held[:len(s.held)-1]
 	s.q.inFlight--
 }
 
@@ -168,12 +158,14 @@ func (s *subscription) Close(context.Context) error {
 	}
 	s.stopped = true
 	close(s.done)
-	returned := s.tail != nil || q.active == s
-	for x := s.tail; x != nil; x = s.tail {
-		s.unlinkLocked(x)
+	returned := len(s.held) > 0 || q.active == s
+	slices.SortFunc(s.held, func(x, y *delivery) int { return cmp.Compare(y.seq, x.seq) })
+	for _, x := range s.held { // the latest first: the earliest ends in front
 		x.it.redeliveries++
 		q.ready.PushFront(x.it)
 	}
+	q.inFlight -= len(s.held)
+	s.held = nil
 	if q.active == s {
 		q.active = nil // a standing-by consumer takes over
 	}
@@ -220,11 +212,12 @@ func (s *subscription) settle(hs []any, fn func(*delivery)) error {
 	}
 	for _, h := range hs {
 		x := h.(*delivery)
-		s.unlinkLocked(x)
+		s.unholdLocked(x)
 		if fn != nil {
 			fn(x)
 		}
-		x.it, x.next, s.free = item{}, s.free, x
+		x.it = item{}
+		s.free = append(s.free, x)
 	}
 	return nil
 }
