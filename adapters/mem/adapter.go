@@ -53,7 +53,7 @@ func New(b *Broker, opts ...Option) (*Adapter, error) {
 	c := &conn{b: b, ns: cfg.namespace, maxQueue: cfg.maxQueue, existing: cfg.existing}
 	a := &Adapter{c: c}
 	c.owner = a
-	if err := b.register(a); err != nil {
+	if err := b.declare(context.Background(), c, func() error { b.adapters[a] = struct{}{}; return nil }); err != nil {
 		return nil, err
 	}
 	a.Adapter = portable.New(c, portable.Options{Clock: b.clock})
@@ -118,9 +118,10 @@ func missingQueue(topic ports.Topic, group string, key queueKey) error {
 
 // Subscribe joins (or creates) the queue of (Topic, Group), or of
 // (Topic, Group, Instance) for Broadcast.
-func (c *conn) Subscribe(_ context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	key, adopted := c.queueKey(spec)
-	q, err := c.b.join(key, spec, c.maxQueue, adopted)
+	var q *queue
+	err := c.b.declare(ctx, c, func() (err error) { q, err = c.b.joinLocked(key, spec, c.maxQueue, adopted); return err })
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +141,9 @@ func (c *conn) Classify(err error) driver.Class {
 // Close detaches the connection; the broker lives on.
 func (c *conn) Close(context.Context) error {
 	c.closed.Store(true)
-	c.b.unregister(c.owner)
+	c.b.mu.Lock()
+	delete(c.b.adapters, c.owner)
+	c.b.mu.Unlock()
 	return nil
 }
 

@@ -206,14 +206,9 @@ func (b *Broker) declare(ctx context.Context, c *conn, fn func() error) error {
 	return fn()
 }
 
-// join counts a consumer on the queue key, creating it unless adopted; a
-// new queue for StartEarliest starts with the topic's history.
-func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int, adopted bool) (*queue, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed.Load() {
-		return nil, ports.ErrClosed
-	}
+// joinLocked counts a consumer on the queue key, creating it unless
+// adopted; a new queue for StartEarliest starts with the topic's history.
+func (b *Broker) joinLocked(key queueKey, spec ports.SubscriptionSpec, maxQueue int, adopted bool) (*queue, error) {
 	if adopted && b.queues[key] == nil {
 		return nil, missingQueue(spec.Topic, spec.Group, key)
 	}
@@ -246,11 +241,8 @@ func (b *Broker) join(key queueKey, spec ports.SubscriptionSpec, maxQueue int, a
 			"is %v but the running consumers of queue %s have %v (single-active belongs to the group's queue: stop them first)",
 			spec.SingleActive, key, q.single))
 	}
-	q.filter, q.single, q.max = spec.KeyFilter, spec.SingleActive, maxQueue
+	q.filter, q.single, q.max, q.ttl = spec.KeyFilter, spec.SingleActive, maxQueue, spec.InstanceTTL
 	q.roomLocked() // a raised bound lets blocked senders in
-	if key.mode == ports.Broadcast {
-		q.ttl = spec.InstanceTTL
-	}
 	q.consumers++
 	q.gen++
 	return q, nil
@@ -293,10 +285,7 @@ func (b *Broker) deleteQueue(q *queue, gen uint64) {
 		delete(b.queues, q.key)
 	}
 	tk := topicKey{q.key.ns, q.key.topic}
-	t := b.topics[tk]
-	if t == nil {
-		return
-	}
+	t := b.topics[tk] // a live queue's topic exists
 	qs := slices.DeleteFunc(slices.Clone(*t.queues.Load()), func(o *queue) bool { return o == q })
 	t.queues.Store(&qs)
 	switch {
@@ -333,21 +322,4 @@ func (b *Broker) queueLocked(key queueKey) (q *queue, created bool) {
 	qs := append(slices.Clip(*t.queues.Load()), q) // a new array: readers keep theirs
 	t.queues.Store(&qs)
 	return q, true
-}
-
-// register tracks an adapter, until unregister.
-func (b *Broker) register(a *Adapter) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed.Load() {
-		return ports.ErrClosed
-	}
-	b.adapters[a] = struct{}{}
-	return nil
-}
-
-func (b *Broker) unregister(a *Adapter) {
-	b.mu.Lock()
-	delete(b.adapters, a)
-	b.mu.Unlock()
 }

@@ -158,7 +158,6 @@ func (s *subscription) Close(context.Context) error {
 	}
 	s.stopped = true
 	close(s.done)
-	returned := len(s.held) > 0 || q.active == s
 	slices.SortFunc(s.held, func(x, y *delivery) int { return cmp.Compare(y.seq, x.seq) })
 	for _, x := range s.held { // the latest first: the earliest ends in front
 		x.it.redeliveries++
@@ -169,9 +168,7 @@ func (s *subscription) Close(context.Context) error {
 	if q.active == s {
 		q.active = nil // a standing-by consumer takes over
 	}
-	if returned {
-		q.wakeLocked()
-	}
+	q.wakeLocked() // the returned deliveries, or the single-active consumer's turn
 	q.mu.Unlock()
 	s.c.b.leave(q)
 	return nil
@@ -179,7 +176,7 @@ func (s *subscription) Close(context.Context) error {
 
 // SendAcks removes the messages.
 func (s *subscription) SendAcks(_ context.Context, hs []any) error {
-	return s.settle(hs, nil)
+	return s.settle(hs, func(*delivery) {})
 }
 
 // SendRequeues puts the messages back at the end of the queue, counted,
@@ -213,9 +210,7 @@ func (s *subscription) settle(hs []any, fn func(*delivery)) error {
 	for _, h := range hs {
 		x := h.(*delivery)
 		s.unholdLocked(x)
-		if fn != nil {
-			fn(x)
-		}
+		fn(x)
 		x.it = item{}
 		s.free = append(s.free, x)
 	}
@@ -233,9 +228,8 @@ func (s *subscription) SendDeadLetters(_ context.Context, hs []any, disp ports.D
 	}
 	for _, h := range hs {
 		x := h.(*delivery)
-		m := &x.it.msg
-		id, src := ports.IdentityFromHeaders(m.headers)
-		d := ports.Delivery{Message: ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers}, ID: id, IDSource: src, RedeliveryCount: x.it.redeliveries}
+		m := &x.it.msg // its identity is in its headers: mem assigns none
+		d := ports.Delivery{Message: ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers}, RedeliveryCount: x.it.redeliveries}
 		c := kit.DeadLetterCopy(&d, disp)
 		b.route(s.q.key.ns, &message{topic: s.c.physical(c.Topic), key: c.Key, payload: c.Payload, headers: c.Headers})
 	}
