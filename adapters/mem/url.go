@@ -27,7 +27,7 @@ func openMem(_ context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter
 		return nil, err
 	}
 	opts := []Option{WithMaxQueue(cfg.Params.Int("max_queue", DefaultMaxQueue, 0, math.MaxInt))}
-	if err := cfg.Params.Err(); err != nil {
+	if err := cfg.Params.Err("max_queue"); err != nil {
 		return nil, err
 	}
 	if cfg.Namespace != "" {
