@@ -72,7 +72,6 @@ func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 // Capabilities works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
 
-// Name returns "mem".
 func (c *conn) Name() string { return "mem" }
 
 // MaxMessageBytes is the largest payload Send accepts.

@@ -207,6 +207,11 @@ func (s *subscription) settle(hs []any, fn func(*delivery)) error {
 	if s.stopped {
 		return ports.ErrClosed
 	}
+	for _, h := range hs { // the portable layer settles each once: guard the broker's state anyway
+		if x := h.(*delivery); x.heldSlot >= len(s.held) || s.held[x.heldSlot] != x {
+			return fmt.Errorf("%w: a delivery settled twice or on another subscription", ports.ErrInvalid)
+		}
+	}
 	for _, h := range hs {
 		x := h.(*delivery)
 		s.unholdLocked(x)
