@@ -33,7 +33,7 @@ func ExampleOpen_errors() {
 		fmt.Println(strings.SplitN(err.Error(), " (registered", 2)[0])
 	}
 	// Output:
-	// adapters: open mem://?prefetch=10: parameter prefetch: unknown for mem:// (accepted: namespace, inflight, max_attempts, backoff, max_backoff; and where they apply password_file, password_env, ca_file, cert_file, key_file, server_name, insecure)
+	// adapters: open mem://?prefetch=10: parameter prefetch: unknown for mem:// (accepted: namespace, inflight, max_attempts, backoff, max_backoff, max_queue; and where they apply password_file, password_env, ca_file, cert_file, key_file, server_name, insecure)
 	// adapters: open mem://guest:xxxxx@/: parameter credentials: mem:// takes no user name or password
 	// adapters: open rabbit://localhost/: invalid argument: unknown scheme "rabbit"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -11,10 +12,8 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is one process's connection to a [Broker]: it implements
-// ports.Adapter, as the portable layer (adapters/portable) over the
-// in-process broker's driver. Make several on one Broker to model several
-// processes.
+// Adapter is one process's connection to a [Broker]: the portable layer
+// over the broker's driver. Several on one Broker model several processes.
 type Adapter struct {
 	*portable.Adapter
 	c *conn
@@ -25,43 +24,43 @@ type conn struct {
 	b        *Broker
 	owner    *Adapter
 	ns       string
-	maxQueue int                      // WithMaxQueue: set on the queues it subscribes to
-	existing map[ports.Topic]Existing // WithExisting: adopted names
+	maxQueue int
+	existing map[ports.Topic]Existing
 	closed   atomic.Bool
 }
 
 var (
 	_ ports.Adapter        = (*Adapter)(nil)
-	_ driver.Driver        = (*conn)(nil)
 	_ driver.TopicDeclarer = (*conn)(nil)
 	_ driver.GroupDeclarer = (*conn)(nil)
+	_ driver.Requeuer      = (*subscription)(nil)
+	_ driver.DeadLetterer  = (*subscription)(nil)
+	_ driver.Dropper       = (*subscription)(nil)
 )
 
-// New returns an adapter on broker b. It fails with an error wrapping
-// ports.ErrInvalid for a nil broker or an invalid option, and with
-// ports.ErrClosed when b is closed.
+// New returns an adapter on broker b (ports.ErrInvalid for a nil broker
+// or an invalid option, ports.ErrClosed for a closed one).
 func New(b *Broker, opts ...Option) (*Adapter, error) {
 	if b == nil {
 		return nil, valueError("mem.New", "broker must not be nil (use mem.Open for the default broker)")
 	}
 	cfg := adapterConfig{maxQueue: DefaultMaxQueue}
 	for _, o := range opts {
-		if err := o.applyAdapter(&cfg); err != nil {
+		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
 	c := &conn{b: b, ns: cfg.namespace, maxQueue: cfg.maxQueue, existing: cfg.existing}
 	a := &Adapter{c: c}
 	c.owner = a
-	if err := b.register(a); err != nil {
+	if err := b.declare(context.Background(), c, func() error { b.adapters[a] = struct{}{}; return nil }); err != nil {
 		return nil, err
 	}
-	a.Adapter = portable.New(c, portable.Options{Clock: scheduleClock{b.clock}})
+	a.Adapter = portable.New(c, portable.Options{Clock: b.clock})
 	return a, nil
 }
 
-// Open returns an adapter on the process-wide [Default] broker: the
-// embedded default for a service that needs no external broker.
+// Open returns an adapter on the process-wide [Default] broker.
 func Open(opts ...Option) (*Adapter, error) { return New(Default(), opts...) }
 
 // Broker returns the broker the adapter is connected to.
@@ -70,55 +69,27 @@ func (a *Adapter) Broker() *Broker { return a.c.b }
 // Name returns "mem". It works on the zero Adapter.
 func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 
-// Capabilities declares what the in-process broker does (see
-// conn.Capabilities). It works on the zero Adapter, for the capability
-// matrix.
+// Capabilities works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
 
-// Name returns "mem".
 func (c *conn) Name() string { return "mem" }
 
-// MaxMessageBytes is the largest payload Send accepts (64 MiB); the
-// envelope is not counted. A larger message fails with a *ports.SizeError
-// before anything is stored.
+// MaxMessageBytes is the largest payload Send accepts.
 const MaxMessageBytes = 64 << 20
 
-// Capabilities declares everything except ordering: the in-process broker
-// delays, dead-letters to "<topic>.dlq" with a synchronous confirm,
-// broadcasts, settles per message and per batch, expires idle instances,
-// keeps group backlogs and counts redeliveries exactly; it starts a new
-// group at the earliest message of the topic's bounded history
-// ([WithHistory]), keeps a single-active group's messages for one
-// consumer at a time, has a native best-effort class (dropped by a full
-// queue, never requeued or dead-lettered), enforces TopicSpec.Retention
-// and MaxLength, and accepts payloads up to [MaxMessageBytes]. Ordering is
-// OrderNone: a queue is FIFO, but competing consumers and requeues
-// reorder.
+// Capabilities declares everything but ordering: competing consumers and
+// requeues reorder a FIFO queue.
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
-		DelayedMessage:       true,
-		DelayedRequeue:       true,
-		NativeDeadLetter:     true,
-		Broadcast:            true,
-		PerMessageAck:        true,
-		PublisherConfirm:     true,
-		NativeBatch:          true,
-		SubscriptionExpiry:   true,
-		DurableGroups:        true,
-		ExactRedeliveryCount: true,
-		Ordering:             ports.OrderNone,
-		StartEarliest:        true,
-		SingleActive:         true,
-		BestEffort:           true,
-		Retention:            true,
-		MaxLength:            true,
-		MaxMessageBytes:      MaxMessageBytes,
-		InstanceGuard:        ports.InstanceRefused,
+		DelayedMessage: true, DelayedRequeue: true, NativeDeadLetter: true, Broadcast: true,
+		PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, SubscriptionExpiry: true,
+		DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
+		StartEarliest: true, SingleActive: true, BestEffort: true, Retention: true, MaxLength: true,
+		MaxMessageBytes: MaxMessageBytes, InstanceGuard: ports.InstanceRefused,
 	}
 }
 
-// physical returns the broker topic of logical topic t: the existing name
-// WithExisting maps it to, or t itself.
+// physical returns the broker topic of t (WithExisting's As, or t).
 func (c *conn) physical(t ports.Topic) ports.Topic {
 	if e, ok := c.existing[t]; ok {
 		return e.As
@@ -126,14 +97,14 @@ func (c *conn) physical(t ports.Topic) ports.Topic {
 	return t
 }
 
-// queueKey names the queue of (topic, mode, group) for this adapter;
-// adopted is true when WithExisting maps the group to an existing queue.
-func (c *conn) queueKey(topic ports.Topic, mode ports.Mode, group string) (key queueKey, adopted bool) {
-	key = queueKey{ns: c.ns, topic: c.physical(topic), mode: mode, group: group}
-	if e, ok := c.existing[topic]; ok && mode == ports.LoadBalance {
-		if g, ok := e.Groups[group]; ok {
-			key.group, adopted = g, true
-		}
+// queueKey names spec's queue; adopted: WithExisting maps its group to an
+// existing queue.
+func (c *conn) queueKey(spec ports.SubscriptionSpec) (key queueKey, adopted bool) {
+	key = queueKey{ns: c.ns, topic: c.physical(spec.Topic), mode: spec.Mode, group: spec.Group}
+	if spec.Mode == ports.Broadcast {
+		key.instance = spec.Instance
+	} else if g, ok := c.existing[spec.Topic].Groups[spec.Group]; ok {
+		key.group, adopted = g, true
 	}
 	return key, adopted
 }
@@ -144,31 +115,19 @@ func missingQueue(topic ports.Topic, group string, key queueKey) error {
 		ports.ErrInvalid, group, string(topic), key)
 }
 
-// Subscribe joins (or creates) spec's queue (the portable layer validated
-// spec and gave a Broadcast one its Instance): for LoadBalance the queue
-// of (Topic, Group), shared by every instance of the group and kept while
-// none runs; for Broadcast the queue of (Topic, Group, Instance).
-// Messages published after Subscribe returns reach the queue; messages
-// published before the queue first existed were dropped.
-//
-// A queue's KeyFilter is set by the subscription that starts its first
-// consumer; a subscription with a different filter is refused
-// (ports.ErrInvalid) while consumers with the old one run.
-func (c *conn) Subscribe(_ context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	key, adopted := c.queueKey(spec.Topic, spec.Mode, spec.Group)
-	key.instance = spec.Instance
-	if spec.Mode != ports.Broadcast {
-		key.instance = ""
-	}
-	q, err := c.b.join(key, spec, c.maxQueue, adopted)
+// Subscribe joins (or creates) the queue of (Topic, Group), or of
+// (Topic, Group, Instance) for Broadcast.
+func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+	key, adopted := c.queueKey(spec)
+	var q *queue
+	err := c.b.declare(ctx, c, func() (err error) { q, err = c.b.joinLocked(key, spec, c.maxQueue, adopted); return err })
 	if err != nil {
 		return nil, err
 	}
 	return newSubscription(c, q, spec), nil
 }
 
-// Classify gives the broker's errors their portable codes. The in-process
-// broker has no connection, so nothing is retryable.
+// Classify gives the broker's errors their codes; none is retryable.
 func (c *conn) Classify(err error) driver.Class {
 	for _, code := range []error{ports.ErrUnconfirmed, ports.ErrNoSubscriber, ports.ErrClosed} {
 		if errors.Is(err, code) {
@@ -178,11 +137,79 @@ func (c *conn) Classify(err error) driver.Class {
 	return driver.Class{}
 }
 
-// Close detaches the connection from the broker (the portable layer
-// stopped its subscriptions first, returning their unsettled deliveries
-// to their queues). The broker and its queues live on for other adapters.
+// Close detaches the connection; the broker lives on.
 func (c *conn) Close(context.Context) error {
 	c.closed.Store(true)
-	c.b.unregister(c.owner)
+	c.b.mu.Lock()
+	delete(c.b.adapters, c.owner)
+	c.b.mu.Unlock()
 	return nil
+}
+
+// DeclareGroup creates group's queue on topic, which keeps what is sent
+// from now on; an adopted group's queue must exist.
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
+		return err
+	}
+	return c.b.declare(ctx, c, func() error { return c.declareGroupLocked(topic, group) })
+}
+
+// declareGroupLocked is DeclareGroup under b.mu.
+func (c *conn) declareGroupLocked(topic ports.Topic, group string) error {
+	key, adopted := c.queueKey(ports.SubscriptionSpec{Topic: topic, Group: group})
+	if !adopted {
+		c.b.queueLocked(key)
+	} else if c.b.queues[key] == nil {
+		return missingQueue(topic, group, key)
+	}
+	return nil
+}
+
+// DeclareTopic keeps spec on the broker for every adapter of the
+// namespace and declares its groups; other properties than recorded fail
+// with a *ports.RedeclareError. An adopted topic is only checked.
+func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
+	return c.b.declare(ctx, c, func() error {
+		tk := topicKey{c.ns, c.physical(spec.Topic)}
+		t := c.b.topicLocked(tk)
+		_, adopted := c.existing[spec.Topic]
+		old, want, name := t.spec, spec, string(spec.Topic)
+		if adopted { // checked, not recorded: the existing topology has the groups it has
+			want.Groups, old.Groups = nil, nil
+			name = fmt.Sprintf("%s (existing topic %s)", spec.Topic, tk.topic)
+		}
+		if diffs := ports.DiffTopicSpecs(old, want); len(diffs) > 0 && (old.Topic != "" || adopted) {
+			return &ports.RedeclareError{Name: name, Diffs: diffs}
+		}
+		if old.Topic != "" && !adopted {
+			return nil // declared already
+		}
+		for _, g := range spec.Groups {
+			if err := c.declareGroupLocked(spec.Topic, g); err != nil {
+				return err
+			}
+		}
+		if !adopted {
+			spec.Groups = slices.Clone(spec.Groups)
+			t.mu.Lock()
+			t.spec = spec
+			t.mu.Unlock()
+		}
+		return nil
+	})
+}
+
+// SendForeign stores payload on topic as a producer without sluice's
+// envelope would: headers as given, nothing stamped (no identity without
+// HeaderID). For tests that consume other programs' messages.
+func (a *Adapter) SendForeign(ctx context.Context, topic ports.Topic, payload []byte, headers ports.Headers) error {
+	if err := topic.Validate(); err != nil {
+		return err
+	}
+	h := headers.Clone()
+	if h == nil {
+		h = ports.Headers{}
+	}
+	return a.c.sendOne(ctx, &ports.Message{Topic: topic, Payload: payload, Headers: h})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -86,4 +87,22 @@ func TestDefaultBroker(t *testing.T) {
 	s := subscribe(t, a, lb("orders", "g"))
 	send(t, a, "orders", "x")
 	settle(t, s, ack, receive(t, s, 1)...)
+}
+
+// TestURLMaxQueue opens mem:// with max_queue, which bounds the queues the
+// adapter subscribes to, and refuses a negative bound.
+func TestURLMaxQueue(t *testing.T) {
+	ctx := context.Background()
+	a, err := adapters.Open(ctx, "mem://?namespace=TestURLMaxQueue&max_queue=7", adapters.NotExclusive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	subscribe(t, a, lb("orders", "g"))
+	if q, ok := mem.Default().Stats().Queue("TestURLMaxQueue", "orders", "g", ""); !ok || q.MaxReady != 7 {
+		t.Fatalf("queue %+v (found %v), want MaxReady 7", q, ok)
+	}
+	if _, err := adapters.Open(ctx, "mem://?max_queue=-1", adapters.NotExclusive()); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("max_queue=-1: %v, want ErrInvalid", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/mem"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -91,7 +92,7 @@ func TestSettleTwiceIsAnError(t *testing.T) {
 	settle(t, s, ack, d)
 	for _, disp := range []ports.Disposition{ack, requeue, {Action: ports.DeadLetter}} {
 		err := s.Settle(context.Background(), []*ports.Delivery{d}, disp)
-		if !errors.Is(err, mem.ErrAlreadySettled) || !errors.Is(err, ports.ErrInvalid) {
+		if !errors.Is(err, portable.ErrAlreadySettled) || !errors.Is(err, ports.ErrInvalid) {
 			t.Fatalf("second settle %v: %v, want ErrAlreadySettled", disp.Action, err)
 		}
 	}
@@ -118,7 +119,7 @@ func TestSettleForeignDelivery(t *testing.T) {
 		"batch with one bad":   {d1, d2},
 	} {
 		err := s1.Settle(context.Background(), ds, ack)
-		if !errors.Is(err, mem.ErrForeignDelivery) || !errors.Is(err, ports.ErrInvalid) {
+		if !errors.Is(err, portable.ErrForeignDelivery) || !errors.Is(err, ports.ErrInvalid) {
 			t.Errorf("%s delivery: %v, want ErrForeignDelivery", name, err)
 		}
 	}
@@ -137,7 +138,7 @@ func TestSettleDuplicateInOneBatch(t *testing.T) {
 	send(t, a, "orders", "x", "y")
 	ds := receive(t, s, 2)
 	err := s.Settle(context.Background(), []*ports.Delivery{ds[0], ds[1], ds[0]}, requeue)
-	if !errors.Is(err, mem.ErrAlreadySettled) {
+	if !errors.Is(err, portable.ErrAlreadySettled) {
 		t.Fatalf("duplicate in batch: %v, want ErrAlreadySettled", err)
 	}
 	if q := queueStats(t, b, "orders", "g"); q.InFlight != 2 || q.Ready != 0 {

@@ -1,55 +1,39 @@
 package mem
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// subscription is one consumer of a queue; it implements
-// driver.Subscription (the portable layer bounds what it asks for by
-// SubscriptionSpec.InFlight). Fields below inFlight are guarded by q.mu.
+// subscription is one consumer of a queue, with native requeue, dead
+// letter and drops. Fields below done are guarded by q.mu.
 type subscription struct {
-	c          *conn
-	q          *queue
-	topic      ports.Topic       // the logical topic, carried by its deliveries
-	bestEffort bool              // SubscriptionSpec.QoS BestEffort: requeue and dead letter drop
-	facts      map[string]string // shared by its deliveries, read-only
-	wake       chan struct{}     // buffered 1: a push
-	done       chan struct{}     // closed by Close
+	c     *conn
+	q     *queue
+	topic ports.Topic // logical
+	facts map[string]string
+	done  chan struct{} // closed by Close
 
-	recs       []driver.Record // ReceiveBatch's result, reused (one caller at a time)
-	inFlight   int
-	head, tail *delivery // unsettled deliveries in delivery order
-	queued     bool      // registered in q.waiters
-	receiving  bool      // in ReceiveBatch: counted in q.receivers
-	stopped    bool
+	recs      []driver.Record // ReceiveBatch's result, reused
+	held      []*delivery     // unsettled
+	free      []*delivery     // settled, reused as handles
+	sent      uint64          // deliveries handed out
+	receiving bool            // counted in q.receivers
+	stopped   bool
 }
 
-var (
-	_ driver.Subscription = (*subscription)(nil)
-	_ driver.Requeuer     = (*subscription)(nil)
-	_ driver.DeadLetterer = (*subscription)(nil)
-	_ driver.Dropper      = (*subscription)(nil)
-)
-
-// deliveryState is where a handed-out delivery stands.
-type deliveryState uint8
-
-const (
-	inFlight deliveryState = iota // held by the caller, unsettled
-	settled                       // acked, requeued, dead-lettered or returned by Close
-)
-
-// delivery is the broker's side of a handed-out record, its driver
-// handle. Deliveries of one ReceiveBatch call are allocated together.
+// delivery is a handed-out record's driver handle.
 type delivery struct {
-	sub        *subscription
-	it         item
-	prev, next *delivery
-	state      deliveryState
+	it       item
+	seq      uint64 // delivery order
+	heldSlot int    // index in held
 }
 
 func newSubscription(c *conn, q *queue, spec ports.SubscriptionSpec) *subscription {
@@ -57,36 +41,13 @@ func newSubscription(c *conn, q *queue, spec ports.SubscriptionSpec) *subscripti
 	if spec.Mode == ports.Broadcast {
 		facts["instance"] = spec.Instance
 	}
-	return &subscription{
-		c:          c,
-		q:          q,
-		topic:      spec.Topic,
-		bestEffort: spec.QoS == ports.BestEffort,
-		facts:      facts,
-		wake:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
-	}
+	return &subscription{c: c, q: q, topic: spec.Topic, facts: facts, done: make(chan struct{})}
 }
 
-// signal wakes a Receive blocked on s without blocking.
-func (s *subscription) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// ReceiveBatch blocks until the queue has a ready message (and, in a
-// single-active group, this subscription is the active one: the first to
-// receive, until it stops), then returns up to max ready messages in
-// queue order, dropping those past their topic's retention (FIFO;
-// requeued messages rejoin at the end when their delay has passed). Each
-// record's Headers, Payload and Facts are shared with other deliveries of
-// the same message or subscription and must be treated as read-only.
-//
-// It returns ctx.Err() when ctx is done and ports.ErrClosed after Close.
-// The in-process broker has no connection to lose, so there are no other
-// errors.
+// ReceiveBatch waits for ready messages (in a single-active group, until
+// s is the active consumer: the first to receive, until it stops) and
+// returns up to max, in queue order, minus the expired ones; competing
+// consumers waiting together take a fair share each.
 func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -100,33 +61,28 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 			return nil, ports.ErrClosed
 		}
 		if q.single && q.active == nil {
-			q.active = s // the first to receive is the single active consumer
+			q.active = s
 		}
 		eligible := !q.single || q.active == s
 		s.countLocked(eligible)
-		now := s.c.b.clock.Now()
-		q.dropExpiredLocked(now)
-		if ready := q.ready.Len(); ready > 0 && eligible {
-			// Competing consumers that are also waiting to receive get a
-			// fair share of what is ready, not whatever the first one to
-			// wake could hold.
-			n := min(max, (ready+q.receivers-1)/q.receivers)
-			if out := s.takeLocked(n, now); len(out) > 0 {
+		if q.ready.Len() > 0 && eligible {
+			if out := s.takeLocked(min(max, (q.ready.Len()+q.receivers-1)/q.receivers), s.c.b.clock.Now()); len(out) > 0 {
 				s.countLocked(false)
 				q.mu.Unlock()
 				return out, nil
 			}
 			continue // every one it took had expired
 		}
-		q.waitLocked(s) // woken by a push
+		if q.pushed == nil {
+			q.pushed = make(chan struct{})
+		}
+		pushed := q.pushed
 		q.mu.Unlock()
-
 		select {
-		case <-s.wake:
+		case <-pushed:
 		case <-s.done: // the loop returns ErrClosed
 		case <-ctx.Done():
 			q.mu.Lock()
-			q.unwaitLocked(s)
 			s.countLocked(false)
 			q.mu.Unlock()
 			return nil, ctx.Err()
@@ -135,105 +91,64 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 	}
 }
 
-// countLocked records whether s is in Receive with room for more, which
-// is what q.receivers counts.
+// countLocked counts s in q.receivers while it may take messages.
 func (s *subscription) countLocked(receiving bool) {
-	if s.receiving == receiving {
-		return
-	}
-	s.receiving = receiving
-	if receiving {
-		s.q.receivers++
-	} else {
-		s.q.receivers--
+	if s.receiving != receiving {
+		s.receiving = receiving
+		if receiving {
+			s.q.receivers++
+		} else {
+			s.q.receivers--
+		}
 	}
 }
 
-// takeLocked pops up to n ready items and hands them out as records, in
-// one allocation (the records' slice is reused); expired items are dropped
-// (so it may hand out fewer, even none).
+// takeLocked hands out up to n ready items, dropping expired ones.
 func (s *subscription) takeLocked(n int, now time.Time) []driver.Record {
-	var slab []delivery
-	if n == 1 {
-		slab = []delivery{{}}
-	} else {
-		slab = make([]delivery, n)
-	}
 	if cap(s.recs) < n {
 		s.recs = make([]driver.Record, n)
 	}
-	out := s.recs[:n]
-	clear(out)
-	k := 0
-	for k < n {
-		it, ok := s.q.ready.PopFront()
-		if !ok {
-			break
-		}
+	out := s.recs[:0]
+	for len(out) < n && s.q.ready.Len() > 0 {
+		it := s.q.ready.PopFront()
 		if it.msg.expired(now) {
 			s.q.dropped++
 			continue
 		}
-		x := &slab[k]
-		m := &it.msg
-		x.sub, x.it = s, it
-		out[k] = driver.Record{
-			Message:         ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers, QoS: m.qos.QoS()},
+		var x *delivery
+		if k := len(s.free) - 1; k >= 0 {
+			x, s.free = s.free[k], s.free[:k]
+		} else {
+			x = new(delivery)
+		}
+		s.sent++
+		x.it, x.seq, x.heldSlot = it, s.sent, len(s.held)
+		s.held = append(s.held, x)
+		m := &x.it.msg
+		out = append(out, driver.Record{
+			Message:         ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers, QoS: m.qos},
 			RedeliveryCount: it.redeliveries,
 			Facts:           s.facts,
 			ReceivedAt:      now,
 			Handle:          x,
-		}
-		s.linkLocked(x)
-		k++
+		})
 	}
-	s.inFlight += k
-	s.q.inFlight += k
+	s.q.inFlight += len(out)
 	s.q.roomLocked()
-	return out[:k]
+	return out
 }
 
-// linkLocked appends x to the unsettled list.
-func (s *subscription) linkLocked(x *delivery) {
-	x.prev, x.next = s.tail, nil
-	if s.tail != nil {
-		s.tail.next = x
-	} else {
-		s.head = x
-	}
-	s.tail = x
-}
-
-// unlinkLocked removes x from the unsettled list and frees its slot.
-func (s *subscription) unlinkLocked(x *delivery) {
-	if x.prev != nil {
-		x.prev.next = x.next
-	} else {
-		s.head = x.next
-	}
-	if x.next != nil {
-		x.next.prev = x.prev
-	} else {
-		s.tail = x.prev
-	}
-	x.prev, x.next = nil, nil
-	s.inFlight--
+// unholdLocked removes x from held.
+func (s *subscription) unholdLocked(x *delivery) {
+	last := s.held[len(s.held)-1]
+	last.heldSlot, s.held[x.heldSlot] = x.heldSlot, last
+	s.held[len(s.held)-1] = nil
+	s.held = s.held[:len(s.held)-1]
 	s.q.inFlight--
 }
 
-// Close stops the subscription: a blocked ReceiveBatch returns
-// ports.ErrClosed, and every unsettled delivery goes back to the front of
-// the queue in the order it was delivered, with its redelivery count
-// incremented (it was delivered once more, as RabbitMQ marks it
-// redelivered); in a single-active group the next consumer to receive
-// becomes the active one and gets them. Close acks nothing (a best-effort
-// subscription's deliveries are returned too: the broker keeps what was
-// not settled). For a Broadcast queue whose last consumer this was, the
-// queue is deleted (InstanceTTL 0) or kept for InstanceTTL and then
-// deleted unless a consumer rejoined it.
-//
-// The portable layer calls it once, after the last ReceiveBatch and
-// settlement returned; it never blocks and always returns nil.
+// Close returns every unsettled delivery to the front of the queue, in
+// order and counted as redelivered; it acks nothing.
 func (s *subscription) Close(context.Context) error {
 	q := s.q
 	q.mu.Lock()
@@ -243,28 +158,85 @@ func (s *subscription) Close(context.Context) error {
 	}
 	s.stopped = true
 	close(s.done)
-	returned := 0
-	for x := s.tail; x != nil; {
-		prev := x.prev
-		if x.state == inFlight {
-			s.unlinkLocked(x)
-			x.state = settled
-			it := x.it
-			it.redeliveries++
-			q.ready.PushFront(it)
-			returned++
-		}
-		x = prev
+	slices.SortFunc(s.held, func(x, y *delivery) int { return cmp.Compare(y.seq, x.seq) })
+	for _, x := range s.held { // the latest first: the earliest ends in front
+		x.it.redeliveries++
+		q.ready.PushFront(x.it)
 	}
-	q.unwaitLocked(s)
+	q.inFlight -= len(s.held)
+	s.held = nil
 	if q.active == s {
 		q.active = nil // a standing-by consumer takes over
-		returned++
 	}
-	if returned > 0 {
-		q.wakeLocked()
-	}
+	q.wakeLocked() // the returned deliveries, or the single-active consumer's turn
 	q.mu.Unlock()
 	s.c.b.leave(q)
 	return nil
+}
+
+// SendAcks removes the messages.
+func (s *subscription) SendAcks(_ context.Context, hs []any) error {
+	return s.settle(hs, func(*delivery) {})
+}
+
+// SendRequeues puts the messages back at the end of the queue, counted,
+// once delay has passed.
+func (s *subscription) SendRequeues(_ context.Context, hs []any, delay time.Duration) error {
+	q, b := s.q, s.c.b
+	return s.settle(hs, func(x *delivery) {
+		it := x.it
+		it.redeliveries++
+		if delay <= 0 {
+			q.ready.PushBack(it)
+			q.wakeLocked()
+		} else if _, err := b.sched.At(b.clock.Now().Add(delay), func() { q.requeued(it) }); err == nil {
+			q.delayed++
+		} // else the broker is closing and drops what it holds
+	})
+}
+
+// SendDrops removes best-effort messages, counted in QueueStats.Dropped.
+func (s *subscription) SendDrops(_ context.Context, hs []any) error {
+	return s.settle(hs, func(*delivery) { s.q.dropped++ })
+}
+
+// settle applies fn to each delivery of hs and frees it.
+func (s *subscription) settle(hs []any, fn func(*delivery)) error {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	if s.stopped {
+		return ports.ErrClosed
+	}
+	for _, h := range hs { // the portable layer settles each once: guard the broker's state anyway
+		if x := h.(*delivery); x.heldSlot >= len(s.held) || s.held[x.heldSlot] != x {
+			return fmt.Errorf("%w: a delivery settled twice or on another subscription", ports.ErrInvalid)
+		}
+	}
+	for _, h := range hs {
+		x := h.(*delivery)
+		s.unholdLocked(x)
+		fn(x)
+		x.it = item{}
+		s.free = append(s.free, x)
+	}
+	return nil
+}
+
+// SendDeadLetters publishes kit's dead-letter copies, then acks.
+func (s *subscription) SendDeadLetters(_ context.Context, hs []any, disp ports.Disposition) error {
+	b := s.c.b
+	switch {
+	case b.closed.Load():
+		return ports.ErrClosed
+	case b.failDeadLetters.Load():
+		return fmt.Errorf("dead-letter publish to %q: %w", string(ports.DeadLetterTopic(s.topic)), ports.ErrUnconfirmed)
+	}
+	for _, h := range hs {
+		x := h.(*delivery)
+		m := &x.it.msg // its identity is in its headers: mem assigns none
+		d := ports.Delivery{Message: ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers}, RedeliveryCount: x.it.redeliveries}
+		c := kit.DeadLetterCopy(&d, disp)
+		b.route(s.q.key.ns, &message{topic: s.c.physical(c.Topic), key: c.Key, payload: c.Payload, headers: c.Headers})
+	}
+	return s.SendAcks(context.Background(), hs)
 }

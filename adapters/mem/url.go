@@ -2,6 +2,7 @@ package mem
 
 import (
 	"context"
+	"math"
 	"net/url"
 
 	"github.com/sluicemq/sluice/adapters"
@@ -9,8 +10,8 @@ import (
 )
 
 // mem:// opens an adapter on the process's default in-process broker
-// (Default): "mem://" or "mem://?namespace=svc". It takes no host,
-// path, credentials or TLS.
+// (Default): "mem://", "mem://?namespace=svc", "mem://?max_queue=50000"
+// (WithMaxQueue). It takes no host, path, credentials or TLS.
 func init() {
 	adapters.Register("mem", adapters.OpenerFunc(openMem))
 }
@@ -25,10 +26,10 @@ func openMem(_ context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter
 	if err := cfg.PlainOnly(""); err != nil {
 		return nil, err
 	}
-	if err := cfg.Params.Err(); err != nil {
+	opts := []Option{WithMaxQueue(cfg.Params.Int("max_queue", DefaultMaxQueue, 0, math.MaxInt))}
+	if err := cfg.Params.Err("max_queue"); err != nil {
 		return nil, err
 	}
-	var opts []Option
 	if cfg.Namespace != "" {
 		opts = append(opts, WithNamespace(cfg.Namespace))
 	}
