@@ -64,11 +64,11 @@ type Options struct {
 	// line of the first delivery without identity handled AtLeastOnce.
 	// Default slog.Default().
 	Logger *slog.Logger
-	// AfterCommit, when set, is called after a delivery's transaction
-	// committed and before its item succeeds (so before the ack): for
-	// metrics and for tests that crash a consumer at that moment. It must
-	// not block.
-	AfterCommit func(d *ports.Delivery)
+	// AfterCommit, when set, is called with the item's context after a
+	// delivery's transaction committed and before its item succeeds (so
+	// before the ack): for metrics, and for tests that crash a consumer
+	// at that moment. It holds up the Sink while it runs.
+	AfterCommit func(ctx context.Context, d *ports.Delivery)
 	// Clock returns processed_at. Default time.Now.
 	Clock func() time.Time
 }

@@ -103,7 +103,7 @@ func (ib *Inbox) handle(ctx context.Context, d *ports.Delivery, fn func(context.
 			ib.stats.processed.Add(1)
 		}
 		if ib.opts.AfterCommit != nil {
-			ib.opts.AfterCommit(d)
+			ib.opts.AfterCommit(ctx, d)
 		}
 		return nil
 	}

@@ -215,7 +215,9 @@ func TestSerializationFailureIsRetried(t *testing.T) {
 
 type sqlStateError string
 
-func (e sqlStateError) Error() string    { return "could not serialize access (SQLSTATE " + string(e) + ")" }
+func (e sqlStateError) Error() string {
+	return "could not serialize access (SQLSTATE " + string(e) + ")"
+}
 func (e sqlStateError) SQLState() string { return string(e) }
 
 // An item that is not one delivery (a batch) fails the pipeline loudly,
