@@ -47,7 +47,7 @@ const crashChildEnv = "SLUICE_INBOX_CRASH_CHILD"
 // crashChild configures a consumer process.
 type crashChild struct {
 	URL string
-	DB  string
+	DB  dbTarget
 	// KillAfter: SIGKILL itself right after the commit of its KillAfter-th
 	// message (0: never).
 	KillAfter int
@@ -85,12 +85,12 @@ func consume(ctx context.Context, c crashChild) error {
 		return err
 	}
 	defer a.Close(context.Background())
-	db, err := sql.Open("sqlite", "file:"+c.DB+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	db, err := sql.Open(c.DB.Driver, c.DB.DSN)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, effectsTable); err != nil {
+	if _, err := db.ExecContext(ctx, effectsTable(c.DB.Dialect)); err != nil {
 		return err
 	}
 	var committed atomic.Int64
@@ -117,7 +117,7 @@ func consume(ctx context.Context, c crashChild) error {
 				}
 			}
 		}))
-	inbox.Sink(p.Source(), ib, writeEffect)
+	inbox.Sink(p.Source(), ib, writeEffectIn(c.DB.Dialect))
 	// Done when every message has its effect and the lost ack's
 	// redelivery was suppressed.
 	go func() {
@@ -163,8 +163,31 @@ func runChild(ctx context.Context, t *testing.T, c crashChild) (*os.ProcessState
 	return cmd.ProcessState, string(out)
 }
 
-// crashOnBroker runs the crash test against the broker at url.
-func crashOnBroker(t *testing.T, url string) {
+// dbTarget is a database the crash test's consumers open.
+type dbTarget struct {
+	Driver, DSN string
+	Dialect     inbox.Dialect
+}
+
+// sqliteTarget is a fresh SQLite database file for t.
+func sqliteTarget(t *testing.T) dbTarget {
+	path := filepath.Join(t.TempDir(), "effects.db")
+	return dbTarget{Driver: "sqlite", DSN: "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)", Dialect: inbox.SQLite}
+}
+
+func (d dbTarget) open(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(d.Driver, d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// crashOnBroker runs the crash test against the broker at url, with the
+// effects in target.
+func crashOnBroker(t *testing.T, url string, target dbTarget) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	a, err := adapters.Open(ctx, url)
@@ -182,18 +205,17 @@ func crashOnBroker(t *testing.T, url string) {
 		t.Fatal(err)
 	}
 
-	dbPath := filepath.Join(t.TempDir(), "effects.db")
-	st, out := runChild(ctx, t, crashChild{URL: url, DB: dbPath, KillAfter: crashAfter, Total: crashMessages})
+	st, out := runChild(ctx, t, crashChild{URL: url, DB: target, KillAfter: crashAfter, Total: crashMessages})
 	ws, ok := st.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("the first consumer was not killed after its commit %d: %v\n%s", crashAfter, st, out)
 	}
-	st, out = runChild(ctx, t, crashChild{URL: url, DB: dbPath, Total: crashMessages})
+	st, out = runChild(ctx, t, crashChild{URL: url, DB: target, Total: crashMessages})
 	if !st.Success() {
 		t.Fatalf("the restarted consumer: %v\n%s", st, out)
 	}
 	t.Logf("after the kill: %s", strings.TrimSpace(out))
-	checkExactlyOnce(t, openSQLiteAt(t, dbPath), crashMessages)
+	checkExactlyOnce(t, target.open(t), crashMessages)
 }
 
 // checkExactlyOnce fails t unless each of the n messages has exactly one
@@ -220,13 +242,13 @@ func checkExactlyOnce(t *testing.T, db *sql.DB, n int) {
 // one whose effect was committed.
 func TestCrashAfterCommitRedis(t *testing.T) {
 	srv := redistest.Own(t, redistest.Options{Durable: true})
-	crashOnBroker(t, srv.URL+"?claim_min_idle=500ms")
+	crashOnBroker(t, srv.URL+"?claim_min_idle=500ms", sqliteTarget(t))
 }
 
 // RabbitMQ requeues what the killed consumer's connection held.
 func TestCrashAfterCommitAMQP(t *testing.T) {
 	node := rabbittest.Own(t, rabbittest.Options{})
-	crashOnBroker(t, node.URL)
+	crashOnBroker(t, node.URL, sqliteTarget(t))
 }
 
 // On mem (broker and consumer in this process) the crash is a stop
@@ -234,6 +256,13 @@ func TestCrashAfterCommitAMQP(t *testing.T) {
 // cancelled it, so its completion comes after the stop and is not
 // settled; the broker redelivers it to the next consumer.
 func TestCrashAfterCommitMem(t *testing.T) {
+	db := openSQLite(t)
+	createEffects(t, db)
+	crashOnMem(t, db, inbox.SQLite)
+}
+
+// crashOnMem is TestCrashAfterCommitMem with the effects in db.
+func crashOnMem(t *testing.T, db *sql.DB, dialect inbox.Dialect) {
 	ctx := testCtx(t)
 	a := memAdapter(t)
 	if err := ports.DeclareGroup(ctx, a, crashTopic, crashGroup); err != nil {
@@ -242,8 +271,6 @@ func TestCrashAfterCommitMem(t *testing.T) {
 	for i := range crashMessages {
 		send(ctx, t, a, crashTopic, fmt.Sprintf("m-%d", i), fmt.Sprintf("v-%d", i))
 	}
-	db := openSQLite(t)
-	createEffects(t, db)
 	consumer := func(killAfter int) (*flow.Pipeline, *inbox.Inbox, chan struct{}) {
 		hit := make(chan struct{})
 		var committed atomic.Int64
@@ -257,7 +284,7 @@ func TestCrashAfterCommitMem(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := flow.New(a, ports.SubscriptionSpec{Topic: crashTopic, Group: crashGroup, QoS: ports.ExactlyOnce}, flow.WithDrainTimeout(0))
-		inbox.Sink(p.Source(), ib, writeEffect)
+		inbox.Sink(p.Source(), ib, writeEffectIn(dialect))
 		if err := p.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +307,7 @@ func TestCrashAfterCommitMem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inbox.Sink(p2.Source(), ib2, writeEffect)
+	inbox.Sink(p2.Source(), ib2, writeEffectIn(dialect))
 	if err := p2.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/operators/inbox"
 	"github.com/sluicemq/sluice/ports"
 	_ "modernc.org/sqlite"
 )
@@ -30,14 +31,42 @@ func openSQLiteAt(t testing.TB, path string) *sql.DB {
 	return db
 }
 
-// effects is the table the test handlers write their effect to: one row
-// per handling, so a second effect of one message is a second row.
-const effectsTable = `CREATE TABLE IF NOT EXISTS effects (n INTEGER PRIMARY KEY AUTOINCREMENT, msg TEXT NOT NULL)`
+// effectsTable is the table the test handlers write their effect to: one
+// row per handling, so a second effect of one message is a second row.
+func effectsTable(d inbox.Dialect) string {
+	if d == inbox.Postgres {
+		return `CREATE TABLE IF NOT EXISTS effects (n BIGSERIAL PRIMARY KEY, msg TEXT NOT NULL)`
+	}
+	return `CREATE TABLE IF NOT EXISTS effects (n INTEGER PRIMARY KEY AUTOINCREMENT, msg TEXT NOT NULL)`
+}
 
 func createEffects(t testing.TB, db *sql.DB) {
 	t.Helper()
-	if _, err := db.Exec(effectsTable); err != nil {
+	createEffectsIn(t, db, inbox.SQLite)
+}
+
+func createEffectsIn(t testing.TB, db *sql.DB, d inbox.Dialect) {
+	t.Helper()
+	if _, err := db.Exec(effectsTable(d)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// writeEffect is a handler that records the delivery's effect in tx
+// (SQLite).
+func writeEffect(ctx context.Context, tx *sql.Tx, d *ports.Delivery) error {
+	return writeEffectIn(inbox.SQLite)(ctx, tx, d)
+}
+
+// writeEffectIn returns the handler writing the effect in dialect d.
+func writeEffectIn(d inbox.Dialect) func(context.Context, *sql.Tx, *ports.Delivery) error {
+	q := `INSERT INTO effects (msg) VALUES (?)`
+	if d == inbox.Postgres {
+		q = `INSERT INTO effects (msg) VALUES ($1)`
+	}
+	return func(ctx context.Context, tx *sql.Tx, del *ports.Delivery) error {
+		_, err := tx.ExecContext(ctx, q, string(del.Payload))
+		return err
 	}
 }
 

@@ -103,17 +103,21 @@ func TestPurge(t *testing.T) {
 // Many workers and every message delivered three times: one effect per
 // message.
 func TestConcurrentDuplicates(t *testing.T) {
-	ctx := testCtx(t)
-	a := memAdapter(t)
 	db := openSQLite(t)
 	createEffects(t, db)
+	concurrentDuplicates(t, db, inbox.SQLite)
+}
+
+func concurrentDuplicates(t *testing.T, db *sql.DB, dialect inbox.Dialect) {
+	ctx := testCtx(t)
+	a := memAdapter(t)
 	ib, err := inbox.New(ctx, db, inbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	settled := make(settlements, 256)
 	p := flow.New(a, ports.SubscriptionSpec{Topic: "in", Group: "g", QoS: ports.ExactlyOnce}, flow.WithObserver(settled.observe))
-	inbox.Sink(p.Source(), ib, writeEffect, flow.Workers(4))
+	inbox.Sink(p.Source(), ib, writeEffectIn(dialect), flow.Workers(4))
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

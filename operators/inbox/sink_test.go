@@ -44,12 +44,6 @@ func newRig(t *testing.T, opts inbox.Options, fn func(ctx context.Context, tx *s
 	return r
 }
 
-// writeEffect is a handler that records the delivery's effect in tx.
-func writeEffect(ctx context.Context, tx *sql.Tx, d *ports.Delivery) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO effects (msg) VALUES (?)`, string(d.Payload))
-	return err
-}
-
 // A message delivered twice (published twice with one id, as a producer
 // retry after a lost confirm does) has one effect; the second delivery is
 // acked without calling the handler.
