@@ -266,3 +266,43 @@ func TestExactlyOnceNeedsTheInboxSink(t *testing.T) {
 		t.Fatalf("Start = %v, want ErrExactlyOnce naming inbox.Sink", err)
 	}
 }
+
+// A part of a Split that Start could not see (made by a Via) fails the
+// pipeline too: the first part would record the delivery and the second
+// would be taken for a redelivery.
+func TestSplitPartFailsThePipeline(t *testing.T) {
+	ctx := testCtx(t)
+	a := memAdapter(t)
+	ib, err := inbox.New(ctx, openSQLite(t), inbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := flow.New(a, ports.SubscriptionSpec{Topic: "in", Group: "g", QoS: ports.ExactlyOnce})
+	parts := flow.Via(p.Source(), func(it flow.Item[*ports.Delivery], emit flow.Emit[*ports.Delivery]) {
+		for _, c := range it.Completion.Split(2) {
+			emit(flow.Item[*ports.Delivery]{Ctx: it.Ctx, Value: it.Value, Msg: it.Msg, Completion: c})
+		}
+	})
+	var calls atomic.Int64
+	inbox.Sink(parts, ib, func(context.Context, *sql.Tx, *ports.Delivery) error {
+		calls.Add(1)
+		return nil
+	})
+	if err := ports.DeclareGroup(ctx, a, "in", "g"); err != nil {
+		t.Fatal(err)
+	}
+	run := make(chan error, 1)
+	go func() { run <- p.Run(ctx) }()
+	send(ctx, t, a, "in", "m-1", "a")
+	select {
+	case err := <-run:
+		if !errors.Is(err, inbox.ErrNotOneDelivery) {
+			t.Fatalf("Run = %v, want ErrNotOneDelivery", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the pipeline did not fail on a part of a split")
+	}
+	if calls.Load() != 0 {
+		t.Errorf("handler called %d times for parts", calls.Load())
+	}
+}
