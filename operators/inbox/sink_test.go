@@ -231,6 +231,19 @@ func TestBatchItemFailsThePipeline(t *testing.T) {
 		calls.Add(1)
 		return nil
 	})
+	runUntilNotOneDelivery(ctx, t, a, p)
+	if calls.Load() != 0 {
+		t.Errorf("handler called %d times for a batch", calls.Load())
+	}
+	if seen, _ := ib.Seen(ctx, "m-1"); seen {
+		t.Error("a batch member was recorded")
+	}
+}
+
+// runUntilNotOneDelivery runs p, sends it one message, and fails t
+// unless p stops with ErrNotOneDelivery.
+func runUntilNotOneDelivery(ctx context.Context, t *testing.T, a ports.Adapter, p *flow.Pipeline) {
+	t.Helper()
 	if err := ports.DeclareGroup(ctx, a, "in", "g"); err != nil {
 		t.Fatal(err)
 	}
@@ -243,13 +256,7 @@ func TestBatchItemFailsThePipeline(t *testing.T) {
 			t.Fatalf("Run = %v, want ErrNotOneDelivery", err)
 		}
 	case <-ctx.Done():
-		t.Fatal("the pipeline did not fail on a batch item")
-	}
-	if calls.Load() != 0 {
-		t.Errorf("handler called %d times for a batch", calls.Load())
-	}
-	if seen, _ := ib.Seen(ctx, "m-1"); seen {
-		t.Error("a batch member was recorded")
+		t.Fatal("the pipeline did not fail")
 	}
 }
 
@@ -288,20 +295,7 @@ func TestSplitPartFailsThePipeline(t *testing.T) {
 		calls.Add(1)
 		return nil
 	})
-	if err := ports.DeclareGroup(ctx, a, "in", "g"); err != nil {
-		t.Fatal(err)
-	}
-	run := make(chan error, 1)
-	go func() { run <- p.Run(ctx) }()
-	send(ctx, t, a, "in", "m-1", "a")
-	select {
-	case err := <-run:
-		if !errors.Is(err, inbox.ErrNotOneDelivery) {
-			t.Fatalf("Run = %v, want ErrNotOneDelivery", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("the pipeline did not fail on a part of a split")
-	}
+	runUntilNotOneDelivery(ctx, t, a, p)
 	if calls.Load() != 0 {
 		t.Errorf("handler called %d times for parts", calls.Load())
 	}
