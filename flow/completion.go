@@ -81,6 +81,7 @@ type Completion struct {
 	report  func(error) // where conflicts go; may be nil
 	pending int         // Split: children not yet completed (+1 while splitting)
 	agg     Outcome     // Split: the worst child outcome so far
+	part    bool        // made by Split, or derived from such a part (Part)
 }
 
 // NewCompletion returns a Completion that calls onDone with its outcome
@@ -199,6 +200,7 @@ func (c *Completion) Split(n int) []*Completion {
 	for i := range kids {
 		kids[i].next = (*splitParent)(c)
 		kids[i].report = c.report
+		kids[i].part = true
 		out[i] = &kids[i]
 	}
 	return out
@@ -294,5 +296,12 @@ func (js joined) completed(o Outcome) {
 // interpose on an item's completion (timeouts, deduplication,
 // classification).
 func (c *Completion) Derive(onDone func(Outcome)) *Completion {
-	return &Completion{next: funcNotifier(onDone), report: c.report}
+	return &Completion{next: funcNotifier(onDone), report: c.report, part: c.part}
 }
+
+// Part reports whether c settles only a part of a delivery: it was made
+// by Split (FlatMap, an operator that fans out), or derived from such a
+// part with Derive. A stage that records a delivery as handled once
+// (inbox.Sink) must refuse parts: the first part would record the
+// delivery, and the others would be taken for its redelivery.
+func (c *Completion) Part() bool { return c.part }

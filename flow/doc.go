@@ -32,6 +32,15 @@
 // its own goroutines. WithSettleLinger, WithSettleBatch and
 // WithSettleConcurrency tune it; docs/settlement.md describes it.
 //
+// # Exactly once
+//
+// Deliveries arrive at least once. A spec with QoS ports.ExactlyOnce is
+// accepted when every Sink declared an exactly-once effect
+// (ExactlyOnceEffect): inbox.Sink of operators/inbox commits the
+// handler's SQL writes and the delivery's identity in one transaction
+// before the ack. The adapter is subscribed at least once;
+// docs/exactly-once.md is the guide.
+//
 // # Backpressure and stop
 //
 // At most SubscriptionSpec.InFlight deliveries are received and not yet

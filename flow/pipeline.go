@@ -32,6 +32,7 @@ type Pipeline struct {
 	srcFuse  fused[*ports.Delivery] // the source's consumer, when it runs inline
 	srcTaken bool
 	inFlight inFlightNeed // inflight.go
+	sinks    []sinkInfo   // exactlyonce.go
 
 	// Running state.
 	mu       sync.Mutex
@@ -119,6 +120,13 @@ func (p *Pipeline) buildFail(err error) {
 // Start validates the pipeline, subscribes and starts the stages. It
 // returns once the subscription is established on the broker, so a message
 // sent afterwards reaches it. ctx bounds the subscribe call only.
+//
+// A spec with QoS ports.ExactlyOnce is accepted only when every Sink
+// declared an exactly-once effect (ExactlyOnceEffect, set by inbox.Sink)
+// and no FlatMap precedes one; otherwise Start returns an error wrapping
+// ports.ErrExactlyOnce that names the sink. The adapter is then
+// subscribed with AtLeastOnce: the transport stays at least once, and the
+// sinks make the effect exactly once.
 func (p *Pipeline) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -134,14 +142,20 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	if p.open != 0 {
 		return fmt.Errorf("flow: %d stream(s) have no consumer; end every branch with Sink", p.open)
 	}
-	// The caller's values first: a default must not hide a mistake.
-	if err := p.raw.Validate(); err != nil {
+	// QoS ExactlyOnce: checked against the sinks, then subscribed at
+	// least once (exactlyonce.go).
+	raw, spec, err := p.exactlyOnceSpecs()
+	if err != nil {
 		return err
 	}
-	if err := p.spec.Validate(); err != nil {
+	// The caller's values first: a default must not hide a mistake.
+	if err := raw.Validate(); err != nil {
+		return err
+	}
+	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("flow: spec with the adapter's defaults: %w", err)
 	}
-	sub, err := p.adapter.Subscribe(ctx, p.spec)
+	sub, err := p.adapter.Subscribe(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("flow: subscribe %s on %s: %w", p.spec.Topic, p.adapter.Name(), err)
 	}

@@ -39,7 +39,7 @@ func Filter[T any](in Stream[T], keep func(ctx context.Context, v T) (bool, erro
 // them (poison, then cancelled, then failed); zero outputs complete it
 // successfully. An error completes the item as in Map.
 func FlatMap[In, Out any](in Stream[In], fn func(ctx context.Context, v In) ([]Out, error), opts ...StageOption) Stream[Out] {
-	return Via(in, func(it Item[In], emit Emit[Out]) {
+	out := Via(in, func(it Item[In], emit Emit[Out]) {
 		vs, err := fn(it.Ctx, it.Value)
 		if err != nil {
 			_ = it.Settle(err)
@@ -50,4 +50,6 @@ func FlatMap[In, Out any](in Stream[In], fn func(ctx context.Context, v In) ([]O
 			emit(Item[Out]{Ctx: it.Ctx, Value: v, Msg: it.Msg, Completion: kids[i]})
 		}
 	}, opts...)
+	out.fanOut = "FlatMap"
+	return out
 }

@@ -19,6 +19,10 @@ type Stream[T any] struct {
 	// run its consumer inline: a consumer that runs one worker then sets
 	// fz.push instead of reading ch, and the producer calls it (fusion).
 	fz *fused[T]
+	// fanOut names the stage before this stream that may make several
+	// items of one delivery (FlatMap), "" when none does; an exactly-once
+	// Sink refuses such a stream (exactlyonce.go).
+	fanOut string
 }
 
 // fused is the inline consumer of a stream whose producer is a single
@@ -72,9 +76,10 @@ func (s Stream[T]) Pipeline() *Pipeline { return s.p }
 type StageOption func(*stageConfig)
 
 type stageConfig struct {
-	workers   int
-	buffer    int
-	bufferSet bool // Buffer was given: the caller wants the channel
+	workers     int
+	buffer      int
+	bufferSet   bool // Buffer was given: the caller wants the channel
+	exactlyOnce bool // ExactlyOnceEffect was given (exactlyonce.go)
 }
 
 // Workers runs a stage's function on n goroutines (default 1; a Sink
@@ -169,6 +174,7 @@ func Via[In, Out any](in Stream[In], fn func(it Item[In], emit Emit[Out]), opts 
 	cfg := stageOptions(opts)
 	src := in.take()
 	out := newStream[Out](in.p, cfg.buffer)
+	out.fanOut = in.fanOut
 	if cfg.workers == 1 && !cfg.bufferSet {
 		out.fz = &fused[Out]{} // one goroutine produces out: its consumer may run inline
 	}
@@ -213,6 +219,7 @@ func Operate[In, Out any](in Stream[In], run func(ctx context.Context, in <-chan
 	cfg := stageOptions(opts)
 	src := in.take()
 	out := newStream[Out](in.p, cfg.buffer)
+	out.fanOut = in.fanOut
 	p := in.p
 	p.spawn(func() {
 		defer close(out.ch)
@@ -242,6 +249,7 @@ func Sink[T any](in Stream[T], fn func(ctx context.Context, v T) error, opts ...
 	src := in.take()
 	cfg := in.p.sinkOptions(opts) // profile.go: a profile's worker count
 	p := in.p
+	p.terminal(in.fanOut, cfg.exactlyOnce) // exactlyonce.go
 	body := func(it Item[T]) {
 		if err := it.Ctx.Err(); err != nil {
 			_ = it.Completion.Cancel(err)

@@ -23,16 +23,21 @@ const (
 	// (Capabilities.BestEffort false) the adapter falls back to
 	// AtLeastOnce, which is stronger, and says so at Subscribe.
 	BestEffort
-	// ExactlyOnce (q2) is not offered: no broker sluice talks to can
-	// settle a delivery and the handler's side effect atomically. Asking
-	// for it fails with ErrExactlyOnce. Use AtLeastOnce with an idempotent
-	// handler (the message id is stable across redeliveries; see
-	// operators.Dedupe).
+	// ExactlyOnce (q2) is an effect, not a transport: no broker sluice
+	// talks to can settle a delivery and the handler's side effect
+	// atomically, so Subscribe, Send and Validate refuse it with
+	// ErrExactlyOnce. A flow pipeline accepts it when its sinks make the
+	// effect exactly once — inbox.Sink (operators/inbox) commits the
+	// handler's writes and the delivery's identity in one database
+	// transaction before the ack — and subscribes the adapter with
+	// AtLeastOnce (see flow.ExactlyOnceEffect and docs/exactly-once.md).
 	ExactlyOnce
 )
 
-// ErrExactlyOnce is returned for QoS ExactlyOnce. It wraps ErrUnsupported.
-var ErrExactlyOnce = fmt.Errorf("%w: exactly-once delivery (q2) is not offered: use AtLeastOnce with an idempotent handler keyed by the message id (operators.Dedupe)", ErrUnsupported)
+// ErrExactlyOnce is returned for QoS ExactlyOnce where it cannot hold: by
+// adapters (Subscribe, Send), by Validate, and by flow's Start for a
+// pipeline whose sinks are not exactly-once. It wraps ErrUnsupported.
+var ErrExactlyOnce = fmt.Errorf("%w: exactly-once delivery (q2) is not offered by a transport: end a flow pipeline with inbox.Sink (operators/inbox), which commits the effect and the delivery's identity in one SQL transaction, or use AtLeastOnce with an idempotent handler keyed by the message id (operators.Dedupe)", ErrUnsupported)
 
 func (q QoS) String() string {
 	switch q {

@@ -71,7 +71,9 @@ type SubscriptionSpec struct {
 
 	// QoS is the delivery class consumed: AtLeastOnce (default) or
 	// BestEffort (see QoS; adapters without Capabilities.BestEffort fall
-	// back to AtLeastOnce and say so). ExactlyOnce is refused.
+	// back to AtLeastOnce and say so). ExactlyOnce is refused by Validate
+	// and by adapters; a flow pipeline accepts it when its sinks make the
+	// effect exactly once (see QoS), and subscribes with AtLeastOnce.
 	QoS QoS
 	// Start is where a new group begins reading: StartLatest (default) or
 	// StartEarliest (where Capabilities.StartEarliest; refused elsewhere).

@@ -2,21 +2,22 @@
 # Runs sluice's whole test suite on a Debian machine with Go.
 #
 # It installs the Debian packages the broker tests need when they are
-# missing (rabbitmq-server, mosquitto, activemq, redis-server), without letting the packages start
-# system services (the tests start their own brokers on 127.0.0.1 and stop
-# them by PID), then runs vet and the race-enabled tests (listing every
+# missing (rabbitmq-server, mosquitto, activemq, redis-server, and postgresql
+# for the exactly-once inbox), without letting the packages start system
+# services (the tests start their own brokers and database servers on
+# 127.0.0.1 and stop them by PID), then runs vet and the race-enabled tests (listing every
 # skipped test with its reason at the end), then Pulsar's and
 # MQTT's connection fault scenarios again without -race. In-process
 # brokers (kfake for Kafka, mochi for MQTT, the Pulsar test broker) come
 # from Go modules.
 #
-# With CI=true a broker that cannot be started fails the run instead of
-# skipping its tests.
+# With CI=true a broker (or PostgreSQL) that cannot be started fails the
+# run instead of skipping its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in rabbitmq-server mosquitto activemq redis-server mosquitto-clients redis-tools kcat; do
+for pkg in rabbitmq-server mosquitto activemq redis-server mosquitto-clients redis-tools kcat postgresql; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then
