@@ -172,7 +172,7 @@ func (s *subscription) publishFor(ctx context.Context, ds []*ports.Delivery, d p
 		if d.Action == ports.Requeue {
 			m = kit.RequeueCopy(&orig, d.Delay)
 		} else {
-			m = kit.DeadLetterCopy(&orig, d)
+			m = kit.DeadLetterCopy(&orig, d, time.Now())
 		}
 		var nb time.Time
 		if m.Delay > 0 {

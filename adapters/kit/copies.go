@@ -40,16 +40,16 @@ const NoReason = "no reason given"
 // DeadLetterCopy returns the message to publish to the dead-letter topic
 // for d: topic ports.DeadLetterTopic(d.Topic), the same key, payload and
 // headers (so the same HeaderID; d.ID when the headers have none), plus HeaderDeadLetterReason
-// (disp.ReasonText, or NoReason), HeaderDeadLetterTopic (d.Topic) and
-// HeaderAttempts (disp.Attempts, or d.RedeliveryCount+1 when not set).
+// (disp.ReasonText, or NoReason), HeaderDeadLetterTopic (d.Topic),
+// HeaderAttempts (disp.Attempts, or d.RedeliveryCount+1 when not set) and
+// HeaderDeadLetterTime (at).
 // HeaderRedeliveryCount and HeaderNotBefore are removed: the count starts
 // again on the dead-letter topic. The copy shares no header storage with
 // d.
-func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition) ports.Message {
+func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition, at time.Time) ports.Message {
 	h := copyHeaders(d, 3)
 	delete(h, ports.HeaderRedeliveryCount)
 	delete(h, HeaderNotBefore)
-	delete(h, ports.HeaderDeadLetterTime) // the caller stamps the new copy's time
 	reason := disp.ReasonText()
 	if reason == "" {
 		reason = NoReason
@@ -61,6 +61,7 @@ func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition) ports.Message {
 	h[ports.HeaderDeadLetterReason] = reason
 	h[ports.HeaderDeadLetterTopic] = string(d.Topic)
 	h[ports.HeaderAttempts] = strconv.Itoa(attempts)
+	h[ports.HeaderDeadLetterTime] = at.UTC().Format(time.RFC3339Nano)
 	return ports.Message{Topic: ports.DeadLetterTopic(d.Topic), Key: d.Key, Payload: d.Payload, Headers: h}
 }
 

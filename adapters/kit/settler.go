@@ -124,12 +124,8 @@ func (s *Settler) apply(ctx context.Context, ds []*ports.Delivery, disp ports.Di
 		if s.Now != nil {
 			now = s.Now
 		}
-		at := now().UTC().Format(time.RFC3339Nano)
-		if err := s.publish(ctx, ds, disp, func(d *ports.Delivery) ports.Message {
-			m := DeadLetterCopy(d, disp)
-			m.Headers[ports.HeaderDeadLetterTime] = at
-			return m
-		}); err != nil {
+		at := now()
+		if err := s.publish(ctx, ds, disp, func(d *ports.Delivery) ports.Message { return DeadLetterCopy(d, disp, at) }); err != nil {
 			return err
 		}
 	}

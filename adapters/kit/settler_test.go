@@ -266,7 +266,7 @@ func TestCopiesHeaderRules(t *testing.T) {
 	if _, ok := r.Headers[kit.HeaderNotBefore]; ok || r.Delay != 0 {
 		t.Fatal("an undelayed requeue must drop a stale not-before")
 	}
-	dl := kit.DeadLetterCopy(d, ports.Disposition{Action: ports.DeadLetter})
+	dl := kit.DeadLetterCopy(d, ports.Disposition{Action: ports.DeadLetter}, time.Now())
 	if dl.Headers[ports.HeaderDeadLetterReason] != kit.NoReason || dl.Headers[ports.HeaderAttempts] != "3" {
 		t.Fatalf("defaults: %v", dl.Headers)
 	}

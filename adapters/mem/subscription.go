@@ -235,7 +235,7 @@ func (s *subscription) SendDeadLetters(_ context.Context, hs []any, disp ports.D
 		x := h.(*delivery)
 		m := &x.it.msg // its identity is in its headers: mem assigns none
 		d := ports.Delivery{Message: ports.Message{Topic: s.topic, Key: m.key, Payload: m.payload, Headers: m.headers}, RedeliveryCount: x.it.redeliveries}
-		c := kit.DeadLetterCopy(&d, disp)
+		c := kit.DeadLetterCopy(&d, disp, b.clock.Now())
 		b.route(s.q.key.ns, &message{topic: s.c.physical(c.Topic), key: c.Key, payload: c.Payload, headers: c.Headers})
 	}
 	return s.SendAcks(context.Background(), hs)
