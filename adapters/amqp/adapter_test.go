@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -72,8 +73,8 @@ func TestSettleRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.Settle(testCtx(t), []*ports.Delivery{d1}, ports.Disposition{Action: ports.DeadLetter, Reason: errors.New("again")})
-	if !errors.Is(err, ports.ErrAlreadyCompleted) {
-		t.Fatalf("second settlement returned %v, want ErrAlreadyCompleted", err)
+	if !errors.Is(err, portable.ErrAlreadySettled) || !errors.Is(err, ports.ErrConflict) {
+		t.Fatalf("second settlement returned %v, want ErrAlreadySettled (a conflict)", err)
 	}
 	if err := s.Stop(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -325,11 +326,9 @@ func TestSendUnroutableFails(t *testing.T) {
 		ports.Message{Topic: "somebody", Payload: []byte("{}")},
 		ports.Message{Topic: "nobody", Payload: []byte("{}")},
 		ports.Message{Topic: "somebody", Payload: []byte("{}")})
-	var ue *amqp.UnconfirmedError
 	se := ports.SendErrors(err)
-	if !errors.As(err, &ue) || !ue.Unroutable || len(se) != 1 || se[0].Index != 1 ||
-		!errors.Is(err, ports.ErrNoSubscriber) || !errors.Is(err, ports.ErrUnconfirmed) {
-		t.Fatalf("Send with an unroutable second message returned %v, want one SendError (index 1) wrapping an unroutable UnconfirmedError that is ErrNoSubscriber", err)
+	if len(se) != 1 || se[0].Index != 1 || !errors.Is(err, ports.ErrNoSubscriber) || !errors.Is(err, ports.ErrUnconfirmed) {
+		t.Fatalf("Send with an unroutable second message returned %v, want one SendError (index 1) that is ErrNoSubscriber and ErrUnconfirmed", err)
 	}
 	lax := newAdapter(t, amqp.Options{DropUnroutable: true})
 	if err := lax.Send(testCtx(t), ports.Message{Topic: "nobody", Payload: []byte("{}")}); err != nil {
@@ -394,9 +393,10 @@ func TestConsecutiveReturns(t *testing.T) {
 }
 
 // TestQueueDeletedUnderConsumer: when the broker cancels the consumer
-// (its queue was deleted), the subscription reports it, declares the
-// queue again (after ReconnectBackoff) and goes on receiving. Messages
-// published while the queue did not exist are gone with it.
+// (its queue was deleted), a running Receive reports it on Errors,
+// declares the queue again (after ReconnectBackoff) and goes on
+// receiving. Messages published while the queue did not exist are gone
+// with it.
 func TestQueueDeletedUnderConsumer(t *testing.T) {
 	ns := namespace("cancel")
 	a := newAdapter(t, amqp.Options{Namespace: ns, ReconnectBackoff: 20 * time.Millisecond})
@@ -410,6 +410,16 @@ func TestQueueDeletedUnderConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := make(chan *ports.Delivery, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ds, _ := s.Receive(ctx, 1)
+		if len(ds) == 0 {
+			ds = append(ds, &ports.Delivery{})
+		}
+		got <- ds[0]
+	}()
 	if _, err := ch.QueueDelete(ns+"/c/lb/g", false, false, false); err != nil {
 		t.Fatal(err)
 	}
@@ -429,13 +439,12 @@ func TestQueueDeletedUnderConsumer(t *testing.T) {
 		if err == nil {
 			break
 		}
-		var ue *amqp.UnconfirmedError
-		if !errors.As(err, &ue) || !ue.Unroutable || time.Now().After(deadline) {
+		if !errors.Is(err, ports.ErrNoSubscriber) || time.Now().After(deadline) {
 			t.Fatalf("Send while the queue comes back: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond) // polling the broker, bounded
 	}
-	if d := receive1(t, s); d.ID != "after" {
+	if d := <-got; d.ID != "after" {
 		t.Fatalf("got %s", d.ID)
 	}
 }

@@ -25,37 +25,13 @@ const brokerHeaderDeliveryCount = "x-delivery-count"
 // correlation-id, HeaderType as type — when they fit a property (255
 // bytes); every other header travels as an AMQP string header under its
 // envelope name. decode restores them, so the envelope is identical after
-// the hop, and AMQP tooling shows ids and types where it looks for them.
-// Properties are also cheaper than table entries for the client library
-// to write and read. Messages are persistent.
+// the hop. Messages are persistent.
 func encode(h ports.Headers, payload []byte) amqp.Publishing {
-	return encodeStamped(h, payload, "", "")
-}
-
-// encodeStamped is encode plus Message.Stamp without its intermediate
-// map: a missing HeaderID gets a new id, HeaderSpecVersion "1.0",
-// HeaderTime now (formatted once per Send by the caller), and a key is
-// mirrored into HeaderPartitionKey. With now == "" nothing is stamped.
-func encodeStamped(h ports.Headers, payload []byte, now, key string) amqp.Publishing {
 	p := amqp.Publishing{Body: payload, DeliveryMode: amqp.Persistent}
-	t := make(amqp.Table, len(h)+3)
+	t := make(amqp.Table, len(h))
 	for k, v := range h {
 		if !toProperty(&p, k, v) {
 			t[k] = v
-		}
-	}
-	if now != "" {
-		if p.MessageId == "" && t[ports.HeaderID] == nil {
-			p.MessageId = ports.NewID()
-		}
-		if h[ports.HeaderSpecVersion] == "" {
-			t[ports.HeaderSpecVersion] = "1.0"
-		}
-		if h[ports.HeaderTime] == "" {
-			t[ports.HeaderTime] = now
-		}
-		if key != "" && h[ports.HeaderPartitionKey] == "" {
-			t[ports.HeaderPartitionKey] = key
 		}
 	}
 	p.Headers = t
@@ -82,9 +58,6 @@ func toProperty(p *amqp.Publishing, k, v string) bool {
 	}
 	return true
 }
-
-// nowStamp is the HeaderTime value for messages stamped now.
-func nowStamp() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 // fromProperties restores the envelope headers carried as properties
 // (a header of the same name wins).

@@ -78,7 +78,9 @@ func FuzzDecode(f *testing.F) {
 // unchanged.
 func TestEnvelopeRoundTrip(t *testing.T) {
 	h := ports.Headers{ports.HeaderType: "t.v1", ports.HeaderCorrelationID: "c", ports.HeaderContentType: "application/json", "user": "u"}
-	p := encodeStamped(h, []byte("{}"), "2024-01-02T03:04:05.000000006Z", "k")
+	m := ports.Message{Headers: h, Key: "k"}
+	m.Stamp(time.Date(2024, 1, 2, 3, 4, 5, 6, time.UTC))
+	p := encode(m.Headers, []byte("{}"))
 	if p.MessageId == "" || p.Type != "t.v1" || p.CorrelationId != "c" || p.ContentType != "application/json" {
 		t.Fatalf("properties %+v", p)
 	}
@@ -103,7 +105,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	}
 	// A value too long for a property stays in the table.
 	long := string(bytes.Repeat([]byte("x"), 300))
-	p = encodeStamped(ports.Headers{ports.HeaderID: long}, nil, "", "")
+	p = encode(ports.Headers{ports.HeaderID: long}, nil)
 	if p.MessageId != "" || p.Headers[ports.HeaderID] != long {
 		t.Fatal("an id longer than 255 bytes must travel in the table")
 	}

@@ -12,27 +12,19 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// UnconfirmedError says why the broker did not confirm a publish. It wraps
-// ports.ErrUnconfirmed.
-type UnconfirmedError struct {
-	// Reason is the broker's text: "NO_ROUTE" for an unroutable message,
-	// "nack" for a negative confirm, or the channel or connection error
-	// that lost the confirm.
-	Reason string
-	// Unroutable is true when the broker returned the message because no
-	// queue was bound for it.
-	Unroutable bool
+// unconfirmed says why the broker did not confirm a publish: it matches
+// ports.ErrUnconfirmed and, for a message the broker returned because no
+// queue was bound for it (mandatory publish, basic.return), also
+// ports.ErrNoSubscriber.
+type unconfirmed struct {
+	reason     string // the broker's reply text, "nack", or the channel's error
+	unroutable bool
 }
 
-func (e *UnconfirmedError) Error() string {
-	return "publish not confirmed by the broker: " + e.Reason
-}
+func (e *unconfirmed) Error() string { return "publish not confirmed by the broker: " + e.reason }
 
-// Is makes errors.Is(err, ports.ErrUnconfirmed) true, and for a returned
-// (unroutable) message errors.Is(err, ports.ErrNoSubscriber) too: no queue
-// was bound for it and nothing was stored.
-func (e *UnconfirmedError) Is(target error) bool {
-	return target == ports.ErrUnconfirmed || e.Unroutable && target == ports.ErrNoSubscriber
+func (e *unconfirmed) Is(target error) bool {
+	return target == ports.ErrUnconfirmed || e.unroutable && target == ports.ErrNoSubscriber
 }
 
 // outcome collects the confirms of one group of publishes (one Send call,
@@ -180,7 +172,7 @@ func (c *confirmChannel) listen(confirms <-chan amqp.Confirmation, returns <-cha
 					}
 				default:
 				}
-				c.failAll(&UnconfirmedError{Reason: reason})
+				c.failAll(&unconfirmed{reason: reason})
 				return
 			}
 			c.confirm(cf)
@@ -215,9 +207,9 @@ func (c *confirmChannel) confirm(cf amqp.Confirmation) {
 		var err error
 		switch {
 		case p.returned != "":
-			err = &UnconfirmedError{Reason: p.returned, Unroutable: true}
+			err = &unconfirmed{reason: p.returned, unroutable: true}
 		case !cf.Ack:
-			err = &UnconfirmedError{Reason: "nack"}
+			err = &unconfirmed{reason: "nack"}
 		}
 		p.o.resolve(p.i, err)
 		<-c.sem
@@ -302,7 +294,7 @@ func (c *confirmChannel) publish(ctx context.Context, o *outcome, i int, it *ite
 			return nil
 		}
 		<-c.sem
-		return &UnconfirmedError{Reason: "publish: " + err.Error()}
+		return &unconfirmed{reason: "publish: " + err.Error()}
 	}
 	c.next++
 	return nil
@@ -314,5 +306,5 @@ func (c *confirmChannel) deadErr() error {
 	if c.dead != nil {
 		return c.dead
 	}
-	return &UnconfirmedError{Reason: "channel closed"}
+	return &unconfirmed{reason: "channel closed"}
 }

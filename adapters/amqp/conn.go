@@ -3,7 +3,6 @@ package amqp
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -129,7 +128,7 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 				rec = newRecordingConn(tc)
 				conn = rec
 			}
-			return newCoalescingConn(conn), nil
+			return conn, nil
 		}
 		conn, err := amqp.DialConfig(c.dialURL, cfg)
 		var cause error
@@ -177,6 +176,3 @@ func (c *connector) close(ctx context.Context) error {
 	}
 	return nil // closed, possibly because the network had already broken it
 }
-
-// isClosedErr reports amqp091's "already closed" error.
-func isClosedErr(err error) bool { return errors.Is(err, amqp.ErrClosed) }

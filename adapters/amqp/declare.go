@@ -27,36 +27,33 @@ import (
 // Options.Existing) are not declared: their queues exist already, and
 // each is checked to have spec's Retention and MaxLength where spec sets
 // them (verifyAdopted).
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
-		return err
-	}
+func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if spec.QoS == ports.BestEffort && len(spec.Groups) > 0 {
 		return fmt.Errorf("%w: amqp: topic %q is best-effort: its groups' queues are non-durable and exist only while consumed, so they cannot be declared ahead (drop TopicSpec.Groups or use AtLeastOnce)", ports.ErrUnsupported, string(spec.Topic))
 	}
-	return a.declared.Declare(ctx, spec, a.createTopic)
+	return c.declared.Declare(ctx, spec, c.createTopic)
 }
 
 // createTopic declares (or, for adopted groups, verifies) the queues of
 // spec.Groups; kit.Declared records spec only when it succeeds.
-func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
+func (c *conn) createTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if len(spec.Groups) == 0 {
 		return nil
 	}
-	ch, err := a.pubC.channel(ctx)
+	ch, err := c.pubC.channel(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { ch.Close() }()
 	for _, g := range spec.Groups {
-		if q, ok := a.existing.queue(spec.Topic, g); ok {
-			if err := a.verifyAdopted(ctx, q, spec); err != nil {
+		if q, ok := c.existing.queue(spec.Topic, g); ok {
+			if err := c.verifyAdopted(ctx, q, spec); err != nil {
 				return fmt.Errorf("amqp: declare topic %q: group %q is adopted as queue %q: %w", string(spec.Topic), g, q, err)
 			}
 			continue
 		}
 		sh := queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}
-		if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(spec.Topic, g, sh), spec.Topic, false); err != nil {
+		if err := c.declareOn(ctx, c.pubC, &ch, c.topo.groupQueue(spec.Topic, g, sh), spec.Topic, false); err != nil {
 			return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
 		}
 	}
@@ -71,29 +68,23 @@ func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
 // retention and length (DeclareTopic) and no expiry. A queue that exists
 // with other arguments fails with a *ports.RedeclareError and is left as
 // it is.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	if _, ok := a.existing.queue(topic, group); ok {
+	if _, ok := c.existing.queue(topic, group); ok {
 		return nil // adopted: it exists, and it is not sluice's to declare
 	}
-	ch, err := a.pubC.channel(ctx)
+	ch, err := c.pubC.channel(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { ch.Close() }()
-	if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(topic, group, a.shape(topic, false, false)), topic, true); err != nil {
+	if err := c.declareOn(ctx, c.pubC, &ch, c.topo.groupQueue(topic, group, c.shape(topic, false, false)), topic, true); err != nil {
 		return fmt.Errorf("amqp: declare group %q of %s: %w", group, topic, err)
 	}
 	return nil
-}
-
-// declareChecked declares d on *ch (a channel of the publish connection).
-// tolerate is false for DeclareTopic, which must refuse any difference.
-func (a *Adapter) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
-	return a.declareOn(ctx, a.pubC, ch, d, topic, tolerate)
 }
 
 // declareOn declares d on *ch, a channel of conn. When the queue exists
@@ -104,8 +95,8 @@ func (a *Adapter) declareChecked(ctx context.Context, ch **amqp.Channel, d queue
 // or a TTL or length other than this adapter declared) is a
 // *ports.RedeclareError naming each one. *ch is replaced when a refusal
 // closed it.
-func (a *Adapter) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
-	err := a.topo.declare(*ch, d)
+func (c *conn) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
+	err := c.topo.declare(*ch, d)
 	if err == nil || !isPrecondition(err) {
 		return err
 	}
@@ -117,9 +108,9 @@ func (a *Adapter) declareOn(ctx context.Context, conn *connector, ch **amqp.Chan
 	}
 	(*ch).Close()
 	*ch = nc
-	_, declaredHere := a.declared.Lookup(topic)
+	_, declaredHere := c.declared.Lookup(topic)
 	if tolerate && matched && !declaredHere && onlyTopicArgs(diffs) {
-		a.opts.Logger.Info("sluice amqp: queue exists with the retention or length of a topic declared elsewhere; used as it is",
+		c.opts.Logger.Info("sluice amqp: queue exists with the retention or length of a topic declared elsewhere; used as it is",
 			"queue", d.name, "differences", diffTexts(diffs))
 		for _, b := range d.binds { // the refused declaration bound nothing
 			if err := nc.QueueBind(d.name, b[1], b[0], false, nil); err != nil {
@@ -141,8 +132,8 @@ func (a *Adapter) declareOn(ctx context.Context, conn *connector, ch **amqp.Chan
 // other arguments (its type, dead-lettering, ...) are whatever they are
 // and are not compared; nothing is changed. A difference is a
 // *ports.RedeclareError.
-func (a *Adapter) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
-	ch, err := a.pubC.channel(ctx)
+func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
+	ch, err := c.pubC.channel(ctx)
 	if err != nil {
 		return err
 	}
@@ -161,7 +152,7 @@ func (a *Adapter) verifyAdopted(ctx context.Context, q string, spec ports.TopicS
 	if spec.MaxLength > 0 {
 		d.args["x-max-length"] = int64(spec.MaxLength)
 	}
-	open := func() (*amqp.Channel, error) { return a.pubC.channel(ctx) }
+	open := func() (*amqp.Channel, error) { return c.pubC.channel(ctx) }
 	ch, err = open()
 	if err != nil {
 		return err
@@ -203,8 +194,8 @@ func diffTexts(ds []argDiff) string {
 
 // shape returns the queue arguments a subscription queue of topic gets:
 // the declared topic's retention and length, and the flags asked for.
-func (a *Adapter) shape(topic ports.Topic, singleActive, bestEffort bool) queueShape {
-	spec, _ := a.declared.Lookup(topic)
+func (c *conn) shape(topic ports.Topic, singleActive, bestEffort bool) queueShape {
+	spec, _ := c.declared.Lookup(topic)
 	return queueShape{ttl: spec.Retention, maxLen: spec.MaxLength, singleActive: singleActive, bestEffort: bestEffort}
 }
 
@@ -271,7 +262,13 @@ func (t *topology) declare(ch *amqp.Channel, d queueDecl) error {
 	return nil
 }
 
-var (
-	_ ports.GroupDeclarer = (*Adapter)(nil)
-	_ ports.TopicDeclarer = (*Adapter)(nil)
-)
+// onlyTopicArgs reports whether every difference is an argument that
+// comes from a topic's declaration (x-message-ttl, x-max-length).
+func onlyTopicArgs(diffs []argDiff) bool {
+	for _, x := range diffs {
+		if x.key != "x-message-ttl" && x.key != "x-max-length" {
+			return false
+		}
+	}
+	return len(diffs) > 0
+}

@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"fmt"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -139,17 +140,17 @@ func (t *topology) target(topic ports.Topic) (exch, key string) {
 // dead-letter into that exchange). Queues sluice declares are bound at
 // declaration; an adopted one only when a delayed requeue needs it, so
 // that an adopted topology gains no binding otherwise.
-func (s *subscription) bindRequeueRoute(ctx context.Context, disp ports.Disposition) error {
-	if !s.adopted || disp.Delay <= 0 || s.routeBound.Load() {
+func (s *sub) bindRequeueRoute(ctx context.Context, delay time.Duration) error {
+	if !s.adopted || delay <= 0 || s.routeBound.Load() {
 		return nil
 	}
-	ch, err := s.a.subC.channel(ctx)
+	ch, err := s.c.subC.channel(ctx)
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	if err := ch.QueueBind(s.queue, route(s.queue), s.a.topo.topics, false, nil); err != nil {
-		return fmt.Errorf("bind adopted queue %q to its requeue route on %q: %w", s.queue, s.a.topo.topics, err)
+	if err := ch.QueueBind(s.queue, route(s.queue), s.c.topo.topics, false, nil); err != nil {
+		return fmt.Errorf("bind adopted queue %q to its requeue route on %q: %w", s.queue, s.c.topo.topics, err)
 	}
 	s.routeBound.Store(true)
 	return nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/ports"
@@ -211,16 +210,4 @@ func (o Options) validate() error {
 		return &ports.ValueError{Field: "amqp.Options.DelayGranularity", Reason: "must be within (0, 1]"}
 	}
 	return nil
-}
-
-// redact hides a password in a URL for error messages.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			return "…" + raw[i:]
-		}
-		return raw
-	}
-	return u.Redacted()
 }

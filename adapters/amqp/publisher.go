@@ -10,6 +10,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sluicemq/sluice/ports"
 )
 
 // item is one message to publish with a confirm.
@@ -18,6 +20,7 @@ type item struct {
 	pub       amqp.Publishing
 	mandatory bool  // an unroutable message is returned and reported unconfirmed
 	delay     int64 // delay queue (ms) the message goes through; 0: none
+	err       error // refused before publishing
 }
 
 // publisher spreads confirmed publishes over a few confirm channels on the
@@ -75,11 +78,13 @@ func (p *publisher) publishAll(ctx context.Context, items []item) []error {
 	}
 	skip := make([]bool, len(items))
 	for i := range items {
-		if items[i].delay > 0 {
-			if err := p.ensureBucket(ctx, items[i].delay); err != nil {
-				o.resolve(i, err)
-				skip[i] = true
-			}
+		err := items[i].err
+		if err == nil && items[i].delay > 0 {
+			err = p.ensureBucket(ctx, items[i].delay)
+		}
+		if err != nil {
+			o.resolve(i, err)
+			skip[i] = true
 		}
 	}
 	s := &p.slots[int(p.rr.Add(1))%len(p.slots)]
@@ -102,8 +107,7 @@ func (p *publisher) publishAll(ctx context.Context, items []item) []error {
 	}
 	errs := o.wait(ctx)
 	for i, e := range errs {
-		var ue *UnconfirmedError
-		if items[i].delay > 0 && errors.As(e, &ue) && ue.Unroutable {
+		if items[i].delay > 0 && errors.Is(e, ports.ErrNoSubscriber) {
 			p.topo.forgetBucket(items[i].delay) // it expired: declare it again next time
 		}
 	}
@@ -154,4 +158,46 @@ func (p *publisher) close() {
 		s.mu.Unlock()
 	}
 	p.wg.Wait()
+}
+
+// SendBatch publishes msgs (validated and stamped by the portable layer)
+// to the namespace's direct exchange under their topic, or to an adopted
+// exchange, on one confirm channel, in order, and waits for every confirm.
+// Publishes are mandatory: a message no queue is bound for is returned by
+// the broker and fails with ports.ErrNoSubscriber, unless
+// Options.DropUnroutable (dead-letter copies are always mandatory). A
+// message with a Delay goes through a delay queue and is confirmed when it
+// is stored there; a BestEffort one is transient.
+func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
+	items := make([]item, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		exch, key := c.topo.target(m.Topic)
+		it := item{exch: exch, key: key, pub: encode(m.Headers, m.Payload), mandatory: !c.opts.DropUnroutable}
+		if m.QoS == ports.BestEffort {
+			it.pub.DeliveryMode = amqp.Transient
+		}
+		if dl := m.Headers[ports.HeaderDeadLetterTopic]; dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl)) {
+			it.mandatory = true // a dead letter must reach a queue
+			if c.faults.deadLetters.Load() {
+				it.key = faultKey
+			}
+		} else if c.faults.sends.Load() {
+			it.key, it.mandatory = faultKey, true
+		}
+		if m.Delay > 0 {
+			if _, ok := c.existing.topic(m.Topic); ok {
+				it.err = fmt.Errorf("%w: amqp: topic %q is adopted (Options.Existing): a delayed message would come back through the namespace exchange %q, which does not reach the adopted exchange; send it without Delay", ports.ErrUnsupported, string(m.Topic), c.topo.topics)
+			}
+			c.pub.delayed(&it, m.Delay)
+		}
+		items[i] = it
+	}
+	errs := c.pub.publishAll(ctx, items)
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
 }

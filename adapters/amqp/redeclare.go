@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -8,8 +9,6 @@ import (
 	"strconv"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/sluicemq/sluice/ports"
 )
 
 // When a queue exists with other arguments, RabbitMQ refuses queue.declare
@@ -36,22 +35,11 @@ func isPrecondition(err error) bool {
 	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
 }
 
-// explainMismatch turns the refusal first of declaration d into a
-// *ports.RedeclareError naming every differing argument. open gives a
-// fresh channel per probe (a refusal closes the channel).
-func explainMismatch(open func() (*amqp.Channel, error), d queueDecl, first error) error {
-	diffs, _ := probe(open, d, first)
-	texts := make([]string, len(diffs))
-	for i, x := range diffs {
-		texts[i] = x.text
-	}
-	return &ports.RedeclareError{Name: d.name, Diffs: texts}
-}
-
 // argDiff is one argument in which a declaration differs from the queue.
 type argDiff struct {
 	key  string // "" when the refusal could not be read
 	text string // "key: existing X, declared Y"
+	cur  string // the existing value ("" for none)
 }
 
 // probe finds the arguments in which d differs from the existing queue,
@@ -74,7 +62,7 @@ func probe(open func() (*amqp.Channel, error), d queueDecl, first error) (diffs 
 			return append(diffs, argDiff{text: ae.Reason}), false
 		}
 		key, received, current := m[1], m[2], m[3]
-		diffs = append(diffs, argDiff{key: key, text: fmt.Sprintf("%s: existing %s, declared %s", key, current, received)})
+		diffs = append(diffs, argDiff{key: key, text: fmt.Sprintf("%s: existing %s, declared %s", key, current, received), cur: m[4] + m[6]})
 		if key == "durable" {
 			durable = !durable
 		} else if !adoptValue(args, key, m) {
@@ -126,3 +114,33 @@ func adoptValue(args amqp.Table, key string, m []string) bool {
 
 func isString(v any) bool { _, ok := v.(string); return ok }
 func isBool(v any) bool   { _, ok := v.(bool); return ok }
+
+// queueType learns the type of the existing queue q (an adopted one) the
+// same way: a declaration as a durable quorum queue, refused with the
+// existing type or matching it, so nothing is changed. It returns
+// "unknown" when the refusals do not say.
+func (c *conn) queueType(ctx context.Context, q string) string {
+	open := func() (*amqp.Channel, error) { return c.subC.channel(ctx) }
+	d := queueDecl{name: q, durable: true, args: amqp.Table{"x-queue-type": string(Quorum)}}
+	ch, err := open()
+	if err != nil {
+		return "unknown"
+	}
+	_, err = ch.QueueDeclare(q, true, false, false, false, d.args)
+	ch.Close()
+	if err == nil {
+		return string(Quorum)
+	}
+	diffs, matched := probe(open, d, err)
+	for _, x := range diffs {
+		if x.key == "x-queue-type" && x.cur == "" {
+			return string(Classic) // declared without a type: the default
+		} else if x.key == "x-queue-type" {
+			return x.cur
+		}
+	}
+	if matched {
+		return string(Quorum)
+	}
+	return "unknown"
+}
