@@ -18,7 +18,7 @@ func TestDecodeToleratesBrokerAndForeignHeaders(t *testing.T) {
 	d := &amqp.Delivery{Headers: amqp.Table{
 		ports.HeaderID:              "id-1",
 		ports.HeaderRedeliveryCount: "2",
-		brokerHeaderDeliveryCount:   int64(3),
+		"x-delivery-count":   int64(3),
 		"x-death":                   []any{amqp.Table{"count": int64(1), "reason": "expired"}},
 		"x-first-death-reason":      "expired",
 		"priority":                  int32(5),
@@ -57,7 +57,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add("abc", "y", int64(1<<40), true)
 	f.Fuzz(func(t *testing.T, count, other string, n int64, redelivered bool) {
 		d := &amqp.Delivery{Redelivered: redelivered, Headers: amqp.Table{
-			ports.HeaderRedeliveryCount: count, "other": other, brokerHeaderDeliveryCount: n, "n": n,
+			ports.HeaderRedeliveryCount: count, "other": other, "x-delivery-count": n, "n": n,
 		}}
 		got := decode(d)
 		if got.err != nil {

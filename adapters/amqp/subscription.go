@@ -332,17 +332,21 @@ func (s *sub) lose(cur *consumer) error {
 		s.cur = nil
 	}
 	s.mu.Unlock()
-	cur.ch.Close() // after a broker cancel: give back what it holds
+	err := &lostError{err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue), code: ports.ErrUnreachable}
 	select {
 	case tag := <-cur.cancelled:
-		return &lostError{err: fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)}
-	case e := <-cur.closed:
-		if e != nil {
-			return &lostError{err: fmt.Errorf("amqp: subscription %s lost its channel: %w", s.queue, e), code: ports.ErrUnreachable}
-		}
+		err = &lostError{err: fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)}
 	default:
+		select {
+		case e := <-cur.closed:
+			if e != nil {
+				err.err = fmt.Errorf("%w: %w", err.err, e)
+			}
+		default:
+		}
 	}
-	return &lostError{err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue), code: ports.ErrUnreachable}
+	cur.ch.Close() // after a broker cancel: give back what it holds
+	return err
 }
 
 // SendAcks acks the records of handles: one basic.ack with multiple set

@@ -60,7 +60,7 @@ func (c *refusedConn) isClosed() bool {
 func TestRecordingConnHoldsCloseForTheAlert(t *testing.T) {
 	alert := errors.New("remote error: tls: expired certificate")
 	raw := newRefusedConn(alert)
-	rec := newRecordingConn(raw)
+	rec := &recordingConn{Conn: raw, dialing: true}
 	cc := rec
 	if _, err := cc.Write([]byte("AMQP\x00\x00\x09\x01")); err == nil {
 		t.Fatal("first Write succeeded; want the reset")
@@ -90,7 +90,7 @@ func TestRecordingConnHoldsCloseForTheAlert(t *testing.T) {
 // done when the dial returns, read or not, so no socket outlives it.
 func TestRecordingConnDialedClosesAHeldClose(t *testing.T) {
 	raw := newRefusedConn(errors.New("unused"))
-	rec := newRecordingConn(raw)
+	rec := &recordingConn{Conn: raw, dialing: true}
 	cc := rec
 	cc.Write([]byte("x"))
 	cc.Close()
@@ -113,7 +113,7 @@ func TestRecordingConnDialedClosesAHeldClose(t *testing.T) {
 // reader must fail and the connection shut down).
 func TestRecordingConnClosesAtOnceAfterTheDial(t *testing.T) {
 	raw := newRefusedConn(errors.New("unused"))
-	rec := newRecordingConn(raw)
+	rec := &recordingConn{Conn: raw, dialing: true}
 	rec.dialed()
 	cc := rec
 	cc.Write([]byte("x"))

@@ -73,7 +73,8 @@ func (w watermillTopology) BuildTopology(ch *amqp.Channel, p wamqp.BuildTopology
 	if err := w.ExchangeDeclare(ch, p.ExchangeName, c); err != nil {
 		return err
 	}
-	return w.topo.declareQueue(ch, p.QueueName, ports.Topic(p.Topic), c.Queue.Arguments)
+	t := w.topo.topics
+	return queueDecl{name: p.QueueName, durable: true, args: c.Queue.Arguments, binds: [][2]string{{t, ports.Topic(p.Topic).Physical("..")}, {t, route(p.QueueName)}}}.declare(ch)
 }
 
 // WatermillAMQPMarshaler is a watermill-amqp Marshaler for the sluice
