@@ -49,6 +49,7 @@ type handle struct {
 	h     any
 	sub   *Subscription
 	d     *ports.Delivery // the delivery it was handed out with (not a copy)
+	lost  atomic.Bool     // its slot was freed by a driver.ErrRecordsLost
 }
 
 // Settlement misuse errors, the same on every adapter. Both wrap
@@ -315,6 +316,9 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 		}
 	}
 	if err := settle(ctx, ds, disp); err != nil {
+		if errors.Is(err, driver.ErrRecordsLost) {
+			s.freeLost(ds)
+		}
 		if errors.Is(err, ports.ErrAlreadyCompleted) || errors.Is(err, ports.ErrConflict) {
 			err = fmt.Errorf("%w: %w", ErrAlreadySettled, err)
 		}
@@ -325,6 +329,21 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 		s.signal()
 	}
 	return nil
+}
+
+// freeLost frees the in-flight slots of ds, once each, after the driver
+// reported their records lost (the broker redelivers them).
+func (s *Subscription) freeLost(ds []*ports.Delivery) {
+	n := 0
+	for _, d := range ds {
+		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.lost.CompareAndSwap(false, true) {
+			n++
+		}
+	}
+	s.out.Add(-int64(n))
+	if s.needRoom.Load() {
+		s.signal()
+	}
 }
 
 // drop carries out a Requeue or DeadLetter of a best-effort subscription
