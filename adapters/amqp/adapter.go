@@ -26,9 +26,8 @@ type Adapter struct {
 	c *conn
 }
 
-// conn is the driver: a publish connection (confirm channels, delay queue
-// declarations) and a consume connection, so that broker flow control on
-// publishers never holds back acks.
+// conn is the driver: a publish connection and a consume connection, so
+// that broker flow control on publishers never holds back acks.
 type conn struct {
 	opts       Options
 	topo       *topology
@@ -37,7 +36,7 @@ type conn struct {
 	caps       ports.Capabilities
 	faults     *faults
 	existing   *Existing
-	declared   kit.Declared // topics declared with DeclareTopic
+	declared   kit.Declared
 }
 
 var (
@@ -47,11 +46,10 @@ var (
 	_ driver.GroupDeclarer = (*conn)(nil)
 )
 
-// faults lets this package's tests make the broker refuse publishes
-// (routing them to a key with no binding, so RabbitMQ returns them).
+// faults lets this package's tests make the broker refuse publishes: they
+// go to faultKey, a routing key nothing is bound to.
 type faults struct{ sends, deadLetters atomic.Bool }
 
-// faultKey is a routing key nothing is bound to.
 const faultKey = "~sluice-fault-unroutable"
 
 // New validates opts, connects to the broker and declares the adapter's
@@ -87,29 +85,23 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	}
 	var secrets []string
 	if u, err := url.Parse(opts.URL); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			secrets = append(secrets, p)
-		}
+		p, _ := u.User.Password()
+		secrets = append(secrets, p)
 	}
 	b := kit.Backoff{Initial: opts.ReconnectBackoff, Max: opts.ReconnectMaxBackoff, Multiplier: 2, Jitter: 0.5}
-	a := &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets, Backoff: &b})}
-	return a, nil
+	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets, Backoff: &b})}, nil
 }
 
 // Name returns "amqp". It works on the zero Adapter.
 func (a *Adapter) Name() string { return "amqp" }
 
-// Capabilities declares what RabbitMQ does natively through this adapter:
-// delayed messages and delayed requeues (delay queues with a message TTL
-// that dead-letter into the topic), broadcast, per-message ack, publisher
-// confirms, subscription expiry (x-expires), durable groups, single-active
-// groups, best effort (transient messages on a non-durable classic queue),
-// retention and length (x-message-ttl, x-max-length), and an exact
-// redelivery count on quorum queues. Dead letters go to the "<topic>.dlq"
-// topic with a confirmed publish (RabbitMQ's own dead-lettering does not
-// confirm to the client); a new group cannot start at the earliest
-// message. The zero Adapter reports the defaults' capabilities (quorum
-// queues), so a capability table can be built without a broker.
+// Capabilities declares what RabbitMQ does through this adapter (see
+// docs/adapters/amqp.md): delays through delay queues, broadcast,
+// per-message ack, confirms, expiry, durable and single-active groups,
+// best effort, retention and length, an exact redelivery count on quorum
+// queues; dead letters are confirmed copies to "<topic>.dlq", and a new
+// group cannot start at the earliest message. The zero Adapter reports
+// the defaults' (quorum queues), for capability tables.
 func (a *Adapter) Capabilities() ports.Capabilities {
 	if a.c == nil {
 		return capabilities(Quorum)
@@ -188,9 +180,8 @@ func (c *conn) Classify(err error) driver.Class {
 	return driver.Class{}
 }
 
-// lostError is a consumer's loss: its channel or connection closed, or
-// the broker cancelled it (its queue was deleted). The next receive
-// consumes again.
+// lostError is a consumer's loss (channel or connection closed, or
+// cancelled by the broker); the next receive consumes again.
 type lostError struct {
 	err  error
 	code error
@@ -199,8 +190,7 @@ type lostError struct {
 func (e *lostError) Error() string { return e.err.Error() }
 func (e *lostError) Unwrap() error { return e.err }
 
-// Close fails outstanding publishes as unconfirmed and closes both
-// connections (the portable layer stopped the subscriptions first).
+// Close closes both connections (failing what is unconfirmed).
 func (c *conn) Close(ctx context.Context) error {
 	err := errors.Join(c.subC.close(ctx), c.pubC.close(ctx))
 	c.pub.close()

@@ -18,7 +18,7 @@ func TestDecodeToleratesBrokerAndForeignHeaders(t *testing.T) {
 	d := &amqp.Delivery{Headers: amqp.Table{
 		ports.HeaderID:              "id-1",
 		ports.HeaderRedeliveryCount: "2",
-		"x-delivery-count":   int64(3),
+		"x-delivery-count":          int64(3),
 		"x-death":                   []any{amqp.Table{"count": int64(1), "reason": "expired"}},
 		"x-first-death-reason":      "expired",
 		"priority":                  int32(5),

@@ -19,33 +19,27 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// sub is one physical consumer of a SubscriptionSpec: a queue, consumed
-// on a channel of the consume connection. ReceiveBatch reads amqp091's
-// delivery channel itself; when the channel or connection is lost it
-// returns the loss (the portable layer reports it and retries) and the
+// sub is one consumer of a SubscriptionSpec on the consume connection.
+// ReceiveBatch reads amqp091's delivery channel itself; after a loss it
+// returns the loss (the portable layer reports it and backs off) and the
 // next call declares the queue and consumes again. Nothing is acked on
-// the way: the broker redelivers what was unsettled.
+// the way: the broker redelivers what was unacked.
 type sub struct {
-	c            *conn
-	spec         ports.SubscriptionSpec
-	queue        string
-	expires      time.Duration // x-expires of the queue; 0: none
-	deleteOnStop bool
-	dlGroup      string      // the dead-letter topic's group that keeps dead letters
-	adopted      bool        // an adopted queue (Options.Existing): used passively
-	bestEffort   bool        // a non-durable classic queue
-	routeBound   atomic.Bool // an adopted queue's requeue route is bound (bindRequeueRoute)
+	c                     *conn
+	spec                  ports.SubscriptionSpec
+	queue, dlGroup        string
+	expires               time.Duration // x-expires; 0: none
+	deleteOnStop, adopted bool
+	bestEffort            bool        // a non-durable classic queue
+	routeBound            atomic.Bool // an adopted queue's requeue route is bound
 
-	mu     sync.Mutex // guards cur, its unacked tags, and the acks written on it
+	mu     sync.Mutex // guards cur, its unacked tags and the acks written on it
 	cur    *consumer
 	closed bool
 	recs   []driver.Record // reused by ReceiveBatch
 }
 
-var (
-	_ driver.Subscription = (*sub)(nil)
-	_ driver.Requeuer     = (*sub)(nil)
-)
+var _ driver.Requeuer = (*sub)(nil)
 
 // consumer is one channel consuming the queue.
 type consumer struct {
@@ -56,26 +50,30 @@ type consumer struct {
 	unacked   []uint64 // delivery tags handed out and not acked, ascending
 }
 
-// handle is a record's settlement handle: its channel and delivery tag,
-// and what a requeue copy is made of.
+// handle is a record's channel and delivery tag, and what a requeue copy
+// is made of.
 type handle struct {
 	c       *consumer
 	tag     uint64
 	headers ports.Headers
 	payload []byte
 	count   int // the redelivery count reported
-	qos     uint8
+	mode    uint8
 }
 
-// errDeliveryLost settles nothing: the channel that carried the delivery
-// was lost, and the broker redelivers it.
-var errDeliveryLost = errors.New("amqp: the channel that carried this delivery was lost; the broker redelivers it")
+var errDeliveryLost = fmt.Errorf("amqp: %w", driver.ErrRecordsLost)
+
+// instanceSettle is how long the Subscribe of a BROADCAST instance retries
+// while its queue still counts the consumer of a channel just closed.
+const instanceSettle = 2 * time.Second
 
 // Subscribe declares the subscription's queue (LOAD_BALANCE: a durable
 // queue shared by the group; BROADCAST: a queue per instance with
-// x-expires; an adopted queue is checked, never declared), binds it to
-// the topic, starts consuming with a prefetch of spec.InFlight and returns
-// once the broker confirmed the consumer.
+// x-expires; an adopted queue is checked, never declared), binds it,
+// consumes it with a prefetch of spec.InFlight and returns once the broker
+// confirmed the consumer. It logs the queue's actual type and whether its
+// redelivery count is exact (at Info when that differs from the adapter's
+// capabilities: an adopted queue of another type).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), dlGroup: spec.Group, bestEffort: spec.QoS == ports.BestEffort}
 	if s.dlGroup == "" {
@@ -99,8 +97,6 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		}
 	}
 	cur, err := s.establish(ctx)
-	// A quorum queue counts the consumer of a channel that has just closed
-	// (a Stop right before) for a moment: retry a refused instance briefly.
 	for end := time.Now().Add(instanceSettle); errors.Is(err, ports.ErrInstanceShared) && time.Now().Before(end); {
 		select {
 		case <-ctx.Done():
@@ -113,15 +109,14 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		return nil, fmt.Errorf("amqp: subscribe %s: %w", s.queue, err)
 	}
 	s.cur = cur
-	qt, exact := string(c.opts.QueueType), c.caps.ExactRedeliveryCount
+	qt := string(c.opts.QueueType)
 	if s.bestEffort {
-		qt, exact = string(Classic), false
+		qt = string(Classic)
 	} else if s.adopted {
 		qt = c.queueType(ctx, s.queue)
-		exact = qt == string(Quorum)
 	}
-	log := c.opts.Logger.Debug
-	if s.adopted && exact != c.caps.ExactRedeliveryCount {
+	exact, log := qt == string(Quorum), c.opts.Logger.Debug
+	if exact != c.caps.ExactRedeliveryCount && !s.bestEffort {
 		log = c.opts.Logger.Info
 	}
 	log("sluice amqp: subscribed", "queue", s.queue, "adopted", s.adopted, "queue_type", qt, "exact_redelivery_count", exact)
@@ -129,8 +124,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 }
 
 // broadcastNames refuses a BROADCAST group or instance with a '/': in
-// "<ns>/<topic>/bc/<group>/<instance>" it would let two instances name one
-// queue and share one copy silently.
+// "<ns>/<topic>/bc/<group>/<instance>" two instances could name one queue.
 func broadcastNames(spec ports.SubscriptionSpec) error {
 	for _, f := range [][2]string{{"Group", spec.Group}, {"Instance", spec.Instance}} {
 		if spec.Mode == ports.Broadcast && strings.Contains(f[1], "/") {
@@ -140,61 +134,47 @@ func broadcastNames(spec ports.SubscriptionSpec) error {
 	return nil
 }
 
-// instanceSettle is how long the first Subscribe of a BROADCAST instance
-// retries while its queue still shows another consumer.
-const instanceSettle = 2 * time.Second
-
-// establish declares the topology, opens a channel with the prefetch and
-// starts consuming.
+// establish declares the queues, opens a channel with the prefetch and
+// consumes. A BROADCAST consumer is exclusive (a classic queue refuses a
+// second one); quorum queues ignore that flag, so the consumer count is
+// checked before and after consuming.
 func (s *sub) establish(ctx context.Context) (*consumer, error) {
 	ch, err := s.c.subC.channel(ctx)
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*consumer, error) {
-		ch.Close()
-		return nil, err
-	}
-	if err := s.declare(ctx, &ch); err != nil {
-		return fail(err)
-	}
-	if err := ch.Qos(s.spec.InFlight, 0, false); err != nil {
-		return fail(fmt.Errorf("set prefetch %d: %w", s.spec.InFlight, err))
-	}
-	cur := &consumer{ch: ch, closed: ch.NotifyClose(make(chan *amqp.Error, 1)), cancelled: ch.NotifyCancel(make(chan string, 1))}
-	// A BROADCAST queue belongs to one instance: its consumer is exclusive
-	// (a classic queue refuses a second one with ACCESS_REFUSED); quorum
-	// queues ignore that flag, so the consumer count is checked before and
-	// after consuming.
+	cur := &consumer{ch: ch}
 	exclusive := s.spec.Mode == ports.Broadcast
-	if exclusive {
-		if err := s.checkAlone(ch, 0); err != nil {
-			return fail(err)
-		}
+	if err = s.declare(ctx, &cur.ch); err == nil {
+		ch = cur.ch
+		err = ch.Qos(s.spec.InFlight, 0, false)
 	}
-	cur.dels, err = ch.Consume(s.queue, "sluice-"+ports.NewID(), false, exclusive, false, false, nil)
-	if err != nil {
+	if err == nil && exclusive {
+		err = s.checkAlone(ch, 0)
+	}
+	if err == nil {
+		cur.closed, cur.cancelled = ch.NotifyClose(make(chan *amqp.Error, 1)), ch.NotifyCancel(make(chan string, 1))
+		cur.dels, err = ch.Consume(s.queue, "sluice-"+ports.NewID(), false, exclusive, false, false, nil)
 		var ae *amqp.Error
 		if exclusive && errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
-			return fail(s.instanceInUse(err))
+			err = s.instanceInUse(err)
 		}
-		return fail(fmt.Errorf("consume %q: %w", s.queue, err))
 	}
-	if exclusive {
-		if err := s.checkAlone(ch, 1); err != nil {
-			return fail(err) // closing cancels the consumer
-		}
+	if err == nil && exclusive {
+		err = s.checkAlone(ch, 1)
+	}
+	if err != nil {
+		cur.ch.Close() // cancels the consumer: the broker requeues what it delivered
+		return nil, err
 	}
 	return cur, nil
 }
 
 // declare declares the subscription's queue with the adapter's queue
-// type, the topic's declared retention and length (DeclareTopic),
-// x-single-active-consumer and x-expires (a best-effort queue is a
-// non-durable classic one), and, unless dead-lettering is off, the queue
-// that keeps the dead-letter topic's messages for the group. A queue that
-// exists with other arguments is left as it is: a *ports.RedeclareError
-// names each one. An adopted queue is only checked to exist.
+// type, the topic's declared retention and length, single-active and
+// x-expires, and, unless dead-lettering is off, the queue that keeps the
+// dead-letter topic's messages for the group. An adopted queue is only
+// checked to exist.
 func (s *sub) declare(ctx context.Context, ch **amqp.Channel) error {
 	t := s.c.topo
 	if s.adopted {
@@ -209,17 +189,13 @@ func (s *sub) declare(ctx context.Context, ch **amqp.Channel) error {
 		}
 	}
 	dlt := ports.DeadLetterTopic(s.spec.Topic)
-	if s.spec.DisableDeadLetter || s.bestEffort || len(dlt) > 200 {
+	if _, adopted := s.c.existing.topic(dlt); s.spec.DisableDeadLetter || s.bestEffort || len(dlt) > 200 || adopted {
 		return nil
-	}
-	if _, ok := s.c.existing.topic(dlt); ok {
-		return nil // an adopted dead-letter topic: its queues exist already
 	}
 	return invalid(s.c.declareOn(ctx, s.c.subC, ch, t.queueDecl(t.lbQueue(dlt, s.dlGroup), dlt, queueShape{}), dlt, true))
 }
 
-// invalid marks a broker refusal of a declaration (a queue that exists
-// with other arguments, a forbidden name) as ports.ErrInvalid.
+// invalid marks a broker refusal of a declaration as ports.ErrInvalid.
 func invalid(err error) error {
 	var ae *amqp.Error
 	if errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.AccessRefused) {
@@ -228,8 +204,7 @@ func invalid(err error) error {
 	return err
 }
 
-// checkAlone fails with instanceInUse when the BROADCAST queue has more
-// than own consumers (own: 0 before consuming, 1 after).
+// checkAlone refuses a BROADCAST queue with more than own consumers.
 func (s *sub) checkAlone(ch *amqp.Channel, own int) error {
 	q, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
 	if err != nil {
@@ -241,18 +216,13 @@ func (s *sub) checkAlone(ch *amqp.Channel, own int) error {
 	return nil
 }
 
-// instanceInUse is the error for a BROADCAST queue consumed by another
-// subscription with the same Instance.
 func (s *sub) instanceInUse(cause error) error {
-	return fmt.Errorf("%w: %w", &ports.InstanceSharedError{
-		Instance: s.spec.Instance,
-		Where:    fmt.Sprintf("a running consumer on queue %q: two running instances share the same Instance", s.queue),
-	}, cause)
+	return fmt.Errorf("%w: %w", &ports.InstanceSharedError{Instance: s.spec.Instance,
+		Where: fmt.Sprintf("a running consumer on queue %q: two running instances share the same Instance", s.queue)}, cause)
 }
 
-// ReceiveBatch returns what the broker pushed (up to max, at least one),
-// reading amqp091's delivery channel; the prefetch (spec.InFlight) bounds
-// what the broker pushes. After a loss it consumes again first.
+// ReceiveBatch returns what the broker pushed (up to max, at least one);
+// the prefetch bounds what it pushes. After a loss it consumes again.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	s.mu.Lock()
 	cur, closed := s.cur, s.closed
@@ -276,7 +246,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		s.c.opts.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue)
 	}
 	var d amqp.Delivery
-	var ok bool
+	ok := true
 	select {
 	case d, ok = <-cur.dels:
 	case <-ctx.Done():
@@ -285,20 +255,19 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	if !ok {
 		return nil, s.lose(cur)
 	}
-	now := time.Now()
-	recs := s.recs[:0]
-	for {
-		recs = append(recs, s.record(cur, &d, now))
-		if len(recs) == max {
-			break
-		}
+	now, recs := time.Now(), s.recs[:0]
+	for ok && len(recs) < max {
+		dec := decode(&d)
+		n := dec.requeues + dec.returns
+		recs = append(recs, driver.Record{
+			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
+			RedeliveryCount: n, Facts: dec.facts, ReceivedAt: now, Err: dec.err,
+			Handle: &handle{c: cur, tag: d.DeliveryTag, headers: dec.headers, payload: d.Body, count: n, mode: d.DeliveryMode},
+		})
 		select {
-		case d, ok = <-cur.dels:
+		case d, ok = <-cur.dels: // a closed channel is seen by the next call
 		default:
 			ok = false
-		}
-		if !ok {
-			break // a closed channel is seen by the next call
 		}
 	}
 	s.mu.Lock()
@@ -310,21 +279,6 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	return recs, nil
 }
 
-// record converts d. An envelope that cannot be read (a malformed
-// redelivery count) sets Record.Err: the core dead-letters it as poison.
-func (s *sub) record(cur *consumer, d *amqp.Delivery, now time.Time) driver.Record {
-	dec := decode(d)
-	n := dec.requeues + dec.returns
-	return driver.Record{
-		Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
-		RedeliveryCount: n,
-		Facts:           dec.facts,
-		ReceivedAt:      now,
-		Err:             dec.err,
-		Handle:          &handle{c: cur, tag: d.DeliveryTag, headers: dec.headers, payload: d.Body, count: n, qos: d.DeliveryMode},
-	}
-}
-
 // lose forgets cur after its delivery channel closed and says why.
 func (s *sub) lose(cur *consumer) error {
 	s.mu.Lock()
@@ -333,38 +287,40 @@ func (s *sub) lose(cur *consumer) error {
 	}
 	s.mu.Unlock()
 	err := &lostError{err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue), code: ports.ErrUnreachable}
-	select {
-	case tag := <-cur.cancelled:
+	if tag, ok := recvNow(cur.cancelled); ok && tag != "" { // notified before the deliveries close
 		err = &lostError{err: fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)}
-	default:
-		select {
-		case e := <-cur.closed:
-			if e != nil {
-				err.err = fmt.Errorf("%w: %w", err.err, e)
-			}
-		default:
-		}
+	} else if e, _ := recvNow(cur.closed); e != nil {
+		err.err = fmt.Errorf("%w: %w", err.err, e)
 	}
 	cur.ch.Close() // after a broker cancel: give back what it holds
 	return err
 }
 
+func recvNow[T any](c <-chan T) (v T, ok bool) {
+	select {
+	case v, ok = <-c:
+	default:
+	}
+	return v, ok
+}
+
 // SendAcks acks the records of handles: one basic.ack with multiple set
 // when they are the lowest unacked delivery tags of the channel, one
-// basic.ack each otherwise (a multiple-ack would also ack the older
-// records still out). A handle of a lost channel acks nothing.
+// basic.ack each otherwise (a multiple-ack would ack older records still
+// out). A handle of a lost channel (or one acked already) cannot be
+// acked: the others are, and the error wraps driver.ErrRecordsLost.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	var buf [64]uint64
-	tags := buf[:0]
+	tags, lost := buf[:0], 0
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.cur
 	for _, h := range handles {
-		x := h.(*handle)
-		if x.c != cur {
-			return errDeliveryLost
+		if x := h.(*handle); x.c == cur && cur != nil {
+			tags = append(tags, x.tag)
+		} else {
+			lost++
 		}
-		tags = append(tags, x.tag)
 	}
 	slices.Sort(tags)
 	if n := len(tags); n > 1 && n <= len(cur.unacked) && slices.Equal(tags, cur.unacked[:n]) {
@@ -372,26 +328,31 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 			return errors.Join(err, errDeliveryLost)
 		}
 		cur.unacked = append(cur.unacked[:0], cur.unacked[n:]...)
-		return nil
+		tags = nil
 	}
 	for _, tag := range tags {
+		i, ok := slices.BinarySearch(cur.unacked, tag)
+		if !ok {
+			lost++ // acked already: acking it again would close the channel
+			continue
+		}
 		if err := cur.ch.Ack(tag, false); err != nil {
 			return errors.Join(err, errDeliveryLost)
 		}
-		if i, ok := slices.BinarySearch(cur.unacked, tag); ok {
-			cur.unacked = slices.Delete(cur.unacked, i, i+1)
-		}
+		cur.unacked = slices.Delete(cur.unacked, i, i+1)
+	}
+	if lost > 0 {
+		return fmt.Errorf("%d of %d: %w", lost, len(handles), errDeliveryLost)
 	}
 	return nil
 }
 
-// SendRequeues publishes a copy of each record, with its redelivery count
-// incremented, to the subscription's own queue — at its tail, or through a
-// delay queue for delay — with a confirm, and acks the originals only when
-// every copy is confirmed. A copy travels to this queue alone (a publish
-// under the topic would reach every group), the count travels with it
-// and stays exact, and a failing message does not loop at the head of the
-// queue. A failed copy acks nothing.
+// SendRequeues publishes a copy of each record with its redelivery count
+// incremented to the subscription's own queue (a publish under the topic
+// would reach every group) — at its tail, or through a delay queue —
+// with a confirm, and acks the originals only when every copy is
+// confirmed. The count travels with the copy and stays exact, and a
+// failing message does not loop at the head of the queue.
 func (s *sub) SendRequeues(ctx context.Context, handles []any, delay time.Duration) error {
 	if err := s.bindRequeueRoute(ctx, delay); err != nil {
 		return err
@@ -403,7 +364,7 @@ func (s *sub) SendRequeues(ctx context.Context, handles []any, delay time.Durati
 		hd[ports.HeaderRedeliveryCount] = strconv.Itoa(x.count + 1)
 		delete(hd, kit.HeaderNotBefore)
 		items[i] = item{key: s.queue, pub: encode(hd, x.payload), mandatory: true}
-		items[i].pub.DeliveryMode = x.qos
+		items[i].pub.DeliveryMode = x.mode
 		if delay > 0 {
 			items[i].key = route(s.queue)
 			s.c.pub.delayed(&items[i], delay)
@@ -428,21 +389,22 @@ func (s *sub) Close(ctx context.Context) error {
 	cur := s.cur
 	s.cur, s.closed = nil, true
 	s.mu.Unlock()
-	var errs []error
+	var err error
 	if cur != nil {
-		if err := cur.ch.Close(); err != nil && !isClosedErr(err) {
-			errs = append(errs, fmt.Errorf("amqp: stop %s: close channel: %w", s.queue, err))
+		if err = cur.ch.Close(); isClosedErr(err) {
+			err = nil
 		}
 	}
 	if s.deleteOnStop {
-		ch, err := s.c.subC.channel(ctx)
-		if err == nil {
-			_, err = ch.QueueDelete(s.queue, false, false, false)
+		ch, derr := s.c.subC.channel(ctx)
+		if derr == nil {
+			_, derr = ch.QueueDelete(s.queue, false, false, false)
 			ch.Close()
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("amqp: delete queue %s: %w", s.queue, err))
-		}
+		err = errors.Join(err, derr)
 	}
-	return errors.Join(errs...)
+	if err != nil {
+		return fmt.Errorf("amqp: stop %s: %w", s.queue, err)
+	}
+	return nil
 }
