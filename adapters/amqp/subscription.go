@@ -256,7 +256,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		return nil, s.lose(cur)
 	}
 	now, recs := time.Now(), s.recs[:0]
-	for ok && len(recs) < max {
+	for ok {
 		dec := decode(&d)
 		n := dec.requeues + dec.returns
 		recs = append(recs, driver.Record{
@@ -264,6 +264,9 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 			RedeliveryCount: n, Facts: dec.facts, ReceivedAt: now, Err: dec.err,
 			Handle: &handle{c: cur, tag: d.DeliveryTag, headers: dec.headers, payload: d.Body, count: n, mode: d.DeliveryMode},
 		})
+		if len(recs) == max {
+			break
+		}
 		select {
 		case d, ok = <-cur.dels: // a closed channel is seen by the next call
 		default:
