@@ -67,7 +67,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 		c.faults = &faults{}
 	}
 	c.caps.MaxMessageBytes = opts.MaxMessageBytes
-	c.pub = newPublisher(c.pubC, c.topo, opts)
+	c.pub = &publisher{conn: c.pubC, topo: c.topo, max: opts.MaxOutstanding, slots: make([]pubSlot, opts.PublishChannels)}
 	ch, err := c.pubC.channel(ctx)
 	if err == nil {
 		err = c.topo.declareExchanges(ch)

@@ -410,16 +410,7 @@ func TestQueueDeletedUnderConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *ports.Delivery, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		ds, _ := s.Receive(ctx, 1)
-		if len(ds) == 0 {
-			ds = append(ds, &ports.Delivery{})
-		}
-		got <- ds[0]
-	}()
+	got := receiveAsync(s)
 	if _, err := ch.QueueDelete(ns+"/c/lb/g", false, false, false); err != nil {
 		t.Fatal(err)
 	}

@@ -1,43 +1,15 @@
 package amqp_test
 
 import (
-	"bytes"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sluicemq/sluice/adapters/amqp"
-	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/ports"
 )
-
-// logBuffer collects log lines written from several goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) line(t *testing.T, queue string) string {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, l := range strings.Split(b.buf.String(), "\n") {
-		if strings.Contains(l, "sluice amqp: subscribed") && strings.Contains(l, queue) {
-			return l
-		}
-	}
-	t.Fatalf("no subscription line for %s in:\n%s", queue, b.buf.String())
-	return ""
-}
 
 // TestAdoptedQueueLogsItsActualType: the adapter's capabilities are those
 // of its queue type (quorum: an exact redelivery count), but an adopted
@@ -47,17 +19,8 @@ func (b *logBuffer) line(t *testing.T, queue string) string {
 // an adopted quorum queue and the adapter's own queues at Debug with
 // theirs. Nothing about the adopted queues changes.
 func TestAdoptedQueueLogsItsActualType(t *testing.T) {
-	node := rabbittest.Shared(t)
 	ns := namespace("adopt")
-	conn, err := amqp091.Dial(node.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rawChannel(t)
 	queues := map[string]amqp091.Table{
 		ns + ".classic": {"x-queue-type": "classic", "x-message-ttl": int64(60_000)},
 		ns + ".untyped": nil,
@@ -71,9 +34,8 @@ func TestAdoptedQueueLogsItsActualType(t *testing.T) {
 		defer ch.QueueDelete(q, false, false, false)
 		groups[amqp.ExistingGroup{Topic: "legacy", Group: strings.TrimPrefix(q, ns+".")}] = q
 	}
-	logs := &logBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a := newAdapter(t, amqp.Options{Namespace: ns, Logger: logger, Existing: &amqp.Existing{Groups: groups}})
+	logs := &opentest.LogBuffer{}
+	a := newAdapter(t, amqp.Options{Namespace: ns, Logger: logs.Logger(), Existing: &amqp.Existing{Groups: groups}})
 	if !a.Capabilities().ExactRedeliveryCount {
 		t.Fatal("a quorum adapter must declare an exact redelivery count")
 	}
@@ -81,16 +43,21 @@ func TestAdoptedQueueLogsItsActualType(t *testing.T) {
 		_ = subscribe(t, a, ports.SubscriptionSpec{Topic: "legacy", Group: g.Group})
 	}
 	_ = subscribe(t, a, ports.SubscriptionSpec{Topic: "legacy", Group: "own"})
-	for q, want := range map[string][]string{
-		ns + ".classic":       {"level=INFO", "adopted=true", "queue_type=classic", "exact_redelivery_count=false"},
-		ns + ".untyped":       {"level=INFO", "adopted=true", "queue_type=classic", "exact_redelivery_count=false"},
-		ns + ".quorum":        {"level=DEBUG", "adopted=true", "queue_type=quorum", "exact_redelivery_count=true"},
-		ns + "/legacy/lb/own": {"level=DEBUG", "adopted=false", "queue_type=quorum", "exact_redelivery_count=true"},
+	for q, want := range map[string]map[string]any{
+		ns + ".classic":       {"level": "INFO", "adopted": true, "queue_type": "classic", "exact_redelivery_count": false},
+		ns + ".untyped":       {"level": "INFO", "adopted": true, "queue_type": "classic", "exact_redelivery_count": false},
+		ns + ".quorum":        {"level": "DEBUG", "adopted": true, "queue_type": "quorum", "exact_redelivery_count": true},
+		ns + "/legacy/lb/own": {"level": "DEBUG", "adopted": false, "queue_type": "quorum", "exact_redelivery_count": true},
 	} {
-		l := logs.line(t, q)
-		for _, w := range want {
-			if !strings.Contains(l, w) {
-				t.Errorf("%s: line %q lacks %q", q, l, w)
+		var line map[string]any
+		for _, r := range logs.Records(t) {
+			if r["msg"] == "sluice amqp: subscribed" && r["queue"] == q {
+				line = r
+			}
+		}
+		for k, v := range want {
+			if line[k] != v {
+				t.Errorf("%s: %s = %v in %v, want %v", q, k, line[k], line, v)
 			}
 		}
 	}

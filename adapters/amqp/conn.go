@@ -215,11 +215,13 @@ func (r *recordingConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func firstOf(first, err error) error {
-	if first != nil {
-		return first
+// firstOf returns a unless it is the zero value, else b.
+func firstOf[T comparable](a, b T) T {
+	var zero T
+	if a != zero {
+		return a
 	}
-	return err
+	return b
 }
 
 func (r *recordingConn) Close() error {

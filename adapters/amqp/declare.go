@@ -108,16 +108,6 @@ func (c *conn) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel
 // spec sets them (its other arguments are not compared); nothing is
 // changed. A difference is a *ports.RedeclareError.
 func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
-	open := func() (*amqp.Channel, error) { return c.pubC.channel(ctx) }
-	ch, err := open()
-	if err != nil {
-		return err
-	}
-	_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
-	ch.Close()
-	if err != nil {
-		return fmt.Errorf("it does not exist (sluice never declares an adopted queue): %w", err)
-	}
 	d := queueDecl{name: q, durable: true, args: amqp.Table{}}
 	if spec.Retention > 0 {
 		d.args["x-message-ttl"] = max(int64(spec.Retention/time.Millisecond), 1)
@@ -125,18 +115,10 @@ func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec
 	if spec.MaxLength > 0 {
 		d.args["x-max-length"] = int64(spec.MaxLength)
 	}
-	if len(d.args) == 0 {
-		return nil
+	diffs, matched, err := c.probeQueue(ctx, d, len(d.args) == 0)
+	if err != nil {
+		return fmt.Errorf("it does not exist (sluice never declares an adopted queue): %w", err)
 	}
-	if ch, err = open(); err != nil {
-		return err
-	}
-	_, err = ch.QueueDeclare(q, d.durable, false, false, false, d.args)
-	ch.Close()
-	if err == nil || !isPrecondition(err) {
-		return err // nil: it has exactly these arguments, a no-op declaration
-	}
-	diffs, matched := probe(open, d, err)
 	var texts, all []string
 	for _, x := range diffs {
 		if _, ours := d.args[x.key]; ours || x.key == "" {
@@ -151,6 +133,37 @@ func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec
 		return fmt.Errorf("%w: its retention and length could not be verified (the broker's refusals named arguments sluice cannot express); check them by hand: %s", ports.ErrUnsupported, strings.Join(all, "; "))
 	}
 	return nil
+}
+
+// probeQueue checks that the queue of d exists (a passive declaration),
+// then unless onlyExists declares it with d's arguments and probes the
+// refusal: the differences, and whether the last declaration matched.
+func (c *conn) probeQueue(ctx context.Context, d queueDecl, onlyExists bool) ([]argDiff, bool, error) {
+	open := func() (*amqp.Channel, error) { return c.pubC.channel(ctx) }
+	for _, passive := range []bool{true, false} {
+		ch, err := open()
+		if err != nil {
+			return nil, false, err
+		}
+		if passive {
+			_, err = ch.QueueDeclarePassive(d.name, d.durable, false, false, false, nil)
+		} else {
+			_, err = ch.QueueDeclare(d.name, d.durable, false, false, false, d.args)
+		}
+		ch.Close()
+		switch {
+		case passive && err != nil:
+			return nil, false, err
+		case passive && onlyExists, !passive && err == nil: // a no-op declaration
+			return nil, true, nil
+		case !passive && isPrecondition(err):
+			diffs, matched := probe(open, d, err)
+			return diffs, matched, nil
+		case !passive:
+			return nil, false, err
+		}
+	}
+	return nil, false, nil
 }
 
 // shape returns the queue arguments a subscription queue of topic gets.
@@ -337,30 +350,16 @@ func adoptValue(args amqp.Table, key string, m []string) bool {
 }
 
 // queueType learns the type of the existing queue q (an adopted one) the
-// same way: a declaration as a durable quorum queue, refused with the
-// existing type or matching it, so nothing is changed; "unknown" when the
-// refusals do not say.
+// same way: declared as a durable quorum queue, refused with the existing
+// type or matching it, so nothing is changed.
 func (c *conn) queueType(ctx context.Context, q string) string {
-	open := func() (*amqp.Channel, error) { return c.subC.channel(ctx) }
-	d := queueDecl{name: q, durable: true, args: amqp.Table{"x-queue-type": string(Quorum)}}
-	ch, err := open()
-	if err != nil {
-		return "unknown"
-	}
-	_, err = ch.QueueDeclare(q, true, false, false, false, d.args)
-	ch.Close()
-	if err == nil {
-		return string(Quorum)
-	}
-	diffs, matched := probe(open, d, err)
+	diffs, matched, err := c.probeQueue(ctx, queueDecl{name: q, durable: true, args: amqp.Table{"x-queue-type": string(Quorum)}}, false)
 	for _, x := range diffs {
-		if x.key == "x-queue-type" && x.cur == "" {
-			return string(Classic) // declared without a type: the default
-		} else if x.key == "x-queue-type" {
-			return x.cur
+		if x.key == "x-queue-type" {
+			return firstOf(x.cur, string(Classic)) // declared without a type: the default
 		}
 	}
-	if matched {
+	if matched && err == nil {
 		return string(Quorum)
 	}
 	return "unknown"

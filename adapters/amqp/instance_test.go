@@ -1,7 +1,6 @@
 package amqp_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -89,16 +88,7 @@ func testInstanceReconnect(t *testing.T, qt amqp.QueueType) {
 	direct := newAdapter(t, amqp.Options{Namespace: ns, QueueType: qt})
 	spec := ports.SubscriptionSpec{Topic: "prices", Mode: ports.Broadcast, Group: "cache", Instance: "node-1"}
 	s := subscribe(t, a, spec)
-	got := make(chan *ports.Delivery, 1)
-	go func() { // a Receive running across the loss reports it
-		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-		defer cancel()
-		ds, _ := s.Receive(ctx, 1)
-		if len(ds) == 0 {
-			ds = append(ds, &ports.Delivery{})
-		}
-		got <- ds[0]
-	}()
+	got := receiveAsync(s)
 	if n := proxy.Cut(); n < 1 {
 		t.Fatalf("cut %d connections, want at least the consume connection", n)
 	}

@@ -15,13 +15,12 @@ import (
 )
 
 // SendBatch publishes msgs (validated and stamped by the portable layer)
-// to the namespace's direct exchange under their topic, or to an adopted
-// exchange, on one confirm channel, in order, and waits for every confirm.
-// Publishes are mandatory: a message no queue is bound for is returned by
-// the broker and fails with ports.ErrNoSubscriber, unless
-// Options.DropUnroutable (dead-letter copies are always mandatory). A
-// message with a Delay goes through a delay queue and is confirmed when it
-// is stored there; a BestEffort one is transient.
+// under their topic on the namespace's direct exchange (or an adopted
+// one), in order on one confirm channel, and waits for every confirm.
+// Publishes are mandatory: a message no queue is bound for comes back and
+// fails with ports.ErrNoSubscriber, unless Options.DropUnroutable (dead
+// letters are always mandatory). A Delay goes through a delay queue; a
+// BestEffort message is transient.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	items := make([]item, len(msgs))
 	for i := range msgs {
@@ -32,17 +31,16 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			it.pub.DeliveryMode = amqp.Transient
 		}
 		if dl := m.Headers[ports.HeaderDeadLetterTopic]; dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl)) {
-			it.mandatory = true // a dead letter must reach a queue
+			it.mandatory = true
 			if c.faults.deadLetters.Load() {
 				it.key = faultKey
 			}
 		} else if c.faults.sends.Load() {
 			it.key, it.mandatory = faultKey, true
 		}
-		if m.Delay > 0 {
-			if _, ok := c.existing.topic(m.Topic); ok {
-				it.err = fmt.Errorf("%w: amqp: topic %q is adopted (Options.Existing): a delayed message would come back through the namespace exchange %q, which does not reach the adopted exchange; send it without Delay", ports.ErrUnsupported, string(m.Topic), c.topo.topics)
-			}
+		if _, adopted := c.existing.topic(m.Topic); adopted && m.Delay > 0 {
+			it.err = fmt.Errorf("%w: amqp: topic %q is adopted (Options.Existing): a delayed message would come back through the namespace exchange %q, which does not reach the adopted exchange; send it without Delay", ports.ErrUnsupported, string(m.Topic), c.topo.topics)
+		} else if m.Delay > 0 {
 			c.pub.delayed(it, m.Delay)
 		}
 	}
@@ -59,13 +57,13 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 type item struct {
 	exch, key string
 	pub       amqp.Publishing
-	mandatory bool  // an unroutable message is returned and reported unconfirmed
+	mandatory bool
 	delay     int64 // the delay queue (ms) it goes through; 0: none
 	err       error // refused before publishing
 }
 
-// publisher spreads confirmed publishes over a few confirm channels on the
-// publish connection; one call's items go to one channel, in order.
+// publisher spreads confirmed publishes over Options.PublishChannels
+// confirm channels; one call's items go to one channel, in order.
 type publisher struct {
 	conn   *connector
 	topo   *topology
@@ -81,12 +79,8 @@ type pubSlot struct {
 	cur *confirmChannel
 }
 
-func newPublisher(conn *connector, topo *topology, o Options) *publisher {
-	return &publisher{conn: conn, topo: topo, max: o.MaxOutstanding, slots: make([]pubSlot, o.PublishChannels)}
-}
-
-// publishAll publishes items and waits until every one is confirmed or
-// ctx is done; errs[i] is nil when item i was confirmed.
+// publishAll publishes items and waits until each is confirmed or ctx is
+// done; errs[i] is nil when item i was confirmed.
 func (p *publisher) publishAll(ctx context.Context, items []item) []error {
 	o := &outcome{errs: make([]error, len(items)), left: len(items), done: make(chan struct{})}
 	for i := range o.errs {
@@ -95,41 +89,39 @@ func (p *publisher) publishAll(ctx context.Context, items []item) []error {
 	if len(items) == 0 {
 		close(o.done)
 	}
-	skip := make([]bool, len(items))
-	for i := range items {
-		err := firstOf(ctx.Err(), items[i].err) // publish nothing for a caller that gave up
-		if err == nil && items[i].delay > 0 {
-			err = p.ensureBucket(ctx, items[i].delay)
-		}
-		if skip[i] = err != nil; skip[i] {
-			o.resolve(i, err)
-		}
-	}
 	s := &p.slots[int(p.rr.Add(1))%len(p.slots)]
-	cc, err := p.channel(ctx, s)
+	var cc *confirmChannel
+	err := ctx.Err() // publish nothing for a caller that gave up
 	for i := range items {
-		if skip[i] {
-			continue
+		ierr := firstOf(err, items[i].err)
+		if ierr == nil && items[i].delay > 0 {
+			ierr = p.ensureBucket(ctx, items[i].delay)
 		}
-		if err != nil {
-			o.resolve(i, err)
-		} else if perr := cc.publish(ctx, o, i, &items[i]); perr != nil {
-			o.resolve(i, perr)
-			if cc.isDead() {
-				err = perr
+		if ierr == nil && cc == nil {
+			if cc, err = p.channel(ctx, s); err != nil {
+				ierr = err
 			}
+		}
+		if ierr == nil {
+			ierr = cc.publish(ctx, o, i, &items[i])
+			if ierr != nil && cc.isDead() {
+				err = ierr
+			}
+		}
+		if ierr != nil {
+			o.resolve(i, ierr)
 		}
 	}
 	errs := o.wait(ctx)
 	for i, e := range errs {
 		if items[i].delay > 0 && errors.Is(e, ports.ErrNoSubscriber) {
-			p.topo.forgetBucket(items[i].delay) // it expired: declare it again next time
+			p.topo.forgetBucket(items[i].delay) // it expired: declare it again
 		}
 	}
 	return errs
 }
 
-// channel returns the slot's confirm channel, opening a new one (on a new
+// channel returns the slot's confirm channel, opening one (on a new
 // connection if needed) when there is none or it was lost.
 func (p *publisher) channel(ctx context.Context, s *pubSlot) (*confirmChannel, error) {
 	s.mu.Lock()
@@ -161,12 +153,8 @@ func (p *publisher) channel(ctx context.Context, s *pubSlot) (*confirmChannel, e
 	return c, nil
 }
 
-// ensureBucket declares the delay queue ms unless it was declared
-// recently.
+// ensureBucket declares the delay queue ms unless it was declared lately.
 func (p *publisher) ensureBucket(ctx context.Context, ms int64) error {
-	if !p.topo.needBucket(ms, time.Now()) {
-		return nil
-	}
 	p.declMu.Lock()
 	defer p.declMu.Unlock()
 	now := time.Now()
@@ -186,11 +174,9 @@ func (p *publisher) ensureBucket(ctx context.Context, ms int64) error {
 
 // delayed routes it through the delay queue for d (> 0).
 func (p *publisher) delayed(it *item, d time.Duration) {
-	ms := p.topo.bucket(d)
-	it.delay = ms
-	it.pub.Headers[headerDelay] = strconv.FormatInt(ms, 10)
-	it.exch = p.topo.delayEx
-	it.mandatory = true // the delay queue must exist
+	it.delay = p.topo.bucket(d)
+	it.pub.Headers[headerDelay] = strconv.FormatInt(it.delay, 10)
+	it.exch, it.mandatory = p.topo.delayEx, true // the delay queue must exist
 }
 
 // close closes the confirm channels (failing what is outstanding) and
@@ -208,10 +194,10 @@ func (p *publisher) close() {
 }
 
 // unconfirmed says why the broker did not confirm a publish: it matches
-// ports.ErrUnconfirmed and, for a message the broker returned because no
-// queue was bound for it, also ports.ErrNoSubscriber.
+// ports.ErrUnconfirmed and, for a message returned because no queue was
+// bound for it, ports.ErrNoSubscriber.
 type unconfirmed struct {
-	reason     string // the broker's reply text, "nack", or the channel's error
+	reason     string
 	unroutable bool
 }
 
@@ -231,23 +217,20 @@ type outcome struct {
 
 var errPending = errors.New("pending")
 
-// resolve records the result of publish i (nil: confirmed); only the
-// first resolution of an index counts.
+// resolve records the result of publish i; only the first counts.
 func (o *outcome) resolve(i int, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.errs[i] != errPending {
-		return
-	}
-	o.errs[i] = err
-	if o.left--; o.left == 0 {
-		close(o.done)
+	if o.errs[i] == errPending {
+		o.errs[i] = err
+		if o.left--; o.left == 0 {
+			close(o.done)
+		}
 	}
 }
 
-// confirmGrace is how long wait keeps collecting the confirms of publishes
-// already written after ctx is done: a confirm that arrives then is
-// reported as the confirm it is.
+// confirmGrace is how long wait still collects the confirms of publishes
+// already written after ctx is done.
 const confirmGrace = 2 * time.Second
 
 // wait blocks until every publish is resolved or ctx is done (plus
@@ -268,29 +251,27 @@ func (o *outcome) wait(ctx context.Context) []error {
 	defer o.mu.Unlock()
 	out := make([]error, len(o.errs))
 	for i, err := range o.errs {
-		if err == errPending {
-			err = fmt.Errorf("%w: %w before the broker's confirm arrived (the message may have been stored)", ports.ErrUnconfirmed, ctx.Err())
+		if out[i] = err; err == errPending {
+			out[i] = fmt.Errorf("%w: %w before the broker's confirm arrived (the message may have been stored)", ports.ErrUnconfirmed, ctx.Err())
 		}
-		out[i] = err
 	}
 	return out
 }
 
 // pend is one publish awaiting its confirm.
 type pend struct {
-	tag       uint64
-	o         *outcome
-	i         int
-	exch, key string
-	id        string
-	returned  string // the broker's reply text when it returned the message
+	tag           uint64
+	o             *outcome
+	i             int
+	exch, key, id string
+	returned      string // the broker's reply text when it returned the message
 }
 
 // confirmChannel is the confirm ledger of one channel in confirm mode:
-// publishes are registered under their delivery tag before they are
-// written, so a confirm never arrives for an unknown tag, and resolved by
-// one listener that reads returns and confirms in wire order. A lost
-// channel fails everything outstanding as unconfirmed, never as sent.
+// each publish is registered under its delivery tag before it is written,
+// so a confirm never arrives for an unknown tag, and is resolved by one
+// listener reading returns and confirms in wire order. A lost channel
+// fails everything outstanding as unconfirmed, never as sent.
 type confirmChannel struct {
 	ch    *amqp.Channel
 	sem   chan struct{} // bounds the outstanding publishes
@@ -308,23 +289,19 @@ func (c *confirmChannel) listen(confirms <-chan amqp.Confirmation, returns <-cha
 	for {
 		select {
 		case r, ok := <-returns:
-			if !ok {
+			if ok {
+				c.returned(r)
+			} else {
 				returns = nil
-				continue
 			}
-			c.returned(r)
 		case cf, ok := <-confirms:
 			if ok {
 				c.confirm(cf)
 				continue
 			}
 			reason := "channel closed"
-			select {
-			case e := <-closed:
-				if e != nil {
-					reason = e.Error()
-				}
-			default:
+			if e, _ := recvNow(closed); e != nil {
+				reason = e.Error()
 			}
 			c.failAll(&unconfirmed{reason: reason})
 			return
@@ -349,7 +326,7 @@ func (c *confirmChannel) returned(r amqp.Return) {
 func (c *confirmChannel) confirm(cf amqp.Confirmation) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.hd < len(c.q) && c.q[c.hd].tag <= cf.DeliveryTag {
+	for ; c.hd < len(c.q) && c.q[c.hd].tag <= cf.DeliveryTag; c.hd++ {
 		p := &c.q[c.hd]
 		var err error
 		if p.returned != "" {
@@ -360,7 +337,6 @@ func (c *confirmChannel) confirm(cf amqp.Confirmation) {
 		p.o.resolve(p.i, err)
 		<-c.sem
 		*p = pend{}
-		c.hd++
 	}
 	if c.hd == len(c.q) {
 		c.q, c.hd = c.q[:0], 0
@@ -384,12 +360,8 @@ func (c *confirmChannel) failAll(err error) {
 }
 
 func (c *confirmChannel) isDead() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
+	_, closed := recvNow(c.done)
+	return closed
 }
 
 // publish writes one message registered under (o, i), nothing once ctx is
@@ -403,17 +375,13 @@ func (c *confirmChannel) publish(ctx context.Context, o *outcome, i int, it *ite
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.done:
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return firstOf(c.dead, &unconfirmed{reason: "channel closed"})
 	}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
 	c.mu.Lock()
-	if c.dead != nil {
-		err := c.dead
+	if c.dead != nil || c.isDead() {
+		err := firstOf[error](c.dead, &unconfirmed{reason: "channel closed"})
 		c.mu.Unlock()
-		<-c.sem
 		return err
 	}
 	tag := c.next
@@ -424,12 +392,12 @@ func (c *confirmChannel) publish(ctx context.Context, o *outcome, i int, it *ite
 		owned := len(c.q) > c.hd && c.q[len(c.q)-1].tag == tag
 		if owned {
 			c.q = c.q[:len(c.q)-1]
+			<-c.sem
 		}
 		c.mu.Unlock()
 		if !owned { // the listener failed it with the channel's error
 			return nil
 		}
-		<-c.sem
 		return &unconfirmed{reason: "publish: " + err.Error()}
 	}
 	c.next++
