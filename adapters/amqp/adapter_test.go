@@ -450,8 +450,8 @@ func TestZeroAdapterCapabilities(t *testing.T) {
 }
 
 // TestNewFailsWithinDialTimeoutNamingTheAddress: nothing listens on the
-// port, so New fails at once with an error that names the address without
-// the password and says what to check.
+// port, so New fails at once with ports.ErrRefused and an error that names
+// the address without the password and says what to check.
 func TestNewFailsWithinDialTimeoutNamingTheAddress(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -463,8 +463,8 @@ func TestNewFailsWithinDialTimeoutNamingTheAddress(t *testing.T) {
 	defer cancel()
 	_, err = amqp.New(ctx, amqp.Options{URL: "amqp://u:s3cret@" + addr + "/", DialTimeout: 2 * time.Second})
 	var de *kit.DialError
-	if !errors.As(err, &de) {
-		t.Fatalf("New = %v, want a *kit.DialError", err)
+	if !errors.As(err, &de) || !errors.Is(err, ports.ErrRefused) {
+		t.Fatalf("New = %v, want a *kit.DialError that is ports.ErrRefused", err)
 	}
 	msg := err.Error()
 	if !strings.Contains(msg, addr) || !strings.Contains(msg, "check") || strings.Contains(msg, "s3cret") {

@@ -159,23 +159,16 @@ func (t *topology) declareBucket(ch *amqp.Channel, ms int64, now time.Time) erro
 	return nil
 }
 
-// Existing maps logical topics and groups onto a topology that exists
-// already, so that a service written against hand-made RabbitMQ names
-// moves to sluice without renaming or redeclaring anything. Adopted
-// exchanges and queues are only used passively: New checks that they
-// exist, Send publishes to the adopted exchange under the adopted routing
-// key, and Subscribe consumes the adopted queue as it is (its type, TTL,
-// length and dead-lettering stay whatever they were declared with; the
-// subscription logs the queue's actual type and whether its redelivery
-// count is exact). The one thing sluice may add is a binding from its
-// namespace exchange ("<ns>.topics", routing key "~<queue>"), made on the
-// first requeue with a delay, which carries delayed requeues back to the
-// queue. Message.Delay is refused for adopted topics.
+// Existing maps logical topics and groups onto exchanges and queues that
+// exist already, used passively: New checks they exist, Send publishes to
+// the adopted exchange and routing key, Subscribe consumes the adopted
+// queue as it is (and logs its actual type). sluice only adds a binding
+// "~<queue>" from "<ns>.topics" on the first delayed requeue;
+// Message.Delay to an adopted topic is refused.
 type Existing struct {
 	// Topics maps a logical topic to the exchange and routing key its
-	// messages are published with. Subscriptions of the topic that are
-	// not adopted groups bind their own queues there. Map "<topic>.dlq"
-	// too to adopt a topic's dead-letter topic.
+	// messages are published with (map "<topic>.dlq" too to adopt its
+	// dead-letter topic).
 	Topics map[ports.Topic]ExistingTopic
 	// Groups maps a LoadBalance group of a topic to the queue it consumes.
 	Groups map[ExistingGroup]string
