@@ -197,22 +197,22 @@ type recordingConn struct {
 
 func (r *recordingConn) Read(p []byte) (int, error) {
 	n, err := r.Conn.Read(p)
-	if err != nil {
-		r.mu.Lock()
-		r.readErr = firstOf(r.readErr, err)
-		r.mu.Unlock()
-	}
-	return n, err
+	return n, r.keep(&r.readErr, err)
 }
 
 func (r *recordingConn) Write(p []byte) (int, error) {
 	n, err := r.Conn.Write(p)
+	return n, r.keep(&r.writeErr, err)
+}
+
+// keep records err in *first unless an error is recorded there already.
+func (r *recordingConn) keep(first *error, err error) error {
 	if err != nil {
 		r.mu.Lock()
-		r.writeErr = firstOf(r.writeErr, err)
+		*first = firstOf(*first, err)
 		r.mu.Unlock()
 	}
-	return n, err
+	return err
 }
 
 // firstOf returns a unless it is the zero value, else b.
