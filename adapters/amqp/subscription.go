@@ -308,9 +308,9 @@ func recvNow[T any](c <-chan T) (v T, ok bool) {
 }
 
 // SendAcks acks the records of handles: one basic.ack with multiple set
-// when they are the lowest unacked delivery tags of the channel, one
-// basic.ack each otherwise (a multiple-ack would ack older records still
-// out). A handle of a lost channel (or one acked already) cannot be
+// for those that are the lowest unacked delivery tags of the channel, one
+// basic.ack each for the others (a multiple-ack would also ack older
+// records still out). A handle of a lost channel (or one acked already) cannot be
 // acked: the others are, and the error wraps driver.ErrRecordsLost.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	var buf [64]uint64
@@ -326,12 +326,16 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 		}
 	}
 	slices.Sort(tags)
-	if n := len(tags); n > 1 && n <= len(cur.unacked) && slices.Equal(tags, cur.unacked[:n]) {
+	n := 0 // the round's tags that are the channel's lowest unacked ones
+	for n < len(tags) && n < len(cur.unacked) && tags[n] == cur.unacked[n] {
+		n++
+	}
+	if n > 1 {
 		if err := cur.ch.Ack(tags[n-1], true); err != nil {
 			return errors.Join(err, errDeliveryLost)
 		}
 		cur.unacked = append(cur.unacked[:0], cur.unacked[n:]...)
-		tags = nil
+		tags = tags[n:]
 	}
 	for _, tag := range tags {
 		i, ok := slices.BinarySearch(cur.unacked, tag)
