@@ -360,8 +360,12 @@ func (c *confirmChannel) failAll(err error) {
 }
 
 func (c *confirmChannel) isDead() bool {
-	_, closed := recvNow(c.done)
-	return closed
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // publish writes one message registered under (o, i), nothing once ctx is
