@@ -209,7 +209,7 @@ func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 		}
 	}
 	if stale > 0 {
-		return fmt.Errorf("activemq: ACK on %s: %d message(s) were received on a connection that is lost; the broker redelivers them: %w", s.queue, stale, ports.ErrClosed)
+		return fmt.Errorf("activemq: ACK on %s: %d message(s) were received on a connection that is lost: %w", s.queue, stale, driver.ErrRecordsLost)
 	}
 	return nil
 }

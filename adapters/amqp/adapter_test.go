@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -72,8 +73,8 @@ func TestSettleRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.Settle(testCtx(t), []*ports.Delivery{d1}, ports.Disposition{Action: ports.DeadLetter, Reason: errors.New("again")})
-	if !errors.Is(err, ports.ErrAlreadyCompleted) {
-		t.Fatalf("second settlement returned %v, want ErrAlreadyCompleted", err)
+	if !errors.Is(err, portable.ErrAlreadySettled) || !errors.Is(err, ports.ErrConflict) {
+		t.Fatalf("second settlement returned %v, want ErrAlreadySettled (a conflict)", err)
 	}
 	if err := s.Stop(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -325,11 +326,9 @@ func TestSendUnroutableFails(t *testing.T) {
 		ports.Message{Topic: "somebody", Payload: []byte("{}")},
 		ports.Message{Topic: "nobody", Payload: []byte("{}")},
 		ports.Message{Topic: "somebody", Payload: []byte("{}")})
-	var ue *amqp.UnconfirmedError
 	se := ports.SendErrors(err)
-	if !errors.As(err, &ue) || !ue.Unroutable || len(se) != 1 || se[0].Index != 1 ||
-		!errors.Is(err, ports.ErrNoSubscriber) || !errors.Is(err, ports.ErrUnconfirmed) {
-		t.Fatalf("Send with an unroutable second message returned %v, want one SendError (index 1) wrapping an unroutable UnconfirmedError that is ErrNoSubscriber", err)
+	if len(se) != 1 || se[0].Index != 1 || !errors.Is(err, ports.ErrNoSubscriber) || !errors.Is(err, ports.ErrUnconfirmed) {
+		t.Fatalf("Send with an unroutable second message returned %v, want one SendError (index 1) that is ErrNoSubscriber and ErrUnconfirmed", err)
 	}
 	lax := newAdapter(t, amqp.Options{DropUnroutable: true})
 	if err := lax.Send(testCtx(t), ports.Message{Topic: "nobody", Payload: []byte("{}")}); err != nil {
@@ -394,9 +393,10 @@ func TestConsecutiveReturns(t *testing.T) {
 }
 
 // TestQueueDeletedUnderConsumer: when the broker cancels the consumer
-// (its queue was deleted), the subscription reports it, declares the
-// queue again (after ReconnectBackoff) and goes on receiving. Messages
-// published while the queue did not exist are gone with it.
+// (its queue was deleted), a running Receive reports it on Errors,
+// declares the queue again (after ReconnectBackoff) and goes on
+// receiving. Messages published while the queue did not exist are gone
+// with it.
 func TestQueueDeletedUnderConsumer(t *testing.T) {
 	ns := namespace("cancel")
 	a := newAdapter(t, amqp.Options{Namespace: ns, ReconnectBackoff: 20 * time.Millisecond})
@@ -410,6 +410,7 @@ func TestQueueDeletedUnderConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := receiveAsync(s)
 	if _, err := ch.QueueDelete(ns+"/c/lb/g", false, false, false); err != nil {
 		t.Fatal(err)
 	}
@@ -429,13 +430,12 @@ func TestQueueDeletedUnderConsumer(t *testing.T) {
 		if err == nil {
 			break
 		}
-		var ue *amqp.UnconfirmedError
-		if !errors.As(err, &ue) || !ue.Unroutable || time.Now().After(deadline) {
+		if !errors.Is(err, ports.ErrNoSubscriber) || time.Now().After(deadline) {
 			t.Fatalf("Send while the queue comes back: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond) // polling the broker, bounded
 	}
-	if d := receive1(t, s); d.ID != "after" {
+	if d := <-got; d.ID != "after" {
 		t.Fatalf("got %s", d.ID)
 	}
 }
@@ -450,8 +450,8 @@ func TestZeroAdapterCapabilities(t *testing.T) {
 }
 
 // TestNewFailsWithinDialTimeoutNamingTheAddress: nothing listens on the
-// port, so New fails at once with an error that names the address without
-// the password and says what to check.
+// port, so New fails at once with ports.ErrRefused and an error that names
+// the address without the password and says what to check.
 func TestNewFailsWithinDialTimeoutNamingTheAddress(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -463,8 +463,8 @@ func TestNewFailsWithinDialTimeoutNamingTheAddress(t *testing.T) {
 	defer cancel()
 	_, err = amqp.New(ctx, amqp.Options{URL: "amqp://u:s3cret@" + addr + "/", DialTimeout: 2 * time.Second})
 	var de *kit.DialError
-	if !errors.As(err, &de) {
-		t.Fatalf("New = %v, want a *kit.DialError", err)
+	if !errors.As(err, &de) || !errors.Is(err, ports.ErrRefused) {
+		t.Fatalf("New = %v, want a *kit.DialError that is ports.ErrRefused", err)
 	}
 	msg := err.Error()
 	if !strings.Contains(msg, addr) || !strings.Contains(msg, "check") || strings.Contains(msg, "s3cret") {

@@ -18,7 +18,7 @@ func TestDecodeToleratesBrokerAndForeignHeaders(t *testing.T) {
 	d := &amqp.Delivery{Headers: amqp.Table{
 		ports.HeaderID:              "id-1",
 		ports.HeaderRedeliveryCount: "2",
-		brokerHeaderDeliveryCount:   int64(3),
+		"x-delivery-count":          int64(3),
 		"x-death":                   []any{amqp.Table{"count": int64(1), "reason": "expired"}},
 		"x-first-death-reason":      "expired",
 		"priority":                  int32(5),
@@ -57,7 +57,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add("abc", "y", int64(1<<40), true)
 	f.Fuzz(func(t *testing.T, count, other string, n int64, redelivered bool) {
 		d := &amqp.Delivery{Redelivered: redelivered, Headers: amqp.Table{
-			ports.HeaderRedeliveryCount: count, "other": other, brokerHeaderDeliveryCount: n, "n": n,
+			ports.HeaderRedeliveryCount: count, "other": other, "x-delivery-count": n, "n": n,
 		}}
 		got := decode(d)
 		if got.err != nil {
@@ -78,7 +78,9 @@ func FuzzDecode(f *testing.F) {
 // unchanged.
 func TestEnvelopeRoundTrip(t *testing.T) {
 	h := ports.Headers{ports.HeaderType: "t.v1", ports.HeaderCorrelationID: "c", ports.HeaderContentType: "application/json", "user": "u"}
-	p := encodeStamped(h, []byte("{}"), "2024-01-02T03:04:05.000000006Z", "k")
+	m := ports.Message{Headers: h, Key: "k"}
+	m.Stamp(time.Date(2024, 1, 2, 3, 4, 5, 6, time.UTC))
+	p := encode(m.Headers, []byte("{}"))
 	if p.MessageId == "" || p.Type != "t.v1" || p.CorrelationId != "c" || p.ContentType != "application/json" {
 		t.Fatalf("properties %+v", p)
 	}
@@ -103,7 +105,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	}
 	// A value too long for a property stays in the table.
 	long := string(bytes.Repeat([]byte("x"), 300))
-	p = encodeStamped(ports.Headers{ports.HeaderID: long}, nil, "", "")
+	p = encode(ports.Headers{ports.HeaderID: long}, nil)
 	if p.MessageId != "" || p.Headers[ports.HeaderID] != long {
 		t.Fatal("an id longer than 255 bytes must travel in the table")
 	}

@@ -2,7 +2,12 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -10,102 +15,68 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// DeclareTopic implements ports.TopicDeclarer. It records spec for this
-// adapter (the subscription queues it declares later for the topic take
-// spec's Retention as x-message-ttl and MaxLength as x-max-length) and
-// declares the durable queue of each of spec.Groups with those arguments,
-// bound to the topic, so that what is published from then on is kept for
-// each group before its first consumer starts.
-//
-// A queue that exists with other arguments (another x-queue-type, another
-// TTL or length, x-single-active-consumer) is left as it is: DeclareTopic
-// fails with a *ports.RedeclareError naming each argument that differs
-// (see redeclare.go for how they are found without changing the queue).
-// Declaring the same spec again is a no-op; declaring the topic again with
-// other properties on the same adapter fails with a *ports.RedeclareError
-// before touching the broker. The groups of an adopted topic (see
-// Options.Existing) are not declared: their queues exist already, and
-// each is checked to have spec's Retention and MaxLength where spec sets
-// them (verifyAdopted).
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
-		return err
-	}
+// DeclareTopic records spec for this adapter (the subscription queues it
+// declares later for the topic take spec's Retention as x-message-ttl and
+// MaxLength as x-max-length) and declares the durable queue of each of
+// spec.Groups with those arguments, bound to the topic, so that what is
+// published from then on is kept for each group. A queue that exists with
+// other arguments is left as it is and DeclareTopic fails with a
+// *ports.RedeclareError naming each argument that differs. The groups of
+// an adopted topic are not declared: each adopted queue is checked to
+// have spec's Retention and MaxLength where spec sets them.
+func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if spec.QoS == ports.BestEffort && len(spec.Groups) > 0 {
 		return fmt.Errorf("%w: amqp: topic %q is best-effort: its groups' queues are non-durable and exist only while consumed, so they cannot be declared ahead (drop TopicSpec.Groups or use AtLeastOnce)", ports.ErrUnsupported, string(spec.Topic))
 	}
-	return a.declared.Declare(ctx, spec, a.createTopic)
+	return c.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
+		for _, g := range spec.Groups {
+			if q, ok := c.existing.queue(spec.Topic, g); ok {
+				if err := c.verifyAdopted(ctx, q, spec); err != nil {
+					return fmt.Errorf("amqp: declare topic %q: group %q is adopted as queue %q: %w", string(spec.Topic), g, q, err)
+				}
+			} else if err := c.declareGroup(ctx, c.topo.groupQueue(spec.Topic, g, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}), spec.Topic, false); err != nil {
+				return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
+			}
+		}
+		return nil
+	})
 }
 
-// createTopic declares (or, for adopted groups, verifies) the queues of
-// spec.Groups; kit.Declared records spec only when it succeeds.
-func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if len(spec.Groups) == 0 {
+// DeclareGroup declares the durable queue of the LoadBalance group on
+// topic and binds it, without a consumer, so messages sent from then on
+// are kept for the group (Watermill's SubscribeInitialize). It has the
+// topic's declared retention and length and no expiry; an adopted queue
+// is left alone.
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
+		return err
+	}
+	if _, ok := c.existing.queue(topic, group); ok {
 		return nil
 	}
-	ch, err := a.pubC.channel(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { ch.Close() }()
-	for _, g := range spec.Groups {
-		if q, ok := a.existing.queue(spec.Topic, g); ok {
-			if err := a.verifyAdopted(ctx, q, spec); err != nil {
-				return fmt.Errorf("amqp: declare topic %q: group %q is adopted as queue %q: %w", string(spec.Topic), g, q, err)
-			}
-			continue
-		}
-		sh := queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}
-		if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(spec.Topic, g, sh), spec.Topic, false); err != nil {
-			return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
-		}
-	}
-	return nil
-}
-
-// DeclareGroup implements ports.GroupDeclarer: it declares the durable
-// queue of the LoadBalance group on topic and binds it, without starting a
-// consumer, so messages sent from then on are kept for the group until its
-// first consumer subscribes (Watermill's SubscribeInitialize). It is
-// idempotent; the queue has the adapter's queue type, the topic's declared
-// retention and length (DeclareTopic) and no expiry. A queue that exists
-// with other arguments fails with a *ports.RedeclareError and is left as
-// it is.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	if _, ok := a.existing.queue(topic, group); ok {
-		return nil // adopted: it exists, and it is not sluice's to declare
-	}
-	ch, err := a.pubC.channel(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { ch.Close() }()
-	if err := a.declareChecked(ctx, &ch, a.topo.groupQueue(topic, group, a.shape(topic, false, false)), topic, true); err != nil {
+	if err := c.declareGroup(ctx, c.topo.groupQueue(topic, group, c.shape(topic, false, false)), topic, true); err != nil {
 		return fmt.Errorf("amqp: declare group %q of %s: %w", group, topic, err)
 	}
 	return nil
 }
 
-// declareChecked declares d on *ch (a channel of the publish connection).
-// tolerate is false for DeclareTopic, which must refuse any difference.
-func (a *Adapter) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
-	return a.declareOn(ctx, a.pubC, ch, d, topic, tolerate)
+func (c *conn) declareGroup(ctx context.Context, d queueDecl, topic ports.Topic, tolerate bool) error {
+	ch, err := c.pubC.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { ch.Close() }()
+	return c.declareOn(ctx, c.pubC, &ch, d, topic, tolerate)
 }
 
-// declareOn declares d on *ch, a channel of conn. When the queue exists
-// with other arguments, tolerate is set, and the only differences are a
-// TTL or length of a topic this adapter did not declare (another process
-// declared it with DeclareTopic), the queue is used as it is: the last probe matched it, so
-// nothing was changed. Any other difference (queue type, single-active,
-// or a TTL or length other than this adapter declared) is a
-// *ports.RedeclareError naming each one. *ch is replaced when a refusal
-// closed it.
-func (a *Adapter) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
-	err := a.topo.declare(*ch, d)
+// declareOn declares d on *ch, a channel of conn (replaced when a refusal
+// closed it). When the queue exists with other arguments, tolerate is
+// set, and the only differences are a TTL or length of a topic this
+// adapter did not declare (another process declared it), the queue is
+// used as it is. Any other difference is a *ports.RedeclareError naming
+// each one.
+func (c *conn) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
+	err := d.declare(*ch)
 	if err == nil || !isPrecondition(err) {
 		return err
 	}
@@ -117,43 +88,26 @@ func (a *Adapter) declareOn(ctx context.Context, conn *connector, ch **amqp.Chan
 	}
 	(*ch).Close()
 	*ch = nc
-	_, declaredHere := a.declared.Lookup(topic)
-	if tolerate && matched && !declaredHere && onlyTopicArgs(diffs) {
-		a.opts.Logger.Info("sluice amqp: queue exists with the retention or length of a topic declared elsewhere; used as it is",
-			"queue", d.name, "differences", diffTexts(diffs))
-		for _, b := range d.binds { // the refused declaration bound nothing
-			if err := nc.QueueBind(d.name, b[1], b[0], false, nil); err != nil {
-				return fmt.Errorf("bind queue %q to exchange %q under %q: %w", d.name, b[0], b[1], err)
-			}
-		}
-		return nil
-	}
+	_, declaredHere := c.declared.Lookup(topic)
+	onlyTopic := len(diffs) > 0
 	texts := make([]string, len(diffs))
 	for i, x := range diffs {
 		texts[i] = x.text
+		onlyTopic = onlyTopic && (x.key == "x-message-ttl" || x.key == "x-max-length")
 	}
-	return &ports.RedeclareError{Name: d.name, Diffs: texts}
+	if !tolerate || !matched || declaredHere || !onlyTopic {
+		return &ports.RedeclareError{Name: d.name, Diffs: texts}
+	}
+	c.opts.Logger.Info("sluice amqp: queue exists with the retention or length of a topic declared elsewhere; used as it is",
+		"queue", d.name, "differences", strings.Join(texts, "; "))
+	return d.bind(nc) // the refused declaration bound nothing
 }
 
 // verifyAdopted checks that the adopted queue q exists and that its
-// x-message-ttl and x-max-length are spec's Retention and MaxLength (where
-// spec sets them), by the same probing as explainMismatch: the queue's
-// other arguments (its type, dead-lettering, ...) are whatever they are
-// and are not compared; nothing is changed. A difference is a
-// *ports.RedeclareError.
-func (a *Adapter) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
-	ch, err := a.pubC.channel(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
-	ch.Close()
-	if err != nil {
-		return fmt.Errorf("it does not exist (sluice never declares an adopted queue): %w", err)
-	}
-	if spec.Retention == 0 && spec.MaxLength == 0 {
-		return nil
-	}
+// x-message-ttl and x-max-length are spec's Retention and MaxLength where
+// spec sets them (its other arguments are not compared); nothing is
+// changed. A difference is a *ports.RedeclareError.
+func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
 	d := queueDecl{name: q, durable: true, args: amqp.Table{}}
 	if spec.Retention > 0 {
 		d.args["x-message-ttl"] = max(int64(spec.Retention/time.Millisecond), 1)
@@ -161,74 +115,82 @@ func (a *Adapter) verifyAdopted(ctx context.Context, q string, spec ports.TopicS
 	if spec.MaxLength > 0 {
 		d.args["x-max-length"] = int64(spec.MaxLength)
 	}
-	open := func() (*amqp.Channel, error) { return a.pubC.channel(ctx) }
-	ch, err = open()
+	diffs, matched, err := c.probeQueue(ctx, d, len(d.args) == 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("it does not exist (sluice never declares an adopted queue): %w", err)
 	}
-	_, err = ch.QueueDeclare(q, d.durable, false, false, false, d.args)
-	ch.Close()
-	if err == nil {
-		return nil // it has exactly these arguments: a no-op declaration
-	}
-	if !isPrecondition(err) {
-		return err
-	}
-	diffs, matched := probe(open, d, err)
-	var texts []string
+	var texts, all []string
 	for _, x := range diffs {
 		if _, ours := d.args[x.key]; ours || x.key == "" {
 			texts = append(texts, x.text)
 		}
+		all = append(all, x.text)
 	}
 	if len(texts) > 0 {
 		return &ports.RedeclareError{Name: q, Diffs: texts}
 	}
 	if !matched {
-		return fmt.Errorf("%w: its retention and length could not be verified (the broker's refusals named arguments sluice cannot express); check them by hand: %s", ports.ErrUnsupported, diffTexts(diffs))
+		return fmt.Errorf("%w: its retention and length could not be verified (the broker's refusals named arguments sluice cannot express); check them by hand: %s", ports.ErrUnsupported, strings.Join(all, "; "))
 	}
 	return nil
 }
 
-func diffTexts(ds []argDiff) string {
-	var b []byte
-	for i, d := range ds {
-		if i > 0 {
-			b = append(b, "; "...)
+// probeQueue checks that the queue of d exists (a passive declaration),
+// then unless onlyExists declares it with d's arguments and probes the
+// refusal: the differences, and whether the last declaration matched.
+func (c *conn) probeQueue(ctx context.Context, d queueDecl, onlyExists bool) ([]argDiff, bool, error) {
+	open := func() (*amqp.Channel, error) { return c.pubC.channel(ctx) }
+	for _, passive := range []bool{true, false} {
+		ch, err := open()
+		if err != nil {
+			return nil, false, err
 		}
-		b = append(b, d.text...)
+		if passive {
+			_, err = ch.QueueDeclarePassive(d.name, d.durable, false, false, false, nil)
+		} else {
+			_, err = ch.QueueDeclare(d.name, d.durable, false, false, false, d.args)
+		}
+		ch.Close()
+		switch {
+		case passive && err != nil:
+			return nil, false, err
+		case passive && onlyExists, !passive && err == nil: // a no-op declaration
+			return nil, true, nil
+		case !passive && isPrecondition(err):
+			diffs, matched := probe(open, d, err)
+			return diffs, matched, nil
+		case !passive:
+			return nil, false, err
+		}
 	}
-	return string(b)
+	return nil, false, nil
 }
 
-// shape returns the queue arguments a subscription queue of topic gets:
-// the declared topic's retention and length, and the flags asked for.
-func (a *Adapter) shape(topic ports.Topic, singleActive, bestEffort bool) queueShape {
-	spec, _ := a.declared.Lookup(topic)
+// shape returns the queue arguments a subscription queue of topic gets.
+func (c *conn) shape(topic ports.Topic, singleActive, bestEffort bool) queueShape {
+	spec, _ := c.declared.Lookup(topic)
 	return queueShape{ttl: spec.Retention, maxLen: spec.MaxLength, singleActive: singleActive, bestEffort: bestEffort}
 }
 
 // queueShape is what decides a subscription queue's declaration.
 type queueShape struct {
 	expires      time.Duration // x-expires; 0: none
-	ttl          time.Duration // x-message-ttl (TopicSpec.Retention); 0: none
-	maxLen       int           // x-max-length (TopicSpec.MaxLength); 0: none
+	ttl          time.Duration // x-message-ttl (TopicSpec.Retention)
+	maxLen       int           // x-max-length (TopicSpec.MaxLength)
 	singleActive bool          // x-single-active-consumer
 	bestEffort   bool          // a non-durable classic queue
 }
 
-// queueDecl is one queue declaration: name, flags, arguments and the
-// bindings on the namespace's exchange (or an adopted one).
+// queueDecl is one queue declaration and its bindings, (exchange, routing
+// key) pairs.
 type queueDecl struct {
 	name    string
 	durable bool
 	args    amqp.Table
-	// binds are (exchange, routing key) pairs the queue is bound under.
-	binds [][2]string
+	binds   [][2]string
 }
 
-// groupQueue is the declaration of the LoadBalance queue of group on
-// topic with shape sh.
+// groupQueue is the declaration of the LoadBalance queue of group.
 func (t *topology) groupQueue(topic ports.Topic, group string, sh queueShape) queueDecl {
 	name := t.lbQueue(topic, group)
 	if sh.bestEffort {
@@ -237,7 +199,8 @@ func (t *topology) groupQueue(topic ports.Topic, group string, sh queueShape) qu
 	return t.queueDecl(name, topic, sh)
 }
 
-// queueDecl is the declaration of the queue name for topic with shape sh.
+// queueDecl is the declaration of queue name for topic with shape sh,
+// bound under the topic and under its own route.
 func (t *topology) queueDecl(name string, topic ports.Topic, sh queueShape) queueDecl {
 	args := t.queueArgs(sh.expires)
 	if sh.bestEffort {
@@ -253,16 +216,18 @@ func (t *topology) queueDecl(name string, topic ports.Topic, sh queueShape) queu
 		args["x-single-active-consumer"] = true
 	}
 	exch, key := t.target(topic)
-	d := queueDecl{name: name, durable: !sh.bestEffort, args: args, binds: [][2]string{{exch, key}}}
-	d.binds = append(d.binds, [2]string{t.topics, route(name)})
-	return d
+	return queueDecl{name: name, durable: !sh.bestEffort, args: args, binds: [][2]string{{exch, key}, {t.topics, route(name)}}}
 }
 
 // declare declares d and binds it.
-func (t *topology) declare(ch *amqp.Channel, d queueDecl) error {
+func (d queueDecl) declare(ch *amqp.Channel) error {
 	if _, err := ch.QueueDeclare(d.name, d.durable, false, false, false, d.args); err != nil {
 		return fmt.Errorf("declare queue %q: %w", d.name, err)
 	}
+	return d.bind(ch)
+}
+
+func (d queueDecl) bind(ch *amqp.Channel) error {
 	for _, b := range d.binds {
 		if err := ch.QueueBind(d.name, b[1], b[0], false, nil); err != nil {
 			return fmt.Errorf("bind queue %q to exchange %q under %q: %w", d.name, b[0], b[1], err)
@@ -271,7 +236,131 @@ func (t *topology) declare(ch *amqp.Channel, d queueDecl) error {
 	return nil
 }
 
-var (
-	_ ports.GroupDeclarer = (*Adapter)(nil)
-	_ ports.TopicDeclarer = (*Adapter)(nil)
-)
+// bindRequeueRoute binds an adopted queue under its route on the
+// namespace exchange before its first delayed requeue (the delay queues
+// dead-letter into that exchange); queues sluice declares are bound at
+// declaration.
+func (s *sub) bindRequeueRoute(ctx context.Context, delay time.Duration) error {
+	if !s.adopted || delay <= 0 || s.routeBound.Load() {
+		return nil
+	}
+	ch, err := s.c.subC.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := ch.QueueBind(s.queue, route(s.queue), s.c.topo.topics, false, nil); err != nil {
+		return fmt.Errorf("bind adopted queue %q to its requeue route on %q: %w", s.queue, s.c.topo.topics, err)
+	}
+	s.routeBound.Store(true)
+	return nil
+}
+
+// When a queue exists with other arguments, RabbitMQ refuses queue.declare
+// with PRECONDITION_FAILED, closes the channel and names the first
+// argument that differs, with the existing value:
+//
+//	inequivalent arg 'x-queue-type' for queue 'q' in vhost '/':
+//	received 'classic' but current is 'quorum'
+//
+// AMQP cannot read a queue's arguments, so probe learns them from these
+// refusals: it declares again with the existing value of each named
+// argument until the broker names no more, at most maxProbes times. Each
+// probe is refused (nothing changes) or matches the queue as it exists (a
+// no-op), so the queue is never redeclared with other arguments.
+const maxProbes = 12
+
+var inequivalent = regexp.MustCompile(`inequivalent arg '(.+?)' for .*?: received (none|the value '.*?' of type '\w+'|'.*?') but current is (none|the value '(.*)' of type '(\w+)'|'(.*)')$`)
+
+func isPrecondition(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
+}
+
+// argDiff is one argument in which a declaration differs from the queue.
+type argDiff struct {
+	key  string // "" when the refusal could not be read
+	text string // "key: existing X, declared Y"
+	cur  string // the existing value ("" for none)
+}
+
+// probe finds the arguments in which d differs from the existing queue,
+// starting from the refusal first; matched: the last probe matched the
+// queue, so diffs is complete.
+func probe(open func() (*amqp.Channel, error), d queueDecl, first error) (diffs []argDiff, matched bool) {
+	args, durable, err := maps.Clone(d.args), d.durable, first
+	if args == nil {
+		args = amqp.Table{}
+	}
+	for range maxProbes {
+		var ae *amqp.Error
+		if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
+			return diffs, false
+		}
+		m := inequivalent.FindStringSubmatch(ae.Reason)
+		if m == nil {
+			return append(diffs, argDiff{text: ae.Reason}), false
+		}
+		key := m[1]
+		diffs = append(diffs, argDiff{key: key, text: fmt.Sprintf("%s: existing %s, declared %s", key, m[3], m[2]), cur: m[4] + m[6]})
+		if key == "durable" {
+			durable = !durable
+		} else if !adoptValue(args, key, m) {
+			return diffs, false
+		}
+		ch, oerr := open()
+		if oerr != nil {
+			return diffs, false
+		}
+		_, err = ch.QueueDeclare(d.name, durable, false, false, false, args)
+		ch.Close()
+		if err == nil {
+			return diffs, true
+		}
+	}
+	return diffs, false
+}
+
+// adoptValue sets args[key] to the existing value in match m (removes it
+// for none), typed like the declared value; false when it cannot.
+func adoptValue(args amqp.Table, key string, m []string) bool {
+	if m[3] == "none" {
+		delete(args, key)
+		return true
+	}
+	raw, typ := m[6], ""
+	if m[4] != "" || m[5] != "" {
+		raw, typ = m[4], m[5]
+	}
+	_, isStr := args[key].(string)
+	_, isBool := args[key].(bool)
+	switch {
+	case typ == "longstr" || typ == "" && isStr:
+		args[key] = raw
+	case typ == "bool" || typ == "" && isBool:
+		b, err := strconv.ParseBool(raw)
+		args[key] = b
+		return err == nil
+	default:
+		n, err := strconv.ParseInt(raw, 10, 64)
+		args[key] = n
+		return err == nil
+	}
+	return true
+}
+
+// queueType learns the type of the existing queue q (an adopted one) the
+// same way: declared as a durable quorum queue, refused with the existing
+// type or matching it, so nothing is changed.
+func (c *conn) queueType(ctx context.Context, q string) string {
+	diffs, matched, err := c.probeQueue(ctx, queueDecl{name: q, durable: true, args: amqp.Table{"x-queue-type": string(Quorum)}}, false)
+	for _, x := range diffs {
+		if x.key == "x-queue-type" {
+			return firstOf(x.cur, string(Classic)) // declared without a type: the default
+		}
+	}
+	if matched && err == nil {
+		return string(Quorum)
+	}
+	return "unknown"
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/sluicemq/sluice/adapters/amqp"
+	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -43,8 +44,9 @@ func Example() {
 	}
 }
 
-// ExampleNewWatermillSubscriber runs a Watermill router on the adapter.
-func ExampleNewWatermillSubscriber() {
+// Example_watermill runs a Watermill router on the adapter through the
+// shared bridge (adapters/watermill).
+func Example_watermill() {
 	ctx := context.Background()
 	a, err := amqp.New(ctx, amqp.Options{URL: os.Getenv("AMQP_URL")})
 	if err != nil {
@@ -55,8 +57,8 @@ func ExampleNewWatermillSubscriber() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	sub := amqp.NewWatermillSubscriber(a, amqp.WatermillSubscriberConfig{Group: "shipping", InFlight: 16, NackDelay: time.Second})
-	pub := amqp.NewWatermillPublisher(a)
+	sub := wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: "shipping", InFlight: 16, NackDelay: time.Second})
+	pub := wmbridge.NewPublisher(a)
 	router.AddHandler("ship", "orders", sub, "shipments", pub, func(m *message.Message) ([]*message.Message, error) {
 		return []*message.Message{message.NewMessage(watermill.NewUUID(), m.Payload)}, nil
 	})

@@ -348,7 +348,8 @@ func TestFaultTCPCut(t *testing.T) {
 			r.mu.Lock()
 			failed := false
 			for _, err := range r.errs {
-				if strings.Contains(err.Error(), "reconnect attempt") {
+				// The loss is attempt 1; attempt 2 is a failed reconnect.
+				if strings.Contains(err.Error(), "(attempt 2)") {
 					failed = true
 				}
 			}

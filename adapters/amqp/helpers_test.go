@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/ports"
 )
 
 // namespace returns a fresh namespace, so tests sharing one node never
@@ -43,4 +44,22 @@ func newAdapter(t testing.TB, o amqp.Options) *amqp.Adapter {
 		}
 	})
 	return a
+}
+
+// receiveAsync runs one Receive in the background, so that a fault under
+// a waiting receive is seen by it (the driver reads the broker's delivery
+// channel inside Receive); the channel yields the delivery, or an empty
+// one when none came within 40s.
+func receiveAsync(s ports.Subscription) <-chan *ports.Delivery {
+	got := make(chan *ports.Delivery, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		ds, _ := s.Receive(ctx, 1)
+		if len(ds) == 0 {
+			ds = append(ds, &ports.Delivery{})
+		}
+		got <- ds[0]
+	}()
+	return got
 }

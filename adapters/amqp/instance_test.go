@@ -88,6 +88,7 @@ func testInstanceReconnect(t *testing.T, qt amqp.QueueType) {
 	direct := newAdapter(t, amqp.Options{Namespace: ns, QueueType: qt})
 	spec := ports.SubscriptionSpec{Topic: "prices", Mode: ports.Broadcast, Group: "cache", Instance: "node-1"}
 	s := subscribe(t, a, spec)
+	got := receiveAsync(s)
 	if n := proxy.Cut(); n < 1 {
 		t.Fatalf("cut %d connections, want at least the consume connection", n)
 	}
@@ -100,7 +101,7 @@ func testInstanceReconnect(t *testing.T, qt amqp.QueueType) {
 		t.Fatal("no lost channel reported on Errors within 20s of cutting the connection")
 	}
 	send(t, direct, "prices", "after-cut")
-	if d := receive1(t, s); d.ID != "after-cut" {
+	if d := <-got; d.ID != "after-cut" {
 		t.Fatalf("received %q after reconnect, want after-cut", d.ID)
 	}
 	// And the re-established consumer still holds the instance.

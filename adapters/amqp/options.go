@@ -5,27 +5,22 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/ports"
 )
 
-// QueueType is the RabbitMQ queue type the adapter declares for
-// subscriptions.
+// QueueType is the RabbitMQ queue type of the subscription queues.
 type QueueType string
 
 const (
-	// Quorum queues (the default) are replicated, durable, and count
-	// deliveries themselves (x-delivery-count), which makes
-	// Delivery.RedeliveryCount exact even when a consumer stops or crashes
-	// without settling.
+	// Quorum queues (the default) are replicated and count deliveries
+	// themselves (x-delivery-count): Delivery.RedeliveryCount is exact
+	// even after a consumer stopped or crashed without settling.
 	Quorum QueueType = "quorum"
-	// Classic queues are RabbitMQ's older queue type. The redelivery count
-	// is exact for every requeue the adapter carries out, but a redelivery
-	// after a consumer stopped or crashed is only known as a boolean, so
-	// RedeliveryCount is a lower bound (Capabilities.ExactRedeliveryCount
-	// is false).
+	// Classic queues only flag a redelivery after a consumer stopped or
+	// crashed, so RedeliveryCount is a lower bound
+	// (Capabilities.ExactRedeliveryCount false).
 	Classic QueueType = "classic"
 )
 
@@ -34,87 +29,60 @@ const (
 type Options struct {
 	// URL is the broker's AMQP 0-9-1 URL, amqp:// or amqps://. Required.
 	URL string
-	// TLS configures amqps connections. Default: none (the URL decides).
+	// TLS configures amqps connections. Default: the system roots.
 	TLS *tls.Config
-	// External authenticates with SASL EXTERNAL: RabbitMQ takes the user
-	// from the client certificate (the rabbitmq_auth_mechanism_ssl plugin,
-	// ssl_cert_login_from). It needs an amqps URL without credentials and
-	// a TLS configuration with a client certificate. Default false: PLAIN
-	// with the URL's user name and password.
+	// External logs in with SASL EXTERNAL: RabbitMQ takes the user from
+	// the client certificate (rabbitmq_auth_mechanism_ssl). It needs an
+	// amqps URL without credentials and a client certificate in TLS.
 	External bool
-
-	// Namespace prefixes every exchange and queue the adapter declares, so
-	// several systems (or test runs) share one virtual host without
-	// meeting. Letters, digits, '.', '-', '_'. Default "sluice".
+	// Namespace prefixes every exchange and queue the adapter declares.
+	// Letters, digits, '.', '-', '_'. Default "sluice".
 	Namespace string
 	// QueueType is the type of the subscription queues. Default Quorum.
 	QueueType QueueType
-
-	// DropUnroutable makes Send publish without the mandatory flag, so
-	// that RabbitMQ confirms and drops a message no queue is bound for.
-	// Default false: every Send is mandatory, and a message that reaches
-	// no queue comes back as a basic.return and fails its Send with an
-	// *UnconfirmedError (Unroutable) that is ports.ErrNoSubscriber, as on
-	// mem — a Send that returned nil was stored in at least one queue.
-	// Requeues and dead letters are always mandatory.
+	// DropUnroutable publishes Sends without the mandatory flag, so that
+	// RabbitMQ confirms and drops a message no queue is bound for.
+	// Default false: such a message is returned and its Send fails with
+	// ports.ErrNoSubscriber. Requeues and dead letters are always
+	// mandatory.
 	DropUnroutable bool
-
-	// PublishChannels is how many confirm-mode channels Send spreads
-	// publishes over. Each carries any number of outstanding confirms.
-	// Default 1 (DefaultPublishChannels).
+	// PublishChannels is how many confirm channels Send spreads
+	// publishes over. Default 1.
 	PublishChannels int
-	// MaxOutstanding bounds the unconfirmed publishes per publish channel;
-	// Send blocks (bounded by its ctx) when the bound is reached. Default
-	// 4096.
+	// MaxOutstanding bounds the unconfirmed publishes per publish
+	// channel; Send waits (bounded by its ctx) at the bound. Default 4096.
 	MaxOutstanding int
-
 	// DialTimeout bounds one TCP connect plus AMQP handshake. Default 10s.
 	DialTimeout time.Duration
 	// Heartbeat is the AMQP heartbeat interval. Default 10s.
 	Heartbeat time.Duration
-	// ReconnectBackoff is the first wait before a subscription retries a
-	// lost connection; it doubles up to ReconnectMaxBackoff. Default 100ms.
-	ReconnectBackoff time.Duration
-	// ReconnectMaxBackoff caps the reconnect backoff. Default 5s.
-	ReconnectMaxBackoff time.Duration
-
-	// OrphanExpiry is the x-expires given to a Broadcast queue whose spec
-	// has no InstanceTTL. Such a queue is deleted when its subscription
-	// stops; OrphanExpiry only removes the queue of an instance that died
-	// without stopping. Default 10 minutes.
+	// ReconnectBackoff is the first wait before a subscription consumes
+	// again after a loss; it doubles up to ReconnectMaxBackoff (default
+	// 5s). Default 100ms.
+	ReconnectBackoff, ReconnectMaxBackoff time.Duration
+	// OrphanExpiry is the x-expires of a Broadcast queue whose spec has
+	// no InstanceTTL (deleted when its subscription stops; this removes
+	// the queue of an instance that died). Default 10 minutes.
 	OrphanExpiry time.Duration
-
-	// DelayGranularity is the relative step between the broker-side delay
-	// queues that carry delayed messages and delayed requeues: a delay is
-	// rounded up to the next step, so a message arrives no earlier than
-	// asked and at most this fraction (plus DelaySlack and broker latency)
-	// later. Smaller steps mean more delay queues. Default 0.05 (5%).
+	// DelayGranularity is the relative step between the delay queues of
+	// delayed messages and requeues: a delay is rounded up to the next
+	// step, never early. Default 0.05.
 	DelayGranularity float64
-	// DelaySlack is added to every delay before rounding, so that a
-	// delayed message is not delivered before Delay has passed since Send
-	// returned (the broker starts the clock when it enqueues, slightly
-	// before it confirms). Default 10ms.
+	// DelaySlack is added to every delay before rounding (the broker
+	// starts the clock slightly before it confirms). Default 10ms.
 	DelaySlack time.Duration
-
 	// Existing adopts exchanges and queues that exist already under their
-	// own names (see Existing). Default: none; every name is derived from
-	// Namespace.
+	// own names (see Existing). Default: none.
 	Existing *Existing
-	// MaxMessageBytes is the largest payload Send accepts; a larger one
-	// fails with a *ports.SizeError before anything is published. Set it to
-	// the broker's max_message_size. RabbitMQ counts the message body
-	// only, which is the payload: sluice's envelope travels in the AMQP
-	// header table, whose frame must fit in the negotiated frame_max
-	// (128 KiB by default). Default 128 MiB (DefaultMaxMessageBytes,
-	// RabbitMQ 3.8–3.13's default; 4.0 lowered it to 16 MiB).
+	// MaxMessageBytes is the largest payload Send accepts (the broker's
+	// max_message_size; the envelope travels in the header frame).
+	// Default 128 MiB.
 	MaxMessageBytes int
-
-	// Logger receives the capability line at start and reconnect notes.
+	// Logger receives the capability line and subscription notes.
 	// Default slog.Default().
 	Logger *slog.Logger
 
-	// faults is set by tests in this package only.
-	faults *faults
+	faults *faults // set by this package's tests
 }
 
 // Defaults used when a field of Options is left zero.
@@ -132,8 +100,20 @@ const (
 	DefaultMaxMessageBytes     = 128 << 20
 )
 
-// withDefaults returns o with every zero field set to its default.
 func (o Options) withDefaults() Options {
+	set := func(p *time.Duration, d time.Duration) {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	set(&o.DialTimeout, DefaultDialTimeout)
+	set(&o.Heartbeat, DefaultHeartbeat)
+	set(&o.ReconnectBackoff, DefaultReconnectBackoff)
+	set(&o.OrphanExpiry, DefaultOrphanExpiry)
+	set(&o.DelaySlack, DefaultDelaySlack)
+	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
+		o.ReconnectMaxBackoff = max(DefaultReconnectMaxBackoff, o.ReconnectBackoff)
+	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
@@ -146,26 +126,8 @@ func (o Options) withDefaults() Options {
 	if o.MaxOutstanding <= 0 {
 		o.MaxOutstanding = DefaultMaxOutstanding
 	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = DefaultDialTimeout
-	}
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = DefaultHeartbeat
-	}
-	if o.ReconnectBackoff <= 0 {
-		o.ReconnectBackoff = DefaultReconnectBackoff
-	}
-	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
-		o.ReconnectMaxBackoff = max(DefaultReconnectMaxBackoff, o.ReconnectBackoff)
-	}
-	if o.OrphanExpiry <= 0 {
-		o.OrphanExpiry = DefaultOrphanExpiry
-	}
 	if o.DelayGranularity <= 0 {
 		o.DelayGranularity = DefaultDelayGranularity
-	}
-	if o.DelaySlack <= 0 {
-		o.DelaySlack = DefaultDelaySlack
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
@@ -176,51 +138,30 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// validate reports the first problem with o (after defaults), wrapping
-// ports.ErrInvalid.
+// validate reports the first problem with o (after defaults) as a
+// *ports.ValueError.
 func (o Options) validate() error {
+	bad := func(field, reason string) error {
+		return &ports.ValueError{Field: "amqp.Options." + field, Reason: reason}
+	}
 	u, err := url.Parse(o.URL)
-	if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
-		return &ports.ValueError{Field: "amqp.Options.URL", Reason: fmt.Sprintf("must be an amqp:// or amqps:// URL with a host (got %q)", redact(o.URL))}
+	switch {
+	case err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "":
+		return bad("URL", fmt.Sprintf("must be an amqp:// or amqps:// URL with a host (got %q)", redact(o.URL)))
+	case ports.Topic(o.Namespace).Validate() != nil || len(o.Namespace) > 40:
+		return bad("Namespace", "must be 1..40 letters, digits, '.', '-' or '_'")
+	case o.External && u.Scheme != "amqps":
+		return bad("External", "SASL EXTERNAL takes the identity from the client certificate: it needs amqps://")
+	case o.External && u.User != nil:
+		return bad("External", "SASL EXTERNAL takes the identity from the client certificate: remove the user name and password from the URL")
+	case o.External && (o.TLS == nil || len(o.TLS.Certificates) == 0 && o.TLS.GetClientCertificate == nil):
+		return bad("External", "SASL EXTERNAL needs a client certificate (cert_file and key_file, or TLS.Certificates)")
+	case o.QueueType != Quorum && o.QueueType != Classic:
+		return bad("QueueType", fmt.Sprintf("unknown queue type %q (quorum or classic)", string(o.QueueType)))
+	case o.MaxMessageBytes > 512<<20:
+		return bad("MaxMessageBytes", fmt.Sprintf("%d is above RabbitMQ's ceiling of 512 MiB for max_message_size", o.MaxMessageBytes))
+	case o.DelayGranularity > 1:
+		return bad("DelayGranularity", "must be within (0, 1]")
 	}
-	if err := ports.Topic(o.Namespace).Validate(); err != nil || len(o.Namespace) > 40 {
-		return &ports.ValueError{Field: "amqp.Options.Namespace", Reason: "must be 1..40 letters, digits, '.', '-' or '_'"}
-	}
-	if o.External {
-		switch {
-		case u.Scheme != "amqps":
-			return &ports.ValueError{Field: "amqp.Options.External", Reason: "SASL EXTERNAL takes the identity from the client certificate: it needs amqps://"}
-		case u.User != nil:
-			return &ports.ValueError{Field: "amqp.Options.External", Reason: "SASL EXTERNAL takes the identity from the client certificate: remove the user name and password from the URL"}
-		case o.TLS == nil || len(o.TLS.Certificates) == 0 && o.TLS.GetClientCertificate == nil:
-			return &ports.ValueError{Field: "amqp.Options.External", Reason: "SASL EXTERNAL needs a client certificate (cert_file and key_file, or TLS.Certificates)"}
-		}
-	}
-	switch o.QueueType {
-	case Quorum, Classic:
-	default:
-		return &ports.ValueError{Field: "amqp.Options.QueueType", Reason: fmt.Sprintf("unknown queue type %q (quorum or classic)", string(o.QueueType))}
-	}
-	if o.MaxMessageBytes > 512<<20 {
-		return &ports.ValueError{Field: "amqp.Options.MaxMessageBytes", Reason: fmt.Sprintf("%d is above RabbitMQ's ceiling of 512 MiB for max_message_size", o.MaxMessageBytes)}
-	}
-	if err := o.Existing.validate(); err != nil {
-		return err
-	}
-	if o.DelayGranularity > 1 {
-		return &ports.ValueError{Field: "amqp.Options.DelayGranularity", Reason: "must be within (0, 1]"}
-	}
-	return nil
-}
-
-// redact hides a password in a URL for error messages.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			return "…" + raw[i:]
-		}
-		return raw
-	}
-	return u.Redacted()
+	return o.Existing.validate()
 }

@@ -4,247 +4,208 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// subscription is one running consumer of a SubscriptionSpec: a queue, and
-// a consumer on a channel of the adapter's consume connection. When the
-// channel or connection is lost, its supervisor reports the loss on Errors
-// and establishes a new consumer (reconnecting, declaring the queue again,
-// consuming again) with backoff; nothing is acked on the way, so the broker
-// redelivers what was unsettled. Settlements of deliveries from the lost
-// channel fail with ErrDeliveryLost.
-type subscription struct {
-	a            *Adapter
-	spec         ports.SubscriptionSpec
-	queue        string
-	expires      time.Duration // x-expires of the queue; 0: none
-	deleteOnStop bool
-	dlGroup      string      // the dead-letter topic's group that keeps dead letters
-	adopted      bool        // queue is an adopted one (Options.Existing): used passively
-	bestEffort   bool        // QoS BestEffort: a non-durable queue, no requeue or dead letter
-	routeBound   atomic.Bool // an adopted queue's requeue route is bound (bindRequeueRoute)
+// sub is one consumer of a SubscriptionSpec on the consume connection.
+// ReceiveBatch reads amqp091's delivery channel itself; after a loss it
+// returns the loss (the portable layer reports it and backs off) and the
+// next call declares the queue and consumes again. Nothing is acked on
+// the way: the broker redelivers what was unacked.
+type sub struct {
+	c                     *conn
+	spec                  ports.SubscriptionSpec
+	queue, dlGroup        string
+	expires               time.Duration // x-expires; 0: none
+	deleteOnStop, adopted bool
+	bestEffort            bool        // a non-durable classic queue
+	routeBound            atomic.Bool // an adopted queue's requeue route is bound
 
-	life   context.Context // cancelled by Stop
-	cancel context.CancelFunc
-
-	errs *kit.Errors
-
-	mu       sync.Mutex
-	cur      *consumer
-	ready    chan struct{} // closed while cur != nil
-	stopped  bool
-	stopCh   chan struct{}
-	settles  int
-	idle     chan struct{} // closed when settles drops to 0 after Stop
-	stopDone chan struct{}
-	supDone  chan struct{}
+	mu     sync.Mutex // guards cur, its unacked tags and the acks written on it
+	cur    *consumer
+	closed bool
+	recs   []driver.Record // reused by ReceiveBatch
 }
 
-// ErrDeliveryLost is returned by Settle for a delivery whose channel was
-// lost (connection failure or broker restart). The broker redelivers the
-// message; nothing was settled.
-var ErrDeliveryLost = errors.New("amqp: the channel that carried this delivery was lost; the broker redelivers it")
+var _ driver.Requeuer = (*sub)(nil)
 
-// consumer is one channel consuming the subscription's queue.
+// consumer is one channel consuming the queue.
 type consumer struct {
-	sub        *subscription
-	ch         *amqp.Channel
-	tag        string
-	deliveries <-chan amqp.Delivery
-	closed     <-chan *amqp.Error
-	cancelled  <-chan string
-	acks       *acker
+	ch        *amqp.Channel
+	dels      <-chan amqp.Delivery
+	closed    <-chan *amqp.Error
+	cancelled <-chan string
+	unacked   []uint64 // delivery tags handed out and not acked, ascending
 }
 
-func newSubscription(a *Adapter, spec ports.SubscriptionSpec) *subscription {
-	s := &subscription{
-		a:        a,
-		spec:     spec,
-		queue:    a.topo.queueFor(spec),
-		dlGroup:  spec.Group,
-		errs:     kit.NewErrors(16),
-		ready:    make(chan struct{}),
-		stopCh:   make(chan struct{}),
-		stopDone: make(chan struct{}),
-		supDone:  make(chan struct{}),
-	}
+// handle is a record's channel and delivery tag, and what a requeue copy
+// is made of.
+type handle struct {
+	c       *consumer
+	tag     uint64
+	headers ports.Headers
+	payload []byte
+	count   int // the redelivery count reported
+	mode    uint8
+}
+
+var errDeliveryLost = fmt.Errorf("amqp: %w", driver.ErrRecordsLost)
+
+// instanceSettle is how long the Subscribe of a BROADCAST instance retries
+// while its queue still counts the consumer of a channel just closed.
+const instanceSettle = 2 * time.Second
+
+// Subscribe declares the subscription's queue (LOAD_BALANCE: a durable
+// queue shared by the group; BROADCAST: a queue per instance with
+// x-expires; an adopted queue is checked, never declared), binds it,
+// consumes it with a prefetch of spec.InFlight and returns once the broker
+// confirmed the consumer. It logs the queue's actual type and whether its
+// redelivery count is exact (at Info when that differs from the adapter's
+// capabilities: an adopted queue of another type).
+func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), dlGroup: spec.Group, bestEffort: spec.QoS == ports.BestEffort}
 	if s.dlGroup == "" {
 		s.dlGroup = "dead-letters"
 	}
-	s.bestEffort = spec.QoS == ports.BestEffort
-	if q, ok := a.existing.queue(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
+	if q, ok := c.existing.queue(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
 		s.queue, s.adopted = q, true
+		if spec.SingleActive {
+			return nil, fmt.Errorf("%w: amqp: SubscriptionSpec.SingleActive on adopted queue %q: single-active is the queue argument x-single-active-consumer, fixed when the queue was declared, and sluice never redeclares an adopted queue (declare it with that argument, and subscribe without SingleActive)", ports.ErrUnsupported, q)
+		}
 	} else if s.bestEffort && spec.Mode == ports.LoadBalance {
-		s.queue = a.topo.groupQueue(spec.Topic, spec.Group, queueShape{bestEffort: true}).name
+		s.queue = c.topo.groupQueue(spec.Topic, spec.Group, queueShape{bestEffort: true}).name
+	}
+	if err := broadcastNames(spec); err != nil {
+		return nil, err
 	}
 	if spec.Mode == ports.Broadcast {
 		s.expires = spec.InstanceTTL
 		if s.expires == 0 {
-			s.expires, s.deleteOnStop = a.opts.OrphanExpiry, true
+			s.expires, s.deleteOnStop = c.opts.OrphanExpiry, true
 		}
 	}
-	s.life, s.cancel = context.WithCancel(context.Background())
-	return s
-}
-
-// start establishes the first consumer and starts the supervisor.
-func (s *subscription) start(ctx context.Context) error {
-	c, err := s.establish(ctx)
-	for end := time.Now().Add(instanceSettle); err != nil && time.Now().Before(end); {
-		var busy *instanceInUseError
-		if !errors.As(err, &busy) || !s.pauseCtx(ctx, 100*time.Millisecond) {
-			break
+	cur, err := s.establish(ctx)
+	for end := time.Now().Add(instanceSettle); errors.Is(err, ports.ErrInstanceShared) && time.Now().Before(end); {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
 		}
-		c, err = s.establish(ctx)
+		cur, err = s.establish(ctx)
 	}
 	if err != nil {
-		s.cancel()
-		s.errs.Close()
-		close(s.supDone) // no supervisor: a concurrent Stop must not wait for one
-		return fmt.Errorf("amqp: subscribe %s: %w", s.queue, err)
+		return nil, fmt.Errorf("amqp: subscribe %s: %w", s.queue, err)
 	}
-	if !s.install(c) { // stopped meanwhile (the adapter is closing)
-		s.errs.Close()
-		close(s.supDone)
-		return ports.ErrClosed
+	s.cur = cur
+	qt := string(c.opts.QueueType)
+	if s.bestEffort {
+		qt = string(Classic)
+	} else if s.adopted {
+		qt = c.queueType(ctx, s.queue)
 	}
-	go s.supervise(c)
+	exact, log := qt == string(Quorum), c.opts.Logger.Debug
+	if exact != c.caps.ExactRedeliveryCount && !s.bestEffort {
+		log = c.opts.Logger.Info
+	}
+	log("sluice amqp: subscribed", "queue", s.queue, "adopted", s.adopted, "queue_type", qt, "exact_redelivery_count", exact)
+	return s, nil
+}
+
+// broadcastNames refuses a BROADCAST group or instance with a '/': in
+// "<ns>/<topic>/bc/<group>/<instance>" two instances could name one queue.
+func broadcastNames(spec ports.SubscriptionSpec) error {
+	for _, f := range [][2]string{{"Group", spec.Group}, {"Instance", spec.Instance}} {
+		if spec.Mode == ports.Broadcast && strings.Contains(f[1], "/") {
+			return &ports.ValueError{Field: "SubscriptionSpec." + f[0], Reason: fmt.Sprintf("%q: a BROADCAST %s must not contain '/' on amqp (group and instance are the last two '/'-separated parts of the instance's queue name)", f[1], strings.ToLower(f[0]))}
+		}
+	}
 	return nil
 }
 
-// establish declares the topology, opens a channel with the prefetch and
-// starts consuming.
-func (s *subscription) establish(ctx context.Context) (*consumer, error) {
-	ch, err := s.a.subC.channel(ctx)
+// establish declares the queues, opens a channel with the prefetch and
+// consumes. A BROADCAST consumer is exclusive (a classic queue refuses a
+// second one); quorum queues ignore that flag, so the consumer count is
+// checked before and after consuming.
+func (s *sub) establish(ctx context.Context) (*consumer, error) {
+	ch, err := s.c.subC.channel(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.declare(ctx, &ch); err != nil {
-		ch.Close()
-		return nil, err
-	}
-	if err := ch.Qos(s.spec.InFlight, 0, false); err != nil {
-		ch.Close()
-		return nil, fmt.Errorf("set prefetch %d: %w", s.spec.InFlight, err)
-	}
-	c := &consumer{
-		sub:       s,
-		ch:        ch,
-		tag:       "sluice-" + ports.NewID(),
-		closed:    ch.NotifyClose(make(chan *amqp.Error, 1)),
-		cancelled: ch.NotifyCancel(make(chan string, 1)),
-	}
-	// A BROADCAST queue belongs to one instance, so a second running
-	// subscription with the same Instance is refused instead of silently
-	// sharing — and so halving — the instance's copy of the stream. The
-	// consumer is exclusive (a classic queue refuses a second consumer
-	// with ACCESS_REFUSED, atomically); quorum queues ignore that flag, so
-	// the queue's consumer count is checked before and after consuming.
-	// The broker drops a consumer with its channel or connection, so a
-	// reconnect after a loss takes the queue again (retrying, with backoff,
-	// while the broker has not yet noticed a half-open old connection).
+	cur := &consumer{ch: ch}
 	exclusive := s.spec.Mode == ports.Broadcast
-	if exclusive {
-		if err := s.checkAlone(ch, 0); err != nil {
-			ch.Close()
-			return nil, err
+	if err = s.declare(ctx, &cur.ch); err == nil {
+		ch = cur.ch
+		err = ch.Qos(s.spec.InFlight, 0, false)
+	}
+	if err == nil && exclusive {
+		err = s.checkAlone(ch, 0)
+	}
+	if err == nil {
+		cur.closed, cur.cancelled = ch.NotifyClose(make(chan *amqp.Error, 1)), ch.NotifyCancel(make(chan string, 1))
+		cur.dels, err = ch.Consume(s.queue, "sluice-"+ports.NewID(), false, exclusive, false, false, nil)
+		var ae *amqp.Error
+		if exclusive && errors.As(err, &ae) && ae.Code == amqp.AccessRefused {
+			err = s.instanceInUse(err)
 		}
 	}
-	c.deliveries, err = ch.Consume(s.queue, c.tag, false, exclusive, false, false, nil)
+	if err == nil && exclusive {
+		err = s.checkAlone(ch, 1)
+	}
 	if err != nil {
-		ch.Close()
-		if exclusive && isAccessRefused(err) {
-			return nil, s.instanceInUse(err)
-		}
-		return nil, fmt.Errorf("consume %q: %w", s.queue, err)
+		cur.ch.Close() // cancels the consumer: the broker requeues what it delivered
+		return nil, err
 	}
-	if exclusive {
-		if err := s.checkAlone(ch, 1); err != nil {
-			ch.Close() // cancels the consumer; the broker requeues what it delivered
-			return nil, err
-		}
-	}
-	c.acks = newAcker(func(tag uint64, multiple bool) error { return ch.Ack(tag, multiple) }, s.spec.InFlight)
-	go c.acks.run()
-	return c, nil
+	return cur, nil
 }
 
-// declare declares the subscription's queue and, unless dead-lettering is
-// off, the queue that keeps the dead-letter topic's messages for the
-// group (so dead letters published before anyone consumes the dead-letter
-// topic are not dropped).
-//
-// The queue's arguments are the adapter's queue type, the topic's declared
-// retention and length (DeclareTopic), x-single-active-consumer for a
-// SingleActive group and x-expires for a Broadcast instance; a best-effort
-// subscription's queue is a non-durable classic queue. A queue that exists
-// with other arguments is left as it is and the subscription fails with a
-// *ports.RedeclareError naming each one. An adopted queue
-// (Options.Existing) is checked to exist and never declared (its requeue
-// route is bound on the first delayed requeue; existing.go). ch is
-// replaced when a refusal closed it.
-func (s *subscription) declare(ctx context.Context, ch **amqp.Channel) error {
-	t := s.a.topo
+// declare declares the subscription's queue with the adapter's queue
+// type, the topic's declared retention and length, single-active and
+// x-expires, and, unless dead-lettering is off, the queue that keeps the
+// dead-letter topic's messages for the group. An adopted queue is only
+// checked to exist.
+func (s *sub) declare(ctx context.Context, ch **amqp.Channel) error {
+	t := s.c.topo
 	if s.adopted {
 		if _, err := (*ch).QueueDeclarePassive(s.queue, true, false, false, false, nil); err != nil {
 			return fmt.Errorf("adopted queue %q (Options.Existing) does not exist; sluice never declares an adopted queue: %w", s.queue, err)
 		}
 	} else {
-		sh := s.a.shape(s.spec.Topic, s.spec.SingleActive, s.bestEffort)
+		sh := s.c.shape(s.spec.Topic, s.spec.SingleActive, s.bestEffort)
 		sh.expires = s.expires
-		if err := s.declareChecked(ctx, ch, t.queueDecl(s.queue, s.spec.Topic, sh), s.spec.Topic); err != nil {
-			return classify(err)
+		if err := s.c.declareOn(ctx, s.c.subC, ch, t.queueDecl(s.queue, s.spec.Topic, sh), s.spec.Topic, true); err != nil {
+			return invalid(err)
 		}
-	}
-	if s.spec.DisableDeadLetter || s.bestEffort {
-		return nil // a best-effort message is never dead-lettered
 	}
 	dlt := ports.DeadLetterTopic(s.spec.Topic)
-	if len(dlt) > 200 {
-		return nil // no dead-letter topic can be named; DeadLetter settlements will fail
+	if _, adopted := s.c.existing.topic(dlt); s.spec.DisableDeadLetter || s.bestEffort || len(dlt) > 200 || adopted {
+		return nil
 	}
-	if _, ok := s.a.existing.topic(dlt); ok {
-		return nil // an adopted dead-letter topic: its queues exist already
-	}
-	dq := t.queueDecl(t.lbQueue(dlt, s.dlGroup), dlt, queueShape{})
-	return classify(s.declareChecked(ctx, ch, dq, dlt))
+	return invalid(s.c.declareOn(ctx, s.c.subC, ch, t.queueDecl(t.lbQueue(dlt, s.dlGroup), dlt, queueShape{}), dlt, true))
 }
 
-// declareChecked is Adapter.declareChecked on the consume connection.
-func (s *subscription) declareChecked(ctx context.Context, ch **amqp.Channel, d queueDecl, topic ports.Topic) error {
-	return s.a.declareOn(ctx, s.a.subC, ch, d, topic, true)
-}
-
-// onlyTopicArgs reports whether every difference is an argument that
-// comes from a topic's declaration (x-message-ttl, x-max-length).
-func onlyTopicArgs(diffs []argDiff) bool {
-	for _, x := range diffs {
-		if x.key != "x-message-ttl" && x.key != "x-max-length" {
-			return false
-		}
-	}
-	return len(diffs) > 0
-}
-
-// isAccessRefused reports whether err is the broker's ACCESS_REFUSED (403).
-func isAccessRefused(err error) bool {
+// invalid marks a broker refusal of a declaration as ports.ErrInvalid.
+func invalid(err error) error {
 	var ae *amqp.Error
-	return errors.As(err, &ae) && ae.Code == amqp.AccessRefused
+	if errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.AccessRefused) {
+		return fmt.Errorf("%w: %w", ports.ErrInvalid, err)
+	}
+	return err
 }
 
-// checkAlone fails with instanceInUse when the subscription's BROADCAST
-// queue has more than own consumers (own: 0 before consuming, 1 after).
-// Two subscriptions racing to consume may both see the other and both
-// fail: loud, never silent.
-func (s *subscription) checkAlone(ch *amqp.Channel, own int) error {
+// checkAlone refuses a BROADCAST queue with more than own consumers.
+func (s *sub) checkAlone(ch *amqp.Channel, own int) error {
 	q, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
 	if err != nil {
 		return fmt.Errorf("check consumers of queue %q: %w", s.queue, err)
@@ -255,285 +216,202 @@ func (s *subscription) checkAlone(ch *amqp.Channel, own int) error {
 	return nil
 }
 
-// instanceInUse is the error for a BROADCAST queue already consumed by
-// another subscription: two running instances share one
-// SubscriptionSpec.Instance. It is ports.ErrInvalid and wraps cause (the
-// broker's refusal, or what checkAlone saw).
-func (s *subscription) instanceInUse(cause error) error {
-	return &instanceInUseError{fmt.Errorf("%w: %w", &ports.InstanceSharedError{
-		Instance: s.spec.Instance,
-		Where:    fmt.Sprintf("a running consumer on queue %q: two running instances share the same Instance", s.queue),
-	}, cause)}
+func (s *sub) instanceInUse(cause error) error {
+	return fmt.Errorf("%w: %w", &ports.InstanceSharedError{Instance: s.spec.Instance,
+		Where: fmt.Sprintf("a running consumer on queue %q: two running instances share the same Instance", s.queue)}, cause)
 }
 
-// instanceInUseError marks the error of instanceInUse, so that start can
-// tell it from other failures.
-type instanceInUseError struct{ err error }
-
-func (e *instanceInUseError) Error() string { return e.err.Error() }
-func (e *instanceInUseError) Unwrap() error { return e.err }
-
-// instanceSettle is how long the first Subscribe of a BROADCAST instance
-// retries while its queue still shows another consumer: a quorum queue
-// counts the consumer of a channel that has just closed (a Stop right
-// before, in this process or a restarted one) for a moment after.
-const instanceSettle = 2 * time.Second
-
-// classify marks a broker refusal of a declaration (a queue that exists
-// with other arguments, a forbidden name) as ports.ErrInvalid.
-func classify(err error) error {
-	var ae *amqp.Error
-	if errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.AccessRefused) {
-		return fmt.Errorf("%w: %w", ports.ErrInvalid, err)
+// ReceiveBatch returns what the broker pushed (up to max, at least one);
+// the prefetch bounds what it pushes. After a loss it consumes again.
+func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
+	s.mu.Lock()
+	cur, closed := s.cur, s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, ports.ErrClosed
 	}
+	if cur == nil {
+		nc, err := s.establish(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.ch.Close()
+			return nil, ports.ErrClosed
+		}
+		s.cur, cur = nc, nc
+		s.mu.Unlock()
+		s.c.opts.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue)
+	}
+	var d amqp.Delivery
+	ok := true
+	select {
+	case d, ok = <-cur.dels:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if !ok {
+		return nil, s.lose(cur)
+	}
+	now, recs := time.Now(), s.recs[:0]
+	for ok {
+		dec := decode(&d)
+		n := dec.requeues + dec.returns
+		recs = append(recs, driver.Record{
+			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
+			RedeliveryCount: n, Facts: dec.facts, ReceivedAt: now, Err: dec.err,
+			Handle: &handle{c: cur, tag: d.DeliveryTag, headers: dec.headers, payload: d.Body, count: n, mode: d.DeliveryMode},
+		})
+		if len(recs) == max {
+			break
+		}
+		select {
+		case d, ok = <-cur.dels: // a closed channel is seen by the next call
+		default:
+			ok = false
+		}
+	}
+	s.mu.Lock()
+	for _, r := range recs {
+		cur.unacked = append(cur.unacked, r.Handle.(*handle).tag)
+	}
+	s.mu.Unlock()
+	s.recs = recs
+	return recs, nil
+}
+
+// lose forgets cur after its delivery channel closed and says why.
+func (s *sub) lose(cur *consumer) error {
+	s.mu.Lock()
+	if s.cur == cur {
+		s.cur = nil
+	}
+	s.mu.Unlock()
+	err := &lostError{err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue), code: ports.ErrUnreachable}
+	if tag, ok := recvNow(cur.cancelled); ok && tag != "" { // notified before the deliveries close
+		err = &lostError{err: fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)}
+	} else if e, _ := recvNow(cur.closed); e != nil {
+		err.err = fmt.Errorf("%w: %w", err.err, e)
+	}
+	cur.ch.Close() // after a broker cancel: give back what it holds
 	return err
 }
 
-// install makes c the current consumer; after Stop it closes c instead.
-func (s *subscription) install(c *consumer) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		c.acks.stop()
-		c.ch.Close()
-		return false
-	}
-	s.cur = c
-	close(s.ready)
-	return true
-}
-
-// lose forgets c as the current consumer (if it still is).
-func (s *subscription) lose(c *consumer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == c {
-		s.cur = nil
-		s.ready = make(chan struct{})
-	}
-}
-
-// current returns the current consumer, or nil and a channel closed when
-// there is one again.
-func (s *subscription) current() (*consumer, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cur, s.ready
-}
-
-// supervise watches the current consumer and replaces it when it is lost,
-// until Stop. It is the only sender on errs and closes it when it returns.
-func (s *subscription) supervise(c *consumer) {
-	defer close(s.supDone)
-	defer s.errs.Close()
-	for {
-		var why error
-		cancelled := false
-		select {
-		case e, ok := <-c.closed:
-			if ok && e != nil {
-				why = e
-			} else {
-				why = errors.New("channel closed")
-			}
-		case tag := <-c.cancelled:
-			why = fmt.Errorf("consumer %s cancelled by the broker (queue deleted?)", tag)
-			cancelled = true
-		case <-s.stopCh:
-			return
-		}
-		select {
-		case <-s.stopCh:
-			return // Stop closed the channel
-		default:
-		}
-		s.lose(c)
-		lost := c.acks.stop() // write what completed while the channel may still take it
-		c.ch.Close()          // after a broker cancel: give back what it holds
-		err := fmt.Errorf("amqp: subscription %s lost its channel: %w", s.queue, why)
-		if lost > 0 {
-			err = fmt.Errorf("%w (%d acks not written; the broker redelivers those messages)", err, lost)
-		}
-		s.report(err)
-		if cancelled && !s.pause(s.a.opts.ReconnectBackoff) {
-			// Someone deleted the queue: back off before declaring it
-			// again, so as not to race whatever deletes it.
-			return
-		}
-		if c = s.reconnect(); c == nil {
-			return
-		}
-	}
-}
-
-// reconnect establishes a new consumer with exponential backoff and
-// jitter (kit.Reconnect), reporting each failed attempt, until it succeeds
-// or Stop.
-func (s *subscription) reconnect() *consumer {
-	o := s.a.opts
-	b := kit.Backoff{Initial: o.ReconnectBackoff, Max: o.ReconnectMaxBackoff, Multiplier: 2, Jitter: 0.5}
-	var c *consumer
-	attempts := 0
-	err := kit.Reconnect(s.life, b, func(ctx context.Context) error {
-		attempts++
-		nc, err := s.establish(ctx)
-		if err != nil {
-			return err
-		}
-		if !s.install(nc) {
-			return kit.Permanent(ports.ErrClosed)
-		}
-		c = nc
-		return nil
-	}, func(err error) {
-		s.report(fmt.Errorf("amqp: subscription %s: %w", s.queue, err))
-	})
-	if err != nil {
-		return nil
-	}
-	o.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue, "attempts", attempts)
-	return c
-}
-
-// pauseCtx waits d; false if ctx ended first.
-func (s *subscription) pauseCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
+func recvNow[T any](c <-chan T) (v T, ok bool) {
 	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+	case v, ok = <-c:
+	default:
 	}
+	return v, ok
 }
 
-// pause waits d; false if Stop came first.
-func (s *subscription) pause(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.stopCh:
-		return false
-	}
-}
-
-// report sends err on Errors without blocking; when the buffer is full the
-// error is counted as dropped.
-func (s *subscription) report(err error) { s.errs.Report(err) }
-
-// Errors reports lost channels and failed reconnect attempts. It is closed
-// after Stop. Errors that do not fit its buffer (16) are dropped and
-// counted.
-func (s *subscription) Errors() <-chan error { return s.errs.C() }
-
-// Stop stops receiving, waits for settlements in progress (so that no ack
-// races the close), writes the acks of completed settlements, then closes
-// the channel: the broker requeues every delivery that was not settled.
-// Stop acks nothing on its own. A BROADCAST queue without InstanceTTL is
-// deleted. Stop is idempotent.
-func (s *subscription) Stop(ctx context.Context) error {
+// SendAcks acks the records of handles: one basic.ack with multiple set
+// for those that are the lowest unacked delivery tags of the channel, one
+// basic.ack each for the others (a multiple-ack would also ack older
+// records still out). A handle of a lost channel (or one acked already) cannot be
+// acked: the others are, and the error wraps driver.ErrRecordsLost.
+func (s *sub) SendAcks(_ context.Context, handles []any) error {
+	var buf [64]uint64
+	tags, lost := buf[:0], 0
 	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		select {
-		case <-s.stopDone:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+	defer s.mu.Unlock()
+	cur := s.cur
+	for _, h := range handles {
+		if x := h.(*handle); x.c == cur && cur != nil {
+			tags = append(tags, x.tag)
+		} else {
+			lost++
 		}
 	}
-	s.stopped = true
-	close(s.stopCh)
-	s.cancel()
-	var idle chan struct{}
-	if s.settles > 0 {
-		s.idle = make(chan struct{})
-		idle = s.idle
+	slices.Sort(tags)
+	n := 0 // the round's tags that are the channel's lowest unacked ones
+	for n < len(tags) && n < len(cur.unacked) && tags[n] == cur.unacked[n] {
+		n++
 	}
-	s.mu.Unlock()
-	defer close(s.stopDone)
-	defer s.a.forget(s)
+	if n > 1 {
+		if err := cur.ch.Ack(tags[n-1], true); err != nil {
+			return errors.Join(err, errDeliveryLost)
+		}
+		cur.unacked = append(cur.unacked[:0], cur.unacked[n:]...)
+		tags = tags[n:]
+	}
+	for _, tag := range tags {
+		i, ok := slices.BinarySearch(cur.unacked, tag)
+		if !ok {
+			lost++ // acked already: acking it again would close the channel
+			continue
+		}
+		if err := cur.ch.Ack(tag, false); err != nil {
+			return errors.Join(err, errDeliveryLost)
+		}
+		cur.unacked = slices.Delete(cur.unacked, i, i+1)
+	}
+	if lost > 0 {
+		return fmt.Errorf("%d of %d: %w", lost, len(handles), errDeliveryLost)
+	}
+	return nil
+}
 
+// SendRequeues publishes a copy of each record with its redelivery count
+// incremented to the subscription's own queue (a publish under the topic
+// would reach every group) — at its tail, or through a delay queue —
+// with a confirm, and acks the originals only when every copy is
+// confirmed. The count travels with the copy and stays exact, and a
+// failing message does not loop at the head of the queue.
+func (s *sub) SendRequeues(ctx context.Context, handles []any, delay time.Duration) error {
+	if err := s.bindRequeueRoute(ctx, delay); err != nil {
+		return err
+	}
+	items := make([]item, len(handles))
+	for i, h := range handles {
+		x := h.(*handle)
+		hd := maps.Clone(x.headers)
+		hd[ports.HeaderRedeliveryCount] = strconv.Itoa(x.count + 1)
+		delete(hd, kit.HeaderNotBefore)
+		items[i] = item{key: s.queue, pub: encode(hd, x.payload), mandatory: true}
+		items[i].pub.DeliveryMode = x.mode
+		if delay > 0 {
+			items[i].key = route(s.queue)
+			s.c.pub.delayed(&items[i], delay)
+		}
+	}
 	var errs []error
-	if idle != nil {
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("amqp: stop %s: settlements still in progress: %w", s.queue, ctx.Err()))
+	for i, err := range s.c.pub.publishAll(ctx, items) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("requeue copy %d of %d to %q: %w", i+1, len(items), s.queue, err))
 		}
 	}
-	select {
-	case <-s.supDone:
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("amqp: stop %s: reconnect still in progress: %w", s.queue, ctx.Err()))
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
+	return s.SendAcks(ctx, handles)
+}
+
+// Close closes the channel, so the broker requeues every unacked record;
+// it acks nothing. A BROADCAST queue without InstanceTTL is deleted.
+func (s *sub) Close(ctx context.Context) error {
 	s.mu.Lock()
-	c := s.cur
-	s.cur = nil
+	cur := s.cur
+	s.cur, s.closed = nil, true
 	s.mu.Unlock()
-	if c != nil {
-		c.acks.stop()
-		if err := c.ch.Close(); err != nil && !isClosedErr(err) {
-			errs = append(errs, fmt.Errorf("amqp: stop %s: close channel: %w", s.queue, err))
+	var err error
+	if cur != nil {
+		if err = cur.ch.Close(); isClosedErr(err) {
+			err = nil
 		}
 	}
 	if s.deleteOnStop {
-		if err := s.deleteQueue(ctx); err != nil {
-			errs = append(errs, err)
+		ch, derr := s.c.subC.channel(ctx)
+		if derr == nil {
+			_, derr = ch.QueueDelete(s.queue, false, false, false)
+			ch.Close()
 		}
+		err = errors.Join(err, derr)
 	}
-	return errors.Join(errs...)
-}
-
-// Flush completes the deferred acks: it returns when every basic.ack that
-// Settle accepted so far is written to the current channel (an AMQP ack
-// has no reply; one lost with its channel makes the broker redeliver). It
-// returns the channel's write error when an ack could not be written, and
-// nil after Stop (Stop writes what is pending).
-func (s *subscription) Flush(ctx context.Context) error {
-	c, _ := s.current()
-	if c == nil {
-		return nil
-	}
-	if err := c.acks.wait(ctx); err != nil {
-		return fmt.Errorf("amqp: flush acks of %s: %w", s.queue, err)
-	}
-	return nil
-}
-
-var _ ports.Flusher = (*subscription)(nil)
-
-func (s *subscription) deleteQueue(ctx context.Context) error {
-	ch, err := s.a.subC.channel(ctx)
 	if err != nil {
-		return fmt.Errorf("amqp: delete queue %s: %w", s.queue, err)
-	}
-	defer ch.Close()
-	if _, err := ch.QueueDelete(s.queue, false, false, false); err != nil {
-		return fmt.Errorf("amqp: delete queue %s: %w", s.queue, err)
+		return fmt.Errorf("amqp: stop %s: %w", s.queue, err)
 	}
 	return nil
-}
-
-// enter admits a settlement unless the subscription stopped.
-func (s *subscription) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return false
-	}
-	s.settles++
-	return true
-}
-
-func (s *subscription) exit() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settles--
-	if s.settles == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
-	}
 }

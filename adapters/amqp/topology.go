@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -25,23 +26,17 @@ import (
 //	                   <ns>.topics with the original routing key
 //	<ns>/<topic>/lb/<group>              LOAD_BALANCE queue (durable, shared)
 //	<ns>/<topic>/q0/<group>              best-effort LOAD_BALANCE queue
-//	                                     (classic, non-durable)
 //	<ns>/<topic>/bc/<group>/<instance>   BROADCAST queue (x-expires)
 //
-// <topic> is Topic.Physical(".."): a scoped "tenant/ns/name" is written
-// "tenant..ns..name" in queue names and routing keys, so two tenants never
-// share a queue or a routing key. Queue names longer than maxQueueName are
-// shortened with a hash. Options.Existing replaces these names with
-// adopted ones (existing.go).
+// <topic> is Topic.Physical(".."), so two tenants never share a queue or
+// a routing key. Names longer than maxQueueName are shortened with a hash.
+// Options.Existing replaces these names with adopted ones.
 type topology struct {
-	ns          string
-	topics      string
-	delayEx     string
-	queueType   QueueType
-	orphan      time.Duration
-	granularity float64
-	slack       time.Duration
-	existing    *Existing
+	ns, topics, delayEx string
+	queueType           QueueType
+	granularity         float64
+	slack               time.Duration
+	existing            *Existing
 
 	mu      sync.Mutex
 	buckets map[int64]time.Time // delay queue ms -> when last declared
@@ -55,17 +50,8 @@ const (
 )
 
 func newTopology(o Options) *topology {
-	return &topology{
-		ns:          o.Namespace,
-		topics:      o.Namespace + ".topics",
-		delayEx:     o.Namespace + ".delay",
-		queueType:   o.QueueType,
-		orphan:      o.OrphanExpiry,
-		granularity: o.DelayGranularity,
-		slack:       o.DelaySlack,
-		existing:    o.Existing,
-		buckets:     map[int64]time.Time{},
-	}
+	return &topology{ns: o.Namespace, topics: o.Namespace + ".topics", delayEx: o.Namespace + ".delay", queueType: o.QueueType,
+		granularity: o.DelayGranularity, slack: o.DelaySlack, existing: o.Existing, buckets: map[int64]time.Time{}}
 }
 
 // queueFor returns the physical queue of spec (defaults applied).
@@ -91,6 +77,15 @@ func (t *topology) shorten(name string) string {
 // route is the routing key on <ns>.topics that reaches queue alone.
 func route(queue string) string { return "~" + queue }
 
+// target is the exchange and routing key messages of topic are published
+// with: an adopted pair, or the namespace exchange under the topic.
+func (t *topology) target(topic ports.Topic) (exch, key string) {
+	if x, ok := t.existing.topic(topic); ok {
+		return x.Exchange, x.RoutingKey
+	}
+	return t.topics, topic.Physical("..")
+}
+
 // queueArgs are the declaration arguments of a subscription queue.
 func (t *topology) queueArgs(expires time.Duration) amqp.Table {
 	args := amqp.Table{"x-queue-type": string(t.queueType)}
@@ -111,21 +106,6 @@ func (t *topology) declareExchanges(ch *amqp.Channel) error {
 	return nil
 }
 
-// declareQueue declares queue with args and binds it under topic and under
-// its own route.
-func (t *topology) declareQueue(ch *amqp.Channel, queue string, topic ports.Topic, args amqp.Table) error {
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, args); err != nil {
-		return fmt.Errorf("declare queue %q: %w", queue, err)
-	}
-	if err := ch.QueueBind(queue, topic.Physical(".."), t.topics, false, nil); err != nil {
-		return fmt.Errorf("bind queue %q to topic %q: %w", queue, topic, err)
-	}
-	if err := ch.QueueBind(queue, route(queue), t.topics, false, nil); err != nil {
-		return fmt.Errorf("bind queue %q to its route: %w", queue, err)
-	}
-	return nil
-}
-
 // bucket rounds a delay up to its delay queue, in milliseconds: the first
 // step of the geometric grid (1+granularity)^k ms at or above d+slack.
 func (t *topology) bucket(d time.Duration) int64 {
@@ -135,18 +115,11 @@ func (t *topology) bucket(d time.Duration) int64 {
 	}
 	k := math.Ceil(math.Log(ms) / math.Log1p(t.granularity))
 	b := int64(math.Ceil(math.Pow(1+t.granularity, k)))
-	if float64(b) < ms { // guard against floating error
-		b = int64(math.Ceil(ms))
-	}
-	return b
-}
-
-func (t *topology) bucketQueue(ms int64) string {
-	return t.ns + ".delay." + strconv.FormatInt(ms, 10)
+	return max(b, int64(math.Ceil(ms))) // guard against floating error
 }
 
 // needBucket reports whether the delay queue ms must be declared (never
-// declared, or declared longer than bucketRefresh ago).
+// declared, or longer than bucketRefresh ago).
 func (t *topology) needBucket(ms int64, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -154,8 +127,8 @@ func (t *topology) needBucket(ms int64, now time.Time) bool {
 	return !ok || now.Sub(at) > bucketRefresh
 }
 
-// forgetBucket drops the memory of a declaration (after a publish into it
-// came back unroutable, e.g. because it expired).
+// forgetBucket drops a declaration (a publish into it came back
+// unroutable: it expired).
 func (t *topology) forgetBucket(ms int64) {
 	t.mu.Lock()
 	delete(t.buckets, ms)
@@ -163,16 +136,12 @@ func (t *topology) forgetBucket(ms int64) {
 }
 
 // declareBucket declares the delay queue ms and binds it to the delay
-// exchange. On quorum queues it dead-letters at-least-once, so a message is
-// removed from the delay queue only after its target queue confirmed it.
+// exchange. On quorum queues it dead-letters at-least-once, so a message
+// leaves the delay queue only after its target queue confirmed it.
 func (t *topology) declareBucket(ch *amqp.Channel, ms int64, now time.Time) error {
-	q := t.bucketQueue(ms)
-	args := amqp.Table{
-		"x-queue-type":           string(t.queueType),
-		"x-message-ttl":          ms,
-		"x-dead-letter-exchange": t.topics,
-		"x-expires":              ms + int64(2*bucketRefresh/time.Millisecond),
-	}
+	q := t.ns + ".delay." + strconv.FormatInt(ms, 10)
+	args := amqp.Table{"x-queue-type": string(t.queueType), "x-message-ttl": ms, "x-dead-letter-exchange": t.topics,
+		"x-expires": ms + int64(2*bucketRefresh/time.Millisecond)}
 	if t.queueType == Quorum {
 		args["x-dead-letter-strategy"] = "at-least-once"
 		args["x-overflow"] = "reject-publish"
@@ -187,5 +156,104 @@ func (t *topology) declareBucket(ch *amqp.Channel, ms int64, now time.Time) erro
 	t.mu.Lock()
 	t.buckets[ms] = now
 	t.mu.Unlock()
+	return nil
+}
+
+// Existing maps logical topics and groups onto exchanges and queues that
+// exist already, used passively: New checks they exist, Send publishes to
+// the adopted exchange and routing key, Subscribe consumes the adopted
+// queue as it is (and logs its actual type). sluice only adds a binding
+// "~<queue>" from "<ns>.topics" on the first delayed requeue;
+// Message.Delay to an adopted topic is refused.
+type Existing struct {
+	// Topics maps a logical topic to the exchange and routing key its
+	// messages are published with (map "<topic>.dlq" too to adopt its
+	// dead-letter topic).
+	Topics map[ports.Topic]ExistingTopic
+	// Groups maps a LoadBalance group of a topic to the queue it consumes.
+	Groups map[ExistingGroup]string
+}
+
+// ExistingTopic is an adopted exchange and the routing key to publish with.
+type ExistingTopic struct {
+	Exchange   string
+	RoutingKey string
+}
+
+// ExistingGroup names a LoadBalance group of a logical topic.
+type ExistingGroup struct {
+	Topic ports.Topic
+	Group string
+}
+
+func (e *Existing) topic(t ports.Topic) (ExistingTopic, bool) {
+	if e == nil {
+		return ExistingTopic{}, false
+	}
+	x, ok := e.Topics[t]
+	return x, ok
+}
+
+func (e *Existing) queue(t ports.Topic, group string) (string, bool) {
+	if e == nil {
+		return "", false
+	}
+	q, ok := e.Groups[ExistingGroup{Topic: t, Group: group}]
+	return q, ok
+}
+
+// validate reports a malformed mapping (as ports.ErrInvalid).
+func (e *Existing) validate() error {
+	if e == nil {
+		return nil
+	}
+	for t, x := range e.Topics {
+		if err := t.Validate(); err != nil {
+			return &ports.ValueError{Field: "amqp.Options.Existing.Topics", Reason: err.Error()}
+		}
+		if x.Exchange == "" {
+			return &ports.ValueError{Field: "amqp.Options.Existing.Topics", Reason: fmt.Sprintf("topic %q has no exchange (the default exchange cannot be adopted; name the exchange the topic is published to)", string(t))}
+		}
+	}
+	for g, q := range e.Groups {
+		if err := g.Topic.Validate(); err != nil || g.Group == "" || q == "" {
+			return &ports.ValueError{Field: "amqp.Options.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a queue", string(g.Topic), g.Group, q)}
+		}
+	}
+	return nil
+}
+
+// check verifies, passively, that every adopted exchange and queue
+// exists; a failed check closes its channel, so each gets a fresh one.
+func (e *Existing) check(ctx context.Context, open func(context.Context) (*amqp.Channel, error)) error {
+	if e == nil {
+		return nil
+	}
+	try := func(what string, f func(ch *amqp.Channel) error) error {
+		ch, err := open(ctx)
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		if err := f(ch); err != nil {
+			return fmt.Errorf("amqp: Options.Existing names %s, which the broker does not have (sluice adopts existing names and never declares them): %w", what, err)
+		}
+		return nil
+	}
+	for t, x := range e.Topics {
+		if err := try(fmt.Sprintf("exchange %q for topic %q", x.Exchange, string(t)), func(ch *amqp.Channel) error {
+			return ch.ExchangeDeclarePassive(x.Exchange, "topic", true, false, false, false, nil)
+		}); err != nil {
+			return err
+		}
+	}
+	for g, q := range e.Groups {
+		if err := try(fmt.Sprintf("queue %q for group %q of %q", q, g.Group, string(g.Topic)), func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -52,7 +52,6 @@ func TestQueueNamesShortened(t *testing.T) {
 // A BROADCAST group or instance holding '/' is refused: group "a/b" with
 // instance "c" and group "a" with instance "b/c" would name one queue.
 func TestBroadcastNamesThatCouldCollideAreRefused(t *testing.T) {
-	a := &Adapter{}
 	topo := newTopology(Options{Namespace: "ns"})
 	x := ports.SubscriptionSpec{Topic: "t", Mode: ports.Broadcast, Group: "a/b", Instance: "c"}
 	y := ports.SubscriptionSpec{Topic: "t", Mode: ports.Broadcast, Group: "a", Instance: "b/c"}
@@ -60,7 +59,7 @@ func TestBroadcastNamesThatCouldCollideAreRefused(t *testing.T) {
 		t.Fatalf("the two specs name %q and %q: the test no longer shows the collision it guards against", topo.queueFor(x), topo.queueFor(y))
 	}
 	for _, spec := range []ports.SubscriptionSpec{x, y} {
-		err := a.checkSpec(spec)
+		err := broadcastNames(spec)
 		var ve *ports.ValueError
 		if !errors.As(err, &ve) || !errors.Is(err, ports.ErrInvalid) {
 			t.Errorf("group %q instance %q: %v, want a ValueError", spec.Group, spec.Instance, err)
@@ -70,7 +69,7 @@ func TestBroadcastNamesThatCouldCollideAreRefused(t *testing.T) {
 		{Topic: "t", Mode: ports.Broadcast, Group: "a.b", Instance: "pod-7"},
 		{Topic: "t", Mode: ports.LoadBalance, Group: "a/b"}, // one part only: no collision
 	} {
-		if err := a.checkSpec(spec); err != nil {
+		if err := broadcastNames(spec); err != nil {
 			t.Errorf("group %q instance %q: %v, want it accepted", spec.Group, spec.Instance, err)
 		}
 	}

@@ -18,13 +18,8 @@ import (
 //	amqps://…   (TLS: the system roots, or WithTLS; ca_file, cert_file, key_file, server_name, insecure)
 //	amqps://host:5671/?mechanism=external&cert_file=…&key_file=…   (SASL EXTERNAL: the certificate is the identity)
 //
-// The path is the virtual host, as in every AMQP URI; the shared namespace
-// parameter prefixes the exchanges and queues. Credentials come from the
-// URL or WithCredentials, the password also from password_file or
-// password_env (RabbitMQ's default is guest/guest, accepted from loopback
-// only); mechanism=external logs in with the client certificate instead
-// (SASL EXTERNAL). Open connects before it returns; a failed TLS
-// handshake wraps adapters.ErrTLS, refused credentials adapters.ErrAuth.
+// The path is the virtual host; the shared namespace parameter prefixes
+// the exchanges and queues. Open connects before it returns.
 func init() {
 	adapters.Register("amqp", adapters.OpenerFunc(openAMQP))
 	adapters.Register("amqps", adapters.OpenerFunc(openAMQP))

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
@@ -22,8 +23,7 @@ import (
 // This is for interoperation, not for speed: watermill-amqp confirms one
 // publish at a time and hands out one message at a time per Subscribe
 // (prefetch is set to 1 here as in its presets), acks singly and nacks to
-// the head of the queue. Within sluice, use the Adapter (or
-// NewWatermillPublisher / NewWatermillSubscriber).
+// the head of the queue. Within sluice, use the Adapter (through adapters/watermill).
 func WatermillAMQPConfig(o Options, group string) (wamqp.Config, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -73,7 +73,8 @@ func (w watermillTopology) BuildTopology(ch *amqp.Channel, p wamqp.BuildTopology
 	if err := w.ExchangeDeclare(ch, p.ExchangeName, c); err != nil {
 		return err
 	}
-	return w.topo.declareQueue(ch, p.QueueName, ports.Topic(p.Topic), c.Queue.Arguments)
+	t := w.topo.topics
+	return queueDecl{name: p.QueueName, durable: true, args: c.Queue.Arguments, binds: [][2]string{{t, ports.Topic(p.Topic).Physical("..")}, {t, route(p.QueueName)}}}.declare(ch)
 }
 
 // WatermillAMQPMarshaler is a watermill-amqp Marshaler for the sluice
@@ -97,7 +98,9 @@ func (WatermillAMQPMarshaler) Marshal(msg *message.Message) (amqp.Publishing, er
 	if h[ports.HeaderID] == "" {
 		h[ports.HeaderID] = msg.UUID
 	}
-	return encodeStamped(h, msg.Payload, nowStamp(), h[ports.HeaderPartitionKey]), nil
+	m := ports.Message{Headers: h, Key: h[ports.HeaderPartitionKey]}
+	m.Stamp(time.Now())
+	return encode(m.Headers, msg.Payload), nil
 }
 
 // Unmarshal decodes d into a Watermill message whose metadata are the

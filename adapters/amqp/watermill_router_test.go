@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/sluicemq/sluice/adapters/amqp"
+	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -22,9 +23,9 @@ import (
 // confirms; every input is acked exactly once.
 func TestWatermillRouterOverAdapter(t *testing.T) {
 	a := newAdapter(t, amqp.Options{})
-	in := amqp.NewWatermillSubscriber(a, amqp.WatermillSubscriberConfig{Group: "invoicing", InFlight: 8})
-	check := amqp.NewWatermillSubscriber(a, amqp.WatermillSubscriberConfig{Group: "check"})
-	pub := amqp.NewWatermillPublisher(a)
+	in := wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: "invoicing", InFlight: 8})
+	check := wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: "check"})
+	pub := wmbridge.NewPublisher(a)
 	defer in.Close()
 	defer check.Close()
 	if err := in.SubscribeInitialize("orders"); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 )
 
 // TestWatermillUniversalSuite runs Watermill's own pub/sub suite against
@@ -44,10 +45,10 @@ func TestWatermillUniversalSuite(t *testing.T) {
 	}
 	tests.TestPubSub(t, features,
 		func(t *testing.T) (message.Publisher, message.Subscriber) {
-			return amqp.NewWatermillPublisher(a), amqp.NewWatermillSubscriber(a, amqp.WatermillSubscriberConfig{})
+			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{})
 		},
 		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-			return amqp.NewWatermillPublisher(a), amqp.NewWatermillSubscriber(a, amqp.WatermillSubscriberConfig{Group: group})
+			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group})
 		})
 }
 
@@ -61,8 +62,8 @@ func TestWatermillReconnect(t *testing.T) {
 	const messages, publishers = 3000, 30
 	node := rabbittest.Own(t, rabbittest.Options{})
 	a := newAdapter(t, amqp.Options{URL: node.URL, ReconnectBackoff: 50 * time.Millisecond, ReconnectMaxBackoff: time.Second})
-	pub := amqp.NewWatermillPublisher(a)
-	sub := amqp.NewWatermillSubscriber(a, amqp.WatermillSubscriberConfig{})
+	pub := wmbridge.NewPublisher(a)
+	sub := wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{})
 	// Bounded for a loaded machine: beside a CPU hog and parallel builds
 	// one stop_app/start_app took two minutes.
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

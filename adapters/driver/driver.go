@@ -59,6 +59,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluicemq/sluice/ports"
@@ -184,6 +185,14 @@ type Subscription interface {
 	// may block until ctx is done.
 	Close(ctx context.Context) error
 }
+
+// ErrRecordsLost is wrapped by the error of SendAcks (or of another
+// settlement method) when some of the handles are no longer valid: the
+// broker took their records back with the channel or session that
+// carried them (a RabbitMQ channel closed) and redelivers them, so they
+// can never be settled. The portable layer frees their in-flight slots
+// and reports the settlement as failed.
+var ErrRecordsLost = errors.New("records lost with the channel that carried them; the broker redelivers them")
 
 // Requeuer is implemented by a Subscription whose broker requeues
 // natively and counts redeliveries (a Pulsar nack, a RocketMQ
