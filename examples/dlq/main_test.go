@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
 	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/examples/internal/readme"
+	"github.com/sluicemq/sluice/operators/schedule"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -53,13 +54,25 @@ var session = []string{
 // would (a new adapter) on one mem broker, and compares what it prints
 // with the README's expected output.
 func TestSessionMatchesREADME(t *testing.T) {
-	b, err := mem.NewBroker()
+	b, err := mem.NewBroker(mem.WithClock(stoppedClock{failedAt}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = b.Close(context.Background()) }()
 	out := runSession(t, func() (ports.Adapter, error) { return mem.New(b) })
 	readme.Check(t, out)
+}
+
+// failedAt is the mem broker's time in the README session: when the demo
+// orders were dead-lettered.
+var failedAt = time.Date(2026, 1, 5, 9, 30, 0, 0, time.UTC)
+
+// stoppedClock is a clock that does not move (the session sets no timer).
+type stoppedClock struct{ t time.Time }
+
+func (c stoppedClock) Now() time.Time { return c.t }
+func (c stoppedClock) AfterFunc(d time.Duration, f func()) schedule.ClockTimer {
+	return time.AfterFunc(d, f) // never armed by the session; a real timer if it were
 }
 
 // runSession runs the session, each line on a new adapter from open, with
