@@ -51,3 +51,29 @@ func TestMemProgramLinksNoBrokerClient(t *testing.T) {
 		}
 	}
 }
+
+// The layer under every adapter — the driver contract, the portable Port
+// and the kit — stands on ports and the scheduler alone: it imports
+// neither the URL registry nor any broker client, so the registry can use
+// it and a driver outside this module can too.
+func TestPortableLayerStandsAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", "./adapters/driver", "./adapters/portable", "./adapters/kit")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "github.com/sluicemq/sluice/adapters" {
+			t.Errorf("the portable layer imports the URL registry (package adapters)")
+		}
+		for _, m := range brokerModules {
+			if strings.HasPrefix(pkg, m) {
+				t.Errorf("the portable layer links %s", pkg)
+			}
+		}
+	}
+}

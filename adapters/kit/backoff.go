@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/ports"
 	"math/rand/v2"
 	"time"
-
-	"github.com/sluicemq/sluice/adapters"
 )
 
 // Backoff is an exponential backoff policy with jitter. The zero value
@@ -121,7 +120,7 @@ func (e *DialError) Error() string {
 	if what == "" {
 		what = "broker"
 	}
-	if errors.Is(e.Err, adapters.ErrTLS) || errors.Is(e.Err, adapters.ErrAuth) {
+	if errors.Is(e.Err, ports.ErrTLS) || errors.Is(e.Err, ports.ErrAuth) {
 		// The cause is known and says what to do: no generic advice.
 		return fmt.Sprintf("connect to %s at %s: %v", what, e.Addr, e.Err)
 	}
