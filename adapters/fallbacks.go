@@ -4,70 +4,42 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Fallback is what the core does for a capability the broker lacks.
-type Fallback struct {
-	// Capability is the missing capability's name as in
-	// ports.Capabilities.String ("delay", "native-dlq").
-	Capability string
-	// Effect is the documented fallback in force.
-	Effect string
-	// Degraded is true when the fallback weakens a guarantee rather than
-	// replacing the broker's mechanism (logged as a warning).
-	Degraded bool
-}
+// Fallback is what the core does for a capability the broker lacks (see
+// portable.Fallback).
+type Fallback = portable.Fallback
 
 // Fallbacks lists the fallbacks in force for an adapter with caps, in the
 // order of ports.Capabilities.String.
-func Fallbacks(caps ports.Capabilities) []Fallback {
-	var fs []Fallback
-	add := func(missing bool, name, effect string, degraded bool) {
-		if missing {
-			fs = append(fs, Fallback{Capability: name, Effect: effect, Degraded: degraded})
-		}
-	}
-	add(!caps.DelayedMessage, "delay", "delayed messages are stored at once and held by the consuming adapter's local scheduler until due", false)
-	add(!caps.DelayedRequeue, "delayed-requeue", "the requeue backoff is held by the consuming adapter's local scheduler", false)
-	add(!caps.NativeDeadLetter, "native-dlq", `dead letters are published with confirms to the explicit "<topic>.dlq" topic`, false)
-	add(!caps.Broadcast, "broadcast", "BROADCAST subscriptions are refused (ports.ErrUnsupported)", true)
-	add(!caps.PerMessageAck, "per-message-ack", "settlements are applied in delivery order; one slow delivery holds back the acks behind it", false)
-	add(!caps.PublisherConfirm, "confirm", "Send cannot prove the broker stored a message: this adapter is not certified", true)
-	add(!caps.NativeBatch, "native-batch", "batches are windows the adapter builds over single deliveries", false)
-	add(!caps.SubscriptionExpiry, "expiry", "SubscriptionSpec.InstanceTTL is not honoured; what becomes of a stopped instance's subscription (removed at stop, or kept until removed by hand) is the adapter's and its guide says which", false)
-	add(!caps.DurableGroups, "durable-groups", "messages published while every instance of a group is down may not be kept for it", true)
-	add(!caps.ExactRedeliveryCount, "exact-redelivery-count", "the redelivery count is a lower bound: a message may get more attempts than RetryPolicy.MaxAttempts", true)
-	add(!caps.StartEarliest, "start-earliest", "SubscriptionSpec.Start StartEarliest is refused (ports.ErrUnsupported): a new group starts at the latest message", false)
-	add(!caps.SingleActive, "single-active", "SubscriptionSpec.SingleActive is refused (ports.ErrUnsupported): run one instance of the group, or elect one outside sluice", false)
-	add(!caps.BestEffort, "best-effort", "QoS BestEffort travels at-least-once (stronger, not cheaper): best-effort messages are confirmed, requeued and dead-lettered like any other, and Subscribe says so", false)
-	add(!caps.Retention, "retention", "a TopicSpec with a Retention is refused by DeclareTopic (ports.ErrUnsupported): messages wait until consumed", false)
-	add(!caps.MaxLength, "max-length", "a TopicSpec with a MaxLength is refused by DeclareTopic (ports.ErrUnsupported): a group's backlog is not capped", false)
-	add(caps.Ordering == ports.OrderNone, "ordering", "no delivery order is guaranteed; use a partition key on a per-key broker or operators.KeyOrdered", false)
-	add(caps.MaxMessageBytes <= 0, "max-message-bytes", "no payload limit is declared: Send checks no size, and a message the broker refuses for its size fails there", false)
-	add(caps.Broadcast && caps.InstanceGuard == ports.InstanceUnguarded, "instance-guard", "two running BROADCAST subscriptions with one SubscriptionSpec.Instance are not noticed: they split the instance's copy; give each running instance its own Instance", true)
-	add(caps.Broadcast && caps.InstanceGuard == ports.InstanceRefusedInProcess, "instance-guard", "a second running BROADCAST subscription with the same Instance is refused only among this process's subscriptions; another process's is not seen", false)
-	return fs
-}
+func Fallbacks(caps ports.Capabilities) []Fallback { return portable.Fallbacks(caps) }
 
 // logOpened logs the start-up line: adapter, URL, capabilities, fallbacks
-// (Info), and one warning per degraded guarantee.
+// (Info), and one warning per degraded guarantee. The adapter's own
+// start-up records are kept from the caller's logger (see Config.Logger),
+// so the caller reads them once, with the URL.
 func logOpened(l *slog.Logger, a ports.Adapter, shown string) {
-	caps := a.Capabilities()
-	fs := Fallbacks(caps)
-	attrs := []any{"adapter", a.Name(), "url", shown, "capabilities", caps.String()}
-	if len(fs) > 0 {
-		fb := make([]any, 0, len(fs))
-		for _, f := range fs {
-			fb = append(fb, slog.String(f.Capability, f.Effect))
-		}
-		attrs = append(attrs, slog.Group("fallbacks", fb...))
+	portable.LogCapabilities(l, "sluice: adapter opened", a.Name(), a.Capabilities(), "url", shown)
+}
+
+// openerHandler passes on every record but an adapter's start-up records
+// (portable.ReadyMessage, portable.DegradedMessage): Open logs them once
+// itself, with the URL.
+type openerHandler struct{ slog.Handler }
+
+func (h openerHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == portable.ReadyMessage || r.Message == portable.DegradedMessage {
+		return nil
 	}
-	l.Info("sluice: adapter opened", attrs...)
-	for _, f := range fs {
-		if f.Degraded {
-			l.LogAttrs(context.Background(), slog.LevelWarn, "sluice: adapter lacks a guarantee",
-				slog.String("adapter", a.Name()), slog.String("capability", f.Capability), slog.String("fallback", f.Effect))
-		}
-	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h openerHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return openerHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h openerHandler) WithGroup(name string) slog.Handler {
+	return openerHandler{h.Handler.WithGroup(name)}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -87,5 +88,31 @@ func TestMaskingIsConsistent(t *testing.T) {
 	}
 	if got := adapters.Redact(&url.URL{Scheme: "amqp", User: url.UserPassword("svc", "guest"), Host: "h"}); got != "amqp://svc:xxxxx@h" {
 		t.Fatalf("Redact masked a user name that does not hold the password: %s", got)
+	}
+}
+
+// An adapter built on the portable layer logs its capabilities at New;
+// through Open the caller reads them once, in Open's line with the URL.
+func TestOpenLogsTheCapabilitiesOnce(t *testing.T) {
+	m := adapters.NewMux()
+	caps := ports.Capabilities{PublisherConfirm: true, PerMessageAck: true, DurableGroups: true, ExactRedeliveryCount: true}
+	m.Register("ready", adapters.OpenerFunc(func(_ context.Context, _ *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+		portable.LogCapabilities(cfg.Logger, portable.ReadyMessage, "fake", caps) // what portable.New does
+		cfg.Logger.Info("the adapter's own line")
+		return fakeAdapter{caps: caps}, nil
+	}))
+	var logs logBuffer
+	a, err := m.Open(context.Background(), "ready://h/", adapters.WithLogger(logs.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAdapter(t, a)
+	var msgs []string
+	for _, r := range logs.Records(t) {
+		msgs = append(msgs, fmt.Sprint(r["msg"]))
+	}
+	// caps lack Broadcast: one warning, from Open's line, not two
+	if got := strings.Join(msgs, " | "); got != "the adapter's own line | sluice: adapter opened | sluice: adapter lacks a guarantee" {
+		t.Fatalf("records = %s, want the adapter's own line and the start-up records once", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sort"
 	"strings"
@@ -160,7 +161,10 @@ func (m *Mux) Open(ctx context.Context, rawURL string, opts ...Option) (ports.Ad
 	}
 	target := *u
 	target.User, target.RawQuery, target.ForceQuery = nil, "", false
+	logger := cfg.Logger
+	cfg.Logger = slog.New(openerHandler{logger.Handler()})
 	a, err := o.OpenURL(ctx, &target, cfg)
+	cfg.Logger = logger
 	if err != nil {
 		release()
 		return nil, fail(scrub(err, secrets(u, cfg)))
@@ -169,7 +173,7 @@ func (m *Mux) Open(ctx context.Context, rawURL string, opts ...Option) (ports.Ad
 		release()
 		return nil, fail(errors.New("opener returned no adapter"))
 	}
-	logOpened(cfg.Logger, a, shown)
+	logOpened(logger, a, shown)
 	return &opened{Adapter: a, url: shown, cfg: cfg, secrets: secrets(u, cfg), release: release}, nil
 }
 

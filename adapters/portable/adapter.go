@@ -15,8 +15,8 @@ import (
 
 // Options configure the portable layer. The zero value is ready to use.
 type Options struct {
-	// Logger receives the capability line at New and the fallbacks taken.
-	// Default: slog.Default().
+	// Logger receives the capability line at New (LogCapabilities) and
+	// the fallbacks taken. Default: slog.Default().
 	Logger *slog.Logger
 	// Secrets are removed from the text of every error the adapter
 	// returns or reports (passwords, tokens from the connection URL).
@@ -67,7 +67,7 @@ func New(d driver.Driver, opts Options) *Adapter {
 		a.clock = schedule.SystemClock{}
 	}
 	a.sched = schedule.New(schedule.Options{Clock: a.clock})
-	a.log.Info("sluice adapter ready", "adapter", d.Name(), "capabilities", a.caps.String())
+	LogCapabilities(a.log, ReadyMessage, d.Name(), a.caps)
 	return a
 }
 
