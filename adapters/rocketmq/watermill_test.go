@@ -1,6 +1,7 @@
 package rocketmq_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,11 +10,12 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/rocketmq"
 	"github.com/sluicemq/sluice/adapters/rocketmq/rocketmqtest"
+	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 )
 
-// TestWatermillUniversal runs Watermill's universal Pub/Sub suite against
-// the package's Watermill Publisher and Subscriber on rocketmqtest (a
-// RocketMQ 5 protocol peer, NOT Apache RocketMQ).
+// TestWatermillUniversal runs Watermill's universal Pub/Sub suite through
+// the Watermill bridge (adapters/watermill) over the adapter on
+// rocketmqtest (a RocketMQ 5 protocol peer, NOT Apache RocketMQ).
 //
 // Features, honestly: consumer groups yes; exactly-once no (at least
 // once); guaranteed order no (a nacked message comes back after others);
@@ -33,17 +35,13 @@ func TestWatermillUniversal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	opts := []rocketmq.Option{rocketmq.WithEndpoint(b.Endpoint()), rocketmq.WithInvisibleDuration(5 * time.Second), rocketmq.WithAwaitDuration(time.Second)}
 	mk := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-		pub, err := rocketmq.NewPublisher(opts...)
+		a, err := rocketmq.New(context.Background(), rocketmq.Options{Endpoint: b.Endpoint(), InvisibleDuration: 5 * time.Second, AwaitDuration: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sub, err := rocketmq.NewSubscriber(rocketmq.SubscriberConfig{Group: group, NackDelay: 10 * time.Millisecond}, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pub, sub
+		t.Cleanup(func() { _ = a.Close(context.Background()) })
+		return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group, NackDelay: 10 * time.Millisecond})
 	}
 	tests.TestPubSub(t, tests.Features{
 		ConsumerGroups:                   true,
