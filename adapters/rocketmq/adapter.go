@@ -1,6 +1,7 @@
 package rocketmq
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -113,7 +114,10 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		if rms[i] != nil {
 			var err error
 			if p, err = c.getProducer(ctx, rms[i].Topic); err != nil {
-				return fill(errs, err)
+				for i := range errs {
+					errs[i] = cmp.Or(errs[i], err)
+				}
+				return errs
 			}
 			break
 		}
@@ -165,16 +169,6 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		}
 	}
 	return nil
-}
-
-// fill sets every still-nil element of errs to err.
-func fill(errs []error, err error) []error {
-	for i := range errs {
-		if errs[i] == nil {
-			errs[i] = err
-		}
-	}
-	return errs
 }
 
 // toRocketMQ maps a stamped message: headers become user properties, the

@@ -11,7 +11,7 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,7 +40,7 @@ import (
 // failure is a *ports.BrokerError with its portable code; the dial's and
 // the handshake's own errors are kept, so that it is classified by type.
 func (c *conn) check(ctx context.Context) error {
-	var cause lastError // the dial's or the handshake's error, which gRPC flattens into text
+	var cause atomic.Pointer[error] // the dial's or the handshake's error, which gRPC flattens into text
 	var transport grpccreds.TransportCredentials = insecure.NewCredentials()
 	if rmq.EnableSsl {
 		// The v5 client's own setting: it cannot verify the proxy.
@@ -48,7 +48,9 @@ func (c *conn) check(ctx context.Context) error {
 	}
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		cause.set(err)
+		if err != nil {
+			cause.Store(&err)
+		}
 		return conn, err
 	}
 	conn, err := grpc.NewClient("passthrough:///"+c.o.Endpoint, grpc.WithTransportCredentials(transport), grpc.WithContextDialer(dial))
@@ -64,8 +66,8 @@ func (c *conn) check(ctx context.Context) error {
 		err = rpcStatus(resp.GetStatus())
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case cause.get() != nil && (code == codes.Unavailable || code == codes.DeadlineExceeded):
-		err = cause.get()
+	case cause.Load() != nil && (code == codes.Unavailable || code == codes.DeadlineExceeded):
+		err = *cause.Load()
 	}
 	if err == nil {
 		return nil
@@ -167,38 +169,18 @@ func unconfirmed(err error) error {
 	return nil
 }
 
-// lastError keeps the last error of the check's dial or handshake, which
-// gRPC reports on its own goroutine.
-type lastError struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (l *lastError) set(err error) {
-	if err != nil {
-		l.mu.Lock()
-		l.err = err
-		l.mu.Unlock()
-	}
-}
-
-func (l *lastError) get() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
 // recording is TLS transport credentials that keep a failed handshake's
 // error.
 type recording struct {
 	grpccreds.TransportCredentials
-	cause *lastError
+	cause *atomic.Pointer[error]
 }
 
 func (r recording) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, grpccreds.AuthInfo, error) {
 	conn, info, err := r.TransportCredentials.ClientHandshake(ctx, authority, raw)
 	if err != nil {
-		r.cause.set(adapters.ExplainTLS(authority, err))
+		explained := adapters.ExplainTLS(authority, err)
+		r.cause.Store(&explained)
 	}
 	return conn, info, err
 }
