@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -110,16 +111,13 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		rms[i], errs[i] = c.toRocketMQ(&msgs[i])
 	}
 	var p rmq.Producer
-	for i := range rms {
-		if rms[i] != nil {
-			var err error
-			if p, err = c.getProducer(ctx, rms[i].Topic); err != nil {
-				for i := range errs {
-					errs[i] = cmp.Or(errs[i], err)
-				}
-				return errs
+	if i := slices.IndexFunc(rms, func(m *rmq.Message) bool { return m != nil }); i >= 0 {
+		var err error
+		if p, err = c.getProducer(ctx, rms[i].Topic); err != nil {
+			for i := range errs {
+				errs[i] = cmp.Or(errs[i], err)
 			}
-			break
+			return errs
 		}
 	}
 	one := func(i int) {

@@ -62,15 +62,14 @@ func (c *conn) check(ctx context.Context) error {
 	defer cancel()
 	resp, err := v2.NewMessagingServiceClient(conn).Heartbeat(c.sign(cctx), &v2.HeartbeatRequest{ClientType: v2.ClientType_PRODUCER})
 	switch code := grpcstatus.Code(err); {
+	case resp.GetStatus().GetCode() == v2.Code_OK:
+		return nil
 	case err == nil:
-		err = rpcStatus(resp.GetStatus())
+		err = &rmq.ErrRpcStatus{Code: int32(resp.GetStatus().GetCode()), Message: resp.GetStatus().GetMessage()}
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case cause.Load() != nil && (code == codes.Unavailable || code == codes.DeadlineExceeded):
 		err = *cause.Load()
-	}
-	if err == nil {
-		return nil
 	}
 	return c.connectError(err)
 }
@@ -94,14 +93,6 @@ func (c *conn) connectError(err error) error {
 		err = fmt.Errorf("rocketmq: cannot reach the proxy at %s (TLS: %v): check that a RocketMQ 5 proxy serves gRPC there and is reachable from here: %w", ep, rmq.EnableSsl, err)
 	}
 	return &ports.BrokerError{Op: "connect", Code: class.Code, Retryable: class.Retryable, Err: err}
-}
-
-// rpcStatus is the error of a RocketMQ status other than OK.
-func rpcStatus(st *v2.Status) error {
-	if st.GetCode() == v2.Code_OK {
-		return nil
-	}
-	return &rmq.ErrRpcStatus{Code: int32(st.GetCode()), Message: st.GetMessage()}
 }
 
 // Classify gives the v5 client's errors their portable codes: the

@@ -18,16 +18,14 @@ import (
 // warnings and errors; set rocketmq.client.logRoot (and
 // rocketmq.client.logLevel) in the environment to choose otherwise.
 func init() {
-	changed := false
-	if os.Getenv(rmq.CLIENT_LOG_ROOT) == "" {
+	root, level := os.Getenv(rmq.CLIENT_LOG_ROOT), os.Getenv(rmq.CLIENT_LOG_LEVEL)
+	if root == "" {
 		_ = os.Setenv(rmq.CLIENT_LOG_ROOT, filepath.Join(os.TempDir(), "rocketmqlogs"))
-		changed = true
 	}
-	if os.Getenv(rmq.CLIENT_LOG_LEVEL) == "" {
+	if level == "" {
 		_ = os.Setenv(rmq.CLIENT_LOG_LEVEL, "warn")
-		changed = true
 	}
-	if changed {
+	if root == "" || level == "" {
 		rmq.ResetLogger()
 	}
 }

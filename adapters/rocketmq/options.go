@@ -1,6 +1,7 @@
 package rocketmq
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -103,36 +104,19 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Endpoint == "" {
 		return o, invalid("Endpoint", "is required: the proxy's gRPC host:port, e.g. 127.0.0.1:8081")
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"InvisibleDuration", &o.InvisibleDuration, DefaultInvisibleDuration},
-		{"MaxLease", &o.MaxLease, DefaultMaxLease},
-		{"AwaitDuration", &o.AwaitDuration, DefaultAwaitDuration},
-		{"RequestTimeout", &o.RequestTimeout, DefaultRequestTimeout},
-		{"StartTimeout", &o.StartTimeout, DefaultStartTimeout},
-		{"ConnectTimeout", &o.ConnectTimeout, DefaultConnectTimeout},
-	} {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0 && d.name != "MaxLease":
-			return o, invalid(d.name, fmt.Sprintf("is %v: must be positive (zero for the default)", *d.v))
-		}
+	if o.MaxLease == 0 {
+		o.MaxLease = DefaultMaxLease
 	}
-	for _, n := range []struct {
-		name string
-		v    *int
-		def  int
-	}{{"Parallelism", &o.Parallelism, DefaultParallelism}, {"SendAttempts", &o.SendAttempts, DefaultSendAttempts}} {
-		switch {
-		case *n.v == 0:
-			*n.v = n.def
-		case *n.v < 0:
-			return o, invalid(n.name, fmt.Sprintf("is %d: must be positive (zero for the default)", *n.v))
-		}
+	if err := errors.Join(
+		orDefault("InvisibleDuration", &o.InvisibleDuration, DefaultInvisibleDuration),
+		orDefault("AwaitDuration", &o.AwaitDuration, DefaultAwaitDuration),
+		orDefault("RequestTimeout", &o.RequestTimeout, DefaultRequestTimeout),
+		orDefault("StartTimeout", &o.StartTimeout, DefaultStartTimeout),
+		orDefault("ConnectTimeout", &o.ConnectTimeout, DefaultConnectTimeout),
+		orDefault("Parallelism", &o.Parallelism, DefaultParallelism),
+		orDefault("SendAttempts", &o.SendAttempts, DefaultSendAttempts),
+	); err != nil {
+		return o, err
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -164,6 +148,17 @@ func (o Options) checkExisting() error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// orDefault sets a zero *v to def and refuses a negative one.
+func orDefault[T int | time.Duration](name string, v *T, def T) error {
+	if *v < 0 {
+		return invalid(name, fmt.Sprintf("is %v: must be positive (zero for the default)", *v))
+	}
+	if *v == 0 {
+		*v = def
 	}
 	return nil
 }

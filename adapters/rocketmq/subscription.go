@@ -15,6 +15,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -38,10 +39,6 @@ const (
 //   - no settlement: while the subscription runs, the message's invisible
 //     duration is renewed (see lease) up to Options.MaxLease after it was
 //     received; then it becomes visible again and is redelivered.
-//
-// Close never acknowledges: messages received and not settled are released
-// at once (ChangeInvisibleDuration 0) so the group's next consumer gets
-// them without waiting for the invisible duration.
 type subscription struct {
 	c       *conn
 	spec    ports.SubscriptionSpec
@@ -161,14 +158,34 @@ func (s *subscription) take(handles []any) []*handle {
 	return hs
 }
 
+var ackBackoff = kit.Backoff{Initial: 50 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
+
 // SendAcks acknowledges each handle's receipt with one AckMessage RPC, at
-// most Options.Parallelism at once. A retried ack of an applied one is
-// answered INVALID_RECEIPT_HANDLE, which the v5 client reports as success.
+// most Options.Parallelism at once. A failed AckMessage is ambiguous — the
+// proxy may have applied it and lost only the answer — so it is tried
+// again within twice the request timeout: a repeated ack of an applied one
+// is answered INVALID_RECEIPT_HANDLE, which the v5 client reports as
+// success. So SendAcks fails only when the proxy could not be reached
+// meanwhile (the message is then redelivered after its invisibility).
 func (s *subscription) SendAcks(ctx context.Context, handles []any) error {
+	budget, cancel := context.WithTimeout(ctx, 2*s.c.o.RequestTimeout)
+	defer cancel()
 	return s.each(s.take(handles), "ack", func(h *handle) error {
-		rctx, cancel := context.WithTimeout(ctx, s.c.o.RequestTimeout)
-		defer cancel()
-		return s.sc.Ack(rctx, h.mv)
+		for attempt := 0; ; attempt++ {
+			rctx, cancel := context.WithTimeout(budget, s.c.o.RequestTimeout)
+			err := s.sc.Ack(rctx, h.mv)
+			cancel()
+			if err == nil {
+				return nil
+			}
+			t := time.NewTimer(ackBackoff.Delay(attempt))
+			select {
+			case <-budget.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+		}
 	})
 }
 
