@@ -25,7 +25,8 @@ import (
 // the group's %DLQ% topic after its maximum delivery attempts (16 retries
 // on a broker's default group config), while the suite nacks some
 // messages more often than that (TestContinueAfterErrors: 300 nacks over
-// 50 messages, unevenly): the peer runs with 1000 attempts here.
+// 50 messages, unevenly): the peer runs with 1000 attempts here. Each
+// subscription receives up to 16 messages at once (one long poll's batch).
 func TestWatermillUniversal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the universal suite publishes thousands of messages")
@@ -41,7 +42,7 @@ func TestWatermillUniversal(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = a.Close(context.Background()) })
-		return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group, NackDelay: 10 * time.Millisecond})
+		return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group, InFlight: 16, NackDelay: 10 * time.Millisecond})
 	}
 	tests.TestPubSub(t, tests.Features{
 		ConsumerGroups:                   true,
