@@ -98,7 +98,10 @@ func (c *conn) connectError(err error) error {
 // Classify gives the v5 client's errors their portable codes: the
 // RocketMQ status codes (*rmq.ErrRpcStatus), the gRPC status codes and
 // the dial's network errors. A failed send also matches
-// ports.ErrUnconfirmed.
+// ports.ErrUnconfirmed. What the proxy may answer differently on a later
+// call (unavailable, timed out, throttled, a server error) is retryable;
+// a refused request, credentials or an untyped error of the client's own
+// checks is not.
 func (c *conn) Classify(err error) driver.Class {
 	var st *rmq.ErrRpcStatus
 	switch {
@@ -111,7 +114,7 @@ func (c *conn) Classify(err error) driver.Class {
 	case rmq.EnableSsl && errors.Is(err, adapters.ErrTLS):
 		return driver.Class{Code: ports.ErrTLS}
 	}
-	if s, ok := grpcstatus.FromError(err); ok && s.Code() != codes.Unknown {
+	if s, ok := grpcstatus.FromError(err); ok {
 		switch s.Code() {
 		case codes.Unauthenticated, codes.PermissionDenied:
 			return driver.Class{Code: ports.ErrAuth}
@@ -133,7 +136,7 @@ func (c *conn) Classify(err error) driver.Class {
 	case errors.As(err, &ne):
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}
-	return driver.Class{Code: unconfirmed(err), Retryable: true}
+	return driver.Class{Code: unconfirmed(err)} // the client's own checks ("simple consumer is not running")
 }
 
 // classifyCode classifies a RocketMQ status code.
@@ -174,10 +177,6 @@ func (r recording) ClientHandshake(ctx context.Context, authority string, raw ne
 		r.cause.Store(&explained)
 	}
 	return conn, info, err
-}
-
-func (r recording) Clone() grpccreds.TransportCredentials {
-	return recording{r.TransportCredentials.Clone(), r.cause}
 }
 
 // sign adds the v5 protocol's request headers, as the client's own Sign
