@@ -1,67 +1,84 @@
 package rocketmq
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
-	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // Adapter is a ports.Adapter over the RocketMQ 5 gRPC protocol, using the
-// official v5 Go client: one producer (started on the first Send) and one
+// official v5 Go client: the portable layer (adapters/portable) over a
+// driver with one producer (started on the first Send) and one
 // SimpleConsumer per subscription.
 type Adapter struct {
-	cfg      config
-	declared kit.Declared // DeclareTopic's record
+	*portable.Adapter
+}
+
+// conn is the driver: one producer and the settings of the consumers.
+type conn struct {
+	o        Options
+	existing map[ports.Topic]Existing
 
 	pmu      sync.Mutex
 	producer rmq.Producer // nil until the first Send
+	closed   bool
 
-	// routeMu serialises the first send to each topic (see warm).
+	// routeMu serialises the first send to each topic (see SendBatch).
 	routeMu sync.Mutex
 	routed  sync.Map // broker topic name → struct{}: route known to the producer
-
-	mu     sync.Mutex
-	closed bool
-	subs   map[*Subscription]struct{}
 }
 
-var _ ports.Adapter = (*Adapter)(nil)
+var (
+	_ ports.Adapter        = (*Adapter)(nil)
+	_ driver.Driver        = (*conn)(nil)
+	_ driver.GroupDeclarer = (*conn)(nil)
+)
 
-// New returns an adapter for the proxy named by WithEndpoint. It does not
-// connect: the producer starts on the first Send (the v5 client needs a
-// topic to start), each consumer on Subscribe.
-func New(opts ...Option) (*Adapter, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, fmt.Errorf("%w: %w", ports.ErrInvalid, err)
-		}
+// New returns an adapter for the proxy at opts.Endpoint after one signed
+// Heartbeat within opts.ConnectTimeout, so that an unreachable proxy
+// (ports.ErrRefused, ErrUnreachable, ErrTimeout), a failed TLS handshake
+// (ports.ErrTLS) or refused credentials (ports.ErrAuth) fail New. The
+// producer starts on the first Send (the v5 client needs a topic to
+// start), each consumer on Subscribe. Invalid options fail with an error
+// wrapping ports.ErrInvalid.
+func New(ctx context.Context, opts Options) (*Adapter, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if cfg.endpoint == "" {
-		return nil, fmt.Errorf("%w: rocketmq: no endpoint: use WithEndpoint(\"host:8081\")", ports.ErrInvalid)
+	c := &conn{o: o, existing: make(map[ports.Topic]Existing, len(o.Existing))}
+	for _, e := range o.Existing {
+		c.existing[e.Topic] = e
 	}
-	return &Adapter{cfg: cfg, subs: make(map[*Subscription]struct{})}, nil
+	if err := c.check(ctx); err != nil {
+		return nil, err
+	}
+	return &Adapter{portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.AccessSecret}})}, nil
 }
 
-// Name returns "rocketmq".
-func (a *Adapter) Name() string { return "rocketmq" }
+// Name returns "rocketmq". It works on the zero Adapter.
+func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 
-// Capabilities of the adapter.
-func (a *Adapter) Capabilities() ports.Capabilities {
+// Capabilities declares what RocketMQ 5 does natively (see
+// docs/adapters/rocketmq.md). It works on the zero Adapter.
+func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
+
+func (c *conn) Name() string { return "rocketmq" }
+
+func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage:       true,  // SystemProperties.DeliveryTimestamp
 		DelayedRequeue:       true,  // ChangeInvisibleDuration(delay)
-		NativeDeadLetter:     false, // a confirmed publish to <topic>.dlq, then Ack
+		NativeDeadLetter:     false, // the portable layer's confirmed copy to <topic>.dlq, then Ack
 		Broadcast:            true,  // one consumer group per instance
 		PerMessageAck:        true,  // AckMessage per receipt handle
 		PublisherConfirm:     true,  // SendMessage answers after the store
@@ -70,99 +87,49 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 		DurableGroups:        true,
 		ExactRedeliveryCount: true, // DeliveryAttempt - 1
 		Ordering:             ports.OrderNone,
-		// See topology.go and docs/adapters/rocketmq.md.
-		StartEarliest:      false, // no consume-from-where in the v5 client
-		SingleActive:       false,
-		BestEffort:         false, // served at-least-once, said at Subscribe
-		Retention:          false, // broker-wide fileReservedTime
-		MaxLength:          false,
-		MaxMessageBytes:    MaxMessageBytes,
-		SizeCountsEnvelope: true,
+		StartEarliest:        false, // no consume-from-where in the v5 client
+		SingleActive:         false,
+		BestEffort:           false, // served at-least-once, said at Subscribe
+		Retention:            false, // broker-wide fileReservedTime
+		MaxLength:            false,
+		MaxMessageBytes:      MaxMessageBytes,
+		SizeCountsEnvelope:   true,
 		// The proxy lists no consumers: a shared Instance is refused
 		// among this process's subscriptions only (instance.go).
 		InstanceGuard: ports.InstanceRefusedInProcess,
 	}
 }
 
-func (a *Adapter) isClosed() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.closed
-}
-
-// Send publishes msgs with confirms; it returns when every message was
-// stored or failed, with one *ports.SendError per failed message.
-func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
-	if a.isClosed() {
-		return ports.ErrClosed
-	}
-	now := time.Now()
-	stamped := make([]ports.Message, len(msgs))
-	var errs []error
-	for i := range msgs {
-		m := msgs[i]
-		if err := m.Validate(); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			stamped[i].Topic = "" // skipped below
-			continue
-		}
-		if name, err := a.topicName(m.Topic); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			stamped[i].Topic = ""
-			continue
-		} else if err := m.CheckSize(MaxMessageBytes, envelopeBytes(name, &m)); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			stamped[i].Topic = ""
-			continue
-		}
-		m.Stamp(now)
-		stamped[i] = m
-	}
-	for i, err := range a.publish(ctx, stamped) {
-		if err != nil && stamped[i].Topic != "" {
-			errs = append(errs, &ports.SendError{Index: i, Topic: msgs[i].Topic, Err: err})
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// publish sends msgs (already stamped; an empty Topic is skipped) with at
-// most cfg.parallelism RPCs at once and returns one error per message.
-func (a *Adapter) publish(ctx context.Context, msgs []ports.Message) []error {
+// SendBatch publishes msgs with at most Options.Parallelism RPCs at once
+// and returns one error per message (nil when all were stored). A message
+// larger than MaxMessageBytes with its envelope fails with a
+// *ports.SizeError before any RPC.
+func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	errs := make([]error, len(msgs))
-	first := -1
+	rms := make([]*rmq.Message, len(msgs))
 	for i := range msgs {
-		if msgs[i].Topic != "" {
-			first = i
-			break
-		}
+		rms[i], errs[i] = c.toRocketMQ(&msgs[i])
 	}
-	if first < 0 {
-		return errs
-	}
-	p, err := a.getProducer(ctx, msgs[first].Topic)
-	if err != nil {
-		for i := range msgs {
-			errs[i] = err
+	var p rmq.Producer
+	if i := slices.IndexFunc(rms, func(m *rmq.Message) bool { return m != nil }); i >= 0 {
+		var err error
+		if p, err = c.getProducer(ctx, rms[i].Topic); err != nil {
+			for i := range errs {
+				errs[i] = cmp.Or(errs[i], err)
+			}
+			return errs
 		}
-		return errs
 	}
 	one := func(i int) {
-		m, err := a.toRocketMQ(&msgs[i], time.Now())
-		if err != nil {
-			errs[i] = err
-			return
-		}
-		rctx, cancel := context.WithTimeout(ctx, a.cfg.requestTimeout)
+		rctx, cancel := context.WithTimeout(ctx, c.o.RequestTimeout)
 		defer cancel()
-		if _, err := p.Send(rctx, m); err != nil {
+		if _, err := p.Send(rctx, rms[i]); err != nil {
+			// The client reports a gRPC status; keep the context's
+			// error in the chain so callers can test for it.
 			if cerr := rctx.Err(); cerr != nil {
-				// The client reports a gRPC status; keep the context's
-				// error in the chain so callers can test for it.
-				errs[i] = fmt.Errorf("rocketmq: send to %s not confirmed: %w (%v)", m.Topic, cerr, err)
-				return
+				err = fmt.Errorf("%w (%v)", cerr, err)
 			}
-			errs[i] = fmt.Errorf("rocketmq: send to %s not confirmed: %w", m.Topic, err)
+			errs[i] = fmt.Errorf("%w: rocketmq send to %s: %w", ports.ErrUnconfirmed, rms[i].Topic, err)
 		}
 	}
 	// The first send to a topic makes the client fetch its route and
@@ -171,39 +138,66 @@ func (a *Adapter) publish(ctx context.Context, msgs []ports.Message) []error {
 	// sends hang it. So the first message to each new topic goes alone,
 	// under routeMu, and the rest in parallel.
 	done := make([]bool, len(msgs))
-	for i := range msgs {
-		if msgs[i].Topic == "" {
+	for i, rm := range rms {
+		if rm == nil {
 			done[i] = true
 			continue
 		}
-		name, err := a.topicName(msgs[i].Topic)
-		if err != nil {
-			errs[i], done[i] = err, true
+		if _, ok := c.routed.Load(rm.Topic); ok {
 			continue
 		}
-		if _, ok := a.routed.Load(name); ok {
-			continue
-		}
-		a.routeMu.Lock()
-		if _, ok := a.routed.Load(name); !ok {
+		c.routeMu.Lock()
+		if _, ok := c.routed.Load(rm.Topic); !ok {
 			one(i)
 			done[i] = true
 			if errs[i] == nil {
-				a.routed.Store(name, struct{}{})
+				c.routed.Store(rm.Topic, struct{}{})
 			}
 		}
-		a.routeMu.Unlock()
+		c.routeMu.Unlock()
 	}
-	parallel(len(msgs), a.cfg.parallelism, func(i int) {
+	parallel(len(msgs), c.o.Parallelism, func(i int) {
 		if !done[i] {
 			one(i)
 		}
 	})
-	return errs
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// toRocketMQ maps a stamped message: headers become user properties, the
+// key the message's (first) key, Delay the delivery timestamp.
+func (c *conn) toRocketMQ(m *ports.Message) (*rmq.Message, error) {
+	topic, err := c.topicName(m.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.CheckSize(MaxMessageBytes, envelopeBytes(topic, m)); err != nil {
+		return nil, err
+	}
+	rm := &rmq.Message{Topic: topic, Body: m.Payload}
+	for k, v := range m.Headers {
+		rm.AddProperty(k, v)
+	}
+	if m.Key != "" {
+		rm.SetKeys(m.Key)
+	}
+	if m.Delay > 0 {
+		rm.SetDelayTimestamp(time.Now().Add(m.Delay))
+	}
+	return rm, nil
 }
 
 // parallel runs f(0..n-1) with at most limit at once.
 func parallel(n, limit int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
 	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -218,98 +212,69 @@ func parallel(n, limit int, f func(i int)) {
 
 // getProducer returns the adapter's producer, starting it with topic as
 // its first route (the v5 client cannot start without one).
-func (a *Adapter) getProducer(ctx context.Context, topic ports.Topic) (rmq.Producer, error) {
-	a.pmu.Lock()
-	defer a.pmu.Unlock()
-	if a.producer != nil {
-		return a.producer, nil
+func (c *conn) getProducer(ctx context.Context, topic string) (rmq.Producer, error) {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if c.producer != nil {
+		return c.producer, nil
 	}
-	if a.isClosed() {
+	if c.closed {
 		return nil, ports.ErrClosed
 	}
-	name, err := a.topicName(topic)
+	p, err := rmq.NewProducer(c.clientConfig(""), rmq.WithTopics(topic), rmq.WithMaxAttempts(int32(c.o.SendAttempts)))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rocketmq: producer for %s: %w", c.o.Endpoint, err)
 	}
-	p, err := rmq.NewProducer(a.cfg.clientConfig(""), rmq.WithTopics(name), rmq.WithMaxAttempts(a.cfg.sendAttempts))
-	if err != nil {
-		return nil, fmt.Errorf("rocketmq: producer for %s: %w", a.cfg.endpoint, err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, a.cfg.startTimeout)
+	sctx, cancel := context.WithTimeout(ctx, c.o.StartTimeout)
 	defer cancel()
-	if err := start(sctx, p, "producer", a.cfg.endpoint); err != nil {
+	if err := start(sctx, p, "producer", c.o.Endpoint); err != nil {
 		return nil, err
 	}
-	a.producer = p
-	a.routed.Store(name, struct{}{})
+	c.producer = p
+	c.routed.Store(topic, struct{}{})
 	return p, nil
 }
 
-// Subscribe starts a SimpleConsumer for spec. LOAD_BALANCE uses
-// spec.Group as the consumer group; BROADCAST uses a group of its own per
-// instance ("<group>-<instance>", the instance random when not given). The
-// group exists when Subscribe returns: a new group starts at the topic's
-// end on the protocol peer (Apache RocketMQ applies its consume-from-where
-// rules; see the package documentation).
-func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	if a.isClosed() {
-		return nil, ports.ErrClosed
-	}
-	spec = spec.WithDefaults()
-	if err := a.checkSubscription(spec); err != nil {
-		return nil, err
-	}
-	s, err := newSubscription(ctx, a, spec)
+// Subscribe starts a SimpleConsumer for spec (validated and defaulted by
+// the portable layer, which gives a Broadcast spec its Instance).
+// LOAD_BALANCE uses spec.Group as the consumer group; BROADCAST uses a
+// group of its own per instance ("<group>-<instance>"). The group exists
+// when Subscribe returns: a new group starts at the topic's end on the
+// protocol peer (Apache RocketMQ applies its consume-from-where rules;
+// see the package documentation).
+func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+	topic, err := c.topicName(spec.Topic)
 	if err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		_ = s.Stop(context.Background())
-		return nil, ports.ErrClosed
+	group, err := c.groupName(spec)
+	if err != nil {
+		return nil, err
 	}
-	a.subs[s] = struct{}{}
-	a.mu.Unlock()
-	return s, nil
+	unclaim, err := c.claimInstance(spec, group)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := c.consumer(ctx, topic, group)
+	if err != nil {
+		unclaim()
+		return nil, err
+	}
+	return newSubscription(c, spec, sc, group, unclaim), nil
 }
 
-func (a *Adapter) forget(s *Subscription) {
-	a.mu.Lock()
-	delete(a.subs, s)
-	a.mu.Unlock()
-}
-
-// Close stops every subscription (releasing their unsettled messages) and
-// the producer. It is idempotent.
-func (a *Adapter) Close(ctx context.Context) error {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
+// Close stops the producer (the portable layer closed the subscriptions).
+func (c *conn) Close(context.Context) error {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	c.closed = true
+	if c.producer == nil {
 		return nil
 	}
-	a.closed = true
-	subs := make([]*Subscription, 0, len(a.subs))
-	for s := range a.subs {
-		subs = append(subs, s)
+	p := c.producer
+	c.producer = nil
+	if err := p.GracefulStop(); err != nil {
+		return fmt.Errorf("rocketmq: stop producer: %w", err)
 	}
-	a.mu.Unlock()
-	var errs []error
-	for _, s := range subs {
-		if err := s.Stop(ctx); err != nil && !errors.Is(err, ports.ErrClosed) {
-			errs = append(errs, err)
-		}
-	}
-	a.pmu.Lock()
-	if a.producer != nil {
-		if err := a.producer.GracefulStop(); err != nil {
-			errs = append(errs, fmt.Errorf("rocketmq: stop producer: %w", err))
-		}
-		a.producer = nil
-	}
-	a.pmu.Unlock()
-	return errors.Join(errs...)
+	return nil
 }

@@ -2,11 +2,9 @@ package rocketmq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
@@ -20,26 +18,24 @@ import (
 // warnings and errors; set rocketmq.client.logRoot (and
 // rocketmq.client.logLevel) in the environment to choose otherwise.
 func init() {
-	changed := false
-	if os.Getenv(rmq.CLIENT_LOG_ROOT) == "" {
+	root, level := os.Getenv(rmq.CLIENT_LOG_ROOT), os.Getenv(rmq.CLIENT_LOG_LEVEL)
+	if root == "" {
 		_ = os.Setenv(rmq.CLIENT_LOG_ROOT, filepath.Join(os.TempDir(), "rocketmqlogs"))
-		changed = true
 	}
-	if os.Getenv(rmq.CLIENT_LOG_LEVEL) == "" {
+	if level == "" {
 		_ = os.Setenv(rmq.CLIENT_LOG_LEVEL, "warn")
-		changed = true
 	}
-	if changed {
+	if root == "" || level == "" {
 		rmq.ResetLogger()
 	}
 }
 
-func (c *config) clientConfig(group string) *rmq.Config {
+func (c *conn) clientConfig(group string) *rmq.Config {
 	return &rmq.Config{
-		Endpoint:      c.endpoint,
-		NameSpace:     c.namespace,
+		Endpoint:      c.o.Endpoint,
+		NameSpace:     c.o.Namespace,
 		ConsumerGroup: group,
-		Credentials:   &credentials.SessionCredentials{AccessKey: c.accessKey, AccessSecret: c.accessSecret},
+		Credentials:   &credentials.SessionCredentials{AccessKey: c.o.AccessKey, AccessSecret: c.o.AccessSecret},
 	}
 }
 
@@ -69,17 +65,4 @@ func start(ctx context.Context, s starter, what, endpoint string) error {
 		}()
 		return fmt.Errorf("rocketmq: start %s at %s: %w: no settings from the proxy in time (check the endpoint, TLS (the client dials TLS unless rocketmq.client.enableSsl=false) and that the proxy is a RocketMQ 5 gRPC proxy)", what, endpoint, ctx.Err())
 	}
-}
-
-// notFound reports whether err is the proxy's MESSAGE_NOT_FOUND: a long
-// poll that ended with no message.
-func notFound(err error) bool {
-	var st *rmq.ErrRpcStatus
-	return errors.As(err, &st) && st.Code == 40401
-}
-
-// timedOut reports whether err is the client's own long-poll deadline
-// (it returns a bare "[error] CODE=DEADLINE_EXCEEDED").
-func timedOut(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "DEADLINE_EXCEEDED")
 }

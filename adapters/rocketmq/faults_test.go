@@ -30,9 +30,9 @@ func TestReliability(t *testing.T) {
 	})
 }
 
-func dialRocketMQ(_ context.Context, addr, _ string) (ports.Adapter, error) {
-	return rocketmq.New(rocketmq.WithEndpoint(addr), rocketmq.WithInvisibleDuration(peerInvisible),
-		rocketmq.WithAwaitDuration(time.Second), rocketmq.WithRequestTimeout(2*time.Second))
+func dialRocketMQ(ctx context.Context, addr, _ string) (ports.Adapter, error) {
+	return rocketmq.New(ctx, rocketmq.Options{Endpoint: addr, InvisibleDuration: peerInvisible,
+		AwaitDuration: time.Second, RequestTimeout: 2 * time.Second})
 }
 
 func startPeer(t *testing.T) *faults.Broker {

@@ -23,18 +23,17 @@ var running struct {
 
 // claimInstance records spec's Broadcast instance as running and returns
 // the function that releases it, or refuses a second running one with a
-// *ports.InstanceSharedError. A random Instance (spec.Instance empty) is
-// not recorded.
-func claimInstance(a *Adapter, spec ports.SubscriptionSpec, group string) (release func(), err error) {
-	if spec.Mode != ports.Broadcast || spec.Instance == "" {
+// *ports.InstanceSharedError.
+func (c *conn) claimInstance(spec ports.SubscriptionSpec, group string) (release func(), err error) {
+	if spec.Mode != ports.Broadcast {
 		return func() {}, nil
 	}
-	key := a.cfg.endpoint + "\x00" + a.cfg.namespace + "\x00" + group
+	key := c.o.Endpoint + "\x00" + c.o.Namespace + "\x00" + group
 	running.mu.Lock()
 	defer running.mu.Unlock()
 	if _, ok := running.m[key]; ok {
 		return nil, &ports.InstanceSharedError{Instance: spec.Instance, Where: fmt.Sprintf(
-			"consumer group %s on %s is consumed by a running subscription of this process (another process's is not seen: the proxy lists no consumers)", group, a.cfg.endpoint)}
+			"consumer group %s on %s is consumed by a running subscription of this process (another process's is not seen: the proxy lists no consumers)", group, c.o.Endpoint)}
 	}
 	if running.m == nil {
 		running.m = map[string]struct{}{}

@@ -40,7 +40,7 @@ func subscribeAndSend(t *testing.T, a *rocketmq.Adapter) (ports.Subscription, co
 
 // TestLeaseRenewal: a message the pipeline holds longer than the invisible
 // duration is not delivered again meanwhile (its invisibility is renewed),
-// up to WithMaxLease; past it, or with renewal off, it is delivered again.
+// up to Options.MaxLease; past it, or with renewal off, it is delivered again.
 func TestLeaseRenewal(t *testing.T) {
 	const inv = 2 * time.Second // peerAdapter's; renewals leave ≥ 1 s of margin
 
@@ -67,11 +67,11 @@ func TestLeaseRenewal(t *testing.T) {
 		name  string
 		lease time.Duration
 	}{
-		{"renewal stops at WithMaxLease", inv / 2},
-		{"WithMaxLease(0) turns renewal off", 0},
+		{"renewal stops at MaxLease", inv / 2},
+		{"a negative MaxLease turns renewal off", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := peerAdapter(t, rocketmq.WithMaxLease(tc.lease))
+			a, b := peerAdapter(t, func(o *rocketmq.Options) { o.MaxLease = tc.lease })
 			sub, ctx := subscribeAndSend(t, a)
 			first := receiveOne(t, ctx, sub)
 			again := receiveOne(t, ctx, sub)
@@ -87,7 +87,7 @@ func TestLeaseRenewal(t *testing.T) {
 		})
 	}
 
-	if _, err := rocketmq.New(rocketmq.WithEndpoint("127.0.0.1:8081"), rocketmq.WithMaxLease(-time.Second)); !errors.Is(err, ports.ErrInvalid) {
-		t.Fatalf("WithMaxLease(-1s) = %v, want ErrInvalid", err)
+	if _, err := rocketmq.New(context.Background(), rocketmq.Options{Endpoint: "127.0.0.1:8081", RequestTimeout: -time.Second}); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("RequestTimeout -1s = %v, want ErrInvalid", err)
 	}
 }

@@ -3,6 +3,7 @@ package rocketmq_test
 import (
 	"context"
 	"crypto/tls"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -69,10 +70,10 @@ func TestSignedCredentialsTCK(t *testing.T) {
 	}, tck.Options{}, tck.SecureTransportCases...)
 }
 
-// TestSignedCredentialsRefused: wrong or missing credentials, and a TLS
-// client on a plaintext port, fail Open within the connect timeout saying
-// which; the TLS settings the v5 client cannot apply are refused before
-// any connection.
+// TestSignedCredentialsRefused: wrong or missing credentials, a TLS
+// client on a plaintext port and a port nothing listens on fail Open
+// within the connect timeout saying which; the TLS settings the v5 client
+// cannot apply are refused before any connection.
 func TestSignedCredentialsRefused(t *testing.T) {
 	b := signingPeer(t)
 	plain := signingPeer(t, rocketmqtest.WithPlaintext())
@@ -80,17 +81,25 @@ func TestSignedCredentialsRefused(t *testing.T) {
 	t.Setenv("SLUICE_TEST_ROCKETMQ_SECRET", "wrong-secret-from-env")
 	q := "insecure=true&connect_timeout=" + connectTimeout.String()
 	ep := b.Endpoint()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
 	tlstest.ExpectRefused(t, connectTimeout,
 		tlstest.Refusal{Name: "wrong secret", URL: "rocketmq://" + accessKey + ":wrong-secret@" + ep + "?" + q,
-			Is: adapters.ErrAuth, Want: []string{"refused the credentials", "does not match"}, Secrets: []string{"wrong-secret"}},
+			Is: ports.ErrAuth, Want: []string{"refused the credentials", "does not match"}, Secrets: []string{"wrong-secret"}},
 		tlstest.Refusal{Name: "wrong secret from the environment", URL: "rocketmq://" + accessKey + "@" + ep + "?password_env=SLUICE_TEST_ROCKETMQ_SECRET&" + q,
-			Is: adapters.ErrAuth, Want: []string{"does not match"}, Secrets: []string{"wrong-secret-from-env"}},
+			Is: ports.ErrAuth, Want: []string{"does not match"}, Secrets: []string{"wrong-secret-from-env"}},
 		tlstest.Refusal{Name: "unknown access key", URL: "rocketmq://intruder:" + accessSecret + "@" + ep + "?" + q,
-			Is: adapters.ErrAuth, Want: []string{`access key "intruder" is unknown`}, Secrets: []string{accessSecret}},
+			Is: ports.ErrAuth, Want: []string{`access key "intruder" is unknown`}, Secrets: []string{accessSecret}},
 		tlstest.Refusal{Name: "no credentials", URL: "rocketmq://" + ep + "?" + q,
-			Is: adapters.ErrAuth, Want: []string{"no access key"}},
+			Is: ports.ErrAuth, Want: []string{"no access key"}},
 		tlstest.Refusal{Name: "TLS client on a plaintext port", URL: "rocketmq://" + accessKey + ":" + accessSecret + "@" + plain.Endpoint() + "?" + q,
-			Is: adapters.ErrTLS, Want: []string{"plaintext"}, Secrets: []string{accessSecret}},
+			Is: ports.ErrTLS, Want: []string{"plaintext"}, Secrets: []string{accessSecret}},
+		tlstest.Refusal{Name: "nothing listens", URL: "rocketmq://" + closed + "?" + q,
+			Is: ports.ErrRefused, Want: []string{"cannot reach the proxy", "connection refused"}},
 		tlstest.Refusal{Name: "a CA to verify with", URL: "rocketmq://" + ep + "?" + p.CAQuery(),
 			Is: ports.ErrInvalid, Want: []string{"takes no TLS configuration", "ca_file"}},
 		tlstest.Refusal{Name: "a client certificate", URL: "rocketmq://" + ep + "?insecure=true&" + url.Values{"cert_file": {p.ClientCert}, "key_file": {p.ClientKey}}.Encode(),

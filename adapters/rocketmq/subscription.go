@@ -2,75 +2,62 @@ package rocketmq
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Subscription is one SimpleConsumer receiving spec.Topic in its consumer
-// group. Settle maps dispositions onto the consumer's receipt handles:
+// Fact names a delivery carries in Delivery.Facts.
+const (
+	FactMessageID       = "rocketmq.message-id"
+	FactGroup           = "rocketmq.group"
+	FactDeliveryAttempt = "rocketmq.delivery-attempt"
+)
+
+// subscription is one SimpleConsumer receiving spec.Topic in its consumer
+// group. The portable layer settles through it:
 //
-//   - ACK: AckMessage per delivery (the v5 client acks one handle per RPC;
-//     a batch is acked with parallel RPCs).
+//   - ACK: AckMessage per receipt handle (the v5 client acks one handle
+//     per RPC; a round is acked with parallel RPCs).
 //   - REQUEUE: ChangeInvisibleDuration(delay): RocketMQ delivers the same
 //     message again after delay with DeliveryAttempt+1, so the redelivery
 //     count is exact and no copy is published.
-//   - DEAD_LETTER: a confirmed publish of kit.DeadLetterCopy to
-//     ports.DeadLetterTopic(topic), then AckMessage; a failed publish acks
-//     nothing.
+//   - DEAD_LETTER: the portable layer's confirmed copy to
+//     ports.DeadLetterTopic(topic), then AckMessage.
 //   - no settlement: while the subscription runs, the message's invisible
-//     duration is renewed (see lease) up to WithMaxLease after it was
+//     duration is renewed (see lease) up to Options.MaxLease after it was
 //     received; then it becomes visible again and is redelivered.
-//
-// A message in flight has its invisibility renewed before it ends, so a
-// handler slower than the invisible duration does not see its message
-// delivered to another consumer of the group meanwhile (a duplicate the
-// guarantee allows but a user does not expect of a live consumer).
-//
-// Stop never acknowledges: messages received and not settled are released
-// at once (ChangeInvisibleDuration 0) so the group's next consumer gets
-// them without waiting for the invisible duration.
-type Subscription struct {
-	a       *Adapter
+type subscription struct {
+	c       *conn
 	spec    ports.SubscriptionSpec
-	topic   string // broker name
-	group   string // broker name
 	sc      rmq.SimpleConsumer
-	inbox   *kit.Inbox[*ports.Delivery]
-	errs    *kit.Errors
-	settler *kit.Settler
-	facts   map[string]string
+	group   string
 	unclaim func() // releases a Broadcast instance's claim (instance.go)
+	recs    []driver.Record
 
-	mu      sync.Mutex
-	out     map[*handle]struct{} // received, not settled
-	room    chan struct{}        // closed and replaced when out shrinks
-	stopped bool
+	mu  sync.Mutex
+	out map[*handle]struct{} // received, not being settled: renewed, released by Close
 
-	cancel  context.CancelFunc
-	done    chan struct{} // receive loop ended
-	leased  chan struct{} // lease loop ended
-	stop    sync.Once
-	stopErr error
+	stopLease context.CancelFunc
+	leased    chan struct{} // closed when the lease loop ended
 }
 
-var _ ports.Subscription = (*Subscription)(nil)
+var _ driver.Requeuer = (*subscription)(nil)
 
-// handle is Delivery.Handle: the message view (receipt handle) and the
-// settlement claim.
+// handle is a record's Handle: its message view (receipt handle).
 type handle struct {
-	claim    kit.Claim
-	s        *Subscription
 	received time.Time // when the receive that brought it was sent
 
 	// mu serialises the RPCs on mv: ChangeInvisibleDuration replaces its
@@ -80,212 +67,160 @@ type handle struct {
 	// due is when its invisibility ends (UnixNano), read by the lease
 	// scan without waiting for an RPC under mu.
 	due atomic.Int64
+	// settling is set once the portable layer settles the record: it is
+	// no longer renewed.
+	settling atomic.Bool
 }
 
-func (h *handle) Claim() *kit.Claim { return &h.claim }
-
-func randomInstance() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+func newSubscription(c *conn, spec ports.SubscriptionSpec, sc rmq.SimpleConsumer, group string, unclaim func()) *subscription {
+	s := &subscription{c: c, spec: spec, sc: sc, group: group, unclaim: unclaim, out: map[*handle]struct{}{}, leased: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopLease = cancel
+	go s.lease(ctx)
+	return s
 }
 
-func groupFor(spec ports.SubscriptionSpec) string {
-	if spec.Mode == ports.Broadcast {
-		inst := spec.Instance
-		if inst == "" {
-			inst = randomInstance()
-		}
-		if spec.Group != "" {
-			return spec.Group + "-" + inst
-		}
-		return "sluice-broadcast-" + inst
-	}
-	return spec.Group
-}
-
-func newSubscription(ctx context.Context, a *Adapter, spec ports.SubscriptionSpec) (*Subscription, error) {
-	topic, err := a.topicName(spec.Topic)
-	if err != nil {
-		return nil, err
-	}
-	group, err := a.groupName(spec)
-	if err != nil {
-		return nil, err
-	}
-	unclaim, err := claimInstance(a, spec, group)
-	if err != nil {
-		return nil, err
-	}
-	sc, err := rmq.NewSimpleConsumer(a.cfg.clientConfig(group),
-		rmq.WithSimpleAwaitDuration(a.cfg.await),
-		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	if err != nil {
-		unclaim()
-		return nil, fmt.Errorf("rocketmq: consumer for %s: %w", a.cfg.endpoint, err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, a.cfg.startTimeout)
-	defer cancel()
-	if err := start(sctx, sc, "consumer group "+group+" on topic "+topic, a.cfg.endpoint); err != nil {
-		unclaim()
-		return nil, err
-	}
-	s := &Subscription{
-		a: a, spec: spec, topic: topic, group: group, sc: sc, unclaim: unclaim,
-		inbox:  kit.NewInbox[*ports.Delivery](0),
-		errs:   kit.NewErrors(16),
-		facts:  map[string]string{FactGroup: group},
-		out:    make(map[*handle]struct{}),
-		room:   make(chan struct{}),
-		done:   make(chan struct{}),
-		leased: make(chan struct{}),
-	}
-	s.settler = kit.NewSettler(settleBroker{s})
-	lctx, lcancel := context.WithCancel(context.Background())
-	s.cancel = lcancel
-	go s.loop(lctx)
-	go s.lease(lctx)
-	return s, nil
-}
-
-// loop long-polls the consumer while fewer than InFlight messages are
-// received and unsettled, so no more messages are invisible (their
-// invisible duration running) than the pipeline can work on.
-func (s *Subscription) loop(ctx context.Context) {
-	defer close(s.done)
-	backoff := kit.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
-	failures := 0
-	for ctx.Err() == nil {
-		s.mu.Lock()
-		want := s.spec.InFlight - len(s.out)
-		room := s.room
-		s.mu.Unlock()
-		if want <= 0 {
-			select {
-			case <-room:
-			case <-ctx.Done():
-			}
-			continue
-		}
+// ReceiveBatch long-polls the consumer for up to max messages (at most 32,
+// RocketMQ's batch) until at least one arrives. A poll that ends without
+// a message is polled again. On ctx cancellation a receive under way is
+// cut short by the client without its messages: they stay invisible and
+// come back when their invisible duration ends.
+func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
+	for {
 		sent := time.Now() // the invisibility starts after this
-		mvs, err := s.sc.Receive(ctx, int32(min(want, 32)), s.a.cfg.invisible)
-		if ctx.Err() != nil {
-			// Messages of a receive cut short stay invisible and come back
-			// when their invisible duration ends.
-			s.release(mvs)
-			return
-		}
+		mvs, err := s.sc.Receive(ctx, int32(min(max, 32)), s.c.o.InvisibleDuration)
 		if err != nil {
-			if notFound(err) || timedOut(err) {
-				failures = 0
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if emptyPoll(err) {
 				continue
 			}
-			failures++
-			s.errs.Report(fmt.Errorf("rocketmq: receive %s in group %s: %w", s.topic, s.group, err))
-			select {
-			case <-time.After(backoff.Delay(failures)):
-			case <-ctx.Done():
+			return nil, fmt.Errorf("rocketmq: receive %s in group %s: %w", s.spec.Topic, s.group, err)
+		}
+		if len(mvs) > 0 {
+			return s.records(mvs, sent), nil
+		}
+	}
+}
+
+// emptyPoll reports whether a receive ended with no message:
+// MESSAGE_NOT_FOUND, or the client's own long-poll deadline, which it
+// reports as a bare "[error] CODE=DEADLINE_EXCEEDED" of no type.
+func emptyPoll(err error) bool {
+	var st *rmq.ErrRpcStatus
+	if errors.As(err, &st) {
+		return st.Code == int32(v2.Code_MESSAGE_NOT_FOUND)
+	}
+	return strings.Contains(err.Error(), "CODE=DEADLINE_EXCEEDED")
+}
+
+// records turns message views into records, each counted in out.
+func (s *subscription) records(mvs []*rmq.MessageView, sent time.Time) []driver.Record {
+	now := time.Now()
+	recs := s.recs[:0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, mv := range mvs {
+		h := &handle{mv: mv, received: sent}
+		h.due.Store(sent.Add(s.c.o.InvisibleDuration).UnixNano())
+		s.out[h] = struct{}{}
+		attempt := int(mv.GetDeliveryAttempt())
+		var key string
+		if k := mv.GetKeys(); len(k) > 0 {
+			key = k[0]
+		}
+		recs = append(recs, driver.Record{
+			Message:         ports.Message{Topic: s.spec.Topic, Key: key, Payload: mv.GetBody(), Headers: maps.Clone(mv.GetProperties())},
+			BrokerID:        mv.GetMessageId(),
+			RedeliveryCount: max(attempt-1, 0),
+			Facts:           map[string]string{FactGroup: s.group, FactMessageID: mv.GetMessageId(), FactDeliveryAttempt: strconv.Itoa(attempt)},
+			ReceivedAt:      now,
+			Handle:          h,
+		})
+	}
+	s.recs = recs
+	return recs
+}
+
+// take removes handles from out: they are being settled and are no longer
+// renewed, whatever the outcome (a record whose settlement failed comes
+// back when its invisibility ends).
+func (s *subscription) take(handles []any) []*handle {
+	hs := make([]*handle, len(handles))
+	s.mu.Lock()
+	for i, x := range handles {
+		hs[i] = x.(*handle)
+		hs[i].settling.Store(true)
+		delete(s.out, hs[i])
+	}
+	s.mu.Unlock()
+	return hs
+}
+
+var ackBackoff = kit.Backoff{Initial: 50 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
+
+// SendAcks acknowledges each handle's receipt with one AckMessage RPC, at
+// most Options.Parallelism at once. A failed AckMessage is ambiguous — the
+// proxy may have applied it and lost only the answer — so it is tried
+// again within twice the request timeout: a repeated ack of an applied one
+// is answered INVALID_RECEIPT_HANDLE, which the v5 client reports as
+// success. So SendAcks fails only when the proxy could not be reached
+// meanwhile (the message is then redelivered after its invisibility).
+func (s *subscription) SendAcks(ctx context.Context, handles []any) error {
+	budget, cancel := context.WithTimeout(ctx, 2*s.c.o.RequestTimeout)
+	defer cancel()
+	return s.each(s.take(handles), "ack", func(h *handle) error {
+		for attempt := 0; ; attempt++ {
+			rctx, cancel := context.WithTimeout(budget, s.c.o.RequestTimeout)
+			err := s.sc.Ack(rctx, h.mv)
+			cancel()
+			if err == nil {
+				return nil
 			}
-			continue
+			t := time.NewTimer(ackBackoff.Delay(attempt))
+			select {
+			case <-budget.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
 		}
-		failures = 0
-		if len(mvs) == 0 {
-			continue
-		}
-		now := time.Now()
-		ds := make([]*ports.Delivery, 0, len(mvs))
-		s.mu.Lock()
-		for _, mv := range mvs {
-			h := &handle{mv: mv, s: s, received: sent}
-			h.due.Store(sent.Add(s.a.cfg.invisible).UnixNano())
-			s.out[h] = struct{}{}
-			ds = append(ds, s.delivery(h, now))
-		}
-		s.mu.Unlock()
-		if err := s.inbox.Push(ctx, ds...); err != nil {
-			return // stopped: Stop releases everything in out
-		}
-	}
+	})
 }
 
-func (s *Subscription) delivery(h *handle, now time.Time) *ports.Delivery {
-	mv := h.mv
-	hd := headersOf(mv)
-	id, src := ports.IdentityFromHeaders(hd)
-	if id == "" {
-		if id = mv.GetMessageId(); id != "" {
-			src = ports.IDBroker
+// SendRequeues changes each handle's invisible duration to delay: RocketMQ
+// delivers the message again after it with DeliveryAttempt+1.
+func (s *subscription) SendRequeues(_ context.Context, handles []any, delay time.Duration) error {
+	return s.each(s.take(handles), "requeue", func(h *handle) error {
+		return s.sc.ChangeInvisibleDuration(h.mv, delay)
+	})
+}
+
+// each runs rpc on every handle, serialised with its renewal, in parallel.
+func (s *subscription) each(hs []*handle, op string, rpc func(*handle) error) error {
+	errs := make([]error, len(hs))
+	parallel(len(hs), s.c.o.Parallelism, func(i int) {
+		h := hs[i]
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err := rpc(h); err != nil {
+			errs[i] = fmt.Errorf("rocketmq: %s %q in group %s: %w", op, h.mv.GetMessageId(), s.group, err)
 		}
-	}
-	attempt := int(mv.GetDeliveryAttempt())
-	facts := make(map[string]string, 3)
-	facts[FactGroup] = s.group
-	facts[FactMessageID] = mv.GetMessageId()
-	facts[FactDeliveryAttempt] = strconv.Itoa(attempt)
-	return &ports.Delivery{
-		Message: ports.Message{
-			Topic:   s.spec.Topic,
-			Key:     keyOf(mv),
-			Payload: mv.GetBody(),
-			Headers: hd,
-		},
-		ID:              id,
-		IDSource:        src,
-		RedeliveryCount: max(attempt-1, 0),
-		Facts:           facts,
-		ReceivedAt:      now,
-		Handle:          h,
-	}
+	})
+	return errors.Join(errs...)
 }
 
-// Receive returns up to max deliveries, blocking until at least one.
-func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
-	if max <= 0 {
-		max = 1
-	}
-	return s.inbox.Receive(ctx, max)
-}
-
-// Settle applies d to ds (see Subscription). It returns nil once the
-// broker answered; after Stop it returns ports.ErrClosed.
-func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, d ports.Disposition) error {
-	s.mu.Lock()
-	stopped := s.stopped
-	s.mu.Unlock()
-	if stopped {
-		return ports.ErrClosed
-	}
-	for _, dv := range ds {
-		if h, ok := dv.Handle.(*handle); !ok || h.s != s {
-			return &ports.ValueError{Field: "Delivery.Handle", Reason: fmt.Sprintf("of message %q was not received by this subscription", dv.ID)}
-		}
-	}
-	return s.settler.Settle(ctx, ds, d)
-}
-
-// Errors reports receive failures (the loop retries with backoff).
-func (s *Subscription) Errors() <-chan error { return s.errs.C() }
-
-func (s *Subscription) settled(ds []*ports.Delivery) {
-	s.mu.Lock()
-	for _, d := range ds {
-		delete(s.out, d.Handle.(*handle))
-	}
-	close(s.room)
-	s.room = make(chan struct{})
-	s.mu.Unlock()
-}
-
-// lease renews the invisibility of the messages in flight: every sixth of
-// the invisible duration, each message received, not being settled, whose
+// lease renews the invisibility of the messages held: every sixth of the
+// invisible duration, each message received, not being settled, whose
 // invisibility ends within two thirds of the duration and that was
-// received less than WithMaxLease ago gets a fresh invisible duration. A
-// renewal is thus sent at least half the duration before the invisibility
-// would end. A failed renewal is reported on Errors: the message may then
+// received less than Options.MaxLease ago gets a fresh invisible duration.
+// A renewal is thus sent at least half the duration before the
+// invisibility would end. A failed renewal is logged: the message may then
 // be delivered again (at-least-once).
-func (s *Subscription) lease(ctx context.Context) {
+func (s *subscription) lease(ctx context.Context) {
 	defer close(s.leased)
-	inv, maxLease := s.a.cfg.invisible, s.a.cfg.maxLease
+	inv, maxLease := s.c.o.InvisibleDuration, s.c.o.MaxLease
 	if maxLease <= 0 {
 		return
 	}
@@ -301,159 +236,50 @@ func (s *Subscription) lease(ctx context.Context) {
 		var due []*handle
 		s.mu.Lock()
 		for h := range s.out {
-			if st, _ := h.claim.State(); st != kit.Out || now.Sub(h.received) >= maxLease {
-				continue
-			}
-			if time.Duration(h.due.Load()-now.UnixNano()) < 2*inv/3 {
+			if now.Sub(h.received) < maxLease && time.Duration(h.due.Load()-now.UnixNano()) < 2*inv/3 {
 				due = append(due, h)
 			}
 		}
 		s.mu.Unlock()
-		parallel(len(due), s.a.cfg.parallelism, func(i int) { s.renew(ctx, due[i], inv) })
+		parallel(len(due), s.c.o.Parallelism, func(i int) { s.renew(ctx, due[i], inv) })
 	}
 }
 
 // renew gives h a fresh invisible duration unless it is being settled.
-func (s *Subscription) renew(ctx context.Context, h *handle, inv time.Duration) {
+func (s *subscription) renew(ctx context.Context, h *handle, inv time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if st, _ := h.claim.State(); st != kit.Out || ctx.Err() != nil {
+	if h.settling.Load() || ctx.Err() != nil {
 		return
 	}
 	sent := time.Now()
 	if err := s.sc.ChangeInvisibleDuration(h.mv, inv); err != nil {
-		if st, _ := h.claim.State(); st == kit.Out && ctx.Err() == nil {
-			s.errs.Report(fmt.Errorf("rocketmq: renewing the invisible duration of %q in group %s (it may be delivered again): %w", h.mv.GetMessageId(), s.group, err))
+		if !h.settling.Load() && ctx.Err() == nil {
+			s.c.o.Logger.Warn("sluice rocketmq: renewing the invisible duration failed; the message may be delivered again",
+				"message_id", h.mv.GetMessageId(), "group", s.group, "error", err)
 		}
 		return
 	}
 	h.due.Store(sent.Add(inv).UnixNano())
 }
 
-// release makes received messages visible again at once (no ack).
-func (s *Subscription) release(mvs []*rmq.MessageView) {
-	if len(mvs) == 0 {
-		return
+// Close stops renewing, releases every message received and not settled
+// (made visible to the group again, never acknowledged) and stops the
+// consumer.
+func (s *subscription) Close(context.Context) error {
+	s.stopLease()
+	<-s.leased // a renewal's RPC is bounded by the request timeout
+	s.mu.Lock()
+	hs := make([]any, 0, len(s.out))
+	for h := range s.out {
+		hs = append(hs, h)
 	}
-	parallel(len(mvs), s.a.cfg.parallelism, func(i int) {
-		_ = s.sc.ChangeInvisibleDuration(mvs[i], 0)
-	})
-}
-
-// Stop ends the subscription: the receive loop stops, every message
-// received and not settled is released (made visible to the group again,
-// never acknowledged) and the consumer stops. It is idempotent.
-func (s *Subscription) Stop(ctx context.Context) error {
-	s.stop.Do(func() {
-		s.mu.Lock()
-		s.stopped = true
-		s.mu.Unlock()
-		s.cancel()
-		select {
-		case <-s.done:
-		case <-ctx.Done():
-			s.stopErr = fmt.Errorf("rocketmq: stop %s in group %s: receive loop still running: %w", s.topic, s.group, ctx.Err())
-		}
-		if s.stopErr == nil {
-			<-s.leased // a renewal's RPC is bounded by the request timeout
-		}
-		s.inbox.Close()
-		s.mu.Lock()
-		var hs []*handle
-		for h := range s.out {
-			if st, _ := h.claim.State(); st == kit.Out {
-				hs = append(hs, h)
-			}
-		}
-		s.out = map[*handle]struct{}{}
-		s.mu.Unlock()
-		parallel(len(hs), s.a.cfg.parallelism, func(i int) {
-			hs[i].mu.Lock()
-			defer hs[i].mu.Unlock()
-			_ = s.sc.ChangeInvisibleDuration(hs[i].mv, 0)
-		})
-		if err := s.sc.GracefulStop(); err != nil && s.stopErr == nil {
-			s.stopErr = fmt.Errorf("rocketmq: stop consumer group %s: %w", s.group, err)
-		}
-		s.unclaim()
-		s.errs.Close()
-		s.a.forget(s)
-	})
-	return s.stopErr
-}
-
-var ackBackoff = kit.Backoff{Initial: 50 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2}
-
-// settleBroker is the kit.Broker (and kit.NativeRequeue) of a
-// subscription.
-type settleBroker struct{ s *Subscription }
-
-var (
-	_ kit.Broker        = settleBroker{}
-	_ kit.NativeRequeue = settleBroker{}
-)
-
-// Ack acknowledges each delivery's receipt handle. A failed AckMessage
-// RPC is ambiguous — the proxy may have applied it and lost only the
-// answer — so it is retried (with backoff, within twice the request
-// timeout): a retry of an applied ack is answered INVALID_RECEIPT_HANDLE,
-// which the v5 client reports as success, so a retried Ack returns nil in
-// both cases and an error only when the proxy could not be reached at all
-// (the message is then redelivered after its invisible duration).
-func (b settleBroker) Ack(ctx context.Context, ds []*ports.Delivery) error {
-	errs := make([]error, len(ds))
-	cfg := &b.s.a.cfg
-	budget, cancel := context.WithTimeout(ctx, 2*cfg.requestTimeout)
-	defer cancel()
-	parallel(len(ds), cfg.parallelism, func(i int) {
-		h := ds[i].Handle.(*handle)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		mv := h.mv
-		for attempt := 0; ; attempt++ {
-			rctx, cancel := context.WithTimeout(budget, cfg.requestTimeout)
-			err := b.s.sc.Ack(rctx, mv)
-			cancel()
-			if err == nil {
-				errs[i] = nil
-				return
-			}
-			errs[i] = fmt.Errorf("rocketmq: ack %q in group %s (%d attempts): %w", ds[i].ID, b.s.group, attempt+1, err)
-			select {
-			case <-budget.Done():
-				return
-			case <-time.After(ackBackoff.Delay(attempt)):
-			}
-		}
-	})
-	err := errors.Join(errs...)
-	if err == nil {
-		b.s.settled(ds)
+	s.mu.Unlock()
+	_ = s.SendRequeues(context.Background(), hs, 0)
+	err := s.sc.GracefulStop()
+	s.unclaim()
+	if err != nil {
+		return fmt.Errorf("rocketmq: stop consumer group %s: %w", s.group, err)
 	}
-	return err
-}
-
-func (b settleBroker) Requeue(_ context.Context, ds []*ports.Delivery, delay time.Duration) error {
-	errs := make([]error, len(ds))
-	parallel(len(ds), b.s.a.cfg.parallelism, func(i int) {
-		h := ds[i].Handle.(*handle)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if err := b.s.sc.ChangeInvisibleDuration(h.mv, delay); err != nil {
-			errs[i] = fmt.Errorf("rocketmq: requeue %q in group %s (change invisible duration to %v): %w", ds[i].ID, b.s.group, delay, err)
-		}
-	})
-	err := errors.Join(errs...)
-	if err == nil {
-		b.s.settled(ds)
-	}
-	return err
-}
-
-func (b settleBroker) Publish(ctx context.Context, msgs []ports.Message) []error {
-	now := time.Now()
-	for i := range msgs {
-		msgs[i].Stamp(now)
-	}
-	return b.s.a.publish(ctx, msgs)
+	return nil
 }

@@ -86,9 +86,12 @@ type harness struct {
 	invisible time.Duration
 }
 
-func (h *harness) MakeAdapter(context.Context) (ports.Adapter, error) {
-	return rocketmq.New(rocketmq.WithEndpoint(h.ep), rocketmq.WithInvisibleDuration(h.invisible),
-		rocketmq.WithAwaitDuration(time.Second))
+func (h *harness) options() rocketmq.Options {
+	return rocketmq.Options{Endpoint: h.ep, InvisibleDuration: h.invisible, AwaitDuration: time.Second}
+}
+
+func (h *harness) MakeAdapter(ctx context.Context) (ports.Adapter, error) {
+	return rocketmq.New(ctx, h.options())
 }
 func (h *harness) Close() {}
 
@@ -127,8 +130,9 @@ func (h *peerHarness) CreateExisting(ctx context.Context, topic ports.Topic, gro
 	legacy, gid := "LEGACY_"+randName(), "GID_"+randName()
 	h.b.CreateTopic(legacy)
 	h.b.CreateGroup(legacy, gid)
-	a, err := rocketmq.New(rocketmq.WithEndpoint(h.ep), rocketmq.WithInvisibleDuration(h.invisible),
-		rocketmq.WithAwaitDuration(time.Second), rocketmq.WithExisting(topic, legacy, map[string]string{group: gid}))
+	o := h.options()
+	o.Existing = []rocketmq.Existing{{Topic: topic, As: legacy, Groups: map[string]string{group: gid}}}
+	a, err := rocketmq.New(ctx, o)
 	if err != nil {
 		return tck.Existing{}, err
 	}

@@ -7,7 +7,6 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 
-	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -19,59 +18,33 @@ import (
 // message the adapter let through with the proxy's error.
 const MaxMessageBytes = 4 << 20
 
-// existing is one adopted topic (WithExisting).
-type existing struct {
-	physical string
-	groups   map[string]string
-}
-
-// WithExisting adopts RocketMQ names other programs already use for
-// logical topic t: Send and subscriptions use the RocketMQ topic physical
-// as it is, and a LoadBalance group listed in groups (logical group →
-// existing consumer group) consumes as that consumer group, so a service
-// moving to sluice keeps every name byte for byte. Nothing is created:
-// the topic and groups are an administrator's. Groups not listed keep
-// their own names. The dead-letter topic "<t>.dlq" stays derived.
-func WithExisting(t ports.Topic, physical string, groups map[string]string) Option {
-	return func(c *config) error {
-		if err := t.Validate(); err != nil {
-			return fmt.Errorf("rocketmq: WithExisting: %w", err)
-		}
-		if err := rocketName("existing topic", physical); err != nil {
-			return err
-		}
-		if c.existing == nil {
-			c.existing = map[ports.Topic]existing{}
-		}
-		if _, dup := c.existing[t]; dup {
-			return fmt.Errorf("%w: rocketmq: WithExisting: %q is adopted twice", ports.ErrInvalid, t)
-		}
-		for other, e := range c.existing {
-			if e.physical == physical {
-				return fmt.Errorf("%w: rocketmq: WithExisting: %q is already the topic of %q", ports.ErrInvalid, physical, other)
-			}
-		}
-		g := make(map[string]string, len(groups))
-		for k, v := range groups {
-			if err := rocketName("existing consumer group", v); err != nil {
-				return err
-			}
-			g[k] = v
-		}
-		c.existing[t] = existing{physical: physical, groups: g}
-		return nil
-	}
+// nameRune reports whether RocketMQ allows r in a resource name.
+func nameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '|' || r == '%'
 }
 
 // rocketName checks a name given as it is against RocketMQ's resource
 // name rule (^[%|a-zA-Z0-9_-]+$, at most MaxNameLength).
 func rocketName(what, s string) error {
-	if s == "" || len(s) > MaxNameLength || strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '|' || r == '%')
-	}) >= 0 {
+	if s == "" || len(s) > MaxNameLength || strings.IndexFunc(s, func(r rune) bool { return !nameRune(r) }) >= 0 {
 		return fmt.Errorf("%w: rocketmq %s %q must be 1..%d of letters, digits, '-', '_', '|', '%%'", ports.ErrInvalid, what, s, MaxNameLength)
 	}
 	return nil
+}
+
+// brokerName maps a sluice topic or group name to a RocketMQ resource name.
+// RocketMQ allows letters, digits, '-', '_', '%' and '|'; sluice topics may
+// also contain '.', which becomes '|' ('|' cannot occur in a sluice topic,
+// so the mapping is reversible, and no RocketMQ system topic uses it).
+func brokerName(what, s string) (string, error) {
+	out := strings.ReplaceAll(s, ".", "|")
+	if i := strings.IndexFunc(out, func(r rune) bool { return !nameRune(r) }); i >= 0 {
+		return "", fmt.Errorf("%w: rocketmq %s %q has character %q at %d, which RocketMQ does not allow (letters, digits, '-', '_', '.')", ports.ErrInvalid, what, s, out[i], i)
+	}
+	if out == "" || len(out) > MaxNameLength {
+		return "", fmt.Errorf("%w: rocketmq %s %q must be 1..%d characters", ports.ErrInvalid, what, s, MaxNameLength)
+	}
+	return out, nil
 }
 
 // topicName is the RocketMQ topic of logical topic t: an adopted name, or
@@ -82,46 +55,37 @@ func rocketName(what, s string) error {
 // '|', so the mapping stays one-to-one. A derived name that is an
 // adopted topic's physical name is refused: two logical topics would
 // share it.
-func (a *Adapter) topicName(t ports.Topic) (string, error) {
-	if e, ok := a.cfg.existing[t]; ok {
-		return e.physical, nil
+func (c *conn) topicName(t ports.Topic) (string, error) {
+	if e, ok := c.existing[t]; ok {
+		return e.As, nil
 	}
 	name, err := brokerName("topic", t.Physical(".."))
 	if err != nil {
 		return "", err
 	}
-	for other, e := range a.cfg.existing {
-		if e.physical == name {
-			return "", fmt.Errorf("%w: rocketmq topic %q of %q is the adopted topic of %q (WithExisting)", ports.ErrInvalid, name, t, other)
+	for other, e := range c.existing {
+		if e.As == name {
+			return "", fmt.Errorf("%w: rocketmq topic %q of %q is the adopted topic of %q (Options.Existing)", ports.ErrInvalid, name, t, other)
 		}
 	}
 	return name, nil
 }
 
-// groupName is the consumer group of spec.
-func (a *Adapter) groupName(spec ports.SubscriptionSpec) (string, error) {
-	if e, ok := a.cfg.existing[spec.Topic]; ok && spec.Mode == ports.LoadBalance {
-		if g := e.groups[spec.Group]; g != "" {
-			return g, nil
+// groupName is the consumer group of spec: an adopted LoadBalance group,
+// the group itself, or for Broadcast a group of its own per instance,
+// "<group>-<instance>".
+func (c *conn) groupName(spec ports.SubscriptionSpec) (string, error) {
+	if spec.Mode == ports.Broadcast {
+		g := spec.Group
+		if g == "" {
+			g = "sluice-broadcast"
 		}
+		return brokerName("consumer group", g+"-"+spec.Instance)
 	}
-	return brokerName("consumer group", groupFor(spec))
-}
-
-// checkSubscription refuses what the RocketMQ 5 client cannot do for spec
-// and says at Subscribe that best effort travels at-least-once.
-func (a *Adapter) checkSubscription(spec ports.SubscriptionSpec) error {
-	if spec.Start == ports.StartEarliest {
-		return fmt.Errorf("%w: the RocketMQ 5 SimpleConsumer has no consume-from-where: a new group starts where the broker's rules put it (StartEarliest)", ports.ErrUnsupported)
+	if g := c.existing[spec.Topic].Groups[spec.Group]; g != "" {
+		return g, nil
 	}
-	if spec.SingleActive {
-		return fmt.Errorf("%w: a RocketMQ SimpleConsumer group spreads messages over every consumer; there is no single-active consumer (SingleActive)", ports.ErrUnsupported)
-	}
-	if spec.QoS == ports.BestEffort {
-		a.cfg.logger.Warn("sluice rocketmq: best-effort (q0) subscription served at-least-once: RocketMQ has no weaker class; duplicates are possible, nothing is dropped",
-			"topic", string(spec.Topic), "group", spec.Group)
-	}
-	return nil
+	return brokerName("consumer group", spec.Group)
 }
 
 // envelopeBytes is what a message stores besides its body.
@@ -133,30 +97,20 @@ func envelopeBytes(topic string, m *ports.Message) int {
 	return n
 }
 
-// DeclareTopic implements ports.TopicDeclarer. RocketMQ topics are an
-// administrator's (mqadmin, the dashboard, or autoCreateTopicEnable), and
-// the v5 client can set none of their properties: Retention
-// (fileReservedTime is broker-wide) and MaxLength are refused with
-// ErrUnsupported. Groups are declared as DeclareGroup does. The spec is
-// recorded: a redeclaration with other properties fails with a
-// *ports.RedeclareError.
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
-		return err
+// consumer starts a SimpleConsumer of group on topic.
+func (c *conn) consumer(ctx context.Context, topic, group string) (rmq.SimpleConsumer, error) {
+	sc, err := rmq.NewSimpleConsumer(c.clientConfig(group),
+		rmq.WithSimpleAwaitDuration(c.o.AwaitDuration),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	if err != nil {
+		return nil, fmt.Errorf("rocketmq: consumer for %s: %w", c.o.Endpoint, err)
 	}
-	if _, err := a.topicName(spec.Topic); err != nil {
-		return err
-	}
-	switch {
-	case spec.Retention > 0:
-		return fmt.Errorf("%w: rocketmq cannot keep topic %q for %v: retention is the broker-wide fileReservedTime", ports.ErrUnsupported, spec.Topic, spec.Retention)
-	case spec.MaxLength > 0:
-		return fmt.Errorf("%w: rocketmq cannot cap topic %q at %d messages", ports.ErrUnsupported, spec.Topic, spec.MaxLength)
-	}
-	return a.declared.Declare(ctx, spec, kit.DeclareGroups(a))
+	sctx, cancel := context.WithTimeout(ctx, c.o.StartTimeout)
+	defer cancel()
+	return sc, start(sctx, sc, "consumer group "+group+" on topic "+topic, c.o.Endpoint)
 }
 
-// DeclareGroup implements ports.GroupDeclarer: it starts a SimpleConsumer
+// DeclareGroup implements driver.GroupDeclarer: it starts a SimpleConsumer
 // of group on topic and stops it, which registers the group's
 // subscription with the proxy, as a first consumer does. On rocketmqtest
 // the group then exists at the topic's end and keeps what is published
@@ -165,28 +119,19 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 // broker's consume-from-where rule at its first receive; create groups
 // that must keep messages before their first consumer with the admin
 // tools (mqadmin updateSubGroup). Not certified against Apache RocketMQ.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	if a.isClosed() {
-		return ports.ErrClosed
-	}
-	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
-	name, err := a.topicName(topic)
+// The retention and length of a topic are the administrator's (RocketMQ's
+// fileReservedTime is broker-wide): DeclareTopic refuses them.
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	name, err := c.topicName(topic)
 	if err != nil {
 		return err
 	}
-	g, err := a.groupName(spec)
+	g, err := c.groupName(ports.SubscriptionSpec{Topic: topic, Group: group})
 	if err != nil {
 		return err
 	}
-	sc, err := rmq.NewSimpleConsumer(a.cfg.clientConfig(g),
-		rmq.WithSimpleAwaitDuration(a.cfg.await),
-		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{name: rmq.SUB_ALL}))
+	sc, err := c.consumer(ctx, name, g)
 	if err != nil {
-		return fmt.Errorf("rocketmq: consumer for %s: %w", a.cfg.endpoint, err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, a.cfg.startTimeout)
-	defer cancel()
-	if err := start(sctx, sc, "consumer group "+g+" on topic "+name, a.cfg.endpoint); err != nil {
 		return err
 	}
 	if err := sc.GracefulStop(); err != nil {

@@ -32,15 +32,20 @@ func (w *lockedBuffer) String() string {
 	return w.b.String()
 }
 
-func peerAdapter(t *testing.T, opts ...rocketmq.Option) (*rocketmq.Adapter, *rocketmqtest.Broker) {
+// peerAdapter returns an adapter on a fresh peer, with a 2 s invisible
+// duration and the options edit sets.
+func peerAdapter(t *testing.T, edit ...func(*rocketmq.Options)) (*rocketmq.Adapter, *rocketmqtest.Broker) {
 	t.Helper()
 	b, err := rocketmqtest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	a, err := rocketmq.New(append([]rocketmq.Option{rocketmq.WithEndpoint(b.Endpoint()), rocketmq.WithInvisibleDuration(2 * time.Second),
-		rocketmq.WithAwaitDuration(time.Second)}, opts...)...)
+	o := rocketmq.Options{Endpoint: b.Endpoint(), InvisibleDuration: 2 * time.Second, AwaitDuration: time.Second}
+	for _, e := range edit {
+		e(&o)
+	}
+	a, err := rocketmq.New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +79,7 @@ func receiveOne(t *testing.T, ctx context.Context, sub ports.Subscription) *port
 // a RedeclareError; best effort is served at-least-once and said so.
 func TestDeclareAndSubscribeRefusals(t *testing.T) {
 	var logs lockedBuffer
-	a, _ := peerAdapter(t, rocketmq.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	a, _ := peerAdapter(t, func(o *rocketmq.Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, s := range []ports.TopicSpec{{Topic: "a", Retention: time.Hour}, {Topic: "b", MaxLength: 3}} {
@@ -168,7 +173,9 @@ func TestScopedTopicNamesAreOneToOne(t *testing.T) {
 // and consumer group an administrator created: the group's backlog from
 // before sluice ran is consumed, and sends land on the adopted topic.
 func TestExistingNamesAdopted(t *testing.T) {
-	a, b := peerAdapter(t, rocketmq.WithExisting("orders", "LEGACY_ORDERS", map[string]string{"billing": "GID_BILLING"}))
+	a, b := peerAdapter(t, func(o *rocketmq.Options) {
+		o.Existing = []rocketmq.Existing{{Topic: "orders", As: "LEGACY_ORDERS", Groups: map[string]string{"billing": "GID_BILLING"}}}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b.CreateGroup("LEGACY_ORDERS", "GID_BILLING")
@@ -197,7 +204,8 @@ func TestExistingNamesAdopted(t *testing.T) {
 	if err := a.Send(ctx, ports.Message{Topic: "LEGACY_ORDERS", Payload: []byte("x")}); !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("send to a logical topic deriving the adopted name: %v, want ErrInvalid", err)
 	}
-	if _, err := rocketmq.New(rocketmq.WithEndpoint(b.Endpoint()), rocketmq.WithExisting("x", "bad.name", nil)); !errors.Is(err, ports.ErrInvalid) {
+	bad := rocketmq.Options{Endpoint: b.Endpoint(), Existing: []rocketmq.Existing{{Topic: "x", As: "bad.name"}}}
+	if _, err := rocketmq.New(ctx, bad); !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("adopting a name RocketMQ cannot hold: %v", err)
 	}
 }

@@ -18,9 +18,10 @@ import (
 // host:port is the RocketMQ 5 proxy's gRPC endpoint; user and password are
 // the ACL access key and secret (the secret also from password_file or
 // password_env); the shared namespace parameter becomes the RocketMQ
-// namespace; max_lease is WithMaxLease (0 turns lease renewal off). Open sends one signed Heartbeat within connect_timeout, so an
-// unreachable proxy, a failed TLS handshake or refused credentials fail
-// Open (the last as an *AuthError matching adapters.ErrAuth).
+// namespace; max_lease is Options.MaxLease (0 turns lease renewal off).
+// Open sends one signed Heartbeat within connect_timeout (see New), so an
+// unreachable proxy, a failed TLS handshake or refused credentials
+// (ports.ErrAuth) fail Open.
 //
 // TLS: the v5 Go client dials TLS without verifying the proxy's
 // certificate (it has no setting for a CA, a client certificate or a
@@ -41,7 +42,7 @@ func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapt
 	maxLease := p.Duration("max_lease", DefaultMaxLease, 0, 7*24*time.Hour)
 	await := p.Duration("await", DefaultAwaitDuration, 100*time.Millisecond, time.Minute)
 	reqTimeout := p.Duration("request_timeout", DefaultRequestTimeout, 100*time.Millisecond, 5*time.Minute)
-	startTimeout := p.Duration("start_timeout", 30*time.Second, time.Second, 10*time.Minute)
+	startTimeout := p.Duration("start_timeout", DefaultStartTimeout, time.Second, 10*time.Minute)
 	connectTimeout := p.Duration("connect_timeout", DefaultConnectTimeout, 10*time.Millisecond, time.Hour)
 	if err := p.Err("invisible", "max_lease", "await", "request_timeout", "start_timeout", "connect_timeout"); err != nil {
 		return nil, err
@@ -49,28 +50,18 @@ func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapt
 	if err := checkTLS(cfg, u.Host); err != nil {
 		return nil, err
 	}
-	opts := []Option{
-		WithEndpoint(u.Host),
-		WithNamespace(cfg.Namespace),
-		WithInvisibleDuration(invisible),
-		WithMaxLease(maxLease),
-		WithAwaitDuration(await),
-		WithRequestTimeout(reqTimeout),
-		WithStartTimeout(startTimeout),
-		WithLogger(cfg.Logger),
+	o := Options{
+		Endpoint: u.Host, Namespace: cfg.Namespace, InvisibleDuration: invisible, MaxLease: maxLease,
+		AwaitDuration: await, RequestTimeout: reqTimeout, StartTimeout: startTimeout, ConnectTimeout: connectTimeout,
+		Logger: cfg.Logger,
+	}
+	if maxLease == 0 {
+		o.MaxLease = -1 // the URL's 0 turns renewal off
 	}
 	if cfg.HasCredentials {
-		opts = append(opts, WithCredentials(cfg.Username, cfg.Password))
+		o.AccessKey, o.AccessSecret = cfg.Username, cfg.Password
 	}
-	a, err := New(opts...)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.cfg.check(ctx, connectTimeout); err != nil {
-		_ = a.Close(context.Background())
-		return nil, err
-	}
-	return a, nil
+	return New(ctx, o)
 }
 
 // checkTLS refuses the TLS settings the v5 client cannot apply and warns

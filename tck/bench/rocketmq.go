@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -58,9 +59,9 @@ func init() {
 
 const rocketmqBenchInvisible = 30 * time.Second
 
-func openRocketMQ(_ context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
-	a, err := rocketmq.New(rocketmq.WithEndpoint(env["endpoint"]), rocketmq.WithInvisibleDuration(rocketmqBenchInvisible),
-		rocketmq.WithAwaitDuration(time.Second))
+func openRocketMQ(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+	a, err := rocketmq.New(ctx, rocketmq.Options{Endpoint: env["endpoint"], InvisibleDuration: rocketmqBenchInvisible,
+		AwaitDuration: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, ports.SubscriptionSpec{}, nil, err
 	}
