@@ -211,17 +211,24 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 		drv.Instance = ports.NewID()
 		spec.Instance = drv.Instance
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
+	if a.isClosed() {
 		return nil, ports.ErrClosed
 	}
+	// The driver subscribes without the adapter's lock: subscriptions of
+	// one adapter start in parallel (a broker may take a second for each).
 	ds, err := a.d.Subscribe(ctx, drv)
 	if err != nil {
 		return nil, a.classify("subscribe", err)
 	}
 	s := newSubscription(a, ds, spec)
+	a.mu.Lock()
+	if a.closed { // Close ran meanwhile and did not see this one
+		a.mu.Unlock()
+		_ = s.Stop(context.WithoutCancel(ctx))
+		return nil, ports.ErrClosed
+	}
 	a.subs[s] = struct{}{}
+	a.mu.Unlock()
 	if _, ok := ds.(driver.AckFlusher); ok {
 		return flushing{s}, nil
 	}
