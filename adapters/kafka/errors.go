@@ -6,8 +6,8 @@ import (
 )
 
 // ErrRevoked is returned by Settle for a delivery whose partition was
-// revoked (a rebalance moved it, or the subscription stopped) before the
-// settlement was recorded or committed. Nothing was committed for it: the
+// revoked (a rebalance moved it, or the subscription stopped) before its
+// acknowledgement was recorded. Nothing was committed for it: the
 // partition's new owner redelivers the message (at least once). Test with
 // errors.Is.
 var ErrRevoked = errors.New("kafka: partition revoked")
@@ -25,22 +25,3 @@ func (e *RevokedError) Error() string {
 
 // Is reports whether target is ErrRevoked.
 func (e *RevokedError) Is(target error) bool { return target == ErrRevoked }
-
-// CommitError is an offset commit the broker refused or that could not be
-// sent. It is reported through Subscription.Errors (and returned by Flush);
-// Settle never returns it, since Settle only records. The committer
-// retries the commit every Config.CommitRetry; if it never succeeds (the
-// process dies, the partition is revoked) the recorded messages are
-// redelivered, never lost.
-type CommitError struct {
-	Group     string
-	Topic     string
-	Partition int32
-	Err       error
-}
-
-func (e *CommitError) Error() string {
-	return fmt.Sprintf("kafka: commit %s %s/%d: %v", e.Group, e.Topic, e.Partition, e.Err)
-}
-
-func (e *CommitError) Unwrap() error { return e.Err }

@@ -37,15 +37,15 @@ func (e *Existing) validate() error {
 	}
 	for t, p := range e.Topics {
 		if err := t.Validate(); err != nil {
-			return &ports.ValueError{Field: "kafka.Config.Existing.Topics", Reason: err.Error()}
+			return &ports.ValueError{Field: "kafka.Options.Existing.Topics", Reason: err.Error()}
 		}
 		if p == "" || strings.ContainsAny(p, "/ ") {
-			return &ports.ValueError{Field: "kafka.Config.Existing.Topics", Reason: fmt.Sprintf("topic %q maps to an invalid Kafka topic name %q", string(t), p)}
+			return &ports.ValueError{Field: "kafka.Options.Existing.Topics", Reason: fmt.Sprintf("topic %q maps to an invalid Kafka topic name %q", string(t), p)}
 		}
 	}
 	for g, id := range e.Groups {
 		if err := g.Topic.Validate(); err != nil || g.Group == "" || id == "" {
-			return &ports.ValueError{Field: "kafka.Config.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a group id", string(g.Topic), g.Group, id)}
+			return &ports.ValueError{Field: "kafka.Options.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a group id", string(g.Topic), g.Group, id)}
 		}
 	}
 	return nil
@@ -75,11 +75,11 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	}
 	md, err := admin.DescribeTopics(phys)
 	if err != nil {
-		return fmt.Errorf("kafka: Config.Existing: describe adopted topics: %w", err)
+		return fmt.Errorf("kafka: Options.Existing: describe adopted topics: %w", err)
 	}
 	for _, t := range md {
 		if t.Err != sarama.ErrNoError {
-			return fmt.Errorf("kafka: Config.Existing names topic %q, which the cluster does not have (sluice never creates an adopted topic): %w", t.Name, t.Err)
+			return fmt.Errorf("kafka: Options.Existing names topic %q, which the cluster does not have (sluice never creates an adopted topic): %w", t.Name, t.Err)
 		}
 	}
 	return nil
@@ -89,7 +89,7 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 // flat form (Topic.Physical(".."): a scoped "tenant/ns/name" becomes
 // "tenant..ns..name", one-to-one since ".." is reserved and Kafka topic
 // names cannot hold '/') with '_' escaped (escapeUnderscore), unless
-// Config.Existing adopts the topic.
+// Options.Existing adopts the topic.
 type names struct {
 	ns       string
 	existing *Existing

@@ -26,9 +26,9 @@ const (
 	StartOldest
 )
 
-// Config configures an [Adapter]. The zero value of every optional field is
+// Options configures an [Adapter]. The zero value of every optional field is
 // a documented default; Brokers is required.
-type Config struct {
+type Options struct {
 	// Brokers are the bootstrap addresses ("127.0.0.1:9092"). Required.
 	Brokers []string
 	// Namespace prefixes every physical topic and group name. Default
@@ -63,14 +63,14 @@ type Config struct {
 	// RebalanceTimeout bounds how long the group waits for members to
 	// rejoin in a rebalance. Default 10s.
 	RebalanceTimeout time.Duration
-	// CommitRetry is how often the committer retries a failed commit.
+	// CommitRetry is how often FlushAcks retries a failed commit.
 	// Default 200ms.
 	CommitRetry time.Duration
-	// CommitInterval is how often the committer commits the offsets that
-	// Settle recorded (Settle(ACK) returns once the offset is recorded; it
-	// does not wait for the commit). A crash loses at most the offsets
-	// recorded in the last interval: their messages are redelivered,
-	// never lost. Default 100ms.
+	// CommitInterval is how often a subscription commits the offsets that
+	// its acknowledgements recorded (an Ack returns once the offset is
+	// recorded; it does not wait for the commit). A crash loses at most
+	// the offsets recorded in the last interval: their messages are
+	// redelivered, never lost. Default 100ms.
 	CommitInterval time.Duration
 	// CommitThreshold starts a commit round at once, before the interval
 	// is up, when that many offsets were recorded since the last round.
@@ -81,9 +81,10 @@ type Config struct {
 	// coordinator moving). Default: kit.DefaultBackoff started at
 	// CommitRetry (200ms, doubling, at most 30s, 20% jitter).
 	Rejoin kit.Backoff
-	// Buffer bounds the records a subscription holds that are neither
-	// handed out nor settled (waiting for their key, for their delay, or
-	// for Receive), as a multiple of SubscriptionSpec.InFlight. Default 4.
+	// Buffer bounds the records a subscription holds back because an
+	// earlier record of their key is still unsettled, as a multiple of
+	// SubscriptionSpec.InFlight; while it is full no more records are
+	// read. Default 4.
 	Buffer int
 
 	// Existing adopts topics and consumer groups that exist already under
@@ -118,16 +119,16 @@ type Config struct {
 }
 
 // ParseURL parses "kafka://host:port[,host:port...][/namespace]" into a
-// Config with the other fields left to their defaults.
-func ParseURL(raw string) (Config, error) {
+// Options with the other fields left to their defaults.
+func ParseURL(raw string) (Options, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Config{}, fmt.Errorf("%w: kafka url: %v", ports.ErrInvalid, err)
+		return Options{}, fmt.Errorf("%w: kafka url: %v", ports.ErrInvalid, err)
 	}
 	if u.Scheme != "kafka" {
-		return Config{}, &ports.ValueError{Field: "url", Reason: fmt.Sprintf("scheme %q is not kafka", u.Scheme)}
+		return Options{}, &ports.ValueError{Field: "url", Reason: fmt.Sprintf("scheme %q is not kafka", u.Scheme)}
 	}
-	var c Config
+	var c Options
 	for _, h := range strings.Split(u.Host, ",") {
 		if h != "" {
 			c.Brokers = append(c.Brokers, h)
@@ -137,7 +138,7 @@ func ParseURL(raw string) (Config, error) {
 	return c, c.withDefaults().validate()
 }
 
-func (c Config) withDefaults() Config {
+func (c Options) withDefaults() Options {
 	if c.Namespace == "" {
 		c.Namespace = "sluice"
 	}
@@ -187,36 +188,36 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// DefaultMaxMessageBytes is the default Config.MaxMessageBytes.
+// DefaultMaxMessageBytes is the default Options.MaxMessageBytes.
 const DefaultMaxMessageBytes = 1_000_000
 
-func (c Config) validate() error {
+func (c Options) validate() error {
 	if err := c.Existing.validate(); err != nil {
 		return err
 	}
 	if p := c.producerConfig().Producer.MaxMessageBytes; c.MaxMessageBytes > p {
-		return &ports.ValueError{Field: "kafka.Config.MaxMessageBytes", Reason: fmt.Sprintf("%d is above the producer's Producer.MaxMessageBytes %d: raise that too (Config.Sarama), and the broker's message.max.bytes", c.MaxMessageBytes, p)}
+		return &ports.ValueError{Field: "kafka.Options.MaxMessageBytes", Reason: fmt.Sprintf("%d is above the producer's Producer.MaxMessageBytes %d: raise that too (Options.Sarama), and the broker's message.max.bytes", c.MaxMessageBytes, p)}
 	}
 	if len(c.Brokers) == 0 {
-		return &ports.ValueError{Field: "kafka.Config.Brokers", Reason: "is required"}
+		return &ports.ValueError{Field: "kafka.Options.Brokers", Reason: "is required"}
 	}
 	if err := ports.Topic(c.Namespace).Validate(); err != nil {
-		return &ports.ValueError{Field: "kafka.Config.Namespace", Reason: err.Error()}
+		return &ports.ValueError{Field: "kafka.Options.Namespace", Reason: err.Error()}
 	}
 	if !c.DisableIdempotence && !c.Version.IsAtLeast(sarama.V0_11_0_0) {
-		return &ports.ValueError{Field: "kafka.Config.Version", Reason: "must be at least 0.11 for the idempotent producer"}
+		return &ports.ValueError{Field: "kafka.Options.Version", Reason: "must be at least 0.11 for the idempotent producer"}
 	}
 	if err := c.SASL.validate(); err != nil {
 		return err
 	}
 	if c.HeartbeatInterval >= c.SessionTimeout {
-		return &ports.ValueError{Field: "kafka.Config.HeartbeatInterval", Reason: "must be shorter than SessionTimeout"}
+		return &ports.ValueError{Field: "kafka.Options.HeartbeatInterval", Reason: "must be shorter than SessionTimeout"}
 	}
 	return nil
 }
 
 // base is the sarama configuration shared by every client.
-func (c Config) base() *sarama.Config {
+func (c Options) base() *sarama.Config {
 	s := sarama.NewConfig()
 	s.ClientID = c.ClientID
 	s.Version = c.Version
@@ -229,7 +230,7 @@ func (c Config) base() *sarama.Config {
 }
 
 // producerConfig: acks=all, idempotent where allowed, successes returned.
-func (c Config) producerConfig() *sarama.Config {
+func (c Options) producerConfig() *sarama.Config {
 	s := c.base()
 	s.Producer.RequiredAcks = sarama.WaitForAll
 	s.Producer.Return.Successes = true
@@ -245,11 +246,11 @@ func (c Config) producerConfig() *sarama.Config {
 	return s
 }
 
-// consumerConfig: no auto-commit (the committer commits), fast group
-// timing from Config, errors returned.
-func (c Config) consumerConfig(inFlight int) *sarama.Config {
+// consumerConfig: no auto-commit (the subscription commits), fast group
+// timing from Options; partition errors are logged by sarama and session
+// errors returned by Consume.
+func (c Options) consumerConfig(inFlight int) *sarama.Config {
 	s := c.base()
-	s.Consumer.Return.Errors = true
 	s.Consumer.Offsets.AutoCommit.Enable = false
 	s.Consumer.Offsets.Initial = sarama.OffsetNewest
 	if c.StartFrom == StartOldest {
@@ -265,13 +266,13 @@ func (c Config) consumerConfig(inFlight int) *sarama.Config {
 	return s
 }
 
-func (c Config) adminConfig() *sarama.Config {
+func (c Options) adminConfig() *sarama.Config {
 	s := c.base()
 	c.user(s)
 	return s
 }
 
-func (c Config) user(s *sarama.Config) {
+func (c Options) user(s *sarama.Config) {
 	if c.Sarama != nil {
 		c.Sarama(s)
 	}
