@@ -263,7 +263,7 @@ func (c *conn) Classify(err error) driver.Class {
 		return class
 	}
 	switch {
-	case err == nil, errors.Is(err, ports.ErrInvalid), errors.Is(err, ErrRevoked):
+	case err == nil, errors.Is(err, ports.ErrInvalid):
 		return driver.Class{}
 	case errors.Is(err, ports.ErrUnconfirmed):
 		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}

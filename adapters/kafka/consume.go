@@ -367,18 +367,14 @@ func (p *partition) advanceLocked() {
 }
 
 // SendAcks records the offsets of handles as done (no I/O); the next
-// commit round commits each partition's gap-free prefix. An offset of a
-// partition revoked meanwhile is not recorded: the new owner redelivers
-// it, and the error matches ErrRevoked.
+// commit round commits each partition's gap-free prefix. The offset of a
+// partition revoked meanwhile is dropped: nothing of it is committed by
+// this member, and the partition's new owner redelivers it.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
-	var errs []error
 	var released []driver.Record
 	for _, x := range handles {
 		h := x.(*handle)
-		next, err := h.p.ack(h)
-		if err != nil {
-			errs = append(errs, err)
-		} else if next != nil {
+		if next := h.p.ack(h); next != nil {
 			released = append(released, *next)
 		}
 	}
@@ -392,16 +388,16 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	if s.recorded.Add(int64(len(handles))) >= int64(s.c.opts.CommitThreshold) {
 		s.signal(s.kick)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // ack marks h's offset done, advances the mark and frees h's key; it
 // returns the next record of the key.
-func (p *partition) ack(h *handle) (*driver.Record, error) {
+func (p *partition) ack(h *handle) *driver.Record {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.revoked {
-		return nil, &RevokedError{Topic: p.topic, Partition: p.id, Generation: p.gen}
+		return nil
 	}
 	live := p.log[p.head:]
 	if i := sort.Search(len(live), func(i int) bool { return live[i].off >= h.off }); i < len(live) && live[i].off == h.off {
@@ -409,16 +405,16 @@ func (p *partition) ack(h *handle) (*driver.Record, error) {
 		p.advanceLocked()
 	}
 	if h.key == "" {
-		return nil, nil
+		return nil
 	}
 	q, ok := p.keys[h.key]
 	if !ok || len(q) == 0 {
 		delete(p.keys, h.key)
-		return nil, nil
+		return nil
 	}
 	next := q[0]
 	p.keys[h.key] = q[1:]
-	return &next, nil
+	return &next
 }
 
 // FlushAcks commits every offset recorded before the call, retrying a

@@ -102,7 +102,10 @@ func (c *conn) retention(topic ports.Topic, phys string) time.Duration {
 // LoadBalance group of topic, the current end offset of every partition
 // the group has no commit for, so that the group's first consumer starts
 // there and receives everything published from now on. Partitions with a
-// commit are left as they are; declaring again is a no-op.
+// commit are left as they are; declaring again is a no-op. A group with
+// running members (on other topics: Kafka groups span topics) refuses a
+// commit from outside; it is left as it is, and its first subscription to
+// topic pins the start offsets itself (Options.StartFrom).
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
 	if err := spec.Validate(); err != nil {
@@ -154,8 +157,12 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	}
 	for _, m := range resp.Errors {
 		for p, kerr := range m {
-			if kerr != sarama.ErrNoError {
-				return fmt.Errorf("kafka: declare group %s: commit %s/%d: %w (a group with running members is declared already)", id, phys, p, kerr)
+			switch kerr {
+			case sarama.ErrNoError:
+			case sarama.ErrUnknownMemberId, sarama.ErrIllegalGeneration, sarama.ErrRebalanceInProgress:
+				return nil // running members: see above
+			default:
+				return fmt.Errorf("kafka: declare group %s: commit %s/%d: %w", id, phys, p, kerr)
 			}
 		}
 	}
