@@ -50,12 +50,12 @@ type sub struct {
 	mu     sync.Mutex
 	parts  map[int32]*partition // the current session's partitions
 	claims []*partition         // those with a channel to read; replaced, never changed
-	ready  []driver.Record      // records whose key was released
+	ready  []driver.Record      // records pulled or released by an ack, to hand out
 	held   int                  // records waiting behind their key
 
 	out   []driver.Record      // ReceiveBatch's result, reused
+	batch []fetched            // pull's batch, reused
 	cases []reflect.SelectCase // ReceiveBatch's wait, reused
-	next  int                  // the claim ReceiveBatch drains first
 
 	stopOnce sync.Once
 	stopErr  error
@@ -229,26 +229,24 @@ func (s *sub) signal(ch chan struct{}) {
 	}
 }
 
-// ReceiveBatch returns up to max records: first those released by the
-// acknowledgement of an earlier record of their key, then what the
-// claims' channels hold, waiting on them (and on a release, a new claim, a
-// session failure and ctx) when none has any.
+// ReceiveBatch returns up to max records: first those held in ready (pulled
+// earlier, or released by the acknowledgement of an earlier record of
+// their key), then what the claims' channels hold, waiting on them (and on
+// a release, a new claim, a session failure and ctx) when none has any.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	out := s.out[:0]
+	var first *fetched
 	for {
 		s.mu.Lock()
 		n := min(max-len(out), len(s.ready))
 		out = append(out, s.ready[:n]...)
 		clear(s.ready[:n])
 		s.ready = s.ready[n:]
-		claims, full := s.claims, s.held >= s.limit
+		claims, room := s.claims, s.limit-s.held-len(s.ready)
 		s.mu.Unlock()
-		if !full && len(out) < max && len(claims) > 0 {
-			now := time.Now()
-			s.next++
-			for i := range claims {
-				out = s.drain(claims[(s.next+i)%len(claims)], out, max, now)
-			}
+		if first != nil || (len(out) < max && room > 0) {
+			out = s.pull(claims, first, out, max, room)
+			first = nil
 		}
 		if len(out) > 0 {
 			s.out = out
@@ -259,7 +257,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.wake)},
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.failed)})
 		for _, p := range claims {
-			if !full {
+			if room > 0 {
 				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.msgs)})
 			}
 		}
@@ -274,25 +272,58 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		case !ok:
 			s.drained(claims[i-3])
 		default:
-			out = s.accept(claims[i-3], v.Interface().(*sarama.ConsumerMessage), out, time.Now())
+			first = &fetched{claims[i-3], v.Interface().(*sarama.ConsumerMessage)}
 		}
 	}
 }
 
-// drain takes what p's channel holds, without waiting, up to max records.
-func (s *sub) drain(p *partition, out []driver.Record, max int, now time.Time) []driver.Record {
-	for len(out) < max {
-		select {
-		case cm, ok := <-p.msgs:
-			if !ok {
-				s.drained(p)
-				return out
+// fetched is a record read from a claim's channel.
+type fetched struct {
+	p  *partition
+	cm *sarama.ConsumerMessage
+}
+
+// pull reads what the claims' channels hold, without waiting, up to room
+// records besides first, and hands them out oldest first (by timestamp,
+// across partitions, as they were produced): up to max in out, the rest in
+// ready for the next call.
+func (s *sub) pull(claims []*partition, first *fetched, out []driver.Record, max, room int) []driver.Record {
+	batch := s.batch[:0]
+	if first != nil {
+		batch = append(batch, *first)
+	}
+	for _, p := range claims {
+	drain:
+		for len(batch) < room {
+			select {
+			case cm, ok := <-p.msgs:
+				if !ok {
+					s.drained(p)
+					break drain
+				}
+				batch = append(batch, fetched{p, cm})
+			default:
+				break drain
 			}
-			out = s.accept(p, cm, out, now)
-		default:
-			return out
 		}
 	}
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].cm.Timestamp.Before(batch[j].cm.Timestamp) })
+	now := time.Now()
+	var rest []driver.Record
+	for _, f := range batch {
+		if len(out) < max {
+			out = s.accept(f.p, f.cm, out, now)
+		} else {
+			rest = s.accept(f.p, f.cm, rest, now)
+		}
+	}
+	if len(rest) > 0 {
+		s.mu.Lock()
+		s.ready = append(s.ready, rest...)
+		s.mu.Unlock()
+	}
+	clear(batch)
+	s.batch = batch
 	return out
 }
 
