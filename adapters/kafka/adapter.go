@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,7 +96,7 @@ func connect(opts Options) (*conn, error) {
 		_ = c.Close(context.Background())
 		return nil, &ports.BrokerError{Op: "connect", Code: c.Classify(err).Code, Err: fmt.Errorf("kafka: %s: %w", what, err)}
 	}
-	if err := opts.preflight(opts.base().Net.DialTimeout); err != nil {
+	if err := opts.preflight(5 * time.Second); err != nil {
 		return fail("connect", err)
 	}
 	var err error
@@ -105,7 +106,7 @@ func connect(opts Options) (*conn, error) {
 	if c.prod, err = newProducer(c.client); err != nil {
 		return fail("producer", err)
 	}
-	if c.admin, err = sarama.NewClusterAdmin(opts.Brokers, opts.adminConfig()); err != nil {
+	if c.admin, err = sarama.NewClusterAdmin(opts.Brokers, opts.config("admin", 0)); err != nil {
 		return fail("admin", opts.explainConnect(err))
 	}
 	if err := opts.Existing.check(c.admin); err != nil {
@@ -118,8 +119,7 @@ func connect(opts Options) (*conn, error) {
 // Name returns "kafka". It works on the zero Adapter.
 func (a *Adapter) Name() string { return "kafka" }
 
-// Capabilities: see conn.Capabilities. It works on the zero Adapter, for
-// the capability matrix.
+// Capabilities works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities {
 	if a == nil || a.c == nil {
 		return (&conn{}).Capabilities()
@@ -127,44 +127,20 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 	return a.c.Capabilities()
 }
 
-// Name returns "kafka".
 func (c *conn) Name() string { return "kafka" }
 
-// Capabilities: confirmed sends, per-message settlement with prefix
-// commits, poll batches, broadcast through per-instance groups and durable
-// groups. Delay, delayed requeue and dead letters are not native: the
-// portable layer applies its "sluice-not-before" and "<topic>.dlq"
-// fallbacks. Redelivery counts are a lower bound (a crash before commit
-// redelivers without counting) and ordering is none (see the package doc).
-//
-// Of the topic properties: a new group can start at the oldest retained
-// offset (StartEarliest), retention is the topic's retention.ms (set when
-// DeclareTopic creates it; records older than it are also skipped at
-// consumption, since Kafka deletes whole segments only at its retention
-// check), a single-active group is a sticky one-member assignment (see
-// singleActive). Kafka has no count cap (MaxLength) and no weaker delivery
-// class: BestEffort falls back to at-least-once. MaxMessageBytes is
-// Options.MaxMessageBytes and counts the envelope.
+// Capabilities: confirmed sends, per-offset acknowledgement with prefix
+// commits, broadcast through per-instance groups, durable groups, start at
+// the oldest offset, single-active groups (singleActive), retention.ms.
+// Delay, requeue and dead letters are the portable layer's copies;
+// redelivery counts are a lower bound (a crash before a commit redelivers
+// without counting).
 func (c *conn) Capabilities() ports.Capabilities {
-	limit := c.opts.MaxMessageBytes
-	if limit == 0 {
-		limit = DefaultMaxMessageBytes // the zero Adapter
-	}
 	return ports.Capabilities{
-		Broadcast:          true,
-		PerMessageAck:      true,
-		PublisherConfirm:   true,
-		NativeBatch:        true,
-		DurableGroups:      true,
-		Ordering:           ports.OrderNone,
-		StartEarliest:      true,
-		SingleActive:       true,
-		Retention:          true,
-		MaxMessageBytes:    limit,
-		SizeCountsEnvelope: true,
-		// Detected at Subscribe from the instance's group members
-		// (instance.go): refused, though not atomically.
-		InstanceGuard: ports.InstanceRefused,
+		Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, DurableGroups: true,
+		Ordering: ports.OrderNone, StartEarliest: true, SingleActive: true, Retention: true,
+		MaxMessageBytes: cmp.Or(c.opts.MaxMessageBytes, DefaultMaxMessageBytes), SizeCountsEnvelope: true,
+		InstanceGuard: ports.InstanceRefused, // detected from the instance group's members (instance.go)
 	}
 }
 
@@ -248,54 +224,58 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 }
 
 // Classify maps sarama's and the network's errors to portable codes by
-// type: refused credentials and authorisation errors are ErrAuth (final),
-// a failed handshake ErrTLS (only with Options.TLS), a refused TCP connect
-// ErrRefused, lost brokers and leaders ErrUnreachable and timeouts
-// ErrTimeout (retryable), an unknown topic ErrNotFound, a too large record
-// ErrTooLarge, a closed client ErrClosed.
+// type and code.
 func (c *conn) Classify(err error) driver.Class {
-	var kerr sarama.KError
-	var ne net.Error
 	var se *sessionError
-	if errors.As(err, &se) {
+	if errors.As(err, &se) { // the consume loop rejoins
 		class := c.Classify(se.err)
 		class.Retryable = class.Code != ports.ErrAuth
 		return class
 	}
-	switch {
-	case err == nil, errors.Is(err, ports.ErrInvalid):
+	if errors.Is(err, ports.ErrInvalid) {
 		return driver.Class{}
-	case errors.Is(err, ports.ErrUnconfirmed):
-		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
-	case errors.Is(err, ports.ErrAuth), errors.Is(err, sarama.ErrSASLAuthenticationFailed),
-		errors.Is(err, sarama.ErrTopicAuthorizationFailed), errors.Is(err, sarama.ErrGroupAuthorizationFailed),
-		errors.Is(err, sarama.ErrClusterAuthorizationFailed):
-		return driver.Class{Code: ports.ErrAuth}
-	case errors.Is(err, adapters.ErrTLS) || errors.Is(err, ports.ErrTLS):
-		if c.opts.TLS != nil {
-			return driver.Class{Code: ports.ErrTLS}
+	}
+	if errors.Is(err, adapters.ErrTLS) || errors.Is(err, ports.ErrTLS) {
+		if c.opts.TLS == nil {
+			return driver.Class{}
 		}
-		return driver.Class{}
-	case errors.Is(err, ports.ErrClosed), errors.Is(err, sarama.ErrClosedClient), errors.Is(err, sarama.ErrClosedConsumerGroup),
-		errors.Is(err, sarama.ErrShuttingDown):
-		return driver.Class{Code: ports.ErrClosed}
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return driver.Class{Code: ports.ErrRefused, Retryable: true}
-	case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
-		return driver.Class{Code: ports.ErrNotFound, Retryable: true}
-	case errors.Is(err, sarama.ErrMessageSizeTooLarge), errors.Is(err, sarama.ErrMessageTooLarge):
-		return driver.Class{Code: ports.ErrTooLarge}
-	case errors.Is(err, sarama.ErrRequestTimedOut), errors.As(err, &ne) && ne.Timeout():
+		return driver.Class{Code: ports.ErrTLS}
+	}
+	for _, k := range classes {
+		for _, e := range k.errs {
+			if errors.Is(err, e) {
+				return k.class
+			}
+		}
+	}
+	var ne net.Error
+	var kerr sarama.KError
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
 		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
-	case errors.Is(err, sarama.ErrOutOfBrokers), errors.Is(err, sarama.ErrNotConnected), errors.Is(err, sarama.ErrBrokerNotAvailable),
-		errors.Is(err, sarama.ErrLeaderNotAvailable), errors.Is(err, sarama.ErrNotLeaderForPartition),
-		errors.Is(err, sarama.ErrNotCoordinatorForConsumer), errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable),
-		errors.As(err, &ne):
+	case errors.As(err, &ne):
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	case errors.As(err, &kerr):
-		return driver.Class{Retryable: true} // a broker error code: a rejoin or retry may clear it
+		return driver.Class{Retryable: true} // a broker error code: a retry or rejoin may clear it
 	}
 	return driver.Class{}
+}
+
+var classes = []struct {
+	class driver.Class
+	errs  []error
+}{
+	{driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}, []error{ports.ErrUnconfirmed}},
+	{driver.Class{Code: ports.ErrAuth}, []error{ports.ErrAuth, sarama.ErrSASLAuthenticationFailed,
+		sarama.ErrTopicAuthorizationFailed, sarama.ErrGroupAuthorizationFailed, sarama.ErrClusterAuthorizationFailed}},
+	{driver.Class{Code: ports.ErrClosed}, []error{ports.ErrClosed, sarama.ErrClosedClient, sarama.ErrClosedConsumerGroup, sarama.ErrShuttingDown}},
+	{driver.Class{Code: ports.ErrRefused, Retryable: true}, []error{syscall.ECONNREFUSED}},
+	{driver.Class{Code: ports.ErrNotFound, Retryable: true}, []error{sarama.ErrUnknownTopicOrPartition}},
+	{driver.Class{Code: ports.ErrTooLarge}, []error{sarama.ErrMessageSizeTooLarge, sarama.ErrMessageTooLarge}},
+	{driver.Class{Code: ports.ErrTimeout, Retryable: true}, []error{sarama.ErrRequestTimedOut}},
+	{driver.Class{Code: ports.ErrUnreachable, Retryable: true}, []error{sarama.ErrOutOfBrokers, sarama.ErrNotConnected,
+		sarama.ErrBrokerNotAvailable, sarama.ErrLeaderNotAvailable, sarama.ErrNotLeaderForPartition,
+		sarama.ErrNotCoordinatorForConsumer, sarama.ErrConsumerCoordinatorNotAvailable}},
 }
 
 // Close flushes the producer and closes the clients (the portable layer

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -14,61 +16,50 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // sub is the driver subscription: one consumer-group member on one topic.
-// ReceiveBatch reads the claims' message channels of sarama itself (no
-// goroutine of the adapter between them); SendAcks records offsets (no
-// I/O) and the gap-free prefix of every partition is committed every
-// Options.CommitInterval, when Options.CommitThreshold offsets were
-// recorded, when a partition is revoked, on FlushAcks and on Close.
+// ReceiveBatch reads sarama's claim channels itself (no goroutine of the
+// adapter in between); SendAcks records offsets (no I/O), committed as
+// the package documentation says.
 type sub struct {
-	c         *conn
-	spec      ports.SubscriptionSpec
-	phys      string
-	group     string
-	limit     int // bound on the records held behind their key
-	retention time.Duration
+	c           *conn
+	spec        ports.SubscriptionSpec
+	phys, group string
+	limit       int           // bound on the records pulled and not handed out
+	retention   time.Duration // records older than it are skipped (0: none)
 
-	client       sarama.Client // the consumer group's (fetches, group protocol)
-	commitClient sarama.Client // commits and offset look-ups
-	cg           sarama.ConsumerGroup
+	client, commitClient sarama.Client // commits get their own connection: not behind a Fetch long poll
+	cg                   sarama.ConsumerGroup
+	cancel               context.CancelFunc // ends the consume loop
+	loops                sync.WaitGroup
+	established          chan struct{} // closed by the first Setup
+	setupErr, failed     chan error    // a failed first session; a later one, for ReceiveBatch
+	wake, kick, stop     chan struct{} // ReceiveBatch has records or claims; commit now; Close
+	recorded             atomic.Int64  // offsets recorded since the last commit
 
-	cancel      context.CancelFunc // stops the consume loop
-	loops       sync.WaitGroup
-	established chan struct{} // closed after the first session's Setup
-	setupErr    chan error    // first Consume failure before Setup
-	failed      chan error    // cap 1: a session failure for ReceiveBatch
-	wake        chan struct{} // cap 1: records were released or the claims changed
-	kick        chan struct{} // cap 1: the commit threshold was reached
-	stop        chan struct{} // closed by Close: ends the commit loop
-	recorded    atomic.Int64  // offsets recorded since the last commit round
-
-	fence sync.Mutex // held for a commit round and to revoke partitions
+	fence sync.Mutex // held by a commit and by revoking partitions
 
 	mu     sync.Mutex
-	parts  map[int32]*partition // the current session's partitions
-	claims []*partition         // those with a channel to read; replaced, never changed
-	ready  []driver.Record      // records pulled or released by an ack, to hand out
+	parts  map[int32]*partition // the session's partitions
+	claims []*partition         // those with a channel; replaced, never changed
+	ready  []driver.Record      // pulled, or released by an ack, to hand out
 	held   int                  // records waiting behind their key
 
 	out   []driver.Record      // ReceiveBatch's result, reused
-	batch []fetched            // pull's batch, reused
+	batch []fetched            // pull's, reused
 	cases []reflect.SelectCase // ReceiveBatch's wait, reused
 
-	stopOnce sync.Once
-	stopErr  error
-	stopDone chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	closed    chan struct{}
 }
 
-var (
-	_ driver.Subscription = (*sub)(nil)
-	_ driver.AckFlusher   = (*sub)(nil)
-)
+var _ driver.AckFlusher = (*sub)(nil)
 
-// partition is one partition claimed in one session (generation); a
-// partition claimed again later is a new value.
+// partition is one partition claimed in one session (generation).
 type partition struct {
 	topic           string // physical
 	id, gen         int32
@@ -78,13 +69,11 @@ type partition struct {
 
 	mu        sync.Mutex
 	revoked   bool
-	log       []entry // fetched offsets not below mark, in order; log[head:] is live
+	log       []entry // fetched offsets from mark on, in order; log[head:] is live
 	head      int
-	mark      int64 // commit position: every fetched offset below it is done
-	committed int64 // the last position the broker accepted (-1: none)
-	// keys maps a key with a record out to the records of the key waiting
-	// behind it, in offset order.
-	keys map[string][]driver.Record
+	mark      int64                      // commit position: every fetched offset below it is done
+	committed int64                      // accepted by the broker (-1: none)
+	keys      map[string][]driver.Record // a key with a record out: the records waiting behind it
 }
 
 type entry struct {
@@ -99,24 +88,28 @@ type handle struct {
 	key string
 }
 
-// Subscribe joins the consumer group of spec and returns once the group
-// session is established and the start offsets of the claimed partitions
-// are committed, so a message sent after it returns is delivered.
+// fetched is a record read from a claim's channel.
+type fetched struct {
+	p  *partition
+	cm *sarama.ConsumerMessage
+}
+
+// Subscribe joins the consumer group of spec and returns once the session
+// is established and the start offsets of its partitions are committed,
+// so that a message sent after it returns is delivered.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{
-		c: c, spec: spec, phys: c.names.topic(spec.Topic), group: c.names.group(spec, spec.Instance),
-		limit:       spec.InFlight * c.opts.Buffer,
-		established: make(chan struct{}), setupErr: make(chan error, 1), failed: make(chan error, 1),
-		wake: make(chan struct{}, 1), kick: make(chan struct{}, 1), stop: make(chan struct{}), stopDone: make(chan struct{}),
-	}
+	s := &sub{c: c, spec: spec, phys: c.names.topic(spec.Topic), group: c.names.group(spec, spec.Instance),
+		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
+		failed: make(chan error, 1), wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), closed: make(chan struct{})}
 	if err := c.ensureTopic(ctx, s.phys); err != nil {
 		return nil, err
 	}
 	s.retention = c.retention(spec.Topic, s.phys)
-	if err := c.checkInstanceFree(spec, s.group); err != nil { // instance.go
+	if err := c.checkInstanceFree(spec, s.group); err != nil {
 		return nil, err
 	}
-	conf := c.opts.consumerConfig(spec.InFlight)
+	conf := c.opts.config("consumer", spec.InFlight)
 	if spec.Start == ports.StartEarliest {
 		conf.Consumer.Offsets.Initial = sarama.OffsetOldest
 	}
@@ -124,89 +117,82 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		conf.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{newSingleActive()}
 	}
 	var err error
-	if s.client, err = sarama.NewClient(c.opts.Brokers, conf); err != nil {
-		return nil, fmt.Errorf("kafka: consumer client: %w", err)
+	if s.client, err = sarama.NewClient(c.opts.Brokers, conf); err == nil {
+		if s.commitClient, err = sarama.NewClient(c.opts.Brokers, conf); err != nil {
+			_ = s.client.Close()
+		} else if s.cg, err = sarama.NewConsumerGroupFromClient(s.group, s.client); err != nil {
+			_, _ = s.client.Close(), s.commitClient.Close()
+		}
 	}
-	// Commits and offset look-ups get their own connections: on the
-	// consumer's connection an OffsetCommit waits behind the Fetch long
-	// poll in flight (a broker answers one connection's requests in order).
-	if s.commitClient, err = sarama.NewClient(c.opts.Brokers, conf); err != nil {
-		_ = s.client.Close()
-		return nil, fmt.Errorf("kafka: commit client: %w", err)
-	}
-	if s.cg, err = sarama.NewConsumerGroupFromClient(s.group, s.client); err != nil {
-		_ = s.client.Close()
-		_ = s.commitClient.Close()
+	if err != nil {
 		return nil, fmt.Errorf("kafka: consumer group %s: %w", s.group, err)
 	}
-	loopCtx, cancel := context.WithCancel(context.Background())
+	loop, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.loops.Add(2)
-	go s.consumeLoop(loopCtx)
+	go s.consumeLoop(loop)
 	go s.commitLoop()
 	select {
 	case <-s.established:
 		return s, nil
-	case err := <-s.setupErr:
-		_ = s.Close(context.Background())
-		return nil, fmt.Errorf("kafka: join group %s: %w", s.group, err)
+	case err = <-s.setupErr:
+		err = fmt.Errorf("kafka: join group %s: %w", s.group, err)
 	case <-ctx.Done():
-		_ = s.Close(context.Background())
-		return nil, ctx.Err()
+		err = ctx.Err()
 	}
+	_ = s.Close(context.Background())
+	return nil, err
 }
 
-// consumeLoop runs group sessions until the subscription stops (sarama
-// needs one caller of Consume; each rebalance ends a session). A failed
-// session is handed to ReceiveBatch, which returns it for the portable
-// layer to report, and rejoined after Options.Rejoin.
+// consumeLoop calls sarama's Consume, one session after the other (a
+// rebalance ends one). A failed session is returned by ReceiveBatch (the
+// portable layer reports it) and rejoined after a backoff.
 func (s *sub) consumeLoop(ctx context.Context) {
 	defer s.loops.Done()
-	h := &groupHandler{s}
-	for failures := 0; ; {
-		err := s.cg.Consume(ctx, []string{s.phys}, h)
+	rejoin := kit.DefaultBackoff
+	rejoin.Initial = s.c.opts.CommitRetry
+	for failures := 0; ; failures++ {
+		err := s.cg.Consume(ctx, []string{s.phys}, (*groupHandler)(s))
 		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return
 		}
 		if err == nil {
-			failures = 0
+			failures = -1
 			continue
 		}
+		to := s.setupErr
 		select {
 		case <-s.established:
-			select {
-			case s.failed <- &sessionError{group: s.group, err: err}:
-			default:
-			}
+			to = s.failed
 		default:
-			select {
-			case s.setupErr <- err:
-			default:
-			}
+		}
+		select {
+		case to <- &sessionError{group: s.group, err: err}:
+		default:
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(s.c.opts.Rejoin.Delay(failures)):
+		case <-time.After(rejoin.Delay(failures)):
 		}
-		failures++
 	}
 }
 
-// sessionError is a failed group session; the consume loop rejoins, so
-// it is retryable whatever its cause (but refused credentials).
+// sessionError is a failed group session: retryable, the consume loop
+// rejoins (see Classify).
 type sessionError struct {
 	group string
 	err   error
 }
 
 func (e *sessionError) Error() string {
-	return fmt.Sprintf("kafka: group %s session: %v (rejoining)", e.group, e.err)
+	return fmt.Sprintf("kafka: group %s session: %v", e.group, e.err)
 }
 
 func (e *sessionError) Unwrap() error { return e.err }
 
-// commitLoop commits on the interval and when the threshold is reached.
+// commitLoop commits on the interval and when the threshold is reached;
+// a failure is retried on the next round (a lost commit only redelivers).
 func (s *sub) commitLoop() {
 	defer s.loops.Done()
 	tick := time.NewTicker(s.c.opts.CommitInterval)
@@ -218,57 +204,53 @@ func (s *sub) commitLoop() {
 		case <-s.stop:
 			return
 		}
-		_ = s.round() // a failure is retried next round; a lost commit means a redelivery
+		_ = s.commit(s.partitions())
 	}
 }
 
-func (s *sub) signal(ch chan struct{}) {
+func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
 	}
 }
 
-// ReceiveBatch returns up to max records: first those held in ready (pulled
-// earlier, or released by the acknowledgement of an earlier record of
-// their key), then what the claims' channels hold, waiting on them (and on
-// a release, a new claim, a session failure and ctx) when none has any.
+// ReceiveBatch returns up to max records from ready, after pulling what
+// the claims' channels hold; when there is none it waits on the channels,
+// a release, a new claim, a session failure and ctx.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
-	out := s.out[:0]
 	var first *fetched
 	for {
 		s.mu.Lock()
-		n := min(max-len(out), len(s.ready))
-		out = append(out, s.ready[:n]...)
-		clear(s.ready[:n])
-		s.ready = s.ready[n:]
 		claims, room := s.claims, s.limit-s.held-len(s.ready)
 		s.mu.Unlock()
-		if first != nil || (len(out) < max && room > 0) {
-			out = s.pull(claims, first, out, max, room)
+		if first != nil || room > 0 {
+			s.pull(claims, first, room)
 			first = nil
 		}
-		if len(out) > 0 {
+		s.mu.Lock()
+		n := min(max, len(s.ready))
+		out := append(s.out[:0], s.ready[:n]...)
+		clear(s.ready[:n])
+		s.ready = s.ready[n:]
+		s.mu.Unlock()
+		if n > 0 {
 			s.out = out
 			return out, nil
 		}
-		cases := append(s.cases[:0],
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.wake)},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.failed)})
+		cases := append(s.cases[:0], recv(ctx.Done()), recv(s.wake), recv(s.failed))
 		for _, p := range claims {
 			if room > 0 {
-				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.msgs)})
+				cases = append(cases, recv(p.msgs))
 			}
 		}
 		s.cases = cases
-		i, v, ok := reflect.Select(cases)
-		switch {
+		switch i, v, ok := reflect.Select(cases); {
 		case i == 0:
 			return nil, ctx.Err()
-		case i == 1:
 		case i == 2:
 			return nil, v.Interface().(error)
+		case i == 1:
 		case !ok:
 			s.drained(claims[i-3])
 		default:
@@ -277,17 +259,15 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	}
 }
 
-// fetched is a record read from a claim's channel.
-type fetched struct {
-	p  *partition
-	cm *sarama.ConsumerMessage
+func recv[T any](ch <-chan T) reflect.SelectCase {
+	return reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)}
 }
 
 // pull reads what the claims' channels hold, without waiting, up to room
-// records besides first, and hands them out oldest first (by timestamp,
-// across partitions, as they were produced): up to max in out, the rest in
-// ready for the next call.
-func (s *sub) pull(claims []*partition, first *fetched, out []driver.Record, max, room int) []driver.Record {
+// records besides first, and queues them in ready oldest first (by
+// timestamp across partitions, as they were produced: a dead-letter walk
+// sees every partition's originals before the copies it put back).
+func (s *sub) pull(claims []*partition, first *fetched, room int) {
 	batch := s.batch[:0]
 	if first != nil {
 		batch = append(batch, *first)
@@ -309,22 +289,11 @@ func (s *sub) pull(claims []*partition, first *fetched, out []driver.Record, max
 	}
 	sort.SliceStable(batch, func(i, j int) bool { return batch[i].cm.Timestamp.Before(batch[j].cm.Timestamp) })
 	now := time.Now()
-	var rest []driver.Record
 	for _, f := range batch {
-		if len(out) < max {
-			out = s.accept(f.p, f.cm, out, now)
-		} else {
-			rest = s.accept(f.p, f.cm, rest, now)
-		}
-	}
-	if len(rest) > 0 {
-		s.mu.Lock()
-		s.ready = append(s.ready, rest...)
-		s.mu.Unlock()
+		s.accept(f.p, f.cm, now)
 	}
 	clear(batch)
 	s.batch = batch
-	return out
 }
 
 // drained drops a claim whose channel sarama closed.
@@ -335,54 +304,46 @@ func (s *sub) drained(p *partition) {
 	s.mu.Unlock()
 }
 
-// rebuildLocked replaces claims by the partitions with a channel.
 func (s *sub) rebuildLocked() {
-	claims := make([]*partition, 0, len(s.parts))
-	for _, p := range s.parts {
-		if p.msgs != nil {
-			claims = append(claims, p)
-		}
-	}
-	s.claims = claims
+	s.claims = slices.DeleteFunc(slices.Collect(maps.Values(s.parts)), func(p *partition) bool { return p.msgs == nil })
+	signal(s.wake)
 }
 
-// accept takes one fetched record into its partition's log and appends
-// it to out when it may be handed out now. A record not for this
-// subscription's key filter, or older than the topic's retention (Kafka
-// deletes whole segments, late), is done at once; one whose key has a
-// record out waits behind it; one of a revoked partition is dropped (the
-// new owner delivers it).
-func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, out []driver.Record, now time.Time) []driver.Record {
+// accept takes a fetched record into its partition's log and queues it in
+// ready. A record outside the key filter, or older than the topic's
+// retention (Kafka deletes whole segments, late), is done at once; one
+// whose key has a record out waits behind it; one of a revoked partition
+// is dropped (its new owner delivers it).
+func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	h := &handle{p: p, off: cm.Offset, key: string(cm.Key)}
-	if !s.spec.MatchKey(h.key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention) {
-		p.mu.Lock()
-		if !p.revoked {
-			p.log = append(p.log, entry{off: cm.Offset, done: true})
-			p.advanceLocked()
-		}
-		p.mu.Unlock()
-		s.recorded.Add(1)
-		return out
+	skip := !s.spec.MatchKey(h.key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention)
+	var r driver.Record
+	if !skip {
+		r = decode(cm, s.spec.Topic, p, now)
+		r.Handle = h
 	}
-	r := decode(cm, s.spec.Topic, p, now)
-	r.Handle = h
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.revoked {
-		return out
+		return
 	}
-	p.log = append(p.log, entry{off: cm.Offset})
+	p.log = append(p.log, entry{off: cm.Offset, done: skip})
+	if skip {
+		p.advanceLocked()
+		s.recorded.Add(1)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if h.key != "" {
 		if q, busy := p.keys[h.key]; busy {
 			p.keys[h.key] = append(q, r)
-			s.mu.Lock()
 			s.held++
-			s.mu.Unlock()
-			return out
+			return
 		}
 		p.keys[h.key] = nil
 	}
-	return append(out, r)
+	s.ready = append(s.ready, r)
 }
 
 // advanceLocked moves mark over the done prefix of the log.
@@ -397,62 +358,56 @@ func (p *partition) advanceLocked() {
 	}
 }
 
-// SendAcks records the offsets of handles as done (no I/O); the next
-// commit round commits each partition's gap-free prefix. The offset of a
-// partition revoked meanwhile is dropped: nothing of it is committed by
-// this member, and the partition's new owner redelivers it.
+// SendAcks records the offsets of handles as done (no I/O). The offset of
+// a partition revoked meanwhile is dropped: this member commits nothing of
+// it, and the partition's new owner redelivers it.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
-	var released []driver.Record
 	for _, x := range handles {
 		h := x.(*handle)
-		if next := h.p.ack(h); next != nil {
-			released = append(released, *next)
+		if next, ok := h.p.ack(h); ok {
+			s.mu.Lock()
+			s.ready = append(s.ready, next)
+			s.held--
+			s.mu.Unlock()
+			signal(s.wake)
 		}
 	}
-	if len(released) > 0 {
-		s.mu.Lock()
-		s.ready = append(s.ready, released...)
-		s.held -= len(released)
-		s.mu.Unlock()
-		s.signal(s.wake)
-	}
 	if s.recorded.Add(int64(len(handles))) >= int64(s.c.opts.CommitThreshold) {
-		s.signal(s.kick)
+		signal(s.kick)
 	}
 	return nil
 }
 
 // ack marks h's offset done, advances the mark and frees h's key; it
-// returns the next record of the key.
-func (p *partition) ack(h *handle) *driver.Record {
+// returns the next record of the key, if one waits.
+func (p *partition) ack(h *handle) (driver.Record, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.revoked {
-		return nil
+		return driver.Record{}, false
 	}
 	live := p.log[p.head:]
 	if i := sort.Search(len(live), func(i int) bool { return live[i].off >= h.off }); i < len(live) && live[i].off == h.off {
 		live[i].done = true
 		p.advanceLocked()
 	}
-	if h.key == "" {
-		return nil
+	q, busy := p.keys[h.key]
+	if h.key == "" || !busy {
+		return driver.Record{}, false
 	}
-	q, ok := p.keys[h.key]
-	if !ok || len(q) == 0 {
+	if len(q) == 0 {
 		delete(p.keys, h.key)
-		return nil
+		return driver.Record{}, false
 	}
-	next := q[0]
 	p.keys[h.key] = q[1:]
-	return &next
+	return q[0], true
 }
 
 // FlushAcks commits every offset recorded before the call, retrying a
 // failed commit every Options.CommitRetry until ctx is done.
 func (s *sub) FlushAcks(ctx context.Context) error {
 	for {
-		err := s.round()
+		err := s.commit(s.partitions())
 		if err == nil {
 			return nil
 		}
@@ -464,58 +419,52 @@ func (s *sub) FlushAcks(ctx context.Context) error {
 	}
 }
 
-// round commits every moved partition of the session.
-func (s *sub) round() error {
+func (s *sub) partitions() []*partition {
 	s.mu.Lock()
-	ps := make([]*partition, 0, len(s.parts))
-	for _, p := range s.parts {
-		ps = append(ps, p)
-	}
-	s.mu.Unlock()
-	s.fence.Lock()
-	defer s.fence.Unlock()
-	return s.commitLocked(ps)
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.parts))
 }
 
-// commitLocked commits the moved partitions of ps in one OffsetCommit
-// request per generation, with its generation and member id. The fence
-// is held, so no partition is revoked meanwhile.
-func (s *sub) commitLocked(ps []*partition) error {
+// commit commits the moved partitions of ps, one OffsetCommit request per
+// generation with its generation and member id. Holding the fence, no
+// partition is revoked meanwhile: a revoked member never commits.
+func (s *sub) commit(ps []*partition) error {
+	s.fence.Lock()
+	defer s.fence.Unlock()
 	s.recorded.Store(0)
-	byGen := map[int32]*sarama.OffsetCommitRequest{}
+	reqs := map[int32]*sarama.OffsetCommitRequest{}
 	moved := map[*partition]int64{}
 	for _, p := range ps {
 		p.mu.Lock()
-		pos, dirty := p.mark, !p.revoked && p.mark > p.committed
+		if !p.revoked && p.mark > p.committed {
+			moved[p] = p.mark
+		}
 		p.mu.Unlock()
-		if !dirty {
-			continue
+		if pos, ok := moved[p]; ok {
+			if reqs[p.gen] == nil {
+				reqs[p.gen] = sarama.NewOffsetCommitRequest(s.commitClient.Config(), s.group)
+				reqs[p.gen].ConsumerGroupGeneration, reqs[p.gen].ConsumerID = p.gen, p.member
+			}
+			reqs[p.gen].AddBlock(p.topic, p.id, pos, 0, "")
 		}
-		req := byGen[p.gen]
-		if req == nil {
-			req = sarama.NewOffsetCommitRequest(s.commitClient.Config(), s.group)
-			req.ConsumerGroupGeneration, req.ConsumerID = p.gen, p.member
-			byGen[p.gen] = req
-		}
-		req.AddBlock(p.topic, p.id, pos, 0, "")
-		moved[p] = pos
 	}
 	var errs []error
-	for _, req := range byGen {
-		resp, err := s.commitRequest(req)
+	for gen, req := range reqs {
+		var resp *sarama.OffsetCommitResponse
+		coord, err := s.commitClient.Coordinator(s.group)
+		if err == nil {
+			resp, err = coord.CommitOffset(req)
+		}
 		if err != nil {
-			errs = append(errs, err)
+			_ = s.commitClient.RefreshCoordinator(s.group)
+			errs = append(errs, fmt.Errorf("kafka: commit %s: %w", s.group, err))
 			continue
 		}
 		for p, pos := range moved {
-			if p.gen != req.ConsumerGroupGeneration {
+			if kerr := resp.Errors[p.topic][p.id]; p.gen != gen {
 				continue
-			}
-			if kerr := resp.Errors[p.topic][p.id]; kerr != sarama.ErrNoError {
+			} else if kerr != sarama.ErrNoError {
 				errs = append(errs, fmt.Errorf("kafka: commit %s %s/%d: %w", s.group, p.topic, p.id, kerr))
-				if kerr == sarama.ErrNotCoordinatorForConsumer || kerr == sarama.ErrConsumerCoordinatorNotAvailable {
-					_ = s.commitClient.RefreshCoordinator(s.group)
-				}
 				continue
 			}
 			p.mu.Lock()
@@ -526,24 +475,13 @@ func (s *sub) commitLocked(ps []*partition) error {
 	return errors.Join(errs...)
 }
 
-func (s *sub) commitRequest(req *sarama.OffsetCommitRequest) (*sarama.OffsetCommitResponse, error) {
-	broker, err := s.commitClient.Coordinator(s.group)
-	if err == nil {
-		var resp *sarama.OffsetCommitResponse
-		if resp, err = broker.CommitOffset(req); err == nil {
-			return resp, nil
-		}
-		_ = s.commitClient.RefreshCoordinator(s.group)
-	}
-	return nil, fmt.Errorf("kafka: commit %s: %w", s.group, err)
-}
-
 // release commits what ps recorded (best effort: a failure only means a
 // redelivery), then fences them: nothing of them is committed or handed
 // out afterwards.
 func (s *sub) release(ps ...*partition) {
+	_ = s.commit(ps)
 	s.fence.Lock()
-	_ = s.commitLocked(ps)
+	defer s.fence.Unlock()
 	dropped := 0
 	for _, p := range ps {
 		p.mu.Lock()
@@ -554,45 +492,26 @@ func (s *sub) release(ps ...*partition) {
 		p.keys, p.log = nil, nil
 		p.mu.Unlock()
 	}
-	s.fence.Unlock()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, p := range ps {
 		if s.parts[p.id] == p {
 			delete(s.parts, p.id)
 		}
 	}
-	s.ready = slicesDeleteRevoked(s.ready)
 	s.held -= dropped
+	s.ready = slices.DeleteFunc(s.ready, func(r driver.Record) bool { return slices.Contains(ps, r.Handle.(*handle).p) })
 	s.rebuildLocked()
-	s.mu.Unlock()
-	s.signal(s.wake)
-}
-
-// slicesDeleteRevoked drops the records of revoked partitions.
-func slicesDeleteRevoked(rs []driver.Record) []driver.Record {
-	n := 0
-	for _, r := range rs {
-		p := r.Handle.(*handle).p
-		p.mu.Lock()
-		revoked := p.revoked
-		p.mu.Unlock()
-		if !revoked {
-			rs[n] = r
-			n++
-		}
-	}
-	clear(rs[n:])
-	return rs[:n]
 }
 
 // groupHandler is the sarama.ConsumerGroupHandler of a subscription.
-type groupHandler struct{ s *sub }
+type groupHandler sub
 
-// Setup creates the partitions of the claims and commits the start offset
-// of every partition the group has no commit for yet (so that messages
-// sent while every member is down are kept for the group).
+// Setup makes the session's partitions and commits the start offset of
+// every partition the group has no commit for yet, so that what is sent
+// while every member is down is kept for the group.
 func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
-	s := h.s
+	s := (*sub)(h)
 	ids := sess.Claims()[s.phys]
 	parts := make(map[int32]*partition, len(ids))
 	if len(ids) > 0 {
@@ -600,30 +519,23 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		if err != nil {
 			return err
 		}
-		ps := make([]*partition, 0, len(ids))
+		at := sarama.OffsetNewest
+		if s.c.opts.StartFrom == StartOldest || s.spec.Start == ports.StartEarliest {
+			at = sarama.OffsetOldest
+		}
 		for _, id := range ids {
-			c := committed[id]
-			start := c
-			if c < 0 {
-				at := sarama.OffsetNewest
-				if s.c.opts.StartFrom == StartOldest || s.spec.Start == ports.StartEarliest {
-					at = sarama.OffsetOldest
-				}
+			start := committed[id]
+			if start < 0 {
 				if start, err = s.commitClient.GetOffset(s.phys, id, at); err != nil {
 					return err
 				}
 				sess.MarkOffset(s.phys, id, start, "") // the claim starts here
 			}
-			p := &partition{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(),
+			parts[id] = &partition{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(),
 				idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(sess.GenerationID())),
-				mark: start, committed: c, keys: map[string][]driver.Record{}}
-			parts[id] = p
-			ps = append(ps, p)
+				mark: start, committed: committed[id], keys: map[string][]driver.Record{}}
 		}
-		s.fence.Lock()
-		err = s.commitLocked(ps)
-		s.fence.Unlock()
-		if err != nil {
+		if err := s.commit(slices.Collect(maps.Values(parts))); err != nil {
 			return fmt.Errorf("kafka: group %s: committing start offsets failed: %w", s.group, err)
 		}
 	}
@@ -642,7 +554,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 // session to end; then it commits what the partition recorded and fences
 // it.
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	s := h.s
+	s := (*sub)(h)
 	s.mu.Lock()
 	p := s.parts[claim.Partition()]
 	if p != nil {
@@ -653,7 +565,6 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	if p == nil {
 		return fmt.Errorf("kafka: claim %s/%d without a partition", claim.Topic(), claim.Partition())
 	}
-	s.signal(s.wake)
 	<-sess.Context().Done()
 	s.release(p)
 	return nil
@@ -661,14 +572,8 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 
 // Cleanup releases the partitions left (claims that never started).
 func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
-	s := h.s
-	s.mu.Lock()
-	ps := make([]*partition, 0, len(s.parts))
-	for _, p := range s.parts {
-		ps = append(ps, p)
-	}
-	s.mu.Unlock()
-	s.release(ps...)
+	s := (*sub)(h)
+	s.release(s.partitions()...)
 	return nil
 }
 
@@ -678,8 +583,7 @@ func (s *sub) committedOffsets(ids []int32) (map[int32]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := sarama.NewOffsetFetchRequest(s.commitClient.Config().Version, s.group, map[string][]int32{s.phys: ids})
-	resp, err := coord.FetchOffset(req)
+	resp, err := coord.FetchOffset(sarama.NewOffsetFetchRequest(s.commitClient.Config().Version, s.group, map[string][]int32{s.phys: ids}))
 	if err != nil {
 		_ = s.commitClient.RefreshCoordinator(s.group)
 		return nil, err
@@ -687,51 +591,42 @@ func (s *sub) committedOffsets(ids []int32) (map[int32]int64, error) {
 	out := make(map[int32]int64, len(ids))
 	for _, id := range ids {
 		out[id] = -1
-		if b := resp.GetBlock(s.phys, id); b != nil {
-			if b.Err != sarama.ErrNoError {
-				return nil, b.Err
-			}
+		if b := resp.GetBlock(s.phys, id); b != nil && b.Err != sarama.ErrNoError {
+			return nil, b.Err
+		} else if b != nil {
 			out[id] = b.Offset
 		}
 	}
 	return out, nil
 }
 
-// Close commits what was acknowledged, fences every partition (nothing
+// Close commits what was acknowledged and fences every partition (nothing
 // unacknowledged is committed: the group redelivers it), leaves the group
 // and closes the clients; a Broadcast group without InstanceTTL is
-// deleted. It waits until done or ctx is done (the close goes on in the
-// background then).
+// deleted. It returns when done or when ctx is done (the rest goes on).
 func (s *sub) Close(ctx context.Context) error {
-	s.stopOnce.Do(func() { go s.closeRun() })
+	s.closeOnce.Do(func() {
+		go func() {
+			defer close(s.closed)
+			s.release(s.partitions()...)
+			s.cancel()
+			errs := []error{s.cg.Close()}
+			close(s.stop)
+			s.loops.Wait()
+			if s.spec.Mode == ports.Broadcast && s.spec.InstanceTTL == 0 {
+				if err := s.c.admin.DeleteConsumerGroup(s.group); err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
+					errs = append(errs, fmt.Errorf("delete broadcast group: %w", err))
+				}
+			}
+			if err := errors.Join(append(errs, s.client.Close(), s.commitClient.Close())...); err != nil {
+				s.closeErr = fmt.Errorf("kafka: stop %s: %w", s.group, err)
+			}
+		}()
+	})
 	select {
-	case <-s.stopDone:
-		return s.stopErr
+	case <-s.closed:
+		return s.closeErr
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-func (s *sub) closeRun() {
-	defer close(s.stopDone)
-	s.mu.Lock()
-	ps := make([]*partition, 0, len(s.parts))
-	for _, p := range s.parts {
-		ps = append(ps, p)
-	}
-	s.mu.Unlock()
-	s.release(ps...)
-	s.cancel()
-	errs := []error{s.cg.Close()}
-	close(s.stop)
-	s.loops.Wait()
-	if s.spec.Mode == ports.Broadcast && s.spec.InstanceTTL == 0 {
-		if err := s.c.admin.DeleteConsumerGroup(s.group); err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
-			errs = append(errs, fmt.Errorf("kafka: delete broadcast group %s: %w", s.group, err))
-		}
-	}
-	errs = append(errs, s.client.Close(), s.commitClient.Close())
-	if err := errors.Join(errs...); err != nil {
-		s.stopErr = fmt.Errorf("kafka: stop %s: %w", s.group, err)
 	}
 }

@@ -123,7 +123,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if err != nil {
 		return fmt.Errorf("kafka: declare group %s: coordinator: %w", id, err)
 	}
-	conf := c.opts.consumerConfig(1)
+	conf := c.opts.config("consumer", 1)
 	fetch := &sarama.OffsetFetchRequest{Version: 1, ConsumerGroup: id}
 	for _, p := range parts {
 		fetch.AddPartition(phys, p)
