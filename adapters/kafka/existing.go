@@ -104,22 +104,6 @@ func (n names) topic(t ports.Topic) string {
 	return n.ns + "." + escapeUnderscore(t.Physical(".."))
 }
 
-// logical returns the logical topic of a physical one.
-func (n names) logical(phys string) ports.Topic {
-	if n.existing != nil {
-		for t, p := range n.existing.Topics {
-			if p == phys {
-				return t
-			}
-		}
-	}
-	flat := unescapeUnderscore(strings.TrimPrefix(phys, n.ns+"."))
-	if parts := strings.Split(flat, ".."); len(parts) == 3 {
-		return ports.Scope{Tenant: parts[0], Namespace: parts[1]}.Topic(parts[2])
-	}
-	return ports.Topic(flat)
-}
-
 // group returns the consumer group of spec for this instance.
 func (n names) group(spec ports.SubscriptionSpec, instance string) string {
 	if spec.Mode == ports.Broadcast {
@@ -158,30 +142,6 @@ func escapeUnderscore(s string) string {
 		default:
 			b.WriteByte(c)
 		}
-	}
-	return b.String()
-}
-
-// unescapeUnderscore inverts escapeUnderscore.
-func unescapeUnderscore(s string) string {
-	if !strings.Contains(s, "-") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '-' && i+1 < len(s) {
-			switch s[i+1] {
-			case '-':
-				b.WriteByte('-')
-				i++
-				continue
-			case 'u':
-				b.WriteByte('_')
-				i++
-				continue
-			}
-		}
-		b.WriteByte(s[i])
 	}
 	return b.String()
 }
