@@ -12,7 +12,6 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/portable"
@@ -235,7 +234,7 @@ func (c *conn) Classify(err error) driver.Class {
 	if errors.Is(err, ports.ErrInvalid) {
 		return driver.Class{}
 	}
-	if errors.Is(err, adapters.ErrTLS) || errors.Is(err, ports.ErrTLS) {
+	if errors.Is(err, ports.ErrTLS) { // adapters.TLSError too
 		if c.opts.TLS == nil {
 			return driver.Class{}
 		}

@@ -27,9 +27,8 @@ import (
 // warning. A user name authenticates with SASL: mechanism=plain (the
 // default), scram-sha-256 or scram-sha-512, the password inline, from
 // password_file or from password_env. Open connects before it returns, so
-// refused credentials fail it with an error matching ports.ErrAuth (and
-// adapters.ErrAuth) and a failed TLS handshake with one matching
-// ports.ErrTLS (and adapters.ErrTLS).
+// refused credentials fail it with an error matching ports.ErrAuth and a
+// failed TLS handshake with one matching ports.ErrTLS.
 func init() {
 	adapters.Register("kafka", adapters.OpenerFunc(openKafka))
 	adapters.Register("kafka+tls", adapters.OpenerFunc(openKafka))
@@ -108,10 +107,7 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 	}
 	a, err := New(ctx, kc)
 	if err != nil {
-		if errors.Is(err, ports.ErrAuth) { // the openers' contract: refused credentials wrap adapters.ErrAuth
-			return nil, fmt.Errorf("%w (%w)", err, adapters.ErrAuth)
-		}
-		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrTLS) || ctx.Err() != nil {
+		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrAuth) || errors.Is(err, ports.ErrTLS) || ctx.Err() != nil {
 			return nil, err
 		}
 		var tlsPort *plaintextOnTLSError
