@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/IBM/sarama"
@@ -53,15 +55,7 @@ func (e *Existing) validate() error {
 
 // adopted reports whether phys is an adopted physical topic.
 func (e *Existing) adopted(phys string) bool {
-	if e == nil {
-		return false
-	}
-	for _, p := range e.Topics {
-		if p == phys {
-			return true
-		}
-	}
-	return false
+	return e != nil && slices.Contains(slices.Collect(maps.Values(e.Topics)), phys)
 }
 
 // check verifies that every adopted topic exists.
@@ -69,11 +63,7 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	if e == nil || len(e.Topics) == 0 {
 		return nil
 	}
-	var phys []string
-	for _, p := range e.Topics {
-		phys = append(phys, p)
-	}
-	md, err := admin.DescribeTopics(phys)
+	md, err := admin.DescribeTopics(slices.Collect(maps.Values(e.Topics)))
 	if err != nil {
 		return fmt.Errorf("kafka: Options.Existing: describe adopted topics: %w", err)
 	}
