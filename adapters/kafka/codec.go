@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -35,10 +36,28 @@ func producerMessage(phys string, m *ports.Message) *sarama.ProducerMessage {
 // record still delivered. Its BrokerID is "kafka:<topic>/<partition>/<offset>"
 // (the physical topic), the same on every redelivery of the record.
 func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now time.Time) driver.Record {
+	// The key and the header values are slices of one string: one
+	// allocation instead of one each.
+	n := len(cm.Key)
+	for _, rh := range cm.Headers {
+		if rh != nil {
+			n += len(rh.Value)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.Write(cm.Key)
+	for _, rh := range cm.Headers {
+		if rh != nil {
+			b.Write(rh.Value)
+		}
+	}
+	all := b.String()
+	key, all := all[:len(cm.Key)], all[len(cm.Key):]
 	h := make(ports.Headers, len(cm.Headers))
 	for _, rh := range cm.Headers {
 		if rh != nil {
-			h[string(rh.Key)] = string(rh.Value)
+			h[string(rh.Key)], all = all[:len(rh.Value)], all[len(rh.Value):]
 		}
 	}
 	off := strconv.FormatInt(cm.Offset, 10)
@@ -47,7 +66,7 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now tim
 		facts["timestamp"] = cm.Timestamp.UTC().Format(time.RFC3339Nano)
 	}
 	r := driver.Record{
-		Message:    ports.Message{Topic: topic, Key: string(cm.Key), Payload: cm.Value, Headers: h},
+		Message:    ports.Message{Topic: topic, Key: key, Payload: cm.Value, Headers: h},
 		BrokerID:   "kafka:" + p.topic + "/" + p.idText + "/" + off,
 		Facts:      facts,
 		ReceivedAt: now,

@@ -315,13 +315,10 @@ func (s *sub) rebuildLocked() {
 // whose key has a record out waits behind it; one of a revoked partition
 // is dropped (its new owner delivers it).
 func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
-	h := &handle{p: p, off: cm.Offset, key: string(cm.Key)}
+	r := decode(cm, s.spec.Topic, p, now)
+	h := &handle{p: p, off: cm.Offset, key: r.Message.Key}
+	r.Handle = h
 	skip := !s.spec.MatchKey(h.key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention)
-	var r driver.Record
-	if !skip {
-		r = decode(cm, s.spec.Topic, p, now)
-		r.Handle = h
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.revoked {
