@@ -355,10 +355,20 @@ func (p *partition) advanceLocked() {
 	}
 }
 
-// SendAcks records the offsets of handles as done (no I/O). The offset of
-// a partition revoked meanwhile is dropped: this member commits nothing of
-// it, and the partition's new owner redelivers it.
+// SendAcks records the offsets of handles as done (no I/O). When a
+// partition of theirs was revoked meanwhile it records none of them and
+// returns an error wrapping driver.ErrRecordsLost: this member commits
+// nothing of that partition, and its new owner redelivers the records.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
+	for _, x := range handles {
+		p := x.(*handle).p
+		p.mu.Lock()
+		revoked := p.revoked
+		p.mu.Unlock()
+		if revoked {
+			return fmt.Errorf("kafka: partition %s/%d revoked (generation %d): %w", p.topic, p.id, p.gen, driver.ErrRecordsLost)
+		}
+	}
 	for _, x := range handles {
 		h := x.(*handle)
 		if next, ok := h.p.ack(h); ok {
