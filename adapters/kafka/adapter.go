@@ -1,23 +1,35 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the Kafka implementation of ports.Adapter. It holds one
-// client with an idempotent acks=all producer for Send, requeues and dead
-// letters, and one consumer-group client per subscription.
+// Adapter is the Kafka implementation of ports.Adapter: the portable layer
+// (adapters/portable) over a driver that holds one client with an
+// idempotent acks=all producer and one consumer-group client per
+// subscription.
 type Adapter struct {
-	cfg   Config
+	*portable.Adapter
+	c *conn
+}
+
+// conn is the driver: the producer, admin and metadata clients.
+type conn struct {
+	opts  Options
 	names names
 
 	client sarama.Client
@@ -28,203 +40,173 @@ type Adapter struct {
 
 	topicsMu sync.Mutex
 	topics   map[string]bool // physical topics known to exist
-
-	mu     sync.Mutex
-	closed bool
-	subs   map[*subscription]struct{}
 }
 
-var _ ports.Adapter = (*Adapter)(nil)
+var (
+	_ ports.Adapter        = (*Adapter)(nil)
+	_ driver.Driver        = (*conn)(nil)
+	_ driver.TopicDeclarer = (*conn)(nil)
+	_ driver.GroupDeclarer = (*conn)(nil)
+)
 
-// New connects to cfg.Brokers and returns a ready adapter. ctx bounds the
-// connection.
-func New(ctx context.Context, cfg Config) (*Adapter, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+// New connects to opts.Brokers and returns a ready adapter. ctx bounds the
+// connection. A broker that refuses the connection fails it at once
+// (ports.ErrRefused); refused credentials match ports.ErrAuth and a failed
+// TLS handshake ports.ErrTLS.
+func New(ctx context.Context, opts Options) (*Adapter, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
 		return nil, err
 	}
 	type result struct {
-		a   *Adapter
+		c   *conn
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() { // sarama has no context: dial in the background
-		a, err := connect(cfg)
-		ch <- result{a, err}
+		c, err := connect(opts)
+		ch <- result{c, err}
 	}()
+	var c *conn
 	select {
 	case r := <-ch:
-		return r.a, r.err
+		if r.err != nil {
+			return nil, r.err
+		}
+		c = r.c
 	case <-ctx.Done():
 		go func() { // close what the abandoned dial returns
-			if r := <-ch; r.a != nil {
-				_ = r.a.Close(context.Background())
+			if r := <-ch; r.c != nil {
+				_ = r.c.Close(context.Background())
 			}
 		}()
 		return nil, ctx.Err()
 	}
+	var secrets []string
+	if opts.SASL.Password != "" {
+		secrets = []string{opts.SASL.Password}
+	}
+	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
 }
 
-func connect(cfg Config) (*Adapter, error) {
-	if err := cfg.preflight(cfg.base().Net.DialTimeout); err != nil {
-		return nil, fmt.Errorf("kafka: connect: %w", err)
+func connect(opts Options) (*conn, error) {
+	c := &conn{opts: opts, names: names{ns: opts.Namespace, existing: opts.Existing}, topics: map[string]bool{}}
+	fail := func(what string, err error) (*conn, error) {
+		_ = c.Close(context.Background())
+		return nil, &ports.BrokerError{Op: "connect", Code: c.Classify(err).Code, Err: fmt.Errorf("kafka: %s: %w", what, err)}
 	}
-	client, err := sarama.NewClient(cfg.Brokers, cfg.producerConfig())
-	if err != nil {
-		return nil, fmt.Errorf("kafka: connect: %w", cfg.explainConnect(err))
+	if err := opts.preflight(5 * time.Second); err != nil {
+		return fail("connect", err)
 	}
-	prod, err := newProducer(client)
-	if err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("kafka: producer: %w", err)
+	var err error
+	if c.client, err = sarama.NewClient(opts.Brokers, opts.producerConfig()); err != nil {
+		return fail("connect", opts.explainConnect(err))
 	}
-	admin, err := sarama.NewClusterAdmin(cfg.Brokers, cfg.adminConfig())
-	if err != nil {
-		_ = prod.close()
-		_ = client.Close()
-		return nil, fmt.Errorf("kafka: admin: %w", cfg.explainConnect(err))
+	if c.prod, err = newProducer(c.client); err != nil {
+		return fail("producer", err)
 	}
-	if err := cfg.Existing.check(admin); err != nil {
-		_ = admin.Close()
-		_ = prod.close()
-		_ = client.Close()
+	if c.admin, err = sarama.NewClusterAdmin(opts.Brokers, opts.config("admin", 0)); err != nil {
+		return fail("admin", opts.explainConnect(err))
+	}
+	if err := opts.Existing.check(c.admin); err != nil {
+		_ = c.Close(context.Background())
 		return nil, err
 	}
-	return &Adapter{
-		cfg: cfg, names: names{ns: cfg.Namespace, existing: cfg.Existing},
-		client: client, prod: prod, admin: admin,
-		topics: make(map[string]bool),
-		subs:   make(map[*subscription]struct{}),
-	}, nil
+	return c, nil
 }
 
-// Name returns "kafka".
+// Name returns "kafka". It works on the zero Adapter.
 func (a *Adapter) Name() string { return "kafka" }
 
-// Capabilities: confirmed sends, per-message settlement with prefix
-// commits, poll batches, broadcast through per-instance groups and durable
-// groups. Delay, delayed requeue and dead letters are not native: the
-// adapter applies the local-scheduler and "<topic>.dlq" fallbacks itself.
-// Redelivery counts are a lower bound (a crash before commit redelivers
-// without counting) and ordering is none (see the package doc).
-//
-// Of the topic properties: a new group can start at the oldest retained
-// offset (StartEarliest), retention is the topic's retention.ms (set when
-// DeclareTopic creates it; records older than it are also skipped at
-// consumption, since Kafka deletes whole segments only at its retention
-// check), a single-active group is a sticky one-member assignment (see
-// singleActive). Kafka has no count cap
-// (MaxLength) and no weaker delivery class: BestEffort falls back to
-// at-least-once, said at Subscribe. MaxMessageBytes is
-// Config.MaxMessageBytes and counts the envelope.
+// Capabilities works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities {
-	max := a.cfg.MaxMessageBytes
-	if max == 0 {
-		max = DefaultMaxMessageBytes // the zero Adapter
+	if a == nil || a.c == nil {
+		return (&conn{}).Capabilities()
 	}
+	return a.c.Capabilities()
+}
+
+func (c *conn) Name() string { return "kafka" }
+
+// Capabilities: confirmed sends, per-offset acknowledgement with prefix
+// commits, broadcast through per-instance groups, durable groups, start at
+// the oldest offset, single-active groups (singleActive), retention.ms.
+// Delay, requeue and dead letters are the portable layer's copies;
+// redelivery counts are a lower bound (a crash before a commit redelivers
+// without counting).
+func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
-		Broadcast:          true,
-		PerMessageAck:      true,
-		PublisherConfirm:   true,
-		NativeBatch:        true,
-		DurableGroups:      true,
-		Ordering:           ports.OrderNone,
-		StartEarliest:      true,
-		SingleActive:       true,
-		BestEffort:         false,
-		Retention:          true,
-		MaxLength:          false,
-		MaxMessageBytes:    max,
-		SizeCountsEnvelope: true,
-		// Detected at Subscribe from the instance's group members
-		// (instance.go): refused, though not atomically.
-		InstanceGuard: ports.InstanceRefused,
+		Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, DurableGroups: true,
+		Ordering: ports.OrderNone, StartEarliest: true, SingleActive: true, Retention: true,
+		MaxMessageBytes: cmp.Or(c.opts.MaxMessageBytes, DefaultMaxMessageBytes), SizeCountsEnvelope: true,
+		InstanceGuard: ports.InstanceRefused, // detected from the instance group's members (instance.go)
 	}
 }
 
-// Send publishes msgs with acks=all and returns when every one is
-// confirmed (see ports.Sender). A message with Delay is stored at once and
-// held by the consuming adapter until its time.
-//
-// With a ctx that is already done Send publishes nothing and names every
-// message in the error (each wraps ctx.Err()). When ctx ends midway, the
-// messages whose acks arrived are confirmed (not named); each one named
-// wraps ctx.Err() and may or may not have been stored by the broker.
-func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
-	if a.isClosed() {
-		return ports.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		errs := make([]error, len(msgs))
-		for i := range msgs {
-			errs[i] = &ports.SendError{Index: i, Topic: msgs[i].Topic, Err: fmt.Errorf("kafka: not sent (nothing published): %w", err)}
-		}
-		return errors.Join(errs...)
-	}
+// recordVersion is the record format sarama sizes messages in (Kafka
+// 0.11+ record batches, which Options.Version always is).
+const recordVersion = 2
+
+// SendBatch publishes msgs with acks=all and returns when every one is
+// confirmed. A message larger than Options.MaxMessageBytes as sarama
+// counts it (payload, key, headers and the record overhead) is refused
+// with a *ports.SizeError before its topic is created or anything is
+// sent. A producer failure wraps ports.ErrUnconfirmed.
+func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	var errs []error
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(msgs))
+		}
+		errs[i] = err
+	}
 	pms := make([]*sarama.ProducerMessage, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
-	now := time.Now()
 	for i := range msgs {
-		m := msgs[i]
-		if err := m.Validate(); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+		m := &msgs[i]
+		phys := c.names.topic(m.Topic)
+		pm := producerMessage(phys, m)
+		if err := m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(recordVersion)-len(m.Payload)); err != nil {
+			fail(i, err)
 			continue
 		}
-		phys := a.names.topic(m.Topic)
-		m.Stamp(now)
-		var nb time.Time
-		if m.Delay > 0 {
-			nb = now.Add(m.Delay)
-		}
-		pm := producerMessage(phys, &m, nb)
-		if err := checkSize(&m, pm, a.cfg.MaxMessageBytes); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
-			continue
-		}
-		if err := a.ensureTopic(ctx, phys); err != nil {
-			errs = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err})
+		if err := c.ensureTopic(ctx, phys); err != nil {
+			fail(i, err)
 			continue
 		}
 		pms = append(pms, pm)
 		idx = append(idx, i)
 	}
-	for j, err := range a.prod.publish(ctx, pms) {
+	for j, err := range c.prod.publish(ctx, pms) {
 		if err != nil {
-			errs = append(errs, &ports.SendError{Index: idx[j], Topic: msgs[idx[j]].Topic, Err: unconfirmed(err)})
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ports.ErrClosed) {
+				err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+			}
+			fail(idx[j], err)
 		}
 	}
-	return errors.Join(errs...)
-}
-
-// unconfirmed wraps a producer error in ports.ErrUnconfirmed (context and
-// closed errors are returned as they are).
-func unconfirmed(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ports.ErrClosed) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+	return errs
 }
 
 // ensureTopic creates phys (unless NoCreateTopics) and waits until the
 // client's metadata knows it.
-func (a *Adapter) ensureTopic(ctx context.Context, phys string) error {
-	a.topicsMu.Lock()
-	known := a.topics[phys]
-	a.topicsMu.Unlock()
+func (c *conn) ensureTopic(ctx context.Context, phys string) error {
+	c.topicsMu.Lock()
+	known := c.topics[phys]
+	c.topicsMu.Unlock()
 	if known {
 		return nil
 	}
-	if !a.cfg.NoCreateTopics && !a.cfg.Existing.adopted(phys) {
-		err := a.admin.CreateTopic(phys, &sarama.TopicDetail{NumPartitions: a.cfg.Partitions, ReplicationFactor: a.cfg.ReplicationFactor}, false)
+	if !c.opts.NoCreateTopics && !c.opts.Existing.adopted(phys) {
+		err := c.admin.CreateTopic(phys, &sarama.TopicDetail{NumPartitions: c.opts.Partitions, ReplicationFactor: c.opts.ReplicationFactor}, false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 			return fmt.Errorf("kafka: create topic %s: %w", phys, err)
 		}
 	}
 	for {
-		err := a.client.RefreshMetadata(phys)
+		err := c.client.RefreshMetadata(phys)
 		if err == nil {
-			if ps, perr := a.client.Partitions(phys); perr == nil && len(ps) > 0 {
+			if ps, perr := c.client.Partitions(phys); perr == nil && len(ps) > 0 {
 				break
 			}
 		}
@@ -234,55 +216,88 @@ func (a *Adapter) ensureTopic(ctx context.Context, phys string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	a.topicsMu.Lock()
-	a.topics[phys] = true
-	a.topicsMu.Unlock()
+	c.topicsMu.Lock()
+	c.topics[phys] = true
+	c.topicsMu.Unlock()
 	return nil
 }
 
-func (a *Adapter) isClosed() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.closed
-}
-
-// Close stops every subscription, flushes the producer and closes the
-// clients. It is idempotent.
-func (a *Adapter) Close(ctx context.Context) error {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return nil
+// Classify maps sarama's and the network's errors to portable codes by
+// type and code.
+func (c *conn) Classify(err error) driver.Class {
+	var se *sessionError
+	if errors.As(err, &se) { // the consume loop rejoins
+		class := c.Classify(se.err)
+		class.Retryable = class.Code != ports.ErrAuth
+		return class
 	}
-	a.closed = true
-	subs := make([]*subscription, 0, len(a.subs))
-	for s := range a.subs {
-		subs = append(subs, s)
+	if errors.Is(err, ports.ErrInvalid) {
+		return driver.Class{}
 	}
-	a.mu.Unlock()
-	var errs []error
-	for _, s := range subs {
-		if err := s.Stop(ctx); err != nil {
-			errs = append(errs, err)
+	if errors.Is(err, ports.ErrTLS) { // adapters.TLSError too
+		if c.opts.TLS == nil {
+			return driver.Class{}
+		}
+		return driver.Class{Code: ports.ErrTLS}
+	}
+	for _, k := range classes {
+		for _, e := range k.errs {
+			if errors.Is(err, e) {
+				return k.class
+			}
 		}
 	}
+	var ne net.Error
+	var kerr sarama.KError
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
+	case errors.As(err, &ne):
+		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
+	case errors.As(err, &kerr):
+		return driver.Class{Retryable: true} // a broker error code: a retry or rejoin may clear it
+	}
+	return driver.Class{}
+}
+
+var classes = []struct {
+	class driver.Class
+	errs  []error
+}{
+	{driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}, []error{ports.ErrUnconfirmed}},
+	{driver.Class{Code: ports.ErrAuth}, []error{ports.ErrAuth, sarama.ErrSASLAuthenticationFailed,
+		sarama.ErrTopicAuthorizationFailed, sarama.ErrGroupAuthorizationFailed, sarama.ErrClusterAuthorizationFailed}},
+	{driver.Class{Code: ports.ErrClosed}, []error{ports.ErrClosed, sarama.ErrClosedClient, sarama.ErrClosedConsumerGroup, sarama.ErrShuttingDown}},
+	{driver.Class{Code: ports.ErrRefused, Retryable: true}, []error{syscall.ECONNREFUSED}},
+	{driver.Class{Code: ports.ErrNotFound, Retryable: true}, []error{sarama.ErrUnknownTopicOrPartition}},
+	{driver.Class{Code: ports.ErrTooLarge}, []error{sarama.ErrMessageSizeTooLarge, sarama.ErrMessageTooLarge}},
+	{driver.Class{Code: ports.ErrTimeout, Retryable: true}, []error{sarama.ErrRequestTimedOut}},
+	{driver.Class{Code: ports.ErrUnreachable, Retryable: true}, []error{sarama.ErrOutOfBrokers, sarama.ErrNotConnected,
+		sarama.ErrBrokerNotAvailable, sarama.ErrLeaderNotAvailable, sarama.ErrNotLeaderForPartition,
+		sarama.ErrNotCoordinatorForConsumer, sarama.ErrConsumerCoordinatorNotAvailable}},
+}
+
+// Close flushes the producer and closes the clients (the portable layer
+// stopped the subscriptions first).
+func (c *conn) Close(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		var es []error
-		es = append(es, a.prod.close(), a.admin.Close(), a.client.Close())
+		if c.prod != nil {
+			es = append(es, c.prod.close())
+		}
+		if c.admin != nil {
+			es = append(es, c.admin.Close())
+		}
+		if c.client != nil {
+			es = append(es, c.client.Close())
+		}
 		done <- errors.Join(es...)
 	}()
 	select {
 	case err := <-done:
-		errs = append(errs, err)
+		return err
 	case <-ctx.Done():
-		errs = append(errs, ctx.Err())
+		return ctx.Err()
 	}
-	return errors.Join(errs...)
-}
-
-func (a *Adapter) forget(s *subscription) {
-	a.mu.Lock()
-	delete(a.subs, s)
-	a.mu.Unlock()
 }

@@ -71,7 +71,7 @@ func TestBacklog(t *testing.T) {
 		})
 	}
 	ctx := context.Background()
-	cfg := kafka.Config{Brokers: c.ListenAddrs(), Namespace: "bl", Partitions: 4, StartFrom: kafka.StartOldest,
+	cfg := kafka.Options{Brokers: c.ListenAddrs(), Namespace: "bl", Partitions: 4, StartFrom: kafka.StartOldest,
 		Sarama: func(sc *sarama.Config) {
 			if *backlogChanBuf > 0 {
 				sc.ChannelBufferSize = *backlogChanBuf

@@ -131,8 +131,8 @@ func (b *broker) commitsSince(n int) []commitSeen {
 }
 
 // config is an adapter config for this broker with fast group timing.
-func (b *broker) config(ns string, partitions int32) kafka.Config {
-	return kafka.Config{
+func (b *broker) config(ns string, partitions int32) kafka.Options {
+	return kafka.Options{
 		Brokers:           b.addrs,
 		Namespace:         ns,
 		Partitions:        partitions,
@@ -144,7 +144,7 @@ func (b *broker) config(ns string, partitions int32) kafka.Config {
 }
 
 // adapter makes an adapter closed at the end of the test.
-func (b *broker) adapter(t testing.TB, cfg kafka.Config) *kafka.Adapter {
+func (b *broker) adapter(t testing.TB, cfg kafka.Options) *kafka.Adapter {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -86,7 +86,7 @@ func (c *countingSub) Flush(ctx context.Context) error {
 
 // manualCommits is a config whose committer commits only on Flush, revoke
 // and stop (no interval or threshold round within a test's time).
-func manualCommits(cfg kafka.Config) kafka.Config {
+func manualCommits(cfg kafka.Options) kafka.Options {
 	cfg.CommitInterval = time.Hour
 	cfg.CommitThreshold = 1 << 30
 	return cfg

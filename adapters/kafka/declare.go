@@ -4,20 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/IBM/sarama"
 
-	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // DeclareTopic implements ports.TopicDeclarer. It creates the topic with
-// Config.Partitions and Config.ReplicationFactor and, when spec has a
+// Options.Partitions and Options.ReplicationFactor and, when spec has a
 // Retention, the topic config retention.ms; a topic that exists (made by
-// another process, or adopted with Config.Existing) is described instead,
+// another process, or adopted with Options.Existing) is described instead,
 // and one whose retention.ms differs from spec.Retention fails with a
 // *ports.RedeclareError naming it and is left as it is (sluice never
 // alters a topic's config). Then each of spec.Groups is declared
@@ -25,27 +23,21 @@ import (
 // partition by bytes and time, not by a message count. Declaring the same
 // spec again on this adapter is a no-op; other properties fail with a
 // *ports.RedeclareError before anything is sent to the cluster.
-func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	if err := kit.Unsupported(a.Name(), a.Capabilities(), spec); err != nil {
-		return err
-	}
-	return a.declared.Declare(ctx, spec, a.createTopic)
+func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
+	return c.declared.Declare(ctx, spec, c.createTopic)
 }
 
-func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
-	phys := a.names.topic(spec.Topic)
-	detail := &sarama.TopicDetail{NumPartitions: a.cfg.Partitions, ReplicationFactor: a.cfg.ReplicationFactor}
+func (c *conn) createTopic(ctx context.Context, spec ports.TopicSpec) error {
+	phys := c.names.topic(spec.Topic)
+	detail := &sarama.TopicDetail{NumPartitions: c.opts.Partitions, ReplicationFactor: c.opts.ReplicationFactor}
 	want := ""
 	if spec.Retention > 0 {
 		want = strconv.FormatInt(max(spec.Retention.Milliseconds(), 1), 10)
 		detail.ConfigEntries = map[string]*string{"retention.ms": &want}
 	}
-	exists := a.cfg.NoCreateTopics || a.cfg.Existing.adopted(phys)
+	exists := c.opts.NoCreateTopics || c.opts.Existing.adopted(phys)
 	if !exists {
-		err := a.admin.CreateTopic(phys, detail, false)
+		err := c.admin.CreateTopic(phys, detail, false)
 		switch {
 		case err == nil:
 		case errors.Is(err, sarama.ErrTopicAlreadyExists):
@@ -55,7 +47,7 @@ func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
 		}
 	}
 	if exists && want != "" {
-		got, err := a.topicRetention(phys)
+		got, err := c.topicRetention(phys)
 		if err != nil {
 			return err
 		}
@@ -63,11 +55,11 @@ func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
 			return &ports.RedeclareError{Name: phys, Diffs: []string{fmt.Sprintf("retention.ms: existing %s, declared %s", got, want)}}
 		}
 	}
-	if err := a.ensureTopic(ctx, phys); err != nil {
+	if err := c.ensureTopic(ctx, phys); err != nil {
 		return err
 	}
 	for _, g := range spec.Groups {
-		if err := a.DeclareGroup(ctx, spec.Topic, g); err != nil {
+		if err := c.DeclareGroup(ctx, spec.Topic, g); err != nil {
 			return err
 		}
 	}
@@ -75,8 +67,8 @@ func (a *Adapter) createTopic(ctx context.Context, spec ports.TopicSpec) error {
 }
 
 // topicRetention returns phys's retention.ms as the cluster reports it.
-func (a *Adapter) topicRetention(phys string) (string, error) {
-	entries, err := a.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: phys, ConfigNames: []string{"retention.ms"}})
+func (c *conn) topicRetention(phys string) (string, error) {
+	entries, err := c.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: phys, ConfigNames: []string{"retention.ms"}})
 	if err != nil {
 		return "", fmt.Errorf("kafka: describe config of topic %s: %w", phys, err)
 	}
@@ -91,11 +83,11 @@ func (a *Adapter) topicRetention(phys string) (string, error) {
 // retention is what a subscription of topic skips records older than:
 // the retention declared on this adapter, else the topic's retention.ms
 // (0 when unlimited or unknown).
-func (a *Adapter) retention(topic ports.Topic, phys string) time.Duration {
-	if r := a.declared.Retention(topic); r > 0 {
+func (c *conn) retention(topic ports.Topic, phys string) time.Duration {
+	if r := c.declared.Retention(topic); r > 0 {
 		return r
 	}
-	v, err := a.topicRetention(phys)
+	v, err := c.topicRetention(phys)
 	if err != nil {
 		return 0
 	}
@@ -110,32 +102,35 @@ func (a *Adapter) retention(topic ports.Topic, phys string) time.Duration {
 // LoadBalance group of topic, the current end offset of every partition
 // the group has no commit for, so that the group's first consumer starts
 // there and receives everything published from now on. Partitions with a
-// commit are left as they are; declaring again is a no-op.
-func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+// commit are left as they are; declaring again is a no-op. A group with
+// running members (on other topics: Kafka groups span topics) refuses a
+// commit from outside; it is left as it is, and its first subscription to
+// topic pins the start offsets itself (Options.StartFrom).
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	phys, id := a.names.topic(topic), a.names.group(spec, "")
-	if err := a.ensureTopic(ctx, phys); err != nil {
+	phys, id := c.names.topic(topic), c.names.group(spec, "")
+	if err := c.ensureTopic(ctx, phys); err != nil {
 		return err
 	}
-	parts, err := a.client.Partitions(phys)
+	parts, err := c.client.Partitions(phys)
 	if err != nil {
 		return fmt.Errorf("kafka: declare group %s: partitions of %s: %w", id, phys, err)
 	}
-	coord, err := a.client.Coordinator(id)
+	coord, err := c.client.Coordinator(id)
 	if err != nil {
 		return fmt.Errorf("kafka: declare group %s: coordinator: %w", id, err)
 	}
-	conf := a.cfg.consumerConfig(1)
+	conf := c.opts.config("consumer", 1)
 	fetch := &sarama.OffsetFetchRequest{Version: 1, ConsumerGroup: id}
 	for _, p := range parts {
 		fetch.AddPartition(phys, p)
 	}
 	fr, err := coord.FetchOffset(fetch)
 	if err != nil {
-		_ = a.client.RefreshCoordinator(id)
+		_ = c.client.RefreshCoordinator(id)
 		return fmt.Errorf("kafka: declare group %s: fetch offsets: %w", id, err)
 	}
 	req := sarama.NewOffsetCommitRequest(conf, id)
@@ -145,7 +140,7 @@ func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group str
 		if b := fr.GetBlock(phys, p); b != nil && b.Err == sarama.ErrNoError && b.Offset >= 0 {
 			continue
 		}
-		end, err := a.client.GetOffset(phys, p, sarama.OffsetNewest)
+		end, err := c.client.GetOffset(phys, p, sarama.OffsetNewest)
 		if err != nil {
 			return fmt.Errorf("kafka: declare group %s: end of %s/%d: %w", id, phys, p, err)
 		}
@@ -157,35 +152,19 @@ func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group str
 	}
 	resp, err := coord.CommitOffset(req)
 	if err != nil {
-		_ = a.client.RefreshCoordinator(id)
+		_ = c.client.RefreshCoordinator(id)
 		return fmt.Errorf("kafka: declare group %s: commit: %w", id, err)
 	}
 	for _, m := range resp.Errors {
 		for p, kerr := range m {
-			if kerr != sarama.ErrNoError {
-				return fmt.Errorf("kafka: declare group %s: commit %s/%d: %w (a group with running members is declared already)", id, phys, p, kerr)
+			switch kerr {
+			case sarama.ErrNoError:
+			case sarama.ErrUnknownMemberId, sarama.ErrIllegalGeneration, sarama.ErrRebalanceInProgress:
+				return nil // running members: see above
+			default:
+				return fmt.Errorf("kafka: declare group %s: commit %s/%d: %w", id, phys, p, kerr)
 			}
 		}
 	}
 	return nil
-}
-
-var (
-	_ ports.TopicDeclarer = (*Adapter)(nil)
-	_ ports.GroupDeclarer = (*Adapter)(nil)
-)
-
-// logger is Config.Logger (slog.Default for the zero Adapter).
-func (a *Adapter) logger() *slog.Logger {
-	if a.cfg.Logger == nil {
-		return slog.Default()
-	}
-	return a.cfg.Logger
-}
-
-// expired reports whether a record with timestamp ts is older than the
-// subscription's retention at now (never when there is none, or ts is
-// unknown).
-func (s *subscription) expired(ts, now time.Time) bool {
-	return s.retention > 0 && !ts.IsZero() && now.Sub(ts) > s.retention
 }

@@ -22,7 +22,7 @@ func ExampleNew() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	a, err := kafka.New(ctx, kafka.Config{Brokers: cluster.ListenAddrs(), HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second})
+	a, err := kafka.New(ctx, kafka.Options{Brokers: cluster.ListenAddrs(), HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/IBM/sarama"
@@ -37,15 +39,15 @@ func (e *Existing) validate() error {
 	}
 	for t, p := range e.Topics {
 		if err := t.Validate(); err != nil {
-			return &ports.ValueError{Field: "kafka.Config.Existing.Topics", Reason: err.Error()}
+			return &ports.ValueError{Field: "kafka.Options.Existing.Topics", Reason: err.Error()}
 		}
 		if p == "" || strings.ContainsAny(p, "/ ") {
-			return &ports.ValueError{Field: "kafka.Config.Existing.Topics", Reason: fmt.Sprintf("topic %q maps to an invalid Kafka topic name %q", string(t), p)}
+			return &ports.ValueError{Field: "kafka.Options.Existing.Topics", Reason: fmt.Sprintf("topic %q maps to an invalid Kafka topic name %q", string(t), p)}
 		}
 	}
 	for g, id := range e.Groups {
 		if err := g.Topic.Validate(); err != nil || g.Group == "" || id == "" {
-			return &ports.ValueError{Field: "kafka.Config.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a group id", string(g.Topic), g.Group, id)}
+			return &ports.ValueError{Field: "kafka.Options.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a group id", string(g.Topic), g.Group, id)}
 		}
 	}
 	return nil
@@ -53,15 +55,7 @@ func (e *Existing) validate() error {
 
 // adopted reports whether phys is an adopted physical topic.
 func (e *Existing) adopted(phys string) bool {
-	if e == nil {
-		return false
-	}
-	for _, p := range e.Topics {
-		if p == phys {
-			return true
-		}
-	}
-	return false
+	return e != nil && slices.Contains(slices.Collect(maps.Values(e.Topics)), phys)
 }
 
 // check verifies that every adopted topic exists.
@@ -69,17 +63,13 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	if e == nil || len(e.Topics) == 0 {
 		return nil
 	}
-	var phys []string
-	for _, p := range e.Topics {
-		phys = append(phys, p)
-	}
-	md, err := admin.DescribeTopics(phys)
+	md, err := admin.DescribeTopics(slices.Collect(maps.Values(e.Topics)))
 	if err != nil {
-		return fmt.Errorf("kafka: Config.Existing: describe adopted topics: %w", err)
+		return fmt.Errorf("kafka: Options.Existing: describe adopted topics: %w", err)
 	}
 	for _, t := range md {
 		if t.Err != sarama.ErrNoError {
-			return fmt.Errorf("kafka: Config.Existing names topic %q, which the cluster does not have (sluice never creates an adopted topic): %w", t.Name, t.Err)
+			return fmt.Errorf("kafka: Options.Existing names topic %q, which the cluster does not have (sluice never creates an adopted topic): %w", t.Name, t.Err)
 		}
 	}
 	return nil
@@ -89,7 +79,7 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 // flat form (Topic.Physical(".."): a scoped "tenant/ns/name" becomes
 // "tenant..ns..name", one-to-one since ".." is reserved and Kafka topic
 // names cannot hold '/') with '_' escaped (escapeUnderscore), unless
-// Config.Existing adopts the topic.
+// Options.Existing adopts the topic.
 type names struct {
 	ns       string
 	existing *Existing
@@ -102,22 +92,6 @@ func (n names) topic(t ports.Topic) string {
 		}
 	}
 	return n.ns + "." + escapeUnderscore(t.Physical(".."))
-}
-
-// logical returns the logical topic of a physical one.
-func (n names) logical(phys string) ports.Topic {
-	if n.existing != nil {
-		for t, p := range n.existing.Topics {
-			if p == phys {
-				return t
-			}
-		}
-	}
-	flat := unescapeUnderscore(strings.TrimPrefix(phys, n.ns+"."))
-	if parts := strings.Split(flat, ".."); len(parts) == 3 {
-		return ports.Scope{Tenant: parts[0], Namespace: parts[1]}.Topic(parts[2])
-	}
-	return ports.Topic(flat)
 }
 
 // group returns the consumer group of spec for this instance.
@@ -158,30 +132,6 @@ func escapeUnderscore(s string) string {
 		default:
 			b.WriteByte(c)
 		}
-	}
-	return b.String()
-}
-
-// unescapeUnderscore inverts escapeUnderscore.
-func unescapeUnderscore(s string) string {
-	if !strings.Contains(s, "-") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '-' && i+1 < len(s) {
-			switch s[i+1] {
-			case '-':
-				b.WriteByte('-')
-				i++
-				continue
-			case 'u':
-				b.WriteByte('_')
-				i++
-				continue
-			}
-		}
-		b.WriteByte(s[i])
 	}
 	return b.String()
 }

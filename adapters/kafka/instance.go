@@ -17,11 +17,11 @@ import (
 // crashed process stays in the group until its session times out, so a
 // restarted instance may be refused for that long. An Instance left empty
 // (a random one) is not checked.
-func (a *Adapter) checkInstanceFree(spec ports.SubscriptionSpec, group string) error {
+func (c *conn) checkInstanceFree(spec ports.SubscriptionSpec, group string) error {
 	if spec.Mode != ports.Broadcast || spec.Instance == "" {
 		return nil
 	}
-	descs, err := a.admin.DescribeConsumerGroups([]string{group})
+	descs, err := c.admin.DescribeConsumerGroups([]string{group})
 	if err != nil {
 		return fmt.Errorf("kafka: describe consumer group %s (to check that Broadcast instance %q is not running elsewhere): %w", group, spec.Instance, err)
 	}
@@ -31,8 +31,8 @@ func (a *Adapter) checkInstanceFree(spec ports.SubscriptionSpec, group string) e
 		}
 		if len(d.Members) > 0 {
 			return &ports.InstanceSharedError{Instance: spec.Instance, Where: fmt.Sprintf(
-				"its consumer group %s has %d member(s), state %s; a crashed process's member leaves when its session times out (Config.SessionTimeout %v)",
-				group, len(d.Members), d.State, a.cfg.SessionTimeout)}
+				"its consumer group %s has %d member(s), state %s; a crashed process's member leaves when its session times out (Options.SessionTimeout %v)",
+				group, len(d.Members), d.State, c.opts.SessionTimeout)}
 		}
 	}
 	return nil

@@ -27,8 +27,8 @@ const killChildEnv = "SLUICE_KAFKA_KILL_CHILD"
 
 // killConfig commits only on Flush, revoke and stop: a settlement stays
 // recorded and uncommitted for as long as the process lives.
-func killConfig(addr string) kafka.Config {
-	return manualCommits(kafka.Config{
+func killConfig(addr string) kafka.Options {
+	return manualCommits(kafka.Options{
 		Brokers:           []string{addr},
 		Namespace:         "kill",
 		Partitions:        2,

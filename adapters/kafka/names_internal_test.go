@@ -57,3 +57,43 @@ func TestPhysicalNamesAreOneToOneAndNeverCollide(t *testing.T) {
 	}
 	t.Logf("%d valid logical topics, all distinct physical names", checked)
 }
+
+// logical returns the logical topic of a physical one.
+func (n names) logical(phys string) ports.Topic {
+	if n.existing != nil {
+		for t, p := range n.existing.Topics {
+			if p == phys {
+				return t
+			}
+		}
+	}
+	flat := unescapeUnderscore(strings.TrimPrefix(phys, n.ns+"."))
+	if parts := strings.Split(flat, ".."); len(parts) == 3 {
+		return ports.Scope{Tenant: parts[0], Namespace: parts[1]}.Topic(parts[2])
+	}
+	return ports.Topic(flat)
+}
+
+// unescapeUnderscore inverts escapeUnderscore.
+func unescapeUnderscore(s string) string {
+	if !strings.Contains(s, "-") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '-' && i+1 < len(s) {
+			switch s[i+1] {
+			case '-':
+				b.WriteByte('-')
+				i++
+				continue
+			case 'u':
+				b.WriteByte('_')
+				i++
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

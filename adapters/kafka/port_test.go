@@ -25,8 +25,14 @@ func TestOneMebibytePayloadIsASizeErrorNotUnconfirmed(t *testing.T) {
 	if !errors.As(err, &se) || !errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrUnconfirmed) {
 		t.Fatalf("Send of 1 MiB returned %v, want a *ports.SizeError and not ErrUnconfirmed", err)
 	}
-	if !se.Envelope || se.Limit != 1_000_000 || se.Size <= 1<<20 {
-		t.Fatalf("SizeError %+v: want the envelope counted against 1,000,000", se)
+	if se.Limit != 1_000_000 || se.Size < 1<<20 {
+		t.Fatalf("SizeError %+v: want 1 MiB refused against 1,000,000", se)
+	}
+	// A payload under the limit whose record (key, headers, overhead) is
+	// over it is refused too, the envelope counted.
+	err = a.Send(context.Background(), ports.Message{Topic: "big", Key: "k", Payload: make([]byte, 1_000_000-8)})
+	if !errors.As(err, &se) || !se.Envelope || se.Size <= 1_000_000 || errors.Is(err, ports.ErrUnconfirmed) {
+		t.Fatalf("Send of a payload just under the limit returned %v, want a *ports.SizeError counting the envelope", err)
 	}
 	admin, aerr := sarama.NewClusterAdmin(b.addrs, sarama.NewConfig())
 	if aerr != nil {

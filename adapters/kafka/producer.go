@@ -10,26 +10,25 @@ import (
 )
 
 // producer is a confirmed, context-aware front of one sarama AsyncProducer
-// (acks=all, idempotent where the protocol allows). Concurrent calls share
-// the producer, so their records are batched together.
+// (acks=all, idempotent where allowed): concurrent calls share it, so their
+// records are batched together.
 type producer struct {
-	ap sarama.AsyncProducer
-
-	mu     sync.RWMutex // held (read) while writing to ap.Input; Lock to close
+	ap     sarama.AsyncProducer
+	mu     sync.RWMutex // read-held while writing to ap.Input; held to close
 	closed bool
-	done   chan struct{} // closed when the dispatcher has returned
+	done   chan struct{} // closed when dispatch returned
 }
 
-// call collects the confirms of one publish call.
+// call collects the confirms of one publish; slot is a record's place in
+// it (the record's Metadata).
 type call struct {
-	mu       sync.Mutex
-	errs     []error
-	finished []bool
-	pending  int
-	done     chan struct{}
+	mu      sync.Mutex
+	errs    []error
+	pending []bool
+	left    int
+	done    chan struct{}
 }
 
-// slot is one record's place in a call (the record's Metadata).
 type slot struct {
 	c *call
 	i int
@@ -38,13 +37,11 @@ type slot struct {
 func (c *call) finish(i int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.finished[i] {
+	if !c.pending[i] {
 		return
 	}
-	c.finished[i] = true
-	c.errs[i] = err
-	c.pending--
-	if c.pending == 0 {
+	c.pending[i], c.errs[i] = false, err
+	if c.left--; c.left == 0 {
 		close(c.done)
 	}
 }
@@ -59,8 +56,8 @@ func newProducer(client sarama.Client) (*producer, error) {
 	return p, nil
 }
 
-// dispatch hands every confirm and failure to its call. It returns when
-// the producer has been closed and drained.
+// dispatch hands every confirm and failure to its call until the producer
+// is closed and drained.
 func (p *producer) dispatch() {
 	defer close(p.done)
 	succ, errs := p.ap.Successes(), p.ap.Errors()
@@ -84,28 +81,23 @@ func (p *producer) dispatch() {
 	}
 }
 
-// publish sends msgs and waits for every confirm. It returns one error per
-// message (nil when confirmed). On ctx cancellation the unconfirmed ones
-// report ctx.Err(): those not yet handed to the producer are not
-// published; those handed over and not confirmed may still be stored by
-// the broker. A message whose confirm arrived is never reported.
+// publish sends msgs and waits for every confirm: one error per message,
+// nil when confirmed. On ctx cancellation the unconfirmed ones report
+// ctx.Err(): those not yet handed to the producer are not published; those
+// handed over may still be stored.
 func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) []error {
-	c := &call{errs: make([]error, len(msgs)), finished: make([]bool, len(msgs)), pending: len(msgs), done: make(chan struct{})}
+	c := &call{errs: make([]error, len(msgs)), pending: make([]bool, len(msgs)), left: len(msgs), done: make(chan struct{})}
+	for i := range c.pending {
+		c.pending[i] = true
+	}
 	if len(msgs) == 0 {
 		return c.errs
 	}
 	p.mu.RLock()
-	if p.closed {
-		p.mu.RUnlock()
-		for i := range c.errs {
-			c.errs[i] = ports.ErrClosed
-		}
-		return c.errs
-	}
 	queued := 0
 	for i, m := range msgs {
-		if ctx.Err() != nil {
-			break // not handed to the producer: certainly not published
+		if p.closed || ctx.Err() != nil {
+			break
 		}
 		m.Metadata = slot{c: c, i: i}
 		select {
@@ -113,13 +105,15 @@ func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) 
 			queued++
 		case <-ctx.Done():
 		}
-		if queued == i {
-			break
-		}
 	}
+	closed := p.closed
 	p.mu.RUnlock()
 	for i := queued; i < len(msgs); i++ {
-		c.finish(i, ctx.Err())
+		if closed {
+			c.finish(i, ports.ErrClosed)
+		} else {
+			c.finish(i, ctx.Err())
+		}
 	}
 	select {
 	case <-c.done:
@@ -129,7 +123,7 @@ func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) 
 	defer c.mu.Unlock()
 	out := make([]error, len(msgs))
 	for i, err := range c.errs {
-		if !c.finished[i] {
+		if c.pending[i] {
 			err = ctx.Err()
 		}
 		out[i] = err
@@ -137,7 +131,7 @@ func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) 
 	return out
 }
 
-// close flushes and closes the producer and waits for the dispatcher.
+// close flushes and closes the producer and waits for dispatch.
 func (p *producer) close() error {
 	p.mu.Lock()
 	already := p.closed

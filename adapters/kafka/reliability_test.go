@@ -57,7 +57,7 @@ func TestReliability(t *testing.T) {
 // dialKafka makes an adapter with the tests' fast group timing (Kafka keeps
 // no per-client session, so the process identity is not needed).
 func dialKafka(ctx context.Context, addr, _ string) (ports.Adapter, error) {
-	return kafka.New(ctx, kafka.Config{
+	return kafka.New(ctx, kafka.Options{
 		Brokers:           []string{addr},
 		Namespace:         "rel",
 		Partitions:        2,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -19,7 +20,7 @@ import (
 // SASLMechanism names a SASL mechanism the adapter authenticates with.
 type SASLMechanism string
 
-// The SASL mechanisms of Config.SASL.
+// The SASL mechanisms of Options.SASL.
 const (
 	// SASLPlain sends the user name and password as they are (RFC 4616):
 	// use it only over TLS.
@@ -31,7 +32,7 @@ const (
 	SASLSCRAMSHA512 SASLMechanism = "SCRAM-SHA-512"
 )
 
-// SASL is the SASL authentication of Config. The zero value authenticates
+// SASL is the SASL authentication of Options. The zero value authenticates
 // with nothing. The password is never logged nor put in an error.
 type SASL struct {
 	// Mechanism is SASLPlain, SASLSCRAMSHA256 or SASLSCRAMSHA512. Default
@@ -49,7 +50,7 @@ func ParseSASLMechanism(s string) (SASLMechanism, error) {
 			return m, nil
 		}
 	}
-	return "", &ports.ValueError{Field: "kafka.SASL.Mechanism", Reason: fmt.Sprintf("%q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (OAUTHBEARER and GSSAPI: configure sarama with Config.Sarama)", s)}
+	return "", &ports.ValueError{Field: "kafka.SASL.Mechanism", Reason: fmt.Sprintf("%q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (OAUTHBEARER and GSSAPI: configure sarama with Options.Sarama)", s)}
 }
 
 func (s SASL) validate() error {
@@ -68,7 +69,7 @@ func (s SASL) validate() error {
 }
 
 // apply turns TLS and SASL on in a sarama configuration.
-func (c Config) applySecurity(s *sarama.Config) {
+func (c Options) applySecurity(s *sarama.Config) {
 	if c.TLS != nil {
 		s.Net.TLS.Enable = true
 		s.Net.TLS.Config = c.TLS.Clone()
@@ -111,55 +112,49 @@ func (c *scramClient) Step(challenge string) (string, error) { return c.conv.Ste
 
 func (c *scramClient) Done() bool { return c.conv.Done() }
 
-// AuthError reports that the Kafka broker refused the SASL credentials.
-// errors.Is(err, adapters.ErrAuth) holds; it never holds the password.
-type AuthError struct {
-	Mechanism SASLMechanism
-	User      string
-	Err       error
-}
-
-func (e *AuthError) Error() string {
-	return fmt.Sprintf("kafka: the broker refused SASL %s authentication of user %q: %v; check the user name and password (password_file/password_env), the mechanism (mechanism=plain|scram-sha-256|scram-sha-512) and that the user exists for it", e.Mechanism, e.User, e.Err)
-}
-
-// Unwrap returns the cause.
-func (e *AuthError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, adapters.ErrAuth) true.
-func (e *AuthError) Is(target error) bool { return target == adapters.ErrAuth }
-
-// preflight proves the TLS handshake with the first broker before sarama
-// connects, within the dial timeout: sarama's own handshake waits out its
-// read timeout (10s) on a port that does not answer TLS, and retries, and
-// its errors cannot tell a refused SASL exchange (the broker closes the
-// connection) from a failed handshake. nil when TLS is off, when nothing
-// answers the dial (sarama then reports that), or when the handshake
-// succeeded; else an adapters.ErrTLS error saying why.
-func (c Config) preflight(timeout time.Duration) error {
-	if c.TLS == nil || len(c.Brokers) == 0 {
+// preflight dials the bootstrap brokers before sarama connects, within the
+// dial timeout: when every one refuses the connection it returns that
+// error at once (sarama would retry); with TLS it proves the handshake
+// with the first broker that answers, since sarama's own handshake waits
+// out its read timeout (10s) on a port that does not answer TLS, and its
+// errors cannot tell a refused SASL exchange (the broker closes the
+// connection) from a failed handshake. nil when a broker answered (and its
+// handshake succeeded) or a dial failed otherwise (sarama then reports
+// that); else the refusal or an adapters.ErrTLS error saying why.
+func (c Options) preflight(timeout time.Duration) error {
+	if len(c.Brokers) == 0 {
 		return nil
 	}
-	addr := c.Brokers[0]
-	conn, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return nil
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	conf := c.TLS.Clone()
-	if conf.ServerName == "" && !conf.InsecureSkipVerify {
-		host, _, _ := net.SplitHostPort(addr)
-		conf.ServerName = host
-	}
-	if err := tls.Client(conn, conf).Handshake(); err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return &adapters.TLSError{Addr: addr, Reason: fmt.Sprintf("no answer to the TLS handshake within %v: is this a plaintext port? use the broker's TLS listener, or kafka://", timeout), Err: err}
+	var refused error
+	for _, addr := range c.Brokers {
+		conn, err := net.DialTimeout("tcp", addr, timeout)
+		if err != nil {
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				return nil // sarama reports it
+			}
+			refused = err
+			continue
 		}
-		return adapters.ExplainTLS(addr, err)
+		defer conn.Close()
+		if c.TLS == nil {
+			return nil
+		}
+		_ = conn.SetDeadline(time.Now().Add(timeout))
+		conf := c.TLS.Clone()
+		if conf.ServerName == "" && !conf.InsecureSkipVerify {
+			host, _, _ := net.SplitHostPort(addr)
+			conf.ServerName = host
+		}
+		if err := tls.Client(conn, conf).Handshake(); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return &adapters.TLSError{Addr: addr, Reason: fmt.Sprintf("no answer to the TLS handshake within %v: is this a plaintext port? use the broker's TLS listener, or kafka://", timeout), Err: err}
+			}
+			return adapters.ExplainTLS(addr, err)
+		}
+		return nil
 	}
-	return nil
+	return refused // every bootstrap broker refused the connection: fail at once
 }
 
 // explainConnect classifies a failed connection once the TLS handshake
@@ -168,7 +163,7 @@ func (c Config) preflight(timeout time.Duration) error {
 // connection during the SASL exchange, as some brokers do instead of
 // answering), then the TLS explainer for TLS connections, else err as it
 // is.
-func (c Config) explainConnect(err error) error {
+func (c Options) explainConnect(err error) error {
 	if c.TLS == nil && closedEarly(err) && len(c.Brokers) > 0 && speaksTLS(c.Brokers[0], 2*time.Second) {
 		return &plaintextOnTLSError{addr: c.Brokers[0], err: err}
 	}
@@ -179,7 +174,7 @@ func (c Config) explainConnect(err error) error {
 		if m == "" {
 			m = SASLPlain
 		}
-		return &AuthError{Mechanism: m, User: c.SASL.User, Err: err}
+		return fmt.Errorf("%w: kafka: the broker refused SASL %s authentication of user %q: %w; check the user name and password (password_file/password_env), the mechanism (mechanism=plain|scram-sha-256|scram-sha-512) and that the user exists for it", ports.ErrAuth, m, c.SASL.User, err)
 	}
 	if c.TLS != nil {
 		return adapters.ExplainTLS(strings.Join(c.Brokers, ","), err)

@@ -1,8 +1,8 @@
 package kafka
 
 import (
+	"cmp"
 	"encoding/binary"
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -75,28 +75,13 @@ func (s *singleActive) Plan(members map[string]sarama.ConsumerGroupMemberMetadat
 		cs = append(cs, c)
 	}
 	slices.SortFunc(cs, func(a, b cand) int {
-		switch {
-		case a.active != b.active:
-			if a.active {
-				return -1
-			}
-			return 1
-		case a.active && a.id != b.id: // two claimants: smallest id
-			if a.id < b.id {
-				return -1
-			}
-			return 1
-		case a.since != b.since:
-			if a.since < b.since {
-				return -1
-			}
-			return 1
-		case a.id < b.id:
-			return -1
-		case a.id > b.id:
-			return 1
+		if a.active != b.active {
+			return map[bool]int{true: -1, false: 1}[a.active]
 		}
-		return 0
+		if a.active { // two claimants (after a split): the smallest id
+			return cmp.Compare(a.id, b.id)
+		}
+		return cmp.Or(cmp.Compare(a.since, b.since), cmp.Compare(a.id, b.id))
 	})
 	plan := sarama.BalanceStrategyPlan{}
 	for topic, ps := range topics {
@@ -119,8 +104,3 @@ var (
 	_ sarama.SubscriptionUserDataBalanceStrategy = (*singleActive)(nil)
 	_ sarama.OnAssignmentBalanceStrategy         = (*singleActive)(nil)
 )
-
-// String is for logs.
-func (s *singleActive) String() string {
-	return fmt.Sprintf("%s(active=%v)", singleActiveName, s.active.Load())
-}

@@ -27,8 +27,8 @@ import (
 // warning. A user name authenticates with SASL: mechanism=plain (the
 // default), scram-sha-256 or scram-sha-512, the password inline, from
 // password_file or from password_env. Open connects before it returns, so
-// refused credentials fail it with a *kafka.AuthError (adapters.ErrAuth)
-// and a failed TLS handshake with an error matching adapters.ErrTLS.
+// refused credentials fail it with an error matching ports.ErrAuth and a
+// failed TLS handshake with one matching ports.ErrTLS.
 func init() {
 	adapters.Register("kafka", adapters.OpenerFunc(openKafka))
 	adapters.Register("kafka+tls", adapters.OpenerFunc(openKafka))
@@ -44,7 +44,7 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 			return nil, err
 		}
 	}
-	var kc Config
+	var kc Options
 	for _, h := range strings.Split(u.Host, ",") {
 		if h != "" {
 			kc.Brokers = append(kc.Brokers, h)
@@ -107,7 +107,7 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 	}
 	a, err := New(ctx, kc)
 	if err != nil {
-		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, adapters.ErrAuth) || errors.Is(err, adapters.ErrTLS) || ctx.Err() != nil {
+		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrAuth) || errors.Is(err, ports.ErrTLS) || ctx.Err() != nil {
 			return nil, err
 		}
 		var tlsPort *plaintextOnTLSError

@@ -68,7 +68,7 @@ func TestOpenKafkaRejects(t *testing.T) {
 		"kafka://h:9092?heartbeat_interval=soon": "parameter heartbeat_interval",
 		"kafka://h:9092?acks=1":                  "parameter acks: unknown for kafka://",
 		"kafka://h:9092?create_topics=perhaps":   "parameter create_topics",
-		"kafka://h:9092/bad%20ns":                "kafka.Config.Namespace",
+		"kafka://h:9092/bad%20ns":                "kafka.Options.Namespace",
 	} {
 		a, err := adapters.Open(ctx, raw)
 		if err == nil {

@@ -123,8 +123,8 @@ func setupKafka(ctx context.Context, cfg Config) (Env, func(), error) {
 	return env, cleanup, nil
 }
 
-func kafkaConfig(env Env) kafka.Config {
-	return kafka.Config{
+func kafkaConfig(env Env) kafka.Options {
+	return kafka.Options{
 		Brokers: strings.Split(env["brokers"], ","), Namespace: env["ns"], Partitions: kafkaPartitions, StartFrom: kafka.StartOldest,
 		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 3 * time.Second, RebalanceTimeout: 3 * time.Second,
 	}

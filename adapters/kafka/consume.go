@@ -1,0 +1,639 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// sub is the driver subscription: one consumer-group member on one topic.
+// ReceiveBatch reads sarama's claim channels itself (no goroutine of the
+// adapter in between); SendAcks records offsets (no I/O), committed as
+// the package documentation says.
+type sub struct {
+	c           *conn
+	spec        ports.SubscriptionSpec
+	phys, group string
+	limit       int           // bound on the records pulled and not handed out
+	retention   time.Duration // records older than it are skipped (0: none)
+
+	client, commitClient sarama.Client // commits get their own connection: not behind a Fetch long poll
+	cg                   sarama.ConsumerGroup
+	cancel               context.CancelFunc // ends the consume loop
+	loops                sync.WaitGroup
+	established          chan struct{} // closed by the first Setup
+	setupErr, failed     chan error    // a failed first session; a later one, for ReceiveBatch
+	wake, kick, stop     chan struct{} // ReceiveBatch has records or claims; commit now; Close
+	recorded             atomic.Int64  // offsets recorded since the last commit
+
+	fence sync.Mutex // held by a commit and by revoking partitions
+
+	mu     sync.Mutex
+	parts  map[int32]*partition // the session's partitions
+	claims []*partition         // those with a channel; replaced, never changed
+	ready  []driver.Record      // pulled, or released by an ack, to hand out
+	held   int                  // records waiting behind their key
+
+	out   []driver.Record      // ReceiveBatch's result, reused
+	batch []fetched            // pull's, reused
+	cases []reflect.SelectCase // ReceiveBatch's wait, reused
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    chan struct{}
+}
+
+var _ driver.AckFlusher = (*sub)(nil)
+
+// partition is one partition claimed in one session (generation).
+type partition struct {
+	topic           string // physical
+	id, gen         int32
+	member          string
+	idText, genText string
+	msgs            <-chan *sarama.ConsumerMessage // set by ConsumeClaim, under sub.mu
+
+	mu        sync.Mutex
+	revoked   bool
+	log       []entry // fetched offsets from mark on, in order; log[head:] is live
+	head      int
+	mark      int64                      // commit position: every fetched offset below it is done
+	committed int64                      // accepted by the broker (-1: none)
+	keys      map[string][]driver.Record // a key with a record out: the records waiting behind it
+}
+
+type entry struct {
+	off  int64
+	done bool
+}
+
+// handle is a record's driver handle.
+type handle struct {
+	p   *partition
+	off int64
+	key string
+}
+
+// fetched is a record read from a claim's channel.
+type fetched struct {
+	p  *partition
+	cm *sarama.ConsumerMessage
+}
+
+// Subscribe joins the consumer group of spec and returns once the session
+// is established and the start offsets of its partitions are committed,
+// so that a message sent after it returns is delivered.
+func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+	s := &sub{c: c, spec: spec, phys: c.names.topic(spec.Topic), group: c.names.group(spec, spec.Instance),
+		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
+		failed: make(chan error, 1), wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), closed: make(chan struct{})}
+	if err := c.ensureTopic(ctx, s.phys); err != nil {
+		return nil, err
+	}
+	s.retention = c.retention(spec.Topic, s.phys)
+	if err := c.checkInstanceFree(spec, s.group); err != nil {
+		return nil, err
+	}
+	conf := c.opts.config("consumer", spec.InFlight)
+	if spec.Start == ports.StartEarliest {
+		conf.Consumer.Offsets.Initial = sarama.OffsetOldest
+	}
+	if spec.SingleActive {
+		conf.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{newSingleActive()}
+	}
+	var err error
+	if s.client, err = sarama.NewClient(c.opts.Brokers, conf); err == nil {
+		if s.commitClient, err = sarama.NewClient(c.opts.Brokers, conf); err != nil {
+			_ = s.client.Close()
+		} else if s.cg, err = sarama.NewConsumerGroupFromClient(s.group, s.client); err != nil {
+			_, _ = s.client.Close(), s.commitClient.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka: consumer group %s: %w", s.group, err)
+	}
+	loop, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.loops.Add(2)
+	go s.consumeLoop(loop)
+	go s.commitLoop()
+	select {
+	case <-s.established:
+		return s, nil
+	case err = <-s.setupErr:
+		err = fmt.Errorf("kafka: join group %s: %w", s.group, err)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	_ = s.Close(context.Background())
+	return nil, err
+}
+
+// consumeLoop calls sarama's Consume, one session after the other (a
+// rebalance ends one). A failed session is returned by ReceiveBatch (the
+// portable layer reports it) and rejoined after a backoff.
+func (s *sub) consumeLoop(ctx context.Context) {
+	defer s.loops.Done()
+	rejoin := kit.DefaultBackoff
+	rejoin.Initial = s.c.opts.CommitRetry
+	for failures := 0; ; failures++ {
+		err := s.cg.Consume(ctx, []string{s.phys}, (*groupHandler)(s))
+		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return
+		}
+		if err == nil {
+			failures = -1
+			continue
+		}
+		to := s.setupErr
+		select {
+		case <-s.established:
+			to = s.failed
+		default:
+		}
+		select {
+		case to <- &sessionError{group: s.group, err: err}:
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(rejoin.Delay(failures)):
+		}
+	}
+}
+
+// sessionError is a failed group session: retryable, the consume loop
+// rejoins (see Classify).
+type sessionError struct {
+	group string
+	err   error
+}
+
+func (e *sessionError) Error() string {
+	return fmt.Sprintf("kafka: group %s session: %v", e.group, e.err)
+}
+
+func (e *sessionError) Unwrap() error { return e.err }
+
+// commitLoop commits on the interval and when the threshold is reached;
+// a failure is retried on the next round (a lost commit only redelivers).
+func (s *sub) commitLoop() {
+	defer s.loops.Done()
+	tick := time.NewTicker(s.c.opts.CommitInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-s.kick:
+		case <-s.stop:
+			return
+		}
+		_ = s.commit(s.partitions())
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// ReceiveBatch returns up to max records from ready, after pulling what
+// the claims' channels hold; when there is none it waits on the channels,
+// a release, a new claim, a session failure and ctx.
+func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
+	var first *fetched
+	for {
+		s.mu.Lock()
+		claims, room := s.claims, s.limit-s.held-len(s.ready)
+		s.mu.Unlock()
+		if first != nil || room > 0 {
+			s.pull(claims, first, room)
+			first = nil
+		}
+		s.mu.Lock()
+		n := min(max, len(s.ready))
+		out := append(s.out[:0], s.ready[:n]...)
+		clear(s.ready[:n])
+		s.ready = s.ready[n:]
+		s.mu.Unlock()
+		if n > 0 {
+			s.out = out
+			return out, nil
+		}
+		cases := append(s.cases[:0], recv(ctx.Done()), recv(s.wake), recv(s.failed))
+		for _, p := range claims {
+			if room > 0 {
+				cases = append(cases, recv(p.msgs))
+			}
+		}
+		s.cases = cases
+		switch i, v, ok := reflect.Select(cases); {
+		case i == 0:
+			return nil, ctx.Err()
+		case i == 2:
+			return nil, v.Interface().(error)
+		case i == 1:
+		case !ok:
+			s.drained(claims[i-3])
+		default:
+			first = &fetched{claims[i-3], v.Interface().(*sarama.ConsumerMessage)}
+		}
+	}
+}
+
+func recv[T any](ch <-chan T) reflect.SelectCase {
+	return reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)}
+}
+
+// pull reads what the claims' channels hold, without waiting, up to room
+// records besides first, and queues them in ready oldest first (by
+// timestamp across partitions, as they were produced: a dead-letter walk
+// sees every partition's originals before the copies it put back).
+func (s *sub) pull(claims []*partition, first *fetched, room int) {
+	batch := s.batch[:0]
+	if first != nil {
+		batch = append(batch, *first)
+	}
+	for _, p := range claims {
+	drain:
+		for len(batch) < room {
+			select {
+			case cm, ok := <-p.msgs:
+				if !ok {
+					s.drained(p)
+					break drain
+				}
+				batch = append(batch, fetched{p, cm})
+			default:
+				break drain
+			}
+		}
+	}
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].cm.Timestamp.Before(batch[j].cm.Timestamp) })
+	now := time.Now()
+	for _, f := range batch {
+		s.accept(f.p, f.cm, now)
+	}
+	clear(batch)
+	s.batch = batch
+}
+
+// drained drops a claim whose channel sarama closed.
+func (s *sub) drained(p *partition) {
+	s.mu.Lock()
+	p.msgs = nil
+	s.rebuildLocked()
+	s.mu.Unlock()
+}
+
+func (s *sub) rebuildLocked() {
+	s.claims = slices.DeleteFunc(slices.Collect(maps.Values(s.parts)), func(p *partition) bool { return p.msgs == nil })
+	signal(s.wake)
+}
+
+// accept takes a fetched record into its partition's log and queues it in
+// ready. A record outside the key filter, or older than the topic's
+// retention (Kafka deletes whole segments, late), is done at once; one
+// whose key has a record out waits behind it; one of a revoked partition
+// is dropped (its new owner delivers it).
+func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
+	r := decode(cm, s.spec.Topic, p, now)
+	h := &handle{p: p, off: cm.Offset, key: r.Message.Key}
+	r.Handle = h
+	skip := !s.spec.MatchKey(h.key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked {
+		return
+	}
+	p.log = append(p.log, entry{off: cm.Offset, done: skip})
+	if skip {
+		p.advanceLocked()
+		s.recorded.Add(1)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.key != "" {
+		if q, busy := p.keys[h.key]; busy {
+			p.keys[h.key] = append(q, r)
+			s.held++
+			return
+		}
+		p.keys[h.key] = nil
+	}
+	s.ready = append(s.ready, r)
+}
+
+// advanceLocked moves mark over the done prefix of the log.
+func (p *partition) advanceLocked() {
+	for p.head < len(p.log) && p.log[p.head].done {
+		p.mark = p.log[p.head].off + 1
+		p.head++
+	}
+	if p.head > 64 && p.head*2 > len(p.log) {
+		n := copy(p.log, p.log[p.head:])
+		p.log, p.head = p.log[:n], 0
+	}
+}
+
+// SendAcks records the offsets of handles as done (no I/O). When a
+// partition of theirs was revoked meanwhile it records none of them and
+// returns an error wrapping driver.ErrRecordsLost: this member commits
+// nothing of that partition, and its new owner redelivers the records.
+func (s *sub) SendAcks(_ context.Context, handles []any) error {
+	for _, x := range handles {
+		p := x.(*handle).p
+		p.mu.Lock()
+		revoked := p.revoked
+		p.mu.Unlock()
+		if revoked {
+			return fmt.Errorf("kafka: partition %s/%d revoked (generation %d): %w", p.topic, p.id, p.gen, driver.ErrRecordsLost)
+		}
+	}
+	for _, x := range handles {
+		h := x.(*handle)
+		if next, ok := h.p.ack(h); ok {
+			s.mu.Lock()
+			s.ready = append(s.ready, next)
+			s.held--
+			s.mu.Unlock()
+			signal(s.wake)
+		}
+	}
+	if s.recorded.Add(int64(len(handles))) >= int64(s.c.opts.CommitThreshold) {
+		signal(s.kick)
+	}
+	return nil
+}
+
+// ack marks h's offset done, advances the mark and frees h's key; it
+// returns the next record of the key, if one waits.
+func (p *partition) ack(h *handle) (driver.Record, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revoked {
+		return driver.Record{}, false
+	}
+	live := p.log[p.head:]
+	if i := sort.Search(len(live), func(i int) bool { return live[i].off >= h.off }); i < len(live) && live[i].off == h.off {
+		live[i].done = true
+		p.advanceLocked()
+	}
+	q, busy := p.keys[h.key]
+	if h.key == "" || !busy {
+		return driver.Record{}, false
+	}
+	if len(q) == 0 {
+		delete(p.keys, h.key)
+		return driver.Record{}, false
+	}
+	p.keys[h.key] = q[1:]
+	return q[0], true
+}
+
+// FlushAcks commits every offset recorded before the call, retrying a
+// failed commit every Options.CommitRetry until ctx is done.
+func (s *sub) FlushAcks(ctx context.Context) error {
+	for {
+		err := s.commit(s.partitions())
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-time.After(s.c.opts.CommitRetry):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+	}
+}
+
+func (s *sub) partitions() []*partition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.parts))
+}
+
+// commit commits the moved partitions of ps, one OffsetCommit request per
+// generation with its generation and member id. Holding the fence, no
+// partition is revoked meanwhile: a revoked member never commits.
+func (s *sub) commit(ps []*partition) error {
+	s.fence.Lock()
+	defer s.fence.Unlock()
+	s.recorded.Store(0)
+	reqs := map[int32]*sarama.OffsetCommitRequest{}
+	moved := map[*partition]int64{}
+	for _, p := range ps {
+		p.mu.Lock()
+		if !p.revoked && p.mark > p.committed {
+			moved[p] = p.mark
+		}
+		p.mu.Unlock()
+		if pos, ok := moved[p]; ok {
+			if reqs[p.gen] == nil {
+				reqs[p.gen] = sarama.NewOffsetCommitRequest(s.commitClient.Config(), s.group)
+				reqs[p.gen].ConsumerGroupGeneration, reqs[p.gen].ConsumerID = p.gen, p.member
+			}
+			reqs[p.gen].AddBlock(p.topic, p.id, pos, 0, "")
+		}
+	}
+	var errs []error
+	for gen, req := range reqs {
+		var resp *sarama.OffsetCommitResponse
+		coord, err := s.commitClient.Coordinator(s.group)
+		if err == nil {
+			resp, err = coord.CommitOffset(req)
+		}
+		if err != nil {
+			_ = s.commitClient.RefreshCoordinator(s.group)
+			errs = append(errs, fmt.Errorf("kafka: commit %s: %w", s.group, err))
+			continue
+		}
+		for p, pos := range moved {
+			if kerr := resp.Errors[p.topic][p.id]; p.gen != gen {
+				continue
+			} else if kerr != sarama.ErrNoError {
+				errs = append(errs, fmt.Errorf("kafka: commit %s %s/%d: %w", s.group, p.topic, p.id, kerr))
+				continue
+			}
+			p.mu.Lock()
+			p.committed = max(p.committed, pos)
+			p.mu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// release commits what ps recorded (best effort: a failure only means a
+// redelivery), then fences them: nothing of them is committed or handed
+// out afterwards.
+func (s *sub) release(ps ...*partition) {
+	_ = s.commit(ps)
+	s.fence.Lock()
+	defer s.fence.Unlock()
+	dropped := 0
+	for _, p := range ps {
+		p.mu.Lock()
+		p.revoked = true
+		for _, q := range p.keys {
+			dropped += len(q)
+		}
+		p.keys, p.log = nil, nil
+		p.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range ps {
+		if s.parts[p.id] == p {
+			delete(s.parts, p.id)
+		}
+	}
+	s.held -= dropped
+	s.ready = slices.DeleteFunc(s.ready, func(r driver.Record) bool { return slices.Contains(ps, r.Handle.(*handle).p) })
+	s.rebuildLocked()
+}
+
+// groupHandler is the sarama.ConsumerGroupHandler of a subscription.
+type groupHandler sub
+
+// Setup makes the session's partitions and commits the start offset of
+// every partition the group has no commit for yet, so that what is sent
+// while every member is down is kept for the group.
+func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	s := (*sub)(h)
+	ids := sess.Claims()[s.phys]
+	parts := make(map[int32]*partition, len(ids))
+	if len(ids) > 0 {
+		committed, err := s.committedOffsets(ids)
+		if err != nil {
+			return err
+		}
+		at := sarama.OffsetNewest
+		if s.c.opts.StartFrom == StartOldest || s.spec.Start == ports.StartEarliest {
+			at = sarama.OffsetOldest
+		}
+		for _, id := range ids {
+			start := committed[id]
+			if start < 0 {
+				if start, err = s.commitClient.GetOffset(s.phys, id, at); err != nil {
+					return err
+				}
+				sess.MarkOffset(s.phys, id, start, "") // the claim starts here
+			}
+			parts[id] = &partition{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(),
+				idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(sess.GenerationID())),
+				mark: start, committed: committed[id], keys: map[string][]driver.Record{}}
+		}
+		if err := s.commit(slices.Collect(maps.Values(parts))); err != nil {
+			return fmt.Errorf("kafka: group %s: committing start offsets failed: %w", s.group, err)
+		}
+	}
+	s.mu.Lock()
+	s.parts = parts
+	s.mu.Unlock()
+	select {
+	case <-s.established:
+	default:
+		close(s.established)
+	}
+	return nil
+}
+
+// ConsumeClaim hands the claim's channel to ReceiveBatch and waits for the
+// session to end; then it commits what the partition recorded and fences
+// it.
+func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	s := (*sub)(h)
+	s.mu.Lock()
+	p := s.parts[claim.Partition()]
+	if p != nil {
+		p.msgs = claim.Messages()
+		s.rebuildLocked()
+	}
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("kafka: claim %s/%d without a partition", claim.Topic(), claim.Partition())
+	}
+	<-sess.Context().Done()
+	s.release(p)
+	return nil
+}
+
+// Cleanup releases the partitions left (claims that never started).
+func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
+	s := (*sub)(h)
+	s.release(s.partitions()...)
+	return nil
+}
+
+// committedOffsets fetches the group's committed offsets (-1: none).
+func (s *sub) committedOffsets(ids []int32) (map[int32]int64, error) {
+	coord, err := s.commitClient.Coordinator(s.group)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := coord.FetchOffset(sarama.NewOffsetFetchRequest(s.commitClient.Config().Version, s.group, map[string][]int32{s.phys: ids}))
+	if err != nil {
+		_ = s.commitClient.RefreshCoordinator(s.group)
+		return nil, err
+	}
+	out := make(map[int32]int64, len(ids))
+	for _, id := range ids {
+		out[id] = -1
+		if b := resp.GetBlock(s.phys, id); b != nil && b.Err != sarama.ErrNoError {
+			return nil, b.Err
+		} else if b != nil {
+			out[id] = b.Offset
+		}
+	}
+	return out, nil
+}
+
+// Close commits what was acknowledged and fences every partition (nothing
+// unacknowledged is committed: the group redelivers it), leaves the group
+// and closes the clients; a Broadcast group without InstanceTTL is
+// deleted. It returns when done or when ctx is done (the rest goes on).
+func (s *sub) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		go func() {
+			defer close(s.closed)
+			s.release(s.partitions()...)
+			s.cancel()
+			errs := []error{s.cg.Close()}
+			close(s.stop)
+			s.loops.Wait()
+			if s.spec.Mode == ports.Broadcast && s.spec.InstanceTTL == 0 {
+				if err := s.c.admin.DeleteConsumerGroup(s.group); err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
+					errs = append(errs, fmt.Errorf("delete broadcast group: %w", err))
+				}
+			}
+			if err := errors.Join(append(errs, s.client.Close(), s.commitClient.Close())...); err != nil {
+				s.closeErr = fmt.Errorf("kafka: stop %s: %w", s.group, err)
+			}
+		}()
+	})
+	select {
+	case <-s.closed:
+		return s.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
