@@ -252,3 +252,13 @@ func closedInHandshake(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
 		strings.Contains(text, "connection reset") || strings.Contains(text, "EOF")
 }
+
+// isDead says whether the connection is gone.
+func (c *stompConn) isDead() bool {
+	select {
+	case <-c.dead:
+		return true
+	default:
+		return false
+	}
+}

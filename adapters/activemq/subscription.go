@@ -184,32 +184,20 @@ func (s *subscription) lose(cur *stompConn, m *stomp.Message) error {
 // deferred, completed by FlushAcks. A record of a lost connection is
 // skipped: the broker took it back and hands it out again.
 func (s *subscription) SendAcks(_ context.Context, handles []any) error {
-	cur := s.current()
-	lost := cur == nil
-	if !lost {
-		select {
-		case <-cur.dead:
-			lost = true
-		default:
-		}
-	}
-	stale := 0
+	cur, stale := s.current(), 0
 	for _, h := range handles {
 		m := h.(*stomp.Message)
-		if lost || m.Conn != cur.c {
-			stale++ // received on a connection that is gone: nothing can ack it now
-			continue
-		}
-		if err := cur.c.Ack(m); err != nil {
-			if errors.Is(err, stomp.ErrClosedUnexpectedly) {
-				stale++
-				continue
-			}
+		// a message received on a connection that is gone cannot be acked now
+		if cur == nil || cur.isDead() || m.Conn != cur.c {
+			stale++
+		} else if err := cur.c.Ack(m); errors.Is(err, stomp.ErrClosedUnexpectedly) {
+			stale++
+		} else if err != nil {
 			return fmt.Errorf("activemq: ACK on %s: %w", s.queue, err)
 		}
 	}
 	if stale > 0 {
-		return fmt.Errorf("activemq: ACK on %s: %d message(s) were received on a connection that is lost: %w", s.queue, stale, driver.ErrRecordsLost)
+		return fmt.Errorf("activemq: ACK on %s: %d message(s) were received on a lost connection: %w", s.queue, stale, driver.ErrRecordsLost)
 	}
 	return nil
 }
