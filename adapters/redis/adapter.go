@@ -30,7 +30,7 @@ type conn struct {
 	o        Options
 	rc       *goredis.Client
 	declared kit.Declared // topics declared by this adapter
-	specs    specCache    // trims of topics declared by other processes
+	specs    sync.Map     // stream → cachedSpec: trims declared by other processes
 
 	cancel context.CancelFunc // stops the mover and the janitor
 	wg     sync.WaitGroup

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -16,18 +17,16 @@ import (
 type Durability int
 
 const (
-	// DurabilityFsync (the default): the server must run appendonly yes
-	// and appendfsync always, checked by New with CONFIG GET, so an
-	// answered XADD is on disk.
+	// DurabilityFsync (the default): New checks with CONFIG GET that the
+	// server runs appendonly yes and appendfsync always.
 	DurabilityFsync Durability = iota
-	// DurabilityNone: an answered XADD is in the server's memory; its
-	// persistence settings are not checked.
+	// DurabilityNone: in the server's memory; persistence is not checked.
 	DurabilityNone
-	// DurabilityReplicas: after the XADDs, WAIT Options.Replicas
-	// Options.WaitTimeout on the same connection must report enough
-	// replicas.
+	// DurabilityReplicas: WAIT Replicas WaitTimeout after the XADDs.
 	DurabilityReplicas
 )
+
+var durabilities = []string{"fsync", "none", "replicas"}
 
 func (d Durability) String() string {
 	if d >= 0 && int(d) < len(durabilities) {
@@ -36,66 +35,39 @@ func (d Durability) String() string {
 	return fmt.Sprintf("Durability(%d)", int(d))
 }
 
-var durabilities = []string{"fsync", "none", "replicas"}
-
-// Options configure an Adapter. Addr is required; every zero field takes
-// its default.
+// Options configure an Adapter. Addr is required; a zero field takes its
+// default. docs/adapters/redis.md explains each.
 type Options struct {
 	Addr               string      // host:port of the Redis server
-	Username, Password string      // an ACL user, or only a Password for the legacy requirepass
+	Username, Password string      // an ACL user, or only a Password for requirepass
 	DB                 int         // logical database, default 0
 	TLS                *tls.Config // connect with TLS (rediss://)
-	// Consumer names this process's consumer in its LoadBalance groups (a
-	// pod or host name that survives a restart). A consumer reads its own
-	// pending entries again at once when it starts, so a process
-	// restarted after a crash under the same name gets back what it held
-	// without waiting ClaimMinIdle. Two running processes must not share
-	// a name. Default: a random name per Subscribe. A Broadcast
-	// instance's consumer is named after its Instance.
-	Consumer string
-	// Namespace prefixes every key the adapter creates. Default "sluice".
-	Namespace string
-	// RawStreamNames names a topic's stream by the topic alone, to share
-	// streams with other clients (watermill-redisstream).
-	RawStreamNames bool
+	// Consumer names this process's consumer in its LoadBalance groups:
+	// a name that survives a restart gets back its pending entries at
+	// once. Two running processes must not share it. Default: random.
+	Consumer       string
+	Namespace      string     // prefixes every key; default "sluice"
+	RawStreamNames bool       // a topic's stream is the topic alone (watermill-redisstream)
 	Wire           Wire       // the format Send writes (both are read); default WireSluice
 	Durability     Durability // the confirm level of Send; default DurabilityFsync
-	// Replicas and WaitTimeout parameterise DurabilityReplicas; defaults 1
-	// and 1s.
-	Replicas    int
-	WaitTimeout time.Duration
+	Replicas       int        // for DurabilityReplicas; default 1
+	WaitTimeout    time.Duration
 	// ClaimMinIdle is how long an entry sits idle in another consumer's
-	// pending list before it is claimed (XAUTOCLAIM min-idle-time): how
-	// soon a crashed consumer's entries go to the others. Live consumers
-	// renew what they hold every third of it. Every instance of a group
-	// must use the same value. Default 30s.
-	ClaimMinIdle time.Duration
-	// ClaimInterval is how often idle entries are claimed, and the
-	// longest XREADGROUP BLOCK. Default 50ms.
-	ClaimInterval time.Duration
-	// DelayPoll is how often due delayed messages move into their
-	// streams. Default 25ms.
-	DelayPoll time.Duration
-	// JanitorInterval is how often the expired broadcast groups of the
-	// streams subscribed to are destroyed. Default 5s.
-	JanitorInterval time.Duration
-	// InstanceTTL is the heartbeat TTL of a Broadcast instance whose
-	// SubscriptionSpec.InstanceTTL is zero, for an instance that dies
-	// without stopping. Default 1 minute.
-	InstanceTTL time.Duration
-	DialTimeout time.Duration // bounds connecting; default 5s
-	PoolSize    int           // go-redis's connection pool size; default 32
-	Existing    *Existing     // streams and groups adopted under their own names
-	// MaxMessageBytes is the largest payload Send accepts (a
-	// *ports.SizeError above it). Default 64 MiB; at most Redis'
-	// proto-max-bulk-len, 512 MiB.
-	MaxMessageBytes int
-	// SingleActiveLease is the TTL of a SingleActive group's lease: a
-	// crashed holder is replaced within it plus a quarter. Default 2s.
-	SingleActiveLease time.Duration
-	// Logger receives the capability line, warnings and go-redis's own
-	// log lines. Default slog.Default().
-	Logger *slog.Logger
+	// pending list before it is claimed; the same for every instance of
+	// a group. Default 30s.
+	ClaimMinIdle    time.Duration
+	ClaimInterval   time.Duration // how often idle entries are claimed, the longest BLOCK; default 50ms
+	DelayPoll       time.Duration // how often due delayed messages move; default 25ms
+	JanitorInterval time.Duration // how often expired broadcast groups are destroyed; default 5s
+	InstanceTTL     time.Duration // a Broadcast instance's default heartbeat TTL; default 1m
+	DialTimeout     time.Duration // default 5s
+	PoolSize        int           // go-redis's pool size; default 32
+	Existing        *Existing     // streams and groups adopted under their own names
+	// MaxMessageBytes is the largest payload Send accepts. Default 64 MiB,
+	// at most 512 MiB (Redis' proto-max-bulk-len).
+	MaxMessageBytes   int
+	SingleActiveLease time.Duration // TTL of a SingleActive group's lease; default 2s
+	Logger            *slog.Logger  // also gets go-redis's log lines; default slog.Default()
 
 	faults interface{ refuse(ports.Topic) bool } // test faults (export_test.go)
 }
@@ -104,32 +76,18 @@ type Options struct {
 const DefaultMaxMessageBytes = 64 << 20
 
 func (o Options) withDefaults() Options {
-	def := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&o.WaitTimeout, time.Second}, {&o.ClaimMinIdle, 30 * time.Second}, {&o.ClaimInterval, 50 * time.Millisecond},
+		{&o.DelayPoll, 25 * time.Millisecond}, {&o.JanitorInterval, 5 * time.Second}, {&o.InstanceTTL, time.Minute},
+		{&o.DialTimeout, 5 * time.Second}, {&o.SingleActiveLease, 2 * time.Second}} {
+		*d.v = cmp.Or(max(*d.v, 0), d.def)
 	}
-	def(&o.WaitTimeout, time.Second)
-	def(&o.ClaimMinIdle, 30*time.Second)
-	def(&o.ClaimInterval, 50*time.Millisecond)
-	def(&o.DelayPoll, 25*time.Millisecond)
-	def(&o.JanitorInterval, 5*time.Second)
-	def(&o.InstanceTTL, time.Minute)
-	def(&o.DialTimeout, 5*time.Second)
-	def(&o.SingleActiveLease, 2*time.Second)
-	if o.Namespace == "" {
-		o.Namespace = "sluice"
-	}
-	o.Replicas = max(o.Replicas, 1)
-	if o.PoolSize <= 0 {
-		o.PoolSize = 32
-	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Namespace = cmp.Or(o.Namespace, "sluice")
+	o.Replicas, o.PoolSize = max(o.Replicas, 1), cmp.Or(max(o.PoolSize, 0), 32)
+	o.MaxMessageBytes = cmp.Or(max(o.MaxMessageBytes, 0), DefaultMaxMessageBytes)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 
@@ -157,10 +115,8 @@ func (o Options) validate() error {
 func (o Options) client() *goredis.Client {
 	return goredis.NewClient(&goredis.Options{
 		Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLS,
-		DialTimeout: o.DialTimeout, PoolSize: o.PoolSize, DialerRetries: 1, // a refused connect fails at once; the portable layer retries
+		DialTimeout: o.DialTimeout, PoolSize: o.PoolSize, DialerRetries: 1, // a refused connect fails at once
 		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
-		MaxRetries:      -1, // never retry a command on its own: XADD retried could duplicate
-		DisableIdentity: true,
-		Protocol:        2,
+		MaxRetries: -1, DisableIdentity: true, Protocol: 2, // MaxRetries: an XADD retried could duplicate
 	})
 }

@@ -58,8 +58,8 @@ var (
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	s := &sub{c: c, spec: spec, stream: c.streamKey(spec.Topic), group: spec.Group, consumer: c.o.Consumer, token: ports.NewID(),
 		own: "0-0", cursor: "0-0", held: map[string]*entry{}, loose: map[string]struct{}{}}
-	if n, ok := c.o.Existing.group(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
-		s.group = n
+	if spec.Mode == ports.LoadBalance {
+		s.group = c.o.Existing.group(spec.Topic, spec.Group)
 	}
 	if spec.Mode == ports.Broadcast {
 		s.broadcast, s.group, s.consumer = true, broadcastPrefix+spec.Group+":"+spec.Instance, "c-"+spec.Instance
@@ -246,7 +246,7 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 		return recs
 	}
 	if fields != nil {
-		s.c.holdFields(e.ident, fields)
+		s.c.holdFields(e.ident, fields, 1)
 	}
 	r.Message.Topic, r.ReceivedAt, r.Handle = s.spec.Topic, now, e
 	return append(recs, r)
@@ -268,7 +268,7 @@ func (s *sub) settle(handles []any, ok bool) {
 			s.loose[e.id] = struct{}{}
 		}
 		if e.fields != nil {
-			s.c.dropFields(e.ident)
+			s.c.holdFields(e.ident, nil, -1)
 		}
 	}
 }
@@ -436,7 +436,7 @@ func (s *sub) Close(ctx context.Context) error {
 	s.mu.Lock()
 	for _, e := range s.held {
 		if e.fields != nil {
-			s.c.dropFields(e.ident)
+			s.c.holdFields(e.ident, nil, -1)
 		}
 	}
 	s.mu.Unlock()
