@@ -1,9 +1,12 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,7 +29,7 @@ type sub struct {
 	spec             ports.SubscriptionSpec
 	stream, group    string
 	consumer, token  string // token: this subscription's own, in its leases
-	taken            string // the key of consumer in conn.consumers
+	taken            string // its key in conn.consumers
 	broadcast        bool
 	hbKey            string
 	hbTTL            time.Duration
@@ -36,9 +39,8 @@ type sub struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// ReceiveBatch's own.
-	recs        []driver.Record
-	own, cursor string // positions in this consumer's pending entries ("" once read) and of XAUTOCLAIM
+	recs        []driver.Record // ReceiveBatch's
+	own, cursor string          // positions in this consumer's pending entries ("" once read) and of XAUTOCLAIM
 	lastClaim   time.Time
 
 	mu    sync.Mutex
@@ -52,24 +54,15 @@ var (
 )
 
 // Subscribe creates or joins the consumer group of spec: spec.Group for
-// LoadBalance (at the stream's end, or its first entry for StartEarliest,
-// when new), "bc:<group>:<instance>" for Broadcast, with a heartbeat key
+// LoadBalance, "bc:<group>:<instance>" for Broadcast, with a heartbeat key
 // whose TTL is spec.InstanceTTL (default Options.InstanceTTL).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, stream: c.streamKey(spec.Topic), group: spec.Group, consumer: c.o.Consumer, token: ports.NewID(),
+	s := &sub{c: c, spec: spec, stream: c.streamKey(spec.Topic), group: c.o.Existing.group(spec.Topic, spec.Group),
+		consumer: cmp.Or(c.o.Consumer, "c-"+ports.NewID()), token: ports.NewID(),
 		own: "0-0", cursor: "0-0", held: map[string]*entry{}, loose: map[string]struct{}{}}
-	if spec.Mode == ports.LoadBalance {
-		s.group = c.o.Existing.group(spec.Topic, spec.Group)
-	}
 	if spec.Mode == ports.Broadcast {
 		s.broadcast, s.group, s.consumer = true, broadcastPrefix+spec.Group+":"+spec.Instance, "c-"+spec.Instance
-		s.hbKey, s.hbTTL = c.heartbeatKey(s.stream, s.group), spec.InstanceTTL
-		if s.hbTTL <= 0 {
-			s.hbTTL = c.o.InstanceTTL
-		}
-	}
-	if s.consumer == "" {
-		s.consumer = "c-" + ports.NewID()
+		s.hbKey, s.hbTTL = c.heartbeatKey(s.stream, s.group), cmp.Or(max(spec.InstanceTTL, 0), c.o.InstanceTTL)
 	}
 	c.mu.Lock()
 	if _, dup := c.consumers[s.stream+"\x00"+s.group+"\x00"+s.consumer]; dup {
@@ -108,7 +101,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	s.wg.Add(1)
 	go s.leaseLoop()
-	c.o.Logger.Info("sluice redis: consuming; this consumer's own pending entries are read again at once, other consumers' pending entries are claimed once idle for claim_min_idle",
+	c.o.Logger.Info("sluice redis: consuming; other consumers' pending entries are claimed once idle for claim_min_idle",
 		"stream", s.stream, "group", s.group, "consumer", s.consumer, "claim_min_idle", c.o.ClaimMinIdle)
 	return s, nil
 }
@@ -119,8 +112,8 @@ func (s *sub) forget() {
 	s.c.mu.Unlock()
 }
 
-// join creates the group (idempotently; an adopted stream is never
-// created).
+// join creates the group, idempotently (an adopted stream is never
+// created), at the stream's end or its start for StartEarliest.
 func (s *sub) join(ctx context.Context) error {
 	var err error
 	_, adopted := s.c.o.Existing.stream(s.spec.Topic)
@@ -143,9 +136,8 @@ func (s *sub) join(ctx context.Context) error {
 }
 
 // ReceiveBatch reads up to max entries: first this consumer's own pending
-// entries (once, from the start), every ClaimInterval the group's entries
-// idle for ClaimMinIdle, otherwise new entries, blocking for
-// ClaimInterval at most between claims.
+// entries (once), every ClaimInterval the group's entries idle for
+// ClaimMinIdle, otherwise new entries (blocking for ClaimInterval at most).
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	for {
 		if s.single != nil && !s.single.wait(ctx) {
@@ -227,8 +219,8 @@ func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.R
 	return recs, err
 }
 
-// record appends the record of entry id and holds it, unless this
-// consumer holds it already (claimed back from itself).
+// record appends the record of entry id and holds it, unless held already
+// (claimed back from itself).
 func (s *sub) record(recs []driver.Record, id string, values map[string]any, count int64, now time.Time) []driver.Record {
 	r, fields := decode(s.stream, s.group, id, values, count)
 	e := &entry{id: id, fields: fields, ident: r.BrokerID}
@@ -252,9 +244,8 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 	return append(recs, r)
 }
 
-// settle forgets the entries of handles: acknowledged (ok), or left
-// pending and no longer renewed, so that a claim hands them out again
-// after ClaimMinIdle.
+// settle forgets the entries of handles: acknowledged (ok), or left loose:
+// pending, not renewed, claimed again after ClaimMinIdle.
 func (s *sub) settle(handles []any, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -273,18 +264,10 @@ func (s *sub) settle(handles []any, ok bool) {
 	}
 }
 
-func ids(handles []any) []string {
-	out := make([]string, len(handles))
-	for i, h := range handles {
-		out[i] = h.(*entry).id
-	}
-	return out
-}
-
-// SendAcks is one XACK with every id. An XACK whose answer was lost with
-// its connection may have been applied: committed asks the group, so that
-// an applied ack is not reported failed (its entries would be neither
-// pending nor delivered again) and a lost one is.
+// SendAcks is one XACK. An XACK whose answer was lost with its connection
+// may have been applied: committed asks, so that an applied ack is not
+// reported failed (its entries would be neither pending nor delivered
+// again).
 func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 	keys := ids(handles)
 	err := s.c.rc.XAck(ctx, s.stream, s.group, keys...).Err()
@@ -295,50 +278,47 @@ func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 	return err
 }
 
-// SendRequeues sets the entries' idle time to ClaimMinIdle (XCLAIM … IDLE
-// … JUSTID, which counts no delivery): the next XAUTOCLAIM of any
-// consumer of the group hands them out again and counts the delivery. A
-// delay is held by the portable layer before, the entries pending and
-// renewed meanwhile.
+// SendRequeues sets the entries' idle time to ClaimMinIdle: the next
+// XAUTOCLAIM of the group hands them out again and counts the delivery.
+// The portable layer holds a delay before.
 func (s *sub) SendRequeues(ctx context.Context, handles []any, _ time.Duration) error {
-	err := s.setIdle(ctx, ids(handles), s.c.o.ClaimMinIdle)
+	err := s.release(ctx, ids(handles))
 	s.settle(handles, err == nil)
 	return err
 }
 
-// setIdle is XCLAIM <stream> <group> <self> 0 <ids…> IDLE <idle> JUSTID:
-// the entries stay pending with this consumer, their count unchanged.
-func (s *sub) setIdle(ctx context.Context, ids []string, idle time.Duration) error {
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), 1000)]
-		ids = ids[len(chunk):]
-		args := append(make([]any, 0, 8+len(chunk)), "XCLAIM", s.stream, s.group, s.consumer, 0)
-		for _, id := range chunk {
-			args = append(args, id)
-		}
-		if err := s.c.rc.Do(ctx, append(args, "IDLE", idle.Milliseconds(), "JUSTID")...).Err(); err != nil {
+// release is XCLAIM … IDLE <ClaimMinIdle> JUSTID: the entries stay
+// pending with this consumer, their count unchanged, claimable at once.
+func (s *sub) release(ctx context.Context, ids []string) error {
+	for chunk := range slices.Chunk(ids, 1000) {
+		args := append([]any{"XCLAIM", s.stream, s.group, s.consumer, 0}, anys(chunk)...)
+		if err := s.c.rc.Do(ctx, append(args, "IDLE", s.c.o.ClaimMinIdle.Milliseconds(), "JUSTID")...).Err(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// committed settles the doubt left by an XACK of ids whose answer was
-// lost: this consumer holds the entries and only that XACK removes them,
-// so it ran if and only if none is pending any more. XPENDING is tried up
-// to six times on fresh connections (10 ms doubling between tries);
-// committed is true only when Redis answered that none is pending.
-func (s *sub) committed(ctx context.Context, ids []string) bool {
-	cmds := make([]*goredis.XPendingExtCmd, len(ids))
-	for retry, backoff := 0, 10*time.Millisecond; ; retry, backoff = retry+1, backoff*2 {
-		pipe := s.c.rc.Pipeline()
-		for i, id := range ids {
-			cmds[i] = pipe.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: s.stream, Group: s.group, Start: id, End: id, Count: 1})
+// renew resets the idle time of the entries this consumer still owns and
+// returns how many of ids are still pending with any consumer.
+func (s *sub) renew(ctx context.Context, ids []string) (n int64, err error) {
+	for chunk := range slices.Chunk(ids, 500) {
+		k, err := renewScript.Run(ctx, s.c.rc, []string{s.stream}, append([]any{s.group, s.consumer}, anys(chunk)...)...).Int64()
+		if n += k; err != nil {
+			return n, err
 		}
-		if _, err := pipe.Exec(ctx); err == nil {
-			break
-		} else if retry == 5 || ctx.Err() != nil {
-			return false
+	}
+	return n, nil
+}
+
+// committed settles the doubt left by an XACK of ids whose answer was
+// lost: only that XACK removes them, so it ran if and only if none is
+// pending any more. Redis is asked up to six times, 10 ms doubling between
+// tries; false unless it answered that none is pending.
+func (s *sub) committed(ctx context.Context, ids []string) bool {
+	for try, backoff := 0, 10*time.Millisecond; try < 6; try, backoff = try+1, backoff*2 {
+		if n, err := s.renew(ctx, ids); err == nil {
+			return n == 0
 		}
 		select {
 		case <-time.After(backoff):
@@ -346,17 +326,12 @@ func (s *sub) committed(ctx context.Context, ids []string) bool {
 			return false
 		}
 	}
-	for _, c := range cmds {
-		if len(c.Val()) > 0 {
-			return false
-		}
-	}
-	return true
+	return false
 }
 
-// leaseLoop renews the idle time of every held entry every ClaimMinIdle/3
-// (so that no other consumer claims the work of a live, slow one), and
-// the broadcast heartbeat every TTL/3.
+// leaseLoop renews the held entries every ClaimMinIdle/3 (so that no
+// other consumer claims the work of a live, slow one), and the broadcast
+// heartbeat every TTL/3.
 func (s *sub) leaseLoop() {
 	defer s.wg.Done()
 	lease := time.NewTicker(s.c.o.ClaimMinIdle / 3)
@@ -368,25 +343,17 @@ func (s *sub) leaseLoop() {
 		hb = t.C
 	}
 	for {
+		var err error
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-hb:
-			if err := s.c.rc.Set(s.ctx, s.hbKey, "1", s.hbTTL).Err(); err != nil && s.ctx.Err() == nil {
-				s.warn("renew the heartbeat of a broadcast instance", err)
-			}
+			err = s.c.rc.Set(s.ctx, s.hbKey, "1", s.hbTTL).Err()
 		case <-lease.C:
-			for held := s.heldIDs(false); len(held) > 0; {
-				chunk := held[:min(len(held), 500)]
-				held = held[len(chunk):]
-				args := []any{s.group, s.consumer}
-				for _, id := range chunk {
-					args = append(args, id)
-				}
-				if err := renewScript.Run(s.ctx, s.c.rc, []string{s.stream}, args...).Err(); err != nil && s.ctx.Err() == nil {
-					s.warn("renew the lease of held entries", err)
-				}
-			}
+			_, err = s.renew(s.ctx, s.heldIDs(false))
+		}
+		if err != nil && s.ctx.Err() == nil {
+			s.warn("renew the heartbeat or the held entries", err)
 		}
 	}
 }
@@ -395,32 +362,42 @@ func (s *sub) warn(what string, err error) {
 	s.c.o.Logger.Warn("sluice redis: "+what, "stream", s.stream, "group", s.group, "consumer", s.consumer, "err", err)
 }
 
-// heldIDs returns the ids of the held entries, and of the loose ones too.
-func (s *sub) heldIDs(loose bool) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.held)+len(s.loose))
-	for id := range s.held {
-		out = append(out, id)
-	}
-	for id := range s.loose {
-		if loose {
-			out = append(out, id)
-		}
+func ids(handles []any) []string {
+	out := make([]string, len(handles))
+	for i, h := range handles {
+		out[i] = h.(*entry).id
 	}
 	return out
 }
 
-// Close hands every held entry back to the group, acknowledging nothing:
-// their idle time is set to ClaimMinIdle, so the next XAUTOCLAIM of any
-// consumer takes them. A Broadcast instance whose InstanceTTL is zero
-// destroys its group; one with a TTL leaves its heartbeat to expire.
+func anys(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// heldIDs returns the ids of the held entries, and of the loose ones too.
+func (s *sub) heldIDs(loose bool) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Collect(maps.Keys(s.held))
+	if loose {
+		out = slices.AppendSeq(out, maps.Keys(s.loose))
+	}
+	return out
+}
+
+// Close releases every held entry to the group, acknowledging nothing. A
+// Broadcast instance whose InstanceTTL is zero destroys its group; one
+// with a TTL leaves its heartbeat to expire.
 func (s *sub) Close(ctx context.Context) error {
 	s.cancel()
 	s.wg.Wait()
 	var errs []error
 	if held := s.heldIDs(true); len(held) > 0 {
-		if err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {
+		if err := s.release(ctx, held); err != nil {
 			errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(held), err))
 		}
 	}
