@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -18,43 +16,29 @@ import (
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Classify gives go-redis's errors their portable codes, by type and by
-// the code of Redis' error reply.
+// Classify gives go-redis's errors their portable codes: by type and by
+// the code of Redis' error reply, then portable.ClassifyNet.
 func (c *conn) Classify(err error) driver.Class {
-	var (
-		ne      net.Error
-		op      *net.OpError
-		record  tls.RecordHeaderError
-		alert   tls.AlertError
-		unknown x509.UnknownAuthorityError
-		invalid x509.CertificateInvalidError
-		host    x509.HostnameError
-	)
-	retry := func(code error) driver.Class { return driver.Class{Code: code, Retryable: true} }
 	switch {
-	case errors.Is(err, goredis.ErrClosed), errors.Is(err, ports.ErrClosed):
+	case errors.Is(err, goredis.ErrClosed):
 		return driver.Class{Code: ports.ErrClosed}
-	case goredis.IsAuthError(err), goredis.IsPermissionError(err), errors.Is(err, adapters.ErrAuth):
+	case goredis.IsAuthError(err), goredis.IsPermissionError(err):
 		return driver.Class{Code: ports.ErrAuth}
-	case c.o.TLS != nil && (errors.Is(err, adapters.ErrTLS) || errors.As(err, &record) || errors.As(err, &alert) ||
-		errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host)):
-		return driver.Class{Code: ports.ErrTLS}
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return retry(ports.ErrRefused)
-	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, goredis.ErrPoolTimeout):
-		return retry(ports.ErrTimeout)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.As(err, &op),
-		goredis.IsLoadingError(err), goredis.IsMasterDownError(err), goredis.IsTryAgainError(err), goredis.IsReadOnlyError(err):
-		return retry(ports.ErrUnreachable)
+	case errors.Is(err, goredis.ErrPoolTimeout):
+		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
+	case goredis.IsLoadingError(err), goredis.IsMasterDownError(err), goredis.IsTryAgainError(err), goredis.IsReadOnlyError(err):
+		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	case goredis.HasErrorPrefix(err, "NOGROUP"): // ReceiveBatch creates the group again
-		return retry(ports.ErrNotFound)
-	case errors.Is(err, ports.ErrUnconfirmed):
-		return driver.Class{Code: ports.ErrUnconfirmed}
+		return driver.Class{Code: ports.ErrNotFound, Retryable: true}
 	}
-	return driver.Class{}
+	if cl := portable.ClassifyNet(err, c.o.TLS != nil); cl.Code != nil || !errors.Is(err, ports.ErrUnconfirmed) {
+		return cl
+	}
+	return driver.Class{Code: ports.ErrUnconfirmed}
 }
 
 // connectError is New's error for a failed first command: classified and

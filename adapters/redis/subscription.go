@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -270,7 +269,7 @@ func (s *sub) settle(handles []any, ok bool) {
 // again).
 func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 	keys := ids(handles)
-	err := s.c.rc.XAck(ctx, s.stream, s.group, keys...).Err()
+	err := s.c.rc.Do(ctx, append([]any{"XACK", s.stream, s.group}, keys...)...).Err()
 	if err != nil && s.committed(ctx, keys) {
 		err = nil
 	}
@@ -289,9 +288,9 @@ func (s *sub) SendRequeues(ctx context.Context, handles []any, _ time.Duration) 
 
 // release is XCLAIM … IDLE <ClaimMinIdle> JUSTID: the entries stay
 // pending with this consumer, their count unchanged, claimable at once.
-func (s *sub) release(ctx context.Context, ids []string) error {
+func (s *sub) release(ctx context.Context, ids []any) error {
 	for chunk := range slices.Chunk(ids, 1000) {
-		args := append([]any{"XCLAIM", s.stream, s.group, s.consumer, 0}, anys(chunk)...)
+		args := append([]any{"XCLAIM", s.stream, s.group, s.consumer, 0}, chunk...)
 		if err := s.c.rc.Do(ctx, append(args, "IDLE", s.c.o.ClaimMinIdle.Milliseconds(), "JUSTID")...).Err(); err != nil {
 			return err
 		}
@@ -301,9 +300,9 @@ func (s *sub) release(ctx context.Context, ids []string) error {
 
 // renew resets the idle time of the entries this consumer still owns and
 // returns how many of ids are still pending with any consumer.
-func (s *sub) renew(ctx context.Context, ids []string) (n int64, err error) {
+func (s *sub) renew(ctx context.Context, ids []any) (n int64, err error) {
 	for chunk := range slices.Chunk(ids, 500) {
-		k, err := renewScript.Run(ctx, s.c.rc, []string{s.stream}, append([]any{s.group, s.consumer}, anys(chunk)...)...).Int64()
+		k, err := renewScript.Run(ctx, s.c.rc, []string{s.stream}, append([]any{s.group, s.consumer}, chunk...)...).Int64()
 		if n += k; err != nil {
 			return n, err
 		}
@@ -315,7 +314,7 @@ func (s *sub) renew(ctx context.Context, ids []string) (n int64, err error) {
 // lost: only that XACK removes them, so it ran if and only if none is
 // pending any more. Redis is asked up to six times, 10 ms doubling between
 // tries; false unless it answered that none is pending.
-func (s *sub) committed(ctx context.Context, ids []string) bool {
+func (s *sub) committed(ctx context.Context, ids []any) bool {
 	for try, backoff := 0, 10*time.Millisecond; try < 6; try, backoff = try+1, backoff*2 {
 		if n, err := s.renew(ctx, ids); err == nil {
 			return n == 0
@@ -362,29 +361,25 @@ func (s *sub) warn(what string, err error) {
 	s.c.o.Logger.Warn("sluice redis: "+what, "stream", s.stream, "group", s.group, "consumer", s.consumer, "err", err)
 }
 
-func ids(handles []any) []string {
-	out := make([]string, len(handles))
+func ids(handles []any) []any {
+	out := make([]any, len(handles))
 	for i, h := range handles {
 		out[i] = h.(*entry).id
 	}
 	return out
 }
 
-func anys(ids []string) []any {
-	out := make([]any, len(ids))
-	for i, id := range ids {
-		out[i] = id
-	}
-	return out
-}
-
 // heldIDs returns the ids of the held entries, and of the loose ones too.
-func (s *sub) heldIDs(loose bool) []string {
+func (s *sub) heldIDs(loose bool) (out []any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := slices.Collect(maps.Keys(s.held))
-	if loose {
-		out = slices.AppendSeq(out, maps.Keys(s.loose))
+	for id := range s.held {
+		out = append(out, id)
+	}
+	for id := range s.loose {
+		if loose {
+			out = append(out, id)
+		}
 	}
 	return out
 }

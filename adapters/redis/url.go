@@ -13,16 +13,9 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// redis:// and rediss:// open the adapter (import this package for its
-// side effect to register them):
-//
-//	redis://[user:password@]host:6379[/db][?durability=fsync|none|replicas&replicas=1&wait_timeout=1s&claim_min_idle=30s&claim_interval=50ms&delay_poll=25ms&janitor_interval=5s&instance_ttl=1m&dial_timeout=5s&pool_size=32&wire=sluice|watermill&raw_stream_names=false&consumer=name]
-//	redis://:password@host:6379/0   (the legacy requirepass: a password, no user)
-//	rediss://…   (TLS: the system roots, or adapters.WithTLS)
-//
-// The path is the logical database (default 0); the user is the ACL user.
-// The shared namespace parameter prefixes every key. Open connects and
-// checks the durability level before it returns.
+// redis://[user:password@]host:6379[/db][?params] and rediss:// (TLS)
+// open the adapter; docs/adapters/redis.md lists the parameters. Open
+// connects and checks the durability level before it returns.
 func init() {
 	for _, scheme := range []string{"redis", "rediss"} {
 		adapters.Register(scheme, adapters.PasswordOnly(adapters.OpenerFunc(openURL)))
