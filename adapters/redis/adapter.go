@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,19 +205,15 @@ func (c *conn) Close(ctx context.Context) error {
 // every runs f every period (or sooner, when f asks) until ctx ends.
 func (c *conn) every(ctx context.Context, period time.Duration, f func(context.Context) time.Duration) {
 	defer c.wg.Done()
-	t := time.NewTimer(period)
-	defer t.Stop()
-	for {
+	for next := period; ; {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(next):
 		}
-		next := period
-		if d := f(ctx); d > 0 && d < next {
-			next = d
+		if next = f(ctx); next <= 0 || next > period {
+			next = period
 		}
-		t.Reset(next)
 	}
 }
 
@@ -242,10 +240,7 @@ func (c *conn) moveDelayed(ctx context.Context) time.Duration {
 // subscribed to.
 func (c *conn) expireGroups(ctx context.Context) time.Duration {
 	c.mu.Lock()
-	streams := make([]string, 0, len(c.streams))
-	for s := range c.streams {
-		streams = append(streams, s)
-	}
+	streams := slices.Collect(maps.Keys(c.streams))
 	c.mu.Unlock()
 	for _, stream := range streams {
 		groups, _ := c.rc.XInfoGroups(ctx, stream).Result()

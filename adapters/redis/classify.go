@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,9 +42,8 @@ func (c *conn) Classify(err error) driver.Class {
 	return driver.Class{Code: ports.ErrUnconfirmed}
 }
 
-// connectError is New's error for a failed first command: classified and
-// saying what to check — an ACL refusal, a failed handshake on rediss
-// (adapters.ExplainTLS), a plaintext client cut off by a TLS port.
+// connectError is New's error for a failed first command, classified and
+// saying what to check.
 func (c *conn) connectError(err error) error {
 	var ne net.Error
 	addr := c.o.Addr
@@ -73,11 +73,9 @@ func (c *conn) connectError(err error) error {
 	return err
 }
 
-// go-redis logs (a pool that cannot dial, …) through one process-wide
-// logger, redis.SetLogger, which writes to stderr by default. The first
-// New installs clientLog in its place, once; it passes every line, at
-// Warn, to the logger of the adapter made last that is still open
-// (slog.Default() when none is).
+// go-redis logs through one process-wide logger (redis.SetLogger, stderr
+// by default). The first New installs clientLog, which writes at Warn to
+// the logger of the adapter made last that is still open.
 var (
 	clientLogOnce sync.Once
 	clientLogTo   atomic.Pointer[slog.Logger]
@@ -86,11 +84,7 @@ var (
 type clientLog struct{}
 
 func (clientLog) Printf(ctx context.Context, format string, v ...any) {
-	l := clientLogTo.Load()
-	if l == nil {
-		l = slog.Default()
-	}
-	l.Log(ctx, slog.LevelWarn, "redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "adapter", "redis")
+	cmp.Or(clientLogTo.Load(), slog.Default()).Log(ctx, slog.LevelWarn, "redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "adapter", "redis")
 }
 
 func routeClientLog(l *slog.Logger) {

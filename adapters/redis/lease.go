@@ -27,10 +27,6 @@ type lease struct {
 // instanceClaimTTL: how long a crashed holder keeps an instance's claim.
 const instanceClaimTTL = 6 * time.Second
 
-func newLease(s *sub, key, what string, ttl time.Duration) *lease {
-	return &lease{s: s, key: key, ttl: ttl, what: what, wake: make(chan struct{}, 1)}
-}
-
 // try takes or renews the lease once and reports whether it is held.
 func (l *lease) try(ctx context.Context) (bool, error) {
 	n, err := leaseScript.Run(ctx, l.s.c.rc, []string{l.key}, l.s.token, l.ttl.Milliseconds()).Int()
@@ -66,18 +62,16 @@ func (l *lease) claimInstance(ctx context.Context) error {
 // run keeps the lease until ctx ends, then releases it.
 func (l *lease) run(ctx context.Context) {
 	defer l.s.wg.Done()
+	defer l.release()
 	for {
 		d := l.ttl / 4
 		if l.held.Load() {
 			d = l.ttl / 3
 		}
-		t := time.NewTimer(d)
 		select {
-		case <-t.C:
+		case <-time.After(d):
 			_, _ = l.try(ctx)
 		case <-ctx.Done():
-			t.Stop()
-			l.release()
 			return
 		}
 	}

@@ -32,16 +32,16 @@ end
 return {nxt, entries, counts}
 `)
 
-// renewScript resets the idle time of the entries this consumer still
-// owns (not of one another consumer claimed) and returns how many are
-// pending. KEYS[1] stream; ARGV group, consumer, ids...
-var renewScript = goredis.NewScript(`
+// idleScript sets the idle time of the entries this consumer still owns
+// (not of one another consumer claimed) and returns how many are pending.
+// KEYS[1] stream; ARGV group, consumer, idle ms, ids...
+var idleScript = goredis.NewScript(`
 local n = 0
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
   if p[1] then n = n + 1 end
   if p[1] and p[1][2] == ARGV[2] then
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', 0, 'JUSTID')
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', ARGV[3], 'JUSTID')
   end
 end
 return n

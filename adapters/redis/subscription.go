@@ -70,9 +70,9 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	s.taken = s.stream + "\x00" + s.group + "\x00" + s.consumer
 	c.consumers[s.taken] = struct{}{}
 	c.mu.Unlock()
-	err := error(nil)
+	var err error
 	if s.broadcast {
-		s.instance = newLease(s, s.hbKey+":claim", "broadcast instance claim", instanceClaimTTL)
+		s.instance = &lease{s: s, key: s.hbKey + ":claim", what: "broadcast instance claim", ttl: instanceClaimTTL, wake: make(chan struct{}, 1)}
 		err = s.instance.claimInstance(ctx)
 	}
 	if err == nil {
@@ -89,7 +89,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	c.mu.Unlock()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if spec.SingleActive {
-		s.single = newLease(s, c.o.Namespace+":active:"+s.stream+":"+s.group, "single-active lease", c.o.SingleActiveLease)
+		s.single = &lease{s: s, key: c.o.Namespace + ":active:" + s.stream + ":" + s.group, what: "single-active lease", ttl: c.o.SingleActiveLease, wake: make(chan struct{}, 1)}
 		_, _ = s.single.try(s.ctx)
 	}
 	for _, l := range []*lease{s.instance, s.single} {
@@ -180,24 +180,18 @@ func (s *sub) pending(ctx context.Context, recs []driver.Record, mode string, n 
 	*at, _ = res[0].(string)
 	entries, _ := res[1].([]any)
 	counts, _ := res[2].([]any)
-	now := time.Now()
 	for i, e := range entries {
 		pair, _ := e.([]any)
-		if len(pair) != 2 || pair[1] == nil {
+		if len(pair) != 2 || pair[1] == nil || i >= len(counts) {
 			continue // deleted by a trim: XAUTOCLAIM drops it from the pending list
 		}
-		id, _ := pair[0].(string)
 		flat, _ := pair[1].([]any)
 		values := make(map[string]any, len(flat)/2)
 		for j := 0; j+1 < len(flat); j += 2 {
-			k, _ := flat[j].(string)
-			values[k] = flat[j+1]
+			values[fmt.Sprint(flat[j])] = flat[j+1]
 		}
-		count := int64(1)
-		if i < len(counts) {
-			count, _ = counts[i].(int64)
-		}
-		recs = s.record(recs, id, values, count, now)
+		count, _ := counts[i].(int64)
+		recs = s.record(recs, fmt.Sprint(pair[0]), values, count)
 	}
 	return recs, nil
 }
@@ -209,10 +203,9 @@ func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.R
 	if errors.Is(err, goredis.Nil) {
 		err = nil
 	}
-	now := time.Now()
 	for _, st := range res {
 		for _, m := range st.Messages {
-			recs = s.record(recs, m.ID, m.Values, 1, now)
+			recs = s.record(recs, m.ID, m.Values, 1)
 		}
 	}
 	return recs, err
@@ -220,7 +213,7 @@ func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.R
 
 // record appends the record of entry id and holds it, unless held already
 // (claimed back from itself).
-func (s *sub) record(recs []driver.Record, id string, values map[string]any, count int64, now time.Time) []driver.Record {
+func (s *sub) record(recs []driver.Record, id string, values map[string]any, count int64) []driver.Record {
 	r, fields := decode(s.stream, s.group, id, values, count)
 	e := &entry{id: id, fields: fields, ident: r.BrokerID}
 	if hid, _ := ports.IdentityFromHeaders(r.Message.Headers); hid != "" {
@@ -239,7 +232,7 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 	if fields != nil {
 		s.c.holdFields(e.ident, fields, 1)
 	}
-	r.Message.Topic, r.ReceivedAt, r.Handle = s.spec.Topic, now, e
+	r.Handle = e
 	return append(recs, r)
 }
 
@@ -281,28 +274,17 @@ func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 // XAUTOCLAIM of the group hands them out again and counts the delivery.
 // The portable layer holds a delay before.
 func (s *sub) SendRequeues(ctx context.Context, handles []any, _ time.Duration) error {
-	err := s.release(ctx, ids(handles))
+	_, err := s.setIdle(ctx, ids(handles), s.c.o.ClaimMinIdle)
 	s.settle(handles, err == nil)
 	return err
 }
 
-// release is XCLAIM … IDLE <ClaimMinIdle> JUSTID: the entries stay
-// pending with this consumer, their count unchanged, claimable at once.
-func (s *sub) release(ctx context.Context, ids []any) error {
-	for chunk := range slices.Chunk(ids, 1000) {
-		args := append([]any{"XCLAIM", s.stream, s.group, s.consumer, 0}, chunk...)
-		if err := s.c.rc.Do(ctx, append(args, "IDLE", s.c.o.ClaimMinIdle.Milliseconds(), "JUSTID")...).Err(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// renew resets the idle time of the entries this consumer still owns and
-// returns how many of ids are still pending with any consumer.
-func (s *sub) renew(ctx context.Context, ids []any) (n int64, err error) {
+// setIdle sets the idle time of the entries of ids this consumer owns
+// (0: a renewal; ClaimMinIdle: claimable at once), their count unchanged,
+// and returns how many of ids are pending with any consumer.
+func (s *sub) setIdle(ctx context.Context, ids []any, idle time.Duration) (n int64, err error) {
 	for chunk := range slices.Chunk(ids, 500) {
-		k, err := renewScript.Run(ctx, s.c.rc, []string{s.stream}, append([]any{s.group, s.consumer}, chunk...)...).Int64()
+		k, err := idleScript.Run(ctx, s.c.rc, []string{s.stream}, append([]any{s.group, s.consumer, idle.Milliseconds()}, chunk...)...).Int64()
 		if n += k; err != nil {
 			return n, err
 		}
@@ -316,7 +298,7 @@ func (s *sub) renew(ctx context.Context, ids []any) (n int64, err error) {
 // tries; false unless it answered that none is pending.
 func (s *sub) committed(ctx context.Context, ids []any) bool {
 	for try, backoff := 0, 10*time.Millisecond; try < 6; try, backoff = try+1, backoff*2 {
-		if n, err := s.renew(ctx, ids); err == nil {
+		if n, err := s.setIdle(ctx, ids, 0); err == nil {
 			return n == 0
 		}
 		select {
@@ -349,7 +331,7 @@ func (s *sub) leaseLoop() {
 		case <-hb:
 			err = s.c.rc.Set(s.ctx, s.hbKey, "1", s.hbTTL).Err()
 		case <-lease.C:
-			_, err = s.renew(s.ctx, s.heldIDs(false))
+			_, err = s.setIdle(s.ctx, s.heldIDs(false), 0)
 		}
 		if err != nil && s.ctx.Err() == nil {
 			s.warn("renew the heartbeat or the held entries", err)
@@ -392,7 +374,7 @@ func (s *sub) Close(ctx context.Context) error {
 	s.wg.Wait()
 	var errs []error
 	if held := s.heldIDs(true); len(held) > 0 {
-		if err := s.release(ctx, held); err != nil {
+		if _, err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {
 			errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(held), err))
 		}
 	}
