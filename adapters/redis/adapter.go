@@ -31,7 +31,7 @@ type conn struct {
 	o        Options
 	rc       *goredis.Client
 	declared kit.Declared // topics declared by this adapter
-	specs    sync.Map     // stream → cachedSpec: trims declared by other processes
+	specs    sync.Map     // stream → the trim declared by another process (topics.go)
 
 	cancel context.CancelFunc // stops the mover and the janitor
 	wg     sync.WaitGroup
@@ -119,7 +119,7 @@ func (c *conn) Capabilities() ports.Capabilities {
 }
 
 func (c *conn) streamKey(t ports.Topic) string {
-	if k, ok := c.o.Existing.stream(t); ok {
+	if k, ok := c.o.Existing.Streams[t]; ok {
 		return k
 	}
 	if c.o.RawStreamNames {

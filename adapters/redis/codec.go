@@ -68,7 +68,10 @@ func msgpackMap(m map[string]string) []byte {
 	return b
 }
 
-func unmsgpackMap(b []byte) (m map[string]string, err error) { return m, msgpack.Unmarshal(b, &m) }
+func unmsgpackMap(b []byte) (m map[string]string, err error) {
+	err = msgpack.Unmarshal(b, &m)
+	return m, err
+}
 
 // decode builds the record of an entry delivered deliveries times. fields
 // is the data of a field/value entry, else nil.

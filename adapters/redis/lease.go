@@ -78,7 +78,7 @@ func (l *lease) run(ctx context.Context) {
 }
 
 func (l *lease) release() {
-	if l.held.Swap(false) {
+	if l != nil && l.held.Swap(false) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = releaseScript.Run(ctx, l.s.c.rc, []string{l.key}, l.s.token).Err()

@@ -69,6 +69,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	s.taken = s.stream + "\x00" + s.group + "\x00" + s.consumer
 	c.consumers[s.taken] = struct{}{}
+	c.streams[s.stream] = struct{}{} // for the janitor
 	c.mu.Unlock()
 	var err error
 	if s.broadcast {
@@ -76,7 +77,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		err = s.instance.claimInstance(ctx)
 	}
 	if err == nil {
-		if err = s.join(ctx); err != nil && s.instance != nil {
+		if err = s.join(ctx); err != nil {
 			s.instance.release()
 		}
 	}
@@ -84,9 +85,6 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		s.forget()
 		return nil, err
 	}
-	c.mu.Lock()
-	c.streams[s.stream] = struct{}{}
-	c.mu.Unlock()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if spec.SingleActive {
 		s.single = &lease{s: s, key: c.o.Namespace + ":active:" + s.stream + ":" + s.group, what: "single-active lease", ttl: c.o.SingleActiveLease, wake: make(chan struct{}, 1)}
@@ -115,7 +113,7 @@ func (s *sub) forget() {
 // created), at the stream's end or its start for StartEarliest.
 func (s *sub) join(ctx context.Context) error {
 	var err error
-	_, adopted := s.c.o.Existing.stream(s.spec.Topic)
+	_, adopted := s.c.o.Existing.Streams[s.spec.Topic]
 	at := "$"
 	if s.spec.Start == ports.StartEarliest {
 		at = "0"

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,9 +36,6 @@ func (e *Existing) validate() error {
 	bad := func(field, reason string, a ...any) error {
 		return &ports.ValueError{Field: "redis.Options.Existing." + field, Reason: fmt.Sprintf(reason, a...)}
 	}
-	if e == nil {
-		return nil
-	}
 	for t, k := range e.Streams {
 		if t.Validate() != nil || k == "" {
 			return bad("Streams", "%q → %q needs a valid topic and a stream key", string(t), k)
@@ -51,33 +49,18 @@ func (e *Existing) validate() error {
 	return nil
 }
 
-func (e *Existing) stream(t ports.Topic) (k string, ok bool) {
-	if e != nil {
-		k, ok = e.Streams[t]
-	}
-	return k, ok
-}
-
 // group returns the consumer group of the LoadBalance group g of t.
 func (e *Existing) group(t ports.Topic, g string) string {
-	if e != nil && e.Groups[ExistingGroup{t, g}] != "" {
-		return e.Groups[ExistingGroup{t, g}]
-	}
-	return g
+	return cmp.Or(e.Groups[ExistingGroup{t, g}], g)
 }
 
 // A stream has no configuration of its own: a declared topic's retention
 // and length are kept in the hash "<ns>:topic:<stream>", written by the
 // first DeclareTopic of any process, so that every process trims alike.
-// Send uses this adapter's record, else the hash, cached (an undeclared
-// topic for specTTL).
+// Send uses this adapter's record, else the hash, cached: a declaration
+// (a ports.TopicSpec) for good, its absence (the time.Time it was seen)
+// for specTTL.
 const specTTL = 5 * time.Second
-
-type cachedSpec struct {
-	spec     ports.TopicSpec
-	at       time.Time
-	declared bool
-}
 
 func (c *conn) specKey(stream string) string { return c.o.Namespace + ":topic:" + stream }
 
@@ -125,21 +108,27 @@ func (c *conn) trimFor(ctx context.Context, t ports.Topic, stream string) (ports
 	if s, ok := c.declared.Lookup(t); ok {
 		return s, nil
 	}
-	if v, ok := c.specs.Load(stream); ok && (v.(cachedSpec).declared || time.Since(v.(cachedSpec).at) < specTTL) {
-		return v.(cachedSpec).spec, nil
+	switch v, _ := c.specs.Load(stream); v := v.(type) {
+	case ports.TopicSpec:
+		return v, nil
+	case time.Time:
+		if time.Since(v) < specTTL {
+			return ports.TopicSpec{}, nil
+		}
 	}
 	vals, err := c.rc.HMGet(ctx, c.specKey(stream), "retention_ms", "max_length").Result()
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return ports.TopicSpec{}, fmt.Errorf("redis: look up the declaration of %s: %w", stream, err)
 	}
-	e := cachedSpec{at: time.Now()}
-	if len(vals) == 2 && vals[0] != nil {
-		ms, _ := strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
-		n, _ := strconv.Atoi(fmt.Sprint(vals[1]))
-		e.spec, e.declared = ports.TopicSpec{Retention: time.Duration(ms) * time.Millisecond, MaxLength: n}, true
+	if len(vals) != 2 || vals[0] == nil {
+		c.specs.Store(stream, time.Now())
+		return ports.TopicSpec{}, nil
 	}
-	c.specs.Store(stream, e)
-	return e.spec, nil
+	ms, _ := strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
+	n, _ := strconv.Atoi(fmt.Sprint(vals[1]))
+	spec := ports.TopicSpec{Retention: time.Duration(ms) * time.Millisecond, MaxLength: n}
+	c.specs.Store(stream, spec)
+	return spec, nil
 }
 
 // xadd queues the XADD of fields to stream with spec's trimming, and an
