@@ -42,9 +42,10 @@ type sub struct {
 	own, cursor string          // positions in this consumer's pending entries ("" once read) and of XAUTOCLAIM
 	lastClaim   time.Time
 
-	mu    sync.Mutex
-	held  map[string]*entry   // received and not settled: renewed by leaseLoop
-	loose map[string]struct{} // settlement failed: pending, not renewed, claimed after ClaimMinIdle
+	mu sync.Mutex
+	// held: received and not settled, renewed by leaseLoop; nil once its
+	// settlement failed (pending, not renewed, claimed after ClaimMinIdle).
+	held map[string]*entry
 }
 
 var (
@@ -58,7 +59,7 @@ var (
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	s := &sub{c: c, spec: spec, stream: c.streamKey(spec.Topic), group: c.o.Existing.group(spec.Topic, spec.Group),
 		consumer: cmp.Or(c.o.Consumer, "c-"+ports.NewID()), token: ports.NewID(),
-		own: "0-0", cursor: "0-0", held: map[string]*entry{}, loose: map[string]struct{}{}}
+		own: "0-0", cursor: "0-0", held: map[string]*entry{}}
 	if spec.Mode == ports.Broadcast {
 		s.broadcast, s.group, s.consumer = true, broadcastPrefix+spec.Group+":"+spec.Instance, "c-"+spec.Instance
 		s.hbKey, s.hbTTL = c.heartbeatKey(s.stream, s.group), cmp.Or(max(spec.InstanceTTL, 0), c.o.InstanceTTL)
@@ -218,10 +219,9 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 		e.ident = hid
 	}
 	s.mu.Lock()
-	_, dup := s.held[id]
+	dup := s.held[id] != nil
 	if !dup {
 		s.held[id] = e
-		delete(s.loose, id)
 	}
 	s.mu.Unlock()
 	if dup {
@@ -234,7 +234,7 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 	return append(recs, r)
 }
 
-// settle forgets the entries of handles: acknowledged (ok), or left loose:
+// settle forgets the entries of handles: acknowledged (ok), or left
 // pending, not renewed, claimed again after ClaimMinIdle.
 func (s *sub) settle(handles []any, ok bool) {
 	s.mu.Lock()
@@ -246,7 +246,7 @@ func (s *sub) settle(handles []any, ok bool) {
 		}
 		delete(s.held, e.id)
 		if !ok {
-			s.loose[e.id] = struct{}{}
+			s.held[e.id] = nil
 		}
 		if e.fields != nil {
 			s.c.holdFields(e.ident, nil, -1)
@@ -349,15 +349,13 @@ func ids(handles []any) []any {
 	return out
 }
 
-// heldIDs returns the ids of the held entries, and of the loose ones too.
-func (s *sub) heldIDs(loose bool) (out []any) {
+// heldIDs returns the ids of the held entries, and with all of those
+// whose settlement failed too.
+func (s *sub) heldIDs(all bool) (out []any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id := range s.held {
-		out = append(out, id)
-	}
-	for id := range s.loose {
-		if loose {
+	for id, e := range s.held {
+		if e != nil || all {
 			out = append(out, id)
 		}
 	}
@@ -387,7 +385,7 @@ func (s *sub) Close(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	for _, e := range s.held {
-		if e.fields != nil {
+		if e != nil && e.fields != nil {
 			s.c.holdFields(e.ident, nil, -1)
 		}
 	}
