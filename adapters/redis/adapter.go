@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,8 +20,7 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the Redis Streams adapter: the portable layer over this
-// package's driver. It is safe for concurrent use.
+// Adapter is the Redis Streams adapter, safe for concurrent use.
 type Adapter struct {
 	*portable.Adapter
 	c *conn
@@ -30,7 +31,7 @@ type conn struct {
 	o        Options
 	rc       *goredis.Client
 	declared kit.Declared // topics declared by this adapter
-	specs    specCache    // trims of topics declared by other processes
+	specs    sync.Map     // stream → the trim declared by another process (topics.go)
 
 	cancel context.CancelFunc // stops the mover and the janitor
 	wg     sync.WaitGroup
@@ -49,8 +50,7 @@ var (
 
 // New connects to Redis, checks the durability level against the server
 // and starts the delayed-message mover and the broadcast janitor. A
-// failed connection matches its portable code (ports.ErrRefused,
-// ports.ErrAuth, ports.ErrTLS, …).
+// failed connection matches its portable code (ports.ErrAuth, …).
 func New(ctx context.Context, o Options) (*Adapter, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -75,11 +75,7 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 	c.wg.Add(2)
 	go c.every(bg, o.DelayPoll, c.moveDelayed)
 	go c.every(bg, o.JanitorInterval, c.expireGroups)
-	var secrets []string
-	if o.Password != "" {
-		secrets = []string{o.Password}
-	}
-	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: o.Logger, Secrets: secrets}), c: c}, nil
+	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.Password}}), c: c}, nil
 }
 
 // checkFsync verifies appendonly yes and appendfsync always.
@@ -100,8 +96,7 @@ func checkFsync(ctx context.Context, rc *goredis.Client, addr string) error {
 // Name is "redis". It works on the zero Adapter.
 func (a *Adapter) Name() string { return "redis" }
 
-// Capabilities: see the package documentation. It works on the zero
-// Adapter, for the capability matrix.
+// Capabilities works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities {
 	if a == nil || a.c == nil {
 		return (&conn{}).Capabilities()
@@ -111,10 +106,8 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 
 func (c *conn) Name() string { return "redis" }
 
-// Capabilities: delays in the delayed set, requeues in the pending entries
-// list with an exact count (the delay of a requeue held by the portable
-// layer), no dead-letter queue of Redis' own (the portable layer's
-// confirmed copy to "<topic>.dlq").
+// Capabilities: delays in the delayed set, requeues in the pending list
+// with an exact count; dead letters are the portable layer's copies.
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage: true, Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true,
@@ -126,7 +119,7 @@ func (c *conn) Capabilities() ports.Capabilities {
 }
 
 func (c *conn) streamKey(t ports.Topic) string {
-	if k, ok := c.o.Existing.stream(t); ok {
+	if k, ok := c.o.Existing.Streams[t]; ok {
 		return k
 	}
 	if c.o.RawStreamNames {
@@ -144,13 +137,12 @@ func (c *conn) heartbeatKey(stream, group string) string {
 // broadcastPrefix marks the per-instance groups the janitor may destroy.
 const broadcastPrefix = "bc:"
 
-// SendBatch publishes msgs with pipelined XADDs (a delayed message goes to
-// the delayed set), then the WAIT of DurabilityReplicas, and returns once
-// Redis answered every one.
+// SendBatch pipelines the XADDs (a delayed message into the delayed set)
+// and the WAIT of DurabilityReplicas.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	errs := make([]error, len(msgs))
 	cmds := make([]goredis.Cmder, len(msgs))
-	pipe, now, n := c.rc.Pipeline(), time.Now(), 0
+	pipe, now := c.rc.Pipeline(), time.Now()
 	for i := range msgs {
 		m := &msgs[i]
 		stream := c.streamKey(m.Topic)
@@ -162,12 +154,12 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 		case m.Delay > 0:
 			args := append([]any{m.Delay.Milliseconds(), stream}, c.encodeSend(m)...)
-			cmds[i], n = delayAddScript.Eval(ctx, pipe, []string{c.delayedKey() + ":" + ports.NewID(), c.delayedKey()}, args...), n+1
+			cmds[i] = delayAddScript.Eval(ctx, pipe, []string{c.delayedKey() + ":" + ports.NewID(), c.delayedKey()}, args...)
 		default:
-			cmds[i], n = xadd(ctx, pipe, stream, c.encodeSend(m), tr, now), n+1
+			cmds[i] = xadd(ctx, pipe, stream, c.encodeSend(m), tr, now)
 		}
 	}
-	if n == 0 {
+	if pipe.Len() == 0 {
 		return errs
 	}
 	var wait *goredis.Cmd
@@ -177,21 +169,17 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	_, _ = pipe.Exec(ctx) // errors are per command below
 	var waitErr error
 	if wait != nil {
-		if got, err := wait.Int64(); err != nil {
-			waitErr = fmt.Errorf("%w: WAIT %d replicas: %w", ports.ErrUnconfirmed, c.o.Replicas, err)
-		} else if int(got) < c.o.Replicas {
-			waitErr = fmt.Errorf("%w: WAIT: %d of %d replicas acknowledged within %v", ports.ErrUnconfirmed, got, c.o.Replicas, c.o.WaitTimeout)
+		if got, err := wait.Int64(); err != nil || int(got) < c.o.Replicas {
+			waitErr = fmt.Errorf("%w: WAIT: %d of %d replicas acknowledged within %v (%v)", ports.ErrUnconfirmed, got, c.o.Replicas, c.o.WaitTimeout, err)
 		}
 	}
 	for i, cmd := range cmds {
-		if cmd == nil {
-			continue
-		}
-		switch err := cmd.Err(); {
-		case err != nil && ctx.Err() != nil:
-			errs[i] = fmt.Errorf("%w (%w)", ctx.Err(), err)
-		case err != nil:
-			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+		switch {
+		case cmd == nil:
+		case cmd.Err() != nil && ctx.Err() != nil:
+			errs[i] = fmt.Errorf("%w (%w)", ctx.Err(), cmd.Err())
+		case cmd.Err() != nil:
+			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, cmd.Err())
 		default:
 			errs[i] = waitErr
 		}
@@ -199,8 +187,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	return errs
 }
 
-// Close stops the mover and the janitor and closes the client (the
-// portable layer closed the subscriptions first).
+// Close stops the mover and the janitor and closes the client.
 func (c *conn) Close(ctx context.Context) error {
 	unrouteClientLog(c.o.Logger)
 	c.cancel()
@@ -218,26 +205,21 @@ func (c *conn) Close(ctx context.Context) error {
 // every runs f every period (or sooner, when f asks) until ctx ends.
 func (c *conn) every(ctx context.Context, period time.Duration, f func(context.Context) time.Duration) {
 	defer c.wg.Done()
-	t := time.NewTimer(period)
-	defer t.Stop()
-	for {
+	for next := period; ; {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(next):
 		}
-		next := period
-		if d := f(ctx); d > 0 && d < next {
-			next = d
+		if next = f(ctx); next <= 0 || next > period {
+			next = period
 		}
-		t.Reset(next)
 	}
 }
 
 // moveDelayed moves due delayed messages into their streams (at most 100
-// rounds of 256) and returns how soon the next is due (0: not known).
-// Every adapter runs it; the Lua mover is atomic, so movers never
-// duplicate.
+// rounds of 256; atomic, so concurrent movers never duplicate) and
+// returns how soon the next is due (0: not known).
 func (c *conn) moveDelayed(ctx context.Context) time.Duration {
 	for range 100 {
 		ms, err := moveScript.Run(ctx, c.rc, []string{c.delayedKey()}, 256).Int64()
@@ -254,14 +236,11 @@ func (c *conn) moveDelayed(ctx context.Context) time.Duration {
 	return time.Millisecond
 }
 
-// expireGroups destroys the broadcast groups whose heartbeat expired, on
-// every stream this adapter subscribed to.
+// expireGroups destroys the expired broadcast groups of the streams
+// subscribed to.
 func (c *conn) expireGroups(ctx context.Context) time.Duration {
 	c.mu.Lock()
-	streams := make([]string, 0, len(c.streams))
-	for s := range c.streams {
-		streams = append(streams, s)
-	}
+	streams := slices.Collect(maps.Keys(c.streams))
 	c.mu.Unlock()
 	for _, stream := range streams {
 		groups, _ := c.rc.XInfoGroups(ctx, stream).Result()

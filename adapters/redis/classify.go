@@ -1,9 +1,8 @@
 package redis
 
 import (
+	"cmp"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -18,48 +17,33 @@ import (
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Classify gives go-redis's errors their portable codes, by type and by
-// the code of Redis' error reply.
+// Classify gives go-redis's errors their portable codes: by type and by
+// the code of Redis' error reply, then portable.ClassifyNet.
 func (c *conn) Classify(err error) driver.Class {
-	var (
-		ne      net.Error
-		op      *net.OpError
-		record  tls.RecordHeaderError
-		alert   tls.AlertError
-		unknown x509.UnknownAuthorityError
-		invalid x509.CertificateInvalidError
-		host    x509.HostnameError
-	)
-	retry := func(code error) driver.Class { return driver.Class{Code: code, Retryable: true} }
 	switch {
-	case errors.Is(err, goredis.ErrClosed), errors.Is(err, ports.ErrClosed):
+	case errors.Is(err, goredis.ErrClosed):
 		return driver.Class{Code: ports.ErrClosed}
-	case goredis.IsAuthError(err), goredis.IsPermissionError(err), errors.Is(err, adapters.ErrAuth):
+	case goredis.IsAuthError(err), goredis.IsPermissionError(err):
 		return driver.Class{Code: ports.ErrAuth}
-	case c.o.TLS != nil && (errors.Is(err, adapters.ErrTLS) || errors.As(err, &record) || errors.As(err, &alert) ||
-		errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host)):
-		return driver.Class{Code: ports.ErrTLS}
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return retry(ports.ErrRefused)
-	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, goredis.ErrPoolTimeout):
-		return retry(ports.ErrTimeout)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.As(err, &op),
-		goredis.IsLoadingError(err), goredis.IsMasterDownError(err), goredis.IsTryAgainError(err), goredis.IsReadOnlyError(err):
-		return retry(ports.ErrUnreachable)
+	case errors.Is(err, goredis.ErrPoolTimeout):
+		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
+	case goredis.IsLoadingError(err), goredis.IsMasterDownError(err), goredis.IsTryAgainError(err), goredis.IsReadOnlyError(err):
+		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	case goredis.HasErrorPrefix(err, "NOGROUP"): // ReceiveBatch creates the group again
-		return retry(ports.ErrNotFound)
-	case errors.Is(err, ports.ErrUnconfirmed):
-		return driver.Class{Code: ports.ErrUnconfirmed}
+		return driver.Class{Code: ports.ErrNotFound, Retryable: true}
 	}
-	return driver.Class{}
+	if cl := portable.ClassifyNet(err, c.o.TLS != nil); cl.Code != nil || !errors.Is(err, ports.ErrUnconfirmed) {
+		return cl
+	}
+	return driver.Class{Code: ports.ErrUnconfirmed}
 }
 
-// connectError is New's error for a failed first command: classified and
-// saying what to check — an ACL refusal, a failed handshake on rediss
-// (adapters.ExplainTLS), a plaintext client cut off by a TLS port.
+// connectError is New's error for a failed first command, classified and
+// saying what to check.
 func (c *conn) connectError(err error) error {
 	var ne net.Error
 	addr := c.o.Addr
@@ -78,22 +62,20 @@ func (c *conn) connectError(err error) error {
 	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "can't parse") || strings.Contains(err.Error(), "invalid reply"):
 		err = fmt.Errorf("%w: %s closed the plaintext connection or answered something that is not RESP: not a plaintext port? if it is Redis' TLS port (tls-port), use rediss://: %w", adapters.ErrTLS, addr, err)
 	}
+	hint := " (is redis-server running there and reachable? check the address, TLS and the ACL user)"
 	if errors.Is(err, adapters.ErrTLS) || errors.Is(err, adapters.ErrAuth) {
-		err = fmt.Errorf("redis: connect to %s: %w", addr, err)
-	} else {
-		err = fmt.Errorf("redis: connect to %s: %w (is redis-server running there and reachable? check the address, TLS and the ACL user)", addr, err)
+		hint = ""
 	}
+	err = fmt.Errorf("redis: connect to %s: %w%s", addr, err, hint)
 	if cl := c.Classify(err); cl.Code != nil {
 		return &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
 	}
 	return err
 }
 
-// go-redis logs (a pool that cannot dial, …) through one process-wide
-// logger, redis.SetLogger, which writes to stderr by default. The first
-// New installs clientLog in its place, once; it passes every line, at
-// Warn, to the logger of the adapter made last that is still open
-// (slog.Default() when none is).
+// go-redis logs through one process-wide logger (redis.SetLogger, stderr
+// by default). The first New installs clientLog, which writes at Warn to
+// the logger of the adapter made last that is still open.
 var (
 	clientLogOnce sync.Once
 	clientLogTo   atomic.Pointer[slog.Logger]
@@ -102,11 +84,7 @@ var (
 type clientLog struct{}
 
 func (clientLog) Printf(ctx context.Context, format string, v ...any) {
-	l := clientLogTo.Load()
-	if l == nil {
-		l = slog.Default()
-	}
-	l.Log(ctx, slog.LevelWarn, "redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "adapter", "redis")
+	cmp.Or(clientLogTo.Load(), slog.Default()).Log(ctx, slog.LevelWarn, "redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "adapter", "redis")
 }
 
 func routeClientLog(l *slog.Logger) {

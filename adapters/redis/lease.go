@@ -9,21 +9,12 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// lease is a key that one subscription holds at a time, with a token of
-// its own: taken with SET NX PX, renewed every third of its TTL while
-// held (Lua: only while the token is still there, or taken again once it
-// expired), and deleted on release if it is still the holder's. Two
-// leases exist:
-//
-//   - a Broadcast instance's claim, "<heartbeat key>:claim" with a 6 s TTL,
-//     so that a second running subscription with the same Instance, from
-//     any process, is refused at Subscribe instead of sharing the
-//     instance's group (each would get part of its copy);
-//   - a SingleActive group's lease, "<ns>:active:<stream>:<group>" with
-//     Options.SingleActiveLease: only its holder reads, the others try to
-//     take it every quarter TTL. A holder that cannot renew in time stops
-//     reading when it notices, but what it read may still be in its
-//     handlers while the next holder starts (at most one read batch).
+// lease is a key one subscription holds at a time, under its token:
+// renewed every third of its TTL while held, tried every quarter while
+// not, deleted on release. A Broadcast instance's claim refuses a second
+// subscription of the same Instance from any process; a SingleActive
+// group's lease lets only its holder read (a holder that could not renew
+// may still handle one read batch while the next starts).
 type lease struct {
 	s    *sub
 	key  string
@@ -33,13 +24,8 @@ type lease struct {
 	wake chan struct{} // signalled when held turns true
 }
 
-// instanceClaimTTL is how long a crashed holder keeps a Broadcast
-// instance's claim after its last renewal.
+// instanceClaimTTL: how long a crashed holder keeps an instance's claim.
 const instanceClaimTTL = 6 * time.Second
-
-func newLease(s *sub, key, what string, ttl time.Duration) *lease {
-	return &lease{s: s, key: key, ttl: ttl, what: what, wake: make(chan struct{}, 1)}
-}
 
 // try takes or renews the lease once and reports whether it is held.
 func (l *lease) try(ctx context.Context) (bool, error) {
@@ -76,25 +62,23 @@ func (l *lease) claimInstance(ctx context.Context) error {
 // run keeps the lease until ctx ends, then releases it.
 func (l *lease) run(ctx context.Context) {
 	defer l.s.wg.Done()
+	defer l.release()
 	for {
 		d := l.ttl / 4
 		if l.held.Load() {
 			d = l.ttl / 3
 		}
-		t := time.NewTimer(d)
 		select {
-		case <-t.C:
+		case <-time.After(d):
 			_, _ = l.try(ctx)
 		case <-ctx.Done():
-			t.Stop()
-			l.release()
 			return
 		}
 	}
 }
 
 func (l *lease) release() {
-	if l.held.Swap(false) {
+	if l != nil && l.held.Swap(false) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = releaseScript.Run(ctx, l.s.c.rc, []string{l.key}, l.s.token).Err()

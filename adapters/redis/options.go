@@ -1,14 +1,20 @@
 package redis
 
 import (
+	"cmp"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -16,18 +22,16 @@ import (
 type Durability int
 
 const (
-	// DurabilityFsync (the default): the server must run appendonly yes
-	// and appendfsync always, checked by New with CONFIG GET, so an
-	// answered XADD is on disk.
+	// DurabilityFsync (the default): New checks with CONFIG GET that the
+	// server runs appendonly yes and appendfsync always.
 	DurabilityFsync Durability = iota
-	// DurabilityNone: an answered XADD is in the server's memory; its
-	// persistence settings are not checked.
+	// DurabilityNone: in the server's memory; persistence is not checked.
 	DurabilityNone
-	// DurabilityReplicas: after the XADDs, WAIT Options.Replicas
-	// Options.WaitTimeout on the same connection must report enough
-	// replicas.
+	// DurabilityReplicas: WAIT Replicas WaitTimeout after the XADDs.
 	DurabilityReplicas
 )
+
+var durabilities = []string{"fsync", "none", "replicas"}
 
 func (d Durability) String() string {
 	if d >= 0 && int(d) < len(durabilities) {
@@ -36,66 +40,39 @@ func (d Durability) String() string {
 	return fmt.Sprintf("Durability(%d)", int(d))
 }
 
-var durabilities = []string{"fsync", "none", "replicas"}
-
-// Options configure an Adapter. Addr is required; every zero field takes
-// its default.
+// Options configure an Adapter. Addr is required; a zero field takes its
+// default. docs/adapters/redis.md explains each.
 type Options struct {
 	Addr               string      // host:port of the Redis server
-	Username, Password string      // an ACL user, or only a Password for the legacy requirepass
+	Username, Password string      // an ACL user, or only a Password for requirepass
 	DB                 int         // logical database, default 0
 	TLS                *tls.Config // connect with TLS (rediss://)
-	// Consumer names this process's consumer in its LoadBalance groups (a
-	// pod or host name that survives a restart). A consumer reads its own
-	// pending entries again at once when it starts, so a process
-	// restarted after a crash under the same name gets back what it held
-	// without waiting ClaimMinIdle. Two running processes must not share
-	// a name. Default: a random name per Subscribe. A Broadcast
-	// instance's consumer is named after its Instance.
-	Consumer string
-	// Namespace prefixes every key the adapter creates. Default "sluice".
-	Namespace string
-	// RawStreamNames names a topic's stream by the topic alone, to share
-	// streams with other clients (watermill-redisstream).
-	RawStreamNames bool
+	// Consumer names this process's consumer in its LoadBalance groups:
+	// a name that survives a restart gets back its pending entries at
+	// once. Two running processes must not share it. Default: random.
+	Consumer       string
+	Namespace      string     // prefixes every key; default "sluice"
+	RawStreamNames bool       // a topic's stream is the topic alone (watermill-redisstream)
 	Wire           Wire       // the format Send writes (both are read); default WireSluice
 	Durability     Durability // the confirm level of Send; default DurabilityFsync
-	// Replicas and WaitTimeout parameterise DurabilityReplicas; defaults 1
-	// and 1s.
-	Replicas    int
-	WaitTimeout time.Duration
+	Replicas       int        // for DurabilityReplicas; default 1
+	WaitTimeout    time.Duration
 	// ClaimMinIdle is how long an entry sits idle in another consumer's
-	// pending list before it is claimed (XAUTOCLAIM min-idle-time): how
-	// soon a crashed consumer's entries go to the others. Live consumers
-	// renew what they hold every third of it. Every instance of a group
-	// must use the same value. Default 30s.
-	ClaimMinIdle time.Duration
-	// ClaimInterval is how often idle entries are claimed, and the
-	// longest XREADGROUP BLOCK. Default 50ms.
-	ClaimInterval time.Duration
-	// DelayPoll is how often due delayed messages move into their
-	// streams. Default 25ms.
-	DelayPoll time.Duration
-	// JanitorInterval is how often the expired broadcast groups of the
-	// streams subscribed to are destroyed. Default 5s.
-	JanitorInterval time.Duration
-	// InstanceTTL is the heartbeat TTL of a Broadcast instance whose
-	// SubscriptionSpec.InstanceTTL is zero, for an instance that dies
-	// without stopping. Default 1 minute.
-	InstanceTTL time.Duration
-	DialTimeout time.Duration // bounds connecting; default 5s
-	PoolSize    int           // go-redis's connection pool size; default 32
-	Existing    *Existing     // streams and groups adopted under their own names
-	// MaxMessageBytes is the largest payload Send accepts (a
-	// *ports.SizeError above it). Default 64 MiB; at most Redis'
-	// proto-max-bulk-len, 512 MiB.
-	MaxMessageBytes int
-	// SingleActiveLease is the TTL of a SingleActive group's lease: a
-	// crashed holder is replaced within it plus a quarter. Default 2s.
-	SingleActiveLease time.Duration
-	// Logger receives the capability line, warnings and go-redis's own
-	// log lines. Default slog.Default().
-	Logger *slog.Logger
+	// pending list before it is claimed; the same for every instance of
+	// a group. Default 30s.
+	ClaimMinIdle    time.Duration
+	ClaimInterval   time.Duration // how often idle entries are claimed, the longest BLOCK; default 50ms
+	DelayPoll       time.Duration // how often due delayed messages move; default 25ms
+	JanitorInterval time.Duration // how often expired broadcast groups are destroyed; default 5s
+	InstanceTTL     time.Duration // a Broadcast instance's default heartbeat TTL; default 1m
+	DialTimeout     time.Duration // default 5s
+	PoolSize        int           // go-redis's pool size; default 32
+	Existing        *Existing     // streams and groups adopted under their own names
+	// MaxMessageBytes is the largest payload Send accepts. Default 64 MiB,
+	// at most 512 MiB (Redis' proto-max-bulk-len).
+	MaxMessageBytes   int
+	SingleActiveLease time.Duration // TTL of a SingleActive group's lease; default 2s
+	Logger            *slog.Logger  // also gets go-redis's log lines; default slog.Default()
 
 	faults interface{ refuse(ports.Topic) bool } // test faults (export_test.go)
 }
@@ -104,32 +81,18 @@ type Options struct {
 const DefaultMaxMessageBytes = 64 << 20
 
 func (o Options) withDefaults() Options {
-	def := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&o.WaitTimeout, time.Second}, {&o.ClaimMinIdle, 30 * time.Second}, {&o.ClaimInterval, 50 * time.Millisecond},
+		{&o.DelayPoll, 25 * time.Millisecond}, {&o.JanitorInterval, 5 * time.Second}, {&o.InstanceTTL, time.Minute},
+		{&o.DialTimeout, 5 * time.Second}, {&o.SingleActiveLease, 2 * time.Second}} {
+		*d.v = cmp.Or(max(*d.v, 0), d.def)
 	}
-	def(&o.WaitTimeout, time.Second)
-	def(&o.ClaimMinIdle, 30*time.Second)
-	def(&o.ClaimInterval, 50*time.Millisecond)
-	def(&o.DelayPoll, 25*time.Millisecond)
-	def(&o.JanitorInterval, 5*time.Second)
-	def(&o.InstanceTTL, time.Minute)
-	def(&o.DialTimeout, 5*time.Second)
-	def(&o.SingleActiveLease, 2*time.Second)
-	if o.Namespace == "" {
-		o.Namespace = "sluice"
-	}
-	o.Replicas = max(o.Replicas, 1)
-	if o.PoolSize <= 0 {
-		o.PoolSize = 32
-	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Namespace = cmp.Or(o.Namespace, "sluice")
+	o.Replicas, o.PoolSize = max(o.Replicas, 1), cmp.Or(max(o.PoolSize, 0), 32)
+	o.MaxMessageBytes = cmp.Or(max(o.MaxMessageBytes, 0), DefaultMaxMessageBytes)
+	o.Logger, o.Existing = cmp.Or(o.Logger, slog.Default()), cmp.Or(o.Existing, &Existing{})
 	return o
 }
 
@@ -157,10 +120,74 @@ func (o Options) validate() error {
 func (o Options) client() *goredis.Client {
 	return goredis.NewClient(&goredis.Options{
 		Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLS,
-		DialTimeout: o.DialTimeout, PoolSize: o.PoolSize, DialerRetries: 1, // a refused connect fails at once; the portable layer retries
+		DialTimeout: o.DialTimeout, PoolSize: o.PoolSize, DialerRetries: 1, // a refused connect fails at once
 		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
-		MaxRetries:      -1, // never retry a command on its own: XADD retried could duplicate
-		DisableIdentity: true,
-		Protocol:        2,
+		MaxRetries: -1, DisableIdentity: true, Protocol: 2, // MaxRetries: an XADD retried could duplicate
 	})
+}
+
+// redis://[user:password@]host:6379[/db][?params] and rediss:// (TLS)
+// open the adapter; docs/adapters/redis.md lists the parameters. Open
+// connects and checks the durability level before it returns.
+func init() {
+	for _, scheme := range []string{"redis", "rediss"} {
+		adapters.Register(scheme, adapters.PasswordOnly(adapters.OpenerFunc(openURL)))
+	}
+}
+
+func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+	o, err := optionsFromURL(u, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, o)
+}
+
+func optionsFromURL(u *url.URL, cfg *adapters.Config) (Options, error) {
+	bad := func(param, reason string) (Options, error) {
+		return Options{}, &adapters.ParamError{Param: param, Reason: reason}
+	}
+	secure := u.Scheme == "rediss"
+	if err := cfg.PlainOnly("rediss"); err != nil && !secure {
+		return Options{}, err
+	}
+	if u.Host == "" {
+		return bad("host", u.Scheme+":// needs a server address, e.g. "+u.Scheme+"://127.0.0.1:6379/0")
+	}
+	o := Options{Addr: u.Host, Namespace: cfg.Namespace, Logger: cfg.Logger, Username: cfg.Username, Password: cfg.Password}
+	if u.Port() == "" {
+		o.Addr = u.Host + ":6379"
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		n, err := strconv.Atoi(db)
+		if err != nil || n < 0 {
+			return bad("path", fmt.Sprintf("%q is not a database number (write %s://host:6379/0)", db, u.Scheme))
+		}
+		o.DB = n
+	}
+	if secure {
+		o.TLS = cfg.TLS()
+	}
+	p := cfg.Params
+	d := p.String("durability", "fsync")
+	if o.Durability = Durability(slices.Index(durabilities, d)); o.Durability < 0 {
+		return bad("durability", fmt.Sprintf("%q is not fsync, none or replicas", d))
+	}
+	w := p.String("wire", "sluice")
+	if o.Wire = Wire(slices.Index([]string{"sluice", "watermill"}, w)); o.Wire < 0 {
+		return bad("wire", fmt.Sprintf("%q is not sluice or watermill", w))
+	}
+	o.Replicas = p.Int("replicas", 0, 1, 64)
+	o.WaitTimeout = p.Duration("wait_timeout", 0, time.Millisecond, time.Minute)
+	o.ClaimMinIdle = p.Duration("claim_min_idle", 0, 100*time.Millisecond, 24*time.Hour)
+	o.ClaimInterval = p.Duration("claim_interval", 0, time.Millisecond, time.Minute)
+	o.DelayPoll = p.Duration("delay_poll", 0, time.Millisecond, time.Minute)
+	o.JanitorInterval = p.Duration("janitor_interval", 0, 10*time.Millisecond, time.Hour)
+	o.InstanceTTL = p.Duration("instance_ttl", 0, 10*time.Millisecond, 365*24*time.Hour)
+	o.DialTimeout = p.Duration("dial_timeout", 0, 10*time.Millisecond, time.Hour)
+	o.PoolSize = p.Int("pool_size", 0, 1, 4096)
+	o.RawStreamNames = p.Bool("raw_stream_names", false)
+	o.Consumer = p.String("consumer", "")
+	return o, p.Err("durability", "replicas", "wait_timeout", "claim_min_idle", "claim_interval", "delay_poll",
+		"janitor_interval", "instance_ttl", "dial_timeout", "pool_size", "wire", "raw_stream_names", "consumer")
 }

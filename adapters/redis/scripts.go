@@ -2,19 +2,16 @@ package redis
 
 import goredis "github.com/redis/go-redis/v9"
 
-// The Lua scripts run atomically on the server. They touch keys derived
-// from their KEYS (the stream named inside a delayed message's hash), so
-// the adapter serves a single Redis server or a primary with replicas, not
+// The Lua scripts run atomically on the server. Some touch keys not in
+// their KEYS (the stream named in a delayed message's hash): not for
 // Redis Cluster.
 
-// claimScript hands out pending entries with the exact times_delivered
-// of each from XPENDING's extended form (neither command below returns
-// it). Mode "claim": XAUTOCLAIM of the group's entries idle for min-idle.
-// Mode "own": XREADGROUP from the cursor in this consumer's own pending
-// entries (what it read before a crash, under the same name), whatever
-// their idle time; the next cursor is "" once they are read.
-// KEYS[1] stream; ARGV group, consumer, min-idle ms, cursor, count, mode.
-// Returns {next cursor, entries, counts}.
+// claimScript hands out pending entries with each one's times_delivered
+// (from XPENDING): mode "claim" XAUTOCLAIMs the group's entries idle for
+// min-idle; mode "own" reads this consumer's own pending entries from the
+// cursor (next cursor "" once read). KEYS[1] stream; ARGV group,
+// consumer, min-idle ms, cursor, count, mode. Returns {cursor, entries,
+// counts}.
 var claimScript = goredis.NewScript(`
 local nxt, entries
 if ARGV[6] == 'own' then
@@ -35,24 +32,24 @@ end
 return {nxt, entries, counts}
 `)
 
-// renewScript resets the idle time of entries this consumer still owns
-// (a lease renewal for slow handlers; an entry another consumer claimed
-// meanwhile is left alone). KEYS[1] stream; ARGV group, consumer, ids...
-var renewScript = goredis.NewScript(`
+// idleScript sets the idle time of the entries this consumer still owns
+// (not of one another consumer claimed) and returns how many are pending.
+// KEYS[1] stream; ARGV group, consumer, idle ms, ids...
+var idleScript = goredis.NewScript(`
 local n = 0
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] then n = n + 1 end
   if p[1] and p[1][2] == ARGV[2] then
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', 0, 'JUSTID')
-    n = n + 1
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', ARGV[3], 'JUSTID')
   end
 end
 return n
 `)
 
-// delayAddScript stores a delayed message: a hash with its fields and its
-// stream, scored in the delayed set at server time + delay.
-// KEYS[1] hash, KEYS[2] delayed set; ARGV delay ms, stream, fields...
+// delayAddScript stores a delayed message's fields and stream in a hash,
+// scored in the delayed set at server time + delay. KEYS[1] hash, KEYS[2]
+// delayed set; ARGV delay ms, stream, fields...
 var delayAddScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -63,8 +60,8 @@ redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), KEYS[1])
 return now + tonumber(ARGV[1])
 `)
 
-// moveScript moves due delayed messages into their streams (XADD, then
-// delete the hash and its set member). KEYS[1] delayed set; ARGV limit.
+// moveScript moves due delayed messages into their streams and returns
+// the ms until the next is due (-1: none). KEYS[1] delayed set; ARGV limit.
 var moveScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -85,9 +82,8 @@ if nxt[2] then return tonumber(nxt[2]) - now end
 return -1
 `)
 
-// joinScript joins a Broadcast instance: if its heartbeat expired, its old
-// group is destroyed (the instance's copy expired); then the heartbeat is
-// set and the group created at the stream's end.
+// joinScript joins a Broadcast instance: destroys its group if its
+// heartbeat expired, sets the heartbeat, creates the group at the end.
 // KEYS[1] stream, KEYS[2] heartbeat; ARGV group, ttl ms.
 var joinScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[2]) == 0 then
@@ -108,8 +104,7 @@ end
 return 0
 `)
 
-// leaveScript removes a consumer from its group when it owns no pending
-// entry (a consumer deleted with pending entries would lose them).
+// leaveScript deletes a consumer that owns no pending entry.
 // KEYS[1] stream; ARGV group, consumer.
 var leaveScript = goredis.NewScript(`
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
@@ -117,9 +112,8 @@ if #p == 0 then return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARG
 return -1
 `)
 
-// leaseScript takes or renews a lease (lease.go): it extends the key if
-// it holds the token, sets it if it is free, and answers 0 when another
-// token holds it. KEYS[1] key; ARGV token, ttl ms.
+// leaseScript takes or renews a lease: 1 when the token holds it, 0 when
+// another does. KEYS[1] key; ARGV token, ttl ms.
 var leaseScript = goredis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
@@ -127,16 +121,14 @@ if v == false then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]); return 1 
 return 0
 `)
 
-// releaseScript deletes a lease if it holds the token. KEYS[1] key; ARGV
-// token.
+// releaseScript deletes a lease the token holds. KEYS[1] key; ARGV token.
 var releaseScript = goredis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 `)
 
-// declareSpecScript stores a topic's retention and length unless its hash
-// exists, and returns what is stored. KEYS[1] hash; ARGV retention ms,
-// max length.
+// declareSpecScript stores a topic's retention and length unless stored,
+// and returns what is. KEYS[1] hash; ARGV retention ms, max length.
 var declareSpecScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'retention_ms', ARGV[1], 'max_length', ARGV[2])

@@ -1,9 +1,11 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,7 +28,7 @@ type sub struct {
 	spec             ports.SubscriptionSpec
 	stream, group    string
 	consumer, token  string // token: this subscription's own, in its leases
-	taken            string // the key of consumer in conn.consumers
+	taken            string // its key in conn.consumers
 	broadcast        bool
 	hbKey            string
 	hbTTL            time.Duration
@@ -36,14 +38,14 @@ type sub struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// ReceiveBatch's own.
-	recs        []driver.Record
-	own, cursor string // positions in this consumer's pending entries ("" once read) and of XAUTOCLAIM
+	recs        []driver.Record // ReceiveBatch's
+	own, cursor string          // positions in this consumer's pending entries ("" once read) and of XAUTOCLAIM
 	lastClaim   time.Time
 
-	mu    sync.Mutex
-	held  map[string]*entry   // received and not settled: renewed by leaseLoop
-	loose map[string]struct{} // settlement failed: pending, not renewed, claimed after ClaimMinIdle
+	mu sync.Mutex
+	// held: received and not settled, renewed by leaseLoop; nil once its
+	// settlement failed (pending, not renewed, claimed after ClaimMinIdle).
+	held map[string]*entry
 }
 
 var (
@@ -52,24 +54,15 @@ var (
 )
 
 // Subscribe creates or joins the consumer group of spec: spec.Group for
-// LoadBalance (at the stream's end, or its first entry for StartEarliest,
-// when new), "bc:<group>:<instance>" for Broadcast, with a heartbeat key
+// LoadBalance, "bc:<group>:<instance>" for Broadcast, with a heartbeat key
 // whose TTL is spec.InstanceTTL (default Options.InstanceTTL).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, stream: c.streamKey(spec.Topic), group: spec.Group, consumer: c.o.Consumer, token: ports.NewID(),
-		own: "0-0", cursor: "0-0", held: map[string]*entry{}, loose: map[string]struct{}{}}
-	if n, ok := c.o.Existing.group(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
-		s.group = n
-	}
+	s := &sub{c: c, spec: spec, stream: c.streamKey(spec.Topic), group: c.o.Existing.group(spec.Topic, spec.Group),
+		consumer: cmp.Or(c.o.Consumer, "c-"+ports.NewID()), token: ports.NewID(),
+		own: "0-0", cursor: "0-0", held: map[string]*entry{}}
 	if spec.Mode == ports.Broadcast {
 		s.broadcast, s.group, s.consumer = true, broadcastPrefix+spec.Group+":"+spec.Instance, "c-"+spec.Instance
-		s.hbKey, s.hbTTL = c.heartbeatKey(s.stream, s.group), spec.InstanceTTL
-		if s.hbTTL <= 0 {
-			s.hbTTL = c.o.InstanceTTL
-		}
-	}
-	if s.consumer == "" {
-		s.consumer = "c-" + ports.NewID()
+		s.hbKey, s.hbTTL = c.heartbeatKey(s.stream, s.group), cmp.Or(max(spec.InstanceTTL, 0), c.o.InstanceTTL)
 	}
 	c.mu.Lock()
 	if _, dup := c.consumers[s.stream+"\x00"+s.group+"\x00"+s.consumer]; dup {
@@ -77,14 +70,15 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	s.taken = s.stream + "\x00" + s.group + "\x00" + s.consumer
 	c.consumers[s.taken] = struct{}{}
+	c.streams[s.stream] = struct{}{} // for the janitor
 	c.mu.Unlock()
-	err := error(nil)
+	var err error
 	if s.broadcast {
-		s.instance = newLease(s, s.hbKey+":claim", "broadcast instance claim", instanceClaimTTL)
+		s.instance = &lease{s: s, key: s.hbKey + ":claim", what: "broadcast instance claim", ttl: instanceClaimTTL, wake: make(chan struct{}, 1)}
 		err = s.instance.claimInstance(ctx)
 	}
 	if err == nil {
-		if err = s.join(ctx); err != nil && s.instance != nil {
+		if err = s.join(ctx); err != nil {
 			s.instance.release()
 		}
 	}
@@ -92,12 +86,9 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		s.forget()
 		return nil, err
 	}
-	c.mu.Lock()
-	c.streams[s.stream] = struct{}{}
-	c.mu.Unlock()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if spec.SingleActive {
-		s.single = newLease(s, c.o.Namespace+":active:"+s.stream+":"+s.group, "single-active lease", c.o.SingleActiveLease)
+		s.single = &lease{s: s, key: c.o.Namespace + ":active:" + s.stream + ":" + s.group, what: "single-active lease", ttl: c.o.SingleActiveLease, wake: make(chan struct{}, 1)}
 		_, _ = s.single.try(s.ctx)
 	}
 	for _, l := range []*lease{s.instance, s.single} {
@@ -108,7 +99,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	s.wg.Add(1)
 	go s.leaseLoop()
-	c.o.Logger.Info("sluice redis: consuming; this consumer's own pending entries are read again at once, other consumers' pending entries are claimed once idle for claim_min_idle",
+	c.o.Logger.Info("sluice redis: consuming; other consumers' pending entries are claimed once idle for claim_min_idle",
 		"stream", s.stream, "group", s.group, "consumer", s.consumer, "claim_min_idle", c.o.ClaimMinIdle)
 	return s, nil
 }
@@ -119,11 +110,11 @@ func (s *sub) forget() {
 	s.c.mu.Unlock()
 }
 
-// join creates the group (idempotently; an adopted stream is never
-// created).
+// join creates the group, idempotently (an adopted stream is never
+// created), at the stream's end or its start for StartEarliest.
 func (s *sub) join(ctx context.Context) error {
 	var err error
-	_, adopted := s.c.o.Existing.stream(s.spec.Topic)
+	_, adopted := s.c.o.Existing.Streams[s.spec.Topic]
 	at := "$"
 	if s.spec.Start == ports.StartEarliest {
 		at = "0"
@@ -143,9 +134,8 @@ func (s *sub) join(ctx context.Context) error {
 }
 
 // ReceiveBatch reads up to max entries: first this consumer's own pending
-// entries (once, from the start), every ClaimInterval the group's entries
-// idle for ClaimMinIdle, otherwise new entries, blocking for
-// ClaimInterval at most between claims.
+// entries (once), every ClaimInterval the group's entries idle for
+// ClaimMinIdle, otherwise new entries (blocking for ClaimInterval at most).
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	for {
 		if s.single != nil && !s.single.wait(ctx) {
@@ -189,24 +179,18 @@ func (s *sub) pending(ctx context.Context, recs []driver.Record, mode string, n 
 	*at, _ = res[0].(string)
 	entries, _ := res[1].([]any)
 	counts, _ := res[2].([]any)
-	now := time.Now()
 	for i, e := range entries {
 		pair, _ := e.([]any)
-		if len(pair) != 2 || pair[1] == nil {
+		if len(pair) != 2 || pair[1] == nil || i >= len(counts) {
 			continue // deleted by a trim: XAUTOCLAIM drops it from the pending list
 		}
-		id, _ := pair[0].(string)
 		flat, _ := pair[1].([]any)
 		values := make(map[string]any, len(flat)/2)
 		for j := 0; j+1 < len(flat); j += 2 {
-			k, _ := flat[j].(string)
-			values[k] = flat[j+1]
+			values[fmt.Sprint(flat[j])] = flat[j+1]
 		}
-		count := int64(1)
-		if i < len(counts) {
-			count, _ = counts[i].(int64)
-		}
-		recs = s.record(recs, id, values, count, now)
+		count, _ := counts[i].(int64)
+		recs = s.record(recs, fmt.Sprint(pair[0]), values, count)
 	}
 	return recs, nil
 }
@@ -218,43 +202,40 @@ func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.R
 	if errors.Is(err, goredis.Nil) {
 		err = nil
 	}
-	now := time.Now()
 	for _, st := range res {
 		for _, m := range st.Messages {
-			recs = s.record(recs, m.ID, m.Values, 1, now)
+			recs = s.record(recs, m.ID, m.Values, 1)
 		}
 	}
 	return recs, err
 }
 
-// record appends the record of entry id and holds it, unless this
-// consumer holds it already (claimed back from itself).
-func (s *sub) record(recs []driver.Record, id string, values map[string]any, count int64, now time.Time) []driver.Record {
+// record appends the record of entry id and holds it, unless held already
+// (claimed back from itself).
+func (s *sub) record(recs []driver.Record, id string, values map[string]any, count int64) []driver.Record {
 	r, fields := decode(s.stream, s.group, id, values, count)
 	e := &entry{id: id, fields: fields, ident: r.BrokerID}
 	if hid, _ := ports.IdentityFromHeaders(r.Message.Headers); hid != "" {
 		e.ident = hid
 	}
 	s.mu.Lock()
-	_, dup := s.held[id]
+	dup := s.held[id] != nil
 	if !dup {
 		s.held[id] = e
-		delete(s.loose, id)
 	}
 	s.mu.Unlock()
 	if dup {
 		return recs
 	}
 	if fields != nil {
-		s.c.holdFields(e.ident, fields)
+		s.c.holdFields(e.ident, fields, 1)
 	}
-	r.Message.Topic, r.ReceivedAt, r.Handle = s.spec.Topic, now, e
+	r.Handle = e
 	return append(recs, r)
 }
 
 // settle forgets the entries of handles: acknowledged (ok), or left
-// pending and no longer renewed, so that a claim hands them out again
-// after ClaimMinIdle.
+// pending, not renewed, claimed again after ClaimMinIdle.
 func (s *sub) settle(handles []any, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -265,29 +246,21 @@ func (s *sub) settle(handles []any, ok bool) {
 		}
 		delete(s.held, e.id)
 		if !ok {
-			s.loose[e.id] = struct{}{}
+			s.held[e.id] = nil
 		}
 		if e.fields != nil {
-			s.c.dropFields(e.ident)
+			s.c.holdFields(e.ident, nil, -1)
 		}
 	}
 }
 
-func ids(handles []any) []string {
-	out := make([]string, len(handles))
-	for i, h := range handles {
-		out[i] = h.(*entry).id
-	}
-	return out
-}
-
-// SendAcks is one XACK with every id. An XACK whose answer was lost with
-// its connection may have been applied: committed asks the group, so that
-// an applied ack is not reported failed (its entries would be neither
-// pending nor delivered again) and a lost one is.
+// SendAcks is one XACK. An XACK whose answer was lost with its connection
+// may have been applied: committed asks, so that an applied ack is not
+// reported failed (its entries would be neither pending nor delivered
+// again).
 func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 	keys := ids(handles)
-	err := s.c.rc.XAck(ctx, s.stream, s.group, keys...).Err()
+	err := s.c.rc.Do(ctx, append([]any{"XACK", s.stream, s.group}, keys...)...).Err()
 	if err != nil && s.committed(ctx, keys) {
 		err = nil
 	}
@@ -295,50 +268,36 @@ func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 	return err
 }
 
-// SendRequeues sets the entries' idle time to ClaimMinIdle (XCLAIM … IDLE
-// … JUSTID, which counts no delivery): the next XAUTOCLAIM of any
-// consumer of the group hands them out again and counts the delivery. A
-// delay is held by the portable layer before, the entries pending and
-// renewed meanwhile.
+// SendRequeues sets the entries' idle time to ClaimMinIdle: the next
+// XAUTOCLAIM of the group hands them out again and counts the delivery.
+// The portable layer holds a delay before.
 func (s *sub) SendRequeues(ctx context.Context, handles []any, _ time.Duration) error {
-	err := s.setIdle(ctx, ids(handles), s.c.o.ClaimMinIdle)
+	_, err := s.setIdle(ctx, ids(handles), s.c.o.ClaimMinIdle)
 	s.settle(handles, err == nil)
 	return err
 }
 
-// setIdle is XCLAIM <stream> <group> <self> 0 <ids…> IDLE <idle> JUSTID:
-// the entries stay pending with this consumer, their count unchanged.
-func (s *sub) setIdle(ctx context.Context, ids []string, idle time.Duration) error {
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), 1000)]
-		ids = ids[len(chunk):]
-		args := append(make([]any, 0, 8+len(chunk)), "XCLAIM", s.stream, s.group, s.consumer, 0)
-		for _, id := range chunk {
-			args = append(args, id)
-		}
-		if err := s.c.rc.Do(ctx, append(args, "IDLE", idle.Milliseconds(), "JUSTID")...).Err(); err != nil {
-			return err
+// setIdle sets the idle time of the entries of ids this consumer owns
+// (0: a renewal; ClaimMinIdle: claimable at once), their count unchanged,
+// and returns how many of ids are pending with any consumer.
+func (s *sub) setIdle(ctx context.Context, ids []any, idle time.Duration) (n int64, err error) {
+	for chunk := range slices.Chunk(ids, 500) {
+		k, err := idleScript.Run(ctx, s.c.rc, []string{s.stream}, append([]any{s.group, s.consumer, idle.Milliseconds()}, chunk...)...).Int64()
+		if n += k; err != nil {
+			return n, err
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // committed settles the doubt left by an XACK of ids whose answer was
-// lost: this consumer holds the entries and only that XACK removes them,
-// so it ran if and only if none is pending any more. XPENDING is tried up
-// to six times on fresh connections (10 ms doubling between tries);
-// committed is true only when Redis answered that none is pending.
-func (s *sub) committed(ctx context.Context, ids []string) bool {
-	cmds := make([]*goredis.XPendingExtCmd, len(ids))
-	for retry, backoff := 0, 10*time.Millisecond; ; retry, backoff = retry+1, backoff*2 {
-		pipe := s.c.rc.Pipeline()
-		for i, id := range ids {
-			cmds[i] = pipe.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: s.stream, Group: s.group, Start: id, End: id, Count: 1})
-		}
-		if _, err := pipe.Exec(ctx); err == nil {
-			break
-		} else if retry == 5 || ctx.Err() != nil {
-			return false
+// lost: only that XACK removes them, so it ran if and only if none is
+// pending any more. Redis is asked up to six times, 10 ms doubling between
+// tries; false unless it answered that none is pending.
+func (s *sub) committed(ctx context.Context, ids []any) bool {
+	for try, backoff := 0, 10*time.Millisecond; try < 6; try, backoff = try+1, backoff*2 {
+		if n, err := s.setIdle(ctx, ids, 0); err == nil {
+			return n == 0
 		}
 		select {
 		case <-time.After(backoff):
@@ -346,17 +305,12 @@ func (s *sub) committed(ctx context.Context, ids []string) bool {
 			return false
 		}
 	}
-	for _, c := range cmds {
-		if len(c.Val()) > 0 {
-			return false
-		}
-	}
-	return true
+	return false
 }
 
-// leaseLoop renews the idle time of every held entry every ClaimMinIdle/3
-// (so that no other consumer claims the work of a live, slow one), and
-// the broadcast heartbeat every TTL/3.
+// leaseLoop renews the held entries every ClaimMinIdle/3 (so that no
+// other consumer claims the work of a live, slow one), and the broadcast
+// heartbeat every TTL/3.
 func (s *sub) leaseLoop() {
 	defer s.wg.Done()
 	lease := time.NewTicker(s.c.o.ClaimMinIdle / 3)
@@ -368,25 +322,17 @@ func (s *sub) leaseLoop() {
 		hb = t.C
 	}
 	for {
+		var err error
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-hb:
-			if err := s.c.rc.Set(s.ctx, s.hbKey, "1", s.hbTTL).Err(); err != nil && s.ctx.Err() == nil {
-				s.warn("renew the heartbeat of a broadcast instance", err)
-			}
+			err = s.c.rc.Set(s.ctx, s.hbKey, "1", s.hbTTL).Err()
 		case <-lease.C:
-			for held := s.heldIDs(false); len(held) > 0; {
-				chunk := held[:min(len(held), 500)]
-				held = held[len(chunk):]
-				args := []any{s.group, s.consumer}
-				for _, id := range chunk {
-					args = append(args, id)
-				}
-				if err := renewScript.Run(s.ctx, s.c.rc, []string{s.stream}, args...).Err(); err != nil && s.ctx.Err() == nil {
-					s.warn("renew the lease of held entries", err)
-				}
-			}
+			_, err = s.setIdle(s.ctx, s.heldIDs(false), 0)
+		}
+		if err != nil && s.ctx.Err() == nil {
+			s.warn("renew the heartbeat or the held entries", err)
 		}
 	}
 }
@@ -395,32 +341,36 @@ func (s *sub) warn(what string, err error) {
 	s.c.o.Logger.Warn("sluice redis: "+what, "stream", s.stream, "group", s.group, "consumer", s.consumer, "err", err)
 }
 
-// heldIDs returns the ids of the held entries, and of the loose ones too.
-func (s *sub) heldIDs(loose bool) []string {
+func ids(handles []any) []any {
+	out := make([]any, len(handles))
+	for i, h := range handles {
+		out[i] = h.(*entry).id
+	}
+	return out
+}
+
+// heldIDs returns the ids of the held entries, and with all of those
+// whose settlement failed too.
+func (s *sub) heldIDs(all bool) (out []any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.held)+len(s.loose))
-	for id := range s.held {
-		out = append(out, id)
-	}
-	for id := range s.loose {
-		if loose {
+	for id, e := range s.held {
+		if e != nil || all {
 			out = append(out, id)
 		}
 	}
 	return out
 }
 
-// Close hands every held entry back to the group, acknowledging nothing:
-// their idle time is set to ClaimMinIdle, so the next XAUTOCLAIM of any
-// consumer takes them. A Broadcast instance whose InstanceTTL is zero
-// destroys its group; one with a TTL leaves its heartbeat to expire.
+// Close releases every held entry to the group, acknowledging nothing. A
+// Broadcast instance whose InstanceTTL is zero destroys its group; one
+// with a TTL leaves its heartbeat to expire.
 func (s *sub) Close(ctx context.Context) error {
 	s.cancel()
 	s.wg.Wait()
 	var errs []error
 	if held := s.heldIDs(true); len(held) > 0 {
-		if err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {
+		if _, err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {
 			errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(held), err))
 		}
 	}
@@ -435,8 +385,8 @@ func (s *sub) Close(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	for _, e := range s.held {
-		if e.fields != nil {
-			s.c.dropFields(e.ident)
+		if e != nil && e.fields != nil {
+			s.c.holdFields(e.ident, nil, -1)
 		}
 	}
 	s.mu.Unlock()
