@@ -30,7 +30,7 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	}
 	return c.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
 		for _, g := range spec.Groups {
-			if q, ok := c.existing.queue(spec.Topic, g); ok {
+			if q, ok := c.opts.Existing.queue(spec.Topic, g); ok {
 				if err := c.verifyAdopted(ctx, q, spec); err != nil {
 					return fmt.Errorf("amqp: declare topic %q: group %q is adopted as queue %q: %w", string(spec.Topic), g, q, err)
 				}
@@ -51,7 +51,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
 		return err
 	}
-	if _, ok := c.existing.queue(topic, group); ok {
+	if _, ok := c.opts.Existing.queue(topic, group); ok {
 		return nil
 	}
 	if err := c.declareGroup(ctx, c.topo.groupQueue(topic, group, c.shape(topic, false, false)), topic, true); err != nil {
