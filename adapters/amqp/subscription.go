@@ -64,18 +64,12 @@ var errDeliveryLost = fmt.Errorf("amqp: %w", driver.ErrRecordsLost)
 // while its queue still counts the consumer of a channel just closed.
 const instanceSettle = 2 * time.Second
 
-// Subscribe declares the subscription's queue (LOAD_BALANCE: a durable
-// queue shared by the group; BROADCAST: a queue per instance with
-// x-expires; an adopted queue is checked, never declared), binds it,
-// consumes it with a prefetch of spec.InFlight and returns once the broker
-// confirmed the consumer. It logs the queue's actual type and whether its
-// redelivery count is exact (at Info when that differs from the adapter's
-// capabilities: an adopted queue of another type).
+// Subscribe declares and binds the subscription's queue (an adopted one is
+// checked, never declared) and consumes it with a prefetch of
+// spec.InFlight. It logs the queue's type and whether its redelivery count
+// is exact (at Info when that differs from the capabilities).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), dlGroup: spec.Group, bestEffort: spec.QoS == ports.BestEffort}
-	if s.dlGroup == "" {
-		s.dlGroup = "dead-letters"
-	}
+	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), dlGroup: firstOf(spec.Group, "dead-letters"), bestEffort: spec.QoS == ports.BestEffort}
 	if q, ok := c.opts.Existing.queue(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
 		s.queue, s.adopted = q, true
 		if spec.SingleActive {
@@ -131,10 +125,9 @@ func broadcastNames(spec ports.SubscriptionSpec) error {
 	return nil
 }
 
-// establish declares the queues, opens a channel with the prefetch and
-// consumes. A BROADCAST consumer is exclusive (a classic queue refuses a
-// second one); quorum queues ignore that flag, so the consumer count is
-// checked before and after consuming.
+// establish declares the queues and consumes. A BROADCAST consumer is
+// exclusive, which quorum queues ignore: its consumer count is checked
+// before and after consuming.
 func (s *sub) establish(ctx context.Context) (*consumer, error) {
 	ch, err := s.c.subC.channel(ctx)
 	if err != nil {
@@ -168,11 +161,9 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 	return cur, nil
 }
 
-// declare declares the subscription's queue with the adapter's queue
-// type, the topic's declared retention and length, single-active and
-// x-expires, and, unless dead-lettering is off, the queue that keeps the
-// dead-letter topic's messages for the group. An adopted queue is only
-// checked to exist.
+// declare declares the subscription's queue (an adopted one is checked to
+// exist) and, unless dead-lettering is off, the group's queue of the
+// dead-letter topic.
 func (s *sub) declare(ctx context.Context, ch **amqp.Channel) error {
 	t := s.c.topo
 	if s.adopted {
@@ -344,12 +335,9 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-// SendRequeues publishes a copy of each record with its redelivery count
-// incremented to the subscription's own queue (a publish under the topic
-// would reach every group) — at its tail, or through a delay queue —
-// with a confirm, and acks the originals only when every copy is
-// confirmed. The count travels with the copy and stays exact, and a
-// failing message does not loop at the head of the queue.
+// SendRequeues publishes a copy of each record, its count incremented, to
+// the subscription's own queue (at its tail, or through a delay queue) and
+// acks the originals once every copy is confirmed.
 func (s *sub) SendRequeues(ctx context.Context, handles []any, delay time.Duration) error {
 	if err := s.bindRequeueRoute(ctx, delay); err != nil {
 		return err
@@ -379,8 +367,8 @@ func (s *sub) SendRequeues(ctx context.Context, handles []any, delay time.Durati
 	return s.SendAcks(ctx, handles)
 }
 
-// Close closes the channel, so the broker requeues every unacked record;
-// it acks nothing. A BROADCAST queue without InstanceTTL is deleted.
+// Close closes the channel: the broker requeues every unacked record. A
+// BROADCAST queue without InstanceTTL is deleted.
 func (s *sub) Close(ctx context.Context) error {
 	s.mu.Lock()
 	cur := s.cur
