@@ -44,7 +44,7 @@ func TestTagsAckSettledPrefixWithOneMultipleAck(t *testing.T) {
 	if !tg.waiting() {
 		t.Fatal("settled tags above the gap are not waiting")
 	}
-	round(1) // 1..3 settled, 4 not
+	round(1)    // 1..3 settled, 4 not
 	round(6, 4) // 4..6 settled, 7 not
 	if want := []string{"3/true", "6/true"}; !slices.Equal(wire, want) {
 		t.Fatalf("acks %v, want %v", wire, want)
