@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -18,54 +17,41 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the RabbitMQ adapter: the portable layer (adapters/portable)
-// over the AMQP 0-9-1 driver. It is safe for concurrent use. Create it
-// with New; release it with Close.
+// Adapter is the RabbitMQ adapter: the portable layer over the AMQP 0-9-1
+// driver. It is safe for concurrent use. Create it with New; release it
+// with Close.
 type Adapter struct {
 	*portable.Adapter
 	c *conn
 }
 
-// conn is the driver: a publish connection and a consume connection, so
-// that broker flow control on publishers never holds back acks.
+// conn is the driver: a publish and a consume connection, so that broker
+// flow control on publishers never holds back acks.
 type conn struct {
 	opts       Options
 	topo       *topology
 	pubC, subC *connector
 	pub        *publisher
 	caps       ports.Capabilities
-	faults     *faults
-	existing   *Existing
 	declared   kit.Declared
 }
 
 var (
 	_ ports.Adapter        = (*Adapter)(nil)
-	_ driver.Driver        = (*conn)(nil)
 	_ driver.TopicDeclarer = (*conn)(nil)
 	_ driver.GroupDeclarer = (*conn)(nil)
 )
 
-// faults lets this package's tests make the broker refuse publishes: they
-// go to faultKey, a routing key nothing is bound to.
-type faults struct{ sends, deadLetters atomic.Bool }
-
-const faultKey = "~sluice-fault-unroutable"
-
-// New validates opts, connects to the broker and declares the adapter's
-// exchanges. It fails when the broker cannot be reached within
-// opts.DialTimeout (or ctx), with an error matching its portable code
-// (ports.ErrRefused, ports.ErrAuth, ports.ErrTLS, …).
+// New validates opts, connects and declares the adapter's exchanges. It
+// fails when the broker cannot be reached within opts.DialTimeout (or
+// ctx), with an error matching its portable code (ports.ErrRefused,
+// ports.ErrAuth, ports.ErrTLS, …).
 func New(ctx context.Context, opts Options) (*Adapter, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &conn{opts: opts, topo: newTopology(opts), pubC: newConnector("publish", opts), subC: newConnector("consume", opts),
-		faults: opts.faults, existing: opts.Existing, caps: capabilities(opts.QueueType)}
-	if c.faults == nil {
-		c.faults = &faults{}
-	}
+	c := &conn{opts: opts, topo: newTopology(opts), pubC: newConnector("publish", opts), subC: newConnector("consume", opts), caps: capabilities(opts.QueueType)}
 	c.caps.MaxMessageBytes = opts.MaxMessageBytes
 	c.pub = &publisher{conn: c.pubC, topo: c.topo, max: opts.MaxOutstanding, slots: make([]pubSlot, opts.PublishChannels)}
 	ch, err := c.pubC.channel(ctx)
@@ -96,12 +82,8 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 func (a *Adapter) Name() string { return "amqp" }
 
 // Capabilities declares what RabbitMQ does through this adapter (see
-// docs/adapters/amqp.md): delays through delay queues, broadcast,
-// per-message ack, confirms, expiry, durable and single-active groups,
-// best effort, retention and length, an exact redelivery count on quorum
-// queues; dead letters are confirmed copies to "<topic>.dlq", and a new
-// group cannot start at the earliest message. The zero Adapter reports
-// the defaults' (quorum queues), for capability tables.
+// docs/adapters/amqp.md). The zero Adapter reports the defaults' (quorum
+// queues), for capability tables.
 func (a *Adapter) Capabilities() ports.Capabilities {
 	if a.c == nil {
 		return capabilities(Quorum)
@@ -109,31 +91,13 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 	return a.c.caps
 }
 
-// Name returns "amqp".
-func (c *conn) Name() string { return "amqp" }
-
-// Capabilities are those of the adapter's queue type.
+func (c *conn) Name() string                     { return "amqp" }
 func (c *conn) Capabilities() ports.Capabilities { return c.caps }
 
-// capabilities are the adapter's capabilities with queues of type qt.
 func capabilities(qt QueueType) ports.Capabilities {
-	return ports.Capabilities{
-		DelayedMessage:       true,
-		DelayedRequeue:       true,
-		Broadcast:            true,
-		PerMessageAck:        true,
-		PublisherConfirm:     true,
-		SubscriptionExpiry:   true,
-		DurableGroups:        true,
-		ExactRedeliveryCount: qt == Quorum,
-		Ordering:             ports.OrderNone,
-		SingleActive:         true,
-		BestEffort:           true,
-		Retention:            true,
-		MaxLength:            true,
-		MaxMessageBytes:      DefaultMaxMessageBytes,
-		InstanceGuard:        ports.InstanceRefused,
-	}
+	return ports.Capabilities{DelayedMessage: true, DelayedRequeue: true, Broadcast: true, PerMessageAck: true, PublisherConfirm: true,
+		SubscriptionExpiry: true, DurableGroups: true, ExactRedeliveryCount: qt == Quorum, Ordering: ports.OrderNone, SingleActive: true,
+		BestEffort: true, Retention: true, MaxLength: true, MaxMessageBytes: maxMessageBytes, InstanceGuard: ports.InstanceRefused}
 }
 
 // Classify maps amqp091's and the dial's errors to portable codes. A lost
@@ -143,13 +107,13 @@ func (c *conn) Classify(err error) driver.Class {
 	var ae *amqp.Error
 	var ne net.Error
 	var lost *lostError
+	var de *kit.DialError
+	for _, code := range [...]error{ports.ErrClosed, ports.ErrNoSubscriber, ports.ErrUnconfirmed} {
+		if errors.Is(err, code) {
+			return driver.Class{Code: code}
+		}
+	}
 	switch {
-	case errors.Is(err, ports.ErrClosed):
-		return driver.Class{Code: ports.ErrClosed}
-	case errors.Is(err, ports.ErrNoSubscriber):
-		return driver.Class{Code: ports.ErrNoSubscriber}
-	case errors.Is(err, ports.ErrUnconfirmed):
-		return driver.Class{Code: ports.ErrUnconfirmed}
 	case errors.As(err, &lost):
 		return driver.Class{Code: lost.code, Retryable: true}
 	case errors.Is(err, adapters.ErrTLS) && c.pubC.secure:
@@ -170,11 +134,7 @@ func (c *conn) Classify(err error) driver.Class {
 			return driver.Class{}
 		}
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
-	case errors.Is(err, amqp.ErrClosed) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNRESET):
-		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
-	}
-	var de *kit.DialError
-	if errors.As(err, &de) {
+	case errors.Is(err, amqp.ErrClosed) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &de):
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}
 	return driver.Class{}
@@ -197,17 +157,13 @@ func (c *conn) Close(ctx context.Context) error {
 	return err
 }
 
-// isClosedErr reports amqp091's "already closed" error.
-func isClosedErr(err error) bool { return errors.Is(err, amqp.ErrClosed) }
-
 // redact hides a password in a URL for error messages.
 func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			return "…" + raw[i:]
-		}
-		return raw
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
 	}
-	return u.Redacted()
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "…" + raw[i:]
+	}
+	return raw
 }

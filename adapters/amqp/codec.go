@@ -11,15 +11,12 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// headerDelay selects a delay queue on the delay exchange; it is removed
-// on receive.
+// headerDelay selects a delay queue on the delay exchange.
 const headerDelay = "sluice-delay-ms"
 
-// encode builds the AMQP publishing of an envelope. HeaderID,
-// HeaderContentType, HeaderCorrelationID and HeaderType travel as the AMQP
-// properties made for them (message-id, content-type, correlation-id,
-// type) when they fit one (255 bytes); every other header as an AMQP
-// string header. decode restores them. Messages are persistent.
+// encode builds the persistent AMQP publishing of an envelope: the id,
+// content type, correlation id and type travel as the AMQP properties made
+// for them when they fit (255 bytes), every other header as a string.
 func encode(h ports.Headers, payload []byte) amqp.Publishing {
 	p := amqp.Publishing{Body: payload, DeliveryMode: amqp.Persistent}
 	t := make(amqp.Table, len(h))
@@ -53,17 +50,14 @@ func property(p *amqp.Publishing, k string) *string {
 type decoded struct {
 	headers ports.Headers
 	facts   map[string]string
-	// requeues is the sluice-redelivery-count header (requeue copies);
-	// returns is the broker's count of earlier deliveries of this copy:
-	// x-delivery-count where present (quorum queues, exact), else 1 if
-	// the redelivered flag is set (classic queues, a lower bound).
+	// requeues is the count header of requeue copies; returns the broker's
+	// count: x-delivery-count (quorum queues), else 1 if redelivered.
 	requeues, returns int
 	err               error // a malformed header: the delivery is poison
 }
 
-// decode converts AMQP headers to envelope headers. Broker headers
-// (x-death, x-delivery-count, ...) go to facts and are never a reason to
-// reject a delivery; other non-string values are rendered as text.
+// decode converts AMQP headers to envelope headers; broker headers
+// (x-death, ...) go to facts, other non-string values are rendered.
 func decode(d *amqp.Delivery) decoded {
 	out := decoded{headers: make(ports.Headers, len(d.Headers)+4)}
 	for k, v := range d.Headers {
@@ -95,8 +89,7 @@ func decode(d *amqp.Delivery) decoded {
 	return out
 }
 
-// isBrokerHeader reports headers that RabbitMQ itself adds (dead-lettering,
-// quorum queue counts, shovels, federation).
+// isBrokerHeader reports headers that RabbitMQ itself adds.
 func isBrokerHeader(k string) bool {
 	switch k {
 	case "x-death", "x-delivery-count", "x-received-from", "x-shovelled", "x-shovelled-timestamp":

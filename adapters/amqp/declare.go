@@ -15,26 +15,25 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// DeclareTopic records spec for this adapter (the subscription queues it
-// declares later for the topic take spec's Retention as x-message-ttl and
-// MaxLength as x-max-length) and declares the durable queue of each of
-// spec.Groups with those arguments, bound to the topic, so that what is
-// published from then on is kept for each group. A queue that exists with
-// other arguments is left as it is and DeclareTopic fails with a
-// *ports.RedeclareError naming each argument that differs. The groups of
-// an adopted topic are not declared: each adopted queue is checked to
-// have spec's Retention and MaxLength where spec sets them.
+// DeclareTopic records spec (the group queues declared later for the
+// topic get its Retention as x-message-ttl and MaxLength as x-max-length)
+// and declares each of spec.Groups' durable queue, bound to the topic. A
+// queue that exists with other arguments is left as it is: a
+// *ports.RedeclareError names each argument that differs. An adopted
+// group's queue is only checked to exist.
 func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if spec.QoS == ports.BestEffort && len(spec.Groups) > 0 {
 		return fmt.Errorf("%w: amqp: topic %q is best-effort: its groups' queues are non-durable and exist only while consumed, so they cannot be declared ahead (drop TopicSpec.Groups or use AtLeastOnce)", ports.ErrUnsupported, string(spec.Topic))
 	}
 	return c.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
 		for _, g := range spec.Groups {
-			if q, ok := c.existing.queue(spec.Topic, g); ok {
-				if err := c.verifyAdopted(ctx, q, spec); err != nil {
-					return fmt.Errorf("amqp: declare topic %q: group %q is adopted as queue %q: %w", string(spec.Topic), g, q, err)
-				}
-			} else if err := c.declareGroup(ctx, c.topo.groupQueue(spec.Topic, g, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}), spec.Topic, false); err != nil {
+			var err error
+			if q, ok := c.opts.Existing.queue(spec.Topic, g); ok {
+				err = c.queueExists(ctx, q)
+			} else {
+				err = c.declareGroup(ctx, c.topo.groupQueue(spec.Topic, g, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}), spec.Topic, false)
+			}
+			if err != nil {
 				return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
 			}
 		}
@@ -42,16 +41,28 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	})
 }
 
-// DeclareGroup declares the durable queue of the LoadBalance group on
-// topic and binds it, without a consumer, so messages sent from then on
-// are kept for the group (Watermill's SubscribeInitialize). It has the
-// topic's declared retention and length and no expiry; an adopted queue
-// is left alone.
+// queueExists checks, passively, that the adopted queue q exists.
+func (c *conn) queueExists(ctx context.Context, q string) error {
+	ch, err := c.pubC.channel(ctx)
+	if err == nil {
+		_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		ch.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("adopted queue %q does not exist (sluice never declares an adopted queue): %w", q, err)
+	}
+	return nil
+}
+
+// DeclareGroup declares and binds the durable queue of the LoadBalance
+// group without a consumer, so messages sent from then on are kept for it
+// (Watermill's SubscribeInitialize), with the topic's declared retention
+// and length; an adopted queue is left alone.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
 		return err
 	}
-	if _, ok := c.existing.queue(topic, group); ok {
+	if _, ok := c.opts.Existing.queue(topic, group); ok {
 		return nil
 	}
 	if err := c.declareGroup(ctx, c.topo.groupQueue(topic, group, c.shape(topic, false, false)), topic, true); err != nil {
@@ -70,14 +81,13 @@ func (c *conn) declareGroup(ctx context.Context, d queueDecl, topic ports.Topic,
 }
 
 // declareOn declares d on *ch, a channel of conn (replaced when a refusal
-// closed it). When the queue exists with other arguments, tolerate is
-// set, and the only differences are a TTL or length of a topic this
-// adapter did not declare (another process declared it), the queue is
-// used as it is. Any other difference is a *ports.RedeclareError naming
-// each one.
+// closed it). A queue that exists with other arguments is a
+// *ports.RedeclareError naming each, unless tolerate is set and they are
+// only the TTL or length of a topic another process declared: then the
+// queue is used as it is.
 func (c *conn) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
 	err := d.declare(*ch)
-	if err == nil || !isPrecondition(err) {
+	if !isPrecondition(err) {
 		return err
 	}
 	open := func() (*amqp.Channel, error) { return conn.channel(ctx) }
@@ -101,69 +111,6 @@ func (c *conn) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel
 	c.opts.Logger.Info("sluice amqp: queue exists with the retention or length of a topic declared elsewhere; used as it is",
 		"queue", d.name, "differences", strings.Join(texts, "; "))
 	return d.bind(nc) // the refused declaration bound nothing
-}
-
-// verifyAdopted checks that the adopted queue q exists and that its
-// x-message-ttl and x-max-length are spec's Retention and MaxLength where
-// spec sets them (its other arguments are not compared); nothing is
-// changed. A difference is a *ports.RedeclareError.
-func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
-	d := queueDecl{name: q, durable: true, args: amqp.Table{}}
-	if spec.Retention > 0 {
-		d.args["x-message-ttl"] = max(int64(spec.Retention/time.Millisecond), 1)
-	}
-	if spec.MaxLength > 0 {
-		d.args["x-max-length"] = int64(spec.MaxLength)
-	}
-	diffs, matched, err := c.probeQueue(ctx, d, len(d.args) == 0)
-	if err != nil {
-		return fmt.Errorf("it does not exist (sluice never declares an adopted queue): %w", err)
-	}
-	var texts, all []string
-	for _, x := range diffs {
-		if _, ours := d.args[x.key]; ours || x.key == "" {
-			texts = append(texts, x.text)
-		}
-		all = append(all, x.text)
-	}
-	if len(texts) > 0 {
-		return &ports.RedeclareError{Name: q, Diffs: texts}
-	}
-	if !matched {
-		return fmt.Errorf("%w: its retention and length could not be verified (the broker's refusals named arguments sluice cannot express); check them by hand: %s", ports.ErrUnsupported, strings.Join(all, "; "))
-	}
-	return nil
-}
-
-// probeQueue checks that the queue of d exists (a passive declaration),
-// then unless onlyExists declares it with d's arguments and probes the
-// refusal: the differences, and whether the last declaration matched.
-func (c *conn) probeQueue(ctx context.Context, d queueDecl, onlyExists bool) ([]argDiff, bool, error) {
-	open := func() (*amqp.Channel, error) { return c.pubC.channel(ctx) }
-	for _, passive := range []bool{true, false} {
-		ch, err := open()
-		if err != nil {
-			return nil, false, err
-		}
-		if passive {
-			_, err = ch.QueueDeclarePassive(d.name, d.durable, false, false, false, nil)
-		} else {
-			_, err = ch.QueueDeclare(d.name, d.durable, false, false, false, d.args)
-		}
-		ch.Close()
-		switch {
-		case passive && err != nil:
-			return nil, false, err
-		case passive && onlyExists, !passive && err == nil: // a no-op declaration
-			return nil, true, nil
-		case !passive && isPrecondition(err):
-			diffs, matched := probe(open, d, err)
-			return diffs, matched, nil
-		case !passive:
-			return nil, false, err
-		}
-	}
-	return nil, false, nil
 }
 
 // shape returns the queue arguments a subscription queue of topic gets.
@@ -237,9 +184,8 @@ func (d queueDecl) bind(ch *amqp.Channel) error {
 }
 
 // bindRequeueRoute binds an adopted queue under its route on the
-// namespace exchange before its first delayed requeue (the delay queues
-// dead-letter into that exchange); queues sluice declares are bound at
-// declaration.
+// namespace exchange, into which the delay queues dead-letter, before its
+// first delayed requeue.
 func (s *sub) bindRequeueRoute(ctx context.Context, delay time.Duration) error {
 	if !s.adopted || delay <= 0 || s.routeBound.Load() {
 		return nil
@@ -256,18 +202,16 @@ func (s *sub) bindRequeueRoute(ctx context.Context, delay time.Duration) error {
 	return nil
 }
 
-// When a queue exists with other arguments, RabbitMQ refuses queue.declare
-// with PRECONDITION_FAILED, closes the channel and names the first
-// argument that differs, with the existing value:
+// A queue.declare with other arguments than the queue's is refused
+// (PRECONDITION_FAILED, the channel closed) naming the first that differs:
 //
 //	inequivalent arg 'x-queue-type' for queue 'q' in vhost '/':
 //	received 'classic' but current is 'quorum'
 //
 // AMQP cannot read a queue's arguments, so probe learns them from these
-// refusals: it declares again with the existing value of each named
-// argument until the broker names no more, at most maxProbes times. Each
-// probe is refused (nothing changes) or matches the queue as it exists (a
-// no-op), so the queue is never redeclared with other arguments.
+// refusals, declaring again with the existing value of each named argument
+// (at most maxProbes times). Each probe is refused or matches the queue (a
+// no-op): the queue is never redeclared with other arguments.
 const maxProbes = 12
 
 var inequivalent = regexp.MustCompile(`inequivalent arg '(.+?)' for .*?: received (none|the value '.*?' of type '\w+'|'.*?') but current is (none|the value '(.*)' of type '(\w+)'|'(.*)')$`)
@@ -349,17 +293,28 @@ func adoptValue(args amqp.Table, key string, m []string) bool {
 	return true
 }
 
-// queueType learns the type of the existing queue q (an adopted one) the
-// same way: declared as a durable quorum queue, refused with the existing
-// type or matching it, so nothing is changed.
+// queueType learns the type of the existing queue q (an adopted one) by
+// probing a durable quorum declaration: nothing is changed.
 func (c *conn) queueType(ctx context.Context, q string) string {
-	diffs, matched, err := c.probeQueue(ctx, queueDecl{name: q, durable: true, args: amqp.Table{"x-queue-type": string(Quorum)}}, false)
+	open := func() (*amqp.Channel, error) { return c.pubC.channel(ctx) }
+	d := queueDecl{name: q, durable: true, args: amqp.Table{"x-queue-type": string(Quorum)}}
+	ch, err := open()
+	if err == nil { // the passive check first: a declaration would create a deleted queue
+		if _, err = ch.QueueDeclarePassive(q, true, false, false, false, nil); err == nil {
+			_, err = ch.QueueDeclare(q, true, false, false, false, d.args)
+		}
+		ch.Close()
+	}
+	if err == nil {
+		return string(Quorum)
+	}
+	diffs, matched := probe(open, d, err)
 	for _, x := range diffs {
 		if x.key == "x-queue-type" {
 			return firstOf(x.cur, string(Classic)) // declared without a type: the default
 		}
 	}
-	if matched && err == nil {
+	if matched {
 		return string(Quorum)
 	}
 	return "unknown"

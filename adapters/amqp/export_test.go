@@ -1,18 +1,33 @@
 package amqp
 
-// Faults lets black-box tests make the broker refuse publishes: a
-// refused publish is routed to a key nothing is bound to, with the
-// mandatory flag, so RabbitMQ itself returns it and never confirms it.
-type Faults struct{ f faults }
+import (
+	"sync/atomic"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Faults lets black-box tests make the broker refuse publishes: a refused
+// publish is routed to a key nothing is bound to, with the mandatory
+// flag, so RabbitMQ itself returns it and never confirms it.
+type Faults struct{ sends, deadLetters atomic.Bool }
 
 // WithFaults returns o wired to f.
 func WithFaults(o Options, f *Faults) Options {
-	o.faults = &f.f
+	o.testHook = func(m *ports.Message, it *item) {
+		const faultKey = "~sluice-fault-unroutable"
+		if dl := m.Headers[ports.HeaderDeadLetterTopic]; dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl)) {
+			if f.deadLetters.Load() {
+				it.key = faultKey
+			}
+		} else if f.sends.Load() {
+			it.key, it.mandatory = faultKey, true
+		}
+	}
 	return o
 }
 
 // FailSends makes Send publishes unroutable (true) or normal (false).
-func (f *Faults) FailSends(on bool) { f.f.sends.Store(on) }
+func (f *Faults) FailSends(on bool) { f.sends.Store(on) }
 
 // FailDeadLetters makes dead-letter publishes unroutable (true) or normal.
-func (f *Faults) FailDeadLetters(on bool) { f.f.deadLetters.Store(on) }
+func (f *Faults) FailDeadLetters(on bool) { f.deadLetters.Store(on) }

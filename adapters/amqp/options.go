@@ -15,12 +15,10 @@ type QueueType string
 
 const (
 	// Quorum queues (the default) are replicated and count deliveries
-	// themselves (x-delivery-count): Delivery.RedeliveryCount is exact
-	// even after a consumer stopped or crashed without settling.
+	// (x-delivery-count): Delivery.RedeliveryCount is exact.
 	Quorum QueueType = "quorum"
-	// Classic queues only flag a redelivery after a consumer stopped or
-	// crashed, so RedeliveryCount is a lower bound
-	// (Capabilities.ExactRedeliveryCount false).
+	// Classic queues only flag a redelivery, so RedeliveryCount is a
+	// lower bound (Capabilities.ExactRedeliveryCount false).
 	Classic QueueType = "classic"
 )
 
@@ -31,111 +29,94 @@ type Options struct {
 	URL string
 	// TLS configures amqps connections. Default: the system roots.
 	TLS *tls.Config
-	// External logs in with SASL EXTERNAL: RabbitMQ takes the user from
-	// the client certificate (rabbitmq_auth_mechanism_ssl). It needs an
-	// amqps URL without credentials and a client certificate in TLS.
+	// External logs in with SASL EXTERNAL (the user is the client
+	// certificate's): it needs an amqps URL without credentials and a
+	// client certificate in TLS.
 	External bool
 	// Namespace prefixes every exchange and queue the adapter declares.
 	// Letters, digits, '.', '-', '_'. Default "sluice".
 	Namespace string
 	// QueueType is the type of the subscription queues. Default Quorum.
 	QueueType QueueType
-	// DropUnroutable publishes Sends without the mandatory flag, so that
-	// RabbitMQ confirms and drops a message no queue is bound for.
-	// Default false: such a message is returned and its Send fails with
-	// ports.ErrNoSubscriber. Requeues and dead letters are always
-	// mandatory.
+	// DropUnroutable publishes Sends without the mandatory flag: RabbitMQ
+	// confirms and drops a message no queue is bound for. Default false:
+	// its Send fails with ports.ErrNoSubscriber. Requeues and dead
+	// letters are always mandatory.
 	DropUnroutable bool
-	// PublishChannels is how many confirm channels Send spreads
-	// publishes over. Default 1.
+	// PublishChannels is how many confirm channels Send spreads publishes
+	// over. Default 1.
 	PublishChannels int
-	// MaxOutstanding bounds the unconfirmed publishes per publish
-	// channel; Send waits (bounded by its ctx) at the bound. Default 4096.
+	// MaxOutstanding bounds the unconfirmed publishes per publish channel;
+	// Send waits (bounded by its ctx) at the bound. Default 4096.
 	MaxOutstanding int
 	// DialTimeout bounds one TCP connect plus AMQP handshake. Default 10s.
 	DialTimeout time.Duration
 	// Heartbeat is the AMQP heartbeat interval. Default 10s.
 	Heartbeat time.Duration
 	// ReconnectBackoff is the first wait before a subscription consumes
-	// again after a loss; it doubles up to ReconnectMaxBackoff (default
-	// 5s). Default 100ms.
+	// again after a loss (default 100ms); it doubles up to
+	// ReconnectMaxBackoff (default 5s).
 	ReconnectBackoff, ReconnectMaxBackoff time.Duration
-	// OrphanExpiry is the x-expires of a Broadcast queue whose spec has
-	// no InstanceTTL (deleted when its subscription stops; this removes
-	// the queue of an instance that died). Default 10 minutes.
+	// OrphanExpiry is the x-expires of a Broadcast queue whose spec has no
+	// InstanceTTL (it removes the queue of an instance that died).
+	// Default 10 minutes.
 	OrphanExpiry time.Duration
-	// DelayGranularity is the relative step between the delay queues of
-	// delayed messages and requeues: a delay is rounded up to the next
-	// step, never early. Default 0.05.
+	// DelayGranularity is the relative step between delay queues: a delay
+	// is rounded up to the next step, never early. Default 0.05.
 	DelayGranularity float64
-	// DelaySlack is added to every delay before rounding (the broker
-	// starts the clock slightly before it confirms). Default 10ms.
+	// DelaySlack is added to every delay before rounding. Default 10ms.
 	DelaySlack time.Duration
 	// Existing adopts exchanges and queues that exist already under their
 	// own names (see Existing). Default: none.
 	Existing *Existing
 	// MaxMessageBytes is the largest payload Send accepts (the broker's
-	// max_message_size; the envelope travels in the header frame).
-	// Default 128 MiB.
+	// max_message_size). Default 128 MiB.
 	MaxMessageBytes int
 	// Logger receives the capability line and subscription notes.
 	// Default slog.Default().
 	Logger *slog.Logger
 
-	faults *faults // set by this package's tests
+	testHook func(*ports.Message, *item) // set by this package's tests
 }
 
-// Defaults used when a field of Options is left zero.
-const (
-	DefaultNamespace           = "sluice"
-	DefaultPublishChannels     = 1
-	DefaultMaxOutstanding      = 4096
-	DefaultDialTimeout         = 10 * time.Second
-	DefaultHeartbeat           = 10 * time.Second
-	DefaultReconnectBackoff    = 100 * time.Millisecond
-	DefaultReconnectMaxBackoff = 5 * time.Second
-	DefaultOrphanExpiry        = 10 * time.Minute
-	DefaultDelayGranularity    = 0.05
-	DefaultDelaySlack          = 10 * time.Millisecond
-	DefaultMaxMessageBytes     = 128 << 20
-)
+const maxMessageBytes = 128 << 20
 
 func (o Options) withDefaults() Options {
-	set := func(p *time.Duration, d time.Duration) {
-		if *p <= 0 {
-			*p = d
+	for _, d := range []struct {
+		p *time.Duration
+		v time.Duration
+	}{{&o.DialTimeout, 10 * time.Second}, {&o.Heartbeat, 10 * time.Second}, {&o.ReconnectBackoff, 100 * time.Millisecond},
+		{&o.OrphanExpiry, 10 * time.Minute}, {&o.DelaySlack, 10 * time.Millisecond}} {
+		if *d.p <= 0 {
+			*d.p = d.v
 		}
 	}
-	set(&o.DialTimeout, DefaultDialTimeout)
-	set(&o.Heartbeat, DefaultHeartbeat)
-	set(&o.ReconnectBackoff, DefaultReconnectBackoff)
-	set(&o.OrphanExpiry, DefaultOrphanExpiry)
-	set(&o.DelaySlack, DefaultDelaySlack)
 	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
-		o.ReconnectMaxBackoff = max(DefaultReconnectMaxBackoff, o.ReconnectBackoff)
+		o.ReconnectMaxBackoff = max(5*time.Second, o.ReconnectBackoff)
 	}
-	if o.Namespace == "" {
-		o.Namespace = DefaultNamespace
+	for _, d := range []struct {
+		p *int
+		v int
+	}{{&o.PublishChannels, 1}, {&o.MaxOutstanding, 4096}, {&o.MaxMessageBytes, maxMessageBytes}} {
+		if *d.p <= 0 {
+			*d.p = d.v
+		}
 	}
-	if o.QueueType == "" {
-		o.QueueType = Quorum
-	}
-	if o.PublishChannels <= 0 {
-		o.PublishChannels = DefaultPublishChannels
-	}
-	if o.MaxOutstanding <= 0 {
-		o.MaxOutstanding = DefaultMaxOutstanding
-	}
+	o.Namespace, o.QueueType = firstOf(o.Namespace, "sluice"), firstOf(o.QueueType, Quorum)
 	if o.DelayGranularity <= 0 {
-		o.DelayGranularity = DefaultDelayGranularity
+		o.DelayGranularity = 0.05
 	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = firstOf(o.Logger, slog.Default())
 	return o
+}
+
+// firstOf returns a unless it is the zero value, else b.
+func firstOf[T comparable](a, b T) T {
+	var zero T
+	if a != zero {
+		return a
+	}
+	return b
 }
 
 // validate reports the first problem with o (after defaults) as a
@@ -144,6 +125,7 @@ func (o Options) validate() error {
 	bad := func(field, reason string) error {
 		return &ports.ValueError{Field: "amqp.Options." + field, Reason: reason}
 	}
+	const ext = "SASL EXTERNAL takes the identity from the client certificate: "
 	u, err := url.Parse(o.URL)
 	switch {
 	case err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "":
@@ -151,9 +133,9 @@ func (o Options) validate() error {
 	case ports.Topic(o.Namespace).Validate() != nil || len(o.Namespace) > 40:
 		return bad("Namespace", "must be 1..40 letters, digits, '.', '-' or '_'")
 	case o.External && u.Scheme != "amqps":
-		return bad("External", "SASL EXTERNAL takes the identity from the client certificate: it needs amqps://")
+		return bad("External", ext+"it needs amqps://")
 	case o.External && u.User != nil:
-		return bad("External", "SASL EXTERNAL takes the identity from the client certificate: remove the user name and password from the URL")
+		return bad("External", ext+"remove the user name and password from the URL")
 	case o.External && (o.TLS == nil || len(o.TLS.Certificates) == 0 && o.TLS.GetClientCertificate == nil):
 		return bad("External", "SASL EXTERNAL needs a client certificate (cert_file and key_file, or TLS.Certificates)")
 	case o.QueueType != Quorum && o.QueueType != Classic:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,13 +15,11 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// SendBatch publishes msgs (validated and stamped by the portable layer)
-// under their topic on the namespace's direct exchange (or an adopted
-// one), in order on one confirm channel, and waits for every confirm.
-// Publishes are mandatory: a message no queue is bound for comes back and
-// fails with ports.ErrNoSubscriber, unless Options.DropUnroutable (dead
-// letters are always mandatory). A Delay goes through a delay queue; a
-// BestEffort message is transient.
+// SendBatch publishes msgs on one confirm channel, in order, and waits
+// for every confirm. Publishes are mandatory unless
+// Options.DropUnroutable (dead letters always are): a message no queue is
+// bound for fails with ports.ErrNoSubscriber. A Delay goes through a delay
+// queue; a BestEffort message is transient.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	items := make([]item, len(msgs))
 	for i := range msgs {
@@ -32,23 +31,19 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		}
 		if dl := m.Headers[ports.HeaderDeadLetterTopic]; dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl)) {
 			it.mandatory = true
-			if c.faults.deadLetters.Load() {
-				it.key = faultKey
-			}
-		} else if c.faults.sends.Load() {
-			it.key, it.mandatory = faultKey, true
 		}
-		if _, adopted := c.existing.topic(m.Topic); adopted && m.Delay > 0 {
+		if c.opts.testHook != nil {
+			c.opts.testHook(m, it)
+		}
+		if _, adopted := c.opts.Existing.topic(m.Topic); adopted && m.Delay > 0 {
 			it.err = fmt.Errorf("%w: amqp: topic %q is adopted (Options.Existing): a delayed message would come back through the namespace exchange %q, which does not reach the adopted exchange; send it without Delay", ports.ErrUnsupported, string(m.Topic), c.topo.topics)
 		} else if m.Delay > 0 {
 			c.pub.delayed(it, m.Delay)
 		}
 	}
 	errs := c.pub.publishAll(ctx, items)
-	for _, err := range errs {
-		if err != nil {
-			return errs
-		}
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return errs
 	}
 	return nil
 }
@@ -98,13 +93,11 @@ func (p *publisher) publishAll(ctx context.Context, items []item) []error {
 			ierr = p.ensureBucket(ctx, items[i].delay)
 		}
 		if ierr == nil && cc == nil {
-			if cc, err = p.channel(ctx, s); err != nil {
-				ierr = err
-			}
+			cc, err = p.channel(ctx, s)
+			ierr = err
 		}
 		if ierr == nil {
-			ierr = cc.publish(ctx, o, i, &items[i])
-			if ierr != nil && cc.isDead() {
+			if ierr = cc.publish(ctx, o, i, &items[i]); ierr != nil && cc.isDead() {
 				err = ierr
 			}
 		}
@@ -121,8 +114,8 @@ func (p *publisher) publishAll(ctx context.Context, items []item) []error {
 	return errs
 }
 
-// channel returns the slot's confirm channel, opening one (on a new
-// connection if needed) when there is none or it was lost.
+// channel returns the slot's confirm channel, opening one when there is
+// none or it was lost.
 func (p *publisher) channel(ctx context.Context, s *pubSlot) (*confirmChannel, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -139,9 +132,8 @@ func (p *publisher) channel(ctx context.Context, s *pubSlot) (*confirmChannel, e
 	}
 	c := &confirmChannel{ch: ch, sem: make(chan struct{}, p.max), next: 1, done: make(chan struct{})}
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, p.max+1))
-	// Unbuffered: amqp091 hands over a basic.return before it can hand
-	// over the confirm of the same message, so the listener sees them in
-	// wire order and never reports a returned message confirmed.
+	// Unbuffered: amqp091 hands over a basic.return before the confirm of
+	// the same message, so a returned message is never seen confirmed.
 	returns := ch.NotifyReturn(make(chan amqp.Return))
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	p.wg.Add(1)
@@ -166,10 +158,7 @@ func (p *publisher) ensureBucket(ctx context.Context, ms int64) error {
 		return err
 	}
 	defer ch.Close()
-	if err := p.topo.declareBucket(ch, ms, now); err != nil {
-		return fmt.Errorf("amqp: %w", err)
-	}
-	return nil
+	return p.topo.declareBucket(ch, ms, now)
 }
 
 // delayed routes it through the delay queue for d (> 0).
@@ -194,8 +183,7 @@ func (p *publisher) close() {
 }
 
 // unconfirmed says why the broker did not confirm a publish: it matches
-// ports.ErrUnconfirmed and, for a message returned because no queue was
-// bound for it, ports.ErrNoSubscriber.
+// ports.ErrUnconfirmed and, for a returned message, ports.ErrNoSubscriber.
 type unconfirmed struct {
 	reason     string
 	unroutable bool
@@ -230,7 +218,7 @@ func (o *outcome) resolve(i int, err error) {
 }
 
 // confirmGrace is how long wait still collects the confirms of publishes
-// already written after ctx is done.
+// written before ctx was done.
 const confirmGrace = 2 * time.Second
 
 // wait blocks until every publish is resolved or ctx is done (plus
@@ -269,9 +257,8 @@ type pend struct {
 
 // confirmChannel is the confirm ledger of one channel in confirm mode:
 // each publish is registered under its delivery tag before it is written,
-// so a confirm never arrives for an unknown tag, and is resolved by one
-// listener reading returns and confirms in wire order. A lost channel
-// fails everything outstanding as unconfirmed, never as sent.
+// and resolved by one listener reading returns and confirms in wire
+// order. A lost channel fails everything outstanding as unconfirmed.
 type confirmChannel struct {
 	ch    *amqp.Channel
 	sem   chan struct{} // bounds the outstanding publishes

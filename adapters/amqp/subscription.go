@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,9 +20,7 @@ import (
 
 // sub is one consumer of a SubscriptionSpec on the consume connection.
 // ReceiveBatch reads amqp091's delivery channel itself; after a loss it
-// returns the loss (the portable layer reports it and backs off) and the
-// next call declares the queue and consumes again. Nothing is acked on
-// the way: the broker redelivers what was unacked.
+// returns the loss and the next call declares and consumes again.
 type sub struct {
 	c                     *conn
 	spec                  ports.SubscriptionSpec
@@ -33,7 +30,7 @@ type sub struct {
 	bestEffort            bool        // a non-durable classic queue
 	routeBound            atomic.Bool // an adopted queue's requeue route is bound
 
-	mu     sync.Mutex // guards cur, its unacked tags and the acks written on it
+	mu     sync.Mutex // guards cur, its tags and the acks written on it
 	cur    *consumer
 	closed bool
 	recs   []driver.Record // reused by ReceiveBatch
@@ -47,7 +44,7 @@ type consumer struct {
 	dels      <-chan amqp.Delivery
 	closed    <-chan *amqp.Error
 	cancelled <-chan string
-	unacked   []uint64 // delivery tags handed out and not acked, ascending
+	tags      tags
 }
 
 // handle is a record's channel and delivery tag, and what a requeue copy
@@ -67,19 +64,13 @@ var errDeliveryLost = fmt.Errorf("amqp: %w", driver.ErrRecordsLost)
 // while its queue still counts the consumer of a channel just closed.
 const instanceSettle = 2 * time.Second
 
-// Subscribe declares the subscription's queue (LOAD_BALANCE: a durable
-// queue shared by the group; BROADCAST: a queue per instance with
-// x-expires; an adopted queue is checked, never declared), binds it,
-// consumes it with a prefetch of spec.InFlight and returns once the broker
-// confirmed the consumer. It logs the queue's actual type and whether its
-// redelivery count is exact (at Info when that differs from the adapter's
-// capabilities: an adopted queue of another type).
+// Subscribe declares and binds the subscription's queue (an adopted one is
+// checked, never declared) and consumes it with a prefetch of
+// spec.InFlight. It logs the queue's type and whether its redelivery count
+// is exact (at Info when that differs from the capabilities).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), dlGroup: spec.Group, bestEffort: spec.QoS == ports.BestEffort}
-	if s.dlGroup == "" {
-		s.dlGroup = "dead-letters"
-	}
-	if q, ok := c.existing.queue(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
+	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), dlGroup: firstOf(spec.Group, "dead-letters"), bestEffort: spec.QoS == ports.BestEffort}
+	if q, ok := c.opts.Existing.queue(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
 		s.queue, s.adopted = q, true
 		if spec.SingleActive {
 			return nil, fmt.Errorf("%w: amqp: SubscriptionSpec.SingleActive on adopted queue %q: single-active is the queue argument x-single-active-consumer, fixed when the queue was declared, and sluice never redeclares an adopted queue (declare it with that argument, and subscribe without SingleActive)", ports.ErrUnsupported, q)
@@ -134,10 +125,9 @@ func broadcastNames(spec ports.SubscriptionSpec) error {
 	return nil
 }
 
-// establish declares the queues, opens a channel with the prefetch and
-// consumes. A BROADCAST consumer is exclusive (a classic queue refuses a
-// second one); quorum queues ignore that flag, so the consumer count is
-// checked before and after consuming.
+// establish declares the queues and consumes. A BROADCAST consumer is
+// exclusive, which quorum queues ignore: its consumer count is checked
+// before and after consuming.
 func (s *sub) establish(ctx context.Context) (*consumer, error) {
 	ch, err := s.c.subC.channel(ctx)
 	if err != nil {
@@ -167,14 +157,13 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 		cur.ch.Close() // cancels the consumer: the broker requeues what it delivered
 		return nil, err
 	}
+	cur.tags.ack = cur.ch.Ack
 	return cur, nil
 }
 
-// declare declares the subscription's queue with the adapter's queue
-// type, the topic's declared retention and length, single-active and
-// x-expires, and, unless dead-lettering is off, the queue that keeps the
-// dead-letter topic's messages for the group. An adopted queue is only
-// checked to exist.
+// declare declares the subscription's queue (an adopted one is checked to
+// exist) and, unless dead-lettering is off, the group's queue of the
+// dead-letter topic.
 func (s *sub) declare(ctx context.Context, ch **amqp.Channel) error {
 	t := s.c.topo
 	if s.adopted {
@@ -189,7 +178,7 @@ func (s *sub) declare(ctx context.Context, ch **amqp.Channel) error {
 		}
 	}
 	dlt := ports.DeadLetterTopic(s.spec.Topic)
-	if _, adopted := s.c.existing.topic(dlt); s.spec.DisableDeadLetter || s.bestEffort || len(dlt) > 200 || adopted {
+	if _, adopted := s.c.opts.Existing.topic(dlt); s.spec.DisableDeadLetter || s.bestEffort || len(dlt) > 200 || adopted {
 		return nil
 	}
 	return invalid(s.c.declareOn(ctx, s.c.subC, ch, t.queueDecl(t.lbQueue(dlt, s.dlGroup), dlt, queueShape{}), dlt, true))
@@ -226,9 +215,16 @@ func (s *sub) instanceInUse(cause error) error {
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	s.mu.Lock()
 	cur, closed := s.cur, s.closed
+	var err error
+	if cur != nil && s.spec.InFlight > 0 && len(cur.tags.out) >= s.spec.InFlight && cur.tags.waiting() {
+		err = cur.tags.flush() // the prefetch is full of records settled above a gap
+	}
 	s.mu.Unlock()
 	if closed {
 		return nil, ports.ErrClosed
+	}
+	if err != nil {
+		return nil, s.lose(cur)
 	}
 	if cur == nil {
 		nc, err := s.establish(ctx)
@@ -275,7 +271,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	}
 	s.mu.Lock()
 	for _, r := range recs {
-		cur.unacked = append(cur.unacked, r.Handle.(*handle).tag)
+		cur.tags.add(r.Handle.(*handle).tag)
 	}
 	s.mu.Unlock()
 	s.recs = recs
@@ -307,46 +303,31 @@ func recvNow[T any](c <-chan T) (v T, ok bool) {
 	return v, ok
 }
 
-// SendAcks acks the records of handles: one basic.ack with multiple set
-// for those that are the lowest unacked delivery tags of the channel, one
-// basic.ack each for the others (a multiple-ack would also ack older
-// records still out). A handle of a lost channel (or one acked already) cannot be
-// acked: the others are, and the error wraps driver.ErrRecordsLost.
+// SendAcks acks the records of handles with one basic.ack(multiple) up
+// to the highest delivery tag below which every record is settled; a
+// record settled above an unsettled one is acked with it (or singly when
+// the prefetch is full of such records, or at Close). A handle of a lost
+// channel, or acked already, cannot be acked: the error wraps
+// driver.ErrRecordsLost.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	var buf [64]uint64
-	tags, lost := buf[:0], 0
+	ts, lost := buf[:0], 0
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.cur
 	for _, h := range handles {
 		if x := h.(*handle); x.c == cur && cur != nil {
-			tags = append(tags, x.tag)
+			ts = append(ts, x.tag)
 		} else {
 			lost++
 		}
 	}
-	slices.Sort(tags)
-	n := 0 // the round's tags that are the channel's lowest unacked ones
-	for n < len(tags) && n < len(cur.unacked) && tags[n] == cur.unacked[n] {
-		n++
-	}
-	if n > 1 {
-		if err := cur.ch.Ack(tags[n-1], true); err != nil {
+	if cur != nil {
+		n, err := cur.tags.settle(ts)
+		if err != nil {
 			return errors.Join(err, errDeliveryLost)
 		}
-		cur.unacked = append(cur.unacked[:0], cur.unacked[n:]...)
-		tags = tags[n:]
-	}
-	for _, tag := range tags {
-		i, ok := slices.BinarySearch(cur.unacked, tag)
-		if !ok {
-			lost++ // acked already: acking it again would close the channel
-			continue
-		}
-		if err := cur.ch.Ack(tag, false); err != nil {
-			return errors.Join(err, errDeliveryLost)
-		}
-		cur.unacked = slices.Delete(cur.unacked, i, i+1)
+		lost += n
 	}
 	if lost > 0 {
 		return fmt.Errorf("%d of %d: %w", lost, len(handles), errDeliveryLost)
@@ -354,12 +335,9 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-// SendRequeues publishes a copy of each record with its redelivery count
-// incremented to the subscription's own queue (a publish under the topic
-// would reach every group) — at its tail, or through a delay queue —
-// with a confirm, and acks the originals only when every copy is
-// confirmed. The count travels with the copy and stays exact, and a
-// failing message does not loop at the head of the queue.
+// SendRequeues publishes a copy of each record, its count incremented, to
+// the subscription's own queue (at its tail, or through a delay queue) and
+// acks the originals once every copy is confirmed.
 func (s *sub) SendRequeues(ctx context.Context, handles []any, delay time.Duration) error {
 	if err := s.bindRequeueRoute(ctx, delay); err != nil {
 		return err
@@ -389,19 +367,20 @@ func (s *sub) SendRequeues(ctx context.Context, handles []any, delay time.Durati
 	return s.SendAcks(ctx, handles)
 }
 
-// Close closes the channel, so the broker requeues every unacked record;
-// it acks nothing. A BROADCAST queue without InstanceTTL is deleted.
+// Close closes the channel: the broker requeues every unacked record. A
+// BROADCAST queue without InstanceTTL is deleted.
 func (s *sub) Close(ctx context.Context) error {
 	s.mu.Lock()
 	cur := s.cur
 	s.cur, s.closed = nil, true
-	s.mu.Unlock()
 	var err error
 	if cur != nil {
-		if err = cur.ch.Close(); isClosedErr(err) {
+		_ = cur.tags.flush() // settled records waiting above a gap; a failure leaves them to be redelivered
+		if err = cur.ch.Close(); errors.Is(err, amqp.ErrClosed) {
 			err = nil
 		}
 	}
+	s.mu.Unlock()
 	if s.deleteOnStop {
 		ch, derr := s.c.subC.channel(ctx)
 		if derr == nil {

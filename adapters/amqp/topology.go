@@ -15,22 +15,8 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// topology names and declares the adapter's exchanges and queues.
-//
-//	<ns>.topics        direct exchange; routing key = logical topic, so every
-//	                   queue bound with a topic's name gets a copy; each queue
-//	                   is also bound under its own route "~<queue>" for
-//	                   requeues addressed to it alone
-//	<ns>.delay         headers exchange in front of the delay queues
-//	<ns>.delay.<ms>    a delay queue: x-message-ttl <ms>, dead-letters into
-//	                   <ns>.topics with the original routing key
-//	<ns>/<topic>/lb/<group>              LOAD_BALANCE queue (durable, shared)
-//	<ns>/<topic>/q0/<group>              best-effort LOAD_BALANCE queue
-//	<ns>/<topic>/bc/<group>/<instance>   BROADCAST queue (x-expires)
-//
-// <topic> is Topic.Physical(".."), so two tenants never share a queue or
-// a routing key. Names longer than maxQueueName are shortened with a hash.
-// Options.Existing replaces these names with adopted ones.
+// topology names and declares the adapter's exchanges and queues (the
+// layout is in docs/adapters/amqp.md).
 type topology struct {
 	ns, topics, delayEx string
 	queueType           QueueType
@@ -45,7 +31,7 @@ type topology struct {
 const (
 	maxQueueName = 200
 	// bucketRefresh is how old a delay queue's declaration may be before
-	// it is declared again on use; its x-expires is its TTL plus twice this.
+	// it is declared again; its x-expires is its TTL plus twice this.
 	bucketRefresh = 30 * time.Minute
 )
 
@@ -77,8 +63,7 @@ func (t *topology) shorten(name string) string {
 // route is the routing key on <ns>.topics that reaches queue alone.
 func route(queue string) string { return "~" + queue }
 
-// target is the exchange and routing key messages of topic are published
-// with: an adopted pair, or the namespace exchange under the topic.
+// target is the exchange and routing key of topic's messages.
 func (t *topology) target(topic ports.Topic) (exch, key string) {
 	if x, ok := t.existing.topic(topic); ok {
 		return x.Exchange, x.RoutingKey
@@ -118,8 +103,7 @@ func (t *topology) bucket(d time.Duration) int64 {
 	return max(b, int64(math.Ceil(ms))) // guard against floating error
 }
 
-// needBucket reports whether the delay queue ms must be declared (never
-// declared, or longer than bucketRefresh ago).
+// needBucket reports whether the delay queue ms must be declared.
 func (t *topology) needBucket(ms int64, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -127,8 +111,7 @@ func (t *topology) needBucket(ms int64, now time.Time) bool {
 	return !ok || now.Sub(at) > bucketRefresh
 }
 
-// forgetBucket drops a declaration (a publish into it came back
-// unroutable: it expired).
+// forgetBucket drops a declaration (a publish into it was unroutable).
 func (t *topology) forgetBucket(ms int64) {
 	t.mu.Lock()
 	delete(t.buckets, ms)
@@ -136,8 +119,7 @@ func (t *topology) forgetBucket(ms int64) {
 }
 
 // declareBucket declares the delay queue ms and binds it to the delay
-// exchange. On quorum queues it dead-letters at-least-once, so a message
-// leaves the delay queue only after its target queue confirmed it.
+// exchange; a quorum one dead-letters at-least-once.
 func (t *topology) declareBucket(ch *amqp.Channel, ms int64, now time.Time) error {
 	q := t.ns + ".delay." + strconv.FormatInt(ms, 10)
 	args := amqp.Table{"x-queue-type": string(t.queueType), "x-message-ttl": ms, "x-dead-letter-exchange": t.topics,
@@ -162,9 +144,9 @@ func (t *topology) declareBucket(ch *amqp.Channel, ms int64, now time.Time) erro
 // Existing maps logical topics and groups onto exchanges and queues that
 // exist already, used passively: New checks they exist, Send publishes to
 // the adopted exchange and routing key, Subscribe consumes the adopted
-// queue as it is (and logs its actual type). sluice only adds a binding
-// "~<queue>" from "<ns>.topics" on the first delayed requeue;
-// Message.Delay to an adopted topic is refused.
+// queue as it is. sluice only adds a binding "~<queue>" from
+// "<ns>.topics" on the first delayed requeue; Message.Delay to an adopted
+// topic is refused.
 type Existing struct {
 	// Topics maps a logical topic to the exchange and routing key its
 	// messages are published with (map "<topic>.dlq" too to adopt its
@@ -223,8 +205,7 @@ func (e *Existing) validate() error {
 	return nil
 }
 
-// check verifies, passively, that every adopted exchange and queue
-// exists; a failed check closes its channel, so each gets a fresh one.
+// check verifies, passively, that every adopted exchange and queue exists.
 func (e *Existing) check(ctx context.Context, open func(context.Context) (*amqp.Channel, error)) error {
 	if e == nil {
 		return nil

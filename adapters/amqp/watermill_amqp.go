@@ -13,17 +13,12 @@ import (
 )
 
 // WatermillAMQPConfig returns a watermill-amqp configuration that speaks
-// this adapter's wire format and topology, so an unmodified
-// watermill-amqp Publisher or Subscriber in another service exchanges
-// messages with sluice: its topics are sluice topics, its subscribers join
-// the LOAD_BALANCE group's queue, and its messages carry the sluice
-// envelope. o supplies URL, TLS, Namespace and QueueType (defaults as in
-// New); group names the subscribers' group.
-//
-// This is for interoperation, not for speed: watermill-amqp confirms one
-// publish at a time and hands out one message at a time per Subscribe
-// (prefetch is set to 1 here as in its presets), acks singly and nacks to
-// the head of the queue. Within sluice, use the Adapter (through adapters/watermill).
+// this adapter's wire format and topology, so that a watermill-amqp
+// Publisher or Subscriber in another service exchanges messages with
+// sluice (its subscribers join the LOAD_BALANCE group's queue). o supplies
+// URL, TLS, Namespace and QueueType; group names the subscribers' group.
+// It is for interoperation, not speed (prefetch 1, one confirm at a
+// time); within sluice, use the Adapter through adapters/watermill.
 func WatermillAMQPConfig(o Options, group string) (wamqp.Config, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -57,9 +52,8 @@ func WatermillAMQPConfig(o Options, group string) (wamqp.Config, error) {
 	}, nil
 }
 
-// watermillTopology declares what a sluice subscription declares: the
-// queue bound under its topic and under its own route (delayed requeues
-// of sluice consumers on the same queue travel through the route).
+// watermillTopology declares the queue bound under its topic and its own
+// route, as a sluice subscription does.
 type watermillTopology struct{ topo *topology }
 
 func (w watermillTopology) ExchangeDeclare(ch *amqp.Channel, name string, _ wamqp.Config) error {
@@ -78,13 +72,9 @@ func (w watermillTopology) BuildTopology(ch *amqp.Channel, p wamqp.BuildTopology
 }
 
 // WatermillAMQPMarshaler is a watermill-amqp Marshaler for the sluice
-// envelope: the message UUID is the envelope id (AMQP message-id), the
-// metadata the envelope headers. Unmarshal never fails: non-string AMQP
-// headers (x-death, typed values) are rendered as text or left out, not
-// refused (watermill-amqp's default refuses them, Watermill issue #65),
-// and a malformed envelope does not make watermill-amqp nack and
-// redeliver the message forever (issue #184) — the raw header is kept in
-// the metadata for the handler to judge.
+// envelope: the message UUID is the envelope id, the metadata its headers.
+// Unmarshal never fails: non-string AMQP headers are rendered as text or
+// left out, and a malformed header is kept for the handler to judge.
 type WatermillAMQPMarshaler struct{}
 
 var _ wamqp.Marshaler = WatermillAMQPMarshaler{}

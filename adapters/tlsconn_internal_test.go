@@ -1,4 +1,4 @@
-package amqp
+package adapters
 
 import (
 	"errors"
@@ -52,15 +52,15 @@ func (c *refusedConn) isClosed() bool {
 	return c.closed
 }
 
-// TestRecordingConnHoldsCloseForTheAlert is the refusal as it happens under
+// TestAlertConnHoldsCloseForTheAlert is the refusal as it happens under
 // load: the protocol header's write fails with the reset before the reader
 // read. The writer's close must not reach the socket before the reader
 // read the alert waiting there (it would read "use of closed network
 // connection" instead), and the library's close after that read must.
-func TestRecordingConnHoldsCloseForTheAlert(t *testing.T) {
+func TestAlertConnHoldsCloseForTheAlert(t *testing.T) {
 	alert := errors.New("remote error: tls: expired certificate")
 	raw := newRefusedConn(alert)
-	rec := &recordingConn{Conn: raw, dialing: true}
+	rec := &AlertConn{Conn: raw, dialing: true}
 	cc := rec
 	if _, err := cc.Write([]byte("AMQP\x00\x00\x09\x01")); err == nil {
 		t.Fatal("first Write succeeded; want the reset")
@@ -73,31 +73,31 @@ func TestRecordingConnHoldsCloseForTheAlert(t *testing.T) {
 	if _, err := cc.Read(make([]byte, 8)); !errors.Is(err, alert) {
 		t.Fatalf("Read: %v; want the alert %v", err, alert)
 	}
-	if err := rec.firstErr(); !errors.Is(err, alert) {
-		t.Fatalf("firstErr() = %v; want the alert", err)
+	if err := rec.Alert("broker:5671"); !errors.Is(err, ErrTLS) || !errors.Is(err, alert) {
+		t.Fatalf("Alert() = %v; want the alert as a TLS error", err)
 	}
 	cc.Close() // as amqp091's reader does on the failed read
 	if !raw.isClosed() {
 		t.Fatal("Close after the failed read did not close the socket")
 	}
-	rec.dialed()
+	rec.Dialed()
 	if n := len(raw.closes); n != 1 {
 		t.Fatalf("socket closed %d times; want 1", n)
 	}
 }
 
-// TestRecordingConnDialedClosesAHeldClose: a close held during the dial is
+// TestAlertConnDialedClosesAHeldClose: a close held during the dial is
 // done when the dial returns, read or not, so no socket outlives it.
-func TestRecordingConnDialedClosesAHeldClose(t *testing.T) {
+func TestAlertConnDialedClosesAHeldClose(t *testing.T) {
 	raw := newRefusedConn(errors.New("unused"))
-	rec := &recordingConn{Conn: raw, dialing: true}
+	rec := &AlertConn{Conn: raw, dialing: true}
 	cc := rec
 	cc.Write([]byte("x"))
 	cc.Close()
 	if raw.isClosed() {
 		t.Fatal("closed during the dial before any read failed")
 	}
-	rec.dialed()
+	rec.Dialed()
 	if !raw.isClosed() {
 		t.Fatal("dialed did not close the held connection")
 	}
@@ -108,13 +108,13 @@ func TestRecordingConnDialedClosesAHeldClose(t *testing.T) {
 	cc.Close()
 }
 
-// TestRecordingConnClosesAtOnceAfterTheDial: once the connection is open, a
+// TestAlertConnClosesAtOnceAfterTheDial: once the connection is open, a
 // Close after a failed write closes the socket at once (the library's
 // reader must fail and the connection shut down).
-func TestRecordingConnClosesAtOnceAfterTheDial(t *testing.T) {
+func TestAlertConnClosesAtOnceAfterTheDial(t *testing.T) {
 	raw := newRefusedConn(errors.New("unused"))
-	rec := &recordingConn{Conn: raw, dialing: true}
-	rec.dialed()
+	rec := &AlertConn{Conn: raw, dialing: true}
+	rec.Dialed()
 	cc := rec
 	cc.Write([]byte("x"))
 	cc.Close()
