@@ -9,8 +9,8 @@
 //	ack            PUBACK, written by the settlement round (never on receipt),
 //	               in the order the PUBLISHes arrived (MQTT's rule): a PUBACK
 //	               behind an unsettled delivery of the connection waits for it.
-//	requeue        a confirmed copy with a counted redelivery header, then
-//	               the original's PUBACK (the portable layer's fallback).
+//	requeue        local: no PUBACK, the delivery is handed out again,
+//	               counted (a copy on the topic would reach every group).
 //	dead letter    a confirmed copy to "<ns>/<topic>/dlq", then the PUBACK.
 //	load balance   shared subscription "$share/<group>/<ns>/<topic>".
 //	broadcast      a plain subscription per instance.

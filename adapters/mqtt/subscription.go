@@ -54,6 +54,7 @@ type subscription struct {
 var (
 	_ driver.Subscription = (*subscription)(nil)
 	_ driver.Reporter     = (*subscription)(nil)
+	_ driver.Requeuer     = (*subscription)(nil)
 )
 
 // entry is one message received and not finished, the record's Handle. A
@@ -64,6 +65,7 @@ type entry struct {
 	pub      *paho.Publish
 	ticket   ackTicket
 	dup      bool // delivered before (DUP)
+	requeues int  // handed out again by SendRequeues
 	owed     bool // acknowledged, but its connection closed before the PUBACK
 	owedAt   int  // connection count when the PUBACK became owed
 	received time.Time
@@ -344,8 +346,9 @@ func (e *entry) record(topic ports.Topic) driver.Record {
 	h := headersOf(e.pub)
 	r := driver.Record{Message: ports.Message{Topic: topic, Key: h[ports.HeaderPartitionKey], Payload: e.pub.Payload, Headers: h},
 		ReceivedAt: e.received, Handle: e}
+	r.RedeliveryCount = e.requeues
 	if e.dup {
-		r.RedeliveryCount = 1
+		r.RedeliveryCount++
 	}
 	if e.pub.QoS == 0 {
 		r.Message.QoS = ports.BestEffort
@@ -386,6 +389,29 @@ func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 		}
 		s.mu.Unlock()
 		es = again
+	}
+	return nil
+}
+
+// SendRequeues implements driver.Requeuer with a local requeue: no
+// PUBACK, the records are handed out again, counted. Unacknowledged, they
+// stay in the session, so the broker redelivers them after a crash; a copy
+// published to the topic would reach every group and Broadcast instance.
+func (s *subscription) SendRequeues(_ context.Context, handles []any, _ time.Duration) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ports.ErrClosed
+	}
+	for _, h := range handles {
+		e := h.(*entry)
+		e.requeues++
+		s.ready = append(s.ready, e)
+	}
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
 	}
 	return nil
 }
