@@ -252,6 +252,13 @@ var _ driver.RequeueCopier = (*toySub)(nil)
 func (s *toySub) SendRequeueCopies(_ context.Context, msgs []ports.Message) []error {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
+	if s.b.failSends {
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = ports.ErrUnconfirmed
+		}
+		return errs
+	}
 	for _, m := range msgs {
 		m.Headers, m.Payload = maps.Clone(m.Headers), slices.Clone(m.Payload)
 		s.q.ready = append(s.q.ready, toyMsg{m: m})
