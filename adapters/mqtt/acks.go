@@ -8,18 +8,14 @@ import (
 	"github.com/eclipse/paho.golang/paho/session"
 )
 
-// ackSession is the paho session manager of a subscription connection:
-// paho's state, but paho's automatic Ack is ignored and a PUBACK is
-// written only when SendAcks releases the delivery, in the order the
-// PUBLISHes arrived [MQTT-4.6.0-2], by the caller (no goroutine). Each
-// connection is a generation: a ticket of one never acknowledges a packet
-// of the next, where the broker may reuse the packet id. A PUBACK is
-// written in its 4-byte form (reason 0x00, no properties [MQTT-3.4.2.1]).
+// ackSession is paho's session state with paho's Ack ignored: a PUBACK is
+// written by the SendAcks caller, in arrival order [MQTT-4.6.0-2], in its
+// 4-byte form [MQTT-3.4.2.1]. A ticket of one connection (generation)
+// never acknowledges a packet id the broker reused on the next.
 type ackSession struct {
-	session.SessionManager // paho's in-memory state, for everything but acknowledgement
-	// onLost, when set, is called when a connection ends — with the
-	// broker's DISCONNECT if it sent one, then with nil — on paho's
-	// goroutine, before autopaho decides to reconnect; it must not block.
+	session.SessionManager
+	// onLost is called on paho's goroutine when a connection ends (with the
+	// broker's DISCONNECT if any, then nil), before autopaho reconnects.
 	onLost func(*packets.Disconnect)
 
 	mu      sync.Mutex
@@ -36,8 +32,7 @@ type ackSlot struct {
 	released bool
 }
 
-// ackTicket identifies one QoS 1 delivery on one connection generation. The
-// zero ticket (QoS 0) needs no acknowledgement.
+// ackTicket is one QoS 1 delivery of one generation; zero for QoS 0.
 type ackTicket struct {
 	gen  uint64
 	slot *ackSlot
@@ -47,8 +42,7 @@ func newAckSession(inner session.SessionManager) *ackSession {
 	return &ackSession{SessionManager: inner}
 }
 
-// arrived records a QoS 1 PUBLISH in arrival order; the paho receive
-// handler calls it, in the order paho read the packets.
+// arrived records a QoS 1 PUBLISH in arrival order (paho's callback).
 func (s *ackSession) arrived(packetID uint16, qos byte) ackTicket {
 	if qos == 0 {
 		return ackTicket{}
@@ -60,15 +54,11 @@ func (s *ackSession) arrived(packetID uint16, qos byte) ackTicket {
 	return ackTicket{gen: s.gen, slot: slot}
 }
 
-// releaseAll marks the deliveries of ts acknowledged and writes every
-// PUBACK that is now in order. gone[i] is set for a ticket whose
-// connection is closed. One caller writes at a time, outside the lock; a
-// caller that finds a write under way leaves its PUBACKs to that writer,
-// which writes again before it returns, so paho's receive callback (a
-// redelivered copy acknowledged on arrival) never waits for the socket.
-// The error is this call's write error (the connection is breaking; the
-// broker redelivers). A PUBACK behind an earlier, still unacknowledged
-// delivery of the connection is held back until that one is released.
+// releaseAll marks ts acknowledged and writes every PUBACK now in order
+// (one behind an unreleased delivery waits); gone[i] is set for a ticket
+// whose connection is closed. One caller writes, outside the lock; another
+// leaves its PUBACKs to it, so paho's callback never waits for the socket.
+// The error is this call's write error (the broker redelivers).
 func (s *ackSession) releaseAll(ts []ackTicket, gone []bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -130,15 +120,13 @@ func (s *ackSession) newGeneration(conn io.Writer) {
 	s.mu.Unlock()
 }
 
-// ConAckReceived starts a new generation on conn, then lets paho's state
-// resume.
+// ConAckReceived starts a new generation on conn.
 func (s *ackSession) ConAckReceived(conn io.Writer, cp *packets.Connect, ca *packets.Connack) error {
 	s.newGeneration(conn)
 	return s.SessionManager.ConAckReceived(conn, cp, ca)
 }
 
-// ConnectionLost ends the generation: its deliveries can no longer be
-// acknowledged.
+// ConnectionLost ends the generation.
 func (s *ackSession) ConnectionLost(dp *packets.Disconnect) error {
 	s.newGeneration(nil)
 	if s.onLost != nil {

@@ -26,7 +26,7 @@ type Adapter struct {
 	c *conn
 }
 
-// conn is the driver: the sender's connection; subscriptions have their own.
+// conn is the driver: the sender's connection (subscriptions have their own).
 type conn struct {
 	opts        Options
 	url         string
@@ -39,10 +39,9 @@ type conn struct {
 	publishFault func(topic string) error  // tests: fails publishes before they are written
 	arrived      func(id string, dup bool) // tests: sees every PUBLISH a subscription receives
 
-	mu        sync.Mutex
-	closed    bool
-	subs      map[*subscription]struct{}
-	clientIDs map[string]bool // client ids of live subscriptions
+	mu     sync.Mutex
+	closed bool
+	subs   map[string]*subscription // live subscriptions by client id
 }
 
 var (
@@ -52,18 +51,16 @@ var (
 	_ driver.GroupDeclarer = (*conn)(nil)
 )
 
-// New validates opts, starts the embedded broker when asked and returns
-// once the sender is connected. It fails at once with ports.ErrRefused
-// when nothing listens at the address, ports.ErrAuth or (mqtts:// only)
-// ports.ErrTLS when the broker refuses the client, otherwise after
-// Options.ConnectTimeout or when ctx is done.
+// New returns once the sender is connected (Embedded: on a broker it
+// starts). It fails at once with ports.ErrRefused, ErrAuth or (mqtts://
+// only) ErrTLS, otherwise after Options.ConnectTimeout.
 func New(ctx context.Context, opts Options) (*Adapter, error) {
 	instanceSet := opts.Instance != ""
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &conn{opts: opts, url: opts.URL, instanceSet: instanceSet, subs: map[*subscription]struct{}{}, clientIDs: map[string]bool{}}
+	c := &conn{opts: opts, url: opts.URL, instanceSet: instanceSet, subs: map[string]*subscription{}}
 	if opts.Embedded {
 		b, err := embedded.Start(embedded.Options{})
 		if err != nil {
@@ -80,11 +77,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 		return nil, err
 	}
 	c.pub = pub
-	var secrets []string
-	if opts.Password != "" {
-		secrets = []string{opts.Password}
-	}
-	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets}), c: c}, nil
+	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{opts.Password}}), c: c}, nil
 }
 
 // Name is "mqtt", also on the zero Adapter.
@@ -102,27 +95,12 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 // Name is "mqtt".
 func (c *conn) Name() string { return "mqtt" }
 
-// Capabilities declares what MQTT 5 gives natively (see docs/adapters/mqtt.md).
+// Capabilities declares what MQTT 5 gives natively; each is explained in
+// docs/adapters/mqtt.md. Delays, dead letters and per-message acks are not.
 func (c *conn) Capabilities() ports.Capabilities {
-	return ports.Capabilities{
-		DelayedMessage:       false, // held on the consumer (the portable layer's scheduler)
-		DelayedRequeue:       false, // held on the consumer
-		NativeDeadLetter:     false, // a confirmed copy to "<ns>/<topic>/dlq"
-		Broadcast:            true,  // a plain subscription per instance
-		PerMessageAck:        false, // PUBACKs go out in arrival order
-		PublisherConfirm:     true,  // QoS 1 PUBACK
-		SubscriptionExpiry:   true,  // session expiry interval
-		DurableGroups:        true,  // in the members' sessions: a member comes back with its instance
-		ExactRedeliveryCount: false, // a broker redelivery (DUP) counts at least 1
-		Ordering:             ports.OrderNone,
-		StartEarliest:        false, // no history: retained messages are one per topic
-		SingleActive:         false, // shared subscriptions spread over every member
-		BestEffort:           true,  // QoS 0
-		Retention:            true,  // Message Expiry Interval on every PUBLISH
-		MaxMessageBytes:      c.maxMessageBytes(),
-		SizeCountsEnvelope:   true,                   // the limit is the PUBLISH packet's
-		InstanceGuard:        ports.InstanceDetected, // the displaced session reports ErrInstanceShared
-	}
+	return ports.Capabilities{Broadcast: true, PublisherConfirm: true, SubscriptionExpiry: true, DurableGroups: true,
+		Ordering: ports.OrderNone, BestEffort: true, Retention: true, MaxMessageBytes: c.maxMessageBytes(),
+		SizeCountsEnvelope: true, InstanceGuard: ports.InstanceDetected}
 }
 
 // senderUp records the broker's Maximum Packet Size.
@@ -132,32 +110,9 @@ func (c *conn) senderUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 	}
 }
 
-// SendBatch publishes msgs concurrently on the sender connection and
-// returns after the broker acknowledged every one.
+// SendBatch publishes msgs concurrently on the sender connection.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	if len(msgs) == 1 {
-		if err := c.send(ctx, &msgs[0]); err != nil {
-			return []error{err}
-		}
-		return nil
-	}
-	errs := make([]error, len(msgs))
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for i := range msgs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[i] = c.send(ctx, &msgs[i]); errs[i] != nil {
-				failed.Store(true)
-			}
-		}()
-	}
-	wg.Wait()
-	if !failed.Load() {
-		return nil
-	}
-	return errs
+	return kit.SendEach(ctx, msgs, c.send)
 }
 
 func (c *conn) send(ctx context.Context, m *ports.Message) error {
@@ -175,9 +130,8 @@ func (c *conn) send(ctx context.Context, m *ports.Message) error {
 	return c.publish(ctx, p)
 }
 
-// publish sends p and waits for the PUBACK. A reason code below 0x80 (0,
-// or 16: no matching subscribers) confirms; anything else is
-// ErrUnconfirmed, but ctx errors.
+// publish sends p and waits for the PUBACK: a reason code below 0x80 (16:
+// no matching subscribers) confirms, anything else is ErrUnconfirmed.
 func (c *conn) publish(ctx context.Context, p *paho.Publish) error {
 	if c.publishFault != nil {
 		if err := c.publishFault(p.Topic); err != nil {
@@ -211,8 +165,8 @@ func (c *conn) publish(ctx context.Context, p *paho.Publish) error {
 	}
 }
 
-// Classify maps the adapter's errors to portable codes. ErrTLS comes only
-// from an mqtts:// connection (see explainConnect).
+// Classify maps the adapter's errors to portable codes (ErrTLS only on
+// mqtts://, see explainConnect).
 func (c *conn) Classify(err error) driver.Class {
 	var ne net.Error
 	switch {

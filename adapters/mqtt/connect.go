@@ -32,16 +32,14 @@ type connSpec struct {
 	onConnectError func()      // a connection attempt failed; must not block
 }
 
-// connError is an event on one of the adapter's connections, reported on
-// Subscription.Errors: "lost", "connect" (an attempt failed),
-// "reconnect" (without the session: ErrSessionLost), "resubscribe".
+// connError is a connection event for Errors: "lost", "connect",
+// "reconnect" (ErrSessionLost), "resubscribe".
 func connError(clientID, op string, err error) error {
 	return fmt.Errorf("mqtt: connection %s: %s: %w", clientID, op, err)
 }
 
 // ErrSessionLost is reported when a connection came back without its
-// session (expired, or lost by the broker): what the broker held for the
-// client is gone; the adapter subscribes again.
+// session: what the broker held for it is gone.
 var ErrSessionLost = errors.New("mqtt: reconnected without the previous session")
 
 // errConnectTimeout: no connection within Options.ConnectTimeout.
@@ -49,10 +47,9 @@ var errConnectTimeout = errors.New("no connection within the connect timeout")
 
 const reasonSessionTakenOver = 0x8E // DISCONNECT: another connection took the session
 
-// connect starts an autopaho connection manager for cs and waits for the
-// first connection. It fails at once when no retry of the first connection
-// mends the failure (a refused TCP connection, TLS handshake, credentials),
-// else after ConnectTimeout or with ctx, with a *ports.BrokerError.
+// connect starts autopaho for cs and waits for the first connection: a
+// *ports.BrokerError at once when a retry cannot mend it (refused, TLS,
+// credentials), else after ConnectTimeout.
 func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionManager, error) {
 	u, err := url.Parse(c.url)
 	if err != nil {
@@ -61,11 +58,10 @@ func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionMa
 	actx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	var fatal, last atomic.Pointer[error]
-	report := func(err error) {
-		if cs.report != nil {
-			cs.report(connError(cs.clientID, "lost", err))
-		}
+	if cs.report == nil {
+		cs.report = func(error) {}
 	}
+	report := func(err error) { cs.report(connError(cs.clientID, "lost", err)) }
 	cfg := autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{u},
 		KeepAlive:                     uint16(c.opts.KeepAlive.Seconds()),
@@ -87,9 +83,7 @@ func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionMa
 			if cs.onConnectError != nil {
 				cs.onConnectError()
 			}
-			if cs.report != nil {
-				cs.report(connError(cs.clientID, "connect", err))
-			}
+			cs.report(connError(cs.clientID, "connect", err))
 		},
 		DisconnectPacketBuilder: cs.disconnect,
 		ClientConfig: paho.ClientConfig{
@@ -111,8 +105,7 @@ func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionMa
 		if cp.Properties == nil {
 			cp.Properties = &paho.ConnectProperties{}
 		}
-		// The MQTT default, explicit: paho sends 0 once any property is
-		// set, and mochi then strips user properties (our headers).
+		// Explicit: paho sends 0 once any property is set, and mochi then strips user properties.
 		cp.Properties.RequestProblemInfo = true
 		if rm > 0 {
 			cp.Properties.ReceiveMaximum = &rm
@@ -144,10 +137,9 @@ func (c *conn) connect(ctx context.Context, cs connSpec) (*autopaho.ConnectionMa
 	return cm, nil
 }
 
-// explainConnect says why a connection attempt failed, and whether a retry
-// of the first connection cannot mend it (permanent): refused TCP, TLS or
-// credentials; not a connection closed in the handshake (a restarting
-// broker closes too). Only a TLS connection (secure) is labelled ErrTLS.
+// explainConnect says why a connection attempt failed and whether a retry
+// cannot mend it (refused, TLS, credentials; not a handshake closed, as a
+// restarting broker does). Only a TLS connection is labelled ErrTLS.
 func explainConnect(secure bool, addr string, err error) (explained error, permanent bool) {
 	var ca *autopaho.ConnackError
 	if errors.As(err, &ca) {
@@ -172,8 +164,6 @@ func explainConnect(secure bool, addr string, err error) (explained error, perma
 		return e, errors.Is(e, adapters.ErrTLS) && !closed
 	}
 	if closed || strings.Contains(text, "malformed") || strings.Contains(text, "unexpected packet") {
-		// A TLS listener drops (or answers with a TLS alert) the
-		// plaintext CONNECT: the client sees the end or garbage.
 		return fmt.Errorf("%s closed the plaintext MQTT connection or answered something that is not MQTT: not a plaintext port? if it is the broker's TLS port (8883), use mqtts://: %w", addr, err), false
 	}
 	return err, false

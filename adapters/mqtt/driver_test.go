@@ -76,8 +76,7 @@ func TestHeadOfLineRequeue(t *testing.T) {
 	if err := sub.Settle(ctx, []*ports.Delivery{again}, ports.Disposition{Action: ports.Ack}); err != nil {
 		t.Fatal(err)
 	}
-	// The requeue publishes a counted copy (confirmed) and then
-	// acknowledges the head; the copy may reach this subscription first.
+	// The head's PUBACK releases the two held back behind it.
 	for tick := time.NewTicker(10 * time.Millisecond); mqtt.HeldBack(a) != 0; <-tick.C {
 		if ctx.Err() != nil {
 			t.Fatalf("%d PUBACKs still held back after the head was acknowledged", mqtt.HeldBack(a))

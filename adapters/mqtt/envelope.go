@@ -6,13 +6,10 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// headerDeliverAt is the not-before header of earlier versions of this
-// adapter (Unix milliseconds, as kit.HeaderNotBefore): a message from such
-// a producer is held as well.
+// headerDeliverAt is earlier versions' kit.HeaderNotBefore, read as it.
 const headerDeliverAt = "sluice-deliver-at"
 
-// toPublish builds the QoS 1 PUBLISH of a stamped message. Headers travel
-// as MQTT 5 user properties, unchanged.
+// toPublish builds the QoS 1 PUBLISH of m, headers as user properties.
 func toPublish(topic string, m *ports.Message) *paho.Publish {
 	props := make([]paho.UserProperty, 0, len(m.Headers))
 	for k, v := range m.Headers {
@@ -25,10 +22,8 @@ func toPublish(topic string, m *ports.Message) *paho.Publish {
 	return p
 }
 
-// headersOf returns a PUBLISH's user properties as headers. A repeated key
-// keeps its last value. The MQTT 5 content-type property, which a producer
-// without sluice's envelope may set instead, is the content-type header
-// when the user properties have none.
+// headersOf returns p's user properties as headers (a repeated key keeps
+// its last value), and the content-type property when they have none.
 func headersOf(p *paho.Publish) ports.Headers {
 	if p.Properties == nil {
 		return ports.Headers{}

@@ -11,7 +11,7 @@ func HeldBack(a *Adapter) int {
 	a.c.mu.Lock()
 	defer a.c.mu.Unlock()
 	n := 0
-	for s := range a.c.subs {
+	for _, s := range a.c.subs {
 		s.sess.mu.Lock()
 		for _, slot := range s.sess.order {
 			if slot.released {

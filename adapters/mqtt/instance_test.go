@@ -83,11 +83,11 @@ func TestBroadcastInstanceCollisionDetected(t *testing.T) {
 			for loser < 0 {
 				select {
 				case err := <-subs[0].Errors():
-					if errors.Is(err, mqtt.ErrInstanceShared) {
+					if errors.Is(err, ports.ErrInstanceShared) {
 						loser, taken = 0, err
 					}
 				case err := <-subs[1].Errors():
-					if errors.Is(err, mqtt.ErrInstanceShared) {
+					if errors.Is(err, ports.ErrInstanceShared) {
 						loser, taken = 1, err
 					}
 				case <-deadline:
@@ -109,7 +109,7 @@ func TestBroadcastInstanceCollisionDetected(t *testing.T) {
 			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 			_, err := subs[loser].Receive(rctx, 1)
 			rcancel()
-			if !errors.Is(err, mqtt.ErrInstanceShared) {
+			if !errors.Is(err, ports.ErrInstanceShared) {
 				t.Fatalf("Receive on the displaced subscription returned %v, want ErrInstanceShared", err)
 			}
 
@@ -123,7 +123,7 @@ func TestBroadcastInstanceCollisionDetected(t *testing.T) {
 			for {
 				select {
 				case err := <-subs[winner].Errors():
-					if errors.Is(err, mqtt.ErrInstanceShared) {
+					if errors.Is(err, ports.ErrInstanceShared) {
 						t.Fatalf("the remaining subscription was taken over too: %v", err)
 					}
 					continue

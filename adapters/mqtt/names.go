@@ -3,16 +3,20 @@ package mqtt
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	"github.com/sluicemq/sluice/ports"
 )
 
+// shareWhy says what a group name is for, in a checkName refusal.
+const shareWhy = " (it names the MQTT shared subscription)"
+
 // dlqLevel is the last topic level of a dead-letter topic.
 const dlqLevel = "/dlq"
 
-// physicalTopic maps a logical topic to its MQTT topic: "<ns>/<topic>",
-// and the logical dead-letter topic "<topic>.dlq" to "<ns>/<topic>/dlq".
+// physicalTopic is "<ns>/<topic>" (a scoped topic's levels stay levels),
+// and "<ns>/<topic>/dlq" for the dead-letter topic "<topic>.dlq".
 func physicalTopic(ns string, t ports.Topic) string {
 	s := string(t)
 	if base, ok := strings.CutSuffix(s, ports.DeadLetterSuffix); ok && base != "" {
@@ -21,9 +25,8 @@ func physicalTopic(ns string, t ports.Topic) string {
 	return ns + "/" + s
 }
 
-// clientID is the stable MQTT client id of one subscription instance. Two
-// live connections must never share it (the broker would take the session
-// over); a restarted instance must reuse it to resume its session.
+// clientID is the stable client id of one subscription instance: unique
+// among live connections, reused by a restart to resume the session.
 func clientID(ns string, spec ports.SubscriptionSpec, instance string) string {
 	mode := "lb"
 	if spec.Mode == ports.Broadcast {
@@ -39,8 +42,16 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// validName reports whether s can be a topic level or share name: not
-// empty and free of the MQTT wildcard and separator characters.
+// validName reports whether s can be a topic level or share name.
 func validName(s string) bool {
 	return s != "" && !strings.ContainsAny(s, "/+#$\x00")
+}
+
+// checkName refuses, as field, a name that is not validName; why says what
+// the name is for.
+func checkName(field, s, why string) error {
+	if validName(s) {
+		return nil
+	}
+	return &ports.ValueError{Field: field, Reason: fmt.Sprintf("%q must be non-empty without '/', '+', '#' or '$'%s", s, why)}
 }

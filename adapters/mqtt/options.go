@@ -12,59 +12,47 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Options configure an Adapter. Only URL (or Embedded) is required; every
-// other zero field takes the default stated on it.
+// Options configure an Adapter. Only URL (or Embedded) is required; a zero
+// field takes its default.
 type Options struct {
-	// URL is the broker address, "mqtt://host:port" (or "tcp://"), or
-	// "mqtts://host:port" with TLS. Required unless Embedded is set.
+	// URL is "mqtt://host:port" (or "tcp://"), or "mqtts://host:port".
 	URL string
-	// Embedded starts an in-process development broker (package embedded)
-	// owned by the adapter; URL must be empty. In memory only: never use it
-	// in production.
+	// Embedded starts an in-process, in-memory development broker (never
+	// for production); URL must be empty.
 	Embedded bool
 	// Username and Password authenticate the connections (optional).
 	Username, Password string
-	// TLS configures an mqtts:// URL (required for it): CAs, the client
-	// certificate (a broker may take it as the identity), the server name.
+	// TLS configures an mqtts:// URL (required for it).
 	TLS *tls.Config
-	// Namespace prefixes every physical topic ("<ns>/<topic>") and client
-	// id. Default "sluice". It must not contain '/', '+', '#' or '$'.
+	// Namespace prefixes every physical topic and client id. Default
+	// "sluice".
 	Namespace string
-	// Instance is this process's stable identity: a LoadBalance member's
-	// MQTT session is named after it (unless SubscriptionSpec.Instance is
-	// set), so a process restarted with the same Instance gets back what it
-	// had not acknowledged and the group's share parked for it meanwhile.
-	// Give each replica its own stable value (a pod name). Two live
-	// processes with one Instance: the older reports ErrInstanceShared on
-	// Errors and fails Receive. Default: random per Adapter, which strands
-	// a stopped member's session until SessionExpiry.
+	// Instance is this process's stable identity (a pod name), naming its
+	// LoadBalance members' sessions: a restart with the same Instance gets
+	// back what it had not acknowledged. Two live processes with one
+	// Instance: the older reports ports.ErrInstanceShared. Default random,
+	// which strands a stopped member's session until SessionExpiry.
 	Instance string
 	// SessionExpiry is how long the broker keeps a LoadBalance member's
-	// session after it disconnected. Default 1h (whole seconds).
+	// session after it disconnected. Default 1h.
 	SessionExpiry time.Duration
-	// ReconnectGrace is how long the broker keeps the session of a
-	// Broadcast instance without InstanceTTL after its connection was lost
-	// (Stop ends it at once). Default 1m.
+	// ReconnectGrace is how long a lost Broadcast instance without
+	// InstanceTTL keeps its session (Stop ends it). Default 1m.
 	ReconnectGrace time.Duration
-	// LeaveGroupOnStop unsubscribes a LoadBalance member on Stop, so the
-	// broker stops parking group messages in its session. Default false: a
-	// stopped member keeps its share (the group stays durable).
+	// LeaveGroupOnStop unsubscribes a LoadBalance member on Stop. Default
+	// false: a stopped member keeps its share (the group stays durable).
 	LeaveGroupOnStop bool
-	// ReceiveMaximum, when positive, is the Receive Maximum every
-	// subscription announces. Default 0: SubscriptionSpec.InFlight. The
-	// embedded broker needs 65535 (set with Embedded; see the docs).
+	// ReceiveMaximum, when positive, is every subscription's Receive
+	// Maximum. Default SubscriptionSpec.InFlight (65535 with Embedded).
 	ReceiveMaximum int
 	// KeepAlive is the MQTT keep-alive. Default 30s.
 	KeepAlive time.Duration
-	// ConnectTimeout bounds New's and Subscribe's wait for the first
-	// connection (a refused one fails at once, ports.ErrRefused). Default
-	// 10s.
+	// ConnectTimeout bounds New's and Subscribe's first connection.
+	// Default 10s.
 	ConnectTimeout time.Duration
-	// ReconnectBackoff is the pause before a reconnect attempt. Default
-	// 250ms.
+	// ReconnectBackoff is the pause before a reconnect. Default 250ms.
 	ReconnectBackoff time.Duration
 	// Logger receives the capabilities line and connection events.
-	// Default slog.Default().
 	Logger *slog.Logger
 	// Existing adopts MQTT names other programs already use.
 	Existing []Existing
@@ -120,13 +108,8 @@ func (o Options) validate() error {
 	if o.ReceiveMaximum < 0 || o.ReceiveMaximum > 65535 {
 		return &ports.ValueError{Field: "mqtt.Options.ReceiveMaximum", Reason: "must be within 0..65535"}
 	}
-	if !validName(o.Namespace) {
-		return &ports.ValueError{Field: "mqtt.Options.Namespace", Reason: fmt.Sprintf("%q must be non-empty without '/', '+', '#', '$'", o.Namespace)}
-	}
-	if !validName(o.Instance) {
-		return &ports.ValueError{Field: "mqtt.Options.Instance", Reason: fmt.Sprintf("%q must be non-empty without '/', '+', '#', '$'", o.Instance)}
-	}
-	return validateExisting(o.Namespace, o.Existing)
+	return cmp.Or(checkName("mqtt.Options.Namespace", o.Namespace, ""), checkName("mqtt.Options.Instance", o.Instance, ""),
+		validateExisting(o.Namespace, o.Existing))
 }
 
 // seconds rounds d up to whole seconds for an MQTT expiry interval.

@@ -1,11 +1,13 @@
 package mqtt
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -17,8 +19,7 @@ import (
 )
 
 // subscription is one running consumer: one MQTT connection with its own
-// stable client id and session, and the inbox paho's receive callback
-// fills (the callback must not block, so it cannot hand over directly).
+// stable client id and session, and the inbox paho's callback fills.
 type subscription struct {
 	c         *conn
 	spec      ports.SubscriptionSpec
@@ -31,8 +32,9 @@ type subscription struct {
 	sess *ackSession
 	cm   *autopaho.ConnectionManager
 
+	report atomic.Pointer[func(error)] // the portable layer's Errors (SetReport)
+
 	mu     sync.Mutex
-	report func(error)       // the portable layer's Errors (SetReport)
 	ready  []*entry          // the inbox: received, not handed out
 	byID   map[string]*entry // entries by message id, until acknowledged
 	recs   []driver.Record   // ReceiveBatch's result, reused
@@ -40,13 +42,13 @@ type subscription struct {
 	ups    int       // connections made
 	first  chan bool // the first CONNACK's session-present flag
 	wg     sync.WaitGroup
-	dead   error         // the session was taken over
-	deadCh chan struct{} // closed when dead is set
-	upAt   time.Time     // when the current connection came up
-	quick  int           // connections in a row the broker closed soon after accepting them
-	failed bool          // a connection attempt failed since the last one came up
-	lost   chan struct{} // closed when the current connection ends
-	isLost bool          // lost is closed
+	dead   context.Context // done, with a *SessionTakenOverError cause, once the session was taken over
+	kill   context.CancelCauseFunc
+	upAt   time.Time       // when the current connection came up
+	quick  int             // connections in a row the broker closed soon after accepting them
+	failed atomic.Bool     // a connection attempt failed since the last one came up
+	lost   context.Context // done when the current connection ends
+	lose   context.CancelFunc
 	signal chan struct{} // capacity 1: an entry was queued
 	stopCh chan struct{} // closed by Close
 }
@@ -54,34 +56,39 @@ type subscription struct {
 var (
 	_ driver.Subscription = (*subscription)(nil)
 	_ driver.Reporter     = (*subscription)(nil)
+	_ driver.Requeuer     = (*subscription)(nil)
 )
 
-// entry is one message received and not finished, the record's Handle. A
-// copy the broker redelivers (DUP, same message id) on a new connection
-// updates the entry's ticket instead of being handed out again.
+// entry is one message received and not acknowledged, the record's Handle.
+// A DUP copy with its id on a new connection updates its ticket instead.
 type entry struct {
 	id       string
 	pub      *paho.Publish
 	ticket   ackTicket
 	dup      bool // delivered before (DUP)
+	requeues int  // handed out again by SendRequeues
 	owed     bool // acknowledged, but its connection closed before the PUBACK
 	owedAt   int  // connection count when the PUBACK became owed
 	received time.Time
 }
 
 // Subscribe connects the subscription's own connection (CleanStart false,
-// Receive Maximum = InFlight) and subscribes at QoS 1 (0 for BestEffort),
-// with a shared subscription for LoadBalance.
+// Receive Maximum = InFlight) and subscribes at QoS 1 (0 for BestEffort).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	if spec.Mode == ports.LoadBalance && !validName(spec.Group) {
-		return nil, &ports.ValueError{Field: "SubscriptionSpec.Group", Reason: fmt.Sprintf("%q must not contain '/', '+', '#' or '$' (it names the MQTT shared subscription)", spec.Group)}
+	var bad error
+	if spec.Mode == ports.LoadBalance {
+		bad = checkName("SubscriptionSpec.Group", spec.Group, shareWhy)
 	}
-	if spec.Instance != "" && !validName(spec.Instance) {
-		return nil, &ports.ValueError{Field: "SubscriptionSpec.Instance", Reason: fmt.Sprintf("%q must not contain '/', '+', '#' or '$'", spec.Instance)}
+	if spec.Instance != "" {
+		bad = cmp.Or(bad, checkName("SubscriptionSpec.Instance", spec.Instance, ""))
+	}
+	if bad != nil {
+		return nil, bad
 	}
 	s := &subscription{c: c, spec: spec, filter: c.filter(spec), qos: 1, byID: map[string]*entry{},
-		first: make(chan bool, 1), deadCh: make(chan struct{}), lost: make(chan struct{}),
-		signal: make(chan struct{}, 1), stopCh: make(chan struct{})}
+		first: make(chan bool, 1), signal: make(chan struct{}, 1), stopCh: make(chan struct{})}
+	s.lost, s.lose = context.WithCancel(context.Background())
+	s.dead, s.kill = context.WithCancelCause(context.Background())
 	if spec.QoS == ports.BestEffort {
 		s.qos = 0
 	}
@@ -105,7 +112,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	cm, err := c.connect(ctx, connSpec{
 		clientID: s.clientID, expiry: expiry, receiveMax: uint16(min(rm, 65535)),
 		session: s.sess, onPublish: s.onPublish, onUp: s.onUp, report: s.reportErr, disconnect: s.disconnectPacket,
-		stayDown: s.takenOver, onConnectError: s.onConnectError,
+		stayDown: s.takenOver, onConnectError: func() { s.failed.Store(true) },
 	})
 	if err != nil {
 		c.forget(s)
@@ -130,18 +137,11 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 
 // SetReport implements driver.Reporter: connection events and a session
 // takeover go to Errors.
-func (s *subscription) SetReport(report func(error)) {
-	s.mu.Lock()
-	s.report = report
-	s.mu.Unlock()
-}
+func (s *subscription) SetReport(report func(error)) { s.report.Store(&report) }
 
 func (s *subscription) reportErr(err error) {
-	s.mu.Lock()
-	report := s.report
-	s.mu.Unlock()
-	if report != nil {
-		report(err)
+	if r := s.report.Load(); r != nil {
+		(*r)(err)
 	}
 }
 
@@ -156,16 +156,9 @@ func (s *subscription) subscribeFirst(ctx context.Context, resumed bool) error {
 		lost := s.lost
 		s.mu.Unlock()
 		actx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			select {
-			case <-lost:
-				cancel()
-			case <-done:
-			}
-		}()
-		err := s.subscribe(actx, s.cm, resumed)
-		close(done)
+		stop := context.AfterFunc(lost, cancel)
+		err := subscribe(actx, s.cm, s.filter, s.qos, resumed)
+		stop()
 		cancel()
 		if err == nil {
 			return nil
@@ -173,11 +166,10 @@ func (s *subscription) subscribeFirst(ctx context.Context, resumed bool) error {
 		if errors.Is(err, errSubscribeRefused) || ctx.Err() != nil {
 			return err
 		}
-		// A transport error may come before the connection's end: retry
-		// only if it did end.
+		// Retry only if the connection did end.
 		t := time.NewTimer(s.c.opts.ConnectTimeout)
 		select {
-		case <-lost:
+		case <-lost.Done():
 			t.Stop()
 		case <-t.C:
 			return err
@@ -194,10 +186,9 @@ func (s *subscription) subscribeFirst(ctx context.Context, resumed bool) error {
 	}
 }
 
-// register gives s its client id: the spec's instance, or for a
+// register gives s its unique client id: the spec's instance, or for a
 // LoadBalance member the adapter's Instance ("-2", "-3"... for further
-// members in this process), or a random one for Broadcast. Two live
-// subscriptions never share a client id.
+// members in this process), or a random one for Broadcast.
 func (c *conn) register(s *subscription) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -208,7 +199,7 @@ func (c *conn) register(s *subscription) error {
 	switch {
 	case inst != "":
 		s.clientID, s.instance = clientID(c.opts.Namespace, s.spec, inst), inst
-		if c.clientIDs[s.clientID] {
+		if c.subs[s.clientID] != nil {
 			return &ports.ValueError{Field: "SubscriptionSpec.Instance", Reason: fmt.Sprintf("%q is already subscribed to %s in this adapter", inst, s.spec.Topic)}
 		}
 	case s.spec.Mode == ports.LoadBalance:
@@ -217,7 +208,7 @@ func (c *conn) register(s *subscription) error {
 			if k > 1 {
 				inst += "-" + strconv.Itoa(k)
 			}
-			if s.clientID = clientID(c.opts.Namespace, s.spec, inst); !c.clientIDs[s.clientID] {
+			if s.clientID = clientID(c.opts.Namespace, s.spec, inst); c.subs[s.clientID] == nil {
 				s.instance = inst
 				break
 			}
@@ -226,42 +217,39 @@ func (c *conn) register(s *subscription) error {
 		s.instance = randomID()
 		s.clientID = clientID(c.opts.Namespace, s.spec, s.instance)
 	}
-	c.clientIDs[s.clientID] = true
-	c.subs[s] = struct{}{}
+	c.subs[s.clientID] = s
 	return nil
 }
 
 func (c *conn) forget(s *subscription) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.subs, s)
-	delete(c.clientIDs, s.clientID)
+	delete(c.subs, s.clientID)
 }
 
-// subscribe sends SUBSCRIBE and checks the granted QoS. mochi answers 0x91
-// (packet identifier in use) when the id collides with its own in-flight
-// publishes on a resumed session: retried, and on a resumed session the
-// kept subscription is accepted as it is.
-func (s *subscription) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, resumed bool) error {
+// subscribe sends SUBSCRIBE and checks the granted QoS. mochi's 0x91
+// (packet id in use by its resumed publishes) is retried; on a resumed
+// session the kept subscription is then accepted.
+func subscribe(ctx context.Context, cm *autopaho.ConnectionManager, filter string, qos byte, resumed bool) error {
 	var err error
 	for range 4 {
 		var sa *paho.Suback
-		sa, err = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: s.qos}}})
+		sa, err = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: qos}}})
 		if sa != nil && len(sa.Reasons) == 1 && sa.Reasons[0] == 0x91 {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
+			return fmt.Errorf("mqtt: subscribe %s: %w", filter, err)
 		}
-		if len(sa.Reasons) != 1 || sa.Reasons[0] != s.qos {
-			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS %d granted: %w", s.filter, sa.Reasons, s.qos, errSubscribeRefused)
+		if len(sa.Reasons) != 1 || sa.Reasons[0] != qos {
+			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS %d granted: %w", filter, sa.Reasons, qos, errSubscribeRefused)
 		}
 		return nil
 	}
 	if resumed {
 		return nil
 	}
-	return fmt.Errorf("mqtt: subscribe %s: packet identifier in use on every attempt: %w", s.filter, err)
+	return fmt.Errorf("mqtt: subscribe %s: packet identifier in use on every attempt: %w", filter, err)
 }
 
 // onPublish is paho's receive handler, on paho's goroutine: it records the
@@ -305,9 +293,8 @@ func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 	return true, nil
 }
 
-// ReceiveBatch hands out up to max received messages, blocking until there
-// is one (a DUP counts 1); once the session was taken over and the inbox
-// is empty, it fails with a *SessionTakenOverError.
+// ReceiveBatch hands out up to max received messages; once the session was
+// taken over and the inbox is empty, it fails with a *SessionTakenOverError.
 func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	for {
 		s.mu.Lock()
@@ -321,7 +308,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 			s.mu.Unlock()
 			return recs, nil
 		}
-		dead, closed := s.dead, s.closed
+		dead, closed := context.Cause(s.dead), s.closed
 		s.mu.Unlock()
 		switch {
 		case closed:
@@ -331,7 +318,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 		}
 		select {
 		case <-s.signal:
-		case <-s.deadCh:
+		case <-s.dead.Done():
 		case <-s.stopCh:
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -344,8 +331,9 @@ func (e *entry) record(topic ports.Topic) driver.Record {
 	h := headersOf(e.pub)
 	r := driver.Record{Message: ports.Message{Topic: topic, Key: h[ports.HeaderPartitionKey], Payload: e.pub.Payload, Headers: h},
 		ReceivedAt: e.received, Handle: e}
+	r.RedeliveryCount = e.requeues
 	if e.dup {
-		r.RedeliveryCount = 1
+		r.RedeliveryCount++
 	}
 	if e.pub.QoS == 0 {
 		r.Message.QoS = ports.BestEffort
@@ -353,10 +341,9 @@ func (e *entry) record(topic ports.Topic) driver.Record {
 	return r
 }
 
-// SendAcks releases the PUBACKs of handles with one write; one behind an
-// unsettled delivery of the connection waits for it (MQTT's order). A
-// delivery whose connection closed owes its PUBACK to the copy the broker
-// redelivers, acknowledged on arrival and not handed out: nil for it too.
+// SendAcks releases the PUBACKs of handles with one write (acks.go). A
+// delivery whose connection closed owes its PUBACK to the DUP copy,
+// acknowledged on arrival and not handed out: nil for it too.
 func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 	es := make([]*entry, len(handles))
 	for i, h := range handles {
@@ -390,34 +377,45 @@ func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-// Session takeover: another connection with the same client id takes the
-// session; the broker disconnects this one with reason 0x8E (mochi), or
-// without (mosquitto 2.0): then the tell-tale is a takeover war, the
-// broker closing takeoverQuick connections in a row within takeoverWindow
-// of accepting them, with no failed attempt between (a restarting broker
-// or a broken network refuses attempts).
+// SendRequeues requeues locally: no PUBACK, handed out again, counted. The
+// session keeps them across a crash; a copy on the topic would reach every
+// group and Broadcast instance (docs/adapters/mqtt.md).
+func (s *subscription) SendRequeues(_ context.Context, handles []any, _ time.Duration) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ports.ErrClosed
+	}
+	for _, h := range handles {
+		e := h.(*entry)
+		e.requeues++
+		s.ready = append(s.ready, e)
+	}
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// A session takeover shows as DISCONNECT 0x8E (mochi) or, without a reason
+// (mosquitto 2.0), as a takeover war: takeoverQuick connections in a row
+// closed within takeoverWindow of acceptance, no attempt failing between.
 const (
 	takeoverQuick  = 5
 	takeoverWindow = 2 * time.Second
 )
 
-// onConnectError runs when a connection attempt failed.
-func (s *subscription) onConnectError() {
-	s.mu.Lock()
-	s.failed = true
-	s.mu.Unlock()
-}
-
-// onLost runs on paho's goroutine when the connection ended: dp is the
-// broker's DISCONNECT, or nil. A takeover is reported and logged once, and
-// the connection stays down (takenOver).
+// onLost runs on paho's goroutine when the connection ended (dp: the
+// broker's DISCONNECT, then nil). A takeover is reported once and keeps the
+// connection down.
 func (s *subscription) onLost(dp *packets.Disconnect) {
 	s.mu.Lock()
-	if dp == nil && !s.isLost {
-		close(s.lost)
-		s.isLost = true
+	if dp == nil {
+		s.lose()
 	}
-	if s.closed || s.dead != nil {
+	if s.closed || s.dead.Err() != nil {
 		s.mu.Unlock()
 		return
 	}
@@ -432,7 +430,7 @@ func (s *subscription) onLost(dp *packets.Disconnect) {
 		s.mu.Unlock()
 		return // the nil call that follows counts this loss
 	default:
-		if !s.upAt.IsZero() && time.Since(s.upAt) < takeoverWindow && !s.failed {
+		if !s.upAt.IsZero() && time.Since(s.upAt) < takeoverWindow && !s.failed.Load() {
 			s.quick++
 		} else {
 			s.quick = 0
@@ -445,8 +443,7 @@ func (s *subscription) onLost(dp *packets.Disconnect) {
 		reason = fmt.Sprintf("closed %d connections in a row within %v of accepting them, without a DISCONNECT reason: another connection with the same client id keeps taking the session", s.quick, takeoverWindow)
 	}
 	err := &SessionTakenOverError{Instance: s.instance, ClientID: s.clientID, Reason: reason}
-	s.dead = err
-	close(s.deadCh)
+	s.kill(err)
 	s.mu.Unlock()
 	s.c.opts.Logger.Error("sluice mqtt: session taken over: two running instances share one Instance; this subscription stopped receiving",
 		"instance", s.instance, "client", s.clientID, "topic", string(s.spec.Topic), "error", err)
@@ -454,20 +451,17 @@ func (s *subscription) onLost(dp *packets.Disconnect) {
 }
 
 // takenOver reports whether the session was taken over (see onLost).
-func (s *subscription) takenOver() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dead != nil
-}
+func (s *subscription) takenOver() bool { return s.dead.Err() != nil }
 
-// onUp runs on autopaho's goroutine when a connection came up. After a
-// reconnect it subscribes again (with or without a session, see Subscribe).
+// onUp runs on autopaho's goroutine when a connection came up; after a
+// reconnect it subscribes again (see Subscribe).
 func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	s.mu.Lock()
 	s.ups++
-	s.upAt, s.failed = time.Now(), false
-	if s.isLost {
-		s.lost, s.isLost = make(chan struct{}), false
+	s.upAt = time.Now()
+	s.failed.Store(false)
+	if s.lost.Err() != nil {
+		s.lost, s.lose = context.WithCancel(context.Background())
 	}
 	reconnect := s.ups > 1
 	for id, e := range s.byID {
@@ -496,7 +490,7 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.ConnectTimeout)
 		defer cancel()
-		if err := s.subscribe(ctx, cm, ca.SessionPresent); err != nil {
+		if err := subscribe(ctx, cm, s.filter, s.qos, ca.SessionPresent); err != nil {
 			s.reportErr(connError(s.clientID, "resubscribe", err))
 		}
 	}()
@@ -505,19 +499,16 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 // disconnectPacket is Close's DISCONNECT: a Broadcast instance without
 // InstanceTTL ends its session (expiry 0); others keep it.
 func (s *subscription) disconnectPacket() *paho.Disconnect {
+	d := &paho.Disconnect{}
 	if s.endOnStop {
-		zero := uint32(0)
-		return &paho.Disconnect{ReasonCode: 0, Properties: &paho.DisconnectProperties{SessionExpiryInterval: &zero}}
+		d.Properties = &paho.DisconnectProperties{SessionExpiryInterval: new(uint32)}
 	}
-	return &paho.Disconnect{ReasonCode: 0}
+	return d
 }
 
-// Close disconnects, acknowledging nothing more: the session keeps the
-// rest for a restart with the same instance (or, Broadcast without
-// InstanceTTL, ends). When PUBACKs were written it first makes one round
-// trip (UNSUBSCRIBE of a filter never subscribed, at most 2s) so that the
-// broker has read them: a socket closed right after the DISCONNECT can
-// reset with PUBACKs unread (measured with mosquitto).
+// Close disconnects, acknowledging nothing more. After PUBACKs were written
+// it first makes one round trip (an UNSUBSCRIBE, at most 2s): a socket
+// closed right after the DISCONNECT can reset with PUBACKs unread.
 func (s *subscription) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -540,14 +531,11 @@ func (s *subscription) Close(ctx context.Context) error {
 	return err
 }
 
-// ErrInstanceShared is ports.ErrInstanceShared (see SessionTakenOverError).
-var ErrInstanceShared = ports.ErrInstanceShared
-
 // SessionTakenOverError reports that the broker handed the session of
 // Instance to another connection: two running instances share it. The
-// displaced subscription reports it on Errors and does not reconnect
-// (the two would take the session from each other for ever); its Receive
-// fails with it once the inbox is empty. It matches ErrInstanceShared.
+// displaced subscription reports it on Errors, stays disconnected and
+// fails Receive once its inbox is empty. It matches
+// ports.ErrInstanceShared.
 type SessionTakenOverError struct {
 	Instance string
 	ClientID string
@@ -563,5 +551,5 @@ func (e *SessionTakenOverError) Error() string {
 	return msg
 }
 
-// Is matches ErrInstanceShared.
-func (e *SessionTakenOverError) Is(target error) bool { return target == ErrInstanceShared }
+// Is matches ports.ErrInstanceShared.
+func (e *SessionTakenOverError) Is(target error) bool { return target == ports.ErrInstanceShared }

@@ -12,25 +12,21 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// MaxPacketBytes is the largest MQTT control packet (256 MiB - 1). A
-// PUBLISH carries topic, properties (the headers) and payload, so the
-// limit counts the envelope; a broker announcing a smaller Maximum Packet
-// Size in its CONNACK lowers it.
+// MaxPacketBytes is the largest MQTT control packet (256 MiB - 1), topic
+// and headers included; a broker's CONNACK Maximum Packet Size lowers it.
 const MaxPacketBytes = 268_435_455
 
-// Existing adopts an MQTT topic (and share names) that other programs
-// already use for one logical topic, so a service moving to sluice keeps
-// every name byte for byte. MQTT creates nothing ahead: it is only naming.
+// Existing adopts the MQTT topic (and share names) other programs already
+// use for one logical topic, byte for byte. Nothing is created.
 type Existing struct {
 	// Topic is the logical topic.
 	Topic ports.Topic
-	// PhysicalTopic is the MQTT topic of Topic, used as it is: no
-	// namespace prefix, no wildcards, not starting with '$' nor under
-	// "<ns>/". The dead-letter topic is "<PhysicalTopic>/dlq".
+	// PhysicalTopic is Topic's MQTT topic, used as it is (not under
+	// "<ns>/", no wildcards, no leading '$'); dead letters go to
+	// "<PhysicalTopic>/dlq".
 	PhysicalTopic string
-	// Shares maps a LoadBalance group to the share name of the existing
-	// shared subscription ("$share/<name>/<PhysicalTopic>"); default the
-	// group's name.
+	// Shares maps a group to its existing share name
+	// ("$share/<name>/<PhysicalTopic>"); default the group's name.
 	Shares map[string]string
 }
 
@@ -60,8 +56,8 @@ func validateExisting(ns string, ex []Existing) error {
 			phys[q] = e.Topic
 		}
 		for g, share := range e.Shares {
-			if !validName(share) {
-				return &ports.ValueError{Field: field + ".Shares", Reason: fmt.Sprintf("share name %q of group %q must not contain '/', '+', '#' or '$'", share, g)}
+			if err := checkName(field+".Shares", share, " (the share name of group "+g+")"); err != nil {
+				return err
 			}
 		}
 	}
@@ -78,10 +74,8 @@ func (c *conn) adopted(t ports.Topic) (Existing, bool) {
 	return Existing{}, false
 }
 
-// physical is the MQTT topic of logical topic t: an adopted name, or
-// "<ns>/<topic>" where a scoped topic "tenant/namespace/name" becomes the
-// levels "<ns>/tenant/namespace/name" (see physicalTopic). A dead-letter
-// topic of an adopted topic is "<PhysicalTopic>/dlq".
+// physical is the MQTT topic of t: an adopted name (its dead-letter topic
+// "<PhysicalTopic>/dlq"), or physicalTopic's.
 func (c *conn) physical(t ports.Topic) string {
 	if len(c.opts.Existing) > 0 {
 		if e, ok := c.adopted(t); ok {
@@ -109,26 +103,23 @@ func (c *conn) filter(spec ports.SubscriptionSpec) string {
 	return "$share/" + share + "/" + phys
 }
 
-// DeclareTopic records spec (MQTT stores no topic properties) and applies
-// it at Send: Retention is the Message Expiry Interval of every PUBLISH
-// (whole seconds; every publishing process must declare the topic), a
-// BestEffort class publishes at QoS 0. Groups are declared as DeclareGroup.
+// DeclareTopic records spec, applied at Send (MQTT stores no topic
+// properties): Retention is every PUBLISH's Message Expiry Interval, a
+// BestEffort class publishes at QoS 0. Groups go to DeclareGroup.
 func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	return c.declared.Declare(ctx, spec, kit.DeclareGroups(c))
 }
 
-// DeclareGroup creates the session of the group member with this
-// adapter's Options.Instance (which it needs), subscribed to the group's
-// shared subscription: an MQTT broker keeps a group's messages only in
-// its members' sessions, so they wait there until that member subscribes.
-// A message pushed to the declaring connection is never acknowledged and
-// comes back to the member (marked redelivered).
+// DeclareGroup creates the session of the member with Options.Instance,
+// subscribed to the group's share: a broker keeps a group's messages only
+// in members' sessions. What reaches this connection is never
+// acknowledged: it comes back to the member (DUP).
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	if err := topic.Validate(); err != nil {
 		return err
 	}
-	if !validName(group) {
-		return &ports.ValueError{Field: "group", Reason: fmt.Sprintf("%q must be non-empty without '/', '+', '#' or '$' (it names the MQTT shared subscription)", group)}
+	if err := checkName("group", group, shareWhy); err != nil {
+		return err
 	}
 	if !c.instanceSet {
 		return &ports.ValueError{Field: "mqtt.Options.Instance", Reason: fmt.Sprintf("must be set to declare group %q of %q ahead: the group's messages wait in the session of the member with that Instance", group, topic)}
@@ -136,7 +127,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
 	id := clientID(c.opts.Namespace, spec, c.opts.Instance)
 	c.mu.Lock()
-	live := c.clientIDs[id]
+	live := c.subs[id] != nil
 	c.mu.Unlock()
 	if live {
 		return nil // this process's member holds the session
@@ -163,19 +154,13 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	filter := c.filter(spec)
-	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}})
-	if err != nil {
-		return fmt.Errorf("mqtt: declare group %q: subscribe %s: %w", group, filter, err)
-	}
-	if len(sa.Reasons) != 1 || sa.Reasons[0] != 1 {
-		return fmt.Errorf("mqtt: declare group %q: subscribe %s: broker answered %v, want QoS 1 granted: %w", group, filter, sa.Reasons, errSubscribeRefused)
+	if err := subscribe(ctx, cm, c.filter(spec), 1, false); err != nil {
+		return fmt.Errorf("mqtt: declare group %q: %w", group, err)
 	}
 	return nil
 }
 
-// maxMessageBytes is the protocol's packet limit or the smaller Maximum
-// Packet Size the broker announced.
+// maxMessageBytes is MaxPacketBytes or the broker's smaller limit.
 func (c *conn) maxMessageBytes() int {
 	if c == nil {
 		return MaxPacketBytes
@@ -186,8 +171,7 @@ func (c *conn) maxMessageBytes() int {
 	return MaxPacketBytes
 }
 
-// envelopeBytes is what a PUBLISH carries besides its payload, counted at
-// its largest: fixed header, topic, packet id, properties.
+// envelopeBytes is a PUBLISH's size besides its payload, at its largest.
 func envelopeBytes(p *paho.Publish) int {
 	n := 5 + 2 + len(p.Topic) + 2 + 4
 	if p.Properties != nil {

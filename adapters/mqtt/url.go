@@ -10,19 +10,8 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// mqtt:// opens the MQTT 5 adapter; mqtt+embedded:// runs it on an
-// in-process development broker (in memory only, never for production):
-//
-//	mqtt://[user:password@]host:1883[/namespace][?instance=…&session_expiry=1h&reconnect_grace=1m&leave_group_on_stop=false&receive_maximum=0&keep_alive=30s&connect_timeout=10s]
-//	mqtts://[user@]host:8883[/namespace][?password_file=…&ca_file=…&cert_file=…&key_file=…&server_name=…]
-//	mqtt+embedded://[/namespace]
-//
-// The namespace (the path, or the namespace parameter, not both) prefixes
-// every physical topic and client id. mqtts:// connects with TLS (the
-// system roots, or the shared TLS parameters); a client certificate may be
-// the identity. Open connects before it returns: a refused connection
-// (ports.ErrRefused), TLS handshake (ports.ErrTLS, mqtts:// only) or
-// credentials (ports.ErrAuth) fail it at once, not at the connect timeout.
+// mqtt://, mqtts:// and mqtt+embedded:// open the adapter; the URL form and
+// its parameters are in docs/adapters/mqtt.md.
 func init() {
 	adapters.Register("mqtt", adapters.OpenerFunc(openMQTT))
 	adapters.Register("mqtts", adapters.OpenerFunc(openMQTT))

@@ -28,8 +28,8 @@ import (
 // kit's broker-restart scenario cover a restart.
 //
 // Features, honestly: consumer groups yes (a shared subscription per
-// group); exactly-once no (at least once); guaranteed order no (a nack is
-// a requeued copy at the tail); persistent yes (QoS 1 in the members'
+// group); exactly-once no (at least once); guaranteed order no (a nack hands
+// the message out again behind those received meanwhile); persistent yes (QoS 1 in the members'
 // sessions); new subscribers receive old messages no (a group receives
 // what is published after its first member subscribed); context preserved
 // no (only the envelope travels).

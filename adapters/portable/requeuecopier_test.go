@@ -2,44 +2,12 @@ package portable_test
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
-
-// copierDriver is the toy driver whose subscriptions take their requeue
-// copies into their own queue (driver.RequeueCopier), as a broker whose
-// topic copies every message into each group's queue needs.
-type copierDriver struct{ *toyDriver }
-
-func (d copierDriver) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s, err := d.toyDriver.Subscribe(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	return copierSub{s.(*toySub)}, nil
-}
-
-type copierSub struct{ *toySub }
-
-var _ driver.RequeueCopier = copierSub{}
-
-func (s copierSub) SendRequeueCopies(_ context.Context, msgs []ports.Message) []error {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	for _, m := range msgs {
-		m.Headers, m.Payload = maps.Clone(m.Headers), slices.Clone(m.Payload)
-		s.q.ready = append(s.q.ready, toyMsg{m: m})
-	}
-	close(s.q.wake)
-	s.q.wake = make(chan struct{})
-	return nil
-}
 
 // A requeue copy goes to the requeuing subscription's queue only, with its
 // count; a dead-letter copy still goes through SendBatch.
@@ -47,7 +15,7 @@ func TestRequeueCopiesGoThroughTheSubscription(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := newToyBroker()
-	a := portable.New(copierDriver{&toyDriver{b: b}}, portable.Options{Logger: quiet})
+	a := portable.New(&toyDriver{b: b}, portable.Options{Logger: quiet})
 	defer a.Close(context.Background())
 	subscribe := func(topic ports.Topic, group string) ports.Subscription {
 		s, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: topic, Group: group})

@@ -1,9 +1,11 @@
 package portable_test
 
 // A complete broker driver, in memory: what a new broker costs on the
-// portable layer. It implements the required driver interfaces and one
-// optional one (GroupDeclarer); the portable layer supplies the rest
-// (requeue and dead-letter copies, the delay fallback, the in-flight
+// portable layer. It implements the required driver interfaces and two
+// optional ones (GroupDeclarer, and RequeueCopier: the toy broker copies a
+// topic into every group's queue, so a requeue copy goes to the requeuing
+// queue only); the portable layer supplies the rest (requeue and
+// dead-letter copies, the delay fallback, the in-flight
 // bound, double-settlement detection, Send's checks).
 
 import (
@@ -239,6 +241,30 @@ func (s *toySub) Close(context.Context) error {
 	if q.broadcast && q.consumers == 0 {
 		delete(s.b.queues, s.k)
 	}
+	return nil
+}
+
+var _ driver.RequeueCopier = (*toySub)(nil)
+
+// SendRequeueCopies stores the portable layer's requeue copies in this
+// subscription's queue only: sent to the topic, they would reach every
+// group and Broadcast instance.
+func (s *toySub) SendRequeueCopies(_ context.Context, msgs []ports.Message) []error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if s.b.failSends {
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = ports.ErrUnconfirmed
+		}
+		return errs
+	}
+	for _, m := range msgs {
+		m.Headers, m.Payload = maps.Clone(m.Headers), slices.Clone(m.Payload)
+		s.q.ready = append(s.q.ready, toyMsg{m: m})
+	}
+	close(s.q.wake)
+	s.q.wake = make(chan struct{})
 	return nil
 }
 
