@@ -83,9 +83,7 @@ func decode(d *amqp.Delivery) decoded {
 		}
 	}
 	out.requeues, out.err = ports.RedeliveryCountFrom(out.headers)
-	if total := out.requeues + out.returns; total > 0 && out.err == nil {
-		out.headers[ports.HeaderRedeliveryCount] = strconv.Itoa(total)
-	}
+	delete(out.headers, ports.HeaderRedeliveryCount) // transport: the count is the record's
 	return out
 }
 
