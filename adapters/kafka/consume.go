@@ -318,7 +318,8 @@ func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	r := decode(cm, s.spec.Topic, p, now)
 	h := &handle{p: p, off: cm.Offset, key: r.Message.Key}
 	r.Handle = h
-	skip := !s.spec.MatchKey(h.key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention)
+	skip := !s.spec.MatchKey(h.key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention) ||
+		s.foreignCopy(r.Message.Headers)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.revoked {
