@@ -20,37 +20,35 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// sub is the driver subscription: one consumer-group member on one topic.
-// ReceiveBatch reads sarama's claim channels itself (no goroutine of the
-// adapter in between); SendAcks records offsets (no I/O), committed as
-// the package documentation says.
+// sub is one consumer-group member on one topic. ReceiveBatch reads
+// sarama's claim channels itself; SendAcks records offsets (no I/O) and the
+// commit loop commits each partition's contiguous acknowledged prefix.
 type sub struct {
 	c           *conn
 	spec        ports.SubscriptionSpec
 	phys, group string
-	limit       int           // bound on the records pulled and not handed out
-	retention   time.Duration // records older than it are skipped (0: none)
+	limit       int           // records pulled and not handed out
+	retention   time.Duration // older records are skipped (0: none)
 
 	client, commitClient sarama.Client // commits get their own connection: not behind a Fetch long poll
 	cg                   sarama.ConsumerGroup
 	cancel               context.CancelFunc // ends the consume loop
 	loops                sync.WaitGroup
 	established          chan struct{} // closed by the first Setup
-	setupErr, failed     chan error    // a failed first session; a later one, for ReceiveBatch
-	wake, kick, stop     chan struct{} // ReceiveBatch has records or claims; commit now; Close
+	setupErr, failed     chan error    // a failed first session; a later one
+	wake, kick, stop     chan struct{} // records or claims changed; commit now; Close
 	recorded             atomic.Int64  // offsets recorded since the last commit
 
-	fence sync.Mutex // held by a commit and by revoking partitions
+	fence sync.Mutex // a revoked partition is never committed
 
 	mu     sync.Mutex
 	parts  map[int32]*partition // the session's partitions
 	claims []*partition         // those with a channel; replaced, never changed
-	ready  []driver.Record      // pulled, or released by an ack, to hand out
+	ready  []driver.Record      // to hand out
 	held   int                  // records waiting behind their key
-
-	out   []driver.Record      // ReceiveBatch's result, reused
-	batch []fetched            // pull's, reused
-	cases []reflect.SelectCase // ReceiveBatch's wait, reused
+	out    []driver.Record      // reused by ReceiveBatch
+	batch  []fetched
+	cases  []reflect.SelectCase
 
 	closeOnce sync.Once
 	closeErr  error
@@ -59,7 +57,7 @@ type sub struct {
 
 var _ driver.AckFlusher = (*sub)(nil)
 
-// partition is one partition claimed in one session (generation).
+// partition is one partition claimed in one generation.
 type partition struct {
 	topic           string // physical
 	id, gen         int32
@@ -69,11 +67,12 @@ type partition struct {
 
 	mu        sync.Mutex
 	revoked   bool
-	log       []entry // fetched offsets from mark on, in order; log[head:] is live
+	log       []entry // fetched offsets in order; log[head:] is live
 	head      int
-	mark      int64                      // commit position: every fetched offset below it is done
+	mark      int64                      // every fetched offset below it is done
 	committed int64                      // accepted by the broker (-1: none)
-	keys      map[string][]driver.Record // a key with a record out: the records waiting behind it
+	keys      map[string][]driver.Record // a key with a record out: those waiting behind it
+	names     map[string]string          // header names, interned
 }
 
 type entry struct {
@@ -81,22 +80,19 @@ type entry struct {
 	done bool
 }
 
-// handle is a record's driver handle.
 type handle struct {
 	p   *partition
 	off int64
 	key string
 }
 
-// fetched is a record read from a claim's channel.
 type fetched struct {
 	p  *partition
 	cm *sarama.ConsumerMessage
 }
 
-// Subscribe joins the consumer group of spec and returns once the session
-// is established and the start offsets of its partitions are committed,
-// so that a message sent after it returns is delivered.
+// Subscribe returns once the group session is established and its start
+// offsets committed: a message sent after it returns is delivered.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	s := &sub{c: c, spec: spec, phys: c.names.topic(spec.Topic), group: c.names.group(spec, spec.Instance),
 		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
@@ -144,9 +140,8 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	return nil, err
 }
 
-// consumeLoop calls sarama's Consume, one session after the other (a
-// rebalance ends one). A failed session is returned by ReceiveBatch (the
-// portable layer reports it) and rejoined after a backoff.
+// consumeLoop runs one session after the other; a failed one is returned
+// by ReceiveBatch and rejoined after a backoff.
 func (s *sub) consumeLoop(ctx context.Context) {
 	defer s.loops.Done()
 	rejoin := kit.DefaultBackoff
@@ -178,8 +173,7 @@ func (s *sub) consumeLoop(ctx context.Context) {
 	}
 }
 
-// sessionError is a failed group session: retryable, the consume loop
-// rejoins (see Classify).
+// sessionError is a failed group session (the consume loop rejoins).
 type sessionError struct {
 	group string
 	err   error
@@ -191,8 +185,8 @@ func (e *sessionError) Error() string {
 
 func (e *sessionError) Unwrap() error { return e.err }
 
-// commitLoop commits on the interval and when the threshold is reached;
-// a failure is retried on the next round (a lost commit only redelivers).
+// commitLoop commits on the interval and threshold; a failure is retried
+// on the next round.
 func (s *sub) commitLoop() {
 	defer s.loops.Done()
 	tick := time.NewTicker(s.c.opts.CommitInterval)
@@ -215,9 +209,8 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// ReceiveBatch returns up to max records from ready, after pulling what
-// the claims' channels hold; when there is none it waits on the channels,
-// a release, a new claim, a session failure and ctx.
+// ReceiveBatch pulls what the claims hold and returns up to max ready
+// records; with none it waits on the claims, wake, a failure and ctx.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	var first *fetched
 	for {
@@ -263,10 +256,9 @@ func recv[T any](ch <-chan T) reflect.SelectCase {
 	return reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)}
 }
 
-// pull reads what the claims' channels hold, without waiting, up to room
-// records besides first, and queues them in ready oldest first (by
-// timestamp across partitions, as they were produced: a dead-letter walk
-// sees every partition's originals before the copies it put back).
+// pull takes up to room records besides first from the claims without
+// waiting and accepts them oldest first across partitions (a walk sees
+// the originals before the copies it put back).
 func (s *sub) pull(claims []*partition, first *fetched, room int) {
 	batch := s.batch[:0]
 	if first != nil {
@@ -296,7 +288,6 @@ func (s *sub) pull(claims []*partition, first *fetched, room int) {
 	s.batch = batch
 }
 
-// drained drops a claim whose channel sarama closed.
 func (s *sub) drained(p *partition) {
 	s.mu.Lock()
 	p.msgs = nil
@@ -309,11 +300,9 @@ func (s *sub) rebuildLocked() {
 	signal(s.wake)
 }
 
-// accept takes a fetched record into its partition's log and queues it in
-// ready. A record outside the key filter, or older than the topic's
-// retention (Kafka deletes whole segments, late), is done at once; one
-// whose key has a record out waits behind it; one of a revoked partition
-// is dropped (its new owner delivers it).
+// accept logs a record and readies it. One outside the key filter or older
+// than the retention (Kafka deletes segments late) is done at once; one
+// whose key has a record out waits; one of a revoked partition is dropped.
 func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	r := decode(cm, s.spec.Topic, p, now)
 	h := &handle{p: p, off: cm.Offset, key: r.Message.Key}
@@ -355,10 +344,9 @@ func (p *partition) advanceLocked() {
 	}
 }
 
-// SendAcks records the offsets of handles as done (no I/O). When a
-// partition of theirs was revoked meanwhile it records none of them and
-// returns an error wrapping driver.ErrRecordsLost: this member commits
-// nothing of that partition, and its new owner redelivers the records.
+// SendAcks records offsets (no I/O). If a partition of theirs was revoked
+// it records none and returns driver.ErrRecordsLost: the new owner
+// redelivers them.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	for _, x := range handles {
 		p := x.(*handle).p
@@ -385,8 +373,7 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-// ack marks h's offset done, advances the mark and frees h's key; it
-// returns the next record of the key, if one waits.
+// ack marks h's offset done and returns the next record of its key.
 func (p *partition) ack(h *handle) (driver.Record, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -410,8 +397,7 @@ func (p *partition) ack(h *handle) (driver.Record, bool) {
 	return q[0], true
 }
 
-// FlushAcks commits every offset recorded before the call, retrying a
-// failed commit every Options.CommitRetry until ctx is done.
+// FlushAcks commits what was recorded, retrying every CommitRetry.
 func (s *sub) FlushAcks(ctx context.Context) error {
 	for {
 		err := s.commit(s.partitions())
@@ -432,9 +418,8 @@ func (s *sub) partitions() []*partition {
 	return slices.Collect(maps.Values(s.parts))
 }
 
-// commit commits the moved partitions of ps, one OffsetCommit request per
-// generation with its generation and member id. Holding the fence, no
-// partition is revoked meanwhile: a revoked member never commits.
+// commit sends one OffsetCommit per generation for the moved partitions
+// of ps, under the fence.
 func (s *sub) commit(ps []*partition) error {
 	s.fence.Lock()
 	defer s.fence.Unlock()
@@ -482,9 +467,8 @@ func (s *sub) commit(ps []*partition) error {
 	return errors.Join(errs...)
 }
 
-// release commits what ps recorded (best effort: a failure only means a
-// redelivery), then fences them: nothing of them is committed or handed
-// out afterwards.
+// release commits what ps recorded (best effort), then revokes them:
+// nothing of them is committed or handed out afterwards.
 func (s *sub) release(ps ...*partition) {
 	_ = s.commit(ps)
 	s.fence.Lock()
@@ -511,12 +495,10 @@ func (s *sub) release(ps ...*partition) {
 	s.rebuildLocked()
 }
 
-// groupHandler is the sarama.ConsumerGroupHandler of a subscription.
 type groupHandler sub
 
-// Setup makes the session's partitions and commits the start offset of
-// every partition the group has no commit for yet, so that what is sent
-// while every member is down is kept for the group.
+// Setup commits the start offset of every claimed partition without a
+// commit, so that what is sent while every member is down is kept.
 func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	s := (*sub)(h)
 	ids := sess.Claims()[s.phys]
@@ -557,9 +539,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	return nil
 }
 
-// ConsumeClaim hands the claim's channel to ReceiveBatch and waits for the
-// session to end; then it commits what the partition recorded and fences
-// it.
+// ConsumeClaim hands the channel to ReceiveBatch until the session ends.
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	s := (*sub)(h)
 	s.mu.Lock()
@@ -577,14 +557,12 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	return nil
 }
 
-// Cleanup releases the partitions left (claims that never started).
 func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
 	s := (*sub)(h)
 	s.release(s.partitions()...)
 	return nil
 }
 
-// committedOffsets fetches the group's committed offsets (-1: none).
 func (s *sub) committedOffsets(ids []int32) (map[int32]int64, error) {
 	coord, err := s.commitClient.Coordinator(s.group)
 	if err != nil {
@@ -607,10 +585,8 @@ func (s *sub) committedOffsets(ids []int32) (map[int32]int64, error) {
 	return out, nil
 }
 
-// Close commits what was acknowledged and fences every partition (nothing
-// unacknowledged is committed: the group redelivers it), leaves the group
-// and closes the clients; a Broadcast group without InstanceTTL is
-// deleted. It returns when done or when ctx is done (the rest goes on).
+// Close commits what was acknowledged, leaves the group, deletes a
+// Broadcast group without InstanceTTL and closes the clients.
 func (s *sub) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		go func() {
