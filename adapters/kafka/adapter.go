@@ -203,7 +203,7 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 func (c *conn) Classify(err error) driver.Class {
 	var se *sessionError
 	if errors.As(err, &se) { // the consume loop rejoins
-		class := c.Classify(se.err)
+		class := c.Classify(errors.Unwrap(se.error))
 		class.Retryable = class.Code != ports.ErrAuth
 		return class
 	}
@@ -254,7 +254,7 @@ func (c *conn) Close(ctx context.Context) error {
 	go func() {
 		var es []error
 		if c.prod != nil {
-			es = append(es, c.prod.close())
+			c.prod.close()
 		}
 		if c.admin != nil {
 			es = append(es, c.admin.Close())

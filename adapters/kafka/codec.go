@@ -12,13 +12,10 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// HeaderNotBefore carries the earliest delivery time of a delayed message
-// or a delayed requeue (the name is kit.HeaderNotBefore; the portable
-// layer writes it and holds the record on the consuming side until then).
-// It is removed from a Delivery's headers.
+// HeaderNotBefore (kit.HeaderNotBefore) carries the earliest delivery time
+// of a delayed message; it is removed from a Delivery's headers.
 const HeaderNotBefore = kit.HeaderNotBefore
 
-// producerMessage encodes m, stamped, for the physical topic phys.
 func producerMessage(phys string, m *ports.Message) *sarama.ProducerMessage {
 	hs := make([]sarama.RecordHeader, 0, len(m.Headers))
 	for k, v := range m.Headers {
@@ -31,13 +28,11 @@ func producerMessage(phys string, m *ports.Message) *sarama.ProducerMessage {
 	return pm
 }
 
-// decode reads a consumed record of partition p. It never fails: a
-// malformed redelivery count is reported in Record.Err (poison), the
-// record still delivered. Its BrokerID is "kafka:<topic>/<partition>/<offset>"
-// (the physical topic), the same on every redelivery of the record.
+// decode reads a record of p; a malformed redelivery count is Record.Err
+// (poison). BrokerID is "kafka:<physical topic>/<partition>/<offset>".
 func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now time.Time) driver.Record {
-	// The key and the header values are slices of one string: one
-	// allocation instead of one each.
+	// The key and the header values are slices of one string, the header
+	// names interned per partition.
 	n := len(cm.Key)
 	for _, rh := range cm.Headers {
 		if rh != nil {
@@ -57,7 +52,7 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now tim
 	h := make(ports.Headers, len(cm.Headers))
 	for _, rh := range cm.Headers {
 		if rh != nil {
-			h[string(rh.Key)], all = all[:len(rh.Value)], all[len(rh.Value):]
+			h[p.intern(rh.Key)], all = all[:len(rh.Value)], all[len(rh.Value):]
 		}
 	}
 	off := strconv.FormatInt(cm.Offset, 10)
@@ -76,4 +71,20 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now tim
 		facts["header-error"] = err.Error()
 	}
 	return r
+}
+
+// intern returns b as a string, the same one for the same name (up to 256
+// names per partition). Only ReceiveBatch calls it.
+func (p *partition) intern(b []byte) string {
+	if s, ok := p.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if p.names == nil {
+		p.names = map[string]string{}
+	}
+	if len(p.names) < 256 {
+		p.names[s] = s
+	}
+	return s
 }

@@ -162,7 +162,7 @@ func (s *sub) consumeLoop(ctx context.Context) {
 		default:
 		}
 		select {
-		case to <- &sessionError{group: s.group, err: err}:
+		case to <- &sessionError{fmt.Errorf("kafka: group %s session: %w", s.group, err)}:
 		default:
 		}
 		select {
@@ -174,16 +174,9 @@ func (s *sub) consumeLoop(ctx context.Context) {
 }
 
 // sessionError is a failed group session (the consume loop rejoins).
-type sessionError struct {
-	group string
-	err   error
-}
+type sessionError struct{ error }
 
-func (e *sessionError) Error() string {
-	return fmt.Sprintf("kafka: group %s session: %v", e.group, e.err)
-}
-
-func (e *sessionError) Unwrap() error { return e.err }
+func (e *sessionError) Unwrap() error { return e.error }
 
 // commitLoop commits on the interval and threshold; a failure is retried
 // on the next round.

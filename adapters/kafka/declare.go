@@ -2,7 +2,7 @@ package kafka
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"strconv"
 	"time"
 

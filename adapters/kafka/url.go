@@ -12,23 +12,8 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// kafka:// and kafka+tls:// open the Kafka adapter:
-//
-//	kafka://host:9092[,host2:9092…][/namespace][?client_id=…&partitions=4&replication_factor=1&start=newest|oldest&create_topics=true&session_timeout=10s&heartbeat_interval=1s&idempotent=true]
-//	kafka+tls://user@host:9093/…?mechanism=scram-sha-512&password_file=/run/secrets/kafka&ca_file=/etc/kafka/ca.pem
-//
-// The namespace (the path, or the shared namespace parameter, not both)
-// prefixes every topic and group.
-//
-// kafka+tls:// connects with TLS, verifying the brokers against the
-// system roots or ca_file (each broker by its own host name, unless
-// server_name is given); cert_file and key_file present a client
-// certificate (mutual TLS); insecure=true turns verification off, with a
-// warning. A user name authenticates with SASL: mechanism=plain (the
-// default), scram-sha-256 or scram-sha-512, the password inline, from
-// password_file or from password_env. Open connects before it returns, so
-// refused credentials fail it with an error matching ports.ErrAuth and a
-// failed TLS handshake with one matching ports.ErrTLS.
+// kafka:// and kafka+tls:// open the adapter; the parameters are in
+// docs/adapters/kafka.md.
 func init() {
 	adapters.Register("kafka", adapters.OpenerFunc(openKafka))
 	adapters.Register("kafka+tls", adapters.OpenerFunc(openKafka))
