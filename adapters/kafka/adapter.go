@@ -12,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/portable"
@@ -83,7 +84,7 @@ func connect(opts Options) (*conn, error) {
 		_ = c.Close(context.Background())
 		return nil, &ports.BrokerError{Op: "connect", Code: c.Classify(err).Code, Err: fmt.Errorf("kafka: %s: %w", what, err)}
 	}
-	if err := opts.preflight(5 * time.Second); err != nil {
+	if err := adapters.Preflight(opts.Brokers, opts.TLS, 5*time.Second); err != nil {
 		return fail("connect", err)
 	}
 	var err error

@@ -67,17 +67,10 @@ type partition struct {
 
 	mu        sync.Mutex
 	revoked   bool
-	log       []entry // fetched offsets in order; log[head:] is live
-	head      int
-	mark      int64                      // every fetched offset below it is done
-	committed int64                      // accepted by the broker (-1: none)
-	keys      map[string][]driver.Record // a key with a record out: those waiting behind it
-	names     map[string]string          // header names, interned
-}
-
-type entry struct {
-	off  int64
-	done bool
+	offs      kit.Offsets // fetched, done in any order
+	committed int64       // accepted by the broker (-1: none)
+	hold      kit.KeyHold[driver.Record]
+	names     map[string]string // header names, interned
 }
 
 type handle struct {
@@ -306,34 +299,17 @@ func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	if p.revoked {
 		return
 	}
-	p.log = append(p.log, entry{off: cm.Offset, done: skip})
+	p.offs.Add(cm.Offset, skip)
 	if skip {
-		p.advanceLocked()
 		s.recorded.Add(1)
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h.key != "" {
-		if q, busy := p.keys[h.key]; busy {
-			p.keys[h.key] = append(q, r)
-			s.held++
-			return
-		}
-		p.keys[h.key] = nil
-	}
-	s.ready = append(s.ready, r)
-}
-
-// advanceLocked moves mark over the done prefix of the log.
-func (p *partition) advanceLocked() {
-	for p.head < len(p.log) && p.log[p.head].done {
-		p.mark = p.log[p.head].off + 1
-		p.head++
-	}
-	if p.head > 64 && p.head*2 > len(p.log) {
-		n := copy(p.log, p.log[p.head:])
-		p.log, p.head = p.log[:n], 0
+	if p.hold.Admit(h.key, r) {
+		s.ready = append(s.ready, r)
+	} else {
+		s.held++
 	}
 }
 
@@ -373,21 +349,8 @@ func (p *partition) ack(h *handle) (driver.Record, bool) {
 	if p.revoked {
 		return driver.Record{}, false
 	}
-	live := p.log[p.head:]
-	if i := sort.Search(len(live), func(i int) bool { return live[i].off >= h.off }); i < len(live) && live[i].off == h.off {
-		live[i].done = true
-		p.advanceLocked()
-	}
-	q, busy := p.keys[h.key]
-	if h.key == "" || !busy {
-		return driver.Record{}, false
-	}
-	if len(q) == 0 {
-		delete(p.keys, h.key)
-		return driver.Record{}, false
-	}
-	p.keys[h.key] = q[1:]
-	return q[0], true
+	p.offs.Done(h.off)
+	return p.hold.Release(h.key)
 }
 
 // FlushAcks commits what was recorded, retrying every CommitRetry.
@@ -421,8 +384,8 @@ func (s *sub) commit(ps []*partition) error {
 	moved := map[*partition]int64{}
 	for _, p := range ps {
 		p.mu.Lock()
-		if !p.revoked && p.mark > p.committed {
-			moved[p] = p.mark
+		if !p.revoked && p.offs.Mark() > p.committed {
+			moved[p] = p.offs.Mark()
 		}
 		p.mu.Unlock()
 		if pos, ok := moved[p]; ok {
@@ -435,13 +398,8 @@ func (s *sub) commit(ps []*partition) error {
 	}
 	var errs []error
 	for gen, req := range reqs {
-		var resp *sarama.OffsetCommitResponse
-		coord, err := s.commitClient.Coordinator(s.group)
-		if err == nil {
-			resp, err = coord.CommitOffset(req)
-		}
+		resp, err := commitOffsets(s.commitClient, s.group, req)
 		if err != nil {
-			_ = s.commitClient.RefreshCoordinator(s.group)
 			errs = append(errs, fmt.Errorf("kafka: commit %s: %w", s.group, err))
 			continue
 		}
@@ -470,10 +428,8 @@ func (s *sub) release(ps ...*partition) {
 	for _, p := range ps {
 		p.mu.Lock()
 		p.revoked = true
-		for _, q := range p.keys {
-			dropped += len(q)
-		}
-		p.keys, p.log = nil, nil
+		dropped += p.hold.Waiting()
+		p.hold, p.offs = kit.KeyHold[driver.Record]{}, kit.Offsets{}
 		p.mu.Unlock()
 	}
 	s.mu.Lock()
@@ -497,7 +453,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	ids := sess.Claims()[s.phys]
 	parts := make(map[int32]*partition, len(ids))
 	if len(ids) > 0 {
-		committed, err := s.committedOffsets(ids)
+		committed, err := committedOffsets(s.commitClient, s.group, s.phys, ids)
 		if err != nil {
 			return err
 		}
@@ -515,7 +471,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 			}
 			parts[id] = &partition{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(),
 				idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(sess.GenerationID())),
-				mark: start, committed: committed[id], keys: map[string][]driver.Record{}}
+				offs: kit.NewOffsets(start), committed: committed[id]}
 		}
 		if err := s.commit(slices.Collect(maps.Values(parts))); err != nil {
 			return fmt.Errorf("kafka: group %s: committing start offsets failed: %w", s.group, err)
@@ -556,26 +512,40 @@ func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
 	return nil
 }
 
-func (s *sub) committedOffsets(ids []int32) (map[int32]int64, error) {
-	coord, err := s.commitClient.Coordinator(s.group)
+// committedOffsets fetches group's commits on phys's partitions ids (-1:
+// none).
+func committedOffsets(client sarama.Client, group, phys string, ids []int32) (map[int32]int64, error) {
+	coord, err := client.Coordinator(group)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := coord.FetchOffset(sarama.NewOffsetFetchRequest(s.commitClient.Config().Version, s.group, map[string][]int32{s.phys: ids}))
+	resp, err := coord.FetchOffset(sarama.NewOffsetFetchRequest(client.Config().Version, group, map[string][]int32{phys: ids}))
 	if err != nil {
-		_ = s.commitClient.RefreshCoordinator(s.group)
+		_ = client.RefreshCoordinator(group)
 		return nil, err
 	}
 	out := make(map[int32]int64, len(ids))
 	for _, id := range ids {
 		out[id] = -1
-		if b := resp.GetBlock(s.phys, id); b != nil && b.Err != sarama.ErrNoError {
+		if b := resp.GetBlock(phys, id); b != nil && b.Err != sarama.ErrNoError {
 			return nil, b.Err
 		} else if b != nil {
 			out[id] = b.Offset
 		}
 	}
 	return out, nil
+}
+
+func commitOffsets(client sarama.Client, group string, req *sarama.OffsetCommitRequest) (*sarama.OffsetCommitResponse, error) {
+	coord, err := client.Coordinator(group)
+	var resp *sarama.OffsetCommitResponse
+	if err == nil {
+		resp, err = coord.CommitOffset(req)
+	}
+	if err != nil {
+		_ = client.RefreshCoordinator(group)
+	}
+	return resp, err
 }
 
 // Close commits what was acknowledged, leaves the group, deletes a

@@ -87,25 +87,15 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if err != nil {
 		return fmt.Errorf("kafka: declare group %s: partitions of %s: %w", id, phys, err)
 	}
-	coord, err := c.client.Coordinator(id)
+	committed, err := committedOffsets(c.client, id, phys, parts)
 	if err != nil {
-		return fmt.Errorf("kafka: declare group %s: coordinator: %w", id, err)
-	}
-	conf := c.opts.config("consumer", 1)
-	fetch := &sarama.OffsetFetchRequest{Version: 1, ConsumerGroup: id}
-	for _, p := range parts {
-		fetch.AddPartition(phys, p)
-	}
-	fr, err := coord.FetchOffset(fetch)
-	if err != nil {
-		_ = c.client.RefreshCoordinator(id)
 		return fmt.Errorf("kafka: declare group %s: fetch offsets: %w", id, err)
 	}
-	req := sarama.NewOffsetCommitRequest(conf, id)
+	req := sarama.NewOffsetCommitRequest(c.client.Config(), id)
 	req.ConsumerGroupGeneration = -1 // a commit by no member: the group is empty
 	n := 0
 	for _, p := range parts {
-		if b := fr.GetBlock(phys, p); b != nil && b.Err == sarama.ErrNoError && b.Offset >= 0 {
+		if committed[p] >= 0 {
 			continue
 		}
 		end, err := c.client.GetOffset(phys, p, sarama.OffsetNewest)
@@ -118,9 +108,8 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if n == 0 {
 		return nil
 	}
-	resp, err := coord.CommitOffset(req)
+	resp, err := commitOffsets(c.client, id, req)
 	if err != nil {
-		_ = c.client.RefreshCoordinator(id)
 		return fmt.Errorf("kafka: declare group %s: commit: %w", id, err)
 	}
 	for _, m := range resp.Errors {

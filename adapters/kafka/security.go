@@ -1,13 +1,10 @@
 package kafka
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -101,51 +98,11 @@ func (c *scramClient) Step(challenge string) (string, error) { return c.conv.Ste
 
 func (c *scramClient) Done() bool { return c.conv.Done() }
 
-// preflight dials the bootstrap brokers before sarama does (which retries,
-// and cannot tell a failed handshake from a refused SASL exchange): it
-// returns the refusal when every one refuses, and with TLS the explained
-// failure of the handshake with the first that answers.
-func (c Options) preflight(timeout time.Duration) error {
-	if len(c.Brokers) == 0 {
-		return nil
-	}
-	var refused error
-	for _, addr := range c.Brokers {
-		conn, err := net.DialTimeout("tcp", addr, timeout)
-		if err != nil {
-			if !errors.Is(err, syscall.ECONNREFUSED) {
-				return nil // sarama reports it
-			}
-			refused = err
-			continue
-		}
-		defer conn.Close()
-		if c.TLS == nil {
-			return nil
-		}
-		_ = conn.SetDeadline(time.Now().Add(timeout))
-		conf := c.TLS.Clone()
-		if conf.ServerName == "" && !conf.InsecureSkipVerify {
-			host, _, _ := net.SplitHostPort(addr)
-			conf.ServerName = host
-		}
-		if err := tls.Client(conn, conf).Handshake(); err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return &adapters.TLSError{Addr: addr, Reason: fmt.Sprintf("no answer to the TLS handshake within %v: is this a plaintext port? use the broker's TLS listener, or kafka://", timeout), Err: err}
-			}
-			return adapters.ExplainTLS(addr, err)
-		}
-		return nil
-	}
-	return refused // every bootstrap broker refused the connection: fail at once
-}
-
 // explainConnect explains a failed connection once preflight passed: a
 // TLS listener reached in plaintext, refused SASL credentials (some
 // brokers just close the connection), then a TLS failure.
 func (c Options) explainConnect(err error) error {
-	if c.TLS == nil && closedEarly(err) && len(c.Brokers) > 0 && speaksTLS(c.Brokers[0], 2*time.Second) {
+	if c.TLS == nil && closedEarly(err) && len(c.Brokers) > 0 && adapters.SpeaksTLS(c.Brokers[0], 2*time.Second) {
 		return &plaintextOnTLSError{addr: c.Brokers[0], err: err}
 	}
 	if c.SASL.User != "" && (errors.Is(err, sarama.ErrSASLAuthenticationFailed) || errors.Is(err, sarama.ErrIllegalSASLState) ||
@@ -165,17 +122,6 @@ func (c Options) explainConnect(err error) error {
 
 func closedEarly(err error) bool {
 	return errors.Is(err, io.EOF) || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset")
-}
-
-// speaksTLS tells a TLS listener from a plaintext one.
-func speaksTLS(addr string, timeout time.Duration) bool {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	return tls.Client(conn, &tls.Config{InsecureSkipVerify: true}).Handshake() == nil //nolint:gosec // detection only, nothing is sent
 }
 
 // plaintextOnTLSError: a kafka:// client reached a TLS listener.

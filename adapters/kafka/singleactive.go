@@ -51,36 +51,25 @@ func (s *singleActive) Plan(members map[string]sarama.ConsumerGroupMemberMetadat
 		return sarama.BalanceStrategyPlan{}, nil
 	}
 	type cand struct {
-		id     string
-		active bool
-		since  int64
+		id    string
+		since int64 // a holder first (of two, the smallest id), then the longest waiting
 	}
 	cs := make([]cand, 0, len(members))
 	for id, m := range members {
 		c := cand{id: id, since: 1<<63 - 1}
 		if len(m.UserData) == 9 {
-			c.active = m.UserData[0] == 1
 			c.since = int64(binary.BigEndian.Uint64(m.UserData[1:]))
+			if m.UserData[0] == 1 {
+				c.since = -1 << 63
+			}
 		}
 		cs = append(cs, c)
 	}
-	slices.SortFunc(cs, func(a, b cand) int {
-		if a.active != b.active {
-			return map[bool]int{true: -1, false: 1}[a.active]
-		}
-		if a.active { // two claimants (after a split): the smallest id
-			return cmp.Compare(a.id, b.id)
-		}
-		return cmp.Or(cmp.Compare(a.since, b.since), cmp.Compare(a.id, b.id))
-	})
+	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(a.since, b.since), cmp.Compare(a.id, b.id)) })
 	plan := sarama.BalanceStrategyPlan{}
 	for topic, ps := range topics {
-		for _, m := range cs {
-			if !slices.Contains(members[m.id].Topics, topic) {
-				continue
-			}
-			plan.Add(m.id, topic, ps...)
-			break
+		if i := slices.IndexFunc(cs, func(c cand) bool { return slices.Contains(members[c.id].Topics, topic) }); i >= 0 {
+			plan.Add(cs[i].id, topic, ps...)
 		}
 	}
 	return plan, nil
