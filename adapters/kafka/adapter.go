@@ -52,30 +52,19 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	type result struct {
-		c   *conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() { c, err := connect(opts); ch <- result{c, err} }() // sarama has no context
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, r.err
+	c, err := kit.Await(ctx, func() (*conn, error) { return connect(opts) }, func(c *conn, _ error) {
+		if c != nil {
+			_ = c.Close(context.Background())
 		}
-		var secrets []string
-		if opts.SASL.Password != "" {
-			secrets = []string{opts.SASL.Password}
-		}
-		return &Adapter{c: r.c, Adapter: portable.New(r.c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				_ = r.c.Close(context.Background())
-			}
-		}()
-		return nil, ctx.Err()
+	})
+	if err != nil {
+		return nil, err
 	}
+	var secrets []string
+	if opts.SASL.Password != "" {
+		secrets = []string{opts.SASL.Password}
+	}
+	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
 }
 
 func connect(opts Options) (*conn, error) {
@@ -251,8 +240,7 @@ var classes = []struct {
 
 // Close flushes the producer and closes the clients.
 func (c *conn) Close(ctx context.Context) error {
-	done := make(chan error, 1)
-	go func() {
+	_, err := kit.Await(ctx, func() (struct{}, error) {
 		var es []error
 		if c.prod != nil {
 			c.prod.close()
@@ -263,12 +251,7 @@ func (c *conn) Close(ctx context.Context) error {
 		if c.client != nil {
 			es = append(es, c.client.Close())
 		}
-		done <- errors.Join(es...)
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+		return struct{}{}, errors.Join(es...)
+	}, nil)
+	return err
 }
