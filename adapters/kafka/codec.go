@@ -31,9 +31,17 @@ func producerMessage(phys string, m *ports.Message) *sarama.ProducerMessage {
 // decode reads a record of p; a malformed redelivery count is Record.Err
 // (poison). BrokerID is "kafka:<physical topic>/<partition>/<offset>".
 func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now time.Time) driver.Record {
-	// The key and the header values are slices of one string, the header
-	// names interned per partition.
-	n := len(cm.Key)
+	// The key, the header values, the timestamp fact and the BrokerID (the
+	// offset fact its tail) are slices of one string; header names are
+	// interned per partition.
+	var tsBuf [40]byte
+	var ts []byte
+	if !cm.Timestamp.IsZero() {
+		ts = cm.Timestamp.UTC().AppendFormat(tsBuf[:0], time.RFC3339Nano)
+	}
+	var offBuf [20]byte
+	off := strconv.AppendInt(offBuf[:0], cm.Offset, 10)
+	n := len(cm.Key) + len(ts) + len("kafka:/") + len(p.topic) + len(p.idText) + 1 + len(off)
 	for _, rh := range cm.Headers {
 		if rh != nil {
 			n += len(rh.Value)
@@ -47,6 +55,13 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now tim
 			b.Write(rh.Value)
 		}
 	}
+	b.Write(ts)
+	b.WriteString("kafka:")
+	b.WriteString(p.topic)
+	b.WriteByte('/')
+	b.WriteString(p.idText)
+	b.WriteByte('/')
+	b.Write(off)
 	all := b.String()
 	key, all := all[:len(cm.Key)], all[len(cm.Key):]
 	h := make(ports.Headers, len(cm.Headers))
@@ -55,17 +70,12 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now tim
 			h[p.intern(rh.Key)], all = all[:len(rh.Value)], all[len(rh.Value):]
 		}
 	}
-	off := strconv.FormatInt(cm.Offset, 10)
-	facts := map[string]string{"topic": p.topic, "partition": p.idText, "offset": off, "generation": p.genText, "member": p.member}
-	if !cm.Timestamp.IsZero() {
-		facts["timestamp"] = cm.Timestamp.UTC().Format(time.RFC3339Nano)
+	id := all[len(ts):]
+	facts := map[string]string{"topic": p.topic, "partition": p.idText, "offset": id[len(id)-len(off):], "generation": p.genText, "member": p.member}
+	if len(ts) > 0 {
+		facts["timestamp"] = all[:len(ts)]
 	}
-	r := driver.Record{
-		Message:    ports.Message{Topic: topic, Key: key, Payload: cm.Value, Headers: h},
-		BrokerID:   "kafka:" + p.topic + "/" + p.idText + "/" + off,
-		Facts:      facts,
-		ReceivedAt: now,
-	}
+	r := driver.Record{Message: ports.Message{Topic: topic, Key: key, Payload: cm.Value, Headers: h}, BrokerID: id, Facts: facts, ReceivedAt: now}
 	if _, err := ports.RedeliveryCountFrom(h); err != nil {
 		r.Err = err
 		facts["header-error"] = err.Error()
