@@ -12,75 +12,53 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the Kafka implementation of ports.Adapter: the portable layer
-// (adapters/portable) over a driver that holds one client with an
-// idempotent acks=all producer and one consumer-group client per
+// Adapter is the Kafka ports.Adapter: the portable layer over a driver with
+// one client, an idempotent acks=all producer and a consumer group per
 // subscription.
 type Adapter struct {
 	*portable.Adapter
 	c *conn
 }
 
-// conn is the driver: the producer, admin and metadata clients.
+// conn is the driver.
 type conn struct {
-	opts  Options
-	names names
-
-	client sarama.Client
-	prod   *producer
-	admin  sarama.ClusterAdmin
-
-	declared kit.Declared // topics declared with DeclareTopic
-
-	topicsMu sync.Mutex
-	topics   map[string]bool // physical topics known to exist
+	opts     Options
+	names    names
+	client   sarama.Client
+	prod     *producer
+	admin    sarama.ClusterAdmin
+	declared kit.Declared
+	topics   sync.Map // physical topics known to exist
 }
 
 var (
 	_ ports.Adapter        = (*Adapter)(nil)
-	_ driver.Driver        = (*conn)(nil)
 	_ driver.TopicDeclarer = (*conn)(nil)
 	_ driver.GroupDeclarer = (*conn)(nil)
 )
 
-// New connects to opts.Brokers and returns a ready adapter. ctx bounds the
-// connection. A broker that refuses the connection fails it at once
-// (ports.ErrRefused); refused credentials match ports.ErrAuth and a failed
-// TLS handshake ports.ErrTLS.
+// New connects to opts.Brokers, within ctx. A refused connection fails at
+// once (ports.ErrRefused); refused credentials match ports.ErrAuth, a
+// failed TLS handshake ports.ErrTLS.
 func New(ctx context.Context, opts Options) (*Adapter, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	type result struct {
-		c   *conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() { // sarama has no context: dial in the background
-		c, err := connect(opts)
-		ch <- result{c, err}
-	}()
-	var c *conn
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, r.err
+	c, err := kit.Await(ctx, func() (*conn, error) { return connect(opts) }, func(c *conn, _ error) {
+		if c != nil {
+			_ = c.Close(context.Background())
 		}
-		c = r.c
-	case <-ctx.Done():
-		go func() { // close what the abandoned dial returns
-			if r := <-ch; r.c != nil {
-				_ = r.c.Close(context.Background())
-			}
-		}()
-		return nil, ctx.Err()
+	})
+	if err != nil {
+		return nil, err
 	}
 	var secrets []string
 	if opts.SASL.Password != "" {
@@ -90,16 +68,16 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 }
 
 func connect(opts Options) (*conn, error) {
-	c := &conn{opts: opts, names: names{ns: opts.Namespace, existing: opts.Existing}, topics: map[string]bool{}}
+	c := &conn{opts: opts, names: names{ns: opts.Namespace, existing: opts.Existing}}
 	fail := func(what string, err error) (*conn, error) {
 		_ = c.Close(context.Background())
 		return nil, &ports.BrokerError{Op: "connect", Code: c.Classify(err).Code, Err: fmt.Errorf("kafka: %s: %w", what, err)}
 	}
-	if err := opts.preflight(5 * time.Second); err != nil {
+	if err := adapters.Preflight(opts.Brokers, opts.TLS, 5*time.Second); err != nil {
 		return fail("connect", err)
 	}
 	var err error
-	if c.client, err = sarama.NewClient(opts.Brokers, opts.producerConfig()); err != nil {
+	if c.client, err = sarama.NewClient(opts.Brokers, opts.config("producer", 0)); err != nil {
 		return fail("connect", opts.explainConnect(err))
 	}
 	if c.prod, err = newProducer(c.client); err != nil {
@@ -115,7 +93,7 @@ func connect(opts Options) (*conn, error) {
 	return c, nil
 }
 
-// Name returns "kafka". It works on the zero Adapter.
+// Name returns "kafka", also on the zero Adapter.
 func (a *Adapter) Name() string { return "kafka" }
 
 // Capabilities works on the zero Adapter, for the capability matrix.
@@ -128,30 +106,18 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 
 func (c *conn) Name() string { return "kafka" }
 
-// Capabilities: confirmed sends, per-offset acknowledgement with prefix
-// commits, broadcast through per-instance groups, durable groups, start at
-// the oldest offset, single-active groups (singleActive), retention.ms.
-// Delay, requeue and dead letters are the portable layer's copies;
-// redelivery counts are a lower bound (a crash before a commit redelivers
-// without counting).
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, DurableGroups: true,
 		Ordering: ports.OrderNone, StartEarliest: true, SingleActive: true, Retention: true,
 		MaxMessageBytes: cmp.Or(c.opts.MaxMessageBytes, DefaultMaxMessageBytes), SizeCountsEnvelope: true,
-		InstanceGuard: ports.InstanceRefused, // detected from the instance group's members (instance.go)
+		InstanceGuard: ports.InstanceRefused,
 	}
 }
 
-// recordVersion is the record format sarama sizes messages in (Kafka
-// 0.11+ record batches, which Options.Version always is).
-const recordVersion = 2
-
-// SendBatch publishes msgs with acks=all and returns when every one is
-// confirmed. A message larger than Options.MaxMessageBytes as sarama
-// counts it (payload, key, headers and the record overhead) is refused
-// with a *ports.SizeError before its topic is created or anything is
-// sent. A producer failure wraps ports.ErrUnconfirmed.
+// SendBatch publishes msgs with acks=all and returns when each is
+// confirmed. A message larger than MaxMessageBytes as sarama counts it
+// (record format 2, envelope included) is refused before anything is sent.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	var errs []error
 	fail := func(i int, err error) {
@@ -166,16 +132,13 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		m := &msgs[i]
 		phys := c.names.topic(m.Topic)
 		pm := producerMessage(phys, m)
-		if err := m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(recordVersion)-len(m.Payload)); err != nil {
+		if err := m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload)); err != nil {
 			fail(i, err)
-			continue
-		}
-		if err := c.ensureTopic(ctx, phys); err != nil {
+		} else if err := c.ensureTopic(ctx, phys); err != nil {
 			fail(i, err)
-			continue
+		} else {
+			pms, idx = append(pms, pm), append(idx, i)
 		}
-		pms = append(pms, pm)
-		idx = append(idx, i)
 	}
 	for j, err := range c.prod.publish(ctx, pms) {
 		if err != nil {
@@ -188,26 +151,34 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	return errs
 }
 
-// ensureTopic creates phys (unless NoCreateTopics) and waits until the
-// client's metadata knows it.
+// createTopic creates phys unless NoCreateTopics or Existing adopts it;
+// exists reports a topic that was there already.
+func (c *conn) createTopic(phys string, d *sarama.TopicDetail) (exists bool, err error) {
+	if c.opts.NoCreateTopics || c.opts.Existing.adopted(phys) {
+		return true, nil
+	}
+	d.NumPartitions, d.ReplicationFactor = c.opts.Partitions, c.opts.ReplicationFactor
+	if err = c.admin.CreateTopic(phys, d, false); errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		return true, nil
+	} else if err != nil {
+		return false, fmt.Errorf("kafka: create topic %s: %w", phys, err)
+	}
+	return false, nil
+}
+
+// ensureTopic creates phys and waits until the client's metadata has it.
 func (c *conn) ensureTopic(ctx context.Context, phys string) error {
-	c.topicsMu.Lock()
-	known := c.topics[phys]
-	c.topicsMu.Unlock()
-	if known {
+	if _, ok := c.topics.Load(phys); ok {
 		return nil
 	}
-	if !c.opts.NoCreateTopics && !c.opts.Existing.adopted(phys) {
-		err := c.admin.CreateTopic(phys, &sarama.TopicDetail{NumPartitions: c.opts.Partitions, ReplicationFactor: c.opts.ReplicationFactor}, false)
-		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-			return fmt.Errorf("kafka: create topic %s: %w", phys, err)
-		}
+	if _, err := c.createTopic(phys, &sarama.TopicDetail{}); err != nil {
+		return err
 	}
 	for {
-		err := c.client.RefreshMetadata(phys)
-		if err == nil {
-			if ps, perr := c.client.Partitions(phys); perr == nil && len(ps) > 0 {
-				break
+		if c.client.RefreshMetadata(phys) == nil {
+			if ps, err := c.client.Partitions(phys); err == nil && len(ps) > 0 {
+				c.topics.Store(phys, true)
+				return nil
 			}
 		}
 		select {
@@ -216,29 +187,18 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	c.topicsMu.Lock()
-	c.topics[phys] = true
-	c.topicsMu.Unlock()
-	return nil
 }
 
-// Classify maps sarama's and the network's errors to portable codes by
-// type and code.
+// Classify maps sarama's and the network's errors by type and code.
 func (c *conn) Classify(err error) driver.Class {
 	var se *sessionError
 	if errors.As(err, &se) { // the consume loop rejoins
-		class := c.Classify(se.err)
+		class := c.Classify(errors.Unwrap(se.error))
 		class.Retryable = class.Code != ports.ErrAuth
 		return class
 	}
-	if errors.Is(err, ports.ErrInvalid) {
+	if errors.Is(err, ports.ErrInvalid) || (c.opts.TLS == nil && errors.Is(err, ports.ErrTLS)) {
 		return driver.Class{}
-	}
-	if errors.Is(err, ports.ErrTLS) { // adapters.TLSError too
-		if c.opts.TLS == nil {
-			return driver.Class{}
-		}
-		return driver.Class{Code: ports.ErrTLS}
 	}
 	for _, k := range classes {
 		for _, e := range k.errs {
@@ -255,7 +215,7 @@ func (c *conn) Classify(err error) driver.Class {
 	case errors.As(err, &ne):
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	case errors.As(err, &kerr):
-		return driver.Class{Retryable: true} // a broker error code: a retry or rejoin may clear it
+		return driver.Class{Retryable: true} // a retry or rejoin may clear a broker error code
 	}
 	return driver.Class{}
 }
@@ -264,6 +224,7 @@ var classes = []struct {
 	class driver.Class
 	errs  []error
 }{
+	{driver.Class{Code: ports.ErrTLS}, []error{ports.ErrTLS}},
 	{driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}, []error{ports.ErrUnconfirmed}},
 	{driver.Class{Code: ports.ErrAuth}, []error{ports.ErrAuth, sarama.ErrSASLAuthenticationFailed,
 		sarama.ErrTopicAuthorizationFailed, sarama.ErrGroupAuthorizationFailed, sarama.ErrClusterAuthorizationFailed}},
@@ -277,14 +238,12 @@ var classes = []struct {
 		sarama.ErrNotCoordinatorForConsumer, sarama.ErrConsumerCoordinatorNotAvailable}},
 }
 
-// Close flushes the producer and closes the clients (the portable layer
-// stopped the subscriptions first).
+// Close flushes the producer and closes the clients.
 func (c *conn) Close(ctx context.Context) error {
-	done := make(chan error, 1)
-	go func() {
+	_, err := kit.Await(ctx, func() (struct{}, error) {
 		var es []error
 		if c.prod != nil {
-			es = append(es, c.prod.close())
+			c.prod.close()
 		}
 		if c.admin != nil {
 			es = append(es, c.admin.Close())
@@ -292,12 +251,7 @@ func (c *conn) Close(ctx context.Context) error {
 		if c.client != nil {
 			es = append(es, c.client.Close())
 		}
-		done <- errors.Join(es...)
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+		return struct{}{}, errors.Join(es...)
+	}, nil)
+	return err
 }

@@ -20,37 +20,35 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// sub is the driver subscription: one consumer-group member on one topic.
-// ReceiveBatch reads sarama's claim channels itself (no goroutine of the
-// adapter in between); SendAcks records offsets (no I/O), committed as
-// the package documentation says.
+// sub is one consumer-group member on one topic. ReceiveBatch reads
+// sarama's claim channels itself; SendAcks records offsets (no I/O) and the
+// commit loop commits each partition's contiguous acknowledged prefix.
 type sub struct {
 	c           *conn
 	spec        ports.SubscriptionSpec
 	phys, group string
-	limit       int           // bound on the records pulled and not handed out
-	retention   time.Duration // records older than it are skipped (0: none)
+	limit       int           // records pulled and not handed out
+	retention   time.Duration // older records are skipped (0: none)
 
 	client, commitClient sarama.Client // commits get their own connection: not behind a Fetch long poll
 	cg                   sarama.ConsumerGroup
 	cancel               context.CancelFunc // ends the consume loop
 	loops                sync.WaitGroup
 	established          chan struct{} // closed by the first Setup
-	setupErr, failed     chan error    // a failed first session; a later one, for ReceiveBatch
-	wake, kick, stop     chan struct{} // ReceiveBatch has records or claims; commit now; Close
+	setupErr, failed     chan error    // a failed first session; a later one
+	wake, kick, stop     chan struct{} // records or claims changed; commit now; Close
 	recorded             atomic.Int64  // offsets recorded since the last commit
 
-	fence sync.Mutex // held by a commit and by revoking partitions
+	fence sync.Mutex // a revoked partition is never committed
 
 	mu     sync.Mutex
 	parts  map[int32]*partition // the session's partitions
 	claims []*partition         // those with a channel; replaced, never changed
-	ready  []driver.Record      // pulled, or released by an ack, to hand out
+	ready  []driver.Record      // to hand out
 	held   int                  // records waiting behind their key
-
-	out   []driver.Record      // ReceiveBatch's result, reused
-	batch []fetched            // pull's, reused
-	cases []reflect.SelectCase // ReceiveBatch's wait, reused
+	out    []driver.Record      // reused by ReceiveBatch
+	batch  []fetched
+	cases  []reflect.SelectCase
 
 	closeOnce sync.Once
 	closeErr  error
@@ -59,7 +57,7 @@ type sub struct {
 
 var _ driver.AckFlusher = (*sub)(nil)
 
-// partition is one partition claimed in one session (generation).
+// partition is one partition claimed in one generation.
 type partition struct {
 	topic           string // physical
 	id, gen         int32
@@ -69,34 +67,25 @@ type partition struct {
 
 	mu        sync.Mutex
 	revoked   bool
-	log       []entry // fetched offsets from mark on, in order; log[head:] is live
-	head      int
-	mark      int64                      // commit position: every fetched offset below it is done
-	committed int64                      // accepted by the broker (-1: none)
-	keys      map[string][]driver.Record // a key with a record out: the records waiting behind it
+	offs      kit.Offsets // fetched, done in any order
+	committed int64       // accepted by the broker (-1: none)
+	hold      kit.KeyHold[driver.Record]
+	names     map[string]string // header names, interned
 }
 
-type entry struct {
-	off  int64
-	done bool
-}
-
-// handle is a record's driver handle.
 type handle struct {
 	p   *partition
 	off int64
 	key string
 }
 
-// fetched is a record read from a claim's channel.
 type fetched struct {
 	p  *partition
 	cm *sarama.ConsumerMessage
 }
 
-// Subscribe joins the consumer group of spec and returns once the session
-// is established and the start offsets of its partitions are committed,
-// so that a message sent after it returns is delivered.
+// Subscribe returns once the group session is established and its start
+// offsets committed: a message sent after it returns is delivered.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	s := &sub{c: c, spec: spec, phys: c.names.topic(spec.Topic), group: c.names.group(spec, spec.Instance),
 		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
@@ -144,9 +133,8 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	return nil, err
 }
 
-// consumeLoop calls sarama's Consume, one session after the other (a
-// rebalance ends one). A failed session is returned by ReceiveBatch (the
-// portable layer reports it) and rejoined after a backoff.
+// consumeLoop runs one session after the other; a failed one is returned
+// by ReceiveBatch and rejoined after a backoff.
 func (s *sub) consumeLoop(ctx context.Context) {
 	defer s.loops.Done()
 	rejoin := kit.DefaultBackoff
@@ -167,7 +155,7 @@ func (s *sub) consumeLoop(ctx context.Context) {
 		default:
 		}
 		select {
-		case to <- &sessionError{group: s.group, err: err}:
+		case to <- &sessionError{fmt.Errorf("kafka: group %s session: %w", s.group, err)}:
 		default:
 		}
 		select {
@@ -178,21 +166,13 @@ func (s *sub) consumeLoop(ctx context.Context) {
 	}
 }
 
-// sessionError is a failed group session: retryable, the consume loop
-// rejoins (see Classify).
-type sessionError struct {
-	group string
-	err   error
-}
+// sessionError is a failed group session (the consume loop rejoins).
+type sessionError struct{ error }
 
-func (e *sessionError) Error() string {
-	return fmt.Sprintf("kafka: group %s session: %v", e.group, e.err)
-}
+func (e *sessionError) Unwrap() error { return e.error }
 
-func (e *sessionError) Unwrap() error { return e.err }
-
-// commitLoop commits on the interval and when the threshold is reached;
-// a failure is retried on the next round (a lost commit only redelivers).
+// commitLoop commits on the interval and threshold; a failure is retried
+// on the next round.
 func (s *sub) commitLoop() {
 	defer s.loops.Done()
 	tick := time.NewTicker(s.c.opts.CommitInterval)
@@ -215,9 +195,8 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// ReceiveBatch returns up to max records from ready, after pulling what
-// the claims' channels hold; when there is none it waits on the channels,
-// a release, a new claim, a session failure and ctx.
+// ReceiveBatch pulls what the claims hold and returns up to max ready
+// records; with none it waits on the claims, wake, a failure and ctx.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	var first *fetched
 	for {
@@ -263,10 +242,9 @@ func recv[T any](ch <-chan T) reflect.SelectCase {
 	return reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)}
 }
 
-// pull reads what the claims' channels hold, without waiting, up to room
-// records besides first, and queues them in ready oldest first (by
-// timestamp across partitions, as they were produced: a dead-letter walk
-// sees every partition's originals before the copies it put back).
+// pull takes up to room records besides first from the claims without
+// waiting and accepts them oldest first across partitions (a walk sees
+// the originals before the copies it put back).
 func (s *sub) pull(claims []*partition, first *fetched, room int) {
 	batch := s.batch[:0]
 	if first != nil {
@@ -296,7 +274,6 @@ func (s *sub) pull(claims []*partition, first *fetched, room int) {
 	s.batch = batch
 }
 
-// drained drops a claim whose channel sarama closed.
 func (s *sub) drained(p *partition) {
 	s.mu.Lock()
 	p.msgs = nil
@@ -309,11 +286,9 @@ func (s *sub) rebuildLocked() {
 	signal(s.wake)
 }
 
-// accept takes a fetched record into its partition's log and queues it in
-// ready. A record outside the key filter, or older than the topic's
-// retention (Kafka deletes whole segments, late), is done at once; one
-// whose key has a record out waits behind it; one of a revoked partition
-// is dropped (its new owner delivers it).
+// accept logs a record and readies it. One outside the key filter or older
+// than the retention (Kafka deletes segments late) is done at once; one
+// whose key has a record out waits; one of a revoked partition is dropped.
 func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	r := decode(cm, s.spec.Topic, p, now)
 	h := &handle{p: p, off: cm.Offset, key: r.Message.Key}
@@ -325,41 +300,23 @@ func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	if p.revoked {
 		return
 	}
-	p.log = append(p.log, entry{off: cm.Offset, done: skip})
+	p.offs.Add(cm.Offset, skip)
 	if skip {
-		p.advanceLocked()
 		s.recorded.Add(1)
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h.key != "" {
-		if q, busy := p.keys[h.key]; busy {
-			p.keys[h.key] = append(q, r)
-			s.held++
-			return
-		}
-		p.keys[h.key] = nil
-	}
-	s.ready = append(s.ready, r)
-}
-
-// advanceLocked moves mark over the done prefix of the log.
-func (p *partition) advanceLocked() {
-	for p.head < len(p.log) && p.log[p.head].done {
-		p.mark = p.log[p.head].off + 1
-		p.head++
-	}
-	if p.head > 64 && p.head*2 > len(p.log) {
-		n := copy(p.log, p.log[p.head:])
-		p.log, p.head = p.log[:n], 0
+	if p.hold.Admit(h.key, r) {
+		s.ready = append(s.ready, r)
+	} else {
+		s.held++
 	}
 }
 
-// SendAcks records the offsets of handles as done (no I/O). When a
-// partition of theirs was revoked meanwhile it records none of them and
-// returns an error wrapping driver.ErrRecordsLost: this member commits
-// nothing of that partition, and its new owner redelivers the records.
+// SendAcks records offsets (no I/O). If a partition of theirs was revoked
+// it records none and returns driver.ErrRecordsLost: the new owner
+// redelivers them.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	for _, x := range handles {
 		p := x.(*handle).p
@@ -386,33 +343,18 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-// ack marks h's offset done, advances the mark and frees h's key; it
-// returns the next record of the key, if one waits.
+// ack marks h's offset done and returns the next record of its key.
 func (p *partition) ack(h *handle) (driver.Record, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.revoked {
 		return driver.Record{}, false
 	}
-	live := p.log[p.head:]
-	if i := sort.Search(len(live), func(i int) bool { return live[i].off >= h.off }); i < len(live) && live[i].off == h.off {
-		live[i].done = true
-		p.advanceLocked()
-	}
-	q, busy := p.keys[h.key]
-	if h.key == "" || !busy {
-		return driver.Record{}, false
-	}
-	if len(q) == 0 {
-		delete(p.keys, h.key)
-		return driver.Record{}, false
-	}
-	p.keys[h.key] = q[1:]
-	return q[0], true
+	p.offs.Done(h.off)
+	return p.hold.Release(h.key)
 }
 
-// FlushAcks commits every offset recorded before the call, retrying a
-// failed commit every Options.CommitRetry until ctx is done.
+// FlushAcks commits what was recorded, retrying every CommitRetry.
 func (s *sub) FlushAcks(ctx context.Context) error {
 	for {
 		err := s.commit(s.partitions())
@@ -433,9 +375,8 @@ func (s *sub) partitions() []*partition {
 	return slices.Collect(maps.Values(s.parts))
 }
 
-// commit commits the moved partitions of ps, one OffsetCommit request per
-// generation with its generation and member id. Holding the fence, no
-// partition is revoked meanwhile: a revoked member never commits.
+// commit sends one OffsetCommit per generation for the moved partitions
+// of ps, under the fence.
 func (s *sub) commit(ps []*partition) error {
 	s.fence.Lock()
 	defer s.fence.Unlock()
@@ -444,8 +385,8 @@ func (s *sub) commit(ps []*partition) error {
 	moved := map[*partition]int64{}
 	for _, p := range ps {
 		p.mu.Lock()
-		if !p.revoked && p.mark > p.committed {
-			moved[p] = p.mark
+		if !p.revoked && p.offs.Mark() > p.committed {
+			moved[p] = p.offs.Mark()
 		}
 		p.mu.Unlock()
 		if pos, ok := moved[p]; ok {
@@ -458,13 +399,8 @@ func (s *sub) commit(ps []*partition) error {
 	}
 	var errs []error
 	for gen, req := range reqs {
-		var resp *sarama.OffsetCommitResponse
-		coord, err := s.commitClient.Coordinator(s.group)
-		if err == nil {
-			resp, err = coord.CommitOffset(req)
-		}
+		resp, err := commitOffsets(s.commitClient, s.group, req)
 		if err != nil {
-			_ = s.commitClient.RefreshCoordinator(s.group)
 			errs = append(errs, fmt.Errorf("kafka: commit %s: %w", s.group, err))
 			continue
 		}
@@ -483,9 +419,8 @@ func (s *sub) commit(ps []*partition) error {
 	return errors.Join(errs...)
 }
 
-// release commits what ps recorded (best effort: a failure only means a
-// redelivery), then fences them: nothing of them is committed or handed
-// out afterwards.
+// release commits what ps recorded (best effort), then revokes them:
+// nothing of them is committed or handed out afterwards.
 func (s *sub) release(ps ...*partition) {
 	_ = s.commit(ps)
 	s.fence.Lock()
@@ -494,10 +429,8 @@ func (s *sub) release(ps ...*partition) {
 	for _, p := range ps {
 		p.mu.Lock()
 		p.revoked = true
-		for _, q := range p.keys {
-			dropped += len(q)
-		}
-		p.keys, p.log = nil, nil
+		dropped += p.hold.Waiting()
+		p.hold, p.offs = kit.KeyHold[driver.Record]{}, kit.Offsets{}
 		p.mu.Unlock()
 	}
 	s.mu.Lock()
@@ -512,18 +445,16 @@ func (s *sub) release(ps ...*partition) {
 	s.rebuildLocked()
 }
 
-// groupHandler is the sarama.ConsumerGroupHandler of a subscription.
 type groupHandler sub
 
-// Setup makes the session's partitions and commits the start offset of
-// every partition the group has no commit for yet, so that what is sent
-// while every member is down is kept for the group.
+// Setup commits the start offset of every claimed partition without a
+// commit, so that what is sent while every member is down is kept.
 func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	s := (*sub)(h)
 	ids := sess.Claims()[s.phys]
 	parts := make(map[int32]*partition, len(ids))
 	if len(ids) > 0 {
-		committed, err := s.committedOffsets(ids)
+		committed, err := committedOffsets(s.commitClient, s.group, s.phys, ids)
 		if err != nil {
 			return err
 		}
@@ -541,7 +472,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 			}
 			parts[id] = &partition{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(),
 				idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(sess.GenerationID())),
-				mark: start, committed: committed[id], keys: map[string][]driver.Record{}}
+				offs: kit.NewOffsets(start), committed: committed[id]}
 		}
 		if err := s.commit(slices.Collect(maps.Values(parts))); err != nil {
 			return fmt.Errorf("kafka: group %s: committing start offsets failed: %w", s.group, err)
@@ -558,9 +489,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	return nil
 }
 
-// ConsumeClaim hands the claim's channel to ReceiveBatch and waits for the
-// session to end; then it commits what the partition recorded and fences
-// it.
+// ConsumeClaim hands the channel to ReceiveBatch until the session ends.
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	s := (*sub)(h)
 	s.mu.Lock()
@@ -578,28 +507,28 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	return nil
 }
 
-// Cleanup releases the partitions left (claims that never started).
 func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
 	s := (*sub)(h)
 	s.release(s.partitions()...)
 	return nil
 }
 
-// committedOffsets fetches the group's committed offsets (-1: none).
-func (s *sub) committedOffsets(ids []int32) (map[int32]int64, error) {
-	coord, err := s.commitClient.Coordinator(s.group)
+// committedOffsets fetches group's commits on phys's partitions ids (-1:
+// none).
+func committedOffsets(client sarama.Client, group, phys string, ids []int32) (map[int32]int64, error) {
+	coord, err := client.Coordinator(group)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := coord.FetchOffset(sarama.NewOffsetFetchRequest(s.commitClient.Config().Version, s.group, map[string][]int32{s.phys: ids}))
+	resp, err := coord.FetchOffset(sarama.NewOffsetFetchRequest(client.Config().Version, group, map[string][]int32{phys: ids}))
 	if err != nil {
-		_ = s.commitClient.RefreshCoordinator(s.group)
+		_ = client.RefreshCoordinator(group)
 		return nil, err
 	}
 	out := make(map[int32]int64, len(ids))
 	for _, id := range ids {
 		out[id] = -1
-		if b := resp.GetBlock(s.phys, id); b != nil && b.Err != sarama.ErrNoError {
+		if b := resp.GetBlock(phys, id); b != nil && b.Err != sarama.ErrNoError {
 			return nil, b.Err
 		} else if b != nil {
 			out[id] = b.Offset
@@ -608,10 +537,20 @@ func (s *sub) committedOffsets(ids []int32) (map[int32]int64, error) {
 	return out, nil
 }
 
-// Close commits what was acknowledged and fences every partition (nothing
-// unacknowledged is committed: the group redelivers it), leaves the group
-// and closes the clients; a Broadcast group without InstanceTTL is
-// deleted. It returns when done or when ctx is done (the rest goes on).
+func commitOffsets(client sarama.Client, group string, req *sarama.OffsetCommitRequest) (*sarama.OffsetCommitResponse, error) {
+	coord, err := client.Coordinator(group)
+	var resp *sarama.OffsetCommitResponse
+	if err == nil {
+		resp, err = coord.CommitOffset(req)
+	}
+	if err != nil {
+		_ = client.RefreshCoordinator(group)
+	}
+	return resp, err
+}
+
+// Close commits what was acknowledged, leaves the group, deletes a
+// Broadcast group without InstanceTTL and closes the clients.
 func (s *sub) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		go func() {

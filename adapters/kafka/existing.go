@@ -11,17 +11,12 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Existing maps logical topics and groups onto Kafka topics and consumer
-// groups that exist already, so that a service written against its own
-// names moves to sluice without renaming anything. An adopted topic is
-// never created or reconfigured (New checks that it exists); an adopted
-// group keeps its committed offsets, and sluice commits to it as the old
-// consumers did.
+// Existing adopts Kafka topics and consumer groups that exist already
+// under their own names. An adopted topic is never created or reconfigured
+// (New checks that it exists); an adopted group keeps its commits.
 type Existing struct {
-	// Topics maps a logical topic to its physical topic (e.g.
-	// "billing.invoices" → "dc3.billing.invoices"). To adopt a topic's
-	// dead-letter topic, map "<topic>.dlq" too; otherwise it is created as
-	// "<ns>.<topic>.dlq".
+	// Topics maps a logical topic to its physical topic; map
+	// "<topic>.dlq" too to adopt its dead-letter topic.
 	Topics map[ports.Topic]string
 	// Groups maps a LoadBalance group of a topic to its consumer group id.
 	Groups map[ExistingGroup]string
@@ -53,12 +48,10 @@ func (e *Existing) validate() error {
 	return nil
 }
 
-// adopted reports whether phys is an adopted physical topic.
 func (e *Existing) adopted(phys string) bool {
 	return e != nil && slices.Contains(slices.Collect(maps.Values(e.Topics)), phys)
 }
 
-// check verifies that every adopted topic exists.
 func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	if e == nil || len(e.Topics) == 0 {
 		return nil
@@ -75,11 +68,8 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	return nil
 }
 
-// names derives physical names: the namespace, a dot and the topic's
-// flat form (Topic.Physical(".."): a scoped "tenant/ns/name" becomes
-// "tenant..ns..name", one-to-one since ".." is reserved and Kafka topic
-// names cannot hold '/') with '_' escaped (escapeUnderscore), unless
-// Options.Existing adopts the topic.
+// names derives physical names: "<ns>." + Topic.Physical("..") with '_'
+// escaped, unless Existing adopts the topic.
 type names struct {
 	ns       string
 	existing *Existing
@@ -94,7 +84,6 @@ func (n names) topic(t ports.Topic) string {
 	return n.ns + "." + escapeUnderscore(t.Physical(".."))
 }
 
-// group returns the consumer group of spec for this instance.
 func (n names) group(spec ports.SubscriptionSpec, instance string) string {
 	if spec.Mode == ports.Broadcast {
 		base := spec.Group
@@ -111,13 +100,9 @@ func (n names) group(spec ports.SubscriptionSpec, instance string) string {
 	return n.ns + "." + spec.Group
 }
 
-// escapeUnderscore maps a flat name onto one without '_', one-to-one.
-// Kafka refuses a topic whose name equals an existing one's once '.' and
-// '_' are taken as the same character (they collide in its metric
-// names), so "a.b" and "a_b" cannot both exist: '_' becomes "-u", and a
-// '-' followed by '-', 'u' or '_' becomes "--", so the result decodes
-// uniquely (unescapeUnderscore). A name without '_', "--" or "-u" is
-// unchanged.
+// escapeUnderscore maps a name onto one without '_', one-to-one (Kafka
+// takes '.' and '_' as one character): '_' becomes "-u", a '-' before '-',
+// 'u' or '_' becomes "--".
 func escapeUnderscore(s string) string {
 	if !strings.Contains(s, "_") && !strings.Contains(s, "--") && !strings.Contains(s, "-u") {
 		return s

@@ -13,13 +13,11 @@ import (
 )
 
 // StartPosition is where a consumer group starts on a partition it has
-// never committed an offset for.
+// no commit for: its end (StartNewest, the default) or its oldest record.
 type StartPosition int
 
 const (
-	// StartNewest starts at the end of the partition (the default).
 	StartNewest StartPosition = iota
-	// StartOldest starts at the oldest retained message.
 	StartOldest
 )
 
@@ -29,55 +27,39 @@ const DefaultMaxMessageBytes = 1_000_000
 // Options configures an [Adapter]. Brokers is required; every other zero
 // field takes the default its comment names.
 type Options struct {
-	Brokers           []string            // bootstrap addresses ("127.0.0.1:9092")
-	Namespace         string              // prefixes every topic and group; default "sluice"
-	ClientID          string              // default "sluice"
-	Version           sarama.KafkaVersion // at least 0.11 for the idempotent producer; default 2.8.0
-	Partitions        int32               // of the topics the adapter creates; default 4
-	ReplicationFactor int16               // of the topics the adapter creates; default 1
-	// NoCreateTopics stops the adapter from creating missing topics (and
-	// dead-letter topics) itself.
-	NoCreateTopics bool
-	StartFrom      StartPosition // where a new group starts on a partition; default StartNewest
-	// DisableIdempotence turns the idempotent producer off, for brokers
-	// that refuse InitProducerId. acks=all is always on.
-	DisableIdempotence bool
+	Brokers            []string            // bootstrap addresses ("127.0.0.1:9092")
+	Namespace          string              // prefixes every topic and group; default "sluice"
+	ClientID           string              // default "sluice"
+	Version            sarama.KafkaVersion // at least 0.11 for the idempotent producer; default 2.8.0
+	Partitions         int32               // of the topics the adapter creates; default 4
+	ReplicationFactor  int16               // of the topics the adapter creates; default 1
+	NoCreateTopics     bool                // the adapter creates no topic itself
+	StartFrom          StartPosition       // where a new group starts on a partition
+	DisableIdempotence bool                // for brokers that refuse InitProducerId; acks=all stays on
 
 	SessionTimeout    time.Duration // consumer-group session; default 10s
 	HeartbeatInterval time.Duration // a rebalance is noticed within one; default 1s
 	RebalanceTimeout  time.Duration // default 10s
-	// CommitInterval is how often a subscription commits the offsets its
-	// acknowledgements recorded (an Ack does not wait for the commit); a
-	// crash redelivers what was recorded in the last interval. Default
-	// 100ms. CommitThreshold commits at once when that many were recorded
-	// since the last commit (default 1000); CommitRetry paces the retries
-	// of Flush and of rejoining a failed group session (default 200ms).
+	// A subscription commits what acknowledgements recorded every
+	// CommitInterval (100ms; a crash redelivers what was recorded since),
+	// or once CommitThreshold (1000) were recorded; CommitRetry (200ms)
+	// paces the retries of Flush and of rejoining a failed session.
 	CommitInterval  time.Duration
 	CommitThreshold int
 	CommitRetry     time.Duration
-	// Buffer bounds the records a subscription has pulled and not handed
-	// out (waiting behind an unsettled record of their key, or for the next
-	// Receive), as a multiple of SubscriptionSpec.InFlight. Default 4.
-	Buffer int
-
-	// Existing adopts topics and consumer groups that exist already under
-	// their own names (see Existing).
-	Existing *Existing
-	// MaxMessageBytes bounds a record as sarama counts it (payload, key,
-	// headers — sluice's envelope included — and the record overhead).
-	// Default DefaultMaxMessageBytes, below sarama's
-	// Producer.MaxMessageBytes (1 MiB) and the broker's message.max.bytes;
-	// raise it only with both of those.
-	MaxMessageBytes int
-
-	Logger *slog.Logger // default slog.Default()
-	// TLS, when set, connects with TLS (RootCAs, Certificates for mutual
-	// TLS, ServerName when the certificates name another host).
-	TLS  *tls.Config
-	SASL SASL // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; default none
-	// Sarama, when set, is called on each sarama configuration the adapter
-	// builds, after its own settings. It must not turn off acks=all or
-	// Return.Successes.
+	// Buffer bounds the records pulled and not handed out, as a multiple of
+	// SubscriptionSpec.InFlight. Default 4.
+	Buffer   int
+	Existing *Existing // adopted topics and groups
+	// MaxMessageBytes bounds a record as sarama counts it (envelope and
+	// overhead included); raise it only with sarama's
+	// Producer.MaxMessageBytes and the broker's message.max.bytes.
+	MaxMessageBytes int // default DefaultMaxMessageBytes
+	Logger          *slog.Logger
+	TLS             *tls.Config // nil: plaintext
+	SASL            SASL
+	// Sarama is called on each sarama configuration after the adapter's
+	// settings; it must not turn off acks=all or Return.Successes.
 	Sarama func(*sarama.Config)
 }
 
@@ -110,7 +92,7 @@ func (c Options) validate() error {
 	if err := c.Existing.validate(); err != nil {
 		return err
 	}
-	if p := c.producerConfig().Producer.MaxMessageBytes; c.MaxMessageBytes > p {
+	if p := c.config("producer", 0).Producer.MaxMessageBytes; c.MaxMessageBytes > p {
 		return invalid("MaxMessageBytes", fmt.Sprintf("%d is above the producer's Producer.MaxMessageBytes %d: raise that too (Options.Sarama), and the broker's message.max.bytes", c.MaxMessageBytes, p))
 	}
 	if len(c.Brokers) == 0 {
@@ -128,10 +110,8 @@ func (c Options) validate() error {
 	return c.SASL.validate()
 }
 
-// config is the sarama configuration of one client: the shared settings,
-// then kind's (producer: acks=all, idempotent where allowed, successes
-// returned; consumer: no auto-commit, the group timing of Options), then
-// Options.Sarama.
+// config is the sarama configuration of a "producer", "consumer" or
+// other client, then Options.Sarama.
 func (c Options) config(kind string, inFlight int) *sarama.Config {
 	s := sarama.NewConfig()
 	s.ClientID, s.Version = c.ClientID, c.Version
@@ -165,5 +145,3 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 	}
 	return s
 }
-
-func (c Options) producerConfig() *sarama.Config { return c.config("producer", 0) }

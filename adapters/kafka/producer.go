@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -19,8 +20,8 @@ type producer struct {
 	done   chan struct{} // closed when dispatch returned
 }
 
-// call collects the confirms of one publish; slot is a record's place in
-// it (the record's Metadata).
+// call collects the confirms of one publish; a slot is a record's
+// Metadata.
 type call struct {
 	mu      sync.Mutex
 	errs    []error
@@ -56,8 +57,6 @@ func newProducer(client sarama.Client) (*producer, error) {
 	return p, nil
 }
 
-// dispatch hands every confirm and failure to its call until the producer
-// is closed and drained.
 func (p *producer) dispatch() {
 	defer close(p.done)
 	succ, errs := p.ap.Successes(), p.ap.Errors()
@@ -81,17 +80,15 @@ func (p *producer) dispatch() {
 	}
 }
 
-// publish sends msgs and waits for every confirm: one error per message,
-// nil when confirmed. On ctx cancellation the unconfirmed ones report
-// ctx.Err(): those not yet handed to the producer are not published; those
-// handed over may still be stored.
+// publish sends msgs and returns one error per message, nil when
+// confirmed; when ctx ends first the unconfirmed report ctx.Err().
 func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) []error {
+	if len(msgs) == 0 {
+		return nil
+	}
 	c := &call{errs: make([]error, len(msgs)), pending: make([]bool, len(msgs)), left: len(msgs), done: make(chan struct{})}
 	for i := range c.pending {
 		c.pending[i] = true
-	}
-	if len(msgs) == 0 {
-		return c.errs
 	}
 	p.mu.RLock()
 	queued := 0
@@ -106,14 +103,13 @@ func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) 
 		case <-ctx.Done():
 		}
 	}
-	closed := p.closed
+	err := ctx.Err()
+	if p.closed {
+		err = ports.ErrClosed
+	}
 	p.mu.RUnlock()
 	for i := queued; i < len(msgs); i++ {
-		if closed {
-			c.finish(i, ports.ErrClosed)
-		} else {
-			c.finish(i, ctx.Err())
-		}
+		c.finish(i, err)
 	}
 	select {
 	case <-c.done:
@@ -121,25 +117,21 @@ func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) 
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]error, len(msgs))
-	for i, err := range c.errs {
+	out := slices.Clone(c.errs)
+	for i := range out {
 		if c.pending[i] {
-			err = ctx.Err()
+			out[i] = ctx.Err()
 		}
-		out[i] = err
 	}
 	return out
 }
 
-// close flushes and closes the producer and waits for dispatch.
-func (p *producer) close() error {
+func (p *producer) close() {
 	p.mu.Lock()
-	already := p.closed
-	p.closed = true
-	p.mu.Unlock()
-	if !already {
+	if !p.closed {
+		p.closed = true
 		p.ap.AsyncClose()
 	}
+	p.mu.Unlock()
 	<-p.done
-	return nil
 }

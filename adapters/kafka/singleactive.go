@@ -10,19 +10,11 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// singleActive is the balance strategy of a SingleActive group: every
-// partition of the topic goes to one member, the others get none and stand
-// by. It is sticky: each member tells the leader in its join metadata
-// whether it holds the assignment now and since when it waits, and the
-// leader keeps the assignment with its holder; when the holder left (it
-// stopped, or its session timed out), the member waiting longest takes
-// over. A rebalance therefore moves the assignment only when its holder
-// is gone, or when two members both claim it (after a split); then the
-// one with the smallest member id wins. The handover is at-least-once:
-// what the old holder had not committed is redelivered to the new one.
-//
-// All members of the group must use it (a member of the same group that
-// is not SingleActive fails to join with InconsistentGroupProtocol).
+// singleActive is the balance strategy of a SingleActive group: one
+// member gets every partition, and keeps it until it leaves (each member's
+// join metadata says whether it holds the assignment and since when it
+// waits); then the one waiting longest takes over, and of two claimants the
+// smallest member id. Every member of the group must use it.
 type singleActive struct {
 	since  int64       // when this member first joined, unix nanoseconds
 	active atomic.Bool // this member holds the assignment
@@ -34,7 +26,7 @@ func newSingleActive() *singleActive { return &singleActive{since: time.Now().Un
 
 func (s *singleActive) Name() string { return singleActiveName }
 
-// SubscriptionUserData is this member's claim: 1 byte active, 8 bytes since.
+// SubscriptionUserData: 1 byte active, 8 bytes since.
 func (s *singleActive) SubscriptionUserData([]string) ([]byte, error) {
 	b := make([]byte, 9)
 	if s.active.Load() {
@@ -44,7 +36,6 @@ func (s *singleActive) SubscriptionUserData([]string) ([]byte, error) {
 	return b, nil
 }
 
-// OnAssignment records whether this member got partitions.
 func (s *singleActive) OnAssignment(a *sarama.ConsumerGroupMemberAssignment, _ int32) {
 	held := false
 	if a != nil {
@@ -55,42 +46,30 @@ func (s *singleActive) OnAssignment(a *sarama.ConsumerGroupMemberAssignment, _ i
 	s.active.Store(held)
 }
 
-// Plan gives every partition to the chosen member.
 func (s *singleActive) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
 	if len(members) == 0 {
 		return sarama.BalanceStrategyPlan{}, nil
 	}
 	type cand struct {
-		id     string
-		active bool
-		since  int64
+		id    string
+		since int64 // a holder first (of two, the smallest id), then the longest waiting
 	}
 	cs := make([]cand, 0, len(members))
 	for id, m := range members {
 		c := cand{id: id, since: 1<<63 - 1}
 		if len(m.UserData) == 9 {
-			c.active = m.UserData[0] == 1
 			c.since = int64(binary.BigEndian.Uint64(m.UserData[1:]))
+			if m.UserData[0] == 1 {
+				c.since = -1 << 63
+			}
 		}
 		cs = append(cs, c)
 	}
-	slices.SortFunc(cs, func(a, b cand) int {
-		if a.active != b.active {
-			return map[bool]int{true: -1, false: 1}[a.active]
-		}
-		if a.active { // two claimants (after a split): the smallest id
-			return cmp.Compare(a.id, b.id)
-		}
-		return cmp.Or(cmp.Compare(a.since, b.since), cmp.Compare(a.id, b.id))
-	})
+	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(a.since, b.since), cmp.Compare(a.id, b.id)) })
 	plan := sarama.BalanceStrategyPlan{}
 	for topic, ps := range topics {
-		for _, m := range cs {
-			if !slices.Contains(members[m.id].Topics, topic) {
-				continue
-			}
-			plan.Add(m.id, topic, ps...)
-			break
+		if i := slices.IndexFunc(cs, func(c cand) bool { return slices.Contains(members[c.id].Topics, topic) }); i >= 0 {
+			plan.Add(cs[i].id, topic, ps...)
 		}
 	}
 	return plan, nil

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,30 +13,12 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// kafka:// and kafka+tls:// open the Kafka adapter:
-//
-//	kafka://host:9092[,host2:9092…][/namespace][?client_id=…&partitions=4&replication_factor=1&start=newest|oldest&create_topics=true&session_timeout=10s&heartbeat_interval=1s&idempotent=true]
-//	kafka+tls://user@host:9093/…?mechanism=scram-sha-512&password_file=/run/secrets/kafka&ca_file=/etc/kafka/ca.pem
-//
-// The namespace (the path, or the shared namespace parameter, not both)
-// prefixes every topic and group.
-//
-// kafka+tls:// connects with TLS, verifying the brokers against the
-// system roots or ca_file (each broker by its own host name, unless
-// server_name is given); cert_file and key_file present a client
-// certificate (mutual TLS); insecure=true turns verification off, with a
-// warning. A user name authenticates with SASL: mechanism=plain (the
-// default), scram-sha-256 or scram-sha-512, the password inline, from
-// password_file or from password_env. Open connects before it returns, so
-// refused credentials fail it with an error matching ports.ErrAuth and a
-// failed TLS handshake with one matching ports.ErrTLS.
+// kafka:// and kafka+tls:// open the adapter; the parameters are in
+// docs/adapters/kafka.md.
 func init() {
 	adapters.Register("kafka", adapters.OpenerFunc(openKafka))
 	adapters.Register("kafka+tls", adapters.OpenerFunc(openKafka))
 }
-
-var kafkaParams = []string{"client_id", "partitions", "replication_factor", "start", "create_topics",
-	"session_timeout", "heartbeat_interval", "idempotent", "mechanism"}
 
 func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "kafka+tls"
@@ -53,25 +36,18 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 	if len(kc.Brokers) == 0 {
 		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs at least one broker address, e.g. " + u.Scheme + "://127.0.0.1:9092"}
 	}
-	if ns := strings.Trim(u.Path, "/"); ns != "" {
-		if cfg.Namespace != "" {
-			return nil, &adapters.ParamError{Param: "namespace", Reason: "given both as the URL path and as the namespace parameter or option"}
-		}
-		kc.Namespace = ns
-	} else {
-		kc.Namespace = cfg.Namespace
+	if kc.Namespace = strings.Trim(u.Path, "/"); kc.Namespace != "" && cfg.Namespace != "" {
+		return nil, &adapters.ParamError{Param: "namespace", Reason: "given both as the URL path and as the namespace parameter or option"}
 	}
+	kc.Namespace = cmp.Or(kc.Namespace, cfg.Namespace)
 
 	p := cfg.Params
 	kc.ClientID = p.String("client_id", "")
 	kc.Partitions = int32(p.Int("partitions", 0, 1, 10000))
 	kc.ReplicationFactor = int16(p.Int("replication_factor", 0, 1, 100))
-	switch start := p.String("start", "newest"); start {
-	case "newest":
-		kc.StartFrom = StartNewest
-	case "oldest":
+	if start := p.String("start", "newest"); start == "oldest" {
 		kc.StartFrom = StartOldest
-	default:
+	} else if start != "newest" {
 		return nil, &adapters.ParamError{Param: "start", Reason: fmt.Sprintf("%q is not newest or oldest", start)}
 	}
 	kc.NoCreateTopics = !p.Bool("create_topics", true)
@@ -80,7 +56,8 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 	kc.HeartbeatInterval = p.Duration("heartbeat_interval", 0, 10*time.Millisecond, time.Hour)
 	kc.DisableIdempotence = !p.Bool("idempotent", true)
 	mechanism := p.String("mechanism", "")
-	if err := p.Err(kafkaParams...); err != nil {
+	if err := p.Err("client_id", "partitions", "replication_factor", "start", "create_topics",
+		"session_timeout", "heartbeat_interval", "idempotent", "mechanism"); err != nil {
 		return nil, err
 	}
 	if mechanism != "" {
@@ -107,11 +84,8 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 	}
 	a, err := New(ctx, kc)
 	if err != nil {
-		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrAuth) || errors.Is(err, ports.ErrTLS) || ctx.Err() != nil {
-			return nil, err
-		}
-		var tlsPort *plaintextOnTLSError
-		if errors.As(err, &tlsPort) {
+		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrAuth) || errors.Is(err, ports.ErrTLS) || ctx.Err() != nil ||
+			errors.As(err, new(*plaintextOnTLSError)) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w; check that a Kafka broker listens at %s, that it is reachable from here and advertises an address reachable from here too", err, u.Host)

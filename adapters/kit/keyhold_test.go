@@ -1,0 +1,35 @@
+package kit_test
+
+import (
+	"testing"
+
+	"github.com/sluicemq/sluice/adapters/kit"
+)
+
+func TestKeyHoldOneOutPerKey(t *testing.T) {
+	var k kit.KeyHold[int]
+	for i, key := range []string{"a", "b", "a", "", "a", ""} {
+		out := k.Admit(key, i)
+		if want := i != 2 && i != 4; out != want {
+			t.Fatalf("Admit(%q, %d) = %v, want %v", key, i, out, want)
+		}
+	}
+	if k.Waiting() != 2 {
+		t.Fatalf("Waiting %d, want 2", k.Waiting())
+	}
+	if next, ok := k.Release("a"); !ok || next != 2 {
+		t.Fatalf("Release(a) = %d, %v, want 2, true", next, ok)
+	}
+	if next, ok := k.Release("a"); !ok || next != 4 {
+		t.Fatalf("Release(a) = %d, %v, want 4, true", next, ok)
+	}
+	if _, ok := k.Release("a"); ok {
+		t.Fatal("Release(a) with none waiting returned one")
+	}
+	if !k.Admit("a", 6) || k.Admit("a", 7) {
+		t.Fatal("a released: the next goes out, the one after waits")
+	}
+	if _, ok := k.Release(""); ok || k.Waiting() != 1 {
+		t.Fatalf("Release of the empty key: %v, waiting %d", ok, k.Waiting())
+	}
+}
