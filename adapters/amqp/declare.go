@@ -20,7 +20,7 @@ import (
 // and declares each of spec.Groups' durable queue, bound to the topic. A
 // queue that exists with other arguments is left as it is: a
 // *ports.RedeclareError names each argument that differs. An adopted
-// group's queue is only checked to exist.
+// group's queue is checked to exist with spec's retention and length.
 func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	if spec.QoS == ports.BestEffort && len(spec.Groups) > 0 {
 		return fmt.Errorf("%w: amqp: topic %q is best-effort: its groups' queues are non-durable and exist only while consumed, so they cannot be declared ahead (drop TopicSpec.Groups or use AtLeastOnce)", ports.ErrUnsupported, string(spec.Topic))
@@ -29,7 +29,7 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 		for _, g := range spec.Groups {
 			var err error
 			if q, ok := c.opts.Existing.queue(spec.Topic, g); ok {
-				err = c.queueExists(ctx, q)
+				err = c.verifyAdopted(ctx, q, spec)
 			} else {
 				err = c.declareGroup(ctx, c.topo.groupQueue(spec.Topic, g, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}), spec.Topic, false)
 			}
@@ -41,15 +41,51 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	})
 }
 
-// queueExists checks, passively, that the adopted queue q exists.
-func (c *conn) queueExists(ctx context.Context, q string) error {
-	ch, err := c.pubC.channel(ctx)
+// verifyAdopted checks that the adopted queue q exists and that its
+// x-message-ttl and x-max-length are spec's Retention and MaxLength where
+// spec sets them (its other arguments are not compared); nothing is
+// changed. A difference is a *ports.RedeclareError.
+func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
+	d := queueDecl{name: q, durable: true, args: amqp.Table{}}
+	if spec.Retention > 0 {
+		d.args["x-message-ttl"] = max(int64(spec.Retention/time.Millisecond), 1)
+	}
+	if spec.MaxLength > 0 {
+		d.args["x-max-length"] = int64(spec.MaxLength)
+	}
+	open := func() (*amqp.Channel, error) { return c.pubC.channel(ctx) }
+	ch, err := open()
 	if err == nil {
 		_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
 		ch.Close()
 	}
 	if err != nil {
 		return fmt.Errorf("adopted queue %q does not exist (sluice never declares an adopted queue): %w", q, err)
+	}
+	if len(d.args) == 0 {
+		return nil
+	}
+	if ch, err = open(); err != nil {
+		return err
+	}
+	_, err = ch.QueueDeclare(d.name, d.durable, false, false, false, d.args)
+	ch.Close()
+	if err == nil || !isPrecondition(err) {
+		return err // nil: a no-op declaration, the arguments match
+	}
+	diffs, matched := probe(open, d, err)
+	var texts, all []string
+	for _, x := range diffs {
+		if _, ours := d.args[x.key]; ours || x.key == "" {
+			texts = append(texts, x.text)
+		}
+		all = append(all, x.text)
+	}
+	if len(texts) > 0 {
+		return &ports.RedeclareError{Name: q, Diffs: texts}
+	}
+	if !matched {
+		return fmt.Errorf("%w: adopted queue %q: its retention and length could not be verified (the broker's refusals named arguments sluice cannot express); check them by hand: %s", ports.ErrUnsupported, q, strings.Join(all, "; "))
 	}
 	return nil
 }
