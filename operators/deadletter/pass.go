@@ -160,7 +160,10 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 				return p, err
 			}
 		}
-		if wrapped {
+		// Wrapped: a whole batch of messages this pass already put back.
+		// One put back among new ones is not enough on a broker that is
+		// not first-in first-out (partitions, queues of a topic).
+		if wrapped && len(kept0) == 0 && len(taken) == 0 {
 			p.End = EndWrapped
 			return p, nil
 		}
