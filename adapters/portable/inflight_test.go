@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -13,11 +12,7 @@ import (
 // are left to the broker's redelivery, and the window must not shrink for
 // good (a settlement that keeps failing would otherwise stop Receive).
 func TestFailedSettleGivesTheSlotsBack(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b := newToyBroker()
-	a := portable.New(&toyDriver{b: b}, portable.Options{Logger: quiet})
-	defer func() { _ = a.Close(context.Background()) }()
+	ctx, b, a := newToy(t)
 	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 2})
 	if err != nil {
 		t.Fatal(err)

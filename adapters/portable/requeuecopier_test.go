@@ -12,11 +12,7 @@ import (
 // A requeue copy goes to the requeuing subscription's queue only, with its
 // count; a dead-letter copy still goes through SendBatch.
 func TestRequeueCopiesGoThroughTheSubscription(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b := newToyBroker()
-	a := portable.New(&toyDriver{b: b}, portable.Options{Logger: quiet})
-	defer a.Close(context.Background())
+	ctx, b, a := newToy(t)
 	subscribe := func(topic ports.Topic, group string) ports.Subscription {
 		s, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: topic, Group: group})
 		if err != nil {
@@ -51,4 +47,18 @@ func TestRequeueCopiesGoThroughTheSubscription(t *testing.T) {
 	if dead, err := dlq.Receive(ctx, 1); err != nil || string(dead[0].Payload) != "m" {
 		t.Fatalf("dead-letter topic: %v, %v; want the copy published through SendBatch", dead, err)
 	}
+}
+
+// newToy returns a bounded context, a toy broker and a portable adapter
+// over it, closed when t ends.
+func newToy(t *testing.T) (context.Context, *toyBroker, *portable.Adapter) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	b := newToyBroker()
+	a := portable.New(&toyDriver{b: b}, portable.Options{Logger: quiet})
+	t.Cleanup(func() {
+		_ = a.Close(context.Background())
+		cancel()
+	})
+	return ctx, b, a
 }
