@@ -1,13 +1,12 @@
 // Package kit is the machinery every sluice adapter needs and no broker
-// provides the same way, written once: the buffer behind
-// Subscription.Receive ([Inbox]), the Errors channel that never blocks
+// provides the same way, written once: the Errors channel that never blocks
 // ([Errors]), the requeue and dead-letter copies with their header rules
 // ([RequeueCopy], [DeadLetterCopy]), settlement by confirmed republish for
 // brokers without native requeue counts or dead-letter queues ([Settler]
 // over a [Broker], with the per-delivery state machine of [Tracker]), the
 // local delay for brokers without native delay ([Delayer], over
-// package schedule), reconnect with backoff ([Backoff], [Reconnect]), a connect timeout whose error
-// says what to check ([DialTimeout]) and the record of declared topics for
+// package schedule), reconnect with backoff ([Backoff], [Reconnect]), a
+// connect timeout whose error says what to check ([DialTimeout]) and the record of declared topics for
 // brokers that cannot store a topic's properties ([Declared]).
 //
 // These pieces are assembled once, into the Port, by adapters/portable,
