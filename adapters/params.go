@@ -2,7 +2,10 @@ package adapters
 
 import (
 	"fmt"
+	"math"
 	"net/url"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -148,4 +151,105 @@ func (p *Params) Err(known ...string) error {
 		Reason: fmt.Sprintf("unknown for %s:// (accepted: %s; and where they apply %s, %s)", p.scheme,
 			strings.Join(accepted, ", "), strings.Join(secretParams, ", "), strings.Join(tlsParams, ", ")),
 	}
+}
+
+// Bind sets the fields of the struct opts points to from the parameters
+// their `url` tags name, and returns Err with those names as the accepted
+// ones. A tag is the parameter's name, then optionally a comma and either
+// a range "lo..hi" (integers, floats and durations) or the accepted words
+// "a|b|c" (a string field takes the word; an integer field, such as an
+// enumeration, takes the word's index). An absent parameter leaves its
+// field as it was, so the field's zero value still means "the default":
+//
+//	type Options struct {
+//		Replicas  int           `url:"replicas,1..64"`
+//		Timeout   time.Duration `url:"wait_timeout,1ms..1m"`
+//		QueueType QueueType     `url:"queue_type,quorum|classic"`
+//	}
+//
+// Openers consume the parameters they parse by hand first, and list them
+// in also so that Err names them among the accepted ones.
+func (p *Params) Bind(opts any, also ...string) error {
+	v := reflect.ValueOf(opts).Elem()
+	known := also
+	for i := range v.NumField() {
+		tag, ok := v.Type().Field(i).Tag.Lookup("url")
+		if !ok {
+			continue
+		}
+		name, spec, _ := strings.Cut(tag, ",")
+		known = append(known, name)
+		if _, given := p.q[name]; given {
+			p.bind(v.Field(i), name, spec)
+		}
+	}
+	return p.Err(known...)
+}
+
+// bind parses name into f according to spec (a range or words).
+func (p *Params) bind(f reflect.Value, name, spec string) {
+	if words := strings.Split(spec, "|"); len(words) > 1 {
+		s := p.String(name, "")
+		i := slices.Index(words, s)
+		switch {
+		case i < 0:
+			last := len(words) - 1
+			p.fail(name, fmt.Sprintf("%q is not %s or %s", s, strings.Join(words[:last], ", "), words[last]))
+		case f.Kind() == reflect.String:
+			f.SetString(s)
+		default:
+			f.SetInt(int64(i))
+		}
+		return
+	}
+	lo, hi, _ := strings.Cut(spec, "..")
+	switch {
+	case f.Type() == reflect.TypeFor[time.Duration]():
+		f.SetInt(int64(p.Duration(name, time.Duration(f.Int()), mustDuration(lo, 0), mustDuration(hi, math.MaxInt64))))
+	case f.Kind() == reflect.Int:
+		f.SetInt(int64(p.Int(name, int(f.Int()), mustInt(lo, 0), mustInt(hi, math.MaxInt))))
+	case f.Kind() == reflect.Float64:
+		f.SetFloat(p.Float(name, f.Float(), mustFloat(lo, 0), mustFloat(hi, math.MaxFloat64)))
+	case f.Kind() == reflect.Bool:
+		f.SetBool(p.Bool(name, f.Bool()))
+	case f.Kind() == reflect.String:
+		f.SetString(p.String(name, f.String()))
+	default:
+		panic(fmt.Sprintf("adapters: Params.Bind: field for %q has unsupported type %s", name, f.Type()))
+	}
+}
+
+// The bounds in a url tag are the program's, not the user's: a malformed
+// one is a bug, found by the first test that binds the struct.
+func mustDuration(s string, def time.Duration) time.Duration {
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic("adapters: Params.Bind: bad bound " + s)
+	}
+	return d
+}
+
+func mustInt(s string, def int) int {
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic("adapters: Params.Bind: bad bound " + s)
+	}
+	return n
+}
+
+func mustFloat(s string, def float64) float64 {
+	if s == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		panic("adapters: Params.Bind: bad bound " + s)
+	}
+	return f
 }

@@ -19,7 +19,7 @@ type Options struct {
 	// without a security plugin).
 	Login, Passcode string
 	// VirtualHost is the STOMP host header. Default "localhost".
-	VirtualHost string
+	VirtualHost string `url:"virtual_host"`
 	// TLS, when set, connects to a stomp+ssl connector.
 	TLS *tls.Config
 	// Namespace prefixes every physical destination ("<ns>.<topic>").
@@ -27,18 +27,19 @@ type Options struct {
 	Namespace string
 	// PublishConns is the number of publish connections (ActiveMQ syncs
 	// its store per commit: several let commits overlap). Default 4.
-	PublishConns int
+	PublishConns int `url:"publish_conns,1..64"`
 	// DialTimeout bounds a TCP connect plus the handshake. Default 10s.
-	DialTimeout time.Duration
+	DialTimeout time.Duration `url:"dial_timeout,10ms..1h"`
 	// HeartBeat is the interval of the broker's STOMP heart-beats: a
 	// connection silent for HeartBeat plus one second is lost, which bounds
 	// every receipt wait. The client sends none: enable
 	// transport.keepAlive=true on the broker's connector (see
 	// docs/adapters/activemq.md). Default 10s; at least 1s.
-	HeartBeat time.Duration
+	HeartBeat time.Duration `url:"heartbeat,1s..1h"`
 	// ReconnectBackoff and ReconnectMaxBackoff pace the retries of a lost
 	// subscription (exponential, jitter). Defaults 100ms and 5s.
-	ReconnectBackoff, ReconnectMaxBackoff time.Duration
+	ReconnectBackoff    time.Duration `url:"reconnect_backoff,1ms..1h"`
+	ReconnectMaxBackoff time.Duration `url:"reconnect_max_backoff,1ms..1h"`
 	// Logger receives the capability line and go-stomp's log lines (at
 	// debug level). Default: slog.Default().
 	Logger *slog.Logger

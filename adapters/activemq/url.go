@@ -3,7 +3,6 @@ package activemq
 import (
 	"context"
 	"net/url"
-	"time"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
@@ -16,8 +15,6 @@ func init() {
 	adapters.Register("activemq", adapters.OpenerFunc(openURL))
 	adapters.Register("activemq+ssl", adapters.OpenerFunc(openURL))
 }
-
-var urlParams = []string{"virtual_host", "publish_conns", "dial_timeout", "heartbeat", "reconnect_backoff", "reconnect_max_backoff"}
 
 func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "activemq+ssl"
@@ -39,14 +36,7 @@ func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapt
 	if secure {
 		o.TLS = cfg.TLS()
 	}
-	p := cfg.Params
-	o.VirtualHost = p.String("virtual_host", "")
-	o.PublishConns = p.Int("publish_conns", 0, 1, 64)
-	o.DialTimeout = p.Duration("dial_timeout", 0, 10*time.Millisecond, time.Hour)
-	o.HeartBeat = p.Duration("heartbeat", 0, time.Second, time.Hour)
-	o.ReconnectBackoff = p.Duration("reconnect_backoff", 0, time.Millisecond, time.Hour)
-	o.ReconnectMaxBackoff = p.Duration("reconnect_max_backoff", 0, time.Millisecond, time.Hour)
-	if err := p.Err(urlParams...); err != nil {
+	if err := cfg.Params.Bind(&o); err != nil {
 		return nil, err
 	}
 	return New(ctx, o)

@@ -53,7 +53,7 @@ type Options struct {
 	// before it is redelivered unless settled or renewed (default 30 s;
 	// Apache RocketMQ requires at least 10 s). A consumer that crashes
 	// leaves its messages to be redelivered after at most this long.
-	InvisibleDuration time.Duration
+	InvisibleDuration time.Duration `url:"invisible,1s..12h"`
 	// MaxLease bounds how long the adapter keeps a received message
 	// invisible while the pipeline works on it (default 30 min). A
 	// message not settled when its invisible duration is about to end has
@@ -66,14 +66,14 @@ type Options struct {
 	// settled within the invisible duration.
 	MaxLease time.Duration
 	// AwaitDuration is the long-polling time of a receive (default 5 s).
-	AwaitDuration time.Duration
+	AwaitDuration time.Duration `url:"await,100ms..1m"`
 	// RequestTimeout bounds each RPC other than receive (default 5 s).
-	RequestTimeout time.Duration
+	RequestTimeout time.Duration `url:"request_timeout,100ms..5m"`
 	// StartTimeout bounds how long starting a producer or consumer may take
 	// (the client waits for the proxy's settings; default 30 s).
-	StartTimeout time.Duration
+	StartTimeout time.Duration `url:"start_timeout,1s..10m"`
 	// ConnectTimeout bounds New's signed check call (default 10 s).
-	ConnectTimeout time.Duration
+	ConnectTimeout time.Duration `url:"connect_timeout,10ms..1h"`
 	// Parallelism bounds the concurrent RPCs of one send batch or
 	// settlement round (default 32).
 	Parallelism int

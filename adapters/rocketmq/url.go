@@ -37,26 +37,16 @@ func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapt
 	if u.Host == "" {
 		return nil, &adapters.ParamError{Param: "host", Reason: "rocketmq:// needs the proxy's gRPC address, e.g. rocketmq://127.0.0.1:8081"}
 	}
-	p := cfg.Params
-	invisible := p.Duration("invisible", DefaultInvisibleDuration, time.Second, 12*time.Hour)
-	maxLease := p.Duration("max_lease", DefaultMaxLease, 0, 7*24*time.Hour)
-	await := p.Duration("await", DefaultAwaitDuration, 100*time.Millisecond, time.Minute)
-	reqTimeout := p.Duration("request_timeout", DefaultRequestTimeout, 100*time.Millisecond, 5*time.Minute)
-	startTimeout := p.Duration("start_timeout", DefaultStartTimeout, time.Second, 10*time.Minute)
-	connectTimeout := p.Duration("connect_timeout", DefaultConnectTimeout, 10*time.Millisecond, time.Hour)
-	if err := p.Err("invisible", "max_lease", "await", "request_timeout", "start_timeout", "connect_timeout"); err != nil {
+	o := Options{Endpoint: u.Host, Namespace: cfg.Namespace, Logger: cfg.Logger}
+	// max_lease=0 turns renewal off, where a zero MaxLease means the default.
+	if o.MaxLease = cfg.Params.Duration("max_lease", DefaultMaxLease, 0, 7*24*time.Hour); o.MaxLease == 0 {
+		o.MaxLease = -1
+	}
+	if err := cfg.Params.Bind(&o, "max_lease"); err != nil {
 		return nil, err
 	}
 	if err := checkTLS(cfg, u.Host); err != nil {
 		return nil, err
-	}
-	o := Options{
-		Endpoint: u.Host, Namespace: cfg.Namespace, InvisibleDuration: invisible, MaxLease: maxLease,
-		AwaitDuration: await, RequestTimeout: reqTimeout, StartTimeout: startTimeout, ConnectTimeout: connectTimeout,
-		Logger: cfg.Logger,
-	}
-	if maxLease == 0 {
-		o.MaxLease = -1 // the URL's 0 turns renewal off
 	}
 	if cfg.HasCredentials {
 		o.AccessKey, o.AccessSecret = cfg.Username, cfg.Password
