@@ -5,12 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
-
 	"github.com/sluicemq/sluice/adapters/activemq"
 	"github.com/sluicemq/sluice/adapters/activemq/activemqtest"
 	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
+	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
 )
 
 // TestWatermillUniversalSuite runs Watermill's own pub/sub suite against
@@ -35,19 +33,5 @@ func TestWatermillUniversalSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(context.Background()) })
-	features := tests.Features{
-		ConsumerGroups:                   true,
-		ExactlyOnceDelivery:              false,
-		GuaranteedOrder:                  false,
-		Persistent:                       true,
-		NewSubscriberReceivesOldMessages: false,
-		ContextPreserved:                 false,
-	}
-	tests.TestPubSub(t, features,
-		func(t *testing.T) (message.Publisher, message.Subscriber) {
-			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{})
-		},
-		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group})
-		})
+	wmtest.Run(t, wmtest.Features, wmbridge.SubscriberConfig{}, wmtest.Same(a))
 }

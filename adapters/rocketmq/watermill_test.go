@@ -5,12 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
-
 	"github.com/sluicemq/sluice/adapters/rocketmq"
 	"github.com/sluicemq/sluice/adapters/rocketmq/rocketmqtest"
 	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
+	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
+	"github.com/sluicemq/sluice/ports"
 )
 
 // TestWatermillUniversal runs Watermill's universal Pub/Sub suite through
@@ -41,23 +40,15 @@ func TestWatermillUniversal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	mk := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+	features := wmtest.Features
+	features.ForceShort = true
+	cfg := wmbridge.SubscriberConfig{Group: "test", InFlight: 16, NackDelay: 10 * time.Millisecond}
+	wmtest.Run(t, features, cfg, func(t *testing.T) ports.Adapter {
 		a, err := rocketmq.New(context.Background(), rocketmq.Options{Endpoint: b.Endpoint(), InvisibleDuration: 5 * time.Second, AwaitDuration: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = a.Close(context.Background()) })
-		return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group, InFlight: 16, NackDelay: 10 * time.Millisecond})
-	}
-	tests.TestPubSub(t, tests.Features{
-		ConsumerGroups:                   true,
-		ExactlyOnceDelivery:              false,
-		GuaranteedOrder:                  false,
-		Persistent:                       true,
-		NewSubscriberReceivesOldMessages: false,
-		ForceShort:                       true,
-	},
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return mk(t, "test") },
-		func(t *testing.T, group string) (message.Publisher, message.Subscriber) { return mk(t, group) },
-	)
+		return a
+	})
 }
