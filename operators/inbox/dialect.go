@@ -38,6 +38,7 @@ func detect(db *sql.DB) (Dialect, error) {
 // statements are an inbox's SQL, for its table and dialect.
 type statements struct {
 	create []string
+	lock   string // table name; serialises create where IF NOT EXISTS races
 	insert string // id, topic, processed_at; affects 0 rows for a known id
 	seen   string // id
 	purge  string // processed_at
@@ -62,6 +63,10 @@ func (d Dialect) statements(table string) (statements, error) {
 				`CREATE TABLE IF NOT EXISTS ` + table + ` (id TEXT PRIMARY KEY, topic TEXT NOT NULL, processed_at TIMESTAMPTZ NOT NULL)`,
 				`CREATE INDEX IF NOT EXISTS ` + index + ` ON ` + table + ` (processed_at)`,
 			},
+			// Two sessions creating the same table at once both pass IF
+			// NOT EXISTS and one fails on pg_type: a transaction-scoped
+			// advisory lock on the name makes the second wait and find it.
+			lock:   `SELECT pg_advisory_xact_lock(hashtext($1))`,
 			insert: `INSERT INTO ` + table + ` (id, topic, processed_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING`,
 			seen:   `SELECT 1 FROM ` + table + ` WHERE id = $1`,
 			purge:  `DELETE FROM ` + table + ` WHERE processed_at < $1`,

@@ -143,12 +143,31 @@ func New(ctx context.Context, db *sql.DB, opts Options) (*Inbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, q := range st.create {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("inbox: create table %s: %w", opts.Table, err)
-		}
+	if err := create(ctx, db, st, opts.Table); err != nil {
+		return nil, fmt.Errorf("inbox: create table %s: %w", opts.Table, err)
 	}
 	return &Inbox{db: db, dialect: opts.Dialect, table: opts.Table, sql: st, opts: opts, tx: sql.TxOptions{Isolation: opts.Isolation}}, nil
+}
+
+// create runs st's creation statements in one transaction, under st's
+// lock where the dialect needs one.
+func create(ctx context.Context, db *sql.DB, st statements, table string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if st.lock != "" {
+		if _, err := tx.ExecContext(ctx, st.lock, table); err != nil {
+			return err
+		}
+	}
+	for _, q := range st.create {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // Table returns the inbox table's name.

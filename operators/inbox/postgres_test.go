@@ -216,6 +216,25 @@ func TestPostgres(t *testing.T) {
 			t.Errorf("Purge: %v", err)
 		}
 	})
+	t.Run("concurrent-new", func(t *testing.T) {
+		// Eight processes starting at once each create the table: CREATE
+		// TABLE IF NOT EXISTS alone races in PostgreSQL (a unique violation
+		// on pg_type), so New serialises the creation.
+		db := pg.database(t, "concurrentnew").open(t)
+		db.SetMaxOpenConns(8)
+		errs := make(chan error, 8)
+		for range 8 {
+			go func() {
+				_, err := inbox.New(testCtx(t), db, inbox.Options{Table: "public.racing"})
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Errorf("New beside seven others: %v", err)
+			}
+		}
+	})
 	t.Run("concurrent-duplicates", func(t *testing.T) {
 		db := pg.database(t, "concurrent").open(t)
 		createEffectsIn(t, db, inbox.Postgres)
