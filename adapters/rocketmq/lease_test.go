@@ -3,6 +3,7 @@ package rocketmq_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,26 @@ func TestLeaseRenewal(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a failed renewal is reported on Errors", func(t *testing.T) {
+		a, b := peerAdapter(t)
+		b.RefuseRenewals(true)
+		sub, ctx := subscribeAndSend(t, a)
+		d := receiveOne(t, ctx, sub)
+		select {
+		case err := <-sub.Errors():
+			var be *ports.BrokerError
+			if !errors.As(err, &be) || be.Op != "renew" || !strings.Contains(err.Error(), "renewal refused by fault hook") {
+				t.Fatalf("Errors gave %v, want a renew BrokerError with the broker's reason", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("no error on Errors within the bound while every renewal was refused")
+		}
+		b.RefuseRenewals(false)
+		if err := sub.Settle(ctx, []*ports.Delivery{d}, ports.Disposition{Action: ports.Ack}); err != nil {
+			t.Logf("Settle(ACK) after the refused renewals: %v (the invisibility may have ended)", err)
+		}
+	})
 
 	if _, err := rocketmq.New(context.Background(), rocketmq.Options{Endpoint: "127.0.0.1:8081", RequestTimeout: -time.Second}); !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("RequestTimeout -1s = %v, want ErrInvalid", err)

@@ -51,10 +51,18 @@ type subscription struct {
 	out map[*handle]struct{} // received, not being settled: renewed, released by Close
 
 	stopLease context.CancelFunc
-	leased    chan struct{} // closed when the lease loop ended
+	leased    chan struct{}               // closed when the lease loop ended
+	report    atomic.Pointer[func(error)] // the Errors channel (driver.Reporter)
 }
 
-var _ driver.Requeuer = (*subscription)(nil)
+var (
+	_ driver.Requeuer = (*subscription)(nil)
+	_ driver.Reporter = (*subscription)(nil)
+)
+
+// SetReport implements driver.Reporter: a failed renewal is reported on
+// the subscription's Errors channel.
+func (s *subscription) SetReport(report func(error)) { s.report.Store(&report) }
 
 // handle is a record's Handle: its message view (receipt handle).
 type handle struct {
@@ -216,8 +224,8 @@ func (s *subscription) each(hs []*handle, op string, rpc func(*handle) error) er
 // invisibility ends within two thirds of the duration and that was
 // received less than Options.MaxLease ago gets a fresh invisible duration.
 // A renewal is thus sent at least half the duration before the
-// invisibility would end. A failed renewal is logged: the message may then
-// be delivered again (at-least-once).
+// invisibility would end. A failed renewal is reported on the Errors
+// channel: the message may then be delivered again (at-least-once).
 func (s *subscription) lease(ctx context.Context) {
 	defer close(s.leased)
 	inv, maxLease := s.c.o.InvisibleDuration, s.c.o.MaxLease
@@ -255,8 +263,14 @@ func (s *subscription) renew(ctx context.Context, h *handle, inv time.Duration) 
 	sent := time.Now()
 	if err := s.sc.ChangeInvisibleDuration(h.mv, inv); err != nil {
 		if !h.settling.Load() && ctx.Err() == nil {
-			s.c.o.Logger.Warn("sluice rocketmq: renewing the invisible duration failed; the message may be delivered again",
-				"message_id", h.mv.GetMessageId(), "group", s.group, "error", err)
+			err = &ports.BrokerError{Op: "renew", Code: s.c.Classify(err).Code, Retryable: true, Err: fmt.Errorf(
+				"rocketmq: renewing the invisible duration of message %s in group %s failed; it may be delivered again: %w",
+				h.mv.GetMessageId(), s.group, err)}
+			if report := s.report.Load(); report != nil {
+				(*report)(err)
+			} else {
+				s.c.o.Logger.Warn("sluice rocketmq: " + err.Error())
+			}
 		}
 		return
 	}

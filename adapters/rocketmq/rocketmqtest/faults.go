@@ -16,6 +16,7 @@ type faults struct {
 	mu         sync.Mutex
 	refuseNext int
 	refuseAll  bool
+	noRenewals bool // ChangeInvisibleDuration with a positive duration fails
 	control    func(topic string) error
 	stallCh    chan struct{} // non-nil while stalled; closed on release
 }
@@ -143,4 +144,19 @@ func (b *Broker) streamFault(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 
 func crc32Hex(body []byte) string {
 	return strings.ToUpper(strconv.FormatInt(int64(crc32.ChecksumIEEE(body)), 16))
+}
+
+// RefuseRenewals makes ChangeInvisibleDuration with a positive duration
+// (a renewal; zero, a requeue, still works) answer INTERNAL_SERVER_ERROR
+// until called with false.
+func (b *Broker) RefuseRenewals(on bool) {
+	b.faults.mu.Lock()
+	b.faults.noRenewals = on
+	b.faults.mu.Unlock()
+}
+
+func (f *faults) renewalRefused() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.noRenewals
 }

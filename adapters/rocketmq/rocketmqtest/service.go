@@ -378,6 +378,9 @@ func (s *service) ChangeInvisibleDuration(_ context.Context, req *v2.ChangeInvis
 	if req.GetInvisibleDuration() == nil || d < 0 {
 		return &v2.ChangeInvisibleDurationResponse{Status: status(v2.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration must not be negative")}, nil
 	}
+	if d > 0 && b.faults.renewalRefused() {
+		return &v2.ChangeInvisibleDurationResponse{Status: status(v2.Code_INTERNAL_SERVER_ERROR, "rocketmqtest: renewal refused by fault hook")}, nil
+	}
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
