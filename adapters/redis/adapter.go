@@ -33,8 +33,7 @@ type conn struct {
 	declared kit.Declared // topics declared by this adapter
 	specs    sync.Map     // stream → the trim declared by another process (topics.go)
 
-	cancel context.CancelFunc // stops the mover and the janitor
-	wg     sync.WaitGroup
+	timers *kit.Periodic // the delayed-message mover and the broadcast janitor
 
 	mu        sync.Mutex
 	streams   map[string]struct{}  // streams subscribed to, for the janitor
@@ -70,11 +69,9 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 		_ = c.rc.Close()
 		return nil, err
 	}
-	bg, stop := context.WithCancel(context.Background())
-	c.cancel = stop
-	c.wg.Add(2)
-	go c.every(bg, o.DelayPoll, c.moveDelayed)
-	go c.every(bg, o.JanitorInterval, c.expireGroups)
+	c.timers = kit.NewPeriodic()
+	c.timers.Every(o.DelayPoll, c.moveDelayed)
+	c.timers.Every(o.JanitorInterval, c.expireGroups)
 	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.Password}}), c: c}, nil
 }
 
@@ -190,31 +187,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 // Close stops the mover and the janitor and closes the client.
 func (c *conn) Close(ctx context.Context) error {
 	unrouteClientLog(c.o.Logger)
-	c.cancel()
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	return errors.Join(err, c.rc.Close())
-}
-
-// every runs f every period (or sooner, when f asks) until ctx ends.
-func (c *conn) every(ctx context.Context, period time.Duration, f func(context.Context) time.Duration) {
-	defer c.wg.Done()
-	for next := period; ; {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(next):
-		}
-		if next = f(ctx); next <= 0 || next > period {
-			next = period
-		}
-	}
+	return errors.Join(c.timers.Stop(ctx), c.rc.Close())
 }
 
 // moveDelayed moves due delayed messages into their streams (at most 100

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -32,18 +33,15 @@ type sub struct {
 	broadcast        bool
 	hbKey            string
 	hbTTL            time.Duration
-	instance, single *lease // a Broadcast instance's claim; SingleActive's reader (lease.go)
-
-	ctx    context.Context // cancelled by Close: the lease loops
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	instance, single *kit.Lease    // a Broadcast instance's claim; SingleActive's reader (lease.go)
+	timers           *kit.Periodic // the leases, the renewal of held entries, the heartbeat
 
 	recs        []driver.Record // ReceiveBatch's
 	own, cursor string          // positions in this consumer's pending entries ("" once read) and of XAUTOCLAIM
 	lastClaim   time.Time
 
 	mu sync.Mutex
-	// held: received and not settled, renewed by leaseLoop; nil once its
+	// held: received and not settled, renewed by renew; nil once its
 	// settlement failed (pending, not renewed, claimed after ClaimMinIdle).
 	held map[string]*entry
 }
@@ -74,31 +72,26 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	c.mu.Unlock()
 	var err error
 	if s.broadcast {
-		s.instance = &lease{s: s, key: s.hbKey + ":claim", what: "broadcast instance claim", ttl: instanceClaimTTL, wake: make(chan struct{}, 1)}
-		err = s.instance.claimInstance(ctx)
+		err = s.claimInstance(ctx)
 	}
 	if err == nil {
-		if err = s.join(ctx); err != nil {
-			s.instance.release()
-		}
+		err = s.join(ctx)
 	}
 	if err != nil {
+		s.instance.Release()
 		s.forget()
 		return nil, err
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.timers = kit.NewPeriodic()
+	s.timers.Every(c.o.ClaimMinIdle/3, s.renew)
+	if s.broadcast {
+		s.timers.Every(s.instance.TTL()/3, s.instance.Keep)
+		s.timers.Every(max(s.hbTTL/3, 10*time.Millisecond), s.heartbeat)
+	}
 	if spec.SingleActive {
-		s.single = &lease{s: s, key: c.o.Namespace + ":active:" + s.stream + ":" + s.group, what: "single-active lease", ttl: c.o.SingleActiveLease, wake: make(chan struct{}, 1)}
-		_, _ = s.single.try(s.ctx)
+		s.single = s.lease(c.o.Namespace+":active:"+s.stream+":"+s.group, "single-active lease", c.o.SingleActiveLease)
+		s.timers.Every(s.single.TTL()/3, s.single.Keep)
 	}
-	for _, l := range []*lease{s.instance, s.single} {
-		if l != nil {
-			s.wg.Add(1)
-			go l.run(s.ctx)
-		}
-	}
-	s.wg.Add(1)
-	go s.leaseLoop()
 	c.o.Logger.Info("sluice redis: consuming; other consumers' pending entries are claimed once idle for claim_min_idle",
 		"stream", s.stream, "group", s.group, "consumer", s.consumer, "claim_min_idle", c.o.ClaimMinIdle)
 	return s, nil
@@ -138,7 +131,7 @@ func (s *sub) join(ctx context.Context) error {
 // ClaimMinIdle, otherwise new entries (blocking for ClaimInterval at most).
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	for {
-		if s.single != nil && !s.single.wait(ctx) {
+		if s.single != nil && !s.single.Wait(ctx) {
 			return nil, ctx.Err()
 		}
 		recs, err := s.recs[:0], error(nil)
@@ -308,33 +301,21 @@ func (s *sub) committed(ctx context.Context, ids []any) bool {
 	return false
 }
 
-// leaseLoop renews the held entries every ClaimMinIdle/3 (so that no
-// other consumer claims the work of a live, slow one), and the broadcast
-// heartbeat every TTL/3.
-func (s *sub) leaseLoop() {
-	defer s.wg.Done()
-	lease := time.NewTicker(s.c.o.ClaimMinIdle / 3)
-	defer lease.Stop()
-	var hb <-chan time.Time
-	if s.broadcast {
-		t := time.NewTicker(max(s.hbTTL/3, 10*time.Millisecond))
-		defer t.Stop()
-		hb = t.C
+// renew resets the idle time of the held entries (every ClaimMinIdle/3),
+// so that no other consumer claims the work of a live, slow one.
+func (s *sub) renew(ctx context.Context) time.Duration {
+	if _, err := s.setIdle(ctx, s.heldIDs(false), 0); err != nil && ctx.Err() == nil {
+		s.warn("renew the held entries", err)
 	}
-	for {
-		var err error
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-hb:
-			err = s.c.rc.Set(s.ctx, s.hbKey, "1", s.hbTTL).Err()
-		case <-lease.C:
-			_, err = s.setIdle(s.ctx, s.heldIDs(false), 0)
-		}
-		if err != nil && s.ctx.Err() == nil {
-			s.warn("renew the heartbeat or the held entries", err)
-		}
+	return 0
+}
+
+// heartbeat renews a Broadcast instance's heartbeat (every TTL/3).
+func (s *sub) heartbeat(ctx context.Context) time.Duration {
+	if err := s.c.rc.Set(ctx, s.hbKey, "1", s.hbTTL).Err(); err != nil && ctx.Err() == nil {
+		s.warn("renew the heartbeat", err)
 	}
+	return 0
 }
 
 func (s *sub) warn(what string, err error) {
@@ -366,8 +347,9 @@ func (s *sub) heldIDs(all bool) (out []any) {
 // Broadcast instance whose InstanceTTL is zero destroys its group; one
 // with a TTL leaves its heartbeat to expire.
 func (s *sub) Close(ctx context.Context) error {
-	s.cancel()
-	s.wg.Wait()
+	_ = s.timers.Stop(context.Background()) // each timer's Redis call is bounded by the client's timeouts
+	s.instance.Release()
+	s.single.Release()
 	var errs []error
 	if held := s.heldIDs(true); len(held) > 0 {
 		if _, err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {

@@ -1,0 +1,83 @@
+package kit_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/kit"
+)
+
+// store is one lease key of a broker: set when free or the token's own.
+type store struct {
+	mu    sync.Mutex
+	owner string
+	fail  error
+}
+
+func (s *store) lease(token string) *kit.Lease {
+	take := func(context.Context) (bool, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.fail != nil {
+			return false, s.fail
+		}
+		if s.owner == "" {
+			s.owner = token
+		}
+		return s.owner == token, nil
+	}
+	drop := func(context.Context) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.owner == token {
+			s.owner = ""
+		}
+		return nil
+	}
+	return kit.NewLease(3*time.Second, take, drop, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func TestLeaseOneHolderAtATime(t *testing.T) {
+	ctx := context.Background()
+	s := &store{}
+	a, b := s.lease("a"), s.lease("b")
+	if ok, err := a.Try(ctx); !ok || err != nil || !a.Held() {
+		t.Fatalf("a.Try on a free lease = %v, %v", ok, err)
+	}
+	if ok, err := b.Try(ctx); ok || err != nil || b.Held() {
+		t.Fatalf("b.Try on a's lease = %v, %v, want false, nil", ok, err)
+	}
+	if a.Keep(ctx) != time.Second || b.Keep(ctx) != 750*time.Millisecond {
+		t.Fatal("Keep: want a third of the TTL while held, a quarter while not")
+	}
+	waited := make(chan bool)
+	go func() { waited <- b.Wait(ctx) }()
+	a.Release()
+	if a.Held() {
+		t.Fatal("a holds the lease after Release")
+	}
+	if ok, _ := b.Try(ctx); !ok {
+		t.Fatal("b could not take the released lease")
+	}
+	if !<-waited {
+		t.Fatal("b.Wait returned false once b held the lease")
+	}
+	s.mu.Lock()
+	s.fail = errors.New("broker unreachable")
+	s.mu.Unlock()
+	if ok, err := b.Try(ctx); ok || err == nil || b.Held() {
+		t.Fatalf("a failed renewal = %v, %v: the lease is lost", ok, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if b.Wait(cctx) {
+		t.Fatal("Wait on a lease not held returned true after ctx ended")
+	}
+	var none *kit.Lease
+	none.Release()
+}
