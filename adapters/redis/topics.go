@@ -27,31 +27,16 @@ type Existing struct {
 }
 
 // ExistingGroup names a LoadBalance group of a logical topic.
-type ExistingGroup struct {
-	Topic ports.Topic
-	Group string
-}
+type ExistingGroup = kit.ExistingGroup
 
 func (e *Existing) validate() error {
-	bad := func(field, reason string, a ...any) error {
-		return &ports.ValueError{Field: "redis.Options.Existing." + field, Reason: fmt.Sprintf(reason, a...)}
-	}
-	for t, k := range e.Streams {
-		if t.Validate() != nil || k == "" {
-			return bad("Streams", "%q → %q needs a valid topic and a stream key", string(t), k)
-		}
-	}
-	for g, name := range e.Groups {
-		if g.Topic.Validate() != nil || g.Group == "" || name == "" {
-			return bad("Groups", "%q/%q → %q needs a valid topic, a group and a group name", string(g.Topic), g.Group, name)
-		}
-	}
-	return nil
+	return errors.Join(kit.CheckExistingNames("redis.Options.Existing.Streams", e.Streams),
+		kit.CheckExistingGroups("redis.Options.Existing.Groups", e.Groups))
 }
 
 // group returns the consumer group of the LoadBalance group g of t.
 func (e *Existing) group(t ports.Topic, g string) string {
-	return cmp.Or(e.Groups[ExistingGroup{t, g}], g)
+	return cmp.Or(e.Groups[ExistingGroup{Topic: t, Group: g}], g)
 }
 
 // A stream has no configuration of its own: a declared topic's retention
