@@ -55,7 +55,7 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	routeClientLog(o.Logger)
+	clientLog.Use(o.Logger, func() { goredis.SetLogger(clientLog) })
 	c := &conn{o: o, rc: o.client(), streams: map[string]struct{}{}, consumers: map[string]struct{}{}, fields: map[string]*fieldRef{}}
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
@@ -186,7 +186,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 
 // Close stops the mover and the janitor and closes the client.
 func (c *conn) Close(ctx context.Context) error {
-	unrouteClientLog(c.o.Logger)
+	clientLog.Done(c.o.Logger)
 	return errors.Join(c.timers.Stop(ctx), c.rc.Close())
 }
 

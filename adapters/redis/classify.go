@@ -1,22 +1,19 @@
 package redis
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -74,22 +71,5 @@ func (c *conn) connectError(err error) error {
 }
 
 // go-redis logs through one process-wide logger (redis.SetLogger, stderr
-// by default). The first New installs clientLog, which writes at Warn to
-// the logger of the adapter made last that is still open.
-var (
-	clientLogOnce sync.Once
-	clientLogTo   atomic.Pointer[slog.Logger]
-)
-
-type clientLog struct{}
-
-func (clientLog) Printf(ctx context.Context, format string, v ...any) {
-	cmp.Or(clientLogTo.Load(), slog.Default()).Log(ctx, slog.LevelWarn, "redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "adapter", "redis")
-}
-
-func routeClientLog(l *slog.Logger) {
-	clientLogOnce.Do(func() { goredis.SetLogger(clientLog{}) })
-	clientLogTo.Store(l)
-}
-
-func unrouteClientLog(l *slog.Logger) { clientLogTo.CompareAndSwap(l, nil) }
+// by default): the first New hands it clientLog.
+var clientLog = &kit.ClientLog{Name: "redis"}
