@@ -47,7 +47,8 @@ const FactFormat = "format"
 // encodeFor returns the XADD field/value list of m in format w.
 func encodeFor(w Wire, m *ports.Message) []any {
 	if w == WireWatermill {
-		return []any{fieldWatermillUUID, m.Headers[ports.HeaderID], fieldWatermillMeta, msgpackMap(m.Headers), fieldPayload, m.Payload}
+		meta, _ := msgpack.Marshal(m.Headers) // a map of strings always encodes
+		return []any{fieldWatermillUUID, m.Headers[ports.HeaderID], fieldWatermillMeta, meta, fieldPayload, m.Payload}
 	}
 	out := append(make([]any, 0, 4+2*len(m.Headers)), fieldPayload, m.Payload)
 	if m.Key != "" {
@@ -61,16 +62,6 @@ func appendHeaders(out []any, m *ports.Message) []any {
 		out = append(out, headerPrefix+k, v)
 	}
 	return out
-}
-
-func msgpackMap(m map[string]string) []byte {
-	b, _ := msgpack.Marshal(m) // a map of strings always encodes
-	return b
-}
-
-func unmsgpackMap(b []byte) (m map[string]string, err error) {
-	err = msgpack.Unmarshal(b, &m)
-	return m, err
 }
 
 // decode builds the record of an entry delivered deliveries times. fields
@@ -91,25 +82,20 @@ func decode(stream, group, id string, values map[string]any, deliveries int64) (
 		}
 	}
 	_, hasPayload := values[fieldPayload]
-	uuid, watermill := values[fieldWatermillUUID].(string)
-	fail := func(format string, a ...any) {
-		if r.Err == nil {
-			r.Err = ports.Poison(fmt.Errorf("redis stream %s entry %s: "+format, append([]any{stream, id}, a...)...))
-		}
-	}
-	switch {
+	var poison error
+	switch uuid, watermill := values[fieldWatermillUUID].(string); {
 	case watermill:
+		var meta map[string]string
 		if raw, _ := values[fieldWatermillMeta].(string); raw != "" {
-			meta, err := unmsgpackMap([]byte(raw))
-			if err != nil {
-				fail("watermill metadata: %w", err)
+			if err := msgpack.Unmarshal([]byte(raw), &meta); err != nil {
+				poison = fmt.Errorf("watermill metadata: %w", err)
 			}
-			maps.Copy(h, meta)
 		}
+		maps.Copy(h, meta)
 		h[ports.HeaderID] = cmp.Or(h[ports.HeaderID], uuid)
 		m.Key = cmp.Or(m.Key, h[ports.HeaderPartitionKey])
 		if !hasPayload {
-			fail("watermill entry has no %q field", fieldPayload)
+			poison = cmp.Or(poison, fmt.Errorf("watermill entry has no %q field", fieldPayload))
 		}
 	case !hasPayload:
 		fields, m.Payload = dataFields(values)
@@ -117,11 +103,12 @@ func decode(stream, group, id string, values map[string]any, deliveries int64) (
 		r.Facts[FactFormat] = "fields"
 	}
 	m.Headers = h
-	deliveries = max(deliveries, 1)
 	copies, err := ports.RedeliveryCountFrom(h) // a counted copy written by an earlier version
-	if err != nil && r.Err == nil {
-		r.Err = err
+	r.Err = err
+	if poison != nil {
+		r.Err = ports.Poison(fmt.Errorf("redis stream %s entry %s: %w", stream, id, poison))
 	}
+	deliveries = max(deliveries, 1)
 	r.RedeliveryCount = copies + int(deliveries) - 1
 	r.Facts["times_delivered"] = strconv.FormatInt(deliveries, 10)
 	return r, fields
@@ -159,17 +146,21 @@ type fieldRef struct {
 	n      int
 }
 
-// holdFields adds d (1 or -1) holders of the fields of identity id.
-func (c *conn) holdFields(id string, fields []any, d int) {
+// holdFields adds d (1 or -1) holders of e's fields, if it has any, under
+// its identity.
+func (c *conn) holdFields(e *entry, d int) {
+	if e.fields == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := c.fields[id]
+	r := c.fields[e.ident]
 	if r == nil {
-		r = &fieldRef{fields: fields}
-		c.fields[id] = r
+		r = &fieldRef{fields: e.fields}
+		c.fields[e.ident] = r
 	}
 	if r.n += d; r.n <= 0 {
-		delete(c.fields, id)
+		delete(c.fields, e.ident)
 	}
 }
 

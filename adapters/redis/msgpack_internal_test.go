@@ -3,31 +3,51 @@ package redis
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluicemq/sluice/ports"
 )
 
+// Headers written in watermill-redisstream's format (MessagePack
+// metadata) read back intact, and a truncated metadata field is poison,
+// never a panic.
 func TestMsgpackRoundTrip(t *testing.T) {
-	for _, m := range []map[string]string{
+	values := func(h ports.Headers) map[string]any {
+		out := encodeFor(WireWatermill, &ports.Message{Payload: []byte("p"), Headers: h})
+		m := map[string]any{}
+		for i := 0; i+1 < len(out); i += 2 {
+			v := out[i+1]
+			if b, ok := v.([]byte); ok {
+				v = string(b) // as Redis answers
+			}
+			m[out[i].(string)] = v
+		}
+		return m
+	}
+	for _, h := range []ports.Headers{
 		{},
 		{"a": "b"},
 		{"long": strings.Repeat("x", 300), "k": strings.Repeat("é", 40000)},
 	} {
-		got, err := unmsgpackMap(msgpackMap(m))
-		if err != nil {
-			t.Fatalf("decode: %v", err)
+		r, _ := decode("s", "g", "1-0", values(h), 1)
+		if r.Err != nil {
+			t.Fatalf("decode: %v", r.Err)
 		}
-		if len(got) != len(m) {
-			t.Fatalf("got %d entries, want %d", len(got), len(m))
+		delete(r.Message.Headers, ports.HeaderID) // the UUID field's, empty here
+		if len(r.Message.Headers) != len(h) {
+			t.Fatalf("got %d headers, want %d", len(r.Message.Headers), len(h))
 		}
-		for k, v := range m {
-			if got[k] != v {
-				t.Fatalf("key %q: got %d bytes, want %d", k, len(got[k]), len(v))
+		for k, v := range h {
+			if r.Message.Headers[k] != v {
+				t.Fatalf("header %q: got %d bytes, want %d", k, len(r.Message.Headers[k]), len(v))
 			}
 		}
 	}
-	for i := 0; i < 20; i++ { // truncations never panic
-		b := msgpackMap(map[string]string{"key": "value", "k2": "v2"})
-		if i < len(b) {
-			_, _ = unmsgpackMap(b[:i])
+	v := values(ports.Headers{"key": "value", "k2": "v2"})
+	meta := v[fieldWatermillMeta].(string)
+	for i := 1; i < len(meta); i++ { // truncations never panic
+		v[fieldWatermillMeta] = meta[:i]
+		if r, _ := decode("s", "g", "1-0", v, 1); !ports.IsPoison(r.Err) {
+			t.Fatalf("metadata truncated to %d bytes: Err %v, want poison", i, r.Err)
 		}
 	}
 }

@@ -220,9 +220,7 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 	if dup {
 		return recs
 	}
-	if fields != nil {
-		s.c.holdFields(e.ident, fields, 1)
-	}
+	s.c.holdFields(e, 1)
 	r.Handle = e
 	return append(recs, r)
 }
@@ -241,9 +239,7 @@ func (s *sub) settle(handles []any, ok bool) {
 		if !ok {
 			s.held[e.id] = nil
 		}
-		if e.fields != nil {
-			s.c.holdFields(e.ident, nil, -1)
-		}
+		s.c.holdFields(e, -1)
 	}
 }
 
@@ -367,8 +363,8 @@ func (s *sub) Close(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	for _, e := range s.held {
-		if e != nil && e.fields != nil {
-			s.c.holdFields(e.ident, nil, -1)
+		if e != nil {
+			s.c.holdFields(e, -1)
 		}
 	}
 	s.mu.Unlock()
