@@ -21,19 +21,15 @@ import (
 )
 
 // Adapter is the Redis Streams adapter, safe for concurrent use.
-type Adapter struct {
-	*portable.Adapter
-	c *conn
-}
+type Adapter struct{ *portable.Adapter }
 
 // conn is the driver: one go-redis client.
 type conn struct {
 	o        Options
 	rc       *goredis.Client
-	declared kit.Declared // topics declared by this adapter
-	specs    sync.Map     // stream → the trim declared by another process (topics.go)
-
-	timers *kit.Periodic // the delayed-message mover and the broadcast janitor
+	declared kit.Declared  // topics declared by this adapter
+	specs    sync.Map      // stream → the trim declared by another process (topics.go)
+	timers   *kit.Periodic // the delayed-message mover and the broadcast janitor
 
 	mu        sync.Mutex
 	streams   map[string]struct{}  // streams subscribed to, for the janitor
@@ -72,7 +68,7 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 	c.timers = kit.NewPeriodic()
 	c.timers.Every(o.DelayPoll, c.moveDelayed)
 	c.timers.Every(o.JanitorInterval, c.expireGroups)
-	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.Password}}), c: c}, nil
+	return &Adapter{portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.Password}})}, nil
 }
 
 // checkFsync verifies appendonly yes and appendfsync always.
@@ -95,10 +91,10 @@ func (a *Adapter) Name() string { return "redis" }
 
 // Capabilities works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.c == nil {
+	if a == nil || a.Adapter == nil {
 		return (&conn{}).Capabilities()
 	}
-	return a.c.Capabilities()
+	return a.Adapter.Capabilities()
 }
 
 func (c *conn) Name() string { return "redis" }
@@ -171,14 +167,11 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		}
 	}
 	for i, cmd := range cmds {
-		switch {
-		case cmd == nil:
-		case cmd.Err() != nil && ctx.Err() != nil:
-			errs[i] = fmt.Errorf("%w (%w)", ctx.Err(), cmd.Err())
-		case cmd.Err() != nil:
-			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, cmd.Err())
-		default:
+		if cmd != nil {
 			errs[i] = waitErr
+			if err := cmd.Err(); err != nil {
+				errs[i] = fmt.Errorf("%w: %w", cmp.Or(ctx.Err(), ports.ErrUnconfirmed), err)
+			}
 		}
 	}
 	return errs
@@ -196,14 +189,11 @@ func (c *conn) Close(ctx context.Context) error {
 func (c *conn) moveDelayed(ctx context.Context) time.Duration {
 	for range 100 {
 		ms, err := moveScript.Run(ctx, c.rc, []string{c.delayedKey()}, 256).Int64()
-		switch {
-		case err != nil && ctx.Err() == nil:
+		if err != nil && ctx.Err() == nil {
 			c.o.Logger.Warn("sluice redis: moving delayed messages", "addr", c.o.Addr, "err", err)
-			return 0
-		case err != nil || ms < 0: // none left
-			return 0
-		case ms > 0:
-			return time.Duration(ms) * time.Millisecond
+		}
+		if err != nil || ms != 0 { // ms < 0: none left
+			return time.Duration(max(ms, 0)) * time.Millisecond
 		}
 	}
 	return time.Millisecond
