@@ -27,14 +27,14 @@ type Adapter struct{ *portable.Adapter }
 type conn struct {
 	o        Options
 	rc       *goredis.Client
-	declared kit.Declared  // topics declared by this adapter
-	specs    sync.Map      // stream → the trim declared by another process (topics.go)
-	timers   *kit.Periodic // the delayed-message mover and the broadcast janitor
+	declared kit.Declared         // topics declared by this adapter
+	fields   kit.Originals[[]any] // the fields of the field/value entries held, by identity (codec.go)
+	specs    sync.Map             // stream → the trim declared by another process (topics.go)
+	timers   *kit.Periodic        // the delayed-message mover and the broadcast janitor
 
 	mu        sync.Mutex
-	streams   map[string]struct{}  // streams subscribed to, for the janitor
-	consumers map[string]struct{}  // stream, group and consumer of each subscription
-	fields    map[string]*fieldRef // field/value entries held, by identity (codec.go)
+	streams   map[string]struct{} // streams subscribed to, for the janitor
+	consumers map[string]struct{} // stream, group and consumer of each subscription
 }
 
 var (
@@ -52,7 +52,7 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 		return nil, err
 	}
 	clientLog.Use(o.Logger, func() { goredis.SetLogger(clientLog) })
-	c := &conn{o: o, rc: o.client(), streams: map[string]struct{}{}, consumers: map[string]struct{}{}, fields: map[string]*fieldRef{}}
+	c := &conn{o: o, rc: o.client(), streams: map[string]struct{}{}, consumers: map[string]struct{}{}}
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	err := c.rc.Ping(dctx).Err()

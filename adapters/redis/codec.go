@@ -141,26 +141,15 @@ func encodeFields(fields []any, m *ports.Message) []any {
 	return appendHeaders(append(make([]any, 0, len(fields)+2*len(m.Headers)), fields...), m)
 }
 
-type fieldRef struct {
-	fields []any
-	n      int
-}
-
 // holdFields adds d (1 or -1) holders of e's fields, if it has any, under
-// its identity.
+// its identity: the dead-letter copy of a field/value entry keeps them.
 func (c *conn) holdFields(e *entry, d int) {
-	if e.fields == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.fields[e.ident]
-	if r == nil {
-		r = &fieldRef{fields: e.fields}
-		c.fields[e.ident] = r
-	}
-	if r.n += d; r.n <= 0 {
-		delete(c.fields, e.ident)
+	switch {
+	case e.fields == nil:
+	case d > 0:
+		c.fields.Hold(e.ident, e.fields)
+	default:
+		c.fields.Release(e.ident)
 	}
 }
 
@@ -168,12 +157,9 @@ func (c *conn) holdFields(e *entry, d int) {
 // held field/value entry its fields and m's headers, else m in Wire's
 // format.
 func (c *conn) encodeSend(m *ports.Message) []any {
-	if id := m.Headers[ports.HeaderID]; id != "" && strings.HasSuffix(string(m.Topic), ports.DeadLetterSuffix) {
-		c.mu.Lock()
-		r := c.fields[id]
-		c.mu.Unlock()
-		if r != nil {
-			return encodeFields(r.fields, m)
+	if strings.HasSuffix(string(m.Topic), ports.DeadLetterSuffix) {
+		if fields, ok := c.fields.Lookup(m.Headers[ports.HeaderID]); ok {
+			return encodeFields(fields, m)
 		}
 	}
 	return encodeFor(c.o.Wire, m)
