@@ -53,9 +53,7 @@ return n
 var delayAddScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local f = {}
-for i = 3, #ARGV do f[#f+1] = ARGV[i] end
-redis.call('HSET', KEYS[1], '__stream', ARGV[2], unpack(f))
+redis.call('HSET', KEYS[1], '__stream', ARGV[2], unpack(ARGV, 3))
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), KEYS[1])
 return now + tonumber(ARGV[1])
 `)
@@ -68,8 +66,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, k in ipairs(due) do
   local h = redis.call('HGETALL', k)
-  local stream = nil
-  local out = {}
+  local stream, out = nil, {}
   for i = 1, #h, 2 do
     if h[i] == '__stream' then stream = h[i+1] else out[#out+1] = h[i]; out[#out+1] = h[i+1] end
   end
@@ -115,9 +112,8 @@ return -1
 // leaseScript takes or renews a lease: 1 when the token holds it, 0 when
 // another does. KEYS[1] key; ARGV token, ttl ms.
 var leaseScript = goredis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-if v == false then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]); return 1 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 `)
 

@@ -137,10 +137,10 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		recs, err := s.recs[:0], error(nil)
 		switch {
 		case s.own != "":
-			recs, err = s.pending(ctx, recs, "own", max)
+			recs, err = s.pending(ctx, recs, "own", &s.own, max)
 		case time.Since(s.lastClaim) >= s.c.o.ClaimInterval:
 			s.lastClaim = time.Now()
-			recs, err = s.pending(ctx, recs, "claim", max)
+			recs, err = s.pending(ctx, recs, "claim", &s.cursor, max)
 		}
 		if err == nil && len(recs) == 0 {
 			recs, err = s.read(ctx, recs, max)
@@ -159,12 +159,8 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	}
 }
 
-// pending runs claimScript in mode "own" or "claim".
-func (s *sub) pending(ctx context.Context, recs []driver.Record, mode string, n int) ([]driver.Record, error) {
-	at := &s.cursor
-	if mode == "own" {
-		at = &s.own
-	}
+// pending runs claimScript in mode "own" or "claim" from the cursor at.
+func (s *sub) pending(ctx context.Context, recs []driver.Record, mode string, at *string, n int) ([]driver.Record, error) {
 	res, err := claimScript.Run(ctx, s.c.rc, []string{s.stream}, s.group, s.consumer, s.c.o.ClaimMinIdle.Milliseconds(), *at, n, mode).Slice()
 	if err != nil || len(res) != 3 {
 		return recs, err
@@ -347,10 +343,9 @@ func (s *sub) Close(ctx context.Context) error {
 	s.instance.Release()
 	s.single.Release()
 	var errs []error
-	if held := s.heldIDs(true); len(held) > 0 {
-		if _, err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {
-			errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(held), err))
-		}
+	held := s.heldIDs(true)
+	if _, err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {
+		errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(held), err))
 	}
 	switch {
 	case s.broadcast && s.spec.InstanceTTL <= 0:
