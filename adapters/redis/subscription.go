@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -40,10 +39,9 @@ type sub struct {
 	own, cursor string          // positions in this consumer's pending entries ("" once read) and of XAUTOCLAIM
 	lastClaim   time.Time
 
-	mu sync.Mutex
-	// held: received and not settled, renewed by renew; nil once its
+	// held: received and not settled, renewed by renew; failed once its
 	// settlement failed (pending, not renewed, claimed after ClaimMinIdle).
-	held map[string]*entry
+	held kit.Held[string, *entry]
 }
 
 var (
@@ -57,7 +55,7 @@ var (
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	s := &sub{c: c, spec: spec, stream: c.streamKey(spec.Topic), group: c.o.Existing.group(spec.Topic, spec.Group),
 		consumer: cmp.Or(c.o.Consumer, "c-"+ports.NewID()), token: ports.NewID(),
-		own: "0-0", cursor: "0-0", held: map[string]*entry{}}
+		own: "0-0", cursor: "0-0"}
 	if spec.Mode == ports.Broadcast {
 		s.broadcast, s.group, s.consumer = true, broadcastPrefix+spec.Group+":"+spec.Instance, "c-"+spec.Instance
 		s.hbKey, s.hbTTL = c.heartbeatKey(s.stream, s.group), cmp.Or(max(spec.InstanceTTL, 0), c.o.InstanceTTL)
@@ -207,13 +205,7 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 	if hid, _ := ports.IdentityFromHeaders(r.Message.Headers); hid != "" {
 		e.ident = hid
 	}
-	s.mu.Lock()
-	dup := s.held[id] != nil
-	if !dup {
-		s.held[id] = e
-	}
-	s.mu.Unlock()
-	if dup {
+	if !s.held.Add(id, e) {
 		return recs
 	}
 	s.c.holdFields(e, 1)
@@ -224,18 +216,10 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 // settle forgets the entries of handles: acknowledged (ok), or left
 // pending, not renewed, claimed again after ClaimMinIdle.
 func (s *sub) settle(handles []any, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, h := range handles {
-		e := h.(*entry)
-		if s.held[e.id] != e {
-			continue
+		if e := h.(*entry); s.held.Settle(e.id, e, ok) {
+			s.c.holdFields(e, -1)
 		}
-		delete(s.held, e.id)
-		if !ok {
-			s.held[e.id] = nil
-		}
-		s.c.holdFields(e, -1)
 	}
 }
 
@@ -245,7 +229,7 @@ func (s *sub) settle(handles []any, ok bool) {
 // again).
 func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 	keys := ids(handles)
-	err := s.c.rc.Do(ctx, append([]any{"XACK", s.stream, s.group}, keys...)...).Err()
+	err := s.c.rc.XAck(ctx, s.stream, s.group, keys...).Err()
 	if err != nil && s.committed(ctx, keys) {
 		err = nil
 	}
@@ -265,9 +249,13 @@ func (s *sub) SendRequeues(ctx context.Context, handles []any, _ time.Duration) 
 // setIdle sets the idle time of the entries of ids this consumer owns
 // (0: a renewal; ClaimMinIdle: claimable at once), their count unchanged,
 // and returns how many of ids are pending with any consumer.
-func (s *sub) setIdle(ctx context.Context, ids []any, idle time.Duration) (n int64, err error) {
+func (s *sub) setIdle(ctx context.Context, ids []string, idle time.Duration) (n int64, err error) {
 	for chunk := range slices.Chunk(ids, 500) {
-		k, err := idleScript.Run(ctx, s.c.rc, []string{s.stream}, append([]any{s.group, s.consumer, idle.Milliseconds()}, chunk...)...).Int64()
+		args := []any{s.group, s.consumer, idle.Milliseconds()}
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		k, err := idleScript.Run(ctx, s.c.rc, []string{s.stream}, args...).Int64()
 		if n += k; err != nil {
 			return n, err
 		}
@@ -279,7 +267,7 @@ func (s *sub) setIdle(ctx context.Context, ids []any, idle time.Duration) (n int
 // lost: only that XACK removes them, so it ran if and only if none is
 // pending any more. Redis is asked up to six times, 10 ms doubling between
 // tries; false unless it answered that none is pending.
-func (s *sub) committed(ctx context.Context, ids []any) bool {
+func (s *sub) committed(ctx context.Context, ids []string) bool {
 	for try, backoff := 0, 10*time.Millisecond; try < 6; try, backoff = try+1, backoff*2 {
 		if n, err := s.setIdle(ctx, ids, 0); err == nil {
 			return n == 0
@@ -296,7 +284,7 @@ func (s *sub) committed(ctx context.Context, ids []any) bool {
 // renew resets the idle time of the held entries (every ClaimMinIdle/3),
 // so that no other consumer claims the work of a live, slow one.
 func (s *sub) renew(ctx context.Context) time.Duration {
-	if _, err := s.setIdle(ctx, s.heldIDs(false), 0); err != nil && ctx.Err() == nil {
+	if _, err := s.setIdle(ctx, s.held.Keys(false), 0); err != nil && ctx.Err() == nil {
 		s.warn("renew the held entries", err)
 	}
 	return 0
@@ -314,23 +302,10 @@ func (s *sub) warn(what string, err error) {
 	s.c.o.Logger.Warn("sluice redis: "+what, "stream", s.stream, "group", s.group, "consumer", s.consumer, "err", err)
 }
 
-func ids(handles []any) []any {
-	out := make([]any, len(handles))
+func ids(handles []any) []string {
+	out := make([]string, len(handles))
 	for i, h := range handles {
 		out[i] = h.(*entry).id
-	}
-	return out
-}
-
-// heldIDs returns the ids of the held entries, and with all of those
-// whose settlement failed too.
-func (s *sub) heldIDs(all bool) (out []any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, e := range s.held {
-		if e != nil || all {
-			out = append(out, id)
-		}
 	}
 	return out
 }
@@ -343,7 +318,7 @@ func (s *sub) Close(ctx context.Context) error {
 	s.instance.Release()
 	s.single.Release()
 	var errs []error
-	held := s.heldIDs(true)
+	held := s.held.Keys(true)
 	if _, err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {
 		errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(held), err))
 	}
@@ -356,13 +331,9 @@ func (s *sub) Close(ctx context.Context) error {
 	default:
 		_ = leaveScript.Run(ctx, s.c.rc, []string{s.stream}, s.group, s.consumer).Err()
 	}
-	s.mu.Lock()
-	for _, e := range s.held {
-		if e != nil {
-			s.c.holdFields(e, -1)
-		}
+	for _, e := range s.held.Live() {
+		s.c.holdFields(e, -1)
 	}
-	s.mu.Unlock()
 	s.forget()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("redis: stop %s: %w", s.stream, err)
