@@ -117,10 +117,8 @@ func decode(stream, group, id string, values map[string]any, deliveries int64) (
 // A plain producer's field/value entry (redis-cli XADD s '*' id r-1) is
 // delivered with its data fields as a compact JSON object of strings, keys
 // in byte order: {"id":"r-1"}; "h:<name>" fields are headers. Its
-// dead-letter copy, which the portable layer sends through SendBatch,
-// keeps the original fields byte for byte: the driver holds the fields of
-// each such entry it holds, under the delivery's identity (the copy's
-// HeaderID), counted per holder.
+// dead-letter copy, sent through SendBatch, keeps the original fields byte
+// for byte: they are held in conn.fields under the delivery's identity.
 func dataFields(values map[string]any) ([]any, []byte) {
 	names := slices.Sorted(maps.Keys(values))
 	obj, fields := make(map[string]string, len(names)), make([]any, 0, 2*len(names))
@@ -139,18 +137,6 @@ func dataFields(values map[string]any) ([]any, []byte) {
 // encodeFields returns the XADD list of a field/value entry's copy.
 func encodeFields(fields []any, m *ports.Message) []any {
 	return appendHeaders(append(make([]any, 0, len(fields)+2*len(m.Headers)), fields...), m)
-}
-
-// holdFields adds d (1 or -1) holders of e's fields, if it has any, under
-// its identity: the dead-letter copy of a field/value entry keeps them.
-func (c *conn) holdFields(e *entry, d int) {
-	switch {
-	case e.fields == nil:
-	case d > 0:
-		c.fields.Hold(e.ident, e.fields)
-	default:
-		c.fields.Release(e.ident)
-	}
 }
 
 // encodeSend returns the XADD list of m: for the dead-letter copy of a

@@ -9,16 +9,14 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// A Broadcast instance's claim refuses a second subscription of the same
-// Instance from any process; a SingleActive group's lease lets only its
-// holder read (a holder that could not renew may still handle one read
-// batch while the next starts). Both are a key held under the
-// subscription's token (kit.Lease), deleted on release.
-
 // instanceClaimTTL: how long a crashed holder keeps an instance's claim.
 const instanceClaimTTL = 6 * time.Second
 
-// lease returns s's lease of key, not taken yet.
+// lease returns s's lease of key (held under s's token), not taken yet: a
+// Broadcast instance's claim refuses a second subscription of the same
+// Instance from any process; a SingleActive group's lease lets only its
+// holder read (a holder that could not renew may still handle one read
+// batch while the next starts).
 func (s *sub) lease(key, what string, ttl time.Duration) *kit.Lease {
 	take := func(ctx context.Context) (bool, error) {
 		n, err := leaseScript.Run(ctx, s.c.rc, []string{key}, s.token, ttl.Milliseconds()).Int()

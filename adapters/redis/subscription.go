@@ -208,7 +208,9 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 	if !s.held.Add(id, e) {
 		return recs
 	}
-	s.c.holdFields(e, 1)
+	if fields != nil {
+		s.c.fields.Hold(e.ident, fields) // for its dead-letter copy (codec.go)
+	}
 	r.Handle = e
 	return append(recs, r)
 }
@@ -217,8 +219,8 @@ func (s *sub) record(recs []driver.Record, id string, values map[string]any, cou
 // pending, not renewed, claimed again after ClaimMinIdle.
 func (s *sub) settle(handles []any, ok bool) {
 	for _, h := range handles {
-		if e := h.(*entry); s.held.Settle(e.id, e, ok) {
-			s.c.holdFields(e, -1)
+		if e := h.(*entry); s.held.Settle(e.id, e, ok) && e.fields != nil {
+			s.c.fields.Release(e.ident)
 		}
 	}
 }
@@ -332,7 +334,9 @@ func (s *sub) Close(ctx context.Context) error {
 		_ = leaveScript.Run(ctx, s.c.rc, []string{s.stream}, s.group, s.consumer).Err()
 	}
 	for _, e := range s.held.Live() {
-		s.c.holdFields(e, -1)
+		if e.fields != nil {
+			s.c.fields.Release(e.ident)
+		}
 	}
 	s.forget()
 	if err := errors.Join(errs...); err != nil {

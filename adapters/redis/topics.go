@@ -43,8 +43,7 @@ func (e *Existing) group(t ports.Topic, g string) string {
 // and length are kept in the hash "<ns>:topic:<stream>", written by the
 // first DeclareTopic of any process, so that every process trims alike.
 // Send uses this adapter's record, else the hash, cached: a declaration
-// (a ports.TopicSpec) for good, its absence (the time.Time it was seen)
-// for specTTL.
+// for good, its absence (the time it was seen) for specTTL.
 const specTTL = 5 * time.Second
 
 func (c *conn) specKey(stream string) string { return c.o.Namespace + ":topic:" + stream }
