@@ -25,7 +25,8 @@ func NewPeriodic() *Periodic {
 
 // Every calls f at once, then again after the duration f returns: period
 // when f returns zero or less, or more than period. The context f gets
-// ends at Stop; f is not called after Stop.
+// ends at Stop, and f is not called once Stop has returned. Every must not
+// be called after Stop.
 func (p *Periodic) Every(period time.Duration, f func(context.Context) time.Duration) {
 	p.wg.Go(func() {
 		for p.ctx.Err() == nil {
