@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,23 +49,23 @@ type Options struct {
 	// Consumer names this process's consumer in its LoadBalance groups:
 	// a name that survives a restart gets back its pending entries at
 	// once. Two running processes must not share it. Default: random.
-	Consumer       string
-	Namespace      string     // prefixes every key; default "sluice"
-	RawStreamNames bool       // a topic's stream is the topic alone (watermill-redisstream)
-	Wire           Wire       // the format Send writes (both are read); default WireSluice
-	Durability     Durability // the confirm level of Send; default DurabilityFsync
-	Replicas       int        // for DurabilityReplicas; default 1
-	WaitTimeout    time.Duration
+	Consumer       string        `url:"consumer"`
+	Namespace      string        // prefixes every key; default "sluice"
+	RawStreamNames bool          `url:"raw_stream_names"`               // a topic's stream is the topic alone (watermill-redisstream)
+	Wire           Wire          `url:"wire,sluice|watermill"`          // the format Send writes (both are read); default WireSluice
+	Durability     Durability    `url:"durability,fsync|none|replicas"` // the confirm level of Send; default DurabilityFsync
+	Replicas       int           `url:"replicas,1..64"`                 // for DurabilityReplicas; default 1
+	WaitTimeout    time.Duration `url:"wait_timeout,1ms..1m"`
 	// ClaimMinIdle is how long an entry sits idle in another consumer's
 	// pending list before it is claimed; the same for every instance of
 	// a group. Default 30s.
-	ClaimMinIdle    time.Duration
-	ClaimInterval   time.Duration // how often idle entries are claimed, the longest BLOCK; default 50ms
-	DelayPoll       time.Duration // how often due delayed messages move; default 25ms
-	JanitorInterval time.Duration // how often expired broadcast groups are destroyed; default 5s
-	InstanceTTL     time.Duration // a Broadcast instance's default heartbeat TTL; default 1m
-	DialTimeout     time.Duration // default 5s
-	PoolSize        int           // go-redis's pool size; default 32
+	ClaimMinIdle    time.Duration `url:"claim_min_idle,100ms..24h"`
+	ClaimInterval   time.Duration `url:"claim_interval,1ms..1m"`    // how often idle entries are claimed, the longest BLOCK; default 50ms
+	DelayPoll       time.Duration `url:"delay_poll,1ms..1m"`        // how often due delayed messages move; default 25ms
+	JanitorInterval time.Duration `url:"janitor_interval,10ms..1h"` // how often expired broadcast groups are destroyed; default 5s
+	InstanceTTL     time.Duration `url:"instance_ttl,10ms..8760h"`  // a Broadcast instance's default heartbeat TTL; default 1m
+	DialTimeout     time.Duration `url:"dial_timeout,10ms..1h"`     // default 5s
+	PoolSize        int           `url:"pool_size,1..4096"`         // go-redis's pool size; default 32
 	Existing        *Existing     // streams and groups adopted under their own names
 	// MaxMessageBytes is the largest payload Send accepts. Default 64 MiB,
 	// at most 512 MiB (Redis' proto-max-bulk-len).
@@ -168,26 +167,5 @@ func optionsFromURL(u *url.URL, cfg *adapters.Config) (Options, error) {
 	if secure {
 		o.TLS = cfg.TLS()
 	}
-	p := cfg.Params
-	d := p.String("durability", "fsync")
-	if o.Durability = Durability(slices.Index(durabilities, d)); o.Durability < 0 {
-		return bad("durability", fmt.Sprintf("%q is not fsync, none or replicas", d))
-	}
-	w := p.String("wire", "sluice")
-	if o.Wire = Wire(slices.Index([]string{"sluice", "watermill"}, w)); o.Wire < 0 {
-		return bad("wire", fmt.Sprintf("%q is not sluice or watermill", w))
-	}
-	o.Replicas = p.Int("replicas", 0, 1, 64)
-	o.WaitTimeout = p.Duration("wait_timeout", 0, time.Millisecond, time.Minute)
-	o.ClaimMinIdle = p.Duration("claim_min_idle", 0, 100*time.Millisecond, 24*time.Hour)
-	o.ClaimInterval = p.Duration("claim_interval", 0, time.Millisecond, time.Minute)
-	o.DelayPoll = p.Duration("delay_poll", 0, time.Millisecond, time.Minute)
-	o.JanitorInterval = p.Duration("janitor_interval", 0, 10*time.Millisecond, time.Hour)
-	o.InstanceTTL = p.Duration("instance_ttl", 0, 10*time.Millisecond, 365*24*time.Hour)
-	o.DialTimeout = p.Duration("dial_timeout", 0, 10*time.Millisecond, time.Hour)
-	o.PoolSize = p.Int("pool_size", 0, 1, 4096)
-	o.RawStreamNames = p.Bool("raw_stream_names", false)
-	o.Consumer = p.String("consumer", "")
-	return o, p.Err("durability", "replicas", "wait_timeout", "claim_min_idle", "claim_interval", "delay_poll",
-		"janitor_interval", "instance_ttl", "dial_timeout", "pool_size", "wire", "raw_stream_names", "consumer")
+	return o, cfg.Params.Bind(&o)
 }

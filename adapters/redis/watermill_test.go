@@ -4,12 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
-
 	"github.com/sluicemq/sluice/adapters/redis"
 	"github.com/sluicemq/sluice/adapters/redis/redistest"
 	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
+	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
 )
 
 // TestWatermillUniversalSuite runs Watermill's own pub/sub suite against
@@ -25,21 +23,5 @@ import (
 func TestWatermillUniversalSuite(t *testing.T) {
 	srv := redistest.Own(t, redistest.Options{Durable: true})
 	a := newAdapter(t, redis.Options{Addr: srv.Addr, ClaimMinIdle: 2 * time.Second})
-	features := tests.Features{
-		ConsumerGroups:                   true,
-		ExactlyOnceDelivery:              false,
-		GuaranteedOrder:                  false,
-		Persistent:                       true,
-		NewSubscriberReceivesOldMessages: false,
-		ContextPreserved:                 false,
-		// No RestartServiceCommand: the server is this test process's
-		// child; restarts are the fault kit's broker-restart scenario.
-	}
-	tests.TestPubSub(t, features,
-		func(t *testing.T) (message.Publisher, message.Subscriber) {
-			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{})
-		},
-		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group})
-		})
+	wmtest.Run(t, wmtest.Features, wmbridge.SubscriberConfig{}, wmtest.Same(a))
 }
