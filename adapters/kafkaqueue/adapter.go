@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -65,6 +67,9 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err == nil {
 		err = kerr.ErrorForCode(versions.ErrorCode)
 	}
+	if err != nil && opts.SASL.User != "" && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && opts.answersWithoutSASL(ctx) {
+		err = fmt.Errorf("%w: the broker closed the connection during SASL %s authentication of user %q; check the user name, the password and the mechanism", ports.ErrAuth, cmp.Or(opts.SASL.Mechanism, "plain"), opts.SASL.User)
+	}
 	if err != nil {
 		return fail("connect", err)
 	}
@@ -82,6 +87,20 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
 }
 
+// answersWithoutSASL reports whether the brokers answer a client that does
+// not authenticate: then a connection closed during authentication means
+// refused credentials (a broker closes it without an error response).
+func (o Options) answersWithoutSASL(ctx context.Context) bool {
+	o.SASL = SASL{}
+	cl, err := kgo.NewClient(o.clientOpts()...)
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	_, err = kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	return err == nil
+}
+
 // Name returns "kafkaqueue", also on the zero Adapter.
 func (a *Adapter) Name() string { return "kafkaqueue" }
 
@@ -96,7 +115,9 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 func (c *conn) Name() string { return "kafkaqueue" }
 
 // Capabilities: each record is settled on its own (Accept, Release,
-// Reject) and the broker counts its deliveries exactly; no order (records
+// Reject), a partition's records are shared out to every member (more
+// members than partitions all work) and the broker counts their
+// deliveries exactly; no order (records
 // of one partition are handed to many members and redelivered out of
 // order); a share group keeps its position while it has no member; a
 // Broadcast instance is a share group of its own, refused while another
@@ -105,7 +126,7 @@ func (c *conn) Name() string { return "kafkaqueue" }
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, DurableGroups: true,
-		ExactRedeliveryCount: true, Ordering: ports.OrderNone, StartEarliest: true,
+		CompetingConsumers: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone, StartEarliest: true,
 		MaxMessageBytes: cmp.Or(c.opts.MaxMessageBytes, DefaultMaxMessageBytes), SizeCountsEnvelope: true,
 		InstanceGuard: ports.InstanceRefused,
 	}

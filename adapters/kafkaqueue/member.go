@@ -73,8 +73,8 @@ type handle struct {
 	gen       uint32
 	partition int32
 	offset    int64
-	out       time.Time // when it was handed out
-	deadline  time.Time // of its acquisition lock
+	out       time.Time       // when it was handed out
+	deadline  time.Time       // of its acquisition lock
 	d         *ports.Delivery // what a dead-letter copy is made of
 }
 
