@@ -247,15 +247,14 @@ func (s *sub) renew() {
 		return
 	}
 	for {
-		lock := s.m.lockDuration()
-		t := time.NewTimer(lock / 4)
+		t := time.NewTimer(min(max(s.m.lockDuration()/4, 50*time.Millisecond), time.Second))
 		select {
 		case <-s.closed:
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		now := time.Now()
+		now, lock := time.Now(), s.m.lockDuration()
 		var due []*handle
 		s.mu.Lock()
 		for h := range s.out {
