@@ -251,7 +251,7 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 func (c *conn) Classify(err error) driver.Class {
 	var ke *kerr.Error
 	switch {
-	case errors.Is(err, kgo.ErrClientClosed), errors.Is(err, errSubClosed):
+	case errors.Is(err, kgo.ErrClientClosed):
 		return driver.Class{Code: ports.ErrClosed}
 	case errors.As(err, &ke):
 		switch ke {
@@ -281,15 +281,4 @@ func (c *conn) Close(context.Context) error {
 		c.cl.Close()
 	}
 	return nil
-}
-
-// admin sends req (routed by franz-go: the coordinator, the leaders, any
-// broker) and returns its response or its error.
-func admin[R kmsg.Response](ctx context.Context, cl *kgo.Client, req kmsg.Request) (R, error) {
-	resp, err := cl.Request(ctx, req)
-	if err != nil {
-		var zero R
-		return zero, err
-	}
-	return resp.(R), nil
 }

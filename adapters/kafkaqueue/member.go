@@ -25,12 +25,8 @@ const (
 	ackRenew   int8 = 4
 )
 
-// member is one share-group member on one topic, speaking the share-group
-// protocol itself over franz-go's request API. franz-go's own share
-// consumer (kgo.ShareGroup) accepts every record of a poll that is not
-// acknowledged when the next poll starts; sluice pulls again while records
-// are still with handlers, so the member keeps each record acquired until
-// it is settled on its own.
+// member is one share-group member on one topic: each record stays
+// acquired until it is settled on its own (see the package doc).
 type member struct {
 	cl    *kgo.Client
 	group string
@@ -394,17 +390,9 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 	return out, nil
 }
 
-func (m *member) setStale() {
-	m.mu.Lock()
-	m.stale = true
-	m.mu.Unlock()
-}
+func (m *member) setStale() { m.mu.Lock(); m.stale = true; m.mu.Unlock() }
 
-func (m *member) lockDuration() time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.lock
-}
+func (m *member) lockDuration() time.Duration { m.mu.Lock(); defer m.mu.Unlock(); return m.lock }
 
 // errLost marks handles whose records the broker took back (their session
 // was reset, their lock lapsed); it wraps driver.ErrRecordsLost.

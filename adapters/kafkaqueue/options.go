@@ -20,8 +20,7 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// DefaultMaxMessageBytes is the default Options.MaxMessageBytes: a
-// broker's default message.max.bytes less the record batch overhead.
+// DefaultMaxMessageBytes is the default Options.MaxMessageBytes.
 const DefaultMaxMessageBytes = 1_000_000
 
 // Options configures an [Adapter]. Brokers is required; every other zero
@@ -82,19 +81,14 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	invalid := func(field, why string) error {
-		return fmt.Errorf("%w: kafkaqueue: Options.%s %s", ports.ErrInvalid, field, why)
+	err := ports.Topic(o.Namespace).Validate()
+	if _, merr := o.SASL.mechanism(); merr != nil {
+		err = merr
+	} else if len(o.Brokers) == 0 {
+		err = errors.New("no Brokers")
 	}
-	switch {
-	case len(o.Brokers) == 0:
-		return invalid("Brokers", "is empty")
-	case ports.Topic(o.Namespace).Validate() != nil:
-		return invalid("Namespace", ports.Topic(o.Namespace).Validate().Error())
-	case o.SASL.Mechanism != "" && o.SASL.User == "":
-		return invalid("SASL", "names a mechanism without a user")
-	}
-	if _, err := o.SASL.mechanism(); err != nil {
-		return invalid("SASL.Mechanism", err.Error())
+	if err != nil {
+		return fmt.Errorf("%w: kafkaqueue: Options: %w", ports.ErrInvalid, err)
 	}
 	return nil
 }

@@ -14,17 +14,13 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-var (
-	errRecordsLost = driver.ErrRecordsLost
-	errSubClosed   = errors.New("kafkaqueue: subscription closed")
-)
+var errRecordsLost = driver.ErrRecordsLost
 
 // sub is one share-group member consuming one topic.
 type sub struct {
 	c     *conn
 	m     *member
 	topic ports.Topic
-	spec  ports.SubscriptionSpec
 
 	buf     []driver.Record // acquired, not handed out yet (ReceiveBatch only)
 	mu      sync.Mutex
@@ -67,7 +63,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
-	s := &sub{c: c, m: m, topic: spec.Topic, spec: spec, out: map[*handle]bool{}, closed: make(chan struct{}), renewed: make(chan struct{})}
+	s := &sub{c: c, m: m, topic: spec.Topic, out: map[*handle]bool{}, closed: make(chan struct{}), renewed: make(chan struct{})}
 	go s.m.run(s.reportf)
 	go s.renew()
 	return s, nil
