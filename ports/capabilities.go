@@ -108,7 +108,9 @@ func (c Capabilities) String() string {
 	flag("native-dlq", c.NativeDeadLetter)
 	flag("broadcast", c.Broadcast)
 	flag("per-message-ack", c.PerMessageAck)
-	flag("competing-consumers", c.CompetingConsumers)
+	if c.CompetingConsumers { // listed where declared only
+		flag("competing-consumers", true)
+	}
 	flag("confirm", c.PublisherConfirm)
 	flag("native-batch", c.NativeBatch)
 	flag("expiry", c.SubscriptionExpiry)
