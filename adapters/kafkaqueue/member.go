@@ -60,8 +60,7 @@ type session struct {
 }
 
 func (s *session) reset() { s.epoch, s.gen = 0, s.gen+1; clear(s.in) }
-
-func (s *session) bump() { s.epoch = max(s.epoch+1, 1) }
+func (s *session) bump()  { s.epoch = max(s.epoch+1, 1) }
 
 // handle is a record's settlement handle.
 type handle struct {
@@ -390,12 +389,10 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 	return out, nil
 }
 
-func (m *member) setStale() { m.mu.Lock(); m.stale = true; m.mu.Unlock() }
-
+func (m *member) setStale()                   { m.mu.Lock(); m.stale = true; m.mu.Unlock() }
 func (m *member) lockDuration() time.Duration { m.mu.Lock(); defer m.mu.Unlock(); return m.lock }
 
-// errLost marks handles whose records the broker took back (their session
-// was reset, their lock lapsed); it wraps driver.ErrRecordsLost.
+// errLost: the broker took the records back (session reset, lock lapsed).
 var errLost = fmt.Errorf("kafkaqueue: %w", errRecordsLost)
 
 // ack acknowledges hs with typ, one ShareAcknowledge per session.

@@ -33,6 +33,7 @@ type Options struct {
 	Partitions        int32    // of the topics the adapter creates; default 1
 	ReplicationFactor int16    // of the topics the adapter creates; default 1
 	NoCreateTopics    bool     // the adapter creates no topic itself
+	StartOldest       bool     // a new share group starts at the oldest record, as with StartEarliest
 	// FetchMaxWait bounds one ShareFetch long poll. An acknowledgement
 	// waits for the fetch in flight on its broker's share session (one
 	// request at a time per session), so this is also the longest an
@@ -156,10 +157,11 @@ func open(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter,
 	o.Partitions = int32(p.Int("partitions", 0, 1, 10000))
 	o.ReplicationFactor = int16(p.Int("replication_factor", 0, 1, 100))
 	o.NoCreateTopics = !p.Bool("create_topics", true)
+	o.StartOldest = p.Bool("start_oldest", false)
 	o.FetchMaxWait = p.Duration("fetch_max_wait", 0, time.Millisecond, time.Minute)
 	o.RenewFor = p.Duration("renew_for", 0, time.Second, 24*time.Hour)
 	o.SASL.Mechanism = p.String("mechanism", "")
-	if err := p.Err("client_id", "partitions", "replication_factor", "create_topics", "fetch_max_wait", "renew_for", "mechanism"); err != nil {
+	if err := p.Err("client_id", "partitions", "replication_factor", "create_topics", "start_oldest", "fetch_max_wait", "renew_for", "mechanism"); err != nil {
 		return nil, err
 	}
 	if cfg.HasCredentials {

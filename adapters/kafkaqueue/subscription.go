@@ -57,7 +57,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 			return nil, &ports.InstanceSharedError{Instance: spec.Instance, Where: "share group " + m.group + " has a member already"}
 		}
 	}
-	if err := m.initialize(ctx, parts, spec.Start == ports.StartEarliest); err != nil {
+	if err := m.initialize(ctx, parts, spec.Start == ports.StartEarliest || c.opts.StartOldest); err != nil {
 		return nil, fmt.Errorf("kafkaqueue: start share group %s on %s: %w", m.group, phys, err)
 	}
 	if err := m.heartbeat(ctx, false); err != nil {
@@ -69,7 +69,6 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	return s, nil
 }
 
-// SetReport sets where the heartbeat and the renewer report failures.
 func (s *sub) SetReport(report func(error)) { s.report.Store(&report) }
 
 func (s *sub) reportf(err error) {
