@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,15 +116,9 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 
 func (c *conn) Name() string { return "kafkaqueue" }
 
-// Capabilities: each record is settled on its own (Accept, Release,
-// Reject), a partition's records are shared out to every member (more
-// members than partitions all work) and the broker counts their
-// deliveries exactly; no order (records
-// of one partition are handed to many members and redelivered out of
-// order); a share group keeps its position while it has no member; a
-// Broadcast instance is a share group of its own, refused while another
-// member is in it (not atomic: Kafka has no lock for it). A delayed
-// message or requeue is held on the consuming side (Kafka has no delay).
+// Capabilities: per-record settlement shared out over any number of
+// members, exact delivery counts, no order; the reasons are in
+// docs/adapters/kafkaqueue.md.
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, DurableGroups: true,
@@ -219,15 +215,8 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 
 // ensureTopic creates phys unless NoCreateTopics or Existing adopts it.
 func (c *conn) ensureTopic(ctx context.Context, phys string) error {
-	if _, ok := c.topics.Load(phys); ok || c.opts.NoCreateTopics {
+	if _, ok := c.topics.Load(phys); ok || c.opts.NoCreateTopics || c.opts.Existing != nil && slices.Contains(slices.Collect(maps.Values(c.opts.Existing.Topics)), phys) {
 		return nil
-	}
-	if e := c.opts.Existing; e != nil {
-		for _, t := range e.Topics {
-			if t == phys {
-				return nil
-			}
-		}
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()
 	t := kmsg.NewCreateTopicsRequestTopic()

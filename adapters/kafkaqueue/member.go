@@ -113,8 +113,10 @@ func (m *member) meta(ctx context.Context) ([]int32, error) {
 // initialize sets the start of every partition the group has not started
 // on yet to the topic's end (or its oldest record), so that the group
 // keeps what is published from now on even before its first member
-// fetches. A group with members started already.
-func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) error {
+// fetches. A group with members (on another topic) refuses: then the
+// group's share.auto.offset.reset is set and fetch reports that the
+// member must fetch once to start the partitions.
+func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (fetch bool, err error) {
 	desc := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
 	dg.GroupID = m.group
@@ -122,7 +124,7 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) e
 	desc.Groups = append(desc.Groups, dg)
 	dresp, err := desc.RequestWith(ctx, m.cl)
 	if err != nil {
-		return err
+		return false, err
 	}
 	lo := kmsg.NewPtrListOffsetsRequest()
 	lt := kmsg.NewListOffsetsRequestTopic()
@@ -142,12 +144,12 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) e
 		}
 	}
 	if len(lt.Partitions) == 0 {
-		return nil
+		return false, nil
 	}
 	lo.Topics = append(lo.Topics, lt)
 	lresp, err := lo.RequestWith(ctx, m.cl)
 	if err != nil {
-		return err
+		return false, err
 	}
 	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
 	alter.GroupID = m.group
@@ -156,7 +158,7 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) e
 	for _, t := range lresp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return err
+				return false, err
 			}
 			at.Partitions = append(at.Partitions, kmsg.AlterShareGroupOffsetsRequestTopicPartition{Partition: p.Partition, StartOffset: p.Offset})
 		}
@@ -166,10 +168,20 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) e
 	if err == nil {
 		err = kerr.ErrorForCode(aresp.ErrorCode)
 	}
-	if errors.Is(err, kerr.NonEmptyGroup) {
-		return nil // its members started it
+	if !errors.Is(err, kerr.NonEmptyGroup) {
+		return false, err
 	}
-	return err
+	cfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, m.group
+	reset := map[bool]string{true: "earliest", false: "latest"}[earliest]
+	r.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &reset}}
+	cfg.Resources = append(cfg.Resources, r)
+	cresp, err := cfg.RequestWith(ctx, m.cl)
+	if err == nil && len(cresp.Resources) > 0 {
+		err = kerr.ErrorForCode(cresp.Resources[0].ErrorCode)
+	}
+	return true, err
 }
 
 // members returns how many members the group has.

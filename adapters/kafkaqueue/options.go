@@ -34,17 +34,12 @@ type Options struct {
 	ReplicationFactor int16    // of the topics the adapter creates; default 1
 	NoCreateTopics    bool     // the adapter creates no topic itself
 	StartOldest       bool     // a new share group starts at the oldest record, as with StartEarliest
-	// FetchMaxWait bounds one ShareFetch long poll. An acknowledgement
-	// waits for the fetch in flight on its broker's share session (one
-	// request at a time per session), so this is also the longest an
-	// acknowledgement waits. Default 250ms.
+	// FetchMaxWait bounds one ShareFetch long poll, and so the wait of an
+	// acknowledgement behind it on the same share session. Default 250ms.
 	FetchMaxWait time.Duration
-	// RenewFor bounds how long a record handed to a handler keeps its
-	// acquisition lock: the adapter renews the lock (KIP-1222, Kafka 4.2+)
-	// while the handler runs, for at most RenewFor after the delivery; then
-	// the lock lapses and the broker redelivers the record. Default 5m;
-	// negative: never renew (a record lapses after the broker's
-	// group.share.record.lock.duration.ms).
+	// RenewFor bounds how long the lock of a record out with a handler is
+	// renewed (KIP-1222, Kafka 4.2+); then it lapses and the broker
+	// redelivers the record. Default 5m; negative: never renew.
 	RenewFor time.Duration
 	// MaxMessageBytes bounds a record: payload, key and headers. Raise it
 	// only with the broker's message.max.bytes.

@@ -57,13 +57,19 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 			return nil, &ports.InstanceSharedError{Instance: spec.Instance, Where: "share group " + m.group + " has a member already"}
 		}
 	}
-	if err := m.initialize(ctx, parts, spec.Start == ports.StartEarliest || c.opts.StartOldest); err != nil {
+	fetch, err := m.initialize(ctx, parts, spec.Start == ports.StartEarliest || c.opts.StartOldest)
+	if err != nil {
 		return nil, fmt.Errorf("kafkaqueue: start share group %s on %s: %w", m.group, phys, err)
 	}
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
 	s := &sub{c: c, m: m, topic: spec.Topic, out: map[*handle]bool{}, closed: make(chan struct{}), renewed: make(chan struct{})}
+	if fetch { // the first fetch starts the partitions; what it acquires is kept
+		if err := s.poll(ctx, spec.InFlight); err != nil {
+			return nil, errors.Join(err, m.heartbeat(ctx, true))
+		}
+	}
 	go s.m.run(s.reportf)
 	go s.renew()
 	return s, nil
@@ -286,7 +292,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	m := newMember(c.cl, c.group(ports.SubscriptionSpec{Topic: topic, Group: group}), phys, 0)
 	parts, err := m.meta(ctx)
 	if err == nil {
-		err = m.initialize(ctx, parts, false)
+		_, err = m.initialize(ctx, parts, false)
 	}
 	return err
 }
