@@ -20,7 +20,7 @@ func ExampleOpen() {
 	spec := adapters.Spec(a, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	fmt.Println("in flight:", spec.InFlight)
 	// Output:
-	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count start-earliest single-active best-effort retention max-length ordering=none instance-guard=refused max-message-bytes=67108864
+	// mem delay delayed-requeue native-dlq broadcast per-message-ack competing-consumers confirm native-batch expiry durable-groups exact-redelivery-count start-earliest single-active best-effort retention max-length ordering=none instance-guard=refused max-message-bytes=67108864
 	// in flight: 32
 }
 

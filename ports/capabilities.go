@@ -39,6 +39,12 @@ type Capabilities struct {
 	Broadcast bool
 	// PerMessageAck: each delivery can be settled on its own, out of order.
 	PerMessageAck bool
+	// CompetingConsumers: a LoadBalance group's messages are shared out one
+	// by one to its running instances, however many there are, and a
+	// message held or requeued by one instance holds back none after it (a
+	// queue, a Kafka share group; not a Kafka consumer group, whose
+	// partitions bound its busy instances and its commits).
+	CompetingConsumers bool
 	// PublisherConfirm: Send returns only after a broker confirm. Adapters
 	// without it are not certified.
 	PublisherConfirm bool
@@ -102,6 +108,9 @@ func (c Capabilities) String() string {
 	flag("native-dlq", c.NativeDeadLetter)
 	flag("broadcast", c.Broadcast)
 	flag("per-message-ack", c.PerMessageAck)
+	if c.CompetingConsumers { // listed where declared only
+		flag("competing-consumers", true)
+	}
 	flag("confirm", c.PublisherConfirm)
 	flag("native-batch", c.NativeBatch)
 	flag("expiry", c.SubscriptionExpiry)

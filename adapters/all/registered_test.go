@@ -16,7 +16,7 @@ import (
 
 // schemes are every scheme the module's adapters register.
 var schemes = []string{
-	"activemq", "activemq+ssl", "amqp", "amqps", "kafka", "kafka+tls", "mem",
+	"activemq", "activemq+ssl", "amqp", "amqps", "kafka", "kafka+tls", "kafkaqueue", "kafkaqueues", "mem",
 	"mqtt", "mqtt+embedded", "mqtts", "pulsar", "pulsar+ssl", "redis", "rediss", "rocketmq",
 }
 

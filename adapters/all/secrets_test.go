@@ -95,6 +95,7 @@ func credentialCases(t *testing.T, b refusingBrokers) []credentialCase {
 	ca := "ca_file=" + url.QueryEscape(b.caFile)
 	hosts := map[string]string{
 		"kafka": b.kafka, "kafka+tls": b.kafkaTLS + "?" + ca + "&",
+		"kafkaqueue": b.kafka, "kafkaqueues": b.kafkaTLS + "?" + ca + "&",
 		"pulsar": b.pulsar + "/", "pulsar+ssl": b.pulsarTLS + "/?" + ca + "&",
 		"rocketmq": b.rocketmq + "?insecure=true&", "mqtt+embedded": "/", "mem": "",
 		"mqtt": dead + "/?connect_timeout=1s&", "mqtts": dead + "/?connect_timeout=1s&",
@@ -192,6 +193,8 @@ func TestRefusedCredentialsSayAuth(t *testing.T) {
 	for _, raw := range []string{
 		"kafka://owner:wrong@" + b.kafka + "/?mechanism=scram-sha-512",
 		"kafka+tls://plain-owner:wrong@" + b.kafkaTLS + "/?" + ca,
+		"kafkaqueue://owner:wrong@" + b.kafka + "/?mechanism=scram-sha-512",
+		"kafkaqueues://plain-owner:wrong@" + b.kafkaTLS + "/?" + ca,
 		"pulsar://" + b.pulsar + "/?token=wrong",
 		"pulsar+ssl://" + b.pulsarTLS + "/?token=wrong&" + ca,
 		"rocketmq://owner:wrong@" + b.rocketmq + "?insecure=true",

@@ -82,7 +82,7 @@ const MaxMessageBytes = 64 << 20
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
 		DelayedMessage: true, DelayedRequeue: true, NativeDeadLetter: true, Broadcast: true,
-		PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, SubscriptionExpiry: true,
+		PerMessageAck: true, CompetingConsumers: true, PublisherConfirm: true, NativeBatch: true, SubscriptionExpiry: true,
 		DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
 		StartEarliest: true, SingleActive: true, BestEffort: true, Retention: true, MaxLength: true,
 		MaxMessageBytes: MaxMessageBytes, InstanceGuard: ports.InstanceRefused,

@@ -107,5 +107,5 @@ func ExampleOpen() {
 	defer a.Close(ctx)
 	fmt.Println(a.Name(), a.Capabilities())
 	// Output:
-	// mem delay delayed-requeue native-dlq broadcast per-message-ack confirm native-batch expiry durable-groups exact-redelivery-count start-earliest single-active best-effort retention max-length ordering=none instance-guard=refused max-message-bytes=67108864
+	// mem delay delayed-requeue native-dlq broadcast per-message-ack competing-consumers confirm native-batch expiry durable-groups exact-redelivery-count start-earliest single-active best-effort retention max-length ordering=none instance-guard=refused max-message-bytes=67108864
 }

@@ -58,7 +58,7 @@ func TestCapabilitiesDeclareEverything(t *testing.T) {
 	a := newAdapter(t, newBroker(t))
 	want := ports.Capabilities{
 		DelayedMessage: true, DelayedRequeue: true, NativeDeadLetter: true, Broadcast: true,
-		PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, SubscriptionExpiry: true,
+		PerMessageAck: true, CompetingConsumers: true, PublisherConfirm: true, NativeBatch: true, SubscriptionExpiry: true,
 		DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
 		StartEarliest: true, SingleActive: true, BestEffort: true, Retention: true, MaxLength: true,
 		MaxMessageBytes: mem.MaxMessageBytes,

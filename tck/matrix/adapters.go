@@ -4,6 +4,7 @@ import (
 	"github.com/sluicemq/sluice/adapters/activemq"
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/kafka"
+	"github.com/sluicemq/sluice/adapters/kafkaqueue"
 	"github.com/sluicemq/sluice/adapters/mem"
 	"github.com/sluicemq/sluice/adapters/mqtt"
 	"github.com/sluicemq/sluice/adapters/pulsar"
@@ -17,6 +18,7 @@ var Adapters = []Adapter{
 	{Name: "mem", Package: "adapters/mem", Broker: "the in-process broker (it is the broker)", Caps: new(mem.Adapter).Capabilities()},
 	{Name: "amqp", Package: "adapters/amqp", Broker: "RabbitMQ, a private node the tests start; the column shows the default quorum queues (`TestTCKClassic` runs classic queues, whose redelivery count is a lower bound)", Caps: new(amqp.Adapter).Capabilities()},
 	{Name: "kafka", Package: "adapters/kafka", Broker: "kfake, an in-process Kafka wire-protocol peer (not Apache Kafka); a real cluster when `KAFKA_BROKERS` is set", Caps: new(kafka.Adapter).Capabilities()},
+	{Name: "kafkaqueue", Package: "adapters/kafkaqueue", Broker: "kfake, an in-process Kafka wire-protocol peer serving KIP-932 share groups (not Apache Kafka)", Caps: new(kafkaqueue.Adapter).Capabilities()},
 	{Name: "mqtt", Package: "adapters/mqtt", Broker: "mosquitto 2 (a real broker process the tests start), and the embedded mochi-mqtt broker", Caps: new(mqtt.Adapter).Capabilities()},
 	{Name: "activemq", Package: "adapters/activemq", Broker: "ActiveMQ Classic 5.17 (Debian), a private broker JVM the tests start, over STOMP 1.2", Caps: new(activemq.Adapter).Capabilities()},
 	{Name: "pulsar", Package: "adapters/pulsar", Broker: "a real Pulsar at `PULSAR_URL` (skipped when unset); in every run pulsartest, the project's Pulsar wire-protocol test broker, and fakepulsar, a model of the client — neither is Apache Pulsar, so neither certifies", Caps: new(pulsar.Adapter).Capabilities()},

@@ -36,6 +36,7 @@ var capabilities = []capability{
 	{"NativeDeadLetter", "native dead letter", "the broker dead-letters with a confirmed publish"},
 	{"Broadcast", "broadcast", "`Mode: Broadcast` — every instance gets its own copy"},
 	{"PerMessageAck", "per-message ack", "each delivery is settled on its own, out of order"},
+	{"CompetingConsumers", "competing consumers", "a LoadBalance group's messages are shared out one by one to all its instances, however many; a held or requeued message holds back none after it"},
 	{"PublisherConfirm", "publisher confirm", "`Send` returns only after the broker confirmed (required for certification)"},
 	{"NativeBatch", "native batch", "the broker hands out batches"},
 	{"SubscriptionExpiry", "subscription expiry", "`SubscriptionSpec.InstanceTTL` is honoured"},

@@ -1,0 +1,273 @@
+package kafkaqueue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/portable"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Adapter is the Kafka share-group ports.Adapter: the portable layer over
+// a driver with one franz-go client (the idempotent acks=all producer and
+// the admin requests) and one share-group member per subscription.
+type Adapter struct {
+	*portable.Adapter
+	c *conn
+}
+
+// conn is the driver.
+type conn struct {
+	opts   Options
+	cl     *kgo.Client
+	topics sync.Map // physical topics known to exist
+}
+
+var (
+	_ ports.Adapter        = (*Adapter)(nil)
+	_ driver.GroupDeclarer = (*conn)(nil)
+)
+
+// New connects to opts.Brokers within ctx and checks that they serve share
+// groups. A refused connection fails at once (ports.ErrRefused); refused
+// credentials match ports.ErrAuth, a failed TLS handshake ports.ErrTLS.
+func New(ctx context.Context, opts Options) (*Adapter, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	c := &conn{opts: opts}
+	fail := func(what string, err error) (*Adapter, error) {
+		if c.cl != nil {
+			c.cl.Close()
+		}
+		return nil, &ports.BrokerError{Op: "connect", Code: c.Classify(err).Code, Err: fmt.Errorf("kafkaqueue: %s: %w", what, err)}
+	}
+	if err := adapters.Preflight(opts.Brokers, opts.TLS, 5*time.Second); err != nil {
+		return fail("connect", err)
+	}
+	var err error
+	if c.cl, err = kgo.NewClient(opts.clientOpts()...); err != nil {
+		return nil, fmt.Errorf("%w: kafkaqueue: %w", ports.ErrInvalid, err)
+	}
+	versions, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, c.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(versions.ErrorCode)
+	}
+	if err != nil && opts.SASL.User != "" && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && opts.answersWithoutSASL(ctx) {
+		err = fmt.Errorf("%w: the broker closed the connection during SASL %s authentication of user %q; check the user name, the password and the mechanism", ports.ErrAuth, cmp.Or(opts.SASL.Mechanism, "plain"), opts.SASL.User)
+	}
+	if err != nil {
+		return fail("connect", err)
+	}
+	need := map[int16]bool{76: true, 78: true, 79: true} // ShareGroupHeartbeat, ShareFetch, ShareAcknowledge
+	for _, k := range versions.ApiKeys {
+		delete(need, k.ApiKey)
+	}
+	if len(need) > 0 {
+		return fail("connect", errors.New("the broker does not serve share groups (KIP-932: Kafka 4.x with share groups enabled)"))
+	}
+	var secrets []string
+	if opts.SASL.Password != "" {
+		secrets = []string{opts.SASL.Password}
+	}
+	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
+}
+
+// answersWithoutSASL reports whether the brokers answer a client that does
+// not authenticate: then a connection closed during authentication means
+// refused credentials (a broker closes it without an error response).
+func (o Options) answersWithoutSASL(ctx context.Context) bool {
+	o.SASL = SASL{}
+	cl, err := kgo.NewClient(o.clientOpts()...)
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	_, err = kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	return err == nil
+}
+
+// Name returns "kafkaqueue", also on the zero Adapter.
+func (a *Adapter) Name() string { return "kafkaqueue" }
+
+// Capabilities works on the zero Adapter, for the capability matrix.
+func (a *Adapter) Capabilities() ports.Capabilities {
+	if a == nil || a.c == nil {
+		return (&conn{}).Capabilities()
+	}
+	return a.c.Capabilities()
+}
+
+func (c *conn) Name() string { return "kafkaqueue" }
+
+// Capabilities: per-record settlement shared out over any number of
+// members, exact delivery counts, no order; the reasons are in
+// docs/adapters/kafkaqueue.md.
+func (c *conn) Capabilities() ports.Capabilities {
+	return ports.Capabilities{
+		Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, DurableGroups: true,
+		CompetingConsumers: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone, StartEarliest: true,
+		MaxMessageBytes: cmp.Or(c.opts.MaxMessageBytes, DefaultMaxMessageBytes), SizeCountsEnvelope: true,
+		InstanceGuard: ports.InstanceRefused,
+	}
+}
+
+// topic is the Kafka topic of t: adopted, or the namespace, a dot and the
+// logical name with '_' escaped (Kafka takes '.' and '_' as one character)
+// — the same name kafka:// uses, so both read each other's topics.
+func (c *conn) topic(t ports.Topic) string {
+	if e := c.opts.Existing; e != nil && e.Topics[t] != "" {
+		return e.Topics[t]
+	}
+	s := t.Physical("..")
+	var b strings.Builder
+	b.WriteString(c.opts.Namespace + ".")
+	for i := range len(s) {
+		next := byte(0)
+		if i+1 < len(s) {
+			next = s[i+1]
+		}
+		switch {
+		case s[i] == '_':
+			b.WriteString("-u")
+		case s[i] == '-' && (next == '-' || next == 'u' || next == '_'):
+			b.WriteString("--")
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// group is the share group of spec: the namespace and the group for
+// LoadBalance, one of its own per instance for Broadcast.
+func (c *conn) group(spec ports.SubscriptionSpec) string {
+	if spec.Mode == ports.Broadcast {
+		return c.opts.Namespace + "." + cmp.Or(spec.Group, spec.Topic.Physical("..")) + ".bcast." + spec.Instance
+	}
+	if e := c.opts.Existing; e != nil && e.Groups[spec.Group] != "" {
+		return e.Groups[spec.Group]
+	}
+	return c.opts.Namespace + "." + spec.Group
+}
+
+// SendBatch publishes msgs (acks=all, idempotent) and returns when each
+// is confirmed: the payload is the record value, the partition key the
+// record key, the envelope the record headers.
+func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
+	var errs []error
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(msgs))
+		}
+		errs[i] = err
+	}
+	recs := make([]*kgo.Record, 0, len(msgs))
+	idx := make(map[*kgo.Record]int, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		r := &kgo.Record{Topic: c.topic(m.Topic), Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
+		envelope := len(m.Key) + 70 // the record batch and record overhead
+		if m.Key != "" {
+			r.Key = []byte(m.Key)
+		}
+		for k, v := range m.Headers {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+			envelope += len(k) + len(v) + 4
+		}
+		if err := m.CheckSize(c.opts.MaxMessageBytes, envelope); err != nil {
+			fail(i, err)
+		} else if err := c.ensureTopic(ctx, r.Topic); err != nil {
+			fail(i, err)
+		} else {
+			recs, idx[r] = append(recs, r), i
+		}
+	}
+	if len(recs) == 0 {
+		return errs
+	}
+	for _, res := range c.cl.ProduceSync(ctx, recs...) {
+		if err := res.Err; err != nil {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed) {
+				err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+			}
+			fail(idx[res.Record], err)
+		}
+	}
+	return errs
+}
+
+// ensureTopic creates phys unless NoCreateTopics or Existing adopts it.
+func (c *conn) ensureTopic(ctx context.Context, phys string) error {
+	if _, ok := c.topics.Load(phys); ok || c.opts.NoCreateTopics || c.opts.Existing != nil && slices.Contains(slices.Collect(maps.Values(c.opts.Existing.Topics)), phys) {
+		return nil
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = phys, c.opts.Partitions, c.opts.ReplicationFactor
+	req.Topics, req.TimeoutMillis = append(req.Topics, t), 10000
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err == nil && len(resp.Topics) > 0 {
+		if err = kerr.ErrorForCode(resp.Topics[0].ErrorCode); errors.Is(err, kerr.TopicAlreadyExists) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kafkaqueue: create topic %s: %w", phys, err)
+	}
+	c.topics.Store(phys, true)
+	return nil
+}
+
+// Classify maps franz-go and Kafka errors to the portable codes; the
+// network part is portable.ClassifyNet's (ErrTLS only on a TLS client).
+func (c *conn) Classify(err error) driver.Class {
+	var ke *kerr.Error
+	switch {
+	case errors.Is(err, kgo.ErrClientClosed):
+		return driver.Class{Code: ports.ErrClosed}
+	case errors.As(err, &ke):
+		switch ke {
+		case kerr.SaslAuthenticationFailed, kerr.IllegalSaslState, kerr.UnsupportedSaslMechanism,
+			kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed:
+			return driver.Class{Code: ports.ErrAuth}
+		case kerr.MessageTooLarge, kerr.RecordListTooLarge:
+			return driver.Class{Code: ports.ErrTooLarge}
+		case kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.GroupIDNotFound:
+			return driver.Class{Code: ports.ErrNotFound, Retryable: true}
+		case kerr.RequestTimedOut:
+			return driver.Class{Code: ports.ErrTimeout, Retryable: true}
+		}
+		if errors.Is(err, ports.ErrUnconfirmed) {
+			return driver.Class{Code: ports.ErrUnconfirmed, Retryable: ke.Retriable}
+		}
+		return driver.Class{Retryable: ke.Retriable}
+	case errors.Is(err, ports.ErrUnconfirmed):
+		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
+	}
+	return portable.ClassifyNet(err, c.opts.TLS != nil)
+}
+
+// Close closes the client; the subscriptions were closed before.
+func (c *conn) Close(context.Context) error {
+	if c.cl != nil {
+		c.cl.Close()
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package kafkaqueue_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/kafka"
+	"github.com/sluicemq/sluice/adapters/kafkaqueue"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// subscribe subscribes a to topic in group g.
+func subscribe(t *testing.T, a ports.Adapter, topic ports.Topic, g string) ports.Subscription {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: topic, Group: g, InFlight: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
+}
+
+// receive returns the next delivery of s, failing after within.
+func receive(t *testing.T, s ports.Subscription, within time.Duration, what string) *ports.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	ds, err := s.Receive(ctx, 1)
+	if err != nil {
+		t.Fatalf("%s: nothing received within %v: %v", what, within, err)
+	}
+	return ds[0]
+}
+
+// none checks that s receives nothing for quiet (the only wait on time
+// alone: proving that a record does not come).
+func none(t *testing.T, s ports.Subscription, quiet time.Duration, why string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), quiet)
+	defer cancel()
+	if ds, err := s.Receive(ctx, 1); err == nil {
+		t.Fatalf("%s: received %s (redelivery count %d)", why, ds[0].ID, ds[0].RedeliveryCount)
+	}
+}
+
+func send(t *testing.T, a ports.Adapter, topic ports.Topic, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m := ports.Message{Topic: topic, Key: "k-" + id, Payload: []byte(`{"id":"` + id + `"}`), Headers: ports.Headers{ports.HeaderID: id}}
+	if err := a.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func settle(t *testing.T, s ports.Subscription, d *ports.Delivery, disp ports.Disposition) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return s.Settle(ctx, []*ports.Delivery{d}, disp)
+}
+
+// Release (a requeue) hands the record back at once: the broker delivers
+// it again with its delivery count one higher; Accept ends it.
+func TestReleaseRedeliversWithCountPlusOne(t *testing.T) {
+	b := newBroker(t, 1)
+	a := b.adapter(t, b.options("rel", 1))
+	s := subscribe(t, a, "orders", "g")
+	send(t, a, "orders", "m-1")
+	d := receive(t, s, 10*time.Second, "first delivery")
+	if d.ID != "m-1" || d.RedeliveryCount != 0 || d.Facts["delivery-count"] != "1" {
+		t.Fatalf("first delivery %s count %d facts %v, want m-1, 0, delivery-count 1", d.ID, d.RedeliveryCount, d.Facts)
+	}
+	if err := settle(t, s, d, ports.Disposition{Action: ports.Requeue}); err != nil {
+		t.Fatal(err)
+	}
+	d = receive(t, s, testLock/2, "the released record, before its lock would have lapsed")
+	if d.ID != "m-1" || d.RedeliveryCount != 1 || d.Facts["delivery-count"] != "2" {
+		t.Fatalf("redelivery %s count %d facts %v, want m-1, 1, delivery-count 2", d.ID, d.RedeliveryCount, d.Facts)
+	}
+	if err := settle(t, s, d, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatal(err)
+	}
+	none(t, s, 2*testLock, "an accepted record must not come back")
+}
+
+// A dead letter is a confirmed copy on "<topic>.dlq", then Reject: the copy
+// is readable, the original never comes back.
+func TestDeadLetterRejectsAfterConfirmedCopy(t *testing.T) {
+	b := newBroker(t, 1)
+	a := b.adapter(t, b.options("dl", 1))
+	dead := subscribe(t, a, ports.DeadLetterTopic("orders"), "dlq")
+	s := subscribe(t, a, "orders", "g")
+	send(t, a, "orders", "m-2")
+	d := receive(t, s, 10*time.Second, "the poison record")
+	if err := settle(t, s, d, ports.Disposition{Action: ports.DeadLetter, Reason: errors.New("total is negative")}); err != nil {
+		t.Fatal(err)
+	}
+	c := receive(t, dead, 10*time.Second, "the dead-letter copy")
+	if c.ID != "m-2" || c.Headers[ports.HeaderDeadLetterReason] != "total is negative" || string(c.Payload) != `{"id":"m-2"}` {
+		t.Fatalf("dead-letter copy %s reason %q payload %s", c.ID, c.Headers[ports.HeaderDeadLetterReason], c.Payload)
+	}
+	none(t, s, 2*testLock, "a rejected record must not come back")
+}
+
+// A handler slower than the acquisition lock keeps its record while the
+// adapter renews the lock, up to RenewFor; past it the lock lapses and the
+// record goes to another member, and the late acknowledgement fails.
+func TestSlowHandlerRenewedUpToTheBound(t *testing.T) {
+	b := newBroker(t, 1)
+	o := b.options("renew", 1)
+	o.RenewFor = 4 * testLock
+	a := b.adapter(t, o)
+	s := subscribe(t, a, "orders", "g")
+	other := subscribe(t, b.adapter(t, o), "orders", "g")
+	send(t, a, "orders", "m-3")
+	d := receive(t, s, 10*time.Second, "the slow record")
+	none(t, other, 2*testLock, "a renewed record must not go to another member")
+	if err := settle(t, s, d, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatalf("ack after %v, within RenewFor: %v", 2*testLock, err)
+	}
+
+	o.RenewFor = testLock / 2
+	short := subscribe(t, b.adapter(t, o), "orders", "g2")
+	send(t, a, "orders", "m-4")
+	held := receive(t, short, 10*time.Second, "the record held past RenewFor")
+	late := subscribe(t, b.adapter(t, o), "orders", "g2")
+	again := receive(t, late, 4*testLock, "the record whose renewal bound passed, at another member")
+	if again.ID != "m-4" || again.RedeliveryCount != 1 {
+		t.Fatalf("redelivered %s with count %d, want m-4 with 1", again.ID, again.RedeliveryCount)
+	}
+	if err := settle(t, short, held, ports.Disposition{Action: ports.Ack}); err == nil {
+		t.Fatal("the ack of a record whose lock lapsed succeeded")
+	}
+}
+
+// A member that dies with records out: the broker sees its connections
+// drop and hands the records to another member, counted as redelivered.
+func TestKilledConsumerRecordsComeBack(t *testing.T) {
+	b := newBroker(t, 1)
+	o := b.options("kill", 1)
+	a := b.adapter(t, o)
+	s := subscribe(t, a, "orders", "g")
+	send(t, a, "orders", "m-5")
+	send(t, a, "orders", "m-6")
+	got := map[string]bool{}
+	for len(got) < 2 {
+		got[receive(t, s, 10*time.Second, "the records the member will die with").ID] = true
+	}
+	kafkaqueue.Kill(a)
+	next := subscribe(t, b.adapter(t, o), "orders", "g")
+	for range 2 {
+		d := receive(t, next, 4*testLock, "a record of the killed member")
+		if !got[d.ID] || d.RedeliveryCount != 1 {
+			t.Fatalf("got %s with count %d, want one of %v with count 1", d.ID, d.RedeliveryCount, got)
+		}
+		delete(got, d.ID)
+	}
+}
+
+// kafka:// and kafkaqueue:// read each other's records on one cluster:
+// the same topic names, payload, key and envelope headers.
+func TestInteropWithKafkaAdapter(t *testing.T) {
+	b := newBroker(t, 1)
+	q := b.adapter(t, b.options("interop", 1))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	k, err := kafka.New(ctx, kafka.Options{Brokers: b.addrs, Namespace: "interop", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close(context.Background())
+	check := func(d *ports.Delivery, id string) {
+		t.Helper()
+		if d.ID != id || d.Key != "k-"+id || string(d.Payload) != `{"id":"`+id+`"}` || d.Headers[ports.HeaderPartitionKey] != "k-"+id {
+			t.Fatalf("got %s key %q payload %s headers %v; want %s", d.ID, d.Key, d.Payload, d.Headers, id)
+		}
+	}
+	fromKafka := subscribe(t, q, "orders", "queue")
+	toKafka := subscribe(t, k, "paid", "classic")
+	send(t, k, "orders", "k2q")
+	d := receive(t, fromKafka, 20*time.Second, "kafka:// to kafkaqueue://")
+	check(d, "k2q")
+	if err := settle(t, fromKafka, d, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatal(err)
+	}
+	send(t, q, "paid", "q2k")
+	d = receive(t, toKafka, 20*time.Second, "kafkaqueue:// to kafka://")
+	check(d, "q2k")
+	if err := settle(t, toKafka, d, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A port where nothing listens fails New at once with ports.ErrRefused.
+func TestNewRefusedFailsAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	a, err := kafkaqueue.New(ctx, kafkaqueue.Options{Brokers: []string{addr}})
+	if err == nil {
+		_ = a.Close(context.Background())
+		t.Fatal("New succeeded against a port where nothing listens")
+	}
+	if !errors.Is(err, ports.ErrRefused) {
+		t.Fatalf("New = %v, want an error matching ports.ErrRefused", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("New took %v to report a refused connection, want it at once", took)
+	}
+}

@@ -1,0 +1,518 @@
+package kafkaqueue
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Acknowledge types of ShareFetch and ShareAcknowledge (KIP-932, KIP-1222).
+const (
+	ackGap     int8 = 0
+	ackAccept  int8 = 1
+	ackRelease int8 = 2
+	ackReject  int8 = 3
+	ackRenew   int8 = 4
+)
+
+// member is one share-group member on one topic: each record stays
+// acquired until it is settled on its own (see the package doc).
+type member struct {
+	cl    *kgo.Client
+	group string
+	id    string // the member id, made by the client
+	topic string // the physical topic
+	tid   [16]byte
+	wait  time.Duration // ShareFetch MaxWait
+
+	mu       sync.Mutex
+	epoch    int32           // member epoch; 0: join
+	assigned []int32         // partitions the group assigned to this member
+	leaders  map[int32]int32 // partition -> leader broker
+	sessions map[int32]*session
+	interval time.Duration // heartbeat interval the coordinator asks for
+	lock     time.Duration // the broker's acquisition lock duration
+	wake     chan struct{} // closed and replaced when the assignment changes
+	stale    bool          // leaders need a metadata refresh
+
+	stop, done chan struct{}
+}
+
+// session is the member's share session on one broker: the broker checks
+// each request's epoch and bumps it on success, so requests go one at a
+// time. A reset loses every record acquired in the session.
+type session struct {
+	mu    sync.Mutex
+	node  int32
+	epoch int32          // the next request's; 0 opens a session
+	gen   uint32         // counts resets
+	in    map[int32]bool // partitions in the session
+}
+
+func (s *session) reset() { s.epoch, s.gen = 0, s.gen+1; clear(s.in) }
+func (s *session) bump()  { s.epoch = max(s.epoch+1, 1) }
+
+// handle is a record's settlement handle.
+type handle struct {
+	s         *session
+	gen       uint32
+	partition int32
+	offset    int64
+	out       time.Time       // when it was handed out
+	deadline  time.Time       // of its acquisition lock
+	d         *ports.Delivery // what a dead-letter copy is made of
+}
+
+func newMember(cl *kgo.Client, group, topic string, wait time.Duration) *member {
+	id := make([]byte, 16)
+	_, _ = rand.Read(id)
+	return &member{cl: cl, group: group, topic: topic, wait: wait, id: fmt.Sprintf("%x", id)[:22],
+		leaders: map[int32]int32{}, sessions: map[int32]*session{}, interval: time.Second, lock: 30 * time.Second,
+		wake: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// meta refreshes the topic id and the partition leaders.
+func (m *member) meta(ctx context.Context) ([]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(m.topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Topics) != 1 {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	rt := resp.Topics[0]
+	if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+		return nil, fmt.Errorf("kafkaqueue: topic %s: %w", m.topic, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tid, m.stale = rt.TopicID, false
+	parts := make([]int32, 0, len(rt.Partitions))
+	for _, p := range rt.Partitions {
+		m.leaders[p.Partition] = p.Leader
+		parts = append(parts, p.Partition)
+	}
+	slices.Sort(parts)
+	return parts, nil
+}
+
+// initialize sets the start of every partition the group has not started
+// on yet to the topic's end (or its oldest record), so that the group
+// keeps what is published from now on even before its first member
+// fetches. A group with members (on another topic) refuses: then the
+// group's share.auto.offset.reset is set and fetch reports that the
+// member must fetch once to start the partitions.
+func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (fetch bool, err error) {
+	desc := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	dg.GroupID = m.group
+	dg.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: m.topic, Partitions: parts}}
+	desc.Groups = append(desc.Groups, dg)
+	dresp, err := desc.RequestWith(ctx, m.cl)
+	if err != nil {
+		return false, err
+	}
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = m.topic
+	for _, g := range dresp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if p.StartOffset < 0 && p.ErrorCode == 0 {
+					lp := kmsg.NewListOffsetsRequestTopicPartition()
+					lp.Partition, lp.Timestamp = p.Partition, -1
+					if earliest {
+						lp.Timestamp = -2
+					}
+					lt.Partitions = append(lt.Partitions, lp)
+				}
+			}
+		}
+	}
+	if len(lt.Partitions) == 0 {
+		return false, nil
+	}
+	lo.Topics = append(lo.Topics, lt)
+	lresp, err := lo.RequestWith(ctx, m.cl)
+	if err != nil {
+		return false, err
+	}
+	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alter.GroupID = m.group
+	at := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+	at.Topic = m.topic
+	for _, t := range lresp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return false, err
+			}
+			at.Partitions = append(at.Partitions, kmsg.AlterShareGroupOffsetsRequestTopicPartition{Partition: p.Partition, StartOffset: p.Offset})
+		}
+	}
+	alter.Topics = append(alter.Topics, at)
+	aresp, err := alter.RequestWith(ctx, m.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(aresp.ErrorCode)
+	}
+	if !errors.Is(err, kerr.NonEmptyGroup) {
+		return false, err
+	}
+	cfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, m.group
+	reset := map[bool]string{true: "earliest", false: "latest"}[earliest]
+	r.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &reset}}
+	cfg.Resources = append(cfg.Resources, r)
+	cresp, err := cfg.RequestWith(ctx, m.cl)
+	if err == nil && len(cresp.Resources) > 0 {
+		err = kerr.ErrorForCode(cresp.Resources[0].ErrorCode)
+	}
+	return true, err
+}
+
+// members returns how many members the group has.
+func (m *member) members(ctx context.Context) (int, error) {
+	req := kmsg.NewPtrShareGroupDescribeRequest()
+	req.GroupIDs = []string{m.group}
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err != nil || len(resp.Groups) == 0 {
+		return 0, err
+	}
+	g := resp.Groups[0]
+	if err := kerr.ErrorForCode(g.ErrorCode); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return 0, err
+	}
+	return len(g.Members), nil
+}
+
+// heartbeat joins (epoch 0), heartbeats, or leaves (epoch -1) and takes the
+// assignment the coordinator sends.
+func (m *member) heartbeat(ctx context.Context, leave bool) error {
+	m.mu.Lock()
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.GroupID, req.MemberID, req.MemberEpoch = m.group, m.id, m.epoch
+	if leave {
+		req.MemberEpoch = -1
+	} else if m.epoch == 0 {
+		req.SubscribedTopicNames = []string{m.topic}
+	}
+	m.mu.Unlock()
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, kerr.FencedMemberEpoch) || errors.Is(err, kerr.UnknownMemberID) {
+			m.epoch = 0 // join again
+		}
+		return fmt.Errorf("kafkaqueue: share group %s heartbeat: %w", m.group, err)
+	}
+	m.epoch = resp.MemberEpoch
+	if resp.HeartbeatIntervalMillis > 0 {
+		m.interval = time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond
+	}
+	if a := resp.Assignment; a != nil {
+		m.assigned = m.assigned[:0]
+		for _, t := range a.TopicPartitions {
+			if t.TopicID == m.tid {
+				m.assigned = append(m.assigned, t.Partitions...)
+			}
+		}
+		close(m.wake)
+		m.wake = make(chan struct{})
+	}
+	return nil
+}
+
+// run heartbeats until stop; report gets each failure.
+func (m *member) run(report func(error)) {
+	defer close(m.done)
+	t := time.NewTimer(m.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := m.heartbeat(ctx, false)
+		cancel()
+		m.mu.Lock()
+		next := m.interval
+		m.mu.Unlock()
+		if err != nil {
+			report(err)
+			next = min(next, time.Second)
+		}
+		t.Reset(next)
+	}
+}
+
+// targets groups the assigned partitions by the session of their leader.
+func (m *member) targets(ctx context.Context) (map[*session][]int32, <-chan struct{}, error) {
+	m.mu.Lock()
+	stale := m.stale
+	m.mu.Unlock()
+	if stale {
+		if _, err := m.meta(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[*session][]int32{}
+	for _, p := range m.assigned {
+		node := m.leaders[p]
+		s := m.sessions[node]
+		if s == nil {
+			s = &session{node: node, in: map[int32]bool{}}
+			m.sessions[node] = s
+		}
+		out[s] = append(out[s], p)
+	}
+	return out, m.wake, nil
+}
+
+// acquired is one fetched record with its handle and delivery count.
+type acquired struct {
+	r     *kgo.Record
+	h     *handle
+	count int
+}
+
+// fetch sends one ShareFetch on s for parts (the session is opened or
+// changed to hold exactly parts) and returns the records it acquired. It is
+// not cancelled with the caller's ctx: records the broker acquired for the
+// member are never dropped on the way.
+func (m *member) fetch(s *session, parts []int32, max int) ([]acquired, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, s.epoch
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(m.wait/time.Millisecond), 1, 50<<20
+	req.MaxRecords, req.BatchSize = int32(max), int32(max)
+	add := kmsg.NewShareFetchRequestTopic()
+	add.TopicID = m.tid
+	for _, p := range parts {
+		if !s.in[p] {
+			add.Partitions = append(add.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p})
+		}
+	}
+	if len(add.Partitions) > 0 {
+		req.Topics = append(req.Topics, add)
+	}
+	forget := kmsg.NewShareFetchRequestForgottenTopicsData()
+	forget.TopicID = m.tid
+	for p := range s.in {
+		if !slices.Contains(parts, p) {
+			forget.Partitions = append(forget.Partitions, p)
+		}
+	}
+	if len(forget.Partitions) > 0 {
+		req.ForgottenTopicsData = append(req.ForgottenTopicsData, forget)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.wait+15*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, m.cl.Broker(int(s.node)))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		s.reset() // a lost response may have opened or moved the session
+		m.setStale()
+		return nil, fmt.Errorf("kafkaqueue: share fetch from broker %d: %w", s.node, err)
+	}
+	s.bump()
+	for _, p := range add.Partitions {
+		s.in[p.Partition] = true
+	}
+	for _, p := range forget.Partitions {
+		delete(s.in, p)
+	}
+	if resp.AcquisitionLockTimeoutMillis > 0 {
+		m.mu.Lock()
+		m.lock = time.Duration(resp.AcquisitionLockTimeoutMillis) * time.Millisecond
+		m.mu.Unlock()
+	}
+	return m.decode(s, resp)
+}
+
+// decode returns the acquired records of resp and gives the broker back, as
+// gaps, acquired offsets that hold no record (control records).
+func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, error) {
+	var out []acquired
+	var gaps []*handle
+	var perr error
+	now := time.Now()
+	deadline := now.Add(m.lockDuration())
+	for _, t := range resp.Topics {
+		for i := range t.Partitions {
+			rp := &t.Partitions[i]
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				m.setStale()
+				perr = fmt.Errorf("kafkaqueue: share fetch %s/%d: %w", m.topic, rp.Partition, err)
+				delete(s.in, rp.Partition)
+				continue
+			}
+			if len(rp.AcquiredRecords) == 0 {
+				continue
+			}
+			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: m.topic, Partition: rp.Partition, Offset: rp.AcquiredRecords[0].FirstOffset},
+				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, kgo.DefaultDecompressor(), nil)
+			byOffset := make(map[int64]*kgo.Record, len(fp.Records))
+			for _, r := range fp.Records {
+				byOffset[r.Offset] = r
+			}
+			for _, ar := range rp.AcquiredRecords {
+				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
+					h := &handle{s: s, gen: s.gen, partition: rp.Partition, offset: off, deadline: deadline}
+					if r := byOffset[off]; r != nil {
+						out = append(out, acquired{r: r, h: h, count: int(ar.DeliveryCount)})
+					} else {
+						gaps = append(gaps, h)
+					}
+				}
+			}
+		}
+	}
+	if len(gaps) > 0 {
+		_ = m.ackLocked(s, gaps, ackGap)
+	}
+	if len(out) == 0 && perr != nil {
+		return nil, perr
+	}
+	return out, nil
+}
+
+func (m *member) setStale()                   { m.mu.Lock(); m.stale = true; m.mu.Unlock() }
+func (m *member) lockDuration() time.Duration { m.mu.Lock(); defer m.mu.Unlock(); return m.lock }
+
+// errLost: the broker took the records back (session reset, lock lapsed).
+var errLost = fmt.Errorf("kafkaqueue: %w", errRecordsLost)
+
+// ack acknowledges hs with typ, one ShareAcknowledge per session.
+func (m *member) ack(hs []*handle, typ int8) error {
+	bySession := map[*session][]*handle{}
+	for _, h := range hs {
+		bySession[h.s] = append(bySession[h.s], h)
+	}
+	var errs []error
+	for s, hs := range bySession {
+		s.mu.Lock()
+		errs = append(errs, m.ackLocked(s, hs, typ))
+		s.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// ackLocked sends one ShareAcknowledge on s (locked) for hs: contiguous
+// offsets of a partition go as one range.
+func (m *member) ackLocked(s *session, hs []*handle, typ int8) error {
+	var lost int
+	byPart := map[int32][]int64{}
+	for _, h := range hs {
+		if h.gen != s.gen || s.epoch == 0 {
+			lost++
+			continue
+		}
+		byPart[h.partition] = append(byPart[h.partition], h.offset)
+	}
+	if len(byPart) == 0 {
+		return fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
+	}
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch, req.IsRenewAck = &m.group, &m.id, s.epoch, typ == ackRenew
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = m.tid
+	for p, offs := range byPart {
+		slices.Sort(offs)
+		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+		rp.Partition = p
+		for i, off := range offs {
+			if n := len(rp.AcknowledgementBatches); i > 0 && offs[i-1] == off-1 {
+				rp.AcknowledgementBatches[n-1].LastOffset = off
+				continue
+			}
+			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: off, LastOffset: off, AcknowledgeTypes: []int8{typ}})
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, m.cl.Broker(int(s.node)))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		s.reset()
+		return fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err)
+	}
+	s.bump()
+	var errs []error
+	if lost > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost))
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); errors.Is(err, kerr.InvalidRecordState) || errors.Is(err, kerr.NotLeaderForPartition) {
+				errs = append(errs, fmt.Errorf("%w: partition %d: %w", errLost, p.Partition, err))
+			} else if err != nil {
+				errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p.Partition, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close releases every record still acquired (each session closes with
+// epoch -1) and leaves the group.
+func (m *member) close(ctx context.Context) error {
+	select {
+	case <-m.stop:
+		return nil
+	default:
+		close(m.stop)
+	}
+	<-m.done
+	m.mu.Lock()
+	sessions := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		sessions = append(sessions, s)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		s.mu.Lock()
+		if s.epoch != 0 {
+			req := kmsg.NewPtrShareAcknowledgeRequest()
+			req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, -1
+			resp, err := req.RequestWith(ctx, m.cl.Broker(int(s.node)))
+			if err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			errs = append(errs, err)
+			s.reset()
+		}
+		s.mu.Unlock()
+	}
+	errs = append(errs, m.heartbeat(ctx, true))
+	return errors.Join(errs...)
+}

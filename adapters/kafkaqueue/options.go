@@ -1,0 +1,188 @@
+package kafkaqueue
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// DefaultMaxMessageBytes is the default Options.MaxMessageBytes.
+const DefaultMaxMessageBytes = 1_000_000
+
+// Options configures an [Adapter]. Brokers is required; every other zero
+// field takes the default its comment names. docs/adapters/kafkaqueue.md
+// explains each.
+type Options struct {
+	Brokers           []string // bootstrap addresses ("127.0.0.1:9092")
+	Namespace         string   // prefixes every topic and share group; default "sluice"
+	ClientID          string   // default "sluice"
+	Partitions        int32    // of the topics the adapter creates; default 1
+	ReplicationFactor int16    // of the topics the adapter creates; default 1
+	NoCreateTopics    bool     // the adapter creates no topic itself
+	StartOldest       bool     // a new share group starts at the oldest record, as with StartEarliest
+	// FetchMaxWait bounds one ShareFetch long poll, and so the wait of an
+	// acknowledgement behind it on the same share session. Default 250ms.
+	FetchMaxWait time.Duration
+	// RenewFor bounds how long the lock of a record out with a handler is
+	// renewed (KIP-1222, Kafka 4.2+); then it lapses and the broker
+	// redelivers the record. Default 5m; negative: never renew.
+	RenewFor time.Duration
+	// MaxMessageBytes bounds a record: payload, key and headers. Raise it
+	// only with the broker's message.max.bytes.
+	MaxMessageBytes int // default DefaultMaxMessageBytes
+	Existing        *Existing
+	TLS             *tls.Config // nil: plaintext
+	SASL            SASL
+	Logger          *slog.Logger
+}
+
+// SASL authenticates the client. Mechanism is "plain", "scram-sha-256" or
+// "scram-sha-512"; empty with a User means "plain".
+type SASL struct {
+	Mechanism      string
+	User, Password string
+}
+
+// Existing adopts topics and share groups a program without sluice made,
+// under their own names.
+type Existing struct {
+	Topics map[ports.Topic]string // logical topic -> Kafka topic
+	Groups map[string]string      // LoadBalance group -> share group
+}
+
+func (o Options) withDefaults() Options {
+	o.Namespace = cmp.Or(o.Namespace, "sluice")
+	o.ClientID = cmp.Or(o.ClientID, "sluice")
+	o.Partitions = cmp.Or(max(o.Partitions, 0), 1)
+	o.ReplicationFactor = cmp.Or(max(o.ReplicationFactor, 0), 1)
+	o.FetchMaxWait = cmp.Or(max(o.FetchMaxWait, 0), 250*time.Millisecond)
+	o.RenewFor = cmp.Or(o.RenewFor, 5*time.Minute)
+	o.MaxMessageBytes = cmp.Or(max(o.MaxMessageBytes, 0), DefaultMaxMessageBytes)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+func (o Options) validate() error {
+	err := ports.Topic(o.Namespace).Validate()
+	if _, merr := o.SASL.mechanism(); merr != nil {
+		err = merr
+	} else if len(o.Brokers) == 0 {
+		err = errors.New("no Brokers")
+	}
+	if err != nil {
+		return fmt.Errorf("%w: kafkaqueue: Options: %w", ports.ErrInvalid, err)
+	}
+	return nil
+}
+
+// clientOpts are the franz-go options every client of the adapter shares:
+// acks=all and the idempotent producer are franz-go's defaults, kept.
+func (o Options) clientOpts() []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(o.Brokers...), kgo.ClientID(o.ClientID), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchMaxBytes(int32(o.MaxMessageBytes) + 4096), kgo.ProducerLinger(0),
+		kgo.RequestRetries(2), kgo.RetryTimeout(10 * time.Second)}
+	if o.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(o.TLS))
+	}
+	if m, _ := o.SASL.mechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts
+}
+
+// mechanism is the franz-go SASL mechanism, nil without a user.
+func (s SASL) mechanism() (sasl.Mechanism, error) {
+	switch strings.ToLower(s.Mechanism) {
+	case "", "plain":
+		if s.User == "" {
+			return nil, nil
+		}
+		return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism(), nil
+	case "scram-sha-256":
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism(), nil
+	case "scram-sha-512":
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("%q is not plain, scram-sha-256 or scram-sha-512", s.Mechanism)
+}
+
+// kafkaqueue:// and kafkaqueues:// (TLS) open the adapter; the parameters
+// are in docs/adapters/kafkaqueue.md.
+func init() {
+	adapters.Register("kafkaqueue", adapters.OpenerFunc(open))
+	adapters.Register("kafkaqueues", adapters.OpenerFunc(open))
+}
+
+func open(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+	secure := u.Scheme == "kafkaqueues"
+	if !secure {
+		if err := cfg.PlainOnly("kafkaqueues"); err != nil {
+			return nil, err
+		}
+	}
+	var o Options
+	for _, h := range strings.Split(u.Host, ",") {
+		if h != "" {
+			o.Brokers = append(o.Brokers, h)
+		}
+	}
+	if len(o.Brokers) == 0 {
+		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs at least one broker address, e.g. " + u.Scheme + "://127.0.0.1:9092"}
+	}
+	if o.Namespace = strings.Trim(u.Path, "/"); o.Namespace != "" && cfg.Namespace != "" {
+		return nil, &adapters.ParamError{Param: "namespace", Reason: "given both as the URL path and as the namespace parameter or option"}
+	}
+	o.Namespace = cmp.Or(o.Namespace, cfg.Namespace)
+	p := cfg.Params
+	o.ClientID = p.String("client_id", "")
+	o.Partitions = int32(p.Int("partitions", 0, 1, 10000))
+	o.ReplicationFactor = int16(p.Int("replication_factor", 0, 1, 100))
+	o.NoCreateTopics = !p.Bool("create_topics", true)
+	o.StartOldest = p.Bool("start_oldest", false)
+	o.FetchMaxWait = p.Duration("fetch_max_wait", 0, time.Millisecond, time.Minute)
+	o.RenewFor = p.Duration("renew_for", 0, time.Second, 24*time.Hour)
+	o.SASL.Mechanism = p.String("mechanism", "")
+	if err := p.Err("client_id", "partitions", "replication_factor", "create_topics", "start_oldest", "fetch_max_wait", "renew_for", "mechanism"); err != nil {
+		return nil, err
+	}
+	if cfg.HasCredentials {
+		o.SASL.User, o.SASL.Password = cfg.Username, cfg.Password
+		if !secure && !strings.HasPrefix(strings.ToLower(o.SASL.Mechanism), "scram") {
+			cfg.WarnLogger().Warn("sluice: kafkaqueue:// with SASL PLAIN sends the password unencrypted; use kafkaqueues:// (or mechanism=scram-sha-512)")
+		}
+	} else if o.SASL.Mechanism != "" {
+		return nil, &adapters.ParamError{Param: "mechanism", Reason: "a SASL mechanism needs a user name and password: kafkaqueues://user@host?mechanism=…&password_file=…"}
+	}
+	if _, err := o.SASL.mechanism(); err != nil {
+		return nil, &adapters.ParamError{Param: "mechanism", Reason: err.Error()}
+	}
+	if secure {
+		o.TLS = cfg.TLS()
+		if o.TLS.ServerName == u.Hostname() {
+			o.TLS.ServerName = "" // each broker by its own host name
+		}
+	}
+	o.Logger = cfg.Logger
+	a, err := New(ctx, o)
+	switch {
+	case err == nil:
+		return a, nil
+	case errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrAuth) || errors.Is(err, ports.ErrTLS) || ctx.Err() != nil:
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w; check that a Kafka 4.x broker with share groups enabled listens at %s and advertises an address reachable from here", err, u.Host)
+}

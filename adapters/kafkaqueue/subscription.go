@@ -1,0 +1,298 @@
+package kafkaqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
+)
+
+var errRecordsLost = driver.ErrRecordsLost
+
+// sub is one share-group member consuming one topic.
+type sub struct {
+	c     *conn
+	m     *member
+	topic ports.Topic
+
+	buf     []driver.Record // acquired, not handed out yet (ReceiveBatch only)
+	mu      sync.Mutex
+	out     map[*handle]bool // handed out, not settled: renewed while out
+	closed  chan struct{}
+	renewed chan struct{} // closed when the renewer returned
+	report  atomic.Pointer[func(error)]
+}
+
+var (
+	_ driver.Requeuer     = (*sub)(nil)
+	_ driver.DeadLetterer = (*sub)(nil)
+	_ driver.Reporter     = (*sub)(nil)
+)
+
+// Subscribe joins the share group of spec: the topic is created if needed,
+// a new group starts at the topic's end (StartEarliest: its oldest record)
+// before the member joins, so a message sent after Subscribe returns
+// reaches it.
+func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
+	phys := c.topic(spec.Topic)
+	if err := c.ensureTopic(ctx, phys); err != nil {
+		return nil, err
+	}
+	m := newMember(c.cl, c.group(spec), phys, c.opts.FetchMaxWait)
+	parts, err := m.meta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Mode == ports.Broadcast {
+		if n, err := m.members(ctx); err != nil {
+			return nil, err
+		} else if n > 0 {
+			return nil, &ports.InstanceSharedError{Instance: spec.Instance, Where: "share group " + m.group + " has a member already"}
+		}
+	}
+	fetch, err := m.initialize(ctx, parts, spec.Start == ports.StartEarliest || c.opts.StartOldest)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaqueue: start share group %s on %s: %w", m.group, phys, err)
+	}
+	if err := m.heartbeat(ctx, false); err != nil {
+		return nil, err
+	}
+	s := &sub{c: c, m: m, topic: spec.Topic, out: map[*handle]bool{}, closed: make(chan struct{}), renewed: make(chan struct{})}
+	if fetch { // the first fetch starts the partitions; what it acquires is kept
+		if err := s.poll(ctx, spec.InFlight); err != nil {
+			return nil, errors.Join(err, m.heartbeat(ctx, true))
+		}
+	}
+	go s.m.run(s.reportf)
+	go s.renew()
+	return s, nil
+}
+
+func (s *sub) SetReport(report func(error)) { s.report.Store(&report) }
+
+func (s *sub) reportf(err error) {
+	if f := s.report.Load(); f != nil {
+		(*f)(err)
+	}
+}
+
+// ReceiveBatch returns acquired records, fetching from the leaders of the
+// assigned partitions until at least one comes or ctx is done. Records
+// already acquired are returned even when ctx is done.
+func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
+	for len(s.buf) == 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := s.poll(ctx, max); err != nil {
+			return nil, err
+		}
+	}
+	n := min(max, len(s.buf))
+	out := make([]driver.Record, n)
+	copy(out, s.buf)
+	s.buf = append(s.buf[:0], s.buf[n:]...)
+	now := time.Now()
+	s.mu.Lock()
+	for i := range out {
+		h := out[i].Handle.(*handle)
+		h.out = now
+		s.out[h] = true
+	}
+	s.mu.Unlock()
+	return out, nil
+}
+
+// poll runs one ShareFetch on each leader's session (at once) and buffers
+// what they acquired; with no partition assigned it waits for an
+// assignment, at most FetchMaxWait.
+func (s *sub) poll(ctx context.Context, max int) error {
+	targets, wake, err := s.m.targets(ctx)
+	if err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		t := time.NewTimer(s.m.wait)
+		defer t.Stop()
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for ses, parts := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := s.m.fetch(ses, parts, max)
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, err)
+			for _, a := range got {
+				s.buf = append(s.buf, s.record(a))
+			}
+		}()
+	}
+	wg.Wait()
+	if len(s.buf) > 0 {
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+// record maps a Kafka record onto a driver.Record: value → payload, key →
+// partition key, headers → envelope; the delivery count less one is the
+// redelivery count. BrokerID is "kafka:<topic>/<partition>/<offset>", the
+// identity kafka:// gives the same record.
+func (s *sub) record(a acquired) driver.Record {
+	r := a.r
+	h := make(ports.Headers, len(r.Headers))
+	for _, kv := range r.Headers {
+		h[kv.Key] = string(kv.Value)
+	}
+	part, off := strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10)
+	facts := map[string]string{"topic": r.Topic, "partition": part, "offset": off, "share-group": s.m.group, "delivery-count": strconv.Itoa(a.count)}
+	if !r.Timestamp.IsZero() {
+		facts["timestamp"] = r.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	d := driver.Record{Message: ports.Message{Topic: s.topic, Key: string(r.Key), Payload: r.Value, Headers: h},
+		BrokerID: "kafka:" + r.Topic + "/" + part + "/" + off, RedeliveryCount: max(a.count-1, 0), Facts: facts, Handle: a.h}
+	if _, err := ports.RedeliveryCountFrom(h); err != nil {
+		d.Err = err
+		facts["header-error"] = err.Error()
+	}
+	a.h.d = &ports.Delivery{Message: d.Message, RedeliveryCount: d.RedeliveryCount}
+	if a.h.d.ID, a.h.d.IDSource = ports.IdentityFromHeaders(h); a.h.d.ID == "" {
+		a.h.d.ID, a.h.d.IDSource = d.BrokerID, ports.IDBroker
+	}
+	return d
+}
+
+// settle acknowledges handles with typ and stops renewing them.
+func (s *sub) settle(handles []any, typ int8) error {
+	hs := make([]*handle, len(handles))
+	for i, h := range handles {
+		hs[i] = h.(*handle)
+	}
+	err := s.m.ack(hs, typ)
+	if err == nil || errors.Is(err, errRecordsLost) {
+		s.mu.Lock()
+		for _, h := range hs {
+			delete(s.out, h)
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// SendAcks accepts the records (Accept).
+func (s *sub) SendAcks(_ context.Context, handles []any) error { return s.settle(handles, ackAccept) }
+
+// SendRequeues releases the records (Release): the broker delivers them
+// again, to any member, with the delivery count one higher. delay is 0
+// (DelayedRequeue is false: the portable layer holds a delayed requeue).
+func (s *sub) SendRequeues(_ context.Context, handles []any, _ time.Duration) error {
+	return s.settle(handles, ackRelease)
+}
+
+// SendDeadLetters publishes a copy of each record to the dead-letter topic
+// (kit.DeadLetterCopy's rules) and, once every copy is confirmed, rejects
+// the originals (Reject): the broker never delivers them again.
+func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Disposition) error {
+	copies := make([]ports.Message, len(handles))
+	ds := make([]*ports.Delivery, len(handles))
+	now := time.Now()
+	for i, h := range handles {
+		d := h.(*handle).d
+		ds[i], copies[i] = d, kit.DeadLetterCopy(d, disp, now)
+	}
+	if err := kit.PublishErrors(ports.DeadLetter, ds, s.c.SendBatch(ctx, copies)); err != nil {
+		return err
+	}
+	return s.settle(handles, ackReject)
+}
+
+// Close stops the heartbeat and the renewer, closes the share sessions
+// (the broker releases every record still acquired: redelivered to another
+// member at once) and leaves the group.
+func (s *sub) Close(ctx context.Context) error {
+	close(s.closed)
+	err := s.m.close(ctx)
+	select {
+	case <-s.renewed:
+	case <-ctx.Done():
+	}
+	s.buf = nil
+	return err
+}
+
+// renew renews the lock of every record handed out and not settled once
+// half of the lock has passed, for RenewFor after its delivery; then it
+// lets the lock lapse (the broker redelivers the record).
+func (s *sub) renew() {
+	defer close(s.renewed)
+	if s.c.opts.RenewFor < 0 {
+		return
+	}
+	for {
+		t := time.NewTimer(min(max(s.m.lockDuration()/4, 50*time.Millisecond), time.Second))
+		select {
+		case <-s.closed:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		now, lock := time.Now(), s.m.lockDuration()
+		var due []*handle
+		s.mu.Lock()
+		for h := range s.out {
+			switch {
+			case now.Sub(h.out) >= s.c.opts.RenewFor:
+				delete(s.out, h) // let it lapse
+			case h.deadline.Sub(now) < lock/2:
+				due = append(due, h)
+			}
+		}
+		s.mu.Unlock()
+		if len(due) == 0 {
+			continue
+		}
+		if err := s.m.ack(due, ackRenew); err != nil {
+			s.reportf(fmt.Errorf("kafkaqueue: renew the locks of %d record(s): %w", len(due), err))
+			continue
+		}
+		s.mu.Lock()
+		for _, h := range due {
+			h.deadline = now.Add(lock)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// DeclareGroup starts the share group of group on topic at the topic's
+// end, so that it keeps what is published before its first member joins.
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	phys := c.topic(topic)
+	if err := c.ensureTopic(ctx, phys); err != nil {
+		return err
+	}
+	m := newMember(c.cl, c.group(ports.SubscriptionSpec{Topic: topic, Group: group}), phys, 0)
+	parts, err := m.meta(ctx)
+	if err == nil {
+		_, err = m.initialize(ctx, parts, false)
+	}
+	return err
+}
