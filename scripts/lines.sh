@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(activemq amqp kafka mem mqtt pulsar redis rocketmq)
+[ ${#names[@]} -gt 0 ] || names=(activemq amqp kafka kafkaqueue mem mqtt pulsar redis rocketmq)
 total=0
 for a in "${names[@]}"; do
 	n=$(find "adapters/$a" -name '*.go' ! -name '*_test.go' \
