@@ -165,12 +165,8 @@ type SessionTakenOverError struct {
 }
 
 func (e *SessionTakenOverError) Error() string {
-	msg := fmt.Sprintf("mqtt: the session of instance %q (client id %s) was taken over by another connection with the same client id: two running instances share the instance %q; this one stopped receiving — give each running instance its own Instance",
-		e.Instance, e.ClientID, e.Instance)
-	if e.Reason != "" {
-		msg += " (the broker " + e.Reason + ")"
-	}
-	return msg
+	return fmt.Sprintf("mqtt: the session of instance %q (client id %s) was taken over by another connection with the same client id: two running instances share the instance %q; this one stopped receiving — give each running instance its own Instance (the broker %s)",
+		e.Instance, e.ClientID, e.Instance, e.Reason)
 }
 
 // Is matches ports.ErrInstanceShared.

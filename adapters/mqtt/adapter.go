@@ -25,8 +25,7 @@ type Adapter struct {
 
 // conn is the driver: the sender's connection (subscriptions have their own).
 type conn struct {
-	opts        Options
-	url         string
+	opts        Options          // URL: the embedded broker's with Embedded
 	broker      *embedded.Broker // when Options.Embedded
 	pub         *autopaho.ConnectionManager
 	declared    kit.Declared  // DeclareTopic's record (retention and class at Send)
@@ -57,13 +56,13 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &conn{opts: opts, url: opts.URL, instanceSet: instanceSet, subs: map[string]*subscription{}}
+	c := &conn{opts: opts, instanceSet: instanceSet, subs: map[string]*subscription{}}
 	if opts.Embedded {
 		b, err := embedded.Start(embedded.Options{})
 		if err != nil {
 			return nil, err
 		}
-		c.broker, c.url = b, b.URL()
+		c.broker, c.opts.URL = b, b.URL()
 	}
 	pub, err := c.connect(ctx, opts.Namespace+":pub:"+opts.Instance+":"+ports.NewID(), nil)
 	if err != nil {

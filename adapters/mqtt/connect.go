@@ -35,7 +35,7 @@ func connError(clientID, op string, err error) error {
 // retry cannot mend it (refused, TLS, credentials), else after
 // ConnectTimeout.
 func (c *conn) connect(ctx context.Context, clientID string, s *subscription) (*autopaho.ConnectionManager, error) {
-	u, err := url.Parse(c.url)
+	u, err := url.Parse(c.opts.URL)
 	if err != nil {
 		return nil, err
 	}

@@ -81,10 +81,10 @@ type entry struct {
 // Subscribe connects the subscription's own connection (CleanStart false,
 // Receive Maximum = InFlight) and subscribes at QoS 1 (0 for BestEffort).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	return c.subscribe(ctx, spec, false)
+	return c.newSubscription(ctx, spec, false)
 }
 
-func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, declaring bool) (*subscription, error) {
+func (c *conn) newSubscription(ctx context.Context, spec ports.SubscriptionSpec, declaring bool) (*subscription, error) {
 	var err error
 	if spec.Mode == ports.LoadBalance {
 		err = checkName("SubscriptionSpec.Group", spec.Group, " (it names the MQTT shared subscription)")
@@ -161,28 +161,28 @@ func (c *conn) forget(s *subscription) {
 	delete(c.subs, s.clientID)
 }
 
-// subscribe sends SUBSCRIBE and checks the granted QoS. mochi's 0x91
+// subscribe sends SUBSCRIBE on cm and checks the granted QoS. mochi's 0x91
 // (packet id in use by its resumed publishes) is retried; on a resumed
 // session the kept subscription is then accepted.
-func subscribe(ctx context.Context, cm *autopaho.ConnectionManager, filter string, qos byte, resumed bool) error {
+func (s *subscription) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, resumed bool) error {
 	var err error
 	for range 4 {
 		var sa *paho.Suback
-		sa, err = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: qos}}})
+		sa, err = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: s.qos}}})
 		switch {
 		case sa != nil && len(sa.Reasons) == 1 && sa.Reasons[0] == 0x91:
 			continue
 		case err != nil:
-			return fmt.Errorf("mqtt: subscribe %s: %w", filter, err)
-		case len(sa.Reasons) != 1 || sa.Reasons[0] != qos:
-			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS %d granted", filter, sa.Reasons, qos)
+			return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
+		case len(sa.Reasons) != 1 || sa.Reasons[0] != s.qos:
+			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS %d granted", s.filter, sa.Reasons, s.qos)
 		}
 		return nil
 	}
 	if resumed {
 		return nil
 	}
-	return fmt.Errorf("mqtt: subscribe %s: packet identifier in use on every attempt: %w", filter, err)
+	return fmt.Errorf("mqtt: subscribe %s: packet identifier in use on every attempt: %w", s.filter, err)
 }
 
 // onUp runs on autopaho's goroutine when a connection came up. It
@@ -210,7 +210,7 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(up, s.c.opts.ConnectTimeout)
 		defer cancel()
-		err := subscribe(ctx, cm, s.filter, s.qos, ca.SessionPresent)
+		err := s.subscribe(ctx, cm, ca.SessionPresent)
 		if (err == nil || up.Err() == nil) && s.started.CompareAndSwap(false, true) {
 			s.first <- err
 		} else if err != nil {

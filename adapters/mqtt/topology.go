@@ -120,7 +120,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if live {
 		return nil // this process's member holds the session
 	}
-	s, err := c.subscribe(ctx, spec, true)
+	s, err := c.newSubscription(ctx, spec, true)
 	if err != nil {
 		return fmt.Errorf("mqtt: declare group %q: %w", group, err)
 	}
