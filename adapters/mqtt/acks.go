@@ -1,139 +1,173 @@
 package mqtt
 
 import (
+	"context"
+	"fmt"
 	"io"
-	"sync"
+	"time"
 
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/sluicemq/sluice/ports"
 )
 
-// ackSession is paho's session state with paho's Ack ignored: a PUBACK is
-// written by the SendAcks caller, in arrival order [MQTT-4.6.0-2], in its
-// 4-byte form [MQTT-3.4.2.1]. A ticket of one connection (generation)
-// never acknowledges a packet id the broker reused on the next.
+// ackSession is paho's session state with paho's Ack ignored: a PUBACK
+// is written by SendAcks, in arrival order [MQTT-4.6.0-2], in its 4-byte
+// form [MQTT-3.4.2.1]. A connection's deliveries are PUBACKed on it alone:
+// a packet id the broker reuses on the next one is another delivery's.
 type ackSession struct {
 	session.SessionManager
-	// onLost is called on paho's goroutine when a connection ends (with the
-	// broker's DISCONNECT if any, then nil), before autopaho reconnects.
-	onLost func(*packets.Disconnect)
-
-	mu      sync.Mutex
-	gen     uint64     // bumped at every ConAckReceived and ConnectionLost
-	conn    io.Writer  // this generation's connection; nil while down
-	order   []*ackSlot // QoS 1 deliveries of this generation in arrival order, unacknowledged or held back
-	writing bool       // a caller of releaseAll is writing
-	buf     []byte     // the writer's PUBACKs, reused
-	wrote   bool       // a PUBACK was written since the last takeWrote
+	s *subscription
 }
 
-type ackSlot struct {
-	id       uint16
-	released bool
+// Ack is paho's automatic acknowledgement: ignored.
+func (ackSession) Ack(*packets.Publish) error { return nil }
+
+func (a ackSession) ConAckReceived(conn io.Writer, cp *packets.Connect, ca *packets.Connack) error {
+	a.s.connected(conn)
+	return a.SessionManager.ConAckReceived(conn, cp, ca)
 }
 
-// ackTicket is one QoS 1 delivery of one generation; zero for QoS 0.
-type ackTicket struct {
-	gen  uint64
-	slot *ackSlot
+func (a ackSession) ConnectionLost(dp *packets.Disconnect) error {
+	a.s.lost(dp)
+	return a.SessionManager.ConnectionLost(dp)
 }
 
-func newAckSession(inner session.SessionManager) *ackSession {
-	return &ackSession{SessionManager: inner}
-}
-
-// arrived records a QoS 1 PUBLISH in arrival order (paho's callback).
-func (s *ackSession) arrived(packetID uint16, qos byte) ackTicket {
-	if qos == 0 {
-		return ackTicket{}
-	}
+// SendAcks releases the PUBACKs of handles with one write. A delivery
+// whose connection closed owes its PUBACK to the DUP copy, acknowledged on
+// arrival and not handed out: nil for it too.
+func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	slot := &ackSlot{id: packetID}
-	s.order = append(s.order, slot)
-	return ackTicket{gen: s.gen, slot: slot}
+	for _, h := range handles {
+		e := h.(*entry)
+		e.acked, e.ackedOn = true, s.ups
+	}
+	s.flushLocked()
+	return nil
 }
 
-// releaseAll marks ts acknowledged and writes every PUBACK now in order
-// (one behind an unreleased delivery waits); gone[i] is set for a ticket
-// whose connection is closed. One caller writes, outside the lock; another
-// leaves its PUBACKs to it, so paho's callback never waits for the socket.
-// The error is this call's write error (the broker redelivers).
-func (s *ackSession) releaseAll(ts []ackTicket, gone []bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, t := range ts {
-		switch {
-		case t.slot == nil:
-		case t.gen != s.gen || s.conn == nil:
-			gone[i] = true
-		default:
-			t.slot.released = true
-		}
-	}
-	if s.writing {
-		return nil
-	}
-	s.writing = true
-	defer func() { s.writing = false }()
-	for {
-		buf, n := s.buf[:0], 0
-		for _, slot := range s.order {
-			if !slot.released {
-				break
-			}
-			buf = append(buf, 0x40, 0x02, byte(slot.id>>8), byte(slot.id))
+// flushLocked writes the PUBACKs of the acked deliveries at the head of
+// order; one behind an unacked delivery waits. One caller writes, without
+// the lock; another leaves its PUBACKs to it, so paho's callback never
+// waits for the socket. An entry whose PUBACK failed stays in byID for its
+// DUP copy.
+func (s *subscription) flushLocked() {
+	for !s.writing && s.w != nil {
+		n := 0
+		for n < len(s.order) && s.order[n].acked {
 			n++
 		}
-		clear(s.order[:n])
-		s.order = s.order[n:]
-		w := s.conn
-		if n == 0 || w == nil {
-			return nil
+		if n == 0 {
+			return
 		}
-		s.wrote = true
+		batch, w, buf := s.order[:n], s.w, s.buf[:0]
+		s.order = s.order[n:]
+		for _, e := range batch {
+			buf = append(buf, 0x40, 0x02, byte(e.pub.PacketID>>8), byte(e.pub.PacketID))
+		}
+		s.writing, s.wrote = true, true
 		s.mu.Unlock()
 		_, err := w.Write(buf)
 		s.mu.Lock()
-		s.buf = buf
+		s.writing, s.buf = false, buf
+		for i, e := range batch {
+			if err == nil && s.byID[e.id] == e {
+				delete(s.byID, e.id)
+			}
+			batch[i] = nil
+		}
 		if err != nil {
-			return err
+			return // the broker redelivers on the next connection
 		}
 	}
 }
 
-// takeWrote reports whether a PUBACK was written since the last call.
-func (s *ackSession) takeWrote() bool {
+// connected starts connection number ups+1 on conn.
+func (s *subscription) connected(conn io.Writer) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := s.wrote
-	s.wrote = false
-	return w
+	s.ups++
+	s.w, s.upAt = conn, time.Now()
+	s.up, s.down = context.WithCancel(context.Background())
+	for id, e := range s.byID {
+		if e.acked && e.ackedOn < s.ups-1 { // the broker redelivers right after CONNACK or never
+			delete(s.byID, id)
+		}
+	}
+	s.mu.Unlock()
+	s.failed.Store(false)
 }
 
-func (s *ackSession) newGeneration(conn io.Writer) {
+// A session takeover shows as DISCONNECT 0x8E (mochi) or, without a reason
+// (mosquitto 2.0), as a takeover war: takeoverQuick connections in a row
+// closed within takeoverWindow of acceptance, no attempt failing between.
+const (
+	reasonSessionTakenOver = 0x8E
+	takeoverQuick          = 5
+	takeoverWindow         = 2 * time.Second
+)
+
+// lost ends the connection (dp: the broker's DISCONNECT, then nil),
+// before autopaho reconnects. A takeover is reported once and keeps the
+// connection down.
+func (s *subscription) lost(dp *packets.Disconnect) {
 	s.mu.Lock()
-	s.gen++
-	s.conn = conn
+	s.w = nil
 	clear(s.order)
 	s.order = s.order[:0]
-	s.mu.Unlock()
-}
-
-// ConAckReceived starts a new generation on conn.
-func (s *ackSession) ConAckReceived(conn io.Writer, cp *packets.Connect, ca *packets.Connack) error {
-	s.newGeneration(conn)
-	return s.SessionManager.ConAckReceived(conn, cp, ca)
-}
-
-// ConnectionLost ends the generation.
-func (s *ackSession) ConnectionLost(dp *packets.Disconnect) error {
-	s.newGeneration(nil)
-	if s.onLost != nil {
-		s.onLost(dp)
+	if s.down != nil {
+		s.down()
 	}
-	return s.SessionManager.ConnectionLost(dp)
+	var reason string
+	switch {
+	case s.dead.Err() != nil:
+	case dp != nil && dp.ReasonCode == reasonSessionTakenOver:
+		reason = "sent DISCONNECT reason 0x8E, session taken over"
+		if dp.Properties != nil && dp.Properties.ReasonString != "" {
+			reason += ": " + dp.Properties.ReasonString
+		}
+	case dp == nil: // the call after a DISCONNECT counts that loss too
+		if !s.upAt.IsZero() && time.Since(s.upAt) < takeoverWindow && !s.failed.Load() {
+			s.quick++
+		} else {
+			s.quick = 0
+		}
+		s.upAt = time.Time{}
+		if s.quick >= takeoverQuick {
+			reason = fmt.Sprintf("closed %d connections in a row within %v of accepting them, without a DISCONNECT reason: another connection with the same client id keeps taking the session", s.quick, takeoverWindow)
+		}
+	}
+	var taken error
+	if reason != "" {
+		taken = &SessionTakenOverError{Instance: s.instance, ClientID: s.clientID, Reason: reason}
+		s.kill(taken)
+	}
+	s.mu.Unlock()
+	if taken != nil {
+		s.c.opts.Logger.Error("sluice mqtt: session taken over: two running instances share one Instance; this subscription stopped receiving",
+			"instance", s.instance, "client", s.clientID, "topic", string(s.spec.Topic), "error", taken)
+		s.reportErr(taken)
+	}
 }
 
-// Ack is paho's automatic acknowledgement: ignored (see releaseAll).
-func (s *ackSession) Ack(*packets.Publish) error { return nil }
+// takenOver reports whether the session was taken over (or closed).
+func (s *subscription) takenOver() bool { return s.dead.Err() != nil }
+
+// SessionTakenOverError reports that the broker handed the session of
+// Instance to another connection: two running instances share it. The
+// displaced subscription reports it on Errors, stays disconnected and
+// fails Receive once its inbox is empty. It matches
+// ports.ErrInstanceShared.
+type SessionTakenOverError struct {
+	Instance string
+	ClientID string
+	Reason   string // how the takeover showed (the broker's reason, or the takeover war)
+}
+
+func (e *SessionTakenOverError) Error() string {
+	return fmt.Sprintf("mqtt: the session of instance %q (client id %s) was taken over by another connection with the same client id: two running instances share the instance %q; this one stopped receiving — give each running instance its own Instance (the broker %s)",
+		e.Instance, e.ClientID, e.Instance, e.Reason)
+}
+
+// Is matches ports.ErrInstanceShared.
+func (e *SessionTakenOverError) Is(target error) bool { return target == ports.ErrInstanceShared }

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
-	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
@@ -28,8 +25,7 @@ type Adapter struct {
 
 // conn is the driver: the sender's connection (subscriptions have their own).
 type conn struct {
-	opts        Options
-	url         string
+	opts        Options          // URL: the embedded broker's with Embedded
 	broker      *embedded.Broker // when Options.Embedded
 	pub         *autopaho.ConnectionManager
 	declared    kit.Declared  // DeclareTopic's record (retention and class at Send)
@@ -60,16 +56,15 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &conn{opts: opts, url: opts.URL, instanceSet: instanceSet, subs: map[string]*subscription{}}
+	c := &conn{opts: opts, instanceSet: instanceSet, subs: map[string]*subscription{}}
 	if opts.Embedded {
 		b, err := embedded.Start(embedded.Options{})
 		if err != nil {
 			return nil, err
 		}
-		c.broker, c.url = b, b.URL()
+		c.broker, c.opts.URL = b, b.URL()
 	}
-	pub, err := c.connect(ctx, connSpec{clientID: opts.Namespace + ":pub:" + opts.Instance + ":" + randomID(), cleanStart: true, onUp: c.senderUp,
-		report: func(err error) { opts.Logger.Warn("sluice mqtt: sender connection", "error", err) }})
+	pub, err := c.connect(ctx, opts.Namespace+":pub:"+opts.Instance+":"+ports.NewID(), nil)
 	if err != nil {
 		if c.broker != nil {
 			_ = c.broker.Close()
@@ -103,11 +98,14 @@ func (c *conn) Capabilities() ports.Capabilities {
 		SizeCountsEnvelope: true, InstanceGuard: ports.InstanceDetected}
 }
 
-// senderUp records the broker's Maximum Packet Size.
-func (c *conn) senderUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
-	if ca != nil && ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
-		c.maxPacket.Store(*ca.Properties.MaximumPacketSize)
+// maxMessageBytes is MaxPacketBytes or the broker's smaller limit.
+func (c *conn) maxMessageBytes() int {
+	if c != nil {
+		if n := c.maxPacket.Load(); n > 0 && n < MaxPacketBytes {
+			return int(n)
+		}
 	}
+	return MaxPacketBytes
 }
 
 // SendBatch publishes msgs concurrently on the sender connection.
@@ -121,18 +119,11 @@ func (c *conn) send(ctx context.Context, m *ports.Message) error {
 		p.QoS = 0
 	}
 	if r := c.declared.Retention(m.Topic); r > 0 {
-		s := seconds(r)
-		p.Properties.MessageExpiry = &s
+		p.Properties.MessageExpiry = new(seconds(r))
 	}
 	if err := m.CheckSize(c.maxMessageBytes(), envelopeBytes(p)); err != nil {
 		return err
 	}
-	return c.publish(ctx, p)
-}
-
-// publish sends p and waits for the PUBACK: a reason code below 0x80 (16:
-// no matching subscribers) confirms, anything else is ErrUnconfirmed.
-func (c *conn) publish(ctx context.Context, p *paho.Publish) error {
 	if c.publishFault != nil {
 		if err := c.publishFault(p.Topic); err != nil {
 			return fmt.Errorf("%w: %v", ports.ErrUnconfirmed, err)
@@ -145,47 +136,31 @@ func (c *conn) publish(ctx context.Context, p *paho.Publish) error {
 			return nil
 		case errors.Is(err, autopaho.ConnectionDownError):
 			// Not yet written: wait for the connection (bounded by ctx).
-			if werr := c.pub.AwaitConnection(ctx); werr != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return fmt.Errorf("%w: %v", ports.ErrUnconfirmed, werr)
+			if err = c.pub.AwaitConnection(ctx); err == nil {
+				continue
 			}
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case resp != nil && resp.ReasonCode >= 0x80:
-			reason := ""
-			if resp.Properties != nil {
-				reason = resp.Properties.ReasonString
-			}
-			return fmt.Errorf("%w: PUBACK reason code 0x%02x %s", ports.ErrUnconfirmed, resp.ReasonCode, reason)
-		default:
-			return fmt.Errorf("%w: %v", ports.ErrUnconfirmed, err)
+		case resp != nil && resp.ReasonCode >= 0x80: // 16, no matching subscribers, confirms
+			err = fmt.Errorf("PUBACK reason code 0x%02x %s", resp.ReasonCode, resp.Properties.ReasonString)
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %v", ports.ErrUnconfirmed, err)
 	}
 }
 
 // Classify maps the adapter's errors to portable codes (ErrTLS only on
 // mqtts://, see explainConnect).
 func (c *conn) Classify(err error) driver.Class {
-	var ne net.Error
 	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return driver.Class{Code: ports.ErrRefused, Retryable: true}
-	case errors.Is(err, adapters.ErrAuth):
-		return driver.Class{Code: ports.ErrAuth}
-	case errors.Is(err, adapters.ErrTLS):
-		return driver.Class{Code: ports.ErrTLS}
-	case errors.Is(err, ports.ErrTooLarge):
-		return driver.Class{Code: ports.ErrTooLarge}
 	case errors.Is(err, ports.ErrUnconfirmed):
 		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
-	case errors.Is(err, errConnectTimeout), errors.As(err, &ne) && ne.Timeout():
+	case errors.Is(err, errConnectTimeout):
 		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
-	case errors.Is(err, autopaho.ConnectionDownError), errors.As(err, &ne):
+	case errors.Is(err, autopaho.ConnectionDownError):
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}
-	return driver.Class{}
+	return portable.ClassifyNet(err, c.opts.TLS != nil)
 }
 
 // Close disconnects the sender and stops the embedded broker.
@@ -201,4 +176,11 @@ func (c *conn) Close(ctx context.Context) error {
 		errs = append(errs, c.broker.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// senderUp records the broker's Maximum Packet Size.
+func (c *conn) senderUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
+	if ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
+		c.maxPacket.Store(*ca.Properties.MaximumPacketSize)
+	}
 }

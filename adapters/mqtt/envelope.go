@@ -15,19 +15,29 @@ func toPublish(topic string, m *ports.Message) *paho.Publish {
 	for k, v := range m.Headers {
 		props = append(props, paho.UserProperty{Key: k, Value: v})
 	}
-	p := &paho.Publish{QoS: 1, Topic: topic, Payload: m.Payload, Properties: &paho.PublishProperties{User: props}}
-	if ct := m.Headers[ports.HeaderContentType]; ct != "" {
-		p.Properties.ContentType = ct
-	}
-	return p
+	return &paho.Publish{QoS: 1, Topic: topic, Payload: m.Payload,
+		Properties: &paho.PublishProperties{User: props, ContentType: m.Headers[ports.HeaderContentType]}}
 }
 
-// headersOf returns p's user properties as headers (a repeated key keeps
-// its last value), and the content-type property when they have none.
-func headersOf(p *paho.Publish) ports.Headers {
-	if p.Properties == nil {
-		return ports.Headers{}
+// envelopeBytes is a PUBLISH's size besides its payload, at its largest.
+func envelopeBytes(p *paho.Publish) int {
+	n := 5 + 2 + len(p.Topic) + 2 + 4
+	for _, u := range p.Properties.User {
+		n += 1 + 2 + len(u.Key) + 2 + len(u.Value)
 	}
+	if p.Properties.ContentType != "" {
+		n += 1 + 2 + len(p.Properties.ContentType)
+	}
+	if p.Properties.MessageExpiry != nil {
+		n += 5
+	}
+	return n
+}
+
+// headersOf returns the user properties of p, a received PUBLISH, as
+// headers (a repeated key keeps its last value), and the content-type
+// property when they have none.
+func headersOf(p *paho.Publish) ports.Headers {
 	h := make(ports.Headers, len(p.Properties.User)+1)
 	for _, u := range p.Properties.User {
 		h[u.Key] = u.Value
@@ -40,17 +50,4 @@ func headersOf(p *paho.Publish) ports.Headers {
 		h[kit.HeaderNotBefore] = at
 	}
 	return h
-}
-
-// userProperty returns the last value of user property key of p.
-func userProperty(p *paho.Publish, key string) string {
-	v := ""
-	if p.Properties != nil {
-		for _, u := range p.Properties.User {
-			if u.Key == key {
-				v = u.Value
-			}
-		}
-	}
-	return v
 }

@@ -12,13 +12,13 @@ func HeldBack(a *Adapter) int {
 	defer a.c.mu.Unlock()
 	n := 0
 	for _, s := range a.c.subs {
-		s.sess.mu.Lock()
-		for _, slot := range s.sess.order {
-			if slot.released {
+		s.mu.Lock()
+		for _, e := range s.order {
+			if e.acked {
 				n++
 			}
 		}
-		s.sess.mu.Unlock()
+		s.mu.Unlock()
 	}
 	return n
 }

@@ -4,18 +4,26 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// nopSession is a session manager whose Ack must not be used.
-type nopSession struct{ session.SessionManager }
+// stubSession is paho's session state reduced to nothing; its Ack must
+// not be used.
+type stubSession struct{ session.SessionManager }
 
-func (nopSession) Ack(*packets.Publish) error { return errors.New("paho's Ack must not be used") }
+func (stubSession) Ack(*packets.Publish) error { return errors.New("paho's Ack must not be used") }
+
+func (stubSession) ConAckReceived(io.Writer, *packets.Connect, *packets.Connack) error { return nil }
+
+func (stubSession) ConnectionLost(*packets.Disconnect) error { return nil }
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -28,56 +36,68 @@ func (w *syncBuffer) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-var errGone = errors.New("the connection that received this delivery is closed")
-
-func heldBack(s *ackSession) int {
-	n := 0
-	for _, slot := range s.order {
-		if slot.released {
-			n++
-		}
-	}
-	return n
+func (w *syncBuffer) Bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return bytes.Clone(w.b.Bytes())
 }
 
-// release releases one ticket; errGone when its connection is closed.
-func release(s *ackSession, t ackTicket) error {
-	var gone [1]bool
-	err := s.releaseAll([]ackTicket{t}, gone[:])
-	if gone[0] {
-		return errGone
+// arrive delivers a PUBLISH of message id with packet id pid to s and
+// returns the handle it was handed out with (nil when it was not).
+func arrive(t *testing.T, s *subscription, id string, pid uint16, qos byte, dup bool) any {
+	t.Helper()
+	p := paho.PublishFromPacketPublish(&packets.Publish{PacketID: pid, QoS: qos, Duplicate: dup, Topic: "ns/t",
+		Properties: &packets.Properties{User: []packets.User{{Key: ports.HeaderID, Value: id}}}})
+	if _, err := s.onPublish(paho.PublishReceived{Packet: p}); err != nil {
+		t.Fatal(err)
 	}
-	return err
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	recs, err := s.ReceiveBatch(ctx, 1)
+	if err != nil {
+		return nil
+	}
+	return recs[0].Handle
 }
 
-func TestAckSessionWritesPUBACKsInArrivalOrder(t *testing.T) {
-	s := newAckSession(nopSession{})
-	var w syncBuffer
-	s.newGeneration(&w)
-	t1, t2, t3 := s.arrived(7, 1), s.arrived(3, 1), s.arrived(9, 1)
-	if err := release(s, t3); err != nil {
-		t.Fatal(err)
+func TestPUBACKsInArrivalOrderOnTheirConnection(t *testing.T) {
+	s := &subscription{c: &conn{}, byID: map[string]*entry{}, signal: make(chan struct{}, 1)}
+	s.dead, s.kill = context.WithCancelCause(context.Background())
+	sess := ackSession{stubSession{}, s}
+	if err := sess.Ack(nil); err != nil {
+		t.Fatalf("paho's Ack reached the session state: %v", err)
 	}
-	if err := release(s, t2); err != nil {
-		t.Fatal(err)
+	var w1, w2 syncBuffer
+	_ = sess.ConAckReceived(&w1, nil, nil)
+	h1, h2, h3 := arrive(t, s, "a", 7, 1, false), arrive(t, s, "b", 3, 1, false), arrive(t, s, "c", 9, 1, false)
+	_ = s.SendAcks(context.Background(), []any{h3})
+	_ = s.SendAcks(context.Background(), []any{h2})
+	if len(w1.Bytes()) != 0 || len(s.order) != 3 {
+		t.Fatalf("wrote %x with the head unacknowledged", w1.Bytes())
 	}
-	if w.b.Len() != 0 || heldBack(s) != 2 {
-		t.Fatalf("wrote %x with the head unacknowledged (held back %d)", w.b.Bytes(), heldBack(s))
+	_ = s.SendAcks(context.Background(), []any{h1})
+	if want := []byte{0x40, 2, 0, 7, 0x40, 2, 0, 3, 0x40, 2, 0, 9}; !bytes.Equal(w1.Bytes(), want) {
+		t.Fatalf("wrote %x, want %x", w1.Bytes(), want)
 	}
-	if err := release(s, t1); err != nil {
-		t.Fatal(err)
+
+	// Acked after its connection closed: the DUP copy on the next one is
+	// PUBACKed with its own packet id, and not handed out again.
+	h4 := arrive(t, s, "d", 11, 1, false)
+	_ = sess.ConnectionLost(nil)
+	_ = sess.ConAckReceived(&w2, nil, nil)
+	_ = s.SendAcks(context.Background(), []any{h4})
+	if len(w2.Bytes()) != 0 || len(w1.Bytes()) != 12 {
+		t.Fatalf("PUBACK of a closed connection's delivery written: %x, %x", w1.Bytes(), w2.Bytes())
 	}
-	want := []byte{0x40, 2, 0, 7, 0x40, 2, 0, 3, 0x40, 2, 0, 9}
-	if !bytes.Equal(w.b.Bytes(), want) {
-		t.Fatalf("wrote %x, want %x", w.b.Bytes(), want)
+	if h := arrive(t, s, "d", 5, 1, true); h != nil {
+		t.Fatal("the DUP copy of an acknowledged delivery was handed out again")
 	}
-	old := s.arrived(11, 1)
-	s.newGeneration(&w) // reconnect
-	if err := release(s, old); !errors.Is(err, errGone) {
-		t.Fatalf("release on a previous connection returned %v, want errGone", err)
+	if want := []byte{0x40, 2, 0, 5}; !bytes.Equal(w2.Bytes(), want) {
+		t.Fatalf("wrote %x for the DUP copy, want %x", w2.Bytes(), want)
 	}
-	if err := release(s, s.arrived(0, 0)); err != nil {
-		t.Fatalf("QoS 0 release: %v", err)
+	_ = s.SendAcks(context.Background(), []any{arrive(t, s, "e", 0, 0, false)})
+	if len(w2.Bytes()) != 4 || len(s.byID) != 0 {
+		t.Fatalf("a QoS 0 delivery was PUBACKed (%x) or kept (%d)", w2.Bytes(), len(s.byID))
 	}
 }
 

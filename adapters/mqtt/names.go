@@ -1,16 +1,11 @@
 package mqtt
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
 	"github.com/sluicemq/sluice/ports"
 )
-
-// shareWhy says what a group name is for, in a checkName refusal.
-const shareWhy = " (it names the MQTT shared subscription)"
 
 // dlqLevel is the last topic level of a dead-letter topic.
 const dlqLevel = "/dlq"
@@ -18,11 +13,10 @@ const dlqLevel = "/dlq"
 // physicalTopic is "<ns>/<topic>" (a scoped topic's levels stay levels),
 // and "<ns>/<topic>/dlq" for the dead-letter topic "<topic>.dlq".
 func physicalTopic(ns string, t ports.Topic) string {
-	s := string(t)
-	if base, ok := strings.CutSuffix(s, ports.DeadLetterSuffix); ok && base != "" {
+	if base, ok := strings.CutSuffix(string(t), ports.DeadLetterSuffix); ok && base != "" {
 		return ns + "/" + base + dlqLevel
 	}
-	return ns + "/" + s
+	return ns + "/" + string(t)
 }
 
 // clientID is the stable client id of one subscription instance: unique
@@ -35,22 +29,10 @@ func clientID(ns string, spec ports.SubscriptionSpec, instance string) string {
 	return ns + ":" + mode + ":" + string(spec.Topic) + ":" + spec.Group + ":" + instance
 }
 
-// randomID returns 12 random hex characters.
-func randomID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// validName reports whether s can be a topic level or share name.
-func validName(s string) bool {
-	return s != "" && !strings.ContainsAny(s, "/+#$\x00")
-}
-
-// checkName refuses, as field, a name that is not validName; why says what
-// the name is for.
+// checkName refuses, as field, a name that cannot be a topic level or a
+// share name; why says what the name is for.
 func checkName(field, s, why string) error {
-	if validName(s) {
+	if s != "" && !strings.ContainsAny(s, "/+#$\x00") {
 		return nil
 	}
 	return &ports.ValueError{Field: field, Reason: fmt.Sprintf("%q must be non-empty without '/', '+', '#' or '$'%s", s, why)}

@@ -70,7 +70,7 @@ const (
 
 func (o Options) withDefaults() Options {
 	o.Namespace = cmp.Or(o.Namespace, DefaultNamespace)
-	o.Instance = cmp.Or(o.Instance, randomID())
+	o.Instance = cmp.Or(o.Instance, ports.NewID())
 	o.SessionExpiry = cmp.Or(max(o.SessionExpiry, 0), DefaultSessionExpiry)
 	o.ReconnectGrace = cmp.Or(max(o.ReconnectGrace, 0), DefaultReconnectGrace)
 	o.KeepAlive = cmp.Or(max(o.KeepAlive, 0), DefaultKeepAlive)
@@ -84,29 +84,25 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	if o.Embedded && o.URL != "" {
-		return &ports.ValueError{Field: "mqtt.Options.URL", Reason: "must be empty with Embedded"}
+	bad := func(field, reason string, args ...any) error {
+		return &ports.ValueError{Field: "mqtt.Options." + field, Reason: fmt.Sprintf(reason, args...)}
 	}
-	if !o.Embedded {
-		u, err := url.Parse(o.URL)
-		if err != nil || u.Host == "" {
-			return &ports.ValueError{Field: "mqtt.Options.URL", Reason: fmt.Sprintf("%q is not an mqtt://host:port URL", o.URL)}
-		}
-		switch strings.ToLower(u.Scheme) {
-		case "mqtt", "tcp":
-			if o.TLS != nil {
-				return &ports.ValueError{Field: "mqtt.Options.TLS", Reason: fmt.Sprintf("given with the plaintext URL scheme %q: use mqtts://", u.Scheme)}
-			}
-		case "mqtts":
-			if o.TLS == nil {
-				return &ports.ValueError{Field: "mqtt.Options.TLS", Reason: "mqtts:// needs a TLS configuration (at least &tls.Config{ServerName: host} for the system roots)"}
-			}
-		default:
-			return &ports.ValueError{Field: "mqtt.Options.URL", Reason: fmt.Sprintf("scheme %q is not supported (mqtt, tcp, mqtts)", u.Scheme)}
-		}
+	scheme := ""
+	if u, err := url.Parse(o.URL); err == nil && u.Host != "" {
+		scheme = strings.ToLower(u.Scheme)
 	}
-	if o.ReceiveMaximum < 0 || o.ReceiveMaximum > 65535 {
-		return &ports.ValueError{Field: "mqtt.Options.ReceiveMaximum", Reason: "must be within 0..65535"}
+	switch {
+	case o.Embedded && o.URL != "":
+		return bad("URL", "must be empty with Embedded")
+	case o.Embedded:
+	case scheme != "mqtt" && scheme != "tcp" && scheme != "mqtts":
+		return bad("URL", "%q is not an mqtt://, tcp:// or mqtts:// host:port URL", o.URL)
+	case scheme == "mqtts" && o.TLS == nil:
+		return bad("TLS", "mqtts:// needs a TLS configuration (at least &tls.Config{ServerName: host} for the system roots)")
+	case scheme != "mqtts" && o.TLS != nil:
+		return bad("TLS", "given with the plaintext URL scheme %s://: use mqtts://", scheme)
+	case o.ReceiveMaximum < 0 || o.ReceiveMaximum > 65535:
+		return bad("ReceiveMaximum", "must be within 0..65535")
 	}
 	return cmp.Or(checkName("mqtt.Options.Namespace", o.Namespace, ""), checkName("mqtt.Options.Instance", o.Instance, ""),
 		validateExisting(o.Namespace, o.Existing))
@@ -114,9 +110,5 @@ func (o Options) validate() error {
 
 // seconds rounds d up to whole seconds for an MQTT expiry interval.
 func seconds(d time.Duration) uint32 {
-	s := (d + time.Second - 1) / time.Second
-	if s > 0xFFFFFFFE {
-		s = 0xFFFFFFFE
-	}
-	return uint32(s)
+	return uint32(min((d+time.Second-1)/time.Second, 0xFFFFFFFE))
 }

@@ -1,13 +1,11 @@
 package mqtt
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
 
-	"github.com/eclipse/paho.golang/autopaho"
-	"github.com/eclipse/paho.golang/paho"
-	"github.com/eclipse/paho.golang/paho/session/state"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -34,29 +32,29 @@ func validateExisting(ns string, ex []Existing) error {
 	topics := map[ports.Topic]bool{}
 	phys := map[string]ports.Topic{}
 	for i, e := range ex {
-		field := fmt.Sprintf("mqtt.Options.Existing[%d]", i)
-		if err := e.Topic.Validate(); err != nil {
-			return &ports.ValueError{Field: field + ".Topic", Reason: err.Error()}
+		bad := func(field, reason string, args ...any) error {
+			return &ports.ValueError{Field: fmt.Sprintf("mqtt.Options.Existing[%d].%s", i, field), Reason: fmt.Sprintf(reason, args...)}
 		}
-		if topics[e.Topic] {
-			return &ports.ValueError{Field: field + ".Topic", Reason: fmt.Sprintf("%q is adopted twice", e.Topic)}
+		p := e.PhysicalTopic
+		switch {
+		case e.Topic.Validate() != nil:
+			return bad("Topic", "%v", e.Topic.Validate())
+		case topics[e.Topic]:
+			return bad("Topic", "%q is adopted twice", e.Topic)
+		case p == "" || strings.ContainsAny(p, "+#\x00") || strings.HasPrefix(p, "$"):
+			return bad("PhysicalTopic", "%q must be a non-empty MQTT topic without wildcards, not starting with '$'", p)
+		case p == ns || strings.HasPrefix(p, ns+"/"):
+			return bad("PhysicalTopic", "%q lies under the namespace %q, where the adapter derives names: it could be another logical topic's", p, ns)
 		}
 		topics[e.Topic] = true
-		p := e.PhysicalTopic
-		if p == "" || strings.ContainsAny(p, "+#\x00") || strings.HasPrefix(p, "$") {
-			return &ports.ValueError{Field: field + ".PhysicalTopic", Reason: fmt.Sprintf("%q must be a non-empty MQTT topic without wildcards, not starting with '$'", p)}
-		}
-		if p == ns || strings.HasPrefix(p, ns+"/") {
-			return &ports.ValueError{Field: field + ".PhysicalTopic", Reason: fmt.Sprintf("%q lies under the namespace %q, where the adapter derives names: it could be another logical topic's", p, ns)}
-		}
 		for _, q := range []string{p, p + dlqLevel} {
 			if other, ok := phys[q]; ok {
-				return &ports.ValueError{Field: field + ".PhysicalTopic", Reason: fmt.Sprintf("%q is also the physical (or dead-letter) topic of %q", q, other)}
+				return bad("PhysicalTopic", "%q is also the physical (or dead-letter) topic of %q", q, other)
 			}
 			phys[q] = e.Topic
 		}
 		for g, share := range e.Shares {
-			if err := checkName(field+".Shares", share, " (the share name of group "+g+")"); err != nil {
+			if err := checkName(fmt.Sprintf("mqtt.Options.Existing[%d].Shares", i), share, " (the share name of group "+g+")"); err != nil {
 				return err
 			}
 		}
@@ -77,14 +75,12 @@ func (c *conn) adopted(t ports.Topic) (Existing, bool) {
 // physical is the MQTT topic of t: an adopted name (its dead-letter topic
 // "<PhysicalTopic>/dlq"), or physicalTopic's.
 func (c *conn) physical(t ports.Topic) string {
-	if len(c.opts.Existing) > 0 {
-		if e, ok := c.adopted(t); ok {
-			return e.PhysicalTopic
-		}
-		if base, ok := strings.CutSuffix(string(t), ports.DeadLetterSuffix); ok {
-			if e, ok := c.adopted(ports.Topic(base)); ok {
-				return e.PhysicalTopic + dlqLevel
-			}
+	if e, ok := c.adopted(t); ok {
+		return e.PhysicalTopic
+	}
+	if base, ok := strings.CutSuffix(string(t), ports.DeadLetterSuffix); ok {
+		if e, ok := c.adopted(ports.Topic(base)); ok {
+			return e.PhysicalTopic + dlqLevel
 		}
 	}
 	return physicalTopic(c.opts.Namespace, t)
@@ -92,15 +88,11 @@ func (c *conn) physical(t ports.Topic) string {
 
 // filter is the topic filter a subscription subscribes to.
 func (c *conn) filter(spec ports.SubscriptionSpec) string {
-	phys := c.physical(spec.Topic)
 	if spec.Mode != ports.LoadBalance {
-		return phys
+		return c.physical(spec.Topic)
 	}
-	share := spec.Group
-	if e, ok := c.adopted(spec.Topic); ok && e.Shares[spec.Group] != "" {
-		share = e.Shares[spec.Group]
-	}
-	return "$share/" + share + "/" + phys
+	e, _ := c.adopted(spec.Topic)
+	return "$share/" + cmp.Or(e.Shares[spec.Group], spec.Group) + "/" + c.physical(spec.Topic)
 }
 
 // DeclareTopic records spec, applied at Send (MQTT stores no topic
@@ -111,79 +103,26 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 }
 
 // DeclareGroup creates the session of the member with Options.Instance,
-// subscribed to the group's share: a broker keeps a group's messages only
-// in members' sessions. What reaches this connection is never
-// acknowledged: it comes back to the member (DUP).
+// subscribed to the group's share, and disconnects: a broker keeps a
+// group's messages only in members' sessions. What reaches this connection
+// is never acknowledged: it comes back to the member (DUP).
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	if err := topic.Validate(); err != nil {
-		return err
-	}
-	if err := checkName("group", group, shareWhy); err != nil {
 		return err
 	}
 	if !c.instanceSet {
 		return &ports.ValueError{Field: "mqtt.Options.Instance", Reason: fmt.Sprintf("must be set to declare group %q of %q ahead: the group's messages wait in the session of the member with that Instance", group, topic)}
 	}
-	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
-	id := clientID(c.opts.Namespace, spec, c.opts.Instance)
+	spec := ports.SubscriptionSpec{Topic: topic, Group: group, Instance: c.opts.Instance}
 	c.mu.Lock()
-	live := c.subs[id] != nil
+	live := c.subs[clientID(c.opts.Namespace, spec, spec.Instance)] != nil
 	c.mu.Unlock()
 	if live {
 		return nil // this process's member holds the session
 	}
-	present := make(chan bool, 1)
-	cm, err := c.connect(ctx, connSpec{clientID: id, expiry: seconds(c.opts.SessionExpiry),
-		session:   newAckSession(state.NewInMemory()),
-		onPublish: func(paho.PublishReceived) (bool, error) { return true, nil }, // never released: no PUBACK
-		onUp: func(_ *autopaho.ConnectionManager, ca *paho.Connack) {
-			select {
-			case present <- ca.SessionPresent:
-			default:
-			}
-		}})
+	s, err := c.newSubscription(ctx, spec, true)
 	if err != nil {
-		return err
-	}
-	defer func() { _ = cm.Disconnect(context.Background()) }()
-	select {
-	case p := <-present:
-		if p {
-			return nil
-		}
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if err := subscribe(ctx, cm, c.filter(spec), 1, false); err != nil {
 		return fmt.Errorf("mqtt: declare group %q: %w", group, err)
 	}
-	return nil
-}
-
-// maxMessageBytes is MaxPacketBytes or the broker's smaller limit.
-func (c *conn) maxMessageBytes() int {
-	if c == nil {
-		return MaxPacketBytes
-	}
-	if n := c.maxPacket.Load(); n > 0 && n < MaxPacketBytes {
-		return int(n)
-	}
-	return MaxPacketBytes
-}
-
-// envelopeBytes is a PUBLISH's size besides its payload, at its largest.
-func envelopeBytes(p *paho.Publish) int {
-	n := 5 + 2 + len(p.Topic) + 2 + 4
-	if p.Properties != nil {
-		for _, u := range p.Properties.User {
-			n += 1 + 2 + len(u.Key) + 2 + len(u.Value)
-		}
-		if p.Properties.ContentType != "" {
-			n += 1 + 2 + len(p.Properties.ContentType)
-		}
-		if p.Properties.MessageExpiry != nil {
-			n += 5
-		}
-	}
-	return n
+	return s.Close(ctx)
 }
