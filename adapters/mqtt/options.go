@@ -32,24 +32,24 @@ type Options struct {
 	// back what it had not acknowledged. Two live processes with one
 	// Instance: the older reports ports.ErrInstanceShared. Default random,
 	// which strands a stopped member's session until SessionExpiry.
-	Instance string
+	Instance string `url:"instance"`
 	// SessionExpiry is how long the broker keeps a LoadBalance member's
 	// session after it disconnected. Default 1h.
-	SessionExpiry time.Duration
+	SessionExpiry time.Duration `url:"session_expiry,1s..1191360h"`
 	// ReconnectGrace is how long a lost Broadcast instance without
 	// InstanceTTL keeps its session (Stop ends it). Default 1m.
-	ReconnectGrace time.Duration
+	ReconnectGrace time.Duration `url:"reconnect_grace,1s..24h"`
 	// LeaveGroupOnStop unsubscribes a LoadBalance member on Stop. Default
 	// false: a stopped member keeps its share (the group stays durable).
-	LeaveGroupOnStop bool
+	LeaveGroupOnStop bool `url:"leave_group_on_stop"`
 	// ReceiveMaximum, when positive, is every subscription's Receive
 	// Maximum. Default SubscriptionSpec.InFlight (65535 with Embedded).
-	ReceiveMaximum int
+	ReceiveMaximum int `url:"receive_maximum,1..65535"`
 	// KeepAlive is the MQTT keep-alive. Default 30s.
-	KeepAlive time.Duration
+	KeepAlive time.Duration `url:"keep_alive,1s..18h"`
 	// ConnectTimeout bounds New's and Subscribe's first connection.
 	// Default 10s.
-	ConnectTimeout time.Duration
+	ConnectTimeout time.Duration `url:"connect_timeout,10ms..1h"`
 	// ReconnectBackoff is the pause before a reconnect. Default 250ms.
 	ReconnectBackoff time.Duration
 	// Logger receives the capabilities line and connection events.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
@@ -17,9 +16,6 @@ func init() {
 	adapters.Register("mqtts", adapters.OpenerFunc(openMQTT))
 	adapters.Register("mqtt+embedded", adapters.OpenerFunc(openMQTT))
 }
-
-var mqttParams = []string{"instance", "session_expiry", "reconnect_grace", "leave_group_on_stop",
-	"receive_maximum", "keep_alive", "connect_timeout"}
 
 func openMQTT(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	if u.Scheme != "mqtts" {
@@ -57,15 +53,7 @@ func openMQTT(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 	}
 	o.Username, o.Password = cfg.Username, cfg.Password
 
-	p := cfg.Params
-	o.Instance = p.String("instance", "")
-	o.SessionExpiry = p.Duration("session_expiry", 0, time.Second, 136*365*24*time.Hour)
-	o.ReconnectGrace = p.Duration("reconnect_grace", 0, time.Second, 24*time.Hour)
-	o.LeaveGroupOnStop = p.Bool("leave_group_on_stop", false)
-	o.ReceiveMaximum = p.Int("receive_maximum", 0, 1, 65535)
-	o.KeepAlive = p.Duration("keep_alive", 0, time.Second, 18*time.Hour)
-	o.ConnectTimeout = p.Duration("connect_timeout", 0, 10*time.Millisecond, time.Hour)
-	if err := p.Err(mqttParams...); err != nil {
+	if err := cfg.Params.Bind(&o); err != nil {
 		return nil, err
 	}
 	o.Logger = cfg.Logger

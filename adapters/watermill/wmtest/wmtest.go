@@ -5,6 +5,7 @@
 package wmtest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -23,12 +24,18 @@ import (
 // that differs says so in its own copy.
 var Features = tests.Features{ConsumerGroups: true, Persistent: true}
 
+// Skip names a case of the suite an adapter cannot pass, and why (the
+// reason is printed with the skip).
+type Skip struct{ Case, Reason string }
+
 // Run runs tests.TestPubSub with features. Each publisher/subscriber pair
 // is made over the adapter open returns (return the same one every time
 // to share it, see [Same]); cfg configures every subscriber, its Group
 // naming the group of the suite's cases without one. The reconnect case
-// needs features.RestartServiceCommand and otherwise does not run.
-func Run(t *testing.T, features tests.Features, cfg wmbridge.SubscriberConfig, open func(t *testing.T) ports.Adapter) {
+// needs features.RestartServiceCommand and otherwise does not run. The
+// cases in skip are reported as skipped with their reason; every other
+// case runs.
+func Run(t *testing.T, features tests.Features, cfg wmbridge.SubscriberConfig, open func(t *testing.T) ports.Adapter, skip ...Skip) {
 	t.Helper()
 	pair := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 		a := open(t)
@@ -36,9 +43,54 @@ func Run(t *testing.T, features tests.Features, cfg wmbridge.SubscriberConfig, o
 		c.Group = group
 		return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, c)
 	}
-	tests.TestPubSub(t, features,
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return pair(t, cfg.Group) },
-		pair)
+	single := func(t *testing.T) (message.Publisher, message.Subscriber) { return pair(t, cfg.Group) }
+	if len(skip) == 0 {
+		tests.TestPubSub(t, features, single, pair)
+		return
+	}
+	// The cases of tests.TestPubSub, run the way it runs them, so that
+	// some can be left out.
+	cases := []suiteCase{
+		{"TestPublishSubscribe", func(t *testing.T, c tests.TestContext) { tests.TestPublishSubscribe(t, c, single) }},
+		{"TestConcurrentSubscribe", func(t *testing.T, c tests.TestContext) { tests.TestConcurrentSubscribe(t, c, single) }},
+		{"TestConcurrentSubscribeMultipleTopics", func(t *testing.T, c tests.TestContext) { tests.TestConcurrentSubscribeMultipleTopics(t, c, single) }},
+		{"TestResendOnError", func(t *testing.T, c tests.TestContext) { tests.TestResendOnError(t, c, single) }},
+		{"TestNoAck", func(t *testing.T, c tests.TestContext) { tests.TestNoAck(t, c, single) }},
+		{"TestContinueAfterSubscribeClose", func(t *testing.T, c tests.TestContext) { tests.TestContinueAfterSubscribeClose(t, c, single) }},
+		{"TestConcurrentClose", func(t *testing.T, c tests.TestContext) { tests.TestConcurrentClose(t, c, single) }},
+		{"TestContinueAfterErrors", func(t *testing.T, c tests.TestContext) { tests.TestContinueAfterErrors(t, c, single) }},
+		{"TestPublishSubscribeInOrder", func(t *testing.T, c tests.TestContext) { tests.TestPublishSubscribeInOrder(t, c, single) }},
+		{"TestPublisherClose", func(t *testing.T, c tests.TestContext) { tests.TestPublisherClose(t, c, single) }},
+		{"TestTopic", func(t *testing.T, c tests.TestContext) { tests.TestTopic(t, c, single) }},
+		{"TestMessageCtx", func(t *testing.T, c tests.TestContext) { tests.TestMessageCtx(t, c, single) }},
+		{"TestSubscribeCtx", func(t *testing.T, c tests.TestContext) { tests.TestSubscribeCtx(t, c, single) }},
+		{"TestNewSubscriberReceivesOldMessages", func(t *testing.T, c tests.TestContext) { tests.TestNewSubscriberReceivesOldMessages(t, c, single) }},
+		{"TestReconnect", func(t *testing.T, c tests.TestContext) { tests.TestReconnect(t, c, single) }},
+		{"TestConsumerGroups", func(t *testing.T, c tests.TestContext) { tests.TestConsumerGroups(t, c, pair) }},
+	}
+	for _, s := range skip {
+		if !slices.ContainsFunc(cases, func(c suiteCase) bool { return c.name == s.Case }) {
+			t.Fatalf("wmtest: no case %q in Watermill's suite to skip", s.Case)
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, s := range skip {
+				if s.Case == c.name {
+					t.Skip(s.Reason)
+				}
+			}
+			if c.name != "TestReconnect" {
+				t.Parallel()
+			}
+			c.run(t, tests.TestContext{TestID: tests.NewTestID(), Features: features})
+		})
+	}
+}
+
+type suiteCase struct {
+	name string
+	run  func(*testing.T, tests.TestContext)
 }
 
 // Same returns an open function for Run that shares a.
