@@ -103,8 +103,10 @@ func (r *recycler) Stop(context.Context) error {
 // BenchmarkPipelineConsume measures flow alone on the consume path: one op
 // is one delivery received, handled and acked, over an adapter that
 // allocates nothing, so allocs/op is flow's allocations per delivery.
-// perReceive=1 is a consumer that keeps up (one delivery per Receive, one
-// per settlement round); 256 lets rounds grow.
+// inflight=1 settles every delivery in a round of its own (the worst case
+// for what a round costs); inflight=256 with perReceive=1 is a consumer
+// that keeps up (one delivery per Receive); perReceive=256 lets receive
+// batches and settlement rounds grow.
 func BenchmarkPipelineConsume(b *testing.B) {
 	stages := []struct {
 		name  string
@@ -118,10 +120,10 @@ func BenchmarkPipelineConsume(b *testing.B) {
 		}},
 	}
 	for _, st := range stages {
-		for _, per := range []int{1, 256} {
-			b.Run(fmt.Sprintf("%s/perReceive=%d", st.name, per), func(b *testing.B) {
-				r := newRecycler(256, per, b.N)
-				p := flow.New(r, ports.SubscriptionSpec{Topic: "bench", Group: "g", InFlight: 256})
+		for _, c := range []struct{ inFlight, per int }{{1, 1}, {256, 1}, {256, 256}} {
+			b.Run(fmt.Sprintf("%s/inflight=%d/perReceive=%d", st.name, c.inFlight, c.per), func(b *testing.B) {
+				r := newRecycler(c.inFlight, c.per, b.N)
+				p := flow.New(r, ports.SubscriptionSpec{Topic: "bench", Group: "g", InFlight: c.inFlight})
 				st.build(p)
 				ctx := context.Background()
 				b.ReportAllocs()
