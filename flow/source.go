@@ -33,12 +33,22 @@ func (r *root) completed(o Outcome) { r.p.settle(r, o) }
 func (p *Pipeline) receiveLoop(ctx context.Context) {
 	src := Stream[*ports.Delivery]{p: p, ch: p.source, fz: &p.srcFuse}
 	defer src.finish()
+	// An adapter that appends to a slice of ours gets the same one on
+	// every receive, emptied each time the deliveries are handed on.
+	appender, _ := p.sub.(ports.ReceiveAppender)
+	var buf []*ports.Delivery
 	for {
 		n, err := p.slots.acquire(ctx, p.spec.InFlight)
 		if err != nil {
 			return
 		}
-		ds, err := p.sub.Receive(ctx, n)
+		var ds []*ports.Delivery
+		if appender != nil {
+			ds, err = appender.ReceiveAppend(ctx, buf[:0], n)
+			buf = ds
+		} else {
+			ds, err = p.sub.Receive(ctx, n)
+		}
 		if extra := n - len(ds); extra > 0 {
 			p.slots.release(extra)
 		}
@@ -50,6 +60,9 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 				}
 				return
 			}
+		}
+		if appender != nil {
+			clear(ds) // a delivery's life ends at its settlement, not at our next receive
 		}
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, ports.ErrClosed) {

@@ -3,6 +3,7 @@ package portable_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -46,10 +47,16 @@ func newBenchSub(n int) *benchSub {
 
 // BenchmarkReceiveSettle receives batches of the given size and acks each
 // batch with one Settle: one op is one delivery, so allocs/op is the
-// portable layer's allocations per delivery on the consume path.
+// portable layer's allocations per delivery on the consume path. With
+// append, the deliveries are received into one slice reused from batch to
+// batch (ports.ReceiveAppender, as flow receives them).
 func BenchmarkReceiveSettle(b *testing.B) {
-	for _, batch := range []int{1, 16, 100} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+	for _, c := range []struct {
+		batch  int
+		append bool
+	}{{1, false}, {2, false}, {16, false}, {100, false}, {1, true}, {2, true}, {16, true}, {100, true}} {
+		batch := c.batch
+		b.Run(fmt.Sprintf("batch=%d/append=%v", batch, c.append), func(b *testing.B) {
 			ctx := context.Background()
 			a := portable.New(&benchDriver{sub: newBenchSub(batch)}, portable.Options{Logger: quiet})
 			defer a.Close(ctx)
@@ -58,10 +65,19 @@ func BenchmarkReceiveSettle(b *testing.B) {
 				b.Fatal(err)
 			}
 			ack := ports.Disposition{Action: ports.Ack}
+			var buf []*ports.Delivery
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for n := 0; n < b.N; {
-				ds, err := sub.Receive(ctx, batch)
+				var ds []*ports.Delivery
+				if c.append {
+					ds, err = sub.(ports.ReceiveAppender).ReceiveAppend(ctx, buf[:0], batch)
+					buf = ds
+				} else {
+					ds, err = sub.Receive(ctx, batch)
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -70,6 +86,11 @@ func BenchmarkReceiveSettle(b *testing.B) {
 				}
 				n += len(ds)
 			}
+			b.StopTimer()
+			runtime.ReadMemStats(&m1)
+			// allocs/op, truncated to a whole number, hides one
+			// allocation per batch of two.
+			b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(b.N), "allocs/delivery")
 		})
 	}
 }
