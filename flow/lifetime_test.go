@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
@@ -48,6 +49,12 @@ func TestKeptAfterSettlementStayTheirOwn(t *testing.T) {
 		}
 		f.push(batch...) // received in batches: each Receive's roots are allocated together
 		f.waitSettled(t, (r+1)*per)
+	}
+	// The adapter records a settlement before the pipeline counts it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.WaitSettled(ctx, rounds*per); err != nil {
+		t.Fatal(err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
