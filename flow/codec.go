@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -13,7 +14,68 @@ import (
 // does not decode is poison (a *ports.DecodeError): it is dead-lettered
 // with the reason and never retried.
 func Decode[T any](in Stream[*ports.Delivery], opts ...StageOption) Stream[T] {
-	return DecodeWith(in, func(b []byte, v *T) error { return json.Unmarshal(b, v) }, opts...)
+	typ := typeName[T]()
+	into := newDecodeInto[T](stageOptions(opts).workers)
+	return Via(in, func(it Item[*ports.Delivery], emit Emit[T]) {
+		p := into.get()
+		err := json.Unmarshal(it.Value.Payload, p)
+		v := *p
+		into.put(p)
+		if err != nil {
+			_ = it.Completion.Fail(&ports.DecodeError{Type: typ, Err: err})
+			return
+		}
+		emit(With(it, v))
+	}, opts...)
+}
+
+// decodeInto holds the values Decode decodes into, so that a delivery
+// costs no allocation for it: json.Unmarshal takes its target as an
+// interface, so a local variable would escape to the heap every time.
+//
+// Lifetime: a target is taken by get, decoded into, copied out (the item
+// carries T by value) and cleared and given back by put before the item
+// is handed on, so no user code ever sees it and it holds no delivery's
+// data between two uses. json.Unmarshal keeps no reference to its target.
+// A one-worker stage runs one item at a time on one goroutine (its own,
+// or its upstream's when fused), so one target serves it; a stage with
+// more workers takes them from a sync.Pool. A target lost to a panic
+// between get and put is replaced by a new one.
+type decodeInto[T any] struct {
+	one  *T
+	pool *sync.Pool
+}
+
+func newDecodeInto[T any](workers int) *decodeInto[T] {
+	d := &decodeInto[T]{}
+	if workers > 1 {
+		d.pool = &sync.Pool{New: func() any { return new(T) }}
+	}
+	return d
+}
+
+// get returns a zero T to decode into.
+func (d *decodeInto[T]) get() *T {
+	if d.pool != nil {
+		return d.pool.Get().(*T)
+	}
+	p := d.one
+	d.one = nil
+	if p == nil {
+		p = new(T)
+	}
+	return p
+}
+
+// put clears p and keeps it for the next get.
+func (d *decodeInto[T]) put(p *T) {
+	var zero T
+	*p = zero
+	if d.pool != nil {
+		d.pool.Put(p)
+		return
+	}
+	d.one = p
 }
 
 // DecodeWith decodes with a codec of the caller's (protobuf, a schema

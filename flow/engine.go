@@ -19,6 +19,10 @@ import (
 // (ports.Flusher), which runs on the engine's goroutine; the in-flight slot
 // of a delivery is released only when its call returned.
 //
+// The calls run on settle workers that the engine starts as it needs them,
+// up to settleConcurrency, and that live until it closes: a call costs no
+// goroutine start and no allocation of its own.
+//
 // A round is flushed at once when no Settle call is running; while one is,
 // completions gather until it returns, and the round goes then — or
 // earlier, on another call, when it holds maxBatch deliveries, when no
@@ -62,6 +66,13 @@ type engine struct {
 	// the round after the next (flush swaps it with groups; run only).
 	round []group
 
+	// work hands a group to an idle settle worker; workers counts those
+	// started (run only). run closes work when it returns, and the
+	// workers exit.
+	work     chan group
+	workers  int
+	workerWG sync.WaitGroup
+
 	wake  chan struct{} // capacity 1: something to look at
 	quit  chan struct{} // closed by close: flush what is pending, then exit
 	exit  chan struct{} // closed when the loop has returned
@@ -101,6 +112,7 @@ func newEngine(p *Pipeline, sub ports.Subscription) *engine {
 		settleTime:  p.cfg.settleTime,
 		concurrency: make(chan struct{}, c.concurrency),
 		spare:       make(chan *ackBuf, c.concurrency+1),
+		work:        make(chan group),
 		wake:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		exit:        make(chan struct{}),
@@ -162,6 +174,7 @@ func (e *engine) poke() {
 // was handed to a Settle call.
 func (e *engine) run() {
 	defer close(e.exit)
+	defer close(e.work) // after the last flush: the workers exit
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false
@@ -232,7 +245,7 @@ func (e *engine) flush() {
 			e.call(g)
 			continue
 		}
-		go e.call(g)
+		e.dispatch(g)
 	}
 	if len(groups) == 0 {
 		<-e.concurrency
@@ -240,6 +253,34 @@ func (e *engine) flush() {
 	// Each call got its group by value: the slice is the next round's.
 	clear(groups)
 	e.round = groups[:0]
+}
+
+// dispatch runs g on a settle worker: an idle one, or a new one while fewer
+// than the concurrency limit were started. The caller holds a call token,
+// so at most limit-1 other calls run: with every worker started, one is
+// idle or about to be, and the send waits only for it to come back.
+func (e *engine) dispatch(g group) {
+	if e.workers < cap(e.concurrency) {
+		select {
+		case e.work <- g:
+			return
+		default:
+		}
+		e.workers++
+		e.workerWG.Add(1)
+		go e.worker(g)
+		return
+	}
+	e.work <- g
+}
+
+// worker carries out g, then the groups handed to it, until run closes
+// work.
+func (e *engine) worker(g group) {
+	defer e.workerWG.Done()
+	for ok := true; ok; g, ok = <-e.work {
+		e.call(g)
+	}
 }
 
 // call carries out one group and accounts for each of its deliveries.
@@ -338,6 +379,7 @@ func (e *engine) close(ctx context.Context) error {
 	go func() {
 		<-e.exit
 		e.calls.Wait()
+		e.workerWG.Wait()
 		close(idle)
 	}()
 	select {

@@ -11,12 +11,19 @@ type slots struct {
 	mu    sync.Mutex
 	used  int
 	limit int
-	wake  chan struct{} // closed when a slot is released and someone waits
+	// freed has room for one signal: a release leaves one there for
+	// acquire, which only the receive loop calls. A signal left while
+	// nobody waits makes acquire look once more. Unlike a channel closed
+	// and made again, it costs no allocation when the window is full and
+	// every settlement wakes the receive loop.
+	freed chan struct{}
+	idle  chan struct{} // closed when a slot is released and waitIdle waits
 }
 
-func newSlots(limit int) *slots { return &slots{limit: limit} }
+func newSlots(limit int) *slots { return &slots{limit: limit, freed: make(chan struct{}, 1)} }
 
 // acquire blocks until at least one slot is free, then takes up to max.
+// It is called from one goroutine (the receive loop).
 func (s *slots) acquire(ctx context.Context, max int) (int, error) {
 	for {
 		s.mu.Lock()
@@ -26,32 +33,27 @@ func (s *slots) acquire(ctx context.Context, max int) (int, error) {
 			s.mu.Unlock()
 			return n, nil
 		}
-		w := s.waiter()
 		s.mu.Unlock()
 		select {
-		case <-w:
+		case <-s.freed:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
 	}
 }
 
-// waiter returns the channel to wait on; s.mu must be held.
-func (s *slots) waiter() chan struct{} {
-	if s.wake == nil {
-		s.wake = make(chan struct{})
-	}
-	return s.wake
-}
-
 func (s *slots) release(n int) {
 	s.mu.Lock()
 	s.used -= n
-	if s.wake != nil {
-		close(s.wake)
-		s.wake = nil
+	if s.idle != nil {
+		close(s.idle)
+		s.idle = nil
 	}
 	s.mu.Unlock()
+	select {
+	case s.freed <- struct{}{}:
+	default: // a signal is pending already
+	}
 }
 
 // waitIdle blocks until no slot is in use or ctx is done.
@@ -62,7 +64,10 @@ func (s *slots) waitIdle(ctx context.Context) error {
 			s.mu.Unlock()
 			return nil
 		}
-		w := s.waiter()
+		if s.idle == nil {
+			s.idle = make(chan struct{})
+		}
+		w := s.idle
 		s.mu.Unlock()
 		select {
 		case <-w:

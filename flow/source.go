@@ -10,7 +10,15 @@ import (
 )
 
 // root is the record of one received delivery: its completion, its
-// context and its settlement, in one allocation.
+// context and its settlement.
+//
+// The roots of one Receive are allocated together, in one slice, and are
+// never reused: handlers see a root's Completion and context and may keep
+// them past the settlement (a late second completion must still find its
+// own delivery and be refused). A root kept that way keeps its batch's
+// roots in memory with it, as a kept delivery of the portable layer keeps
+// its batch's deliveries; a root's references are its delivery, its
+// outcome's error and the pipeline.
 type root struct {
 	Completion
 	ctx deliveryCtx
@@ -25,22 +33,36 @@ func (r *root) completed(o Outcome) { r.p.settle(r, o) }
 func (p *Pipeline) receiveLoop(ctx context.Context) {
 	src := Stream[*ports.Delivery]{p: p, ch: p.source, fz: &p.srcFuse}
 	defer src.finish()
+	// An adapter that appends to a slice of ours gets the same one on
+	// every receive, emptied each time the deliveries are handed on.
+	appender, _ := p.sub.(ports.ReceiveAppender)
+	var buf []*ports.Delivery
 	for {
 		n, err := p.slots.acquire(ctx, p.spec.InFlight)
 		if err != nil {
 			return
 		}
-		ds, err := p.sub.Receive(ctx, n)
+		var ds []*ports.Delivery
+		if appender != nil {
+			ds, err = appender.ReceiveAppend(ctx, buf[:0], n)
+			buf = ds
+		} else {
+			ds, err = p.sub.Receive(ctx, n)
+		}
 		if extra := n - len(ds); extra > 0 {
 			p.slots.release(extra)
 		}
+		roots := make([]root, len(ds))
 		for i, d := range ds {
-			if !p.emit(ctx, d) {
+			if !p.emit(ctx, d, &roots[i]) {
 				for _, rest := range ds[i+1:] {
 					p.abandon(rest, ctx.Err())
 				}
 				return
 			}
+		}
+		if appender != nil {
+			clear(ds) // a delivery's life ends at its settlement, not at our next receive
 		}
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, ports.ErrClosed) {
@@ -51,9 +73,10 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 	}
 }
 
-// emit hands d to the first stage; false when the source is stopping.
-func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery) bool {
-	r := &root{p: p}
+// emit hands d to the first stage, with r, unused so far, as its root;
+// false when the source is stopping.
+func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery, r *root) bool {
+	r.p = p
 	r.ctx = deliveryCtx{Context: p.workCtx, d: d}
 	r.one[0] = d
 	r.me[0] = r

@@ -116,6 +116,16 @@ type Subscription interface {
 	Errors() <-chan error
 }
 
+// ReceiveAppender is implemented by a Subscription that can hand its
+// deliveries over in a slice the caller reuses from one receive to the
+// next. ReceiveAppend is Receive, except that it appends the deliveries to
+// dst and returns the extended slice (dst as it was, with an error). It
+// must not keep dst. The core calls it, where a Subscription has it,
+// instead of Receive, so that a receive costs no slice of its own.
+type ReceiveAppender interface {
+	ReceiveAppend(ctx context.Context, dst []*Delivery, max int) ([]*Delivery, error)
+}
+
 // Flusher is implemented by a Subscription whose Settle defers some
 // settlements (see Subscription.Settle): Flush completes every settlement
 // accepted before the call — commits the recorded Kafka offsets, writes the

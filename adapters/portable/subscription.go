@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,10 @@ type Subscription struct {
 	done       chan struct{} // closed by Stop
 }
 
-var _ ports.Subscription = (*Subscription)(nil)
+var (
+	_ ports.Subscription    = (*Subscription)(nil)
+	_ ports.ReceiveAppender = (*Subscription)(nil)
+)
 
 // handle is a delivery's Delivery.Handle: its settlement claim, the
 // driver's handle and the subscription that handed it out.
@@ -114,6 +118,11 @@ func (s *Subscription) signal() {
 // backoff; another one is returned, classified. It returns ctx.Err() when
 // ctx is done and ports.ErrClosed after Stop.
 func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
+	return s.ReceiveAppend(ctx, nil, max)
+}
+
+// ReceiveAppend is Receive appending to dst (see ports.ReceiveAppender).
+func (s *Subscription) ReceiveAppend(ctx context.Context, dst []*ports.Delivery, max int) ([]*ports.Delivery, error) {
 	if max < 1 {
 		return nil, &ports.ValueError{Field: "Receive max", Reason: "must be at least 1"}
 	}
@@ -123,11 +132,12 @@ func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 		s.mu.Lock()
 		if s.stopped {
 			s.mu.Unlock()
-			return nil, ports.ErrClosed
+			return dst, ports.ErrClosed
 		}
 		if len(s.ready) > 0 {
 			n := min(max, len(s.ready))
-			out := append([]*ports.Delivery(nil), s.ready[:n]...)
+			out := append(dst, s.ready[:n]...)
+			clear(s.ready[:n])
 			s.ready = s.ready[n:]
 			s.mu.Unlock()
 			return out, nil
@@ -139,7 +149,7 @@ func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 			if s.spec.InFlight-int(s.out.Load()) <= 0 { // a Settle after the first look signals
 				if err := s.wait(ctx); err != nil {
 					s.needRoom.Store(false)
-					return nil, err
+					return dst, err
 				}
 			}
 			s.needRoom.Store(false)
@@ -155,26 +165,26 @@ func (s *Subscription) Receive(ctx context.Context, max int) ([]*ports.Delivery,
 		switch {
 		case err == nil:
 			attempt = 0
-			if out := s.deliveries(recs); len(out) > 0 {
+			if out := s.deliveries(dst, recs); len(out) > len(dst) {
 				return out, nil
 			}
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return dst, ctx.Err()
 		case stopped:
-			return nil, ports.ErrClosed
+			return dst, ports.ErrClosed
 		case woken:
 			// a hold fell due: take it on the next turn
 		default:
 			err = s.a.classify("receive", err)
 			var be *ports.BrokerError
 			if !errors.As(err, &be) || !be.Retryable {
-				return nil, err
+				return dst, err
 			}
 			wait := s.a.backoff.Delay(attempt)
 			attempt++
 			s.report(fmt.Errorf("receive from %q failed (attempt %d), retrying in %v: %w", string(s.spec.Topic), attempt, wait, err))
 			if err := s.sleep(ctx, wait); err != nil {
-				return nil, err
+				return dst, err
 			}
 		}
 	}
@@ -234,9 +244,11 @@ type single struct {
 	out [1]*ports.Delivery
 }
 
-// deliveries turns records into deliveries, counting each in the in-flight
-// bound, and holds those whose not-before time is still ahead.
-func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
+// deliveries turns records into deliveries appended to out, counting each
+// in the in-flight bound, and holds those whose not-before time is still
+// ahead. The deliveries and their handles of one call are one allocation
+// (and, with no room in out, the slice too when there is one record).
+func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) []*ports.Delivery {
 	var now time.Time // read once, when a record needs it
 	clock := func() time.Time {
 		if now.IsZero() {
@@ -245,12 +257,15 @@ func (s *Subscription) deliveries(recs []driver.Record) []*ports.Delivery {
 		return now
 	}
 	var slab []received
-	var out []*ports.Delivery
-	if len(recs) == 1 {
+	switch {
+	case cap(out)-len(out) >= len(recs):
+		slab = make([]received, len(recs))
+	case len(recs) == 1 && len(out) == 0:
 		one := new(single)
 		slab, out = one.x[:], one.out[:0]
-	} else {
-		slab, out = make([]received, len(recs)), make([]*ports.Delivery, 0, len(recs))
+	default:
+		slab = make([]received, len(recs))
+		out = slices.Grow(out, len(recs))
 	}
 	for i := range recs {
 		r := &recs[i]
