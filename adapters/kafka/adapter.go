@@ -142,9 +142,6 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	}
 	for j, err := range c.prod.publish(ctx, pms) {
 		if err != nil {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ports.ErrClosed) {
-				err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
-			}
 			fail(idx[j], err)
 		}
 	}

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -23,29 +25,19 @@ type Existing struct {
 }
 
 // ExistingGroup names a LoadBalance group of a logical topic.
-type ExistingGroup struct {
-	Topic ports.Topic
-	Group string
-}
+type ExistingGroup = kit.ExistingGroup
 
 func (e *Existing) validate() error {
 	if e == nil {
 		return nil
 	}
 	for t, p := range e.Topics {
-		if err := t.Validate(); err != nil {
-			return &ports.ValueError{Field: "kafka.Options.Existing.Topics", Reason: err.Error()}
-		}
-		if p == "" || strings.ContainsAny(p, "/ ") {
+		if strings.ContainsAny(p, "/ ") {
 			return &ports.ValueError{Field: "kafka.Options.Existing.Topics", Reason: fmt.Sprintf("topic %q maps to an invalid Kafka topic name %q", string(t), p)}
 		}
 	}
-	for g, id := range e.Groups {
-		if err := g.Topic.Validate(); err != nil || g.Group == "" || id == "" {
-			return &ports.ValueError{Field: "kafka.Options.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a group id", string(g.Topic), g.Group, id)}
-		}
-	}
-	return nil
+	return errors.Join(kit.CheckExistingNames("kafka.Options.Existing.Topics", e.Topics),
+		kit.CheckExistingGroups("kafka.Options.Existing.Groups", e.Groups))
 }
 
 func (e *Existing) adopted(phys string) bool {
