@@ -30,7 +30,7 @@ func producerMessage(phys string, m *ports.Message) *sarama.ProducerMessage {
 
 // decode reads a record of p; a malformed redelivery count is Record.Err
 // (poison). BrokerID is "kafka:<physical topic>/<partition>/<offset>".
-func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now time.Time) driver.Record {
+func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *claim, now time.Time) driver.Record {
 	// The key, the header values, the timestamp fact and the BrokerID (the
 	// offset fact its tail) are slices of one string; header names are
 	// interned per partition.
@@ -85,7 +85,7 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now tim
 
 // intern returns b as a string, the same one for the same name (up to 256
 // names per partition). Only ReceiveBatch calls it.
-func (p *partition) intern(b []byte) string {
+func (p *claim) intern(b []byte) string {
 	if s, ok := p.names[string(b)]; ok {
 		return s
 	}
