@@ -58,6 +58,7 @@ type claim struct {
 	idText, genText string
 	msgs            <-chan *sarama.ConsumerMessage // set by ConsumeClaim, under sub.mu
 	names           map[string]string              // header names, interned
+	buf             []byte                         // decode's, reused
 }
 
 func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.topic, c.id, c.gen) }
@@ -316,30 +317,21 @@ type groupHandler sub
 func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	s := (*sub)(h)
 	ids := sess.Claims()[s.phys]
+	at := sarama.OffsetNewest
+	if s.c.opts.StartFrom == StartOldest || s.spec.Start == ports.StartEarliest {
+		at = sarama.OffsetOldest
+	}
 	parts := make(map[int32]*partition, len(ids))
 	if len(ids) > 0 {
-		committed, err := committedOffsets(s.commitClient, s.group, s.phys, ids)
+		starts, err := pinStarts(s.commitClient, s.group, s.phys, ids, at, sess.GenerationID(), sess.MemberID())
 		if err != nil {
-			return err
-		}
-		at := sarama.OffsetNewest
-		if s.c.opts.StartFrom == StartOldest || s.spec.Start == ports.StartEarliest {
-			at = sarama.OffsetOldest
+			return fmt.Errorf("kafka: group %s: committing start offsets failed: %w", s.group, err)
 		}
 		for _, id := range ids {
-			start := committed[id]
-			if start < 0 {
-				if start, err = s.commitClient.GetOffset(s.phys, id, at); err != nil {
-					return err
-				}
-				sess.MarkOffset(s.phys, id, start, "") // the claim starts here
-			}
+			sess.MarkOffset(s.phys, id, starts[id], "") // the claim starts here
 			c := &claim{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(),
 				idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(sess.GenerationID()))}
-			parts[id] = s.log.Claim(c, start, committed[id])
-		}
-		if err := s.log.Commit(slices.Collect(maps.Values(parts))...); err != nil {
-			return fmt.Errorf("kafka: group %s: committing start offsets failed: %w", s.group, err)
+			parts[id] = s.log.Claim(c, starts[id], starts[id])
 		}
 	}
 	s.mu.Lock()
@@ -379,42 +371,6 @@ func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
 	s.rebuildLocked()
 	s.mu.Unlock()
 	return nil
-}
-
-// committedOffsets fetches group's commits on phys's partitions ids (-1:
-// none).
-func committedOffsets(client sarama.Client, group, phys string, ids []int32) (map[int32]int64, error) {
-	coord, err := client.Coordinator(group)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := coord.FetchOffset(sarama.NewOffsetFetchRequest(client.Config().Version, group, map[string][]int32{phys: ids}))
-	if err != nil {
-		_ = client.RefreshCoordinator(group)
-		return nil, err
-	}
-	out := make(map[int32]int64, len(ids))
-	for _, id := range ids {
-		out[id] = -1
-		if b := resp.GetBlock(phys, id); b != nil && b.Err != sarama.ErrNoError {
-			return nil, b.Err
-		} else if b != nil {
-			out[id] = b.Offset
-		}
-	}
-	return out, nil
-}
-
-func commitOffsets(client sarama.Client, group string, req *sarama.OffsetCommitRequest) (*sarama.OffsetCommitResponse, error) {
-	coord, err := client.Coordinator(group)
-	var resp *sarama.OffsetCommitResponse
-	if err == nil {
-		resp, err = coord.CommitOffset(req)
-	}
-	if err != nil {
-		_ = client.RefreshCoordinator(group)
-	}
-	return resp, err
 }
 
 // Close commits what was acknowledged, leaves the group, deletes a
