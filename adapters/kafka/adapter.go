@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -22,10 +23,7 @@ import (
 // Adapter is the Kafka ports.Adapter: the portable layer over a driver with
 // one client, an idempotent acks=all producer and a consumer group per
 // subscription.
-type Adapter struct {
-	*portable.Adapter
-	c *conn
-}
+type Adapter struct{ *portable.Adapter }
 
 // conn is the driver.
 type conn struct {
@@ -64,7 +62,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if opts.SASL.Password != "" {
 		secrets = []string{opts.SASL.Password}
 	}
-	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
+	return &Adapter{portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
 }
 
 func connect(opts Options) (*conn, error) {
@@ -98,10 +96,10 @@ func (a *Adapter) Name() string { return "kafka" }
 
 // Capabilities works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.c == nil {
+	if a == nil || a.Adapter == nil {
 		return (&conn{}).Capabilities()
 	}
-	return a.c.Capabilities()
+	return a.Adapter.Capabilities()
 }
 
 func (c *conn) Name() string { return "kafka" }
@@ -119,33 +117,27 @@ func (c *conn) Capabilities() ports.Capabilities {
 // confirmed. A message larger than MaxMessageBytes as sarama counts it
 // (record format 2, envelope included) is refused before anything is sent.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	var errs []error
-	fail := func(i int, err error) {
-		if errs == nil {
-			errs = make([]error, len(msgs))
-		}
-		errs[i] = err
-	}
+	errs := make([]error, len(msgs))
 	pms := make([]*sarama.ProducerMessage, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		phys := c.names.topic(m.Topic)
 		pm := producerMessage(phys, m)
-		if err := m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload)); err != nil {
-			fail(i, err)
-		} else if err := c.ensureTopic(ctx, phys); err != nil {
-			fail(i, err)
-		} else {
+		if errs[i] = m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload)); errs[i] == nil {
+			errs[i] = c.ensureTopic(ctx, phys)
+		}
+		if errs[i] == nil {
 			pms, idx = append(pms, pm), append(idx, i)
 		}
 	}
 	for j, err := range c.prod.publish(ctx, pms) {
-		if err != nil {
-			fail(idx[j], err)
-		}
+		errs[idx[j]] = err
 	}
-	return errs
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return errs
+	}
+	return nil
 }
 
 // createTopic creates phys unless NoCreateTopics or Existing adopts it;

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"reflect"
-	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -36,14 +33,12 @@ type sub struct {
 	loop                 sync.WaitGroup
 	established          chan struct{} // closed by the first Setup
 	setupErr, failed     chan error    // a failed first session; a later one
-	wake                 chan struct{} // records or claims changed
+	wake                 chan struct{} // a held record became ready, or a partition was released
 
-	mu     sync.Mutex
-	parts  map[int32]*partition // the session's partitions
-	claims []*partition         // those with a channel; replaced, never changed
-	out    []driver.Record      // reused by ReceiveBatch
-	batch  []fetched
-	cases  []reflect.SelectCase
+	in    *kit.Fanin[*partition, *sarama.ConsumerMessage] // the claims' channels
+	out   []driver.Record                                 // reused by ReceiveBatch
+	batch []kit.Tagged[*partition, *sarama.ConsumerMessage]
+	parts map[int32]*partition // the session's, by Setup for its ConsumeClaims (sarama starts them after it)
 }
 
 var _ driver.AckFlusher = (*sub)(nil)
@@ -56,24 +51,18 @@ type claim struct {
 	id, gen         int32
 	member          string
 	idText, genText string
-	msgs            <-chan *sarama.ConsumerMessage // set by ConsumeClaim, under sub.mu
-	names           map[string]string              // header names, interned
-	buf             []byte                         // decode's, reused
+	names           map[string]string // header names, interned
+	buf             []byte            // decode's, reused
 }
 
 func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.topic, c.id, c.gen) }
-
-type fetched struct {
-	p  *partition
-	cm *sarama.ConsumerMessage
-}
 
 // Subscribe returns once the group session is established and its start
 // offsets committed: a message sent after it returns is delivered.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	s := &sub{c: c, spec: spec, phys: c.names.topic(spec.Topic), group: c.names.group(spec, spec.Instance),
 		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
-		failed: make(chan error, 1), wake: make(chan struct{}, 1)}
+		failed: make(chan error, 1), wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
 	if err := c.ensureTopic(ctx, s.phys); err != nil {
 		return nil, err
 	}
@@ -156,94 +145,31 @@ func (e *sessionError) Unwrap() error { return e.error }
 // ReceiveBatch pulls what the claims hold and returns up to max ready
 // records; with none it waits on the claims, wake, a failure and ctx.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
-	var first *fetched
 	for {
-		s.mu.Lock()
-		claims := s.claims
-		s.mu.Unlock()
 		room := s.limit - s.log.Pending()
-		if first != nil || room > 0 {
-			s.pull(claims, first, room)
-			first = nil
-		}
+		s.pull(room)
 		if out := s.log.Take(s.out[:0], max); len(out) > 0 {
 			s.out = out
 			return out, nil
 		}
-		cases := append(s.cases[:0], recv(ctx.Done()), recv(s.wake), recv(s.failed))
-		for _, p := range claims {
-			if room > 0 {
-				cases = append(cases, recv(p.ID.msgs))
-			}
-		}
-		s.cases = cases
-		switch i, v, ok := reflect.Select(cases); {
-		case i == 0:
-			return nil, ctx.Err()
-		case i == 2:
-			return nil, v.Interface().(error)
-		case i == 1:
-		case !ok:
-			s.drained(claims[i-3])
-		default:
-			first = &fetched{claims[i-3], v.Interface().(*sarama.ConsumerMessage)}
+		if err := s.in.Wait(ctx, room > 0, s.wake, s.failed); err != nil {
+			return nil, err
 		}
 	}
 }
 
-func recv[T any](ch <-chan T) reflect.SelectCase {
-	return reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)}
-}
-
-// pull takes up to room records besides first from the claims without
-// waiting and adds them oldest first across partitions (a walk sees the
-// originals before the copies it put back).
-func (s *sub) pull(claims []*partition, first *fetched, room int) {
-	batch := s.batch[:0]
-	if first != nil {
-		batch = append(batch, *first)
-	}
-	for _, p := range claims {
-	drain:
-		for len(batch) < room {
-			select {
-			case cm, ok := <-p.ID.msgs:
-				if !ok {
-					s.drained(p)
-					break drain
-				}
-				batch = append(batch, fetched{p, cm})
-			default:
-				break drain
-			}
-		}
-	}
-	sort.SliceStable(batch, func(i, j int) bool { return batch[i].cm.Timestamp.Before(batch[j].cm.Timestamp) })
+// pull takes up to room records from the claims without waiting and adds
+// them oldest first across partitions (a walk sees the originals before
+// the copies it put back).
+func (s *sub) pull(room int) {
+	batch := s.in.Poll(s.batch[:0], room)
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].Value.Timestamp.Before(batch[j].Value.Timestamp) })
 	now := time.Now()
 	for _, f := range batch {
-		s.accept(f.p, f.cm, now)
+		s.accept(f.Tag, f.Value, now)
 	}
 	clear(batch)
 	s.batch = batch
-}
-
-func (s *sub) drained(p *partition) {
-	s.mu.Lock()
-	p.ID.msgs = nil
-	s.rebuildLocked()
-	s.mu.Unlock()
-}
-
-func (s *sub) rebuildLocked() {
-	s.claims = slices.DeleteFunc(slices.Collect(maps.Values(s.parts)), func(p *partition) bool { return p.ID.msgs == nil })
-	signal(s.wake)
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
 }
 
 // accept decodes a record and adds it. One outside the key filter, older
@@ -296,20 +222,6 @@ func (s *sub) commit(moved []kit.Position[*claim]) error {
 	return errors.Join(errs...)
 }
 
-// release commits what ps recorded (best effort), then fences them:
-// nothing of them is committed or handed out afterwards.
-func (s *sub) release(ps ...*partition) {
-	s.log.Release(ps...)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range ps {
-		if s.parts[p.ID.id] == p {
-			delete(s.parts, p.ID.id)
-		}
-	}
-	s.rebuildLocked()
-}
-
 type groupHandler sub
 
 // Setup commits the start offset of every claimed partition without a
@@ -334,9 +246,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 			parts[id] = s.log.Claim(c, starts[id], starts[id])
 		}
 	}
-	s.mu.Lock()
 	s.parts = parts
-	s.mu.Unlock()
 	select {
 	case <-s.established:
 	default:
@@ -345,31 +255,24 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	return nil
 }
 
-// ConsumeClaim hands the channel to ReceiveBatch until the session ends.
+// ConsumeClaim hands the channel to ReceiveBatch until the session ends,
+// then releases the partition: nothing of it is committed or handed out
+// afterwards.
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	s := (*sub)(h)
-	s.mu.Lock()
 	p := s.parts[claim.Partition()]
-	if p != nil {
-		p.ID.msgs = claim.Messages()
-		s.rebuildLocked()
-	}
-	s.mu.Unlock()
 	if p == nil {
 		return fmt.Errorf("kafka: claim %s/%d without a partition", claim.Topic(), claim.Partition())
 	}
+	s.in.Add(p, claim.Messages())
 	<-sess.Context().Done()
-	s.release(p)
+	s.in.Remove(p)
+	s.log.Release(p)
 	return nil
 }
 
 func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
-	s := (*sub)(h)
-	s.log.ReleaseAll()
-	s.mu.Lock()
-	s.parts = nil
-	s.rebuildLocked()
-	s.mu.Unlock()
+	(*sub)(h).log.ReleaseAll()
 	return nil
 }
 
