@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"syscall"
@@ -178,7 +177,8 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 	}
 }
 
-// Classify maps sarama's and the network's errors by type and code.
+// Classify maps sarama's errors by code, then the network's
+// (portable.ClassifyNet).
 func (c *conn) Classify(err error) driver.Class {
 	var se *sessionError
 	if errors.As(err, &se) { // the consume loop rejoins
@@ -186,7 +186,7 @@ func (c *conn) Classify(err error) driver.Class {
 		class.Retryable = class.Code != ports.ErrAuth
 		return class
 	}
-	if errors.Is(err, ports.ErrInvalid) || (c.opts.TLS == nil && errors.Is(err, ports.ErrTLS)) {
+	if errors.Is(err, ports.ErrInvalid) || errors.As(err, new(*plaintextOnTLSError)) || (c.opts.TLS == nil && errors.Is(err, ports.ErrTLS)) {
 		return driver.Class{}
 	}
 	for _, k := range classes {
@@ -196,17 +196,10 @@ func (c *conn) Classify(err error) driver.Class {
 			}
 		}
 	}
-	var ne net.Error
-	var kerr sarama.KError
-	switch {
-	case errors.As(err, &ne) && ne.Timeout():
-		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
-	case errors.As(err, &ne):
-		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
-	case errors.As(err, &kerr):
-		return driver.Class{Retryable: true} // a retry or rejoin may clear a broker error code
+	if class := portable.ClassifyNet(err, c.opts.TLS != nil); class.Code != nil {
+		return class
 	}
-	return driver.Class{}
+	return driver.Class{Retryable: errors.As(err, new(sarama.KError))} // a retry or rejoin may clear a broker error code
 }
 
 var classes = []struct {

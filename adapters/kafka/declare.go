@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -37,12 +38,7 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 		if err := c.ensureTopic(ctx, phys); err != nil {
 			return err
 		}
-		for _, g := range spec.Groups {
-			if err := c.DeclareGroup(ctx, spec.Topic, g); err != nil {
-				return err
-			}
-		}
-		return nil
+		return kit.DeclareGroups(c)(ctx, spec)
 	})
 }
 

@@ -42,8 +42,9 @@ type Options struct {
 	RebalanceTimeout  time.Duration // default 10s
 	// A subscription commits what acknowledgements recorded every
 	// CommitInterval (100ms; a crash redelivers what was recorded since),
-	// or once CommitThreshold (1000) were recorded; CommitRetry (200ms)
-	// paces the retries of Flush and of rejoining a failed session.
+	// or once CommitThreshold (1000) were recorded (kit.Partitions);
+	// CommitRetry (200ms) paces the retries of Flush and of rejoining a
+	// failed session.
 	CommitInterval  time.Duration
 	CommitThreshold int
 	CommitRetry     time.Duration
@@ -75,8 +76,6 @@ func (c Options) withDefaults() Options {
 	c.HeartbeatInterval = cmp.Or(max(c.HeartbeatInterval, 0), time.Second)
 	c.RebalanceTimeout = cmp.Or(max(c.RebalanceTimeout, 0), 10*time.Second)
 	c.CommitRetry = cmp.Or(max(c.CommitRetry, 0), 200*time.Millisecond)
-	c.CommitInterval = cmp.Or(max(c.CommitInterval, 0), 100*time.Millisecond)
-	c.CommitThreshold = cmp.Or(max(c.CommitThreshold, 0), 1000)
 	c.Buffer = cmp.Or(max(c.Buffer, 0), 4)
 	c.MaxMessageBytes = cmp.Or(max(c.MaxMessageBytes, 0), DefaultMaxMessageBytes)
 	if c.Logger == nil {
