@@ -42,9 +42,8 @@ type Options struct {
 	RebalanceTimeout  time.Duration // default 10s
 	// A subscription commits what acknowledgements recorded every
 	// CommitInterval (100ms; a crash redelivers what was recorded since),
-	// or once CommitThreshold (1000) were recorded (kit.Partitions);
-	// CommitRetry (200ms) paces the retries of Flush and of rejoining a
-	// failed session.
+	// or once CommitThreshold (1000) were recorded; CommitRetry (200ms)
+	// paces the retries of Flush and of rejoining a failed session.
 	CommitInterval  time.Duration
 	CommitThreshold int
 	CommitRetry     time.Duration
