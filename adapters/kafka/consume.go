@@ -190,32 +190,24 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error { return s.log.Ac
 // FlushAcks commits what was recorded, retrying every CommitRetry.
 func (s *sub) FlushAcks(ctx context.Context) error { return s.log.Flush(ctx) }
 
-// commit sends one OffsetCommit per generation of moved, with the
-// generation and member id that claimed each partition.
+// commit sends moved in one OffsetCommit, with the generation and member
+// id that claimed them: a session's partitions are released before the
+// next session claims any, so a round never spans two generations.
 func (s *sub) commit(moved []kit.Position[*claim]) error {
-	reqs := map[int32]*sarama.OffsetCommitRequest{}
+	req := sarama.NewOffsetCommitRequest(s.commitClient.Config(), s.group)
+	req.ConsumerGroupGeneration, req.ConsumerID = moved[0].ID.gen, moved[0].ID.member
 	for _, m := range moved {
-		c := m.ID
-		if reqs[c.gen] == nil {
-			reqs[c.gen] = sarama.NewOffsetCommitRequest(s.commitClient.Config(), s.group)
-			reqs[c.gen].ConsumerGroupGeneration, reqs[c.gen].ConsumerID = c.gen, c.member
-		}
-		reqs[c.gen].AddBlock(c.topic, c.id, m.Offset, 0, "")
+		req.AddBlock(m.ID.topic, m.ID.id, m.Offset, 0, "")
+	}
+	resp, err := commitOffsets(s.commitClient, s.group, req)
+	if err != nil {
+		return fmt.Errorf("kafka: commit %s: %w", s.group, err)
 	}
 	var errs []error
-	for gen, req := range reqs {
-		resp, err := commitOffsets(s.commitClient, s.group, req)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("kafka: commit %s: %w", s.group, err))
-			continue
-		}
-		for i, m := range moved {
-			if kerr := resp.Errors[m.ID.topic][m.ID.id]; m.ID.gen != gen {
-				continue
-			} else if kerr != sarama.ErrNoError {
-				errs = append(errs, fmt.Errorf("kafka: commit %s %s/%d: %w", s.group, m.ID.topic, m.ID.id, kerr))
-				continue
-			}
+	for i, m := range moved {
+		if kerr := resp.Errors[m.ID.topic][m.ID.id]; kerr != sarama.ErrNoError {
+			errs = append(errs, fmt.Errorf("kafka: commit %s %s/%d: %w", s.group, m.ID.topic, m.ID.id, kerr))
+		} else {
 			moved[i].Stored = true
 		}
 	}

@@ -213,5 +213,9 @@ func TestPartitionsFlushRetries(t *testing.T) {
 	if err := loop.Ack(handles(take(loop)...)); err != nil {
 		t.Fatal(err)
 	}
-	<-done
+	select {
+	case <-done:
+	case <-time.After(wait):
+		t.Fatal("two acknowledgements (the threshold) started no commit round")
+	}
 }
