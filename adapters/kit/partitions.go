@@ -215,7 +215,7 @@ func (ps *Partitions[P]) commitLoop() {
 		case <-ps.stop:
 			return
 		}
-		_ = ps.Commit(ps.all()...) // a failed round is retried on the next
+		_ = ps.commit(ps.all()...) // a failed round is retried on the next
 	}
 }
 
@@ -229,9 +229,9 @@ func (ps *Partitions[P]) all() []*Partition[P] {
 	return out
 }
 
-// Commit sends the positions of the partitions of list that moved since
+// commit sends the positions of the partitions of list that moved since
 // their last commit (at most one Commit call), under the fence.
-func (ps *Partitions[P]) Commit(list ...*Partition[P]) error {
+func (ps *Partitions[P]) commit(list ...*Partition[P]) error {
 	ps.fence.Lock()
 	defer ps.fence.Unlock()
 	ps.recorded.Store(0)
@@ -262,7 +262,7 @@ func (ps *Partitions[P]) Commit(list ...*Partition[P]) error {
 // failed round every Retry until ctx is done.
 func (ps *Partitions[P]) Flush(ctx context.Context) error {
 	for {
-		err := ps.Commit(ps.all()...)
+		err := ps.commit(ps.all()...)
 		if err == nil {
 			return nil
 		}
@@ -283,7 +283,7 @@ func (ps *Partitions[P]) ReleaseAll() { ps.Release(ps.all()...) }
 // its ready and waiting records are dropped, nothing of it is committed
 // or handed out again.
 func (ps *Partitions[P]) Release(list ...*Partition[P]) {
-	_ = ps.Commit(list...)
+	_ = ps.commit(list...)
 	ps.fence.Lock()
 	defer ps.fence.Unlock()
 	dropped := 0
