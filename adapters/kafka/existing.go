@@ -73,7 +73,7 @@ func (n names) topic(t ports.Topic) string {
 			return p
 		}
 	}
-	return n.ns + "." + escapeUnderscore(t.Physical(".."))
+	return n.ns + "." + kit.EscapeByte(t.Physical(".."), '_', '-', 'u') // Kafka takes '.' and '_' as one
 }
 
 func (n names) group(spec ports.SubscriptionSpec, instance string) string {
@@ -90,25 +90,4 @@ func (n names) group(spec ports.SubscriptionSpec, instance string) string {
 		}
 	}
 	return n.ns + "." + spec.Group
-}
-
-// escapeUnderscore maps a name onto one without '_', one-to-one (Kafka
-// takes '.' and '_' as one character): '_' becomes "-u", a '-' before '-',
-// 'u' or '_' becomes "--".
-func escapeUnderscore(s string) string {
-	if !strings.Contains(s, "_") && !strings.Contains(s, "--") && !strings.Contains(s, "-u") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '_':
-			b.WriteString("-u")
-		case c == '-' && i+1 < len(s) && (s[i+1] == '-' || s[i+1] == 'u' || s[i+1] == '_'):
-			b.WriteString("--")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
 }
