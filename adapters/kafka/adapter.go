@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -22,10 +22,7 @@ import (
 // Adapter is the Kafka ports.Adapter: the portable layer over a driver with
 // one client, an idempotent acks=all producer and a consumer group per
 // subscription.
-type Adapter struct {
-	*portable.Adapter
-	c *conn
-}
+type Adapter struct{ *portable.Adapter }
 
 // conn is the driver.
 type conn struct {
@@ -64,7 +61,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if opts.SASL.Password != "" {
 		secrets = []string{opts.SASL.Password}
 	}
-	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
+	return &Adapter{portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
 }
 
 func connect(opts Options) (*conn, error) {
@@ -98,10 +95,10 @@ func (a *Adapter) Name() string { return "kafka" }
 
 // Capabilities works on the zero Adapter, for the capability matrix.
 func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.c == nil {
+	if a == nil || a.Adapter == nil {
 		return (&conn{}).Capabilities()
 	}
-	return a.c.Capabilities()
+	return a.Adapter.Capabilities()
 }
 
 func (c *conn) Name() string { return "kafka" }
@@ -119,36 +116,27 @@ func (c *conn) Capabilities() ports.Capabilities {
 // confirmed. A message larger than MaxMessageBytes as sarama counts it
 // (record format 2, envelope included) is refused before anything is sent.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	var errs []error
-	fail := func(i int, err error) {
-		if errs == nil {
-			errs = make([]error, len(msgs))
-		}
-		errs[i] = err
-	}
+	errs := make([]error, len(msgs))
 	pms := make([]*sarama.ProducerMessage, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		phys := c.names.topic(m.Topic)
 		pm := producerMessage(phys, m)
-		if err := m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload)); err != nil {
-			fail(i, err)
-		} else if err := c.ensureTopic(ctx, phys); err != nil {
-			fail(i, err)
-		} else {
+		if errs[i] = m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload)); errs[i] == nil {
+			errs[i] = c.ensureTopic(ctx, phys)
+		}
+		if errs[i] == nil {
 			pms, idx = append(pms, pm), append(idx, i)
 		}
 	}
 	for j, err := range c.prod.publish(ctx, pms) {
-		if err != nil {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ports.ErrClosed) {
-				err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
-			}
-			fail(idx[j], err)
-		}
+		errs[idx[j]] = err
 	}
-	return errs
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return errs
+	}
+	return nil
 }
 
 // createTopic creates phys unless NoCreateTopics or Existing adopts it;
@@ -189,7 +177,8 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 	}
 }
 
-// Classify maps sarama's and the network's errors by type and code.
+// Classify maps sarama's errors by code, then the network's
+// (portable.ClassifyNet).
 func (c *conn) Classify(err error) driver.Class {
 	var se *sessionError
 	if errors.As(err, &se) { // the consume loop rejoins
@@ -197,7 +186,7 @@ func (c *conn) Classify(err error) driver.Class {
 		class.Retryable = class.Code != ports.ErrAuth
 		return class
 	}
-	if errors.Is(err, ports.ErrInvalid) || (c.opts.TLS == nil && errors.Is(err, ports.ErrTLS)) {
+	if errors.Is(err, ports.ErrInvalid) || errors.As(err, new(*plaintextOnTLSError)) || (c.opts.TLS == nil && errors.Is(err, ports.ErrTLS)) {
 		return driver.Class{}
 	}
 	for _, k := range classes {
@@ -207,17 +196,10 @@ func (c *conn) Classify(err error) driver.Class {
 			}
 		}
 	}
-	var ne net.Error
-	var kerr sarama.KError
-	switch {
-	case errors.As(err, &ne) && ne.Timeout():
-		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
-	case errors.As(err, &ne):
-		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
-	case errors.As(err, &kerr):
-		return driver.Class{Retryable: true} // a retry or rejoin may clear a broker error code
+	if class := portable.ClassifyNet(err, c.opts.TLS != nil); class.Code != nil {
+		return class
 	}
-	return driver.Class{}
+	return driver.Class{Retryable: errors.As(err, new(sarama.KError))} // a retry or rejoin may clear a broker error code
 }
 
 var classes = []struct {

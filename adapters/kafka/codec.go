@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -30,52 +29,41 @@ func producerMessage(phys string, m *ports.Message) *sarama.ProducerMessage {
 
 // decode reads a record of p; a malformed redelivery count is Record.Err
 // (poison). BrokerID is "kafka:<physical topic>/<partition>/<offset>".
-func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now time.Time) driver.Record {
-	// The key, the header values, the timestamp fact and the BrokerID (the
-	// offset fact its tail) are slices of one string; header names are
-	// interned per partition.
-	var tsBuf [40]byte
-	var ts []byte
+// The key, the header values, the timestamp fact and the BrokerID (the
+// offset fact its tail) are slices of one string built in p.buf; header
+// names are interned per partition. Only ReceiveBatch calls it.
+func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *claim, now time.Time) driver.Record {
+	b := append(p.buf[:0], cm.Key...)
+	for _, rh := range cm.Headers {
+		if rh != nil {
+			b = append(b, rh.Value...)
+		}
+	}
+	ts := len(b)
 	if !cm.Timestamp.IsZero() {
-		ts = cm.Timestamp.UTC().AppendFormat(tsBuf[:0], time.RFC3339Nano)
+		b = cm.Timestamp.UTC().AppendFormat(b, time.RFC3339Nano)
 	}
-	var offBuf [20]byte
-	off := strconv.AppendInt(offBuf[:0], cm.Offset, 10)
-	n := len(cm.Key) + len(ts) + len("kafka:/") + len(p.topic) + len(p.idText) + 1 + len(off)
+	id := len(b)
+	b = append(b, "kafka:"...)
+	b = append(b, p.topic...)
+	b = append(b, '/')
+	b = append(b, p.idText...)
+	b = append(b, '/')
+	off := len(b)
+	b = strconv.AppendInt(b, cm.Offset, 10)
+	p.buf = b
+	all := string(b)
+	h, at := make(ports.Headers, len(cm.Headers)), len(cm.Key)
 	for _, rh := range cm.Headers {
 		if rh != nil {
-			n += len(rh.Value)
+			h[p.intern(rh.Key)], at = all[at:at+len(rh.Value)], at+len(rh.Value)
 		}
 	}
-	var b strings.Builder
-	b.Grow(n)
-	b.Write(cm.Key)
-	for _, rh := range cm.Headers {
-		if rh != nil {
-			b.Write(rh.Value)
-		}
+	facts := map[string]string{"topic": p.topic, "partition": p.idText, "offset": all[off:], "generation": p.genText, "member": p.member}
+	if id > ts {
+		facts["timestamp"] = all[ts:id]
 	}
-	b.Write(ts)
-	b.WriteString("kafka:")
-	b.WriteString(p.topic)
-	b.WriteByte('/')
-	b.WriteString(p.idText)
-	b.WriteByte('/')
-	b.Write(off)
-	all := b.String()
-	key, all := all[:len(cm.Key)], all[len(cm.Key):]
-	h := make(ports.Headers, len(cm.Headers))
-	for _, rh := range cm.Headers {
-		if rh != nil {
-			h[p.intern(rh.Key)], all = all[:len(rh.Value)], all[len(rh.Value):]
-		}
-	}
-	id := all[len(ts):]
-	facts := map[string]string{"topic": p.topic, "partition": p.idText, "offset": id[len(id)-len(off):], "generation": p.genText, "member": p.member}
-	if len(ts) > 0 {
-		facts["timestamp"] = all[:len(ts)]
-	}
-	r := driver.Record{Message: ports.Message{Topic: topic, Key: key, Payload: cm.Value, Headers: h}, BrokerID: id, Facts: facts, ReceivedAt: now}
+	r := driver.Record{Message: ports.Message{Topic: topic, Key: all[:len(cm.Key)], Payload: cm.Value, Headers: h}, BrokerID: all[id:], Facts: facts, ReceivedAt: now}
 	if _, err := ports.RedeliveryCountFrom(h); err != nil {
 		r.Err = err
 		facts["header-error"] = err.Error()
@@ -84,8 +72,8 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *partition, now tim
 }
 
 // intern returns b as a string, the same one for the same name (up to 256
-// names per partition). Only ReceiveBatch calls it.
-func (p *partition) intern(b []byte) string {
+// names per partition).
+func (p *claim) intern(b []byte) string {
 	if s, ok := p.names[string(b)]; ok {
 		return s
 	}

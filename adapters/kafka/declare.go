@@ -2,12 +2,14 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -36,12 +38,7 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 		if err := c.ensureTopic(ctx, phys); err != nil {
 			return err
 		}
-		for _, g := range spec.Groups {
-			if err := c.DeclareGroup(ctx, spec.Topic, g); err != nil {
-				return err
-			}
-		}
-		return nil
+		return kit.DeclareGroups(c)(ctx, spec)
 	})
 }
 
@@ -84,44 +81,72 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 		return err
 	}
 	parts, err := c.client.Partitions(phys)
-	if err != nil {
-		return fmt.Errorf("kafka: declare group %s: partitions of %s: %w", id, phys, err)
+	if err == nil {
+		_, err = pinStarts(c.client, id, phys, parts, sarama.OffsetNewest, -1, "") // a commit by no member: the group is empty
 	}
-	committed, err := committedOffsets(c.client, id, phys, parts)
-	if err != nil {
-		return fmt.Errorf("kafka: declare group %s: fetch offsets: %w", id, err)
+	switch {
+	case errors.Is(err, sarama.ErrUnknownMemberId), errors.Is(err, sarama.ErrIllegalGeneration), errors.Is(err, sarama.ErrRebalanceInProgress):
+		return nil // running members: see above
+	case err != nil:
+		return fmt.Errorf("kafka: declare group %s on %s: %w", id, phys, err)
 	}
-	req := sarama.NewOffsetCommitRequest(c.client.Config(), id)
-	req.ConsumerGroupGeneration = -1 // a commit by no member: the group is empty
-	n := 0
-	for _, p := range parts {
-		if committed[p] >= 0 {
+	return nil
+}
+
+// pinStarts returns group's committed position on the partitions ids of
+// phys, committing the offset at (sarama.OffsetNewest or OffsetOldest)
+// first where it has none, as member of generation gen.
+func pinStarts(client sarama.Client, group, phys string, ids []int32, at int64, gen int32, member string) (map[int32]int64, error) {
+	coord, err := client.Coordinator(group)
+	if err != nil {
+		return nil, err
+	}
+	fetched, err := coord.FetchOffset(sarama.NewOffsetFetchRequest(client.Config().Version, group, map[string][]int32{phys: ids}))
+	if err != nil {
+		_ = client.RefreshCoordinator(group)
+		return nil, err
+	}
+	req := sarama.NewOffsetCommitRequest(client.Config(), group)
+	req.ConsumerGroupGeneration, req.ConsumerID = gen, member
+	pos, pinned := make(map[int32]int64, len(ids)), 0
+	for _, id := range ids {
+		if b := fetched.GetBlock(phys, id); b != nil && b.Err != sarama.ErrNoError {
+			return nil, b.Err
+		} else if b != nil && b.Offset >= 0 {
+			pos[id] = b.Offset
 			continue
 		}
-		end, err := c.client.GetOffset(phys, p, sarama.OffsetNewest)
-		if err != nil {
-			return fmt.Errorf("kafka: declare group %s: end of %s/%d: %w", id, phys, p, err)
+		if pos[id], err = client.GetOffset(phys, id, at); err != nil {
+			return nil, err
 		}
-		req.AddBlock(phys, p, end, 0, "")
-		n++
+		req.AddBlock(phys, id, pos[id], 0, "")
+		pinned++
 	}
-	if n == 0 {
-		return nil
+	if pinned == 0 {
+		return pos, nil
 	}
-	resp, err := commitOffsets(c.client, id, req)
+	resp, err := commitOffsets(client, group, req)
 	if err != nil {
-		return fmt.Errorf("kafka: declare group %s: commit: %w", id, err)
+		return nil, err
 	}
 	for _, m := range resp.Errors {
-		for p, kerr := range m {
-			switch kerr {
-			case sarama.ErrNoError:
-			case sarama.ErrUnknownMemberId, sarama.ErrIllegalGeneration, sarama.ErrRebalanceInProgress:
-				return nil // running members: see above
-			default:
-				return fmt.Errorf("kafka: declare group %s: commit %s/%d: %w", id, phys, p, kerr)
+		for _, kerr := range m {
+			if kerr != sarama.ErrNoError {
+				return nil, kerr
 			}
 		}
 	}
-	return nil
+	return pos, nil
+}
+
+func commitOffsets(client sarama.Client, group string, req *sarama.OffsetCommitRequest) (*sarama.OffsetCommitResponse, error) {
+	coord, err := client.Coordinator(group)
+	var resp *sarama.OffsetCommitResponse
+	if err == nil {
+		resp, err = coord.CommitOffset(req)
+	}
+	if err != nil {
+		_ = client.RefreshCoordinator(group)
+	}
+	return resp, err
 }

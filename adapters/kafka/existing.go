@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -23,29 +25,19 @@ type Existing struct {
 }
 
 // ExistingGroup names a LoadBalance group of a logical topic.
-type ExistingGroup struct {
-	Topic ports.Topic
-	Group string
-}
+type ExistingGroup = kit.ExistingGroup
 
 func (e *Existing) validate() error {
 	if e == nil {
 		return nil
 	}
 	for t, p := range e.Topics {
-		if err := t.Validate(); err != nil {
-			return &ports.ValueError{Field: "kafka.Options.Existing.Topics", Reason: err.Error()}
-		}
-		if p == "" || strings.ContainsAny(p, "/ ") {
+		if strings.ContainsAny(p, "/ ") {
 			return &ports.ValueError{Field: "kafka.Options.Existing.Topics", Reason: fmt.Sprintf("topic %q maps to an invalid Kafka topic name %q", string(t), p)}
 		}
 	}
-	for g, id := range e.Groups {
-		if err := g.Topic.Validate(); err != nil || g.Group == "" || id == "" {
-			return &ports.ValueError{Field: "kafka.Options.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a group id", string(g.Topic), g.Group, id)}
-		}
-	}
-	return nil
+	return errors.Join(kit.CheckExistingNames("kafka.Options.Existing.Topics", e.Topics),
+		kit.CheckExistingGroups("kafka.Options.Existing.Groups", e.Groups))
 }
 
 func (e *Existing) adopted(phys string) bool {
@@ -81,7 +73,7 @@ func (n names) topic(t ports.Topic) string {
 			return p
 		}
 	}
-	return n.ns + "." + escapeUnderscore(t.Physical(".."))
+	return n.ns + "." + kit.EscapeByte(t.Physical(".."), '_', '-', 'u') // Kafka takes '.' and '_' as one
 }
 
 func (n names) group(spec ports.SubscriptionSpec, instance string) string {
@@ -98,25 +90,4 @@ func (n names) group(spec ports.SubscriptionSpec, instance string) string {
 		}
 	}
 	return n.ns + "." + spec.Group
-}
-
-// escapeUnderscore maps a name onto one without '_', one-to-one (Kafka
-// takes '.' and '_' as one character): '_' becomes "-u", a '-' before '-',
-// 'u' or '_' becomes "--".
-func escapeUnderscore(s string) string {
-	if !strings.Contains(s, "_") && !strings.Contains(s, "--") && !strings.Contains(s, "-u") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '_':
-			b.WriteString("-u")
-		case c == '-' && i+1 < len(s) && (s[i+1] == '-' || s[i+1] == 'u' || s[i+1] == '_'):
-			b.WriteString("--")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
 }

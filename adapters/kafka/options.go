@@ -75,8 +75,6 @@ func (c Options) withDefaults() Options {
 	c.HeartbeatInterval = cmp.Or(max(c.HeartbeatInterval, 0), time.Second)
 	c.RebalanceTimeout = cmp.Or(max(c.RebalanceTimeout, 0), 10*time.Second)
 	c.CommitRetry = cmp.Or(max(c.CommitRetry, 0), 200*time.Millisecond)
-	c.CommitInterval = cmp.Or(max(c.CommitInterval, 0), 100*time.Millisecond)
-	c.CommitThreshold = cmp.Or(max(c.CommitThreshold, 0), 1000)
 	c.Buffer = cmp.Or(max(c.Buffer, 0), 4)
 	c.MaxMessageBytes = cmp.Or(max(c.MaxMessageBytes, 0), DefaultMaxMessageBytes)
 	if c.Logger == nil {

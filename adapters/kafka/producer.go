@@ -2,11 +2,12 @@ package kafka
 
 import (
 	"context"
-	"slices"
+	"fmt"
 	"sync"
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -14,37 +15,16 @@ import (
 // (acks=all, idempotent where allowed): concurrent calls share it, so their
 // records are batched together.
 type producer struct {
-	ap     sarama.AsyncProducer
-	mu     sync.RWMutex // read-held while writing to ap.Input; held to close
-	closed bool
-	done   chan struct{} // closed when dispatch returned
+	ap        sarama.AsyncProducer
+	mu        sync.RWMutex // read-held while writing to ap.Input; held to close
+	closed    bool
+	listeners sync.WaitGroup // read Successes and Errors until the producer closes
 }
 
-// call collects the confirms of one publish; a slot is a record's
-// Metadata.
-type call struct {
-	mu      sync.Mutex
-	errs    []error
-	pending []bool
-	left    int
-	done    chan struct{}
-}
-
+// slot is a record's Metadata: where its confirm goes.
 type slot struct {
-	c *call
+	c *kit.Confirms
 	i int
-}
-
-func (c *call) finish(i int, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.pending[i] {
-		return
-	}
-	c.pending[i], c.errs[i] = false, err
-	if c.left--; c.left == 0 {
-		close(c.done)
-	}
 }
 
 func newProducer(client sarama.Client) (*producer, error) {
@@ -52,78 +32,46 @@ func newProducer(client sarama.Client) (*producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &producer{ap: ap, done: make(chan struct{})}
-	go p.dispatch()
+	p := &producer{ap: ap}
+	p.listeners.Go(func() {
+		for m := range ap.Successes() {
+			s := m.Metadata.(slot)
+			s.c.Resolve(s.i, nil)
+		}
+	})
+	p.listeners.Go(func() {
+		for pe := range ap.Errors() {
+			s := pe.Msg.Metadata.(slot)
+			s.c.Resolve(s.i, fmt.Errorf("%w: %w", ports.ErrUnconfirmed, pe.Err))
+		}
+	})
 	return p, nil
 }
 
-func (p *producer) dispatch() {
-	defer close(p.done)
-	succ, errs := p.ap.Successes(), p.ap.Errors()
-	for succ != nil || errs != nil {
-		select {
-		case m, ok := <-succ:
-			if !ok {
-				succ = nil
-				continue
-			}
-			s := m.Metadata.(slot)
-			s.c.finish(s.i, nil)
-		case pe, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			s := pe.Msg.Metadata.(slot)
-			s.c.finish(s.i, pe.Err)
-		}
-	}
-}
-
-// publish sends msgs and returns one error per message, nil when
-// confirmed; when ctx ends first the unconfirmed report ctx.Err().
+// publish sends msgs and returns nil when each was confirmed, else one
+// error per message (see kit.Confirms.Wait); a message not handed to
+// sarama before ctx ended reports ctx.Err().
 func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) []error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	c := &call{errs: make([]error, len(msgs)), pending: make([]bool, len(msgs)), left: len(msgs), done: make(chan struct{})}
-	for i := range c.pending {
-		c.pending[i] = true
-	}
+	c := kit.NewConfirms(len(msgs))
 	p.mu.RLock()
-	queued := 0
 	for i, m := range msgs {
-		if p.closed || ctx.Err() != nil {
-			break
+		err := ctx.Err()
+		if p.closed {
+			err = ports.ErrClosed
 		}
-		m.Metadata = slot{c: c, i: i}
-		select {
-		case p.ap.Input() <- m:
-			queued++
-		case <-ctx.Done():
+		if err == nil {
+			m.Metadata = slot{c: c, i: i}
+			select {
+			case p.ap.Input() <- m:
+				continue
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
 		}
-	}
-	err := ctx.Err()
-	if p.closed {
-		err = ports.ErrClosed
+		c.Resolve(i, err)
 	}
 	p.mu.RUnlock()
-	for i := queued; i < len(msgs); i++ {
-		c.finish(i, err)
-	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := slices.Clone(c.errs)
-	for i := range out {
-		if c.pending[i] {
-			out[i] = ctx.Err()
-		}
-	}
-	return out
+	return c.Wait(ctx, 0)
 }
 
 func (p *producer) close() {
@@ -133,5 +81,5 @@ func (p *producer) close() {
 		p.ap.AsyncClose()
 	}
 	p.mu.Unlock()
-	<-p.done
+	p.listeners.Wait()
 }

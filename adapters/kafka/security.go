@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -43,16 +44,12 @@ func ParseSASLMechanism(s string) (SASLMechanism, error) {
 }
 
 func (s SASL) validate() error {
-	if s.User == "" {
-		if s.Mechanism != "" || s.Password != "" {
-			return &ports.ValueError{Field: "kafka.SASL.User", Reason: "is required when a SASL mechanism or password is given"}
-		}
-		return nil
+	if s.User == "" && (s.Mechanism != "" || s.Password != "") {
+		return &ports.ValueError{Field: "kafka.SASL.User", Reason: "is required when a SASL mechanism or password is given"}
 	}
-	if s.Mechanism != "" {
-		if _, err := ParseSASLMechanism(string(s.Mechanism)); err != nil {
-			return err
-		}
+	if s.User != "" && s.Mechanism != "" {
+		_, err := ParseSASLMechanism(string(s.Mechanism))
+		return err
 	}
 	return nil
 }
@@ -68,17 +65,14 @@ func (c Options) applySecurity(s *sarama.Config) {
 	s.Net.SASL.Enable = true
 	s.Net.SASL.Handshake = true
 	s.Net.SASL.User, s.Net.SASL.Password = c.SASL.User, c.SASL.Password
-	switch m, _ := ParseSASLMechanism(string(c.SASL.Mechanism)); m {
-	case SASLSCRAMSHA256:
-		s.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
-		s.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA256} }
-	case SASLSCRAMSHA512:
-		s.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
-		s.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA512} }
-	default:
-		s.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+	m, _ := ParseSASLMechanism(string(c.SASL.Mechanism))
+	s.Net.SASL.Mechanism = sarama.SASLMechanism(cmp.Or(m, SASLPlain)) // sarama spells them alike
+	if hash := scramHashes[m]; hash != nil {
+		s.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: hash} }
 	}
 }
+
+var scramHashes = map[SASLMechanism]scram.HashGeneratorFcn{SASLSCRAMSHA256: scram.SHA256, SASLSCRAMSHA512: scram.SHA512}
 
 type scramClient struct {
 	hash scram.HashGeneratorFcn
@@ -109,10 +103,7 @@ func (c Options) explainConnect(err error) error {
 		errors.Is(err, sarama.ErrUnsupportedSASLMechanism) || strings.Contains(err.Error(), "SASL") ||
 		closedEarly(err)) {
 		m, _ := ParseSASLMechanism(string(c.SASL.Mechanism))
-		if m == "" {
-			m = SASLPlain
-		}
-		return fmt.Errorf("%w: kafka: the broker refused SASL %s authentication of user %q: %w; check the user name and password (password_file/password_env), the mechanism (mechanism=plain|scram-sha-256|scram-sha-512) and that the user exists for it", ports.ErrAuth, m, c.SASL.User, err)
+		return fmt.Errorf("%w: kafka: the broker refused SASL %s authentication of user %q: %w; check the user name and password (password_file/password_env), the mechanism (mechanism=plain|scram-sha-256|scram-sha-512) and that the user exists for it", ports.ErrAuth, cmp.Or(m, SASLPlain), c.SASL.User, err)
 	}
 	if c.TLS != nil {
 		return adapters.ExplainTLS(strings.Join(c.Brokers, ","), err)

@@ -1,0 +1,223 @@
+package kit_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// commitLog is a broker that stores commit positions; refuse makes it
+// refuse them.
+type commitLog struct {
+	mu     sync.Mutex
+	pos    map[string]int64
+	rounds int
+	refuse error
+}
+
+func (c *commitLog) commit(moved []kit.Position[string]) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rounds++
+	if c.refuse != nil {
+		return c.refuse
+	}
+	for i := range moved {
+		c.pos[moved[i].ID] = moved[i].Offset
+		moved[i].Stored = true
+	}
+	return nil
+}
+
+func (c *commitLog) at(id string) (int64, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pos, ok := c.pos[id]
+	if !ok {
+		pos = -1
+	}
+	return pos, c.rounds
+}
+
+// newPartitions returns Partitions whose commit loop never runs on its own
+// (an hour's interval, a threshold no test reaches).
+func newPartitions(t *testing.T) (*kit.Partitions[string], *commitLog) {
+	c := &commitLog{pos: map[string]int64{}}
+	ps := kit.NewPartitions(kit.PartitionsOptions[string]{Commit: c.commit, Interval: time.Hour, Threshold: 1 << 30, Retry: time.Millisecond})
+	t.Cleanup(ps.Close)
+	return ps, c
+}
+
+func rec(key string) driver.Record { return driver.Record{Message: ports.Message{Key: key}} }
+
+func take(ps *kit.Partitions[string]) []driver.Record { return ps.Take(nil, 100) }
+
+func handles(rs ...driver.Record) []any {
+	out := make([]any, len(rs))
+	for i, r := range rs {
+		out[i] = r.Handle
+	}
+	return out
+}
+
+// TestPartitionsCommitTheDonePrefix: the start is committed at once;
+// acknowledgements out of order move the position only over the done
+// prefix; a skipped record counts as done.
+func TestPartitionsCommitTheDonePrefix(t *testing.T) {
+	ps, c := newPartitions(t)
+	p := ps.Claim("t/0", 10, -1)
+	if err := ps.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if pos, _ := c.at("t/0"); pos != 10 {
+		t.Fatalf("start not committed: %d, want 10", pos)
+	}
+	for off := int64(10); off < 14; off++ {
+		ps.Add(p, off, rec(""), off == 12)
+	}
+	rs := take(ps)
+	if len(rs) != 3 {
+		t.Fatalf("took %d records, want 3 (offset 12 skipped)", len(rs))
+	}
+	if err := ps.Ack(handles(rs[2], rs[1])); err != nil { // 13, 11
+		t.Fatal(err)
+	}
+	_ = ps.Flush(t.Context())
+	if pos, _ := c.at("t/0"); pos != 10 {
+		t.Fatalf("10 still out: committed %d, want 10", pos)
+	}
+	if err := ps.Ack(handles(rs[0])); err != nil {
+		t.Fatal(err)
+	}
+	_ = ps.Flush(t.Context())
+	if pos, _ := c.at("t/0"); pos != 14 {
+		t.Fatalf("all done: committed %d, want 14", pos)
+	}
+	flushCallsNoCommit(t, ps, c, "a round without a moved position called Commit")
+}
+
+// TestPartitionsHoldKeys: one record per non-empty key is out at a time;
+// the next one is ready when the first is acknowledged, and Wake says so.
+func TestPartitionsHoldKeys(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	ps := kit.NewPartitions(kit.PartitionsOptions[string]{Commit: func([]kit.Position[string]) error { return nil }, Wake: wake})
+	defer ps.Close()
+	p := ps.Claim("t/0", 0, -1)
+	for off, key := range []string{"a", "a", "b", ""} {
+		ps.Add(p, int64(off), rec(key), false)
+	}
+	if ps.Pending() != 4 {
+		t.Fatalf("pending %d, want 4", ps.Pending())
+	}
+	rs := take(ps)
+	if keys := []string{rs[0].Message.Key, rs[1].Message.Key, rs[2].Message.Key}; len(rs) != 3 || !slices.Equal(keys, []string{"a", "b", ""}) {
+		t.Fatalf("took %d records (keys %v), want a, b and the keyless one", len(rs), keys)
+	}
+	if err := ps.Ack(handles(rs[0])); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	default:
+		t.Fatal("the second record of key a became ready without a wake")
+	}
+	if next := take(ps); len(next) != 1 || next[0].Message.Key != "a" || ps.Pending() != 0 {
+		t.Fatalf("after the ack took %v, pending %d", next, ps.Pending())
+	}
+}
+
+// TestPartitionsReleaseFences: Release commits what was done, drops what
+// was not handed out, and afterwards nothing of the partition is
+// committed or handed out; a late acknowledgement is ErrRecordsLost.
+func TestPartitionsReleaseFences(t *testing.T) {
+	ps, c := newPartitions(t)
+	p := ps.Claim("t/0", 0, -1)
+	q := ps.Claim("t/1", 0, 0)
+	ps.Add(p, 0, rec("k"), false)
+	ps.Add(p, 1, rec("k"), false) // waits behind offset 0
+	ps.Add(p, 2, rec(""), false)
+	ps.Add(q, 0, rec(""), false)
+	rs := ps.Take(nil, 1) // offset 0 of p; 2 of p and 0 of q stay ready
+	if err := ps.Ack(handles(rs[0])); err != nil {
+		t.Fatal(err)
+	}
+	ps.Release(p)
+	if pos, _ := c.at("t/0"); pos != 1 {
+		t.Fatalf("release committed %d, want 1", pos)
+	}
+	left := take(ps)
+	if len(left) != 1 || ps.Pending() != 0 {
+		t.Fatalf("after the release %d records ready, %d pending; want q's only", len(left), ps.Pending())
+	}
+	ps.Add(p, 3, rec(""), false)
+	if ps.Pending() != 0 {
+		t.Fatal("a record of a released partition was added")
+	}
+	if err := ps.Ack(handles(rs[0])); !errors.Is(err, driver.ErrRecordsLost) {
+		t.Fatalf("late ack: %v, want ErrRecordsLost", err)
+	}
+	if err := ps.Ack(handles(left[0])); err != nil {
+		t.Fatal(err)
+	}
+	ps.ReleaseAll()
+	if pos, _ := c.at("t/1"); pos != 1 {
+		t.Fatalf("ReleaseAll committed %d for t/1, want 1", pos)
+	}
+	flushCallsNoCommit(t, ps, c, "a released partition was committed")
+}
+
+// flushCallsNoCommit fails with why when a Flush calls Commit.
+func flushCallsNoCommit(t *testing.T, ps *kit.Partitions[string], c *commitLog, why string) {
+	t.Helper()
+	_, rounds := c.at("")
+	_ = ps.Flush(t.Context())
+	if _, again := c.at(""); again != rounds {
+		t.Fatal(why)
+	}
+}
+
+// TestPartitionsFlushRetries: a refused commit is retried until ctx ends,
+// and Flush returns the refusal with the context's error; the loop
+// commits on its own once the threshold is reached.
+func TestPartitionsFlushRetries(t *testing.T) {
+	refused := errors.New("refused")
+	ps, c := newPartitions(t)
+	ps.Claim("t/0", 5, -1)
+	c.refuse = refused
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := ps.Flush(ctx); !errors.Is(err, refused) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush = %v, want the refusal and the deadline", err)
+	}
+	if _, rounds := c.at("t/0"); rounds < 2 {
+		t.Fatalf("%d rounds, want retries", rounds)
+	}
+
+	done := make(chan struct{})
+	loop := kit.NewPartitions(kit.PartitionsOptions[string]{Interval: time.Hour, Threshold: 2, Commit: func(moved []kit.Position[string]) error {
+		if moved[0].Offset == 2 {
+			close(done)
+		}
+		moved[0].Stored = true
+		return nil
+	}})
+	defer loop.Close()
+	p := loop.Claim("t/0", 0, 0)
+	loop.Add(p, 0, rec(""), false)
+	loop.Add(p, 1, rec(""), false)
+	if err := loop.Ack(handles(take(loop)...)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(wait):
+		t.Fatal("two acknowledgements (the threshold) started no commit round")
+	}
+}
