@@ -206,7 +206,7 @@ func (p *Params) bind(f reflect.Value, name, spec string) {
 	switch {
 	case f.Type() == reflect.TypeFor[time.Duration]():
 		f.SetInt(int64(p.Duration(name, time.Duration(f.Int()), mustDuration(lo, 0), mustDuration(hi, math.MaxInt64))))
-	case f.Kind() == reflect.Int:
+	case f.CanInt(): // int, int16, int32, …: a bound beyond the type is the program's bug
 		f.SetInt(int64(p.Int(name, int(f.Int()), mustInt(lo, 0), mustInt(hi, math.MaxInt))))
 	case f.Kind() == reflect.Float64:
 		f.SetFloat(p.Float(name, f.Float(), mustFloat(lo, 0), mustFloat(hi, math.MaxFloat64)))

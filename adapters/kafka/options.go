@@ -29,16 +29,16 @@ const DefaultMaxMessageBytes = 1_000_000
 type Options struct {
 	Brokers            []string            // bootstrap addresses ("127.0.0.1:9092")
 	Namespace          string              // prefixes every topic and group; default "sluice"
-	ClientID           string              // default "sluice"
+	ClientID           string              `url:"client_id"` // default "sluice"
 	Version            sarama.KafkaVersion // at least 0.11 for the idempotent producer; default 2.8.0
-	Partitions         int32               // of the topics the adapter creates; default 4
-	ReplicationFactor  int16               // of the topics the adapter creates; default 1
+	Partitions         int32               `url:"partitions,1..10000"`       // of the topics the adapter creates; default 4
+	ReplicationFactor  int16               `url:"replication_factor,1..100"` // of the topics the adapter creates; default 1
 	NoCreateTopics     bool                // the adapter creates no topic itself
-	StartFrom          StartPosition       // where a new group starts on a partition
+	StartFrom          StartPosition       `url:"start,newest|oldest"` // where a new group starts on a partition
 	DisableIdempotence bool                // for brokers that refuse InitProducerId; acks=all stays on
 
-	SessionTimeout    time.Duration // consumer-group session; default 10s
-	HeartbeatInterval time.Duration // a rebalance is noticed within one; default 1s
+	SessionTimeout    time.Duration `url:"session_timeout,100ms..1h"`   // consumer-group session; default 10s
+	HeartbeatInterval time.Duration `url:"heartbeat_interval,10ms..1h"` // a rebalance is noticed within one; default 1s
 	RebalanceTimeout  time.Duration // default 10s
 	// A subscription commits what acknowledgements recorded every
 	// CommitInterval (100ms; a crash redelivers what was recorded since),

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
@@ -41,23 +40,12 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 	}
 	kc.Namespace = cmp.Or(kc.Namespace, cfg.Namespace)
 
-	p := cfg.Params
-	kc.ClientID = p.String("client_id", "")
-	kc.Partitions = int32(p.Int("partitions", 0, 1, 10000))
-	kc.ReplicationFactor = int16(p.Int("replication_factor", 0, 1, 100))
-	if start := p.String("start", "newest"); start == "oldest" {
-		kc.StartFrom = StartOldest
-	} else if start != "newest" {
-		return nil, &adapters.ParamError{Param: "start", Reason: fmt.Sprintf("%q is not newest or oldest", start)}
-	}
-	kc.NoCreateTopics = !p.Bool("create_topics", true)
 	kc.Logger = cfg.Logger
-	kc.SessionTimeout = p.Duration("session_timeout", 0, 100*time.Millisecond, time.Hour)
-	kc.HeartbeatInterval = p.Duration("heartbeat_interval", 0, 10*time.Millisecond, time.Hour)
+	p := cfg.Params
+	kc.NoCreateTopics = !p.Bool("create_topics", true)
 	kc.DisableIdempotence = !p.Bool("idempotent", true)
 	mechanism := p.String("mechanism", "")
-	if err := p.Err("client_id", "partitions", "replication_factor", "start", "create_topics",
-		"session_timeout", "heartbeat_interval", "idempotent", "mechanism"); err != nil {
+	if err := p.Bind(&kc, "create_topics", "idempotent", "mechanism"); err != nil {
 		return nil, err
 	}
 	if mechanism != "" {

@@ -3,11 +3,10 @@ package kafka_test
 import (
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
-
 	"github.com/sluicemq/sluice/adapters/kafka"
 	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
+	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
+	"github.com/sluicemq/sluice/ports"
 )
 
 // TestWatermillUniversal runs Watermill's universal Pub/Sub suite through
@@ -24,20 +23,9 @@ func TestWatermillUniversal(t *testing.T) {
 		t.Skip("the universal suite publishes tens of thousands of messages")
 	}
 	b := newBroker(t)
-	make := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+	wmtest.Run(t, wmtest.Features, wmbridge.SubscriberConfig{Group: "test", InFlight: 256}, func(t *testing.T) ports.Adapter {
 		cfg := b.config("wm", 8)
 		cfg.StartFrom = kafka.StartOldest
-		a := b.adapter(t, cfg)
-		return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group, InFlight: 256})
-	}
-	tests.TestPubSub(t, tests.Features{
-		ConsumerGroups:                   true,
-		ExactlyOnceDelivery:              false,
-		GuaranteedOrder:                  false,
-		Persistent:                       true,
-		NewSubscriberReceivesOldMessages: false,
-	},
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return make(t, "test") },
-		func(t *testing.T, group string) (message.Publisher, message.Subscriber) { return make(t, group) },
-	)
+		return b.adapter(t, cfg)
+	})
 }

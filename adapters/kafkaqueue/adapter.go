@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -135,24 +135,7 @@ func (c *conn) topic(t ports.Topic) string {
 	if e := c.opts.Existing; e != nil && e.Topics[t] != "" {
 		return e.Topics[t]
 	}
-	s := t.Physical("..")
-	var b strings.Builder
-	b.WriteString(c.opts.Namespace + ".")
-	for i := range len(s) {
-		next := byte(0)
-		if i+1 < len(s) {
-			next = s[i+1]
-		}
-		switch {
-		case s[i] == '_':
-			b.WriteString("-u")
-		case s[i] == '-' && (next == '-' || next == 'u' || next == '_'):
-			b.WriteString("--")
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
+	return c.opts.Namespace + "." + kit.EscapeByte(t.Physical(".."), '_', '-', 'u')
 }
 
 // group is the share group of spec: the namespace and the group for

@@ -3,10 +3,9 @@ package kafkaqueue_test
 import (
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
-
 	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
+	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
+	"github.com/sluicemq/sluice/ports"
 )
 
 // TestWatermillUniversal runs Watermill's universal Pub/Sub suite through
@@ -23,20 +22,9 @@ func TestWatermillUniversal(t *testing.T) {
 		t.Skip("the universal suite publishes tens of thousands of messages")
 	}
 	b := newBroker(t, 1)
-	make := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+	wmtest.Run(t, wmtest.Features, wmbridge.SubscriberConfig{Group: "test", InFlight: 256}, func(t *testing.T) ports.Adapter {
 		o := b.options("wm", 4)
 		o.StartOldest = true // the suite publishes before it subscribes a new group
-		a := b.adapter(t, o)
-		return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group, InFlight: 256})
-	}
-	tests.TestPubSub(t, tests.Features{
-		ConsumerGroups:                   true,
-		ExactlyOnceDelivery:              false,
-		GuaranteedOrder:                  false,
-		Persistent:                       true,
-		NewSubscriberReceivesOldMessages: false,
-	},
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return make(t, "test") },
-		func(t *testing.T, group string) (message.Publisher, message.Subscriber) { return make(t, group) },
-	)
+		return b.adapter(t, o)
+	})
 }
