@@ -1,19 +1,37 @@
-// Package kit is the machinery every sluice adapter needs and no broker
-// provides the same way, written once: the Errors channel that never blocks
+// Package kit is the machinery sluice's drivers share and no broker
+// provides the same way, written once. The portable layer assembles the
+// contract's pieces into the Port: the Errors channel that never blocks
 // ([Errors]), the requeue and dead-letter copies with their header rules
 // ([RequeueCopy], [DeadLetterCopy]), settlement by confirmed republish for
 // brokers without native requeue counts or dead-letter queues ([Settler]
 // over a [Broker], with the per-delivery state machine of [Tracker]), the
-// local delay for brokers without native delay ([Delayer], over
-// package schedule), reconnect with backoff ([Backoff], [Reconnect]), a
-// connect timeout whose error says what to check ([DialTimeout]) and the record of declared topics for
-// brokers that cannot store a topic's properties ([Declared]).
+// local delay for brokers without native delay ([Delayer], over package
+// schedule), reconnect with backoff ([Backoff], [Reconnect]) and the record
+// of declared topics for brokers that cannot store a topic's properties
+// ([Declared]).
 //
-// These pieces are assembled once, into the Port, by adapters/portable,
-// over the narrow driver interface of adapters/driver: a new adapter
-// writes a driver and uses the portable layer, not the kit directly.
-// Acknowledgements are batched in one place only, flow's settlement
-// engine; there is no second coalescer here. The package imports no
-// broker client and nothing of flow; third-party adapters use it the same
-// way the adapters in this repository do, and the TCK certifies them alike.
+// Drivers use the rest directly, each where its broker has the shape:
+//
+//   - publishing: per-message confirms that arrive asynchronously
+//     ([Confirms]), one call per message where the client has no batch
+//     ([SendEach]), a connect timeout whose error says what to check
+//     ([DialTimeout]), a blocking call bounded by ctx ([Await]);
+//   - partitioned logs: offsets committed without gaps ([Offsets],
+//     [Partitions]), one record per key out at a time ([KeyHold]), channels
+//     of several partitions read as one ([Fanin]), members that rank
+//     themselves for a single-active group ([SingleActive]);
+//   - held records and leases: a subscription's table of records out
+//     ([Held]), a claim one holder has at a time across processes
+//     ([Lease]), a driver's background timers ([Periodic]), a foreign
+//     encoding kept until the last holder lets go ([Originals]);
+//   - names and configuration: adopted names and their validation
+//     ([ExistingGroup], [CheckExistingNames]), a one-to-one escape of a
+//     forbidden byte ([EscapeByte]), a client's process-wide logger
+//     routed to the adapter opened last ([ClientLog]).
+//
+// A new adapter writes a driver over the portable layer (see
+// docs/writing-an-adapter.md) and takes from here what fits its broker.
+// Acknowledgements are batched in one place only, flow's settlement engine;
+// there is no second coalescer here. The package imports no broker client
+// and nothing of flow.
 package kit
