@@ -74,18 +74,19 @@ func (c *conn) Name() string { return "activemq" }
 // client id per Broadcast instance.
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
-		DelayedMessage:   true,
-		DelayedRequeue:   true,
-		Broadcast:        true,
-		PerMessageAck:    true,
-		PublisherConfirm: true,
-		DurableGroups:    true,
-		Ordering:         ports.OrderNone,
-		SingleActive:     true,
-		BestEffort:       true,
-		Retention:        true,
-		MaxMessageBytes:  MaxMessageBytes,
-		InstanceGuard:    ports.InstanceRefused,
+		DelayedMessage:     true,
+		DelayedRequeue:     true,
+		Broadcast:          true,
+		PerMessageAck:      true,
+		CompetingConsumers: true, // a group is one queue; its consumers share it message by message
+		PublisherConfirm:   true,
+		DurableGroups:      true,
+		Ordering:           ports.OrderNone,
+		SingleActive:       true,
+		BestEffort:         true,
+		Retention:          true,
+		MaxMessageBytes:    MaxMessageBytes,
+		InstanceGuard:      ports.InstanceRefused,
 	}
 }
 

@@ -103,7 +103,7 @@ func (c *conn) Name() string { return "redis" }
 // with an exact count; dead letters are the portable layer's copies.
 func (c *conn) Capabilities() ports.Capabilities {
 	return ports.Capabilities{
-		DelayedMessage: true, Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true,
+		DelayedMessage: true, Broadcast: true, PerMessageAck: true, CompetingConsumers: true, PublisherConfirm: true, NativeBatch: true,
 		SubscriptionExpiry: true, DurableGroups: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone,
 		StartEarliest: true, SingleActive: true, Retention: true, MaxLength: true,
 		MaxMessageBytes: cmp.Or(c.o.MaxMessageBytes, DefaultMaxMessageBytes),

@@ -81,6 +81,7 @@ func (c *conn) Capabilities() ports.Capabilities {
 		NativeDeadLetter:     false, // the portable layer's confirmed copy to <topic>.dlq, then Ack
 		Broadcast:            true,  // one consumer group per instance
 		PerMessageAck:        true,  // AckMessage per receipt handle
+		CompetingConsumers:   true,  // a simple consumer group pops messages one by one
 		PublisherConfirm:     true,  // SendMessage answers after the store
 		NativeBatch:          false, // the client sends one message per RPC
 		SubscriptionExpiry:   false, // RocketMQ keeps a group until an admin deletes it
@@ -91,7 +92,6 @@ func (c *conn) Capabilities() ports.Capabilities {
 		SingleActive:         false,
 		BestEffort:           false, // served at-least-once, said at Subscribe
 		Retention:            false, // broker-wide fileReservedTime
-		MaxLength:            false,
 		MaxMessageBytes:      MaxMessageBytes,
 		SizeCountsEnvelope:   true,
 		// The proxy lists no consumers: a shared Instance is refused
