@@ -91,7 +91,7 @@ func (c *conn) Name() string                     { return "amqp" }
 func (c *conn) Capabilities() ports.Capabilities { return c.caps }
 
 func capabilities(qt QueueType) ports.Capabilities {
-	return ports.Capabilities{DelayedMessage: true, DelayedRequeue: true, Broadcast: true, PerMessageAck: true, PublisherConfirm: true,
+	return ports.Capabilities{DelayedMessage: true, DelayedRequeue: true, Broadcast: true, PerMessageAck: true, CompetingConsumers: true, PublisherConfirm: true,
 		SubscriptionExpiry: true, DurableGroups: true, ExactRedeliveryCount: qt == Quorum, Ordering: ports.OrderNone, SingleActive: true,
 		BestEffort: true, Retention: true, MaxLength: true, MaxMessageBytes: maxMessageBytes, InstanceGuard: ports.InstanceRefused}
 }
