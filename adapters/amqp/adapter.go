@@ -3,14 +3,13 @@ package amqp
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
 	"strings"
-	"syscall"
+	"sync"
+	"sync/atomic"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/portable"
@@ -31,7 +30,9 @@ type conn struct {
 	opts       Options
 	topo       *topology
 	pubC, subC *connector
-	pub        *publisher
+	slots      []*kit.Lazy[*confirmChannel] // Options.PublishChannels
+	rr         atomic.Uint32                // the next slot
+	listeners  sync.WaitGroup               // of the confirm channels
 	caps       ports.Capabilities
 	declared   kit.Declared
 }
@@ -53,29 +54,24 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	}
 	c := &conn{opts: opts, topo: newTopology(opts), pubC: newConnector("publish", opts), subC: newConnector("consume", opts), caps: capabilities(opts.QueueType)}
 	c.caps.MaxMessageBytes = opts.MaxMessageBytes
-	c.pub = &publisher{conn: c.pubC, topo: c.topo, max: opts.MaxOutstanding, slots: make([]pubSlot, opts.PublishChannels)}
-	ch, err := c.pubC.channel(ctx)
-	if err == nil {
-		err = c.topo.declareExchanges(ch)
-		ch.Close()
+	for range opts.PublishChannels {
+		c.slots = append(c.slots, kit.NewLazy(c.openConfirm, func(cc *confirmChannel) bool { return cc.Err() == nil }))
 	}
+	err := c.pubC.with(ctx, c.topo.declareExchanges)
 	if err == nil {
-		err = opts.Existing.check(ctx, c.pubC.channel)
+		err = opts.Existing.check(ctx, c.pubC)
 	}
 	if err != nil {
-		c.pubC.close(context.Background())
+		_ = c.pubC.close(context.Background())
 		if cl := c.Classify(err); cl.Code != nil {
 			err = &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
 		}
 		return nil, err
 	}
-	var secrets []string
-	if u, err := url.Parse(opts.URL); err == nil && u.User != nil {
-		p, _ := u.User.Password()
-		secrets = append(secrets, p)
-	}
+	u, _ := url.Parse(opts.URL) // validated
+	password, _ := u.User.Password()
 	b := kit.Backoff{Initial: opts.ReconnectBackoff, Max: opts.ReconnectMaxBackoff, Multiplier: 2, Jitter: 0.5}
-	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets, Backoff: &b})}, nil
+	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{password}, Backoff: &b})}, nil
 }
 
 // Name returns "amqp". It works on the zero Adapter.
@@ -95,7 +91,7 @@ func (c *conn) Name() string                     { return "amqp" }
 func (c *conn) Capabilities() ports.Capabilities { return c.caps }
 
 func capabilities(qt QueueType) ports.Capabilities {
-	return ports.Capabilities{DelayedMessage: true, DelayedRequeue: true, Broadcast: true, PerMessageAck: true, PublisherConfirm: true,
+	return ports.Capabilities{DelayedMessage: true, DelayedRequeue: true, Broadcast: true, PerMessageAck: true, CompetingConsumers: true, PublisherConfirm: true,
 		SubscriptionExpiry: true, DurableGroups: true, ExactRedeliveryCount: qt == Quorum, Ordering: ports.OrderNone, SingleActive: true,
 		BestEffort: true, Retention: true, MaxLength: true, MaxMessageBytes: maxMessageBytes, InstanceGuard: ports.InstanceRefused}
 }
@@ -105,26 +101,19 @@ func capabilities(qt QueueType) ports.Capabilities {
 // connect are retryable: the driver dials again on its next call.
 func (c *conn) Classify(err error) driver.Class {
 	var ae *amqp.Error
-	var ne net.Error
 	var lost *lostError
-	var de *kit.DialError
-	for _, code := range [...]error{ports.ErrClosed, ports.ErrNoSubscriber, ports.ErrUnconfirmed} {
-		if errors.Is(err, code) {
-			return driver.Class{Code: code}
-		}
-	}
 	switch {
+	case errors.Is(err, ports.ErrNoSubscriber):
+		return driver.Class{Code: ports.ErrNoSubscriber}
+	case errors.Is(err, ports.ErrUnconfirmed):
+		return driver.Class{Code: ports.ErrUnconfirmed}
 	case errors.As(err, &lost):
 		return driver.Class{Code: lost.code, Retryable: true}
-	case errors.Is(err, adapters.ErrTLS) && c.pubC.secure:
-		return driver.Class{Code: ports.ErrTLS}
-	case errors.Is(err, adapters.ErrAuth):
-		return driver.Class{Code: ports.ErrAuth}
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return driver.Class{Code: ports.ErrRefused, Retryable: true}
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		return driver.Class{Code: ports.ErrTimeout, Retryable: true}
-	case errors.As(err, &ae):
+	}
+	if cl := portable.ClassifyNet(err, c.pubC.secure); cl.Code != nil {
+		return cl
+	}
+	if errors.As(err, &ae) {
 		switch ae.Code {
 		case amqp.NotFound:
 			return driver.Class{Code: ports.ErrNotFound}
@@ -134,7 +123,8 @@ func (c *conn) Classify(err error) driver.Class {
 			return driver.Class{}
 		}
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
-	case errors.Is(err, amqp.ErrClosed) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &de):
+	}
+	if errors.Is(err, amqp.ErrClosed) || errors.As(err, new(*kit.DialError)) {
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}
 	return driver.Class{}
@@ -153,7 +143,10 @@ func (e *lostError) Unwrap() error { return e.err }
 // Close closes both connections (failing what is unconfirmed).
 func (c *conn) Close(ctx context.Context) error {
 	err := errors.Join(c.subC.close(ctx), c.pubC.close(ctx))
-	c.pub.close()
+	for _, s := range c.slots {
+		_ = s.Close(ctx, func(cc *confirmChannel) error { return cc.ch.Close() })
+	}
+	c.listeners.Wait()
 	return err
 }
 

@@ -308,6 +308,8 @@ func TestOptionsValidated(t *testing.T) {
 		{URL: "amqp://127.0.0.1/", Namespace: "has space"},
 		{URL: "amqp://127.0.0.1/", QueueType: "stream"},
 		{URL: "amqp://127.0.0.1/", DelayGranularity: 2},
+		{URL: "amqp://127.0.0.1/", Existing: &amqp.Existing{Topics: map[ports.Topic]amqp.ExistingTopic{"t": {RoutingKey: "k"}}}},
+		{URL: "amqp://127.0.0.1/", Existing: &amqp.Existing{Groups: map[amqp.ExistingGroup]string{{Topic: "t"}: "q"}}},
 	} {
 		if _, err := amqp.New(context.Background(), o); !errors.Is(err, ports.ErrInvalid) {
 			t.Errorf("New(%+v) returned %v, want ErrInvalid", o, err)

@@ -114,10 +114,6 @@ func render(v any) string {
 		return x.UTC().Format(time.RFC3339)
 	case amqp.Decimal:
 		return fmt.Sprintf("%de-%d", x.Value, x.Scale)
-	case amqp.Table:
-		return fmt.Sprintf("%v", map[string]any(x))
-	case float32:
-		return strconv.FormatFloat(float64(x), 'g', -1, 32)
 	}
 	return fmt.Sprint(v)
 }

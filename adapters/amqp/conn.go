@@ -9,37 +9,38 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/kit"
-	"github.com/sluicemq/sluice/ports"
 )
 
 // connector owns one AMQP connection and dials it again, lazily, when it
 // was lost. For amqps it does the TLS handshake itself (adapters.DialTLS)
 // and gives amqp091 a plaintext URL, so that a TLS alert is not lost.
 type connector struct {
-	name, url, dialURL string
-	cfg                amqp.Config
-	to                 time.Duration
-	secure             bool
-	tls                *tls.Config
-
-	lock chan struct{} // a mutex that can be abandoned on ctx
-	conn *amqp.Connection
-	shut bool
+	*kit.Lazy[*amqp.Connection]
+	name, addr, dialURL string // addr: the URL without its password
+	cfg                 amqp.Config
+	secure              bool
+	tls                 *tls.Config
 }
 
 func newConnector(name string, o Options) *connector {
-	c := &connector{name: name, url: o.URL, dialURL: o.URL, to: o.DialTimeout, secure: strings.HasPrefix(o.URL, "amqps:"), lock: make(chan struct{}, 1),
+	c := &connector{name: name, addr: redact(o.URL), dialURL: o.URL, secure: strings.HasPrefix(o.URL, "amqps:"),
 		cfg: amqp.Config{Heartbeat: o.Heartbeat, Properties: amqp.Table{"connection_name": "sluice-" + o.Namespace + "-" + name}}}
+	c.Lazy = kit.NewLazy(func(ctx context.Context) (*amqp.Connection, error) {
+		conn, err := kit.DialTimeout(ctx, "RabbitMQ", c.addr, o.DialTimeout, c.dial)
+		if err != nil {
+			return nil, fmt.Errorf("amqp: dial (%s connection): %w", c.name, err)
+		}
+		return conn, nil
+	}, func(conn *amqp.Connection) bool { return !conn.IsClosed() })
 	if o.External {
 		c.cfg.SASL = []amqp.Authentication{&amqp.ExternalAuth{}}
 	}
-	if u, err := url.Parse(c.url); err == nil && c.secure {
+	if u, err := url.Parse(o.URL); err == nil && c.secure {
 		if u.Port() == "" {
 			u.Host = net.JoinHostPort(u.Hostname(), "5671")
 		}
@@ -56,31 +57,10 @@ func newConnector(name string, o Options) *connector {
 	return c
 }
 
-func (c *connector) acquire(ctx context.Context) error {
-	select {
-	case c.lock <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// channel opens a channel on the open connection, dialling one if there
-// is none or it was lost; ports.ErrClosed after close.
+// channel opens a channel on the connection, dialling one if there is none
+// or it was lost; ports.ErrClosed after close.
 func (c *connector) channel(ctx context.Context) (*amqp.Channel, error) {
-	if err := c.acquire(ctx); err != nil {
-		return nil, err
-	}
-	conn, err := c.conn, error(nil)
-	if c.shut {
-		err = ports.ErrClosed
-	} else if conn == nil || conn.IsClosed() {
-		if conn, err = kit.DialTimeout(ctx, "RabbitMQ", redact(c.url), c.to, c.dial); err != nil {
-			err = fmt.Errorf("amqp: dial (%s connection): %w", c.name, err)
-		}
-		c.conn = conn
-	}
-	<-c.lock
+	conn, err := c.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +71,19 @@ func (c *connector) channel(ctx context.Context) (*amqp.Channel, error) {
 	return ch, nil
 }
 
+// with runs f on a channel of its own.
+func (c *connector) with(ctx context.Context, f func(*amqp.Channel) error) error {
+	ch, err := c.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	return f(ch)
+}
+
 // dial connects within ctx and says why when the reason is TLS or the login.
 func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
-	cfg, addr := c.cfg, redact(c.url)
+	cfg, addr := c.cfg, c.addr
 	var ac *adapters.AlertConn
 	cfg.Dial = func(network, a string) (net.Conn, error) {
 		if c.tls != nil {
@@ -135,6 +125,8 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 	case errors.Is(err, io.EOF) || errors.Is(err, amqp.ErrFrame) || errors.Is(err, amqp.ErrSyntax) || strings.Contains(err.Error(), "EOF") ||
 		strings.Contains(err.Error(), "frame could not be parsed") || strings.Contains(err.Error(), "connection reset"):
 		// A TLS listener answers the AMQP header with an alert or closes.
+		// amqp091 turns what its reader met into the text of a frame error
+		// (a handshake timeout too), so only the text tells them apart.
 		return nil, fmt.Errorf("%w: %s gave no AMQP answer to a plaintext connection: not a plaintext port? if it is RabbitMQ's TLS port (5671), use amqps://: %v", adapters.ErrTLS, addr, err)
 	default:
 		return nil, err
@@ -144,16 +136,10 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 
 // close closes the connection; later channel calls fail with ErrClosed.
 func (c *connector) close(ctx context.Context) error {
-	if err := c.acquire(ctx); err != nil {
-		return err
-	}
-	defer func() { <-c.lock }()
-	c.shut = true
-	if c.conn == nil || c.conn.IsClosed() {
-		return nil
-	}
-	if err := c.conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) && !c.conn.IsClosed() {
-		return fmt.Errorf("amqp: close %s connection: %w", c.name, err)
-	}
-	return nil // closed, possibly because the network had already broken it
+	return c.Close(ctx, func(conn *amqp.Connection) error {
+		if err := conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) && !conn.IsClosed() {
+			return fmt.Errorf("amqp: close %s connection: %w", c.name, err)
+		}
+		return nil // closed, possibly because the network had already broken it
+	})
 }

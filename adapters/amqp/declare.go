@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,10 +29,10 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	return c.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
 		for _, g := range spec.Groups {
 			var err error
-			if q, ok := c.opts.Existing.queue(spec.Topic, g); ok {
+			if q, ok := c.opts.Existing.Groups[ExistingGroup{Topic: spec.Topic, Group: g}]; ok {
 				err = c.verifyAdopted(ctx, q, spec)
 			} else {
-				err = c.declareGroup(ctx, c.topo.groupQueue(spec.Topic, g, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}), spec.Topic, false)
+				err = c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.lbQueue(spec.Topic, g), spec.Topic, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}), spec.Topic, false)
 			}
 			if err != nil {
 				return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
@@ -46,34 +47,14 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 // spec sets them (its other arguments are not compared); nothing is
 // changed. A difference is a *ports.RedeclareError.
 func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
-	d := queueDecl{name: q, durable: true, args: amqp.Table{}}
-	if spec.Retention > 0 {
-		d.args["x-message-ttl"] = max(int64(spec.Retention/time.Millisecond), 1)
-	}
-	if spec.MaxLength > 0 {
-		d.args["x-max-length"] = int64(spec.MaxLength)
-	}
-	open := func() (*amqp.Channel, error) { return c.pubC.channel(ctx) }
-	ch, err := open()
-	if err == nil {
-		_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
-		ch.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("adopted queue %q does not exist (sluice never declares an adopted queue): %w", q, err)
-	}
+	d := queueDecl{name: q, durable: true, args: limits(amqp.Table{}, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength})}
 	if len(d.args) == 0 {
-		return nil
+		d.args = nil // check that it exists, nothing more
 	}
-	if ch, err = open(); err != nil {
-		return err
+	diffs, matched, err := differences(ctx, c.pubC, d, true)
+	if err != nil {
+		return fmt.Errorf("adopted queue %q does not exist or cannot be checked (sluice never declares an adopted queue): %w", q, err)
 	}
-	_, err = ch.QueueDeclare(d.name, d.durable, false, false, false, d.args)
-	ch.Close()
-	if err == nil || !isPrecondition(err) {
-		return err // nil: a no-op declaration, the arguments match
-	}
-	diffs, matched := probe(open, d, err)
 	var texts, all []string
 	for _, x := range diffs {
 		if _, ours := d.args[x.key]; ours || x.key == "" {
@@ -98,44 +79,26 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
 		return err
 	}
-	if _, ok := c.opts.Existing.queue(topic, group); ok {
+	if _, ok := c.opts.Existing.Groups[ExistingGroup{Topic: topic, Group: group}]; ok {
 		return nil
 	}
-	if err := c.declareGroup(ctx, c.topo.groupQueue(topic, group, c.shape(topic, false, false)), topic, true); err != nil {
+	if err := c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.lbQueue(topic, group), topic, c.shape(topic, false, false)), topic, true); err != nil {
 		return fmt.Errorf("amqp: declare group %q of %s: %w", group, topic, err)
 	}
 	return nil
 }
 
-func (c *conn) declareGroup(ctx context.Context, d queueDecl, topic ports.Topic, tolerate bool) error {
-	ch, err := c.pubC.channel(ctx)
-	if err != nil {
+// declare declares d on a channel of conn. A queue that exists with other
+// arguments is a *ports.RedeclareError naming each, unless tolerate is set
+// and they are only the TTL or length of a topic another process declared:
+// then the queue is used as it is.
+func (c *conn) declare(ctx context.Context, conn *connector, d queueDecl, topic ports.Topic, tolerate bool) error {
+	diffs, matched, err := differences(ctx, conn, d, false)
+	if err != nil || len(diffs) == 0 {
 		return err
 	}
-	defer func() { ch.Close() }()
-	return c.declareOn(ctx, c.pubC, &ch, d, topic, tolerate)
-}
-
-// declareOn declares d on *ch, a channel of conn (replaced when a refusal
-// closed it). A queue that exists with other arguments is a
-// *ports.RedeclareError naming each, unless tolerate is set and they are
-// only the TTL or length of a topic another process declared: then the
-// queue is used as it is.
-func (c *conn) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel, d queueDecl, topic ports.Topic, tolerate bool) error {
-	err := d.declare(*ch)
-	if !isPrecondition(err) {
-		return err
-	}
-	open := func() (*amqp.Channel, error) { return conn.channel(ctx) }
-	diffs, matched := probe(open, d, err)
-	nc, oerr := open()
-	if oerr != nil {
-		return oerr
-	}
-	(*ch).Close()
-	*ch = nc
 	_, declaredHere := c.declared.Lookup(topic)
-	onlyTopic := len(diffs) > 0
+	onlyTopic := true
 	texts := make([]string, len(diffs))
 	for i, x := range diffs {
 		texts[i] = x.text
@@ -146,7 +109,7 @@ func (c *conn) declareOn(ctx context.Context, conn *connector, ch **amqp.Channel
 	}
 	c.opts.Logger.Info("sluice amqp: queue exists with the retention or length of a topic declared elsewhere; used as it is",
 		"queue", d.name, "differences", strings.Join(texts, "; "))
-	return d.bind(nc) // the refused declaration bound nothing
+	return conn.with(ctx, d.bind) // the refused declaration bound nothing
 }
 
 // shape returns the queue arguments a subscription queue of topic gets.
@@ -173,33 +136,29 @@ type queueDecl struct {
 	binds   [][2]string
 }
 
-// groupQueue is the declaration of the LoadBalance queue of group.
-func (t *topology) groupQueue(topic ports.Topic, group string, sh queueShape) queueDecl {
-	name := t.lbQueue(topic, group)
-	if sh.bestEffort {
-		name = t.shorten(fmt.Sprintf("%s/%s/q0/%s", t.ns, topic.Physical(".."), group))
-	}
-	return t.queueDecl(name, topic, sh)
-}
-
 // queueDecl is the declaration of queue name for topic with shape sh,
 // bound under the topic and under its own route.
 func (t *topology) queueDecl(name string, topic ports.Topic, sh queueShape) queueDecl {
-	args := t.queueArgs(sh.expires)
+	args := limits(t.queueArgs(sh.expires), sh)
 	if sh.bestEffort {
 		args["x-queue-type"] = string(Classic)
-	}
-	if sh.ttl > 0 {
-		args["x-message-ttl"] = max(int64(sh.ttl/time.Millisecond), 1)
-	}
-	if sh.maxLen > 0 {
-		args["x-max-length"] = int64(sh.maxLen)
 	}
 	if sh.singleActive {
 		args["x-single-active-consumer"] = true
 	}
 	exch, key := t.target(topic)
 	return queueDecl{name: name, durable: !sh.bestEffort, args: args, binds: [][2]string{{exch, key}, {t.topics, route(name)}}}
+}
+
+// limits sets sh's retention and length in args and returns args.
+func limits(args amqp.Table, sh queueShape) amqp.Table {
+	if sh.ttl > 0 {
+		args["x-message-ttl"] = max(int64(sh.ttl/time.Millisecond), 1)
+	}
+	if sh.maxLen > 0 {
+		args["x-max-length"] = int64(sh.maxLen)
+	}
+	return args
 }
 
 // declare declares d and binds it.
@@ -222,16 +181,13 @@ func (d queueDecl) bind(ch *amqp.Channel) error {
 // bindRequeueRoute binds an adopted queue under its route on the
 // namespace exchange, into which the delay queues dead-letter, before its
 // first delayed requeue.
-func (s *sub) bindRequeueRoute(ctx context.Context, delay time.Duration) error {
-	if !s.adopted || delay <= 0 || s.routeBound.Load() {
+func (s *sub) bindRequeueRoute(ctx context.Context) error {
+	if !s.adopted || s.routeBound.Load() {
 		return nil
 	}
-	ch, err := s.c.subC.channel(ctx)
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
-	if err := ch.QueueBind(s.queue, route(s.queue), s.c.topo.topics, false, nil); err != nil {
+	if err := s.c.subC.with(ctx, func(ch *amqp.Channel) error {
+		return ch.QueueBind(s.queue, route(s.queue), s.c.topo.topics, false, nil)
+	}); err != nil {
 		return fmt.Errorf("bind adopted queue %q to its requeue route on %q: %w", s.queue, s.c.topo.topics, err)
 	}
 	s.routeBound.Store(true)
@@ -264,10 +220,31 @@ type argDiff struct {
 	cur  string // the existing value ("" for none)
 }
 
+// differences declares d on a channel of conn (after a passive check that
+// the queue exists, when passive; only that when d.args is nil) and, when
+// the broker refuses it, learns each argument in which the queue differs;
+// matched: the last declaration matched the queue, so diffs is complete.
+// A queue that exists is never changed.
+func differences(ctx context.Context, conn *connector, d queueDecl, passive bool) (diffs []argDiff, matched bool, err error) {
+	err = conn.with(ctx, func(ch *amqp.Channel) error {
+		if passive { // first: a declaration would create a deleted queue
+			if _, err := ch.QueueDeclarePassive(d.name, true, false, false, false, nil); err != nil || d.args == nil {
+				return err
+			}
+		}
+		return d.declare(ch)
+	})
+	if !isPrecondition(err) {
+		return nil, err == nil, err
+	}
+	diffs, matched = probe(ctx, conn, d, err)
+	return diffs, matched, nil
+}
+
 // probe finds the arguments in which d differs from the existing queue,
 // starting from the refusal first; matched: the last probe matched the
 // queue, so diffs is complete.
-func probe(open func() (*amqp.Channel, error), d queueDecl, first error) (diffs []argDiff, matched bool) {
+func probe(ctx context.Context, conn *connector, d queueDecl, first error) (diffs []argDiff, matched bool) {
 	args, durable, err := maps.Clone(d.args), d.durable, first
 	if args == nil {
 		args = amqp.Table{}
@@ -288,13 +265,10 @@ func probe(open func() (*amqp.Channel, error), d queueDecl, first error) (diffs 
 		} else if !adoptValue(args, key, m) {
 			return diffs, false
 		}
-		ch, oerr := open()
-		if oerr != nil {
-			return diffs, false
-		}
-		_, err = ch.QueueDeclare(d.name, durable, false, false, false, args)
-		ch.Close()
-		if err == nil {
+		if err = conn.with(ctx, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(d.name, durable, false, false, false, args)
+			return err
+		}); err == nil {
 			return diffs, true
 		}
 	}
@@ -308,49 +282,37 @@ func adoptValue(args amqp.Table, key string, m []string) bool {
 		delete(args, key)
 		return true
 	}
-	raw, typ := m[6], ""
-	if m[4] != "" || m[5] != "" {
-		raw, typ = m[4], m[5]
+	raw, typ := m[4]+m[6], m[5]
+	if typ == "" {
+		switch args[key].(type) {
+		case string:
+			typ = "longstr"
+		case bool:
+			typ = "bool"
+		}
 	}
-	_, isStr := args[key].(string)
-	_, isBool := args[key].(bool)
-	switch {
-	case typ == "longstr" || typ == "" && isStr:
+	var err error
+	switch typ {
+	case "longstr":
 		args[key] = raw
-	case typ == "bool" || typ == "" && isBool:
-		b, err := strconv.ParseBool(raw)
-		args[key] = b
-		return err == nil
+	case "bool":
+		args[key], err = strconv.ParseBool(raw)
 	default:
-		n, err := strconv.ParseInt(raw, 10, 64)
-		args[key] = n
-		return err == nil
+		args[key], err = strconv.ParseInt(raw, 10, 64)
 	}
-	return true
+	return err == nil
 }
 
-// queueType learns the type of the existing queue q (an adopted one) by
-// probing a durable quorum declaration: nothing is changed.
+// queueType learns the type of the existing queue q (an adopted one) from
+// a durable quorum declaration, refused with the type it has.
 func (c *conn) queueType(ctx context.Context, q string) string {
-	open := func() (*amqp.Channel, error) { return c.pubC.channel(ctx) }
-	d := queueDecl{name: q, durable: true, args: amqp.Table{"x-queue-type": string(Quorum)}}
-	ch, err := open()
-	if err == nil { // the passive check first: a declaration would create a deleted queue
-		if _, err = ch.QueueDeclarePassive(q, true, false, false, false, nil); err == nil {
-			_, err = ch.QueueDeclare(q, true, false, false, false, d.args)
-		}
-		ch.Close()
-	}
-	if err == nil {
-		return string(Quorum)
-	}
-	diffs, matched := probe(open, d, err)
+	diffs, matched, err := differences(ctx, c.pubC, queueDecl{name: q, durable: true, args: amqp.Table{"x-queue-type": string(Quorum)}}, true)
 	for _, x := range diffs {
 		if x.key == "x-queue-type" {
-			return firstOf(x.cur, string(Classic)) // declared without a type: the default
+			return cmp.Or(x.cur, string(Classic)) // declared without a type: the default
 		}
 	}
-	if matched {
+	if matched && err == nil {
 		return string(Quorum)
 	}
 	return "unknown"

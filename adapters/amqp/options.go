@@ -1,12 +1,14 @@
 package amqp
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -22,59 +24,31 @@ const (
 	Classic QueueType = "classic"
 )
 
-// Options configure an Adapter. Only URL is required; every other zero
-// field takes the default named in its comment.
+// Options configure an Adapter. Only URL is required; a zero field takes
+// its default. docs/adapters/amqp.md explains each.
 type Options struct {
-	// URL is the broker's AMQP 0-9-1 URL, amqp:// or amqps://. Required.
-	URL string
-	// TLS configures amqps connections. Default: the system roots.
-	TLS *tls.Config
-	// External logs in with SASL EXTERNAL (the user is the client
-	// certificate's): it needs an amqps URL without credentials and a
-	// client certificate in TLS.
-	External bool
-	// Namespace prefixes every exchange and queue the adapter declares.
-	// Letters, digits, '.', '-', '_'. Default "sluice".
-	Namespace string
-	// QueueType is the type of the subscription queues. Default Quorum.
-	QueueType QueueType
+	URL       string      // amqp:// or amqps:// (AMQP 0-9-1); required
+	TLS       *tls.Config // for amqps; default: the system roots
+	External  bool        // SASL EXTERNAL login: amqps, no credentials, a client certificate in TLS
+	Namespace string      // prefixes every exchange and queue; letters, digits, '.', '-', '_'; default "sluice"
+	QueueType QueueType   // of the subscription and delay queues; default Quorum
 	// DropUnroutable publishes Sends without the mandatory flag: RabbitMQ
-	// confirms and drops a message no queue is bound for. Default false:
-	// its Send fails with ports.ErrNoSubscriber. Requeues and dead
+	// confirms and drops a message no queue is bound for, where Send
+	// otherwise fails it with ports.ErrNoSubscriber. Requeues and dead
 	// letters are always mandatory.
-	DropUnroutable bool
-	// PublishChannels is how many confirm channels Send spreads publishes
-	// over. Default 1.
-	PublishChannels int
-	// MaxOutstanding bounds the unconfirmed publishes per publish channel;
-	// Send waits (bounded by its ctx) at the bound. Default 4096.
-	MaxOutstanding int
-	// DialTimeout bounds one TCP connect plus AMQP handshake. Default 10s.
-	DialTimeout time.Duration
-	// Heartbeat is the AMQP heartbeat interval. Default 10s.
-	Heartbeat time.Duration
-	// ReconnectBackoff is the first wait before a subscription consumes
-	// again after a loss (default 100ms); it doubles up to
-	// ReconnectMaxBackoff (default 5s).
-	ReconnectBackoff, ReconnectMaxBackoff time.Duration
-	// OrphanExpiry is the x-expires of a Broadcast queue whose spec has no
-	// InstanceTTL (it removes the queue of an instance that died).
-	// Default 10 minutes.
-	OrphanExpiry time.Duration
-	// DelayGranularity is the relative step between delay queues: a delay
-	// is rounded up to the next step, never early. Default 0.05.
-	DelayGranularity float64
-	// DelaySlack is added to every delay before rounding. Default 10ms.
-	DelaySlack time.Duration
-	// Existing adopts exchanges and queues that exist already under their
-	// own names (see Existing). Default: none.
-	Existing *Existing
-	// MaxMessageBytes is the largest payload Send accepts (the broker's
-	// max_message_size). Default 128 MiB.
-	MaxMessageBytes int
-	// Logger receives the capability line and subscription notes.
-	// Default slog.Default().
-	Logger *slog.Logger
+	DropUnroutable      bool
+	PublishChannels     int           // confirm channels Send spreads publishes over; default 1
+	MaxOutstanding      int           // unconfirmed publishes per channel before Send waits; default 4096
+	DialTimeout         time.Duration // one TCP connect and AMQP handshake; default 10s
+	Heartbeat           time.Duration // default 10s
+	ReconnectBackoff    time.Duration // the first wait before consuming again after a loss; default 100ms
+	ReconnectMaxBackoff time.Duration // the doubling wait's bound; default 5s
+	OrphanExpiry        time.Duration // x-expires of a Broadcast queue without InstanceTTL; default 10m
+	DelayGranularity    float64       // relative step between delay queues, rounded up to; default 0.05
+	DelaySlack          time.Duration // added to every delay before rounding; default 10ms
+	Existing            *Existing     // exchanges and queues adopted under their own names
+	MaxMessageBytes     int           // the largest payload (the broker's max_message_size); default 128 MiB
+	Logger              *slog.Logger  // the capability line, subscription notes; default slog.Default()
 
 	testHook func(*ports.Message, *item) // set by this package's tests
 }
@@ -82,41 +56,21 @@ type Options struct {
 const maxMessageBytes = 128 << 20
 
 func (o Options) withDefaults() Options {
-	for _, d := range []struct {
-		p *time.Duration
-		v time.Duration
-	}{{&o.DialTimeout, 10 * time.Second}, {&o.Heartbeat, 10 * time.Second}, {&o.ReconnectBackoff, 100 * time.Millisecond},
-		{&o.OrphanExpiry, 10 * time.Minute}, {&o.DelaySlack, 10 * time.Millisecond}} {
-		if *d.p <= 0 {
-			*d.p = d.v
-		}
-	}
+	kit.Default(&o.DialTimeout, 10*time.Second)
+	kit.Default(&o.Heartbeat, 10*time.Second)
+	kit.Default(&o.ReconnectBackoff, 100*time.Millisecond)
 	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
 		o.ReconnectMaxBackoff = max(5*time.Second, o.ReconnectBackoff)
 	}
-	for _, d := range []struct {
-		p *int
-		v int
-	}{{&o.PublishChannels, 1}, {&o.MaxOutstanding, 4096}, {&o.MaxMessageBytes, maxMessageBytes}} {
-		if *d.p <= 0 {
-			*d.p = d.v
-		}
-	}
-	o.Namespace, o.QueueType = firstOf(o.Namespace, "sluice"), firstOf(o.QueueType, Quorum)
-	if o.DelayGranularity <= 0 {
-		o.DelayGranularity = 0.05
-	}
-	o.Logger = firstOf(o.Logger, slog.Default())
+	kit.Default(&o.OrphanExpiry, 10*time.Minute)
+	kit.Default(&o.DelayGranularity, 0.05)
+	kit.Default(&o.DelaySlack, 10*time.Millisecond)
+	kit.Default(&o.PublishChannels, 1)
+	kit.Default(&o.MaxOutstanding, 4096)
+	kit.Default(&o.MaxMessageBytes, maxMessageBytes)
+	o.Namespace, o.QueueType = cmp.Or(o.Namespace, "sluice"), cmp.Or(o.QueueType, Quorum)
+	o.Logger, o.Existing = cmp.Or(o.Logger, slog.Default()), cmp.Or(o.Existing, &Existing{})
 	return o
-}
-
-// firstOf returns a unless it is the zero value, else b.
-func firstOf[T comparable](a, b T) T {
-	var zero T
-	if a != zero {
-		return a
-	}
-	return b
 }
 
 // validate reports the first problem with o (after defaults) as a
@@ -145,5 +99,10 @@ func (o Options) validate() error {
 	case o.DelayGranularity > 1:
 		return bad("DelayGranularity", "must be within (0, 1]")
 	}
-	return o.Existing.validate()
+	for t, x := range o.Existing.Topics {
+		if t.Validate() != nil || x.Exchange == "" {
+			return bad("Existing.Topics", fmt.Sprintf("%q → %q needs a valid topic and an exchange (the default exchange cannot be adopted)", string(t), x.Exchange))
+		}
+	}
+	return kit.CheckExistingGroups("amqp.Options.Existing.Groups", o.Existing.Groups)
 }

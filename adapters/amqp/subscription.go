@@ -1,11 +1,10 @@
 package amqp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,38 +23,35 @@ import (
 type sub struct {
 	c                     *conn
 	spec                  ports.SubscriptionSpec
-	queue, dlGroup        string
+	queue                 string
 	expires               time.Duration // x-expires; 0: none
 	deleteOnStop, adopted bool
 	bestEffort            bool        // a non-durable classic queue
 	routeBound            atomic.Bool // an adopted queue's requeue route is bound
-
-	mu     sync.Mutex // guards cur, its tags and the acks written on it
-	cur    *consumer
-	closed bool
-	recs   []driver.Record // reused by ReceiveBatch
+	cons                  *kit.Lazy[*consumer]
+	consumed              bool // a consumer was established (guarded by cons)
+	dels                  []amqp.Delivery
+	recs                  []driver.Record
 }
 
-var _ driver.Requeuer = (*sub)(nil)
+var _ driver.RequeueCopier = (*sub)(nil)
 
-// consumer is one channel consuming the queue.
+// consumer is one channel consuming the queue, lost once its deliveries
+// ended or it was closed.
 type consumer struct {
 	ch        *amqp.Channel
 	dels      <-chan amqp.Delivery
 	closed    <-chan *amqp.Error
 	cancelled <-chan string
-	tags      tags
+	lost      atomic.Bool
+	mu        sync.Mutex // guards acks
+	acks      kit.CumulativeAcks
 }
 
-// handle is a record's channel and delivery tag, and what a requeue copy
-// is made of.
+// handle is a record's channel and delivery tag.
 type handle struct {
-	c       *consumer
-	tag     uint64
-	headers ports.Headers
-	payload []byte
-	count   int // the redelivery count reported
-	mode    uint8
+	c   *consumer
+	tag uint64
 }
 
 var errDeliveryLost = fmt.Errorf("amqp: %w", driver.ErrRecordsLost)
@@ -69,37 +65,34 @@ const instanceSettle = 2 * time.Second
 // spec.InFlight. It logs the queue's type and whether its redelivery count
 // is exact (at Info when that differs from the capabilities).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), dlGroup: firstOf(spec.Group, "dead-letters"), bestEffort: spec.QoS == ports.BestEffort}
-	if q, ok := c.opts.Existing.queue(spec.Topic, spec.Group); ok && spec.Mode == ports.LoadBalance {
-		s.queue, s.adopted = q, true
-		if spec.SingleActive {
-			return nil, fmt.Errorf("%w: amqp: SubscriptionSpec.SingleActive on adopted queue %q: single-active is the queue argument x-single-active-consumer, fixed when the queue was declared, and sluice never redeclares an adopted queue (declare it with that argument, and subscribe without SingleActive)", ports.ErrUnsupported, q)
-		}
-	} else if s.bestEffort && spec.Mode == ports.LoadBalance {
-		s.queue = c.topo.groupQueue(spec.Topic, spec.Group, queueShape{bestEffort: true}).name
-	}
 	if err := broadcastNames(spec); err != nil {
 		return nil, err
 	}
-	if spec.Mode == ports.Broadcast {
-		s.expires = spec.InstanceTTL
-		if s.expires == 0 {
-			s.expires, s.deleteOnStop = c.opts.OrphanExpiry, true
+	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), bestEffort: spec.QoS == ports.BestEffort}
+	s.cons = kit.NewLazy(s.establish, func(c *consumer) bool { return !c.lost.Load() })
+	if q, ok := c.opts.Existing.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; ok && spec.Mode == ports.LoadBalance {
+		if spec.SingleActive {
+			return nil, fmt.Errorf("%w: amqp: SubscriptionSpec.SingleActive on adopted queue %q: single-active is the queue argument x-single-active-consumer, fixed when the queue was declared, and sluice never redeclares an adopted queue (declare it with that argument, and subscribe without SingleActive)", ports.ErrUnsupported, q)
 		}
+		s.queue, s.adopted = q, true
+	} else if s.bestEffort && spec.Mode == ports.LoadBalance {
+		s.queue = c.topo.shorten(fmt.Sprintf("%s/%s/q0/%s", c.topo.ns, spec.Topic.Physical(".."), spec.Group))
 	}
-	cur, err := s.establish(ctx)
+	if spec.Mode == ports.Broadcast {
+		s.expires, s.deleteOnStop = cmp.Or(spec.InstanceTTL, c.opts.OrphanExpiry), spec.InstanceTTL == 0
+	}
+	_, err := s.cons.Get(ctx)
 	for end := time.Now().Add(instanceSettle); errors.Is(err, ports.ErrInstanceShared) && time.Now().Before(end); {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		cur, err = s.establish(ctx)
+		_, err = s.cons.Get(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("amqp: subscribe %s: %w", s.queue, err)
 	}
-	s.cur = cur
 	qt := string(c.opts.QueueType)
 	if s.bestEffort {
 		qt = string(Classic)
@@ -129,17 +122,16 @@ func broadcastNames(spec ports.SubscriptionSpec) error {
 // exclusive, which quorum queues ignore: its consumer count is checked
 // before and after consuming.
 func (s *sub) establish(ctx context.Context) (*consumer, error) {
+	if err := s.declare(ctx); err != nil {
+		return nil, err
+	}
 	ch, err := s.c.subC.channel(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cur := &consumer{ch: ch}
 	exclusive := s.spec.Mode == ports.Broadcast
-	if err = s.declare(ctx, &cur.ch); err == nil {
-		ch = cur.ch
-		err = ch.Qos(s.spec.InFlight, 0, false)
-	}
-	if err == nil && exclusive {
+	cur := &consumer{ch: ch, acks: kit.CumulativeAcks{Ack: ch.Ack}}
+	if err = ch.Qos(s.spec.InFlight, 0, false); err == nil && exclusive {
 		err = s.checkAlone(ch, 0)
 	}
 	if err == nil {
@@ -154,38 +146,38 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 		err = s.checkAlone(ch, 1)
 	}
 	if err != nil {
-		cur.ch.Close() // cancels the consumer: the broker requeues what it delivered
+		ch.Close() // cancels the consumer: the broker requeues what it delivered
 		return nil, err
 	}
-	cur.tags.ack = cur.ch.Ack
+	if s.consumed {
+		s.c.opts.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue)
+	}
+	s.consumed = true
 	return cur, nil
 }
 
 // declare declares the subscription's queue (an adopted one is checked to
 // exist) and, unless dead-lettering is off, the group's queue of the
-// dead-letter topic.
-func (s *sub) declare(ctx context.Context, ch **amqp.Channel) error {
-	t := s.c.topo
+// dead-letter topic. A refusal is ports.ErrInvalid.
+func (s *sub) declare(ctx context.Context) error {
+	t, dlt := s.c.topo, ports.DeadLetterTopic(s.spec.Topic)
+	var err error
 	if s.adopted {
-		if _, err := (*ch).QueueDeclarePassive(s.queue, true, false, false, false, nil); err != nil {
+		if err = s.c.subC.with(ctx, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
+			return err
+		}); err != nil {
 			return fmt.Errorf("adopted queue %q (Options.Existing) does not exist; sluice never declares an adopted queue: %w", s.queue, err)
 		}
 	} else {
 		sh := s.c.shape(s.spec.Topic, s.spec.SingleActive, s.bestEffort)
 		sh.expires = s.expires
-		if err := s.c.declareOn(ctx, s.c.subC, ch, t.queueDecl(s.queue, s.spec.Topic, sh), s.spec.Topic, true); err != nil {
-			return invalid(err)
-		}
+		err = s.c.declare(ctx, s.c.subC, t.queueDecl(s.queue, s.spec.Topic, sh), s.spec.Topic, true)
 	}
-	dlt := ports.DeadLetterTopic(s.spec.Topic)
-	if _, adopted := s.c.opts.Existing.topic(dlt); s.spec.DisableDeadLetter || s.bestEffort || len(dlt) > 200 || adopted {
-		return nil
+	if _, adopted := s.c.opts.Existing.Topics[dlt]; err == nil && !s.spec.DisableDeadLetter && !s.bestEffort && len(dlt) <= 200 && !adopted {
+		dlq := t.lbQueue(dlt, cmp.Or(s.spec.Group, "dead-letters"))
+		err = s.c.declare(ctx, s.c.subC, t.queueDecl(dlq, dlt, queueShape{}), dlt, true)
 	}
-	return invalid(s.c.declareOn(ctx, s.c.subC, ch, t.queueDecl(t.lbQueue(dlt, s.dlGroup), dlt, queueShape{}), dlt, true))
-}
-
-// invalid marks a broker refusal of a declaration as ports.ErrInvalid.
-func invalid(err error) error {
 	var ae *amqp.Error
 	if errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.AccessRefused) {
 		return fmt.Errorf("%w: %w", ports.ErrInvalid, err)
@@ -213,78 +205,48 @@ func (s *sub) instanceInUse(cause error) error {
 // ReceiveBatch returns what the broker pushed (up to max, at least one);
 // the prefetch bounds what it pushes. After a loss it consumes again.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
-	s.mu.Lock()
-	cur, closed := s.cur, s.closed
-	var err error
-	if cur != nil && s.spec.InFlight > 0 && len(cur.tags.out) >= s.spec.InFlight && cur.tags.waiting() {
-		err = cur.tags.flush() // the prefetch is full of records settled above a gap
+	cur, err := s.cons.Get(ctx)
+	if err != nil {
+		return nil, err
 	}
-	s.mu.Unlock()
-	if closed {
-		return nil, ports.ErrClosed
+	cur.mu.Lock()
+	if cur.acks.Out() >= s.spec.InFlight && cur.acks.Waiting() {
+		err = cur.acks.Flush() // the prefetch is full of records settled above a gap
 	}
+	cur.mu.Unlock()
 	if err != nil {
 		return nil, s.lose(cur)
 	}
-	if cur == nil {
-		nc, err := s.establish(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			nc.ch.Close()
-			return nil, ports.ErrClosed
-		}
-		s.cur, cur = nc, nc
-		s.mu.Unlock()
-		s.c.opts.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue)
+	dels, open, err := kit.Take(ctx, cur.dels, max, s.dels[:0])
+	if err != nil {
+		return nil, err
 	}
-	var d amqp.Delivery
-	ok := true
-	select {
-	case d, ok = <-cur.dels:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if !ok {
+	if len(dels) == 0 && !open { // a channel closed after deliveries is seen by the next call
 		return nil, s.lose(cur)
 	}
 	now, recs := time.Now(), s.recs[:0]
-	for ok {
-		dec := decode(&d)
-		n := dec.requeues + dec.returns
+	cur.mu.Lock()
+	for i := range dels {
+		cur.acks.Add(dels[i].DeliveryTag)
+	}
+	cur.mu.Unlock()
+	for i := range dels {
+		d := &dels[i]
+		dec := decode(d)
 		recs = append(recs, driver.Record{
 			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
-			RedeliveryCount: n, Facts: dec.facts, ReceivedAt: now, Err: dec.err,
-			Handle: &handle{c: cur, tag: d.DeliveryTag, headers: dec.headers, payload: d.Body, count: n, mode: d.DeliveryMode},
+			RedeliveryCount: dec.requeues + dec.returns, Facts: dec.facts, ReceivedAt: now, Err: dec.err,
+			Handle: &handle{c: cur, tag: d.DeliveryTag},
 		})
-		if len(recs) == max {
-			break
-		}
-		select {
-		case d, ok = <-cur.dels: // a closed channel is seen by the next call
-		default:
-			ok = false
-		}
 	}
-	s.mu.Lock()
-	for _, r := range recs {
-		cur.tags.add(r.Handle.(*handle).tag)
-	}
-	s.mu.Unlock()
-	s.recs = recs
+	clear(dels)
+	s.dels, s.recs = dels[:0], recs
 	return recs, nil
 }
 
-// lose forgets cur after its delivery channel closed and says why.
+// lose marks cur lost, after its delivery channel closed, and says why.
 func (s *sub) lose(cur *consumer) error {
-	s.mu.Lock()
-	if s.cur == cur {
-		s.cur = nil
-	}
-	s.mu.Unlock()
+	cur.lost.Store(true)
 	err := &lostError{err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue), code: ports.ErrUnreachable}
 	if tag, ok := recvNow(cur.cancelled); ok && tag != "" { // notified before the deliveries close
 		err = &lostError{err: fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)}
@@ -311,19 +273,19 @@ func recvNow[T any](c <-chan T) (v T, ok bool) {
 // driver.ErrRecordsLost.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	var buf [64]uint64
+	var cur *consumer
 	ts, lost := buf[:0], 0
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur := s.cur
 	for _, h := range handles {
-		if x := h.(*handle); x.c == cur && cur != nil {
-			ts = append(ts, x.tag)
-		} else {
+		if x := h.(*handle); x.c.lost.Load() || cur != nil && x.c != cur {
 			lost++
+		} else {
+			cur, ts = x.c, append(ts, x.tag)
 		}
 	}
 	if cur != nil {
-		n, err := cur.tags.settle(ts)
+		cur.mu.Lock()
+		n, err := cur.acks.Settle(ts)
+		cur.mu.Unlock()
 		if err != nil {
 			return errors.Join(err, errDeliveryLost)
 		}
@@ -335,59 +297,41 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-// SendRequeues publishes a copy of each record, its count incremented, to
-// the subscription's own queue (at its tail, or through a delay queue) and
-// acks the originals once every copy is confirmed.
-func (s *sub) SendRequeues(ctx context.Context, handles []any, delay time.Duration) error {
-	if err := s.bindRequeueRoute(ctx, delay); err != nil {
-		return err
-	}
-	items := make([]item, len(handles))
-	for i, h := range handles {
-		x := h.(*handle)
-		hd := maps.Clone(x.headers)
-		hd[ports.HeaderRedeliveryCount] = strconv.Itoa(x.count + 1)
-		delete(hd, kit.HeaderNotBefore)
-		items[i] = item{key: s.queue, pub: encode(hd, x.payload), mandatory: true}
-		items[i].pub.DeliveryMode = x.mode
-		if delay > 0 {
-			items[i].key = route(s.queue)
-			s.c.pub.delayed(&items[i], delay)
+// SendRequeueCopies publishes the requeue copies (their count
+// incremented) to the subscription's own queue, at its tail or through a
+// delay queue: sent to the topic, they would reach every group.
+func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
+	items := make([]item, len(msgs))
+	for i := range msgs {
+		m, it := &msgs[i], &items[i]
+		delete(m.Headers, kit.HeaderNotBefore) // the delay queue delays it
+		*it = item{key: s.queue, pub: encode(m.Headers, m.Payload), mandatory: true}
+		if m.Delay > 0 {
+			it.key, it.err = route(s.queue), s.bindRequeueRoute(ctx)
+			s.c.topo.delayed(it, m.Delay)
 		}
 	}
-	var errs []error
-	for i, err := range s.c.pub.publishAll(ctx, items) {
-		if err != nil {
-			errs = append(errs, fmt.Errorf("requeue copy %d of %d to %q: %w", i+1, len(items), s.queue, err))
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	return s.SendAcks(ctx, handles)
+	return s.c.publish(ctx, items)
 }
 
 // Close closes the channel: the broker requeues every unacked record. A
 // BROADCAST queue without InstanceTTL is deleted.
 func (s *sub) Close(ctx context.Context) error {
-	s.mu.Lock()
-	cur := s.cur
-	s.cur, s.closed = nil, true
-	var err error
-	if cur != nil {
-		_ = cur.tags.flush() // settled records waiting above a gap; a failure leaves them to be redelivered
-		if err = cur.ch.Close(); errors.Is(err, amqp.ErrClosed) {
-			err = nil
+	err := s.cons.Close(ctx, func(cur *consumer) error {
+		cur.lost.Store(true)
+		cur.mu.Lock()
+		_ = cur.acks.Flush() // settled records waiting above a gap; a failure leaves them to be redelivered
+		cur.mu.Unlock()
+		if err := cur.ch.Close(); !errors.Is(err, amqp.ErrClosed) {
+			return err
 		}
-	}
-	s.mu.Unlock()
+		return nil
+	})
 	if s.deleteOnStop {
-		ch, derr := s.c.subC.channel(ctx)
-		if derr == nil {
-			_, derr = ch.QueueDelete(s.queue, false, false, false)
-			ch.Close()
-		}
-		err = errors.Join(err, derr)
+		err = errors.Join(err, s.c.subC.with(ctx, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDelete(s.queue, false, false, false)
+			return err
+		}))
 	}
 	if err != nil {
 		return fmt.Errorf("amqp: stop %s: %w", s.queue, err)

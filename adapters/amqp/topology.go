@@ -2,16 +2,13 @@ package amqp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"math"
 	"strconv"
-	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -23,9 +20,7 @@ type topology struct {
 	granularity         float64
 	slack               time.Duration
 	existing            *Existing
-
-	mu      sync.Mutex
-	buckets map[int64]time.Time // delay queue ms -> when last declared
+	buckets             kit.Ensured[int64] // the delay queues (ms) declared lately
 }
 
 const (
@@ -37,7 +32,8 @@ const (
 
 func newTopology(o Options) *topology {
 	return &topology{ns: o.Namespace, topics: o.Namespace + ".topics", delayEx: o.Namespace + ".delay", queueType: o.QueueType,
-		granularity: o.DelayGranularity, slack: o.DelaySlack, existing: o.Existing, buckets: map[int64]time.Time{}}
+		granularity: o.DelayGranularity, slack: o.DelaySlack, existing: o.Existing,
+		buckets: kit.Ensured[int64]{Refresh: bucketRefresh}}
 }
 
 // queueFor returns the physical queue of spec (defaults applied).
@@ -52,20 +48,14 @@ func (t *topology) lbQueue(topic ports.Topic, group string) string {
 	return t.shorten(fmt.Sprintf("%s/%s/lb/%s", t.ns, topic.Physical(".."), group))
 }
 
-func (t *topology) shorten(name string) string {
-	if len(name) <= maxQueueName {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return name[:maxQueueName-33] + "#" + hex.EncodeToString(sum[:16])
-}
+func (t *topology) shorten(name string) string { return kit.ShortName(name, maxQueueName) }
 
 // route is the routing key on <ns>.topics that reaches queue alone.
 func route(queue string) string { return "~" + queue }
 
 // target is the exchange and routing key of topic's messages.
 func (t *topology) target(topic ports.Topic) (exch, key string) {
-	if x, ok := t.existing.topic(topic); ok {
+	if x, ok := t.existing.Topics[topic]; ok {
 		return x.Exchange, x.RoutingKey
 	}
 	return t.topics, topic.Physical("..")
@@ -91,36 +81,13 @@ func (t *topology) declareExchanges(ch *amqp.Channel) error {
 	return nil
 }
 
-// bucket rounds a delay up to its delay queue, in milliseconds: the first
-// step of the geometric grid (1+granularity)^k ms at or above d+slack.
-func (t *topology) bucket(d time.Duration) int64 {
-	ms := float64(d+t.slack) / float64(time.Millisecond)
-	if ms <= 1 {
-		return 1
-	}
-	k := math.Ceil(math.Log(ms) / math.Log1p(t.granularity))
-	b := int64(math.Ceil(math.Pow(1+t.granularity, k)))
-	return max(b, int64(math.Ceil(ms))) // guard against floating error
-}
-
-// needBucket reports whether the delay queue ms must be declared.
-func (t *topology) needBucket(ms int64, now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	at, ok := t.buckets[ms]
-	return !ok || now.Sub(at) > bucketRefresh
-}
-
-// forgetBucket drops a declaration (a publish into it was unroutable).
-func (t *topology) forgetBucket(ms int64) {
-	t.mu.Lock()
-	delete(t.buckets, ms)
-	t.mu.Unlock()
-}
+// bucket is the delay queue (its TTL in ms) of a delay d: the first step
+// of the grid at or above d+slack.
+func (t *topology) bucket(d time.Duration) int64 { return kit.DelayStep(d+t.slack, t.granularity) }
 
 // declareBucket declares the delay queue ms and binds it to the delay
 // exchange; a quorum one dead-letters at-least-once.
-func (t *topology) declareBucket(ch *amqp.Channel, ms int64, now time.Time) error {
+func (t *topology) declareBucket(ch *amqp.Channel, ms int64) error {
 	q := t.ns + ".delay." + strconv.FormatInt(ms, 10)
 	args := amqp.Table{"x-queue-type": string(t.queueType), "x-message-ttl": ms, "x-dead-letter-exchange": t.topics,
 		"x-expires": ms + int64(2*bucketRefresh/time.Millisecond)}
@@ -135,9 +102,6 @@ func (t *topology) declareBucket(ch *amqp.Channel, ms int64, now time.Time) erro
 	if err := ch.QueueBind(q, "", t.delayEx, false, match); err != nil {
 		return fmt.Errorf("bind delay queue %q: %w", q, err)
 	}
-	t.mu.Lock()
-	t.buckets[ms] = now
-	t.mu.Unlock()
 	return nil
 }
 
@@ -163,55 +127,12 @@ type ExistingTopic struct {
 }
 
 // ExistingGroup names a LoadBalance group of a logical topic.
-type ExistingGroup struct {
-	Topic ports.Topic
-	Group string
-}
-
-func (e *Existing) topic(t ports.Topic) (ExistingTopic, bool) {
-	if e == nil {
-		return ExistingTopic{}, false
-	}
-	x, ok := e.Topics[t]
-	return x, ok
-}
-
-func (e *Existing) queue(t ports.Topic, group string) (string, bool) {
-	if e == nil {
-		return "", false
-	}
-	q, ok := e.Groups[ExistingGroup{Topic: t, Group: group}]
-	return q, ok
-}
-
-// validate reports a malformed mapping (as ports.ErrInvalid).
-func (e *Existing) validate() error {
-	if e == nil {
-		return nil
-	}
-	for t, x := range e.Topics {
-		if err := t.Validate(); err != nil {
-			return &ports.ValueError{Field: "amqp.Options.Existing.Topics", Reason: err.Error()}
-		}
-		if x.Exchange == "" {
-			return &ports.ValueError{Field: "amqp.Options.Existing.Topics", Reason: fmt.Sprintf("topic %q has no exchange (the default exchange cannot be adopted; name the exchange the topic is published to)", string(t))}
-		}
-	}
-	for g, q := range e.Groups {
-		if err := g.Topic.Validate(); err != nil || g.Group == "" || q == "" {
-			return &ports.ValueError{Field: "amqp.Options.Existing.Groups", Reason: fmt.Sprintf("%q/%q → %q needs a valid topic, a group and a queue", string(g.Topic), g.Group, q)}
-		}
-	}
-	return nil
-}
+type ExistingGroup = kit.ExistingGroup
 
 // check verifies, passively, that every adopted exchange and queue exists.
-func (e *Existing) check(ctx context.Context, open func(context.Context) (*amqp.Channel, error)) error {
-	if e == nil {
-		return nil
-	}
+func (e *Existing) check(ctx context.Context, c *connector) error {
 	try := func(what string, f func(ch *amqp.Channel) error) error {
-		ch, err := open(ctx)
+		ch, err := c.channel(ctx)
 		if err != nil {
 			return err
 		}

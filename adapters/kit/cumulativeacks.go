@@ -1,0 +1,80 @@
+package kit
+
+import (
+	"cmp"
+	"slices"
+)
+
+// CumulativeAcks acknowledges the deliveries of one channel on a broker
+// whose acknowledgement can cover every delivery up to a tag (AMQP 0-9-1
+// basic.ack with multiple, a cumulative ack): a round settled in any
+// order is acked with one cumulative ack up to the highest tag below
+// which every delivery is settled; a delivery settled above an unsettled
+// one waits for it, and an unsettled tag is never acked. Tags are added
+// in increasing order as the deliveries are handed out. Not safe for
+// concurrent use.
+type CumulativeAcks struct {
+	// Ack sends the broker's ack of tag alone, or of every tag up to it
+	// when cumulative is true.
+	Ack func(tag uint64, cumulative bool) error
+	out []ackTag // handed out and not acked on the wire, ascending
+}
+
+type ackTag struct {
+	tag     uint64
+	settled bool
+}
+
+// Add records a tag handed out, larger than every tag added before.
+func (a *CumulativeAcks) Add(tag uint64) { a.out = append(a.out, ackTag{tag: tag}) }
+
+// Settle marks tags settled and acks the settled prefix. unknown counts
+// the tags that were not handed out or were settled already (acking them
+// again is a protocol error on most brokers); they are left alone. An
+// error is Ack's: the channel is lost, and the broker redelivers what it
+// did not get.
+func (a *CumulativeAcks) Settle(tags []uint64) (unknown int, err error) {
+	for _, tag := range tags {
+		i, ok := slices.BinarySearchFunc(a.out, tag, func(s ackTag, tag uint64) int { return cmp.Compare(s.tag, tag) })
+		if !ok || a.out[i].settled {
+			unknown++
+			continue
+		}
+		a.out[i].settled = true
+	}
+	n := 0
+	for n < len(a.out) && a.out[n].settled {
+		n++
+	}
+	if n == 0 {
+		return unknown, nil
+	}
+	err = a.Ack(a.out[n-1].tag, true)
+	a.out = a.out[:copy(a.out, a.out[n:])]
+	return unknown, err
+}
+
+// Flush acks each settled tag that waits above an unsettled one, singly:
+// for a broker that counts them against its prefetch until it has them,
+// or before the channel closes.
+func (a *CumulativeAcks) Flush() error {
+	keep := a.out[:0]
+	for i, s := range a.out {
+		if !s.settled {
+			keep = append(keep, s)
+		} else if err := a.Ack(s.tag, false); err != nil {
+			a.out = append(keep, a.out[i:]...)
+			return err
+		}
+	}
+	a.out = keep
+	return nil
+}
+
+// Out returns how many tags are handed out and not acked on the wire.
+func (a *CumulativeAcks) Out() int { return len(a.out) }
+
+// Waiting reports whether settled tags wait for an unsettled one.
+func (a *CumulativeAcks) Waiting() bool {
+	return slices.ContainsFunc(a.out, func(s ackTag) bool { return s.settled })
+}

@@ -1,0 +1,71 @@
+package kit_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/sluicemq/sluice/adapters/kit"
+)
+
+// TestCumulativeAcksSettledPrefixWithOneAck: a round settled out of order
+// is acked with one cumulative ack up to the highest tag whose lower tags
+// are all settled; tags settled above a gap wait for it, and no unsettled
+// tag is ever acked.
+func TestCumulativeAcksSettledPrefixWithOneAck(t *testing.T) {
+	var wire []string
+	settled, acked := map[uint64]bool{}, map[uint64]bool{}
+	a := kit.CumulativeAcks{Ack: func(tag uint64, cumulative bool) error {
+		wire = append(wire, fmt.Sprintf("%d/%v", tag, cumulative))
+		for x := uint64(1); x <= tag; x++ {
+			if (cumulative || x == tag) && !acked[x] {
+				if !settled[x] {
+					t.Fatalf("ack %d/%v covers the unsettled tag %d", tag, cumulative, x)
+				}
+				acked[x] = true
+			}
+		}
+		return nil
+	}}
+	for tag := uint64(1); tag <= 8; tag++ {
+		a.Add(tag)
+	}
+	round := func(ts ...uint64) {
+		t.Helper()
+		for _, x := range ts {
+			settled[x] = true
+		}
+		if n, err := a.Settle(ts); n != 0 || err != nil {
+			t.Fatalf("Settle(%v) = %d, %v", ts, n, err)
+		}
+	}
+	round(3, 2, 5) // 1 is unsettled: nothing can be acked
+	if len(wire) != 0 {
+		t.Fatalf("acked %v above the unsettled tag 1", wire)
+	}
+	if !a.Waiting() {
+		t.Fatal("settled tags above the gap are not waiting")
+	}
+	round(1)    // 1..3 settled, 4 not
+	round(6, 4) // 4..6 settled, 7 not
+	if want := []string{"3/true", "6/true"}; !slices.Equal(wire, want) {
+		t.Fatalf("acks %v, want %v", wire, want)
+	}
+	if n, _ := a.Settle([]uint64{4, 99}); n != 2 {
+		t.Fatalf("Settle of an acked and an unknown tag counted %d unknown, want 2", n)
+	}
+	round(8)
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"3/true", "6/true", "8/false"}; !slices.Equal(wire, want) {
+		t.Fatalf("acks after Flush %v, want %v", wire, want)
+	}
+	if a.Out() != 1 || a.Waiting() {
+		t.Fatalf("%d tags out (waiting: %v), want only the unsettled tag 7", a.Out(), a.Waiting())
+	}
+	round(7)
+	if wire[len(wire)-1] != "7/true" || a.Out() != 0 {
+		t.Fatalf("acks %v, %d left", wire, a.Out())
+	}
+}

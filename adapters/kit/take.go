@@ -1,0 +1,32 @@
+package kit
+
+import "context"
+
+// Take is a driver's read of a client that pushes into a Go channel (a
+// delivery channel): it waits for the first value, or until ctx is done,
+// then appends to buf what else c holds without waiting, up to max values
+// in all (max >= 1). open is false once c is closed; the values received
+// before are returned with it.
+func Take[T any](ctx context.Context, c <-chan T, max int, buf []T) (vals []T, open bool, err error) {
+	select {
+	case v, ok := <-c:
+		if !ok {
+			return buf, false, nil
+		}
+		buf = append(buf, v)
+	case <-ctx.Done():
+		return buf, true, ctx.Err()
+	}
+	for len(buf) < max {
+		select {
+		case v, ok := <-c:
+			if !ok {
+				return buf, false, nil
+			}
+			buf = append(buf, v)
+		default:
+			return buf, true, nil
+		}
+	}
+	return buf, true, nil
+}
