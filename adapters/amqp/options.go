@@ -31,21 +31,21 @@ type Options struct {
 	TLS       *tls.Config // for amqps; default: the system roots
 	External  bool        // SASL EXTERNAL login: amqps, no credentials, a client certificate in TLS
 	Namespace string      // prefixes every exchange and queue; letters, digits, '.', '-', '_'; default "sluice"
-	QueueType QueueType   // of the subscription and delay queues; default Quorum
+	QueueType QueueType   `url:"queue_type,quorum|classic"` // of the subscription and delay queues; default Quorum
 	// DropUnroutable publishes Sends without the mandatory flag: RabbitMQ
 	// confirms and drops a message no queue is bound for, where Send
 	// otherwise fails it with ports.ErrNoSubscriber. Requeues and dead
 	// letters are always mandatory.
-	DropUnroutable      bool
-	PublishChannels     int           // confirm channels Send spreads publishes over; default 1
-	MaxOutstanding      int           // unconfirmed publishes per channel before Send waits; default 4096
-	DialTimeout         time.Duration // one TCP connect and AMQP handshake; default 10s
-	Heartbeat           time.Duration // default 10s
-	ReconnectBackoff    time.Duration // the first wait before consuming again after a loss; default 100ms
-	ReconnectMaxBackoff time.Duration // the doubling wait's bound; default 5s
-	OrphanExpiry        time.Duration // x-expires of a Broadcast queue without InstanceTTL; default 10m
-	DelayGranularity    float64       // relative step between delay queues, rounded up to; default 0.05
-	DelaySlack          time.Duration // added to every delay before rounding; default 10ms
+	DropUnroutable      bool          `url:"drop_unroutable"`
+	PublishChannels     int           `url:"publish_channels,1..64"`        // confirm channels Send spreads publishes over; default 1
+	MaxOutstanding      int           `url:"max_outstanding,1..1048576"`    // unconfirmed publishes per channel before Send waits; default 4096
+	DialTimeout         time.Duration `url:"dial_timeout,10ms..1h"`         // one TCP connect and AMQP handshake; default 10s
+	Heartbeat           time.Duration `url:"heartbeat,1s..1h"`              // default 10s
+	ReconnectBackoff    time.Duration `url:"reconnect_backoff,1ms..1h"`     // the first wait before consuming again after a loss; default 100ms
+	ReconnectMaxBackoff time.Duration `url:"reconnect_max_backoff,1ms..1h"` // the doubling wait's bound; default 5s
+	OrphanExpiry        time.Duration `url:"orphan_expiry,1s..8760h"`       // x-expires of a Broadcast queue without InstanceTTL; default 10m
+	DelayGranularity    float64       `url:"delay_granularity,0.001..1"`    // relative step between delay queues, rounded up to; default 0.05
+	DelaySlack          time.Duration `url:"delay_slack,0s..1m"`            // added to every delay before rounding; default 10ms
 	Existing            *Existing     // exchanges and queues adopted under their own names
 	MaxMessageBytes     int           // the largest payload (the broker's max_message_size); default 128 MiB
 	Logger              *slog.Logger  // the capability line, subscription notes; default slog.Default()

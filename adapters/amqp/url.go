@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
@@ -24,10 +23,6 @@ func init() {
 	adapters.Register("amqp", adapters.OpenerFunc(openAMQP))
 	adapters.Register("amqps", adapters.OpenerFunc(openAMQP))
 }
-
-var amqpParams = []string{"mechanism", "queue_type", "drop_unroutable", "publish_channels", "max_outstanding",
-	"dial_timeout", "heartbeat", "reconnect_backoff", "reconnect_max_backoff", "orphan_expiry",
-	"delay_granularity", "delay_slack"}
 
 func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	secure := u.Scheme == "amqps"
@@ -65,23 +60,7 @@ func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 	default:
 		return nil, &adapters.ParamError{Param: "mechanism", Reason: fmt.Sprintf("%q is not plain or external", mech)}
 	}
-	switch qt := p.String("queue_type", string(Quorum)); QueueType(qt) {
-	case Quorum, Classic:
-		o.QueueType = QueueType(qt)
-	default:
-		return nil, &adapters.ParamError{Param: "queue_type", Reason: fmt.Sprintf("%q is not quorum or classic", qt)}
-	}
-	o.DropUnroutable = p.Bool("drop_unroutable", false)
-	o.PublishChannels = p.Int("publish_channels", 0, 1, 64)
-	o.MaxOutstanding = p.Int("max_outstanding", 0, 1, 1<<20)
-	o.DialTimeout = p.Duration("dial_timeout", 0, 10*time.Millisecond, time.Hour)
-	o.Heartbeat = p.Duration("heartbeat", 0, time.Second, time.Hour)
-	o.ReconnectBackoff = p.Duration("reconnect_backoff", 0, time.Millisecond, time.Hour)
-	o.ReconnectMaxBackoff = p.Duration("reconnect_max_backoff", 0, time.Millisecond, time.Hour)
-	o.OrphanExpiry = p.Duration("orphan_expiry", 0, time.Second, 365*24*time.Hour)
-	o.DelayGranularity = p.Float("delay_granularity", 0, 0.001, 1)
-	o.DelaySlack = p.Duration("delay_slack", 0, 0, time.Minute)
-	if err := p.Err(amqpParams...); err != nil {
+	if err := p.Bind(&o, "mechanism"); err != nil {
 		return nil, err
 	}
 	a, err := New(ctx, o)

@@ -9,11 +9,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
 	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
+	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
 )
 
 // TestWatermillUniversalSuite runs Watermill's own pub/sub suite against
@@ -35,21 +35,7 @@ import (
 // exists); context preserved no (only the envelope travels).
 func TestWatermillUniversalSuite(t *testing.T) {
 	a := newAdapter(t, amqp.Options{ReconnectBackoff: 50 * time.Millisecond, ReconnectMaxBackoff: time.Second})
-	features := tests.Features{
-		ConsumerGroups:                   true,
-		ExactlyOnceDelivery:              false,
-		GuaranteedOrder:                  false,
-		Persistent:                       true,
-		NewSubscriberReceivesOldMessages: false,
-		ContextPreserved:                 false,
-	}
-	tests.TestPubSub(t, features,
-		func(t *testing.T) (message.Publisher, message.Subscriber) {
-			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{})
-		},
-		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-			return wmbridge.NewPublisher(a), wmbridge.NewSubscriber(a, wmbridge.SubscriberConfig{Group: group})
-		})
+	wmtest.Run(t, wmtest.Features, wmbridge.SubscriberConfig{}, wmtest.Same(a))
 }
 
 // TestWatermillReconnect is the reconnect case of Watermill's suite,
