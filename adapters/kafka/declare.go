@@ -129,11 +129,9 @@ func pinStarts(client sarama.Client, group, phys string, ids []int32, at int64, 
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range resp.Errors {
-		for _, kerr := range m {
-			if kerr != sarama.ErrNoError {
-				return nil, kerr
-			}
+	for _, kerr := range resp.Errors[phys] { // the request has phys only
+		if kerr != sarama.ErrNoError {
+			return nil, kerr
 		}
 	}
 	return pos, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -60,34 +61,25 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	return nil
 }
 
-// names derives physical names: "<ns>." + Topic.Physical("..") with '_'
-// escaped, unless Existing adopts the topic.
+// names derives physical names (kafkawire.Topic, kafkawire.Group) unless
+// Existing adopts the topic or group.
 type names struct {
 	ns       string
 	existing *Existing
 }
 
 func (n names) topic(t ports.Topic) string {
-	if n.existing != nil {
-		if p, ok := n.existing.Topics[t]; ok {
-			return p
-		}
+	if n.existing != nil && n.existing.Topics[t] != "" {
+		return n.existing.Topics[t]
 	}
-	return n.ns + "." + kit.EscapeByte(t.Physical(".."), '_', '-', 'u') // Kafka takes '.' and '_' as one
+	return kafkawire.Topic(n.ns, t)
 }
 
 func (n names) group(spec ports.SubscriptionSpec, instance string) string {
-	if spec.Mode == ports.Broadcast {
-		base := spec.Group
-		if base == "" {
-			base = spec.Topic.Physical("..")
-		}
-		return n.ns + "." + base + ".bcast." + instance
-	}
-	if n.existing != nil {
-		if id, ok := n.existing.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; ok {
+	if n.existing != nil && spec.Mode != ports.Broadcast {
+		if id := n.existing.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; id != "" {
 			return id
 		}
 	}
-	return n.ns + "." + spec.Group
+	return kafkawire.Group(n.ns, spec, instance)
 }
