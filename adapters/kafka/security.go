@@ -10,6 +10,7 @@ import (
 	"github.com/xdg-go/scram"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -42,14 +43,11 @@ func ParseSASLMechanism(s string) (SASLMechanism, error) {
 }
 
 func (s SASL) validate() error {
-	if s.User == "" && (s.Mechanism != "" || s.Password != "") {
-		return &ports.ValueError{Field: "kafka.SASL.User", Reason: "is required when a SASL mechanism or password is given"}
-	}
 	if s.User != "" && s.Mechanism != "" {
 		_, err := ParseSASLMechanism(string(s.Mechanism))
 		return err
 	}
-	return nil
+	return kit.FirstBroken("kafka.SASL.", kit.Rule{Broken: s.User == "" && (s.Mechanism != "" || s.Password != ""), Field: "User", Reason: "is required when a SASL mechanism or password is given"})
 }
 
 func (c Options) applySecurity(s *sarama.Config) {
@@ -94,9 +92,9 @@ func (c *scramClient) Done() bool { return c.conv.Done() }
 // TLS listener reached in plaintext, refused SASL credentials (some
 // brokers just close the connection), then a TLS failure.
 func (c Options) explainConnect(err error) error {
-	if c.TLS == nil && len(c.Brokers) > 0 {
-		if err := adapters.ExplainPlaintext(c.Brokers[0], "kafka+tls", err); errors.As(err, new(*adapters.PlaintextOnTLSError)) {
-			return err
+	if c.TLS == nil { // validate required a broker
+		if explained := adapters.ExplainPlaintext(c.Brokers[0], "kafka+tls", err); explained != err {
+			return explained
 		}
 	}
 	if c.SASL.User != "" && (errors.Is(err, sarama.ErrSASLAuthenticationFailed) || errors.Is(err, sarama.ErrIllegalSASLState) ||
