@@ -27,7 +27,6 @@ type Adapter struct{ *portable.Adapter }
 // conn is the driver.
 type conn struct {
 	opts     Options
-	names    names
 	client   sarama.Client
 	prod     *producer
 	admin    sarama.ClusterAdmin
@@ -61,7 +60,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 }
 
 func connect(opts Options) (*conn, error) {
-	c := &conn{opts: opts, names: names{ns: opts.Namespace, existing: opts.Existing}}
+	c := &conn{opts: opts}
 	fail := func(what string, err error) (*conn, error) {
 		_ = c.Close(context.Background())
 		return nil, &ports.BrokerError{Op: "connect", Code: c.Classify(err).Code, Err: fmt.Errorf("kafka: %s: %w", what, err)}
@@ -117,7 +116,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	idx := make([]int, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		phys := c.names.topic(m.Topic)
+		phys := c.topic(m.Topic)
 		pm := producerMessage(phys, m)
 		if errs[i] = m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload)); errs[i] == nil {
 			errs[i] = c.ensureTopic(ctx, phys)

@@ -61,7 +61,7 @@ func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.
 // Subscribe returns once the group session is established and its start
 // offsets committed: a message sent after it returns is delivered.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, phys: c.names.topic(spec.Topic), group: c.names.group(spec, spec.Instance),
+	s := &sub{c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
 		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
 		failed: make(chan error, 1), wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
 	if err := c.ensureTopic(ctx, s.phys); err != nil {

@@ -19,7 +19,7 @@ import (
 // spec.Groups. The rules are in docs/adapters/kafka.md.
 func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	return c.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
-		phys, detail, want := c.names.topic(spec.Topic), &sarama.TopicDetail{}, ""
+		phys, detail, want := c.topic(spec.Topic), &sarama.TopicDetail{}, ""
 		if spec.Retention > 0 {
 			want = strconv.FormatInt(max(spec.Retention.Milliseconds(), 1), 10)
 			detail.ConfigEntries = map[string]*string{"retention.ms": &want}
@@ -76,7 +76,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	phys, id := c.names.topic(topic), c.names.group(spec, "")
+	phys, id := c.topic(topic), c.group(spec)
 	if err := c.ensureTopic(ctx, phys); err != nil {
 		return err
 	}

@@ -61,25 +61,20 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	return nil
 }
 
-// names derives physical names (kafkawire.Topic, kafkawire.Group) unless
-// Existing adopts the topic or group.
-type names struct {
-	ns       string
-	existing *Existing
-}
-
-func (n names) topic(t ports.Topic) string {
-	if n.existing != nil && n.existing.Topics[t] != "" {
-		return n.existing.Topics[t]
+// topic is the Kafka topic of t: adopted, or kafkawire.Topic.
+func (c *conn) topic(t ports.Topic) string {
+	if e := c.opts.Existing; e != nil && e.Topics[t] != "" {
+		return e.Topics[t]
 	}
-	return kafkawire.Topic(n.ns, t)
+	return kafkawire.Topic(c.opts.Namespace, t)
 }
 
-func (n names) group(spec ports.SubscriptionSpec, instance string) string {
-	if n.existing != nil && spec.Mode != ports.Broadcast {
-		if id := n.existing.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; id != "" {
+// group is the consumer group of spec: adopted, or kafkawire.Group.
+func (c *conn) group(spec ports.SubscriptionSpec) string {
+	if e := c.opts.Existing; e != nil && spec.Mode != ports.Broadcast {
+		if id := e.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; id != "" {
 			return id
 		}
 	}
-	return kafkawire.Group(n.ns, spec, instance)
+	return kafkawire.Group(c.opts.Namespace, spec)
 }

@@ -21,11 +21,10 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 	if err != nil {
 		return nil, err
 	}
-	kc := Options{Brokers: k.Brokers, Namespace: k.Namespace, Logger: cfg.Logger, TLS: k.TLS,
-		SASL: SASL{Mechanism: SASLMechanism(k.Mechanism), User: k.User, Password: k.Password}}
 	p := cfg.Params
-	kc.NoCreateTopics = !p.Bool("create_topics", true)
-	kc.DisableIdempotence = !p.Bool("idempotent", true)
+	kc := Options{Brokers: k.Brokers, Namespace: k.Namespace, Logger: cfg.Logger, TLS: k.TLS,
+		NoCreateTopics: !p.Bool("create_topics", true), DisableIdempotence: !p.Bool("idempotent", true),
+		SASL: SASL{Mechanism: SASLMechanism(k.Mechanism), User: k.User, Password: k.Password}}
 	if err := p.Bind(&kc, "create_topics", "idempotent", "mechanism"); err != nil {
 		return nil, err
 	}

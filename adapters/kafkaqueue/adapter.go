@@ -142,7 +142,7 @@ func (c *conn) group(spec ports.SubscriptionSpec) string {
 	if e := c.opts.Existing; e != nil && spec.Mode != ports.Broadcast && e.Groups[spec.Group] != "" {
 		return e.Groups[spec.Group]
 	}
-	return kafkawire.Group(c.opts.Namespace, spec, spec.Instance)
+	return kafkawire.Group(c.opts.Namespace, spec)
 }
 
 // SendBatch publishes msgs (acks=all, idempotent) and returns when each

@@ -44,11 +44,11 @@ func TestNames(t *testing.T) {
 		t.Error("Topic maps a_b and a.b to one Kafka topic")
 	}
 	lb := ports.SubscriptionSpec{Topic: "t", Group: "g"}
-	if got := kafkawire.Group("ns", lb, "i1"); got != "ns.g" {
+	if got := kafkawire.Group("ns", lb); got != "ns.g" {
 		t.Errorf("LoadBalance Group = %q, want ns.g", got)
 	}
-	bc := ports.SubscriptionSpec{Topic: "t", Mode: ports.Broadcast}
-	if got := kafkawire.Group("ns", bc, "i1"); got != "ns.t.bcast.i1" {
+	bc := ports.SubscriptionSpec{Topic: "t", Mode: ports.Broadcast, Instance: "i1"}
+	if got := kafkawire.Group("ns", bc); got != "ns.t.bcast.i1" {
 		t.Errorf("Broadcast Group = %q, want ns.t.bcast.i1", got)
 	}
 }

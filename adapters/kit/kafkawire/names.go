@@ -16,10 +16,10 @@ func Topic(ns string, t ports.Topic) string {
 }
 
 // Group is the group of spec: the namespace and the group for LoadBalance,
-// one of its own per instance for Broadcast.
-func Group(ns string, spec ports.SubscriptionSpec, instance string) string {
+// one of its own per spec.Instance for Broadcast.
+func Group(ns string, spec ports.SubscriptionSpec) string {
 	if spec.Mode == ports.Broadcast {
-		return ns + "." + cmp.Or(spec.Group, spec.Topic.Physical("..")) + ".bcast." + instance
+		return ns + "." + cmp.Or(spec.Group, spec.Topic.Physical("..")) + ".bcast." + spec.Instance
 	}
 	return ns + "." + spec.Group
 }
