@@ -66,7 +66,7 @@ type Options struct {
 }
 
 func (c Options) withDefaults() Options {
-	kit.Defaults(&c)
+	kit.DefaultTags(&c)
 	if c.Version == (sarama.KafkaVersion{}) {
 		c.Version = sarama.V2_8_0_0
 	}

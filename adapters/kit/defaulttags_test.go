@@ -16,26 +16,26 @@ type defaulted struct {
 	Untagged int
 }
 
-func TestDefaultsFillZeroAndNegative(t *testing.T) {
+func TestDefaultTagsFillZeroAndNegative(t *testing.T) {
 	var o defaulted
 	o.Parts, o.Wait = -1, -time.Second
-	kit.Defaults(&o)
+	kit.DefaultTags(&o)
 	want := defaulted{Name: "sluice", Parts: 4, Wait: 250 * time.Millisecond, Ratio: 0.5}
 	if o != want {
-		t.Fatalf("Defaults = %+v, want %+v", o, want)
+		t.Fatalf("DefaultTags = %+v, want %+v", o, want)
 	}
 }
 
-func TestDefaultsKeepGivenValues(t *testing.T) {
+func TestDefaultTagsKeepGivenValues(t *testing.T) {
 	o := defaulted{Name: "ns", Parts: 8, Wait: time.Second, Ratio: 2, Untagged: -3}
 	given := o
-	kit.Defaults(&o)
+	kit.DefaultTags(&o)
 	if o != given {
-		t.Fatalf("Defaults changed given values: %+v, want %+v", o, given)
+		t.Fatalf("DefaultTags changed given values: %+v, want %+v", o, given)
 	}
 }
 
-func TestDefaultsPanicsOnABadTag(t *testing.T) {
+func TestDefaultTagsPanicsOnABadTag(t *testing.T) {
 	for name, opts := range map[string]any{
 		"unparsable": &struct {
 			N int `default:"four"`
@@ -49,11 +49,11 @@ func TestDefaultsPanicsOnABadTag(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
-				if r := recover(); r == nil || !strings.Contains(r.(string), "kit.Defaults: field") {
-					t.Fatalf("recovered %v, want a kit.Defaults panic", r)
+				if r := recover(); r == nil || !strings.Contains(r.(string), "kit.DefaultTags: field") {
+					t.Fatalf("recovered %v, want a kit.DefaultTags panic", r)
 				}
 			}()
-			kit.Defaults(opts)
+			kit.DefaultTags(opts)
 		})
 	}
 }

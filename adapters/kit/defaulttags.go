@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Defaults sets each zero or negative field of the struct opts points to
+// DefaultTags sets each zero or negative field of the struct opts points to
 // from its `default` tag: a string, an integer, a float or a duration
 // ("10s"). Fields without the tag are left alone. A tag that does not
 // parse as its field's kind panics (a programming error):
@@ -17,7 +17,7 @@ import (
 //		Buffer    int           `default:"4"`
 //		Timeout   time.Duration `default:"10s"`
 //	}
-func Defaults(opts any) {
+func DefaultTags(opts any) {
 	v := reflect.ValueOf(opts).Elem()
 	for i := range v.NumField() {
 		def, ok := v.Type().Field(i).Tag.Lookup("default")
@@ -25,7 +25,7 @@ func Defaults(opts any) {
 			continue
 		}
 		if err := setDefault(v.Field(i), def); err != nil {
-			panic(fmt.Sprintf("kit.Defaults: field %s: %v", v.Type().Field(i).Name, err))
+			panic(fmt.Sprintf("kit.DefaultTags: field %s: %v", v.Type().Field(i).Name, err))
 		}
 	}
 }
