@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -15,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -27,7 +27,6 @@ type Adapter struct{ *portable.Adapter }
 // conn is the driver.
 type conn struct {
 	opts     Options
-	names    names
 	client   sarama.Client
 	prod     *producer
 	admin    sarama.ClusterAdmin
@@ -57,15 +56,11 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	var secrets []string
-	if opts.SASL.Password != "" {
-		secrets = []string{opts.SASL.Password}
-	}
-	return &Adapter{portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
+	return &Adapter{portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{opts.SASL.Password}})}, nil
 }
 
 func connect(opts Options) (*conn, error) {
-	c := &conn{opts: opts, names: names{ns: opts.Namespace, existing: opts.Existing}}
+	c := &conn{opts: opts}
 	fail := func(what string, err error) (*conn, error) {
 		_ = c.Close(context.Background())
 		return nil, &ports.BrokerError{Op: "connect", Code: c.Classify(err).Code, Err: fmt.Errorf("kafka: %s: %w", what, err)}
@@ -121,7 +116,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	idx := make([]int, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		phys := c.names.topic(m.Topic)
+		phys := c.topic(m.Topic)
 		pm := producerMessage(phys, m)
 		if errs[i] = m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload)); errs[i] == nil {
 			errs[i] = c.ensureTopic(ctx, phys)
@@ -177,47 +172,38 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 	}
 }
 
-// Classify maps sarama's errors by code, then the network's
+// Classify maps the portable sentinels, sarama's client errors, then the
+// Kafka error codes (kafkawire.Class) and the network's
 // (portable.ClassifyNet).
 func (c *conn) Classify(err error) driver.Class {
 	var se *sessionError
-	if errors.As(err, &se) { // the consume loop rejoins
+	var code sarama.KError
+	switch {
+	case errors.As(err, &se): // the consume loop rejoins
 		class := c.Classify(errors.Unwrap(se.error))
 		class.Retryable = class.Code != ports.ErrAuth
 		return class
-	}
-	if errors.Is(err, ports.ErrInvalid) || errors.As(err, new(*plaintextOnTLSError)) || (c.opts.TLS == nil && errors.Is(err, ports.ErrTLS)) {
+	case errors.Is(err, ports.ErrInvalid) || errors.As(err, new(*adapters.PlaintextOnTLSError)) || (c.opts.TLS == nil && errors.Is(err, ports.ErrTLS)):
 		return driver.Class{}
-	}
-	for _, k := range classes {
-		for _, e := range k.errs {
-			if errors.Is(err, e) {
-				return k.class
-			}
+	case errors.Is(err, ports.ErrTLS):
+		return driver.Class{Code: ports.ErrTLS}
+	case errors.Is(err, ports.ErrUnconfirmed):
+		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
+	case errors.Is(err, ports.ErrAuth):
+		return driver.Class{Code: ports.ErrAuth}
+	case errors.Is(err, ports.ErrClosed) || errors.Is(err, sarama.ErrClosedClient) || errors.Is(err, sarama.ErrClosedConsumerGroup) || errors.Is(err, sarama.ErrShuttingDown):
+		return driver.Class{Code: ports.ErrClosed}
+	case errors.As(err, &code):
+		if class, ok := kafkawire.Class(int16(code)); ok {
+			return class
 		}
+		return driver.Class{Retryable: true} // a retry or rejoin may clear a broker error code
+	case errors.Is(err, sarama.ErrMessageTooLarge):
+		return driver.Class{Code: ports.ErrTooLarge}
+	case errors.Is(err, sarama.ErrOutOfBrokers) || errors.Is(err, sarama.ErrNotConnected):
+		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}
-	if class := portable.ClassifyNet(err, c.opts.TLS != nil); class.Code != nil {
-		return class
-	}
-	return driver.Class{Retryable: errors.As(err, new(sarama.KError))} // a retry or rejoin may clear a broker error code
-}
-
-var classes = []struct {
-	class driver.Class
-	errs  []error
-}{
-	{driver.Class{Code: ports.ErrTLS}, []error{ports.ErrTLS}},
-	{driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}, []error{ports.ErrUnconfirmed}},
-	{driver.Class{Code: ports.ErrAuth}, []error{ports.ErrAuth, sarama.ErrSASLAuthenticationFailed,
-		sarama.ErrTopicAuthorizationFailed, sarama.ErrGroupAuthorizationFailed, sarama.ErrClusterAuthorizationFailed}},
-	{driver.Class{Code: ports.ErrClosed}, []error{ports.ErrClosed, sarama.ErrClosedClient, sarama.ErrClosedConsumerGroup, sarama.ErrShuttingDown}},
-	{driver.Class{Code: ports.ErrRefused, Retryable: true}, []error{syscall.ECONNREFUSED}},
-	{driver.Class{Code: ports.ErrNotFound, Retryable: true}, []error{sarama.ErrUnknownTopicOrPartition}},
-	{driver.Class{Code: ports.ErrTooLarge}, []error{sarama.ErrMessageSizeTooLarge, sarama.ErrMessageTooLarge}},
-	{driver.Class{Code: ports.ErrTimeout, Retryable: true}, []error{sarama.ErrRequestTimedOut}},
-	{driver.Class{Code: ports.ErrUnreachable, Retryable: true}, []error{sarama.ErrOutOfBrokers, sarama.ErrNotConnected,
-		sarama.ErrBrokerNotAvailable, sarama.ErrLeaderNotAvailable, sarama.ErrNotLeaderForPartition,
-		sarama.ErrNotCoordinatorForConsumer, sarama.ErrConsumerCoordinatorNotAvailable}},
+	return portable.ClassifyNet(err, c.opts.TLS != nil)
 }
 
 // Close flushes the producer and closes the clients.

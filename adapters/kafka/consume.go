@@ -32,6 +32,7 @@ type sub struct {
 	cancel               context.CancelFunc // ends the consume loop
 	loop                 sync.WaitGroup
 	established          chan struct{} // closed by the first Setup
+	establish            sync.Once
 	setupErr, failed     chan error    // a failed first session; a later one
 	wake                 chan struct{} // a held record became ready, or a partition was released
 
@@ -60,7 +61,7 @@ func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.
 // Subscribe returns once the group session is established and its start
 // offsets committed: a message sent after it returns is delivered.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, phys: c.names.topic(spec.Topic), group: c.names.group(spec, spec.Instance),
+	s := &sub{c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
 		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
 		failed: make(chan error, 1), wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
 	if err := c.ensureTopic(ctx, s.phys); err != nil {
@@ -221,10 +222,7 @@ type groupHandler sub
 func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	s := (*sub)(h)
 	ids := sess.Claims()[s.phys]
-	at := sarama.OffsetNewest
-	if s.c.opts.StartFrom == StartOldest || s.spec.Start == ports.StartEarliest {
-		at = sarama.OffsetOldest
-	}
+	at := s.client.Config().Consumer.Offsets.Initial // Options.StartFrom, or the spec's Start (Subscribe)
 	parts := make(map[int32]*partition, len(ids))
 	if len(ids) > 0 {
 		starts, err := pinStarts(s.commitClient, s.group, s.phys, ids, at, sess.GenerationID(), sess.MemberID())
@@ -239,11 +237,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		}
 	}
 	s.parts = parts
-	select {
-	case <-s.established:
-	default:
-		close(s.established)
-	}
+	s.establish.Do(func() { close(s.established) })
 	return nil
 }
 

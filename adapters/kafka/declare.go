@@ -19,7 +19,7 @@ import (
 // spec.Groups. The rules are in docs/adapters/kafka.md.
 func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	return c.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
-		phys, detail, want := c.names.topic(spec.Topic), &sarama.TopicDetail{}, ""
+		phys, detail, want := c.topic(spec.Topic), &sarama.TopicDetail{}, ""
 		if spec.Retention > 0 {
 			want = strconv.FormatInt(max(spec.Retention.Milliseconds(), 1), 10)
 			detail.ConfigEntries = map[string]*string{"retention.ms": &want}
@@ -76,7 +76,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	phys, id := c.names.topic(topic), c.names.group(spec, "")
+	phys, id := c.topic(topic), c.group(spec)
 	if err := c.ensureTopic(ctx, phys); err != nil {
 		return err
 	}
@@ -129,11 +129,9 @@ func pinStarts(client sarama.Client, group, phys string, ids []int32, at int64, 
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range resp.Errors {
-		for _, kerr := range m {
-			if kerr != sarama.ErrNoError {
-				return nil, kerr
-			}
+	for _, kerr := range resp.Errors[phys] { // the request has phys only
+		if kerr != sarama.ErrNoError {
+			return nil, kerr
 		}
 	}
 	return pos, nil

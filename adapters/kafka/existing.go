@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -60,34 +61,20 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	return nil
 }
 
-// names derives physical names: "<ns>." + Topic.Physical("..") with '_'
-// escaped, unless Existing adopts the topic.
-type names struct {
-	ns       string
-	existing *Existing
+// topic is the Kafka topic of t: adopted, or kafkawire.Topic.
+func (c *conn) topic(t ports.Topic) string {
+	if e := c.opts.Existing; e != nil && e.Topics[t] != "" {
+		return e.Topics[t]
+	}
+	return kafkawire.Topic(c.opts.Namespace, t)
 }
 
-func (n names) topic(t ports.Topic) string {
-	if n.existing != nil {
-		if p, ok := n.existing.Topics[t]; ok {
-			return p
-		}
-	}
-	return n.ns + "." + kit.EscapeByte(t.Physical(".."), '_', '-', 'u') // Kafka takes '.' and '_' as one
-}
-
-func (n names) group(spec ports.SubscriptionSpec, instance string) string {
-	if spec.Mode == ports.Broadcast {
-		base := spec.Group
-		if base == "" {
-			base = spec.Topic.Physical("..")
-		}
-		return n.ns + "." + base + ".bcast." + instance
-	}
-	if n.existing != nil {
-		if id, ok := n.existing.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; ok {
+// group is the consumer group of spec: adopted, or kafkawire.Group.
+func (c *conn) group(spec ports.SubscriptionSpec) string {
+	if e := c.opts.Existing; e != nil && spec.Mode != ports.Broadcast {
+		if id := e.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; id != "" {
 			return id
 		}
 	}
-	return n.ns + "." + spec.Group
+	return kafkawire.Group(c.opts.Namespace, spec)
 }

@@ -13,7 +13,7 @@ import (
 // no two collide under Kafka's '.'≡'_' rule), each maps back to its
 // logical topic, and names without '_' are unchanged.
 func TestPhysicalNamesAreOneToOneAndNeverCollide(t *testing.T) {
-	n := names{ns: "sluice"}
+	n := &conn{opts: Options{Namespace: "sluice"}}
 	alphabet := []string{"a", "u", ".", "-", "_"}
 	var topics []ports.Topic
 	var gen func(prefix string, depth int)
@@ -59,15 +59,15 @@ func TestPhysicalNamesAreOneToOneAndNeverCollide(t *testing.T) {
 }
 
 // logical returns the logical topic of a physical one.
-func (n names) logical(phys string) ports.Topic {
-	if n.existing != nil {
-		for t, p := range n.existing.Topics {
+func (c *conn) logical(phys string) ports.Topic {
+	if c.opts.Existing != nil {
+		for t, p := range c.opts.Existing.Topics {
 			if p == phys {
 				return t
 			}
 		}
 	}
-	flat := unescapeUnderscore(strings.TrimPrefix(phys, n.ns+"."))
+	flat := unescapeUnderscore(strings.TrimPrefix(phys, c.opts.Namespace+"."))
 	if parts := strings.Split(flat, ".."); len(parts) == 3 {
 		return ports.Scope{Tenant: parts[0], Namespace: parts[1]}.Topic(parts[2])
 	}

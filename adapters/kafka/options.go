@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -25,36 +26,37 @@ const (
 const DefaultMaxMessageBytes = 1_000_000
 
 // Options configures an [Adapter]. Brokers is required; every other zero
-// field takes the default its comment names.
+// field takes the default its comment or `default` tag names (a negative
+// number too).
 type Options struct {
 	Brokers            []string            // bootstrap addresses ("127.0.0.1:9092")
-	Namespace          string              // prefixes every topic and group; default "sluice"
-	ClientID           string              `url:"client_id"` // default "sluice"
+	Namespace          string              `default:"sluice"` // prefixes every topic and group
+	ClientID           string              `url:"client_id" default:"sluice"`
 	Version            sarama.KafkaVersion // at least 0.11 for the idempotent producer; default 2.8.0
-	Partitions         int32               `url:"partitions,1..10000"`       // of the topics the adapter creates; default 4
-	ReplicationFactor  int16               `url:"replication_factor,1..100"` // of the topics the adapter creates; default 1
+	Partitions         int32               `url:"partitions,1..10000" default:"4"`       // of the topics the adapter creates
+	ReplicationFactor  int16               `url:"replication_factor,1..100" default:"1"` // of the topics the adapter creates
 	NoCreateTopics     bool                // the adapter creates no topic itself
 	StartFrom          StartPosition       `url:"start,newest|oldest"` // where a new group starts on a partition
 	DisableIdempotence bool                // for brokers that refuse InitProducerId; acks=all stays on
 
-	SessionTimeout    time.Duration `url:"session_timeout,100ms..1h"`   // consumer-group session; default 10s
-	HeartbeatInterval time.Duration `url:"heartbeat_interval,10ms..1h"` // a rebalance is noticed within one; default 1s
-	RebalanceTimeout  time.Duration // default 10s
+	SessionTimeout    time.Duration `url:"session_timeout,100ms..1h" default:"10s"`  // consumer-group session
+	HeartbeatInterval time.Duration `url:"heartbeat_interval,10ms..1h" default:"1s"` // a rebalance is noticed within one
+	RebalanceTimeout  time.Duration `default:"10s"`
 	// A subscription commits what acknowledgements recorded every
 	// CommitInterval (100ms; a crash redelivers what was recorded since),
 	// or once CommitThreshold (1000) were recorded; CommitRetry (200ms)
 	// paces the retries of Flush and of rejoining a failed session.
 	CommitInterval  time.Duration
 	CommitThreshold int
-	CommitRetry     time.Duration
+	CommitRetry     time.Duration `default:"200ms"`
 	// Buffer bounds the records pulled and not handed out, as a multiple of
-	// SubscriptionSpec.InFlight. Default 4.
-	Buffer   int
+	// SubscriptionSpec.InFlight.
+	Buffer   int       `default:"4"`
 	Existing *Existing // adopted topics and groups
 	// MaxMessageBytes bounds a record as sarama counts it (envelope and
 	// overhead included); raise it only with sarama's
 	// Producer.MaxMessageBytes and the broker's message.max.bytes.
-	MaxMessageBytes int // default DefaultMaxMessageBytes
+	MaxMessageBytes int `default:"1000000"` // DefaultMaxMessageBytes (a test holds them equal)
 	Logger          *slog.Logger
 	TLS             *tls.Config // nil: plaintext
 	SASL            SASL
@@ -64,46 +66,27 @@ type Options struct {
 }
 
 func (c Options) withDefaults() Options {
-	c.Namespace = cmp.Or(c.Namespace, "sluice")
-	c.ClientID = cmp.Or(c.ClientID, "sluice")
+	kit.DefaultTags(&c)
 	if c.Version == (sarama.KafkaVersion{}) {
 		c.Version = sarama.V2_8_0_0
 	}
-	c.Partitions = cmp.Or(max(c.Partitions, 0), 4)
-	c.ReplicationFactor = cmp.Or(max(c.ReplicationFactor, 0), 1)
-	c.SessionTimeout = cmp.Or(max(c.SessionTimeout, 0), 10*time.Second)
-	c.HeartbeatInterval = cmp.Or(max(c.HeartbeatInterval, 0), time.Second)
-	c.RebalanceTimeout = cmp.Or(max(c.RebalanceTimeout, 0), 10*time.Second)
-	c.CommitRetry = cmp.Or(max(c.CommitRetry, 0), 200*time.Millisecond)
-	c.Buffer = cmp.Or(max(c.Buffer, 0), 4)
-	c.MaxMessageBytes = cmp.Or(max(c.MaxMessageBytes, 0), DefaultMaxMessageBytes)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
 func (c Options) validate() error {
-	invalid := func(field, reason string) error {
-		return &ports.ValueError{Field: "kafka.Options." + field, Reason: reason}
-	}
 	if err := c.Existing.validate(); err != nil {
 		return err
 	}
-	if p := c.config("producer", 0).Producer.MaxMessageBytes; c.MaxMessageBytes > p {
-		return invalid("MaxMessageBytes", fmt.Sprintf("%d is above the producer's Producer.MaxMessageBytes %d: raise that too (Options.Sarama), and the broker's message.max.bytes", c.MaxMessageBytes, p))
-	}
-	if len(c.Brokers) == 0 {
-		return invalid("Brokers", "is required")
-	}
-	if err := ports.Topic(c.Namespace).Validate(); err != nil {
-		return invalid("Namespace", err.Error())
-	}
-	if !c.DisableIdempotence && !c.Version.IsAtLeast(sarama.V0_11_0_0) {
-		return invalid("Version", "must be at least 0.11 for the idempotent producer")
-	}
-	if c.HeartbeatInterval >= c.SessionTimeout {
-		return invalid("HeartbeatInterval", "must be shorter than SessionTimeout")
+	producerMax, nsErr := c.config("producer", 0).Producer.MaxMessageBytes, ports.Topic(c.Namespace).Validate()
+	if err := kit.FirstBroken("kafka.Options.",
+		kit.Rule{Broken: c.MaxMessageBytes > producerMax, Field: "MaxMessageBytes", Reason: fmt.Sprintf("%d is above the producer's Producer.MaxMessageBytes %d: raise that too (Options.Sarama), and the broker's message.max.bytes", c.MaxMessageBytes, producerMax)},
+		kit.Rule{Broken: len(c.Brokers) == 0, Field: "Brokers", Reason: "is required"},
+		kit.Rule{Broken: nsErr != nil, Field: "Namespace", Reason: fmt.Sprint(nsErr)},
+		kit.Rule{Broken: !c.DisableIdempotence && !c.Version.IsAtLeast(sarama.V0_11_0_0), Field: "Version", Reason: "must be at least 0.11 for the idempotent producer"},
+		kit.Rule{Broken: c.HeartbeatInterval >= c.SessionTimeout, Field: "HeartbeatInterval", Reason: "must be shorter than SessionTimeout"},
+	); err != nil {
+		return err
 	}
 	return c.SASL.validate()
 }

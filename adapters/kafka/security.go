@@ -4,14 +4,14 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
-	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/xdg-go/scram"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -35,23 +35,19 @@ type SASL struct {
 
 // ParseSASLMechanism reads a mechanism name, case-insensitively.
 func ParseSASLMechanism(s string) (SASLMechanism, error) {
-	for _, m := range []SASLMechanism{SASLPlain, SASLSCRAMSHA256, SASLSCRAMSHA512} {
-		if strings.EqualFold(s, string(m)) {
-			return m, nil
-		}
+	m, err := kafkawire.ParseMechanism(s)
+	if err != nil {
+		return "", &ports.ValueError{Field: "kafka.SASL.Mechanism", Reason: err.Error() + " (OAUTHBEARER and GSSAPI: configure sarama with Options.Sarama)"}
 	}
-	return "", &ports.ValueError{Field: "kafka.SASL.Mechanism", Reason: fmt.Sprintf("%q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (OAUTHBEARER and GSSAPI: configure sarama with Options.Sarama)", s)}
+	return SASLMechanism(m), nil
 }
 
 func (s SASL) validate() error {
-	if s.User == "" && (s.Mechanism != "" || s.Password != "") {
-		return &ports.ValueError{Field: "kafka.SASL.User", Reason: "is required when a SASL mechanism or password is given"}
-	}
 	if s.User != "" && s.Mechanism != "" {
 		_, err := ParseSASLMechanism(string(s.Mechanism))
 		return err
 	}
-	return nil
+	return kit.FirstBroken("kafka.SASL.", kit.Rule{Broken: s.User == "" && (s.Mechanism != "" || s.Password != ""), Field: "User", Reason: "is required when a SASL mechanism or password is given"})
 }
 
 func (c Options) applySecurity(s *sarama.Config) {
@@ -96,12 +92,14 @@ func (c *scramClient) Done() bool { return c.conv.Done() }
 // TLS listener reached in plaintext, refused SASL credentials (some
 // brokers just close the connection), then a TLS failure.
 func (c Options) explainConnect(err error) error {
-	if c.TLS == nil && closedEarly(err) && len(c.Brokers) > 0 && adapters.SpeaksTLS(c.Brokers[0], 2*time.Second) {
-		return &plaintextOnTLSError{addr: c.Brokers[0], err: err}
+	if c.TLS == nil { // validate required a broker
+		if explained := adapters.ExplainPlaintext(c.Brokers[0], "kafka+tls", err); explained != err {
+			return explained
+		}
 	}
 	if c.SASL.User != "" && (errors.Is(err, sarama.ErrSASLAuthenticationFailed) || errors.Is(err, sarama.ErrIllegalSASLState) ||
 		errors.Is(err, sarama.ErrUnsupportedSASLMechanism) || strings.Contains(err.Error(), "SASL") ||
-		closedEarly(err)) {
+		adapters.ClosedEarly(err)) {
 		m, _ := ParseSASLMechanism(string(c.SASL.Mechanism))
 		return fmt.Errorf("%w: kafka: the broker refused SASL %s authentication of user %q: %w; check the user name and password (password_file/password_env), the mechanism (mechanism=plain|scram-sha-256|scram-sha-512) and that the user exists for it", ports.ErrAuth, cmp.Or(m, SASLPlain), c.SASL.User, err)
 	}
@@ -110,19 +108,3 @@ func (c Options) explainConnect(err error) error {
 	}
 	return err
 }
-
-func closedEarly(err error) bool {
-	return errors.Is(err, io.EOF) || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset")
-}
-
-// plaintextOnTLSError: a kafka:// client reached a TLS listener.
-type plaintextOnTLSError struct {
-	addr string
-	err  error
-}
-
-func (e *plaintextOnTLSError) Error() string {
-	return fmt.Sprintf("the broker at %s is a TLS listener (it closed the plaintext connection and answers a TLS handshake): use kafka+tls:// (%v)", e.addr, e.err)
-}
-
-func (e *plaintextOnTLSError) Unwrap() error { return e.err }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
-	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -128,26 +128,21 @@ func (c *conn) Capabilities() ports.Capabilities {
 	}
 }
 
-// topic is the Kafka topic of t: adopted, or the namespace, a dot and the
-// logical name with '_' escaped (Kafka takes '.' and '_' as one character)
-// — the same name kafka:// uses, so both read each other's topics.
+// topic is the Kafka topic of t: adopted, or kafkawire.Topic — the same
+// name kafka:// uses, so both read each other's topics.
 func (c *conn) topic(t ports.Topic) string {
 	if e := c.opts.Existing; e != nil && e.Topics[t] != "" {
 		return e.Topics[t]
 	}
-	return c.opts.Namespace + "." + kit.EscapeByte(t.Physical(".."), '_', '-', 'u')
+	return kafkawire.Topic(c.opts.Namespace, t)
 }
 
-// group is the share group of spec: the namespace and the group for
-// LoadBalance, one of its own per instance for Broadcast.
+// group is the share group of spec: adopted, or kafkawire.Group.
 func (c *conn) group(spec ports.SubscriptionSpec) string {
-	if spec.Mode == ports.Broadcast {
-		return c.opts.Namespace + "." + cmp.Or(spec.Group, spec.Topic.Physical("..")) + ".bcast." + spec.Instance
-	}
-	if e := c.opts.Existing; e != nil && e.Groups[spec.Group] != "" {
+	if e := c.opts.Existing; e != nil && spec.Mode != ports.Broadcast && e.Groups[spec.Group] != "" {
 		return e.Groups[spec.Group]
 	}
-	return c.opts.Namespace + "." + spec.Group
+	return kafkawire.Group(c.opts.Namespace, spec)
 }
 
 // SendBatch publishes msgs (acks=all, idempotent) and returns when each
@@ -218,27 +213,21 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 	return nil
 }
 
-// Classify maps franz-go and Kafka errors to the portable codes; the
-// network part is portable.ClassifyNet's (ErrTLS only on a TLS client).
+// Classify maps franz-go errors and the Kafka error codes
+// (kafkawire.Class) to the portable codes; the network part is
+// portable.ClassifyNet's (ErrTLS only on a TLS client).
 func (c *conn) Classify(err error) driver.Class {
 	var ke *kerr.Error
 	switch {
 	case errors.Is(err, kgo.ErrClientClosed):
 		return driver.Class{Code: ports.ErrClosed}
 	case errors.As(err, &ke):
-		switch ke {
-		case kerr.SaslAuthenticationFailed, kerr.IllegalSaslState, kerr.UnsupportedSaslMechanism,
-			kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed:
-			return driver.Class{Code: ports.ErrAuth}
-		case kerr.MessageTooLarge, kerr.RecordListTooLarge:
-			return driver.Class{Code: ports.ErrTooLarge}
-		case kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.GroupIDNotFound:
-			return driver.Class{Code: ports.ErrNotFound, Retryable: true}
-		case kerr.RequestTimedOut:
-			return driver.Class{Code: ports.ErrTimeout, Retryable: true}
+		class, ok := kafkawire.Class(ke.Code)
+		if errors.Is(err, ports.ErrUnconfirmed) && (!ok || class.Code == ports.ErrUnreachable) {
+			return driver.Class{Code: ports.ErrUnconfirmed, Retryable: ke.Retriable} // the record may have been written
 		}
-		if errors.Is(err, ports.ErrUnconfirmed) {
-			return driver.Class{Code: ports.ErrUnconfirmed, Retryable: ke.Retriable}
+		if ok {
+			return class
 		}
 		return driver.Class{Retryable: ke.Retriable}
 	case errors.Is(err, ports.ErrUnconfirmed):

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -128,25 +129,12 @@ func init() {
 }
 
 func open(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
-	secure := u.Scheme == "kafkaqueues"
-	if !secure {
-		if err := cfg.PlainOnly("kafkaqueues"); err != nil {
-			return nil, err
-		}
+	k, err := kafkawire.ParseURL(u, cfg, "kafkaqueues")
+	if err != nil {
+		return nil, err
 	}
-	var o Options
-	for _, h := range strings.Split(u.Host, ",") {
-		if h != "" {
-			o.Brokers = append(o.Brokers, h)
-		}
-	}
-	if len(o.Brokers) == 0 {
-		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs at least one broker address, e.g. " + u.Scheme + "://127.0.0.1:9092"}
-	}
-	if o.Namespace = strings.Trim(u.Path, "/"); o.Namespace != "" && cfg.Namespace != "" {
-		return nil, &adapters.ParamError{Param: "namespace", Reason: "given both as the URL path and as the namespace parameter or option"}
-	}
-	o.Namespace = cmp.Or(o.Namespace, cfg.Namespace)
+	o := Options{Brokers: k.Brokers, Namespace: k.Namespace, TLS: k.TLS, Logger: cfg.Logger,
+		SASL: SASL{Mechanism: k.Mechanism, User: k.User, Password: k.Password}}
 	p := cfg.Params
 	o.ClientID = p.String("client_id", "")
 	o.Partitions = int32(p.Int("partitions", 0, 1, 10000))
@@ -155,34 +143,12 @@ func open(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter,
 	o.StartOldest = p.Bool("start_oldest", false)
 	o.FetchMaxWait = p.Duration("fetch_max_wait", 0, time.Millisecond, time.Minute)
 	o.RenewFor = p.Duration("renew_for", 0, time.Second, 24*time.Hour)
-	o.SASL.Mechanism = p.String("mechanism", "")
 	if err := p.Err("client_id", "partitions", "replication_factor", "create_topics", "start_oldest", "fetch_max_wait", "renew_for", "mechanism"); err != nil {
 		return nil, err
 	}
-	if cfg.HasCredentials {
-		o.SASL.User, o.SASL.Password = cfg.Username, cfg.Password
-		if !secure && !strings.HasPrefix(strings.ToLower(o.SASL.Mechanism), "scram") {
-			cfg.WarnLogger().Warn("sluice: kafkaqueue:// with SASL PLAIN sends the password unencrypted; use kafkaqueues:// (or mechanism=scram-sha-512)")
-		}
-	} else if o.SASL.Mechanism != "" {
-		return nil, &adapters.ParamError{Param: "mechanism", Reason: "a SASL mechanism needs a user name and password: kafkaqueues://user@host?mechanism=…&password_file=…"}
-	}
-	if _, err := o.SASL.mechanism(); err != nil {
-		return nil, &adapters.ParamError{Param: "mechanism", Reason: err.Error()}
-	}
-	if secure {
-		o.TLS = cfg.TLS()
-		if o.TLS.ServerName == u.Hostname() {
-			o.TLS.ServerName = "" // each broker by its own host name
-		}
-	}
-	o.Logger = cfg.Logger
 	a, err := New(ctx, o)
-	switch {
-	case err == nil:
-		return a, nil
-	case errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrAuth) || errors.Is(err, ports.ErrTLS) || ctx.Err() != nil:
-		return nil, err
+	if err != nil {
+		return nil, kafkawire.OpenErr(ctx, err, "a Kafka 4.x broker with share groups enabled listens at "+u.Host+" and advertises an address reachable from here")
 	}
-	return nil, fmt.Errorf("%w; check that a Kafka 4.x broker with share groups enabled listens at %s and advertises an address reachable from here", err, u.Host)
+	return a, nil
 }
