@@ -50,9 +50,8 @@ type subscription struct {
 	mu  sync.Mutex
 	out map[*handle]struct{} // received, not being settled: renewed, released by Close
 
-	stopLease context.CancelFunc
-	leased    chan struct{}               // closed when the lease loop ended
-	report    atomic.Pointer[func(error)] // the Errors channel (driver.Reporter)
+	timers *kit.Periodic               // the lease renewal
+	report atomic.Pointer[func(error)] // the Errors channel (driver.Reporter)
 }
 
 var (
@@ -81,10 +80,10 @@ type handle struct {
 }
 
 func newSubscription(c *conn, spec ports.SubscriptionSpec, sc rmq.SimpleConsumer, group string, unclaim func()) *subscription {
-	s := &subscription{c: c, spec: spec, sc: sc, group: group, unclaim: unclaim, out: map[*handle]struct{}{}, leased: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.stopLease = cancel
-	go s.lease(ctx)
+	s := &subscription{c: c, spec: spec, sc: sc, group: group, unclaim: unclaim, out: map[*handle]struct{}{}, timers: kit.NewPeriodic()}
+	if inv := c.o.InvisibleDuration; c.o.MaxLease > 0 {
+		s.timers.Every(max(inv/6, time.Millisecond), s.lease)
+	}
 	return s
 }
 
@@ -226,31 +225,18 @@ func (s *subscription) each(hs []*handle, op string, rpc func(*handle) error) er
 // A renewal is thus sent at least half the duration before the
 // invisibility would end. A failed renewal is reported on the Errors
 // channel: the message may then be delivered again (at-least-once).
-func (s *subscription) lease(ctx context.Context) {
-	defer close(s.leased)
-	inv, maxLease := s.c.o.InvisibleDuration, s.c.o.MaxLease
-	if maxLease <= 0 {
-		return
-	}
-	t := time.NewTicker(max(inv/6, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+func (s *subscription) lease(ctx context.Context) time.Duration {
+	inv, maxLease, now := s.c.o.InvisibleDuration, s.c.o.MaxLease, time.Now()
+	var due []*handle
+	s.mu.Lock()
+	for h := range s.out {
+		if now.Sub(h.received) < maxLease && time.Duration(h.due.Load()-now.UnixNano()) < 2*inv/3 {
+			due = append(due, h)
 		}
-		now := time.Now()
-		var due []*handle
-		s.mu.Lock()
-		for h := range s.out {
-			if now.Sub(h.received) < maxLease && time.Duration(h.due.Load()-now.UnixNano()) < 2*inv/3 {
-				due = append(due, h)
-			}
-		}
-		s.mu.Unlock()
-		parallel(len(due), s.c.o.Parallelism, func(i int) { s.renew(ctx, due[i], inv) })
 	}
+	s.mu.Unlock()
+	parallel(len(due), s.c.o.Parallelism, func(i int) { s.renew(ctx, due[i], inv) })
+	return 0 // the period
 }
 
 // renew gives h a fresh invisible duration unless it is being settled.
@@ -281,8 +267,7 @@ func (s *subscription) renew(ctx context.Context, h *handle, inv time.Duration) 
 // (made visible to the group again, never acknowledged) and stops the
 // consumer.
 func (s *subscription) Close(context.Context) error {
-	s.stopLease()
-	<-s.leased // a renewal's RPC is bounded by the request timeout
+	_ = s.timers.Stop(context.Background()) // a renewal's RPC is bounded by the request timeout
 	s.mu.Lock()
 	hs := make([]any, 0, len(s.out))
 	for h := range s.out {
