@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicemq/sluice/adapters/kafka"
+	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
 	"github.com/sluicemq/sluice/ports"
 	"github.com/sluicemq/sluice/tck/faults"
 )
@@ -26,32 +27,12 @@ func TestMain(m *testing.M) {
 	if code == 0 {
 		// go-metrics (used by sarama) runs one process-wide meter ticker.
 		err := goleak.Find(goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
-		if _, others := faults.SplitLeaks(err, strandedByMultiplier); len(others) > 0 {
+		if _, others := faults.SplitLeaks(err, wmtest.StrandedByMultiplier); len(others) > 0 {
 			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run:\n%s\n", strings.Join(others, "\n\n"))
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-// strandedByMultiplier reports whether a leftover goroutine is one that
-// Watermill's test multiplier strands (upstream defect in
-// internal/subscriber.(*multiplier).Subscribe: each subscriber's
-// forwarder sends into one unbuffered channel, so when an at-least-once
-// duplicate arrives after the suite stopped reading, the forwarder blocks
-// on that send forever, and the goroutine waiting for the forwarders with
-// it). Only a forwarder blocked sending counts as stranded: one blocked
-// receiving is waiting for the adapter to close its channel, which is a
-// leak of the adapter's.
-func strandedByMultiplier(stack string) bool {
-	const pkg = "github.com/ThreeDotsLabs/watermill/internal/subscriber.(*multiplier).Subscribe."
-	switch faults.TopFrame(stack) {
-	case pkg + "func2":
-		return strings.Contains(stack, " in state chan send,")
-	case pkg + "func3":
-		return strings.Contains(stack, "sync.(*WaitGroup).Wait")
-	}
-	return false
 }
 
 // broker is the Kafka the tests talk to: an in-process kfake cluster (a

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicemq/sluice/adapters/kafkaqueue"
+	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
 	"github.com/sluicemq/sluice/tck/faults"
 )
 
@@ -24,26 +25,12 @@ func TestMain(m *testing.M) {
 	if code == 0 {
 		// go-metrics (sarama's, in the kafka:// interop test) runs one process-wide meter ticker.
 		err := goleak.Find(goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
-		if _, others := faults.SplitLeaks(err, strandedByMultiplier); len(others) > 0 {
+		if _, others := faults.SplitLeaks(err, wmtest.StrandedByMultiplier); len(others) > 0 {
 			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run:\n%s\n", strings.Join(others, "\n\n"))
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-// strandedByMultiplier: a forwarder of Watermill's test multiplier blocked
-// sending an at-least-once duplicate after the suite stopped reading, and
-// the goroutine waiting for it (a defect of the Watermill test helper).
-func strandedByMultiplier(stack string) bool {
-	const pkg = "github.com/ThreeDotsLabs/watermill/internal/subscriber.(*multiplier).Subscribe."
-	switch faults.TopFrame(stack) {
-	case pkg + "func2":
-		return strings.Contains(stack, " in state chan send,")
-	case pkg + "func3":
-		return strings.Contains(stack, "sync.(*WaitGroup).Wait")
-	}
-	return false
 }
 
 // Test lock timing: a lapsed lock is redelivered within a second.

@@ -6,6 +6,7 @@ package wmtest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -13,6 +14,7 @@ import (
 
 	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 	"github.com/sluicemq/sluice/ports"
+	"github.com/sluicemq/sluice/tck/faults"
 )
 
 // Features is what the bridge gives a Watermill subscriber over any
@@ -96,4 +98,23 @@ type suiteCase struct {
 // Same returns an open function for Run that shares a.
 func Same(a ports.Adapter) func(*testing.T) ports.Adapter {
 	return func(*testing.T) ports.Adapter { return a }
+}
+
+// StrandedByMultiplier reports whether a goroutine left after a test run
+// is one Watermill's test multiplier strands, for faults.SplitLeaks: each
+// subscriber's forwarder in internal/subscriber.(*multiplier).Subscribe
+// sends into one unbuffered channel, so an at-least-once duplicate that
+// arrives after the suite stopped reading blocks its forwarder forever,
+// and the goroutine waiting for the forwarders with it. A forwarder
+// blocked receiving is not claimed: it waits for the adapter to close its
+// channel, which would be the adapter's leak.
+func StrandedByMultiplier(stack string) bool {
+	const pkg = "github.com/ThreeDotsLabs/watermill/internal/subscriber.(*multiplier).Subscribe."
+	switch faults.TopFrame(stack) {
+	case pkg + "func2":
+		return strings.Contains(stack, " in state chan send,")
+	case pkg + "func3":
+		return strings.Contains(stack, "sync.(*WaitGroup).Wait")
+	}
+	return false
 }

@@ -1,6 +1,10 @@
-package kafka_test
+package wmtest_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
+)
 
 // The Watermill multiplier excuse claims a forwarder blocked sending (the
 // helper's defect) and its waiter, never a forwarder blocked receiving,
@@ -14,8 +18,8 @@ func TestStrandedByMultiplierClaimsOnlyBlockedSends(t *testing.T) {
 	other := "Goroutine 8 in state chan receive, with github.com/sluicemq/sluice/adapters/kafka.(*subscription).run on top of the stack:\n" +
 		"goroutine 8 [chan receive]:\ngithub.com/sluicemq/sluice/adapters/kafka.(*subscription).run()\n\t/x:1\n"
 	for stack, want := range map[string]bool{send: true, recv: false, wait: true, other: false} {
-		if got := strandedByMultiplier(stack); got != want {
-			t.Errorf("strandedByMultiplier = %v, want %v, for:\n%s", got, want, stack)
+		if got := wmtest.StrandedByMultiplier(stack); got != want {
+			t.Errorf("StrandedByMultiplier = %v, want %v, for:\n%s", got, want, stack)
 		}
 	}
 }
