@@ -122,6 +122,8 @@ func startPulsartest(t *testing.T) *faults.Broker {
 		FailDeadLetters: reliabilityFaults.deadLetters.Store,
 		FailSends:       withhold.Store,
 		FailSendsNote:   "pulsartest stores each SEND and withholds its receipt: the client's send times out (2s), the producer retries",
+		// A send timeout makes pulsar-client-go reconnect the producer.
+		FailSendsReconnects: true,
 	}
 }
 
@@ -223,8 +225,9 @@ func FuzzEnvelopeFromWire(f *testing.F) {
 }
 
 // TestTestScriptRunsBrokerRestartWithoutRace: under -race the kit skips
-// Pulsar's broker-restart (ClientRace above), so the test script must run
-// it in a second go test invocation without -race, or it never runs.
+// Pulsar's broker-restart and send-unconfirmed (ClientRace above), so the
+// test script must run them in a second go test invocation without -race,
+// or they never run.
 func TestTestScriptRunsBrokerRestartWithoutRace(t *testing.T) {
 	b, err := os.ReadFile("../../scripts/test.sh")
 	if err != nil {
@@ -244,7 +247,7 @@ func TestTestScriptRunsBrokerRestartWithoutRace(t *testing.T) {
 			continue
 		}
 		pattern := strings.Trim(f[i+1], "'\"")
-		for _, s := range []string{"broker-restart", "conn-reset"} {
+		for _, s := range []string{"broker-restart", "conn-reset", "send-unconfirmed"} {
 			if ok, err := regexp.MatchString(pattern, "TestReliability/"+s); err != nil || !ok {
 				t.Fatalf("scripts/test.sh runs pulsar without -race with -run %q, which does not select TestReliability/%s (err %v)", pattern, s, err)
 			}

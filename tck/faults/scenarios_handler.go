@@ -20,9 +20,13 @@ func init() {
 		}
 		return ""
 	}, scenarioDLQFail)
-	register("send-unconfirmed", func(b *Broker, _ Target) string {
-		if b.FailSends == nil {
+	register("send-unconfirmed", func(b *Broker, t Target) string {
+		switch {
+		case b.FailSends == nil:
 			return "the broker has no FailSends hook"
+		case raceEnabled && t.ClientRace != "" && b.FailSendsReconnects:
+			return "under -race: unconfirmed sends make the client reconnect its producer while it sends, which triggers " + t.ClientRace +
+				"; this scenario runs without -race (go test -run TestReliability/send-unconfirmed)"
 		}
 		return ""
 	}, scenarioSendUnconfirmed)

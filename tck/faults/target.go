@@ -137,6 +137,11 @@ type Broker struct {
 	FailSends func(fail bool)
 	// FailSendsNote says what FailSends does on this broker.
 	FailSendsNote string
+	// FailSendsReconnects: the client reconnects its producer when sends
+	// go unconfirmed (a send timeout closes the connection), so with a
+	// Target.ClientRace the kit skips send-unconfirmed under -race, as it
+	// does broker-restart; the test script runs it without -race.
+	FailSendsReconnects bool
 	// KnownDeadlock, when set, proves a known deadlock of the broker
 	// itself from what the test can observe (the goroutine stacks of an
 	// in-process broker): it returns the proof, or "" when there is none.
