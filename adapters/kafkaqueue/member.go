@@ -130,6 +130,9 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 	lt := kmsg.NewListOffsetsRequestTopic()
 	lt.Topic = m.topic
 	for _, g := range dresp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return false, fmt.Errorf("describe the start offsets of share group %s: %w", m.group, err)
+		}
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
 				if p.StartOffset < 0 && p.ErrorCode == 0 {
@@ -166,7 +169,7 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 	alter.Topics = append(alter.Topics, at)
 	aresp, err := alter.RequestWith(ctx, m.cl)
 	if err == nil {
-		err = kerr.ErrorForCode(aresp.ErrorCode)
+		err = alterError(m.group, aresp)
 	}
 	if !errors.Is(err, kerr.NonEmptyGroup) {
 		return false, err
@@ -182,6 +185,21 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 		err = kerr.ErrorForCode(cresp.Resources[0].ErrorCode)
 	}
 	return true, err
+}
+
+// alterError is the group's error in resp, or else the first partition's.
+func alterError(group string, resp *kmsg.AlterShareGroupOffsetsResponse) error {
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("set the start offset of %s/%d for share group %s: %w", t.Topic, p.Partition, group, err)
+			}
+		}
+	}
+	return nil
 }
 
 // members returns how many members the group has.
