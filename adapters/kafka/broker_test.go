@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -19,20 +18,11 @@ import (
 	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
 	"github.com/sluicemq/sluice/ports"
-	"github.com/sluicemq/sluice/tck/faults"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		// go-metrics (used by sarama) runs one process-wide meter ticker.
-		err := goleak.Find(goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
-		if _, others := faults.SplitLeaks(err, wmtest.StrandedByMultiplier); len(others) > 0 {
-			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run:\n%s\n", strings.Join(others, "\n\n"))
-			code = 1
-		}
-	}
-	os.Exit(code)
+	// go-metrics (used by sarama) runs one process-wide meter ticker.
+	wmtest.Main(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
 }
 
 // broker is the Kafka the tests talk to: an in-process kfake cluster (a

@@ -3,10 +3,10 @@ package kafkaqueue_test
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/adapters/kafkaqueue"
 	"github.com/sluicemq/sluice/ports"
@@ -199,24 +199,7 @@ func TestInteropWithKafkaAdapter(t *testing.T) {
 
 // A port where nothing listens fails New at once with ports.ErrRefused.
 func TestNewRefusedFailsAtOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	start := time.Now()
-	a, err := kafkaqueue.New(ctx, kafkaqueue.Options{Brokers: []string{addr}})
-	if err == nil {
-		_ = a.Close(context.Background())
-		t.Fatal("New succeeded against a port where nothing listens")
-	}
-	if !errors.Is(err, ports.ErrRefused) {
-		t.Fatalf("New = %v, want an error matching ports.ErrRefused", err)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Fatalf("New took %v to report a refused connection, want it at once", took)
-	}
+	opentest.RefusedAtOnce(t, func(ctx context.Context, addr string) (ports.Adapter, error) {
+		return kafkaqueue.New(ctx, kafkaqueue.Options{Brokers: []string{addr}})
+	})
 }

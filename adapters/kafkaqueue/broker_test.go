@@ -3,8 +3,6 @@ package kafkaqueue_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,20 +15,11 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/kafkaqueue"
 	"github.com/sluicemq/sluice/adapters/watermill/wmtest"
-	"github.com/sluicemq/sluice/tck/faults"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		// go-metrics (sarama's, in the kafka:// interop test) runs one process-wide meter ticker.
-		err := goleak.Find(goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
-		if _, others := faults.SplitLeaks(err, wmtest.StrandedByMultiplier); len(others) > 0 {
-			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run:\n%s\n", strings.Join(others, "\n\n"))
-			code = 1
-		}
-	}
-	os.Exit(code)
+	// go-metrics (sarama's, in the kafka:// interop test) runs one process-wide meter ticker.
+	wmtest.Main(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
 }
 
 // Test lock timing: a lapsed lock is redelivered within a second.

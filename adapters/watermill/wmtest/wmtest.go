@@ -5,12 +5,15 @@
 package wmtest
 
 import (
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
+	"go.uber.org/goleak"
 
 	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 	"github.com/sluicemq/sluice/ports"
@@ -117,4 +120,19 @@ func StrandedByMultiplier(stack string) bool {
 		return strings.Contains(stack, "sync.(*WaitGroup).Wait")
 	}
 	return false
+}
+
+// Main is a TestMain for a package that runs Watermill's suite: it runs
+// the tests and, when they passed, fails the run on any goroutine left
+// behind but those the options ignore and those StrandedByMultiplier
+// claims.
+func Main(m *testing.M, ignore ...goleak.Option) {
+	code := m.Run()
+	if code == 0 {
+		if _, others := faults.SplitLeaks(goleak.Find(ignore...), StrandedByMultiplier); len(others) > 0 {
+			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run:\n%s\n", strings.Join(others, "\n\n"))
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
