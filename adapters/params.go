@@ -205,11 +205,11 @@ func (p *Params) bind(f reflect.Value, name, spec string) {
 	lo, hi, _ := strings.Cut(spec, "..")
 	switch {
 	case f.Type() == reflect.TypeFor[time.Duration]():
-		f.SetInt(int64(p.Duration(name, time.Duration(f.Int()), mustDuration(lo, 0), mustDuration(hi, math.MaxInt64))))
+		f.SetInt(int64(p.Duration(name, time.Duration(f.Int()), bound(lo, 0, time.ParseDuration), bound(hi, math.MaxInt64, time.ParseDuration))))
 	case f.CanInt(): // int, int16, int32, …: a bound beyond the type is the program's bug
-		f.SetInt(int64(p.Int(name, int(f.Int()), mustInt(lo, 0), mustInt(hi, math.MaxInt))))
+		f.SetInt(int64(p.Int(name, int(f.Int()), bound(lo, 0, strconv.Atoi), bound(hi, math.MaxInt, strconv.Atoi))))
 	case f.Kind() == reflect.Float64:
-		f.SetFloat(p.Float(name, f.Float(), mustFloat(lo, 0), mustFloat(hi, math.MaxFloat64)))
+		f.SetFloat(p.Float(name, f.Float(), bound(lo, 0, parseFloat), bound(hi, math.MaxFloat64, parseFloat)))
 	case f.Kind() == reflect.Bool:
 		f.SetBool(p.Bool(name, f.Bool()))
 	case f.Kind() == reflect.String:
@@ -219,37 +219,18 @@ func (p *Params) bind(f reflect.Value, name, spec string) {
 	}
 }
 
-// The bounds in a url tag are the program's, not the user's: a malformed
-// one is a bug, found by the first test that binds the struct.
-func mustDuration(s string, def time.Duration) time.Duration {
+// bound parses a bound of a url tag, or returns def for an empty one. The
+// bounds are the program's, not the user's: a malformed one is a bug,
+// found by the first test that binds the struct.
+func bound[T any](s string, def T, parse func(string) (T, error)) T {
 	if s == "" {
 		return def
 	}
-	d, err := time.ParseDuration(s)
+	v, err := parse(s)
 	if err != nil {
 		panic("adapters: Params.Bind: bad bound " + s)
 	}
-	return d
+	return v
 }
 
-func mustInt(s string, def int) int {
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		panic("adapters: Params.Bind: bad bound " + s)
-	}
-	return n
-}
-
-func mustFloat(s string, def float64) float64 {
-	if s == "" {
-		return def
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		panic("adapters: Params.Bind: bad bound " + s)
-	}
-	return f
-}
+func parseFloat(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
