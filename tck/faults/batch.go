@@ -36,6 +36,7 @@ type batcher struct {
 	done    chan struct{}
 	quit    chan struct{} // closed at the end of the scenario: stop now
 	started chan struct{} // one signal per Send call started, dropped when full
+	retried chan struct{} // one signal per call left unconfirmed, dropped when full
 
 	mu       sync.Mutex
 	spans    []span
@@ -52,7 +53,7 @@ type batcher struct {
 // is mk(i). It runs until stopAfterHeal lets it stop, and is waited for
 // at the end of the scenario.
 func (e *env) produceBatches(a ports.Sender, mk func(i int) ports.Message) *batcher {
-	b := &batcher{done: make(chan struct{}), quit: make(chan struct{}), started: make(chan struct{}, 1)}
+	b := &batcher{done: make(chan struct{}), quit: make(chan struct{}), started: make(chan struct{}, 1), retried: make(chan struct{}, 1)}
 	var wg sync.WaitGroup
 	for g := range batchSenders {
 		wg.Add(1)
@@ -148,6 +149,10 @@ func (e *env) sendBatch(a ports.Sender, msgs []ports.Message, b *batcher) error 
 		b.mu.Lock()
 		b.retries++
 		b.mu.Unlock()
+		select {
+		case b.retried <- struct{}{}:
+		default:
+		}
 		select {
 		case <-time.After(20 * time.Millisecond): // retry pacing
 		case <-b.quit:

@@ -267,6 +267,7 @@ type producer struct {
 	quit    chan struct{} // closed at the end of the scenario: stop retrying
 	retries atomic.Int64
 	retried chan struct{} // one signal per retry, dropped when full
+	batches *batcher      // the batch producer beside it (stream), or nil
 	err     error
 }
 

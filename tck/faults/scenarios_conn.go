@@ -67,6 +67,7 @@ func (e *env) stream(pa, ca ports.Adapter, fault func(p *producer)) {
 	b := e.produceBatches(pa, func(i int) ports.Message { return e.message(batchBase+i, poison && i%10 == 9) })
 	e.await("a third of the stream acked before the fault", func(c tck.Counts) bool { return c.Acked >= n/3 })
 	b.awaitCall(e)
+	p.batches = b
 	began := time.Now()
 	fault(p)
 	healed := time.Now()
