@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ type Lease struct {
 	take func(context.Context) (bool, error)
 	drop func(context.Context) error
 	log  *slog.Logger
+	lost atomic.Pointer[func(error)] // OnLost's
 	held atomic.Bool
 	wake chan struct{} // signalled when held turns true
 }
@@ -32,6 +34,11 @@ type Lease struct {
 func NewLease(ttl time.Duration, take func(context.Context) (bool, error), drop func(context.Context) error, log *slog.Logger) *Lease {
 	return &Lease{ttl: ttl, take: take, drop: drop, log: log, wake: make(chan struct{}, 1)}
 }
+
+// OnLost makes f report the loss of a held lease instead of a Warn line
+// (a driver passes its [driver.Reporter] function, wrapped with what the
+// lease guards). f must not block.
+func (l *Lease) OnLost(f func(error)) { l.lost.Store(&f) }
 
 // TTL is the lease's expiry at the broker.
 func (l *Lease) TTL() time.Duration { return l.ttl }
@@ -48,7 +55,11 @@ func (l *Lease) Try(ctx context.Context) (bool, error) {
 		default:
 		}
 	case !ok && l.held.Swap(false):
-		l.log.Warn("sluice: lease lost: another holder has it, or it could not be renewed within its TTL", "ttl", l.ttl, "err", err)
+		if f := l.lost.Load(); f != nil {
+			(*f)(fmt.Errorf("lease lost: another holder has it, or it could not be renewed within its TTL %v (last try: %v)", l.ttl, err))
+		} else {
+			l.log.Warn("sluice: lease lost: another holder has it, or it could not be renewed within its TTL", "ttl", l.ttl, "err", err)
+		}
 	case err != nil && ctx.Err() == nil:
 		l.log.Warn("sluice: lease not taken", "err", err)
 	}

@@ -81,3 +81,26 @@ func TestLeaseOneHolderAtATime(t *testing.T) {
 	var none *kit.Lease
 	none.Release()
 }
+
+func TestLeaseOnLostReportsTheLoss(t *testing.T) {
+	ctx := context.Background()
+	s := &store{}
+	a := s.lease("a")
+	var got []error
+	a.OnLost(func(err error) { got = append(got, err) })
+	if ok, _ := a.Try(ctx); !ok {
+		t.Fatal("a could not take a free lease")
+	}
+	s.mu.Lock()
+	s.owner = "b" // taken over after a's TTL
+	s.mu.Unlock()
+	if ok, _ := a.Try(ctx); ok {
+		t.Fatal("a renewed a lease b holds")
+	}
+	if ok, _ := a.Try(ctx); ok {
+		t.Fatal("a took a lease b holds")
+	}
+	if len(got) != 1 {
+		t.Fatalf("OnLost got %d reports (%v), want exactly one: the loss, not every failed try after it", len(got), got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -42,12 +43,27 @@ type sub struct {
 	// held: received and not settled, renewed by renew; failed once its
 	// settlement failed (pending, not renewed, claimed after ClaimMinIdle).
 	held kit.Held[string, *entry]
+
+	report atomic.Pointer[func(error)] // the Errors channel (driver.Reporter)
 }
 
 var (
 	_ driver.Subscription = (*sub)(nil)
 	_ driver.Requeuer     = (*sub)(nil)
+	_ driver.Reporter     = (*sub)(nil)
 )
+
+// SetReport implements driver.Reporter: failed renewals (held entries,
+// the heartbeat) and a lost lease are reported on the Errors channel.
+func (s *sub) SetReport(report func(error)) {
+	s.report.Store(&report)
+	if s.instance != nil {
+		s.instance.OnLost(func(err error) { s.warn("keep its broadcast instance claim", err) })
+	}
+	if s.single != nil {
+		s.single.OnLost(func(err error) { s.warn("keep its single-active lease", err) })
+	}
+}
 
 // Subscribe creates or joins the consumer group of spec: spec.Group for
 // LoadBalance, "bc:<group>:<instance>" for Broadcast, with a heartbeat key
@@ -300,7 +316,15 @@ func (s *sub) heartbeat(ctx context.Context) time.Duration {
 	return 0
 }
 
+// warn reports a failure of what no call returns: on Errors once the
+// portable layer set the report function (a *ports.BrokerError), in the
+// log before.
 func (s *sub) warn(what string, err error) {
+	if report := s.report.Load(); report != nil {
+		(*report)(&ports.BrokerError{Op: "renew", Code: s.c.Classify(err).Code, Retryable: true, Err: fmt.Errorf(
+			"redis: consumer %s of group %s on stream %s could not %s: %w", s.consumer, s.group, s.stream, what, err)})
+		return
+	}
 	s.c.o.Logger.Warn("sluice redis: "+what, "stream", s.stream, "group", s.group, "consumer", s.consumer, "err", err)
 }
 
