@@ -20,6 +20,8 @@ import (
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 	"github.com/sluicemq/sluice/tck/faults"
+
+	"github.com/sluicemq/sluice/adapters/internal/freeport"
 )
 
 // TestReliability runs the fault kit against kfake (a Kafka wire-protocol
@@ -92,12 +94,10 @@ type faultyKfake struct {
 }
 
 func startFaultyKfake(t *testing.T) *faults.Broker {
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // reserve the cluster's port
+	port, err := freeport.One() // the cluster's, the same across restarts
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
 	px, err := faults.NewProxy(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)

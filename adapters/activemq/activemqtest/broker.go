@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3"
+
+	"github.com/sluicemq/sluice/adapters/internal/freeport"
 )
 
 // ErrNotInstalled is returned by Start when ActiveMQ or java is missing.
@@ -150,7 +152,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := freeport.One()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -158,7 +160,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	b := &Broker{StompAddr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, home: home, java: java, timeout: opts.StartTimeout}
 	var sslContext, sslConnector string
 	if opts.TLS != nil {
-		sslPort, err := freePort()
+		sslPort, err := freeport.One()
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -462,13 +464,4 @@ func terminate(p *os.Process, exited <-chan struct{}, grace time.Duration) error
 	}
 	<-exited
 	return fmt.Errorf("activemqtest: pid %d did not stop within %v; killed", p.Pid, grace)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

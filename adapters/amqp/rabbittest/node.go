@@ -26,7 +26,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +37,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sluicemq/sluice/adapters/internal/freeport"
 )
 
 // ErrNotInstalled is returned by Start when no RabbitMQ server is installed.
@@ -147,7 +148,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(4)
+	ports, err := freeport.Take(4)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -574,24 +575,4 @@ func terminate(p *os.Process, exited <-chan struct{}, grace time.Duration) error
 	}
 	<-exited
 	return fmt.Errorf("rabbittest: pid %d did not stop within %v; killed", p.Pid, grace)
-}
-
-// freePorts returns k distinct free TCP ports on 127.0.0.1.
-func freePorts(k int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range k {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -35,6 +35,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/adapters/internal/freeport"
 )
 
 // MosquittoBinary returns the mosquitto executable: $MOSQUITTO when set,
@@ -170,7 +172,7 @@ func StartMosquitto(ctx context.Context, opts MosquittoOptions) (*Mosquitto, err
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := freeport.One()
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +182,7 @@ func StartMosquitto(ctx context.Context, opts MosquittoOptions) (*Mosquitto, err
 	}
 	m := &Mosquitto{bin: bin, dir: dir, port: port, conf: filepath.Join(dir, "mosquitto.conf")}
 	for i := range opts.TLS {
-		if opts.TLS[i].port, err = freePort(); err != nil {
+		if opts.TLS[i].port, err = freeport.One(); err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
@@ -370,13 +372,4 @@ func (m *Mosquitto) Close() error {
 		err = rmErr
 	}
 	return err
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/adapters/internal/freeport"
 )
 
 // ErrNotInstalled is returned by Start when no redis-server is installed.
@@ -113,7 +115,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := freeport.One()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -122,7 +124,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s.URL = "redis://" + s.Addr + "/0"
 	tlsPort := 0
 	if opts.TLS != nil {
-		if tlsPort, err = freePort(); err != nil {
+		if tlsPort, err = freeport.One(); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
@@ -266,15 +268,6 @@ func (s *Server) LogTail(n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 var shared struct {
