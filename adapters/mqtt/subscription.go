@@ -14,6 +14,7 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -208,13 +209,25 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	}
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(up, s.c.opts.ConnectTimeout)
-		defer cancel()
-		err := s.subscribe(ctx, cm, ca.SessionPresent)
-		if (err == nil || up.Err() == nil) && s.started.CompareAndSwap(false, true) {
-			s.first <- err
-		} else if err != nil {
+		for attempt := 0; ; attempt++ {
+			ctx, cancel := context.WithTimeout(up, s.c.opts.ConnectTimeout)
+			err := s.subscribe(ctx, cm, ca.SessionPresent)
+			cancel()
+			if (err == nil || up.Err() == nil) && s.started.CompareAndSwap(false, true) {
+				s.first <- err // the first connection decides Subscribe
+				return
+			}
+			if err == nil || up.Err() != nil {
+				return // subscribed, or the connection is gone: its successor subscribes
+			}
+			// A connection up without its subscription receives nothing:
+			// report, and subscribe again while the connection lasts.
 			s.reportErr(connError(s.clientID, "resubscribe", err))
+			select {
+			case <-time.After(kit.DefaultBackoff.Delay(attempt)):
+			case <-up.Done():
+				return
+			}
 		}
 	}()
 }

@@ -50,6 +50,10 @@ type Options struct {
 	// topic; a refused QoS 1 publish is answered with PUBACK reason code
 	// 0x87 (not authorized). Default: every publish is allowed.
 	AllowPublish func(clientID, topic string) bool
+	// AllowSubscribe, when set, decides whether a client may subscribe to
+	// a filter; a refused filter is answered with SUBACK reason code 0x87
+	// (not authorized). Default: every subscription is allowed.
+	AllowSubscribe func(clientID, filter string) bool
 	// TLS, when set, makes the listener a TLS listener with this
 	// configuration (its certificate, and ClientCAs/ClientAuth to verify
 	// client certificates); URL is then mqtts://. Default: plaintext.
@@ -64,8 +68,9 @@ type Options struct {
 // credentials) and asks AllowPublish about publishes.
 type authHook struct {
 	mochi.HookBase
-	allowPublish func(clientID, topic string) bool
-	users        map[string]string
+	allowPublish   func(clientID, topic string) bool
+	allowSubscribe func(clientID, filter string) bool
+	users          map[string]string
 }
 
 func (h *authHook) ID() string { return "sluice-embedded-auth" }
@@ -83,10 +88,13 @@ func (h *authHook) OnConnectAuthenticate(_ *mochi.Client, pk packets.Packet) boo
 }
 
 func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
-	if !write || h.allowPublish == nil {
-		return true
+	switch {
+	case write && h.allowPublish != nil:
+		return h.allowPublish(cl.ID, topic)
+	case !write && h.allowSubscribe != nil:
+		return h.allowSubscribe(cl.ID, topic)
 	}
-	return h.allowPublish(cl.ID, topic)
+	return true
 }
 
 // Broker is a running embedded broker.
@@ -125,7 +133,7 @@ func Start(opts Options) (*Broker, error) {
 		caps.ReceiveMaximum = opts.ReceiveMaximum
 	}
 	srv := mochi.New(&mochi.Options{Logger: logger, Capabilities: caps})
-	if err := srv.AddHook(&authHook{allowPublish: opts.AllowPublish, users: opts.Users}, nil); err != nil {
+	if err := srv.AddHook(&authHook{allowPublish: opts.AllowPublish, allowSubscribe: opts.AllowSubscribe, users: opts.Users}, nil); err != nil {
 		return nil, fmt.Errorf("embedded: auth hook: %w", err)
 	}
 	start := lastGoroutine()

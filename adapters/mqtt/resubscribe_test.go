@@ -1,0 +1,76 @@
+package mqtt_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// A subscription whose resubscribe fails after a reconnect (here: the
+// broker restarted without the session and refuses the first SUBSCRIBEs)
+// reports it on Errors and subscribes again while the connection lasts,
+// instead of staying connected without a subscription and receiving
+// nothing.
+func TestFailedResubscribeIsRetried(t *testing.T) {
+	b, err := embedded.Start(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := b.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a := newAdapter(t, ctx, "mqtt://"+addr, "resub"+randHex(), 0)
+	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g", Instance: "r0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop(context.Background())
+
+	// The restarted broker has no session and refuses two SUBSCRIBEs.
+	var refused atomic.Int32
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = embedded.Start(embedded.Options{Addr: addr, AllowSubscribe: func(_, filter string) bool {
+		return !strings.Contains(filter, "/t") || refused.Add(1) > 2
+	}})
+	if err != nil {
+		t.Fatalf("restart the broker on %s: %v", addr, err)
+	}
+	defer b.Close()
+
+	for reported := false; !reported; {
+		select {
+		case err := <-sub.Errors():
+			reported = strings.Contains(err.Error(), "resubscribe")
+		case <-ctx.Done():
+			t.Fatal("no failed resubscribe reported on Errors within 60s")
+		}
+	}
+	// Until the subscription is back a message finds no subscriber and is
+	// dropped: send one every 200ms until one arrives.
+	var ds []*ports.Delivery
+	for len(ds) == 0 {
+		if err := a.Send(ctx, ports.Message{Topic: "t", Payload: []byte(`{}`)}); err != nil {
+			t.Fatalf("Send after the restart: %v", err)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		ds, err = sub.Receive(rctx, 1)
+		rcancel()
+		if ctx.Err() != nil {
+			t.Fatalf("nothing received within 60s after the restart (%v): the subscription was not restored", err)
+		}
+	}
+	if n := refused.Load(); n < 3 {
+		t.Fatalf("the broker saw %d SUBSCRIBEs, want at least 3 (two refused, then one allowed)", n)
+	}
+	if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil && !errors.Is(err, ports.ErrClosed) {
+		t.Fatalf("Settle: %v", err)
+	}
+}
