@@ -56,6 +56,11 @@ type Ledger struct {
 	peak     int
 	waiters  int
 	changed  chan struct{}
+
+	// Effects per message id, once counted (ledger_effects.go).
+	effects    map[string]int
+	effectsSet bool
+	suppressed int // duplicate deliveries an idempotent consumer absorbed
 }
 
 // counts are the ledger's running totals; unique-id counts are kept on the

@@ -163,10 +163,13 @@ type Report struct {
 	// idempotent consumer must absorb.
 	RepeatedEffects int
 	PhantomSample   []string
-	PeakInFlight    int
-	Windows         map[Window]WindowStat
-	Recoveries      []Recovery
-	Elapsed         time.Duration
+	// Effects is what the effects counted by Effects showed (zero when
+	// they were not counted). Its NoEffect messages are in Lost too.
+	Effects      EffectReport
+	PeakInFlight int
+	Windows      map[Window]WindowStat
+	Recoveries   []Recovery
+	Elapsed      time.Duration
 }
 
 // Report computes the ledger's conclusion. It scans every message.
@@ -188,6 +191,11 @@ func (l *Ledger) Report() Report {
 			if len(r.LostSample) < sampleSize {
 				r.LostSample = append(r.LostSample, id())
 			}
+		} else if l.effectsSet && x.flags&fConfirmed != 0 && l.effects[id()] == 0 {
+			r.Lost++ // settled, and yet its effect is missing
+			if len(r.LostSample) < sampleSize {
+				r.LostSample = append(r.LostSample, id())
+			}
 		}
 		if x.flags&fAttempted != 0 && x.flags&fConfirmed == 0 {
 			r.Unconfirmed++
@@ -206,6 +214,7 @@ func (l *Ledger) Report() Report {
 		scan(x, func() string { return id })
 	}
 	r.PhantomSample = slices.Clone(l.phantoms)
+	r.Effects = l.effectReportLocked()
 	r.Windows = make(map[Window]WindowStat, len(l.windows))
 	for w, s := range l.windows {
 		r.Windows[w] = *s
@@ -238,6 +247,12 @@ func (r Report) Line() string {
 	}
 	if r.DeferredUnsettled > 0 {
 		fmt.Fprintf(&b, " deferred=%d", r.DeferredUnsettled)
+	}
+	if e := r.Effects; e.Counted {
+		fmt.Fprintf(&b, " effects=%d dup-effects=%d no-effect=%d suppressed=%d", e.Distinct, e.DupEffects, e.NoEffect, e.Suppressed)
+		if e.PhantomEffects > 0 {
+			fmt.Fprintf(&b, " phantom-effects=%d", e.PhantomEffects)
+		}
 	}
 	fmt.Fprintf(&b, " attempted=%d unconfirmed=%d unconfirmed-delivered=%d delivered=%d requeued=%d settle-failed=%d repeated-effects=%d peak-inflight=%d",
 		r.Attempted, r.Unconfirmed, r.UnconfirmedDelivered, r.Delivered, r.Requeued, r.SettleFailed, r.RepeatedEffects, r.PeakInFlight)
@@ -283,6 +298,15 @@ func (l *Ledger) Check(t testing.TB) Report {
 			t.Errorf("ledger %s/%s: %d of them had a failed settlement and were never redelivered: the adapter settled them "+
 				"after reporting a failure, or the broker lost them; either breaks the Settle contract", r.Adapter, r.Fault, r.LostAfterSettleError)
 		}
+	}
+	if e := r.Effects; e.NoEffect > 0 {
+		t.Errorf("ledger %s/%s: %d confirmed message(s) have no effect, e.g. %v", r.Adapter, r.Fault, e.NoEffect, e.NoEffectSample)
+	}
+	if e := r.Effects; e.DupEffects > 0 {
+		t.Errorf("ledger %s/%s: %d message(s) have more than one effect (%d extra), e.g. %v", r.Adapter, r.Fault, e.DupEffects, e.DupEffectRows, e.DupEffectSample)
+	}
+	if e := r.Effects; e.PhantomEffects > 0 {
+		t.Errorf("ledger %s/%s: %d effect(s) of messages that were never sent", r.Adapter, r.Fault, e.PhantomEffects)
 	}
 	if r.Phantoms > 0 {
 		t.Errorf("ledger %s/%s: %d message(s) delivered that were never sent, e.g. %v", r.Adapter, r.Fault, r.Phantoms, r.PhantomSample)
