@@ -42,6 +42,10 @@ const (
 // pending, reports what it got, and exits when its stdin closes (the
 // parent is gone) if nobody killed it first.
 func runChild(t *testing.T, target Target) {
+	if os.Getenv(childEnv) == childInbox {
+		runInboxChild(t, target)
+		return
+	}
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(3)
@@ -90,8 +94,9 @@ type child struct {
 }
 
 // startChild re-executes the test binary as a consumer of spec at addr,
-// playing the process named identity.
-func (e *env) startChild(addr, identity string, spec ports.SubscriptionSpec) *child {
+// playing the process named identity. env adds to (or overrides) its
+// environment.
+func (e *env) startChild(addr, identity string, spec ports.SubscriptionSpec, env ...string) *child {
 	e.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -106,6 +111,7 @@ func (e *env) startChild(addr, identity string, spec ports.SubscriptionSpec) *ch
 		childGroupEnv+"="+spec.Group,
 		childInFlightEnv+"="+strconv.Itoa(spec.WithDefaults().InFlight),
 	)
+	cmd.Env = append(cmd.Env, env...) // the last value of a name wins
 	c := &child{cmd: cmd, lines: make(chan string, 4096), exited: make(chan struct{}), stderr: &bytes.Buffer{}}
 	cmd.Stderr = lockedWriter{c}
 	out, err := cmd.StdoutPipe()
