@@ -140,7 +140,7 @@ func (l *Ledger) delivered(id string, pos uint32, attempt int) {
 	case r.deliveries > 0:
 		var w Window
 		switch r.fate {
-		case fateOpen, fateDied:
+		case fateOpen, fateDied, fateAckUnknown:
 			w = WindowInFlight
 		case fateUnsettled:
 			w = WindowUnsettled
@@ -210,9 +210,15 @@ func (l *Ledger) transition(r *rec, f fate) {
 	if r.fate == fateDeferred && open {
 		l.c.deferred--
 	}
+	if r.fate == fateAckUnknown && open {
+		l.c.ackUnknown--
+	}
 	r.fate = f
 	if f == fateDeferred && open {
 		l.c.deferred++
+	}
+	if f == fateAckUnknown && open {
+		l.c.ackUnknown++
 	}
 }
 

@@ -42,6 +42,25 @@ func (l *Ledger) Suppressed(id string) {
 	l.notify()
 }
 
+// DiedAfterEffect records, like Died, that the process holding the
+// deliveries of ids died before it reported their settlement, and that
+// it had reported their effect committed: the ack may have reached the
+// broker before the process died, and then no redelivery follows. Such a
+// message, unless it is settled later, is not lost when Effects shows its
+// effect (Report.AckUnknownEffected); without Effects it is.
+// Counts.AckUnknown counts them while they are not settled.
+func (l *Ledger) DiedAfterEffect(ids ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.external -= len(ids)
+	for _, id := range ids {
+		r := l.get(id)
+		l.transition(r, fateAckUnknown)
+		r.early = 0
+	}
+	l.notify()
+}
+
 // Unsettled records that a delivery recorded with Delivered (a consumer
 // in another process reporting over a pipe) ended without a settlement:
 // cancelled, or completed after its pipeline stopped.

@@ -81,3 +81,45 @@ func TestLedgerExternalOutcomes(t *testing.T) {
 		t.Fatalf("report %+v", r)
 	}
 }
+
+// A process killed after a message's effect committed may or may not
+// have acked it: unsettled, it is lost only when it has no effect.
+func TestLedgerDiedAfterEffect(t *testing.T) {
+	l := tck.NewLedger("fake", "ack-unknown")
+	ms := msgs(3)
+	if err := l.Send(context.Background(), &fakeSender{}, ms...); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		l.Delivered(m.ID(), "")
+	}
+	l.DiedAfterEffect(ms[0].ID(), ms[1].ID())
+	l.Died(ms[2].ID())
+	if c := l.Counts(); c.AckUnknown != 2 || c.InFlight != 0 {
+		t.Fatalf("counts %+v", c)
+	}
+	// ms[1] comes back after all (its ack had not landed) and is acked.
+	l.Delivered(ms[1].ID(), "")
+	l.Settled(ms[1].ID(), ports.Ack)
+	l.Delivered(ms[2].ID(), "")
+	l.Settled(ms[2].ID(), ports.Ack)
+	if c := l.Counts(); c.AckUnknown != 1 || c.Settled != 2 {
+		t.Fatalf("counts %+v", c)
+	}
+	if r := l.Report(); r.Lost != 1 {
+		t.Fatalf("without effects an unsettled message is lost: %+v", r)
+	}
+	l.Effects(map[string]int{ms[0].ID(): 1, ms[1].ID(): 1, ms[2].ID(): 1})
+	rec := &recorder{TB: t}
+	r := l.Check(rec)
+	if r.Lost != 0 || r.AckUnknownEffected != 1 || len(rec.errs) != 0 || len(l.LostIDs()) != 0 {
+		t.Fatalf("report %+v, errors %q", r, rec.errs)
+	}
+	if !strings.Contains(rec.logged[0], " ack-unknown=1 ") {
+		t.Fatalf("LEDGER line %q", rec.logged[0])
+	}
+	l.Effects(map[string]int{ms[1].ID(): 1, ms[2].ID(): 1})
+	if r := l.Report(); r.Lost != 1 || r.AckUnknownEffected != 0 {
+		t.Fatalf("an ack-unknown message without an effect is lost: %+v", r)
+	}
+}

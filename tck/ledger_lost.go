@@ -11,7 +11,7 @@ func (l *Ledger) LostIDs() []string {
 	var out []string
 	lost := func(x *rec, id string) bool {
 		if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate != fateDeferred {
-			return true
+			return !(l.effectsSet && x.fate == fateAckUnknown && l.effects[id] > 0) // see Report.AckUnknownEffected
 		}
 		return l.effectsSet && x.flags&fConfirmed != 0 && l.effects[id] == 0 // settled without an effect (Effects)
 	}

@@ -29,6 +29,10 @@ type Counts struct {
 	Settled      int // confirmed messages acked or dead-lettered
 	Deferred     int // messages not settled whose last settlement the adapter deferred (see SetDeferred)
 	Phantoms     int // messages delivered that were never sent
+	// AckUnknown counts messages not settled whose last delivery's
+	// process died after the message's effect committed, maybe after its
+	// ack reached the broker (see DiedAfterEffect).
+	AckUnknown int
 
 	Delivered         int // deliveries
 	Requeued          int // requeue settlements
@@ -49,7 +53,7 @@ func (l *Ledger) countsLocked() Counts {
 	return Counts{
 		Attempted: l.c.attempted, Confirmed: l.c.confirmed,
 		Acked: l.c.acked, DeadLettered: l.c.dead, Settled: l.c.terminalConfirmed,
-		Phantoms: l.c.phantom, Deferred: l.c.deferred,
+		Phantoms: l.c.phantom, Deferred: l.c.deferred, AckUnknown: l.c.ackUnknown,
 		Delivered: l.c.deliveries, Requeued: l.c.requeues, SettleFailed: l.c.settleFailed,
 		Duplicates: l.c.dups, DeadLetterArrived: l.c.dlqArrived,
 		InFlight: len(l.open) + l.external,
@@ -154,6 +158,12 @@ type Report struct {
 	// dead-lettered whose last settlement the adapter deferred: not
 	// counted as lost, on the adapter's word (see Ledger.SetDeferred).
 	DeferredUnsettled int
+	// AckUnknownEffected counts confirmed messages never seen settled
+	// whose process died after their effect committed (DiedAfterEffect)
+	// and that have their effect (Effects): not lost — the ack may have
+	// reached the broker before the process died, which then never
+	// redelivers them. Without Effects they count as lost.
+	AckUnknownEffected int
 	// Unconfirmed messages were attempted and never confirmed;
 	// UnconfirmedDelivered of them were delivered all the same (stored
 	// without a confirm reaching the sender).
@@ -180,6 +190,8 @@ func (l *Ledger) Report() Report {
 	scan := func(x *rec, id func() string) {
 		if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate == fateDeferred {
 			r.DeferredUnsettled++
+		} else if l.effectsSet && x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate == fateAckUnknown && l.effects[id()] > 0 {
+			r.AckUnknownEffected++
 		} else if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 {
 			r.Lost++
 			if x.fate == fateSettleFailed {
@@ -247,6 +259,9 @@ func (r Report) Line() string {
 	}
 	if r.DeferredUnsettled > 0 {
 		fmt.Fprintf(&b, " deferred=%d", r.DeferredUnsettled)
+	}
+	if r.AckUnknownEffected > 0 {
+		fmt.Fprintf(&b, " ack-unknown=%d", r.AckUnknownEffected)
 	}
 	if e := r.Effects; e.Counted {
 		fmt.Fprintf(&b, " effects=%d dup-effects=%d no-effect=%d suppressed=%d", e.Distinct, e.DupEffects, e.NoEffect, e.Suppressed)

@@ -119,15 +119,17 @@ type inboxChild struct {
 	cc   *commitCounter
 	done chan struct{} // every line read, the process gone
 
-	mu   sync.Mutex
-	open map[string]int // deliveries without an outcome, per id
+	mu        sync.Mutex
+	open      map[string]int  // deliveries without an outcome, per id
+	committed map[string]bool // ... whose effect committed (COMMIT), so their ack may have been sent
+	held      map[string]bool // ... held after the commit (HELD): their ack was certainly not sent
 }
 
 // startInboxChild starts a consumer process playing identity that holds
 // its commits from the hold-th on (0: never).
 func (e *env) startInboxChild(identity string, spec ports.SubscriptionSpec, dbPath string, hold int) *inboxChild {
 	e.t.Helper()
-	c := &inboxChild{e: e, cc: newCommitCounter(hold), done: make(chan struct{}), open: map[string]int{}}
+	c := &inboxChild{e: e, cc: newCommitCounter(hold), done: make(chan struct{}), open: map[string]int{}, committed: map[string]bool{}, held: map[string]bool{}}
 	c.cc.remote = true
 	c.ch = e.startChild(e.b.Addr, identity, spec, childEnv+"="+childInbox, childDBEnv+"="+dbPath, childHoldEnv+"="+strconv.Itoa(hold))
 	if l := c.ch.next(e, "the exactly-once consumer process to subscribe"); l != "READY" {
@@ -174,12 +176,20 @@ func (c *inboxChild) line(line string) {
 		defer c.mu.Unlock()
 		if c.open[id]--; c.open[id] <= 0 {
 			delete(c.open, id)
+			delete(c.committed, id)
+			delete(c.held, id)
 		}
 	}
 	switch {
 	case f[0] == "COMMIT":
+		c.mu.Lock()
+		c.committed[id] = true
+		c.mu.Unlock()
 		c.cc.committed(id)
 	case f[0] == "HELD":
+		c.mu.Lock()
+		c.held[id] = true
+		c.mu.Unlock()
 		select {
 		case c.cc.held <- id:
 		default:
@@ -204,21 +214,30 @@ func (c *inboxChild) awaitCommits(n int) { c.cc.awaitCommits(c.e, n, c.done) }
 func (c *inboxChild) commits() int       { return c.cc.count() }
 
 // crash SIGKILLs the process and records that the deliveries it held
-// died with it.
+// died with it: those whose effect it had reported committed and that it
+// did not hold after the commit may have been acked an instant before
+// the kill, with the report of it lost (DiedAfterEffect); the others
+// were certainly not acked (Died).
 func (c *inboxChild) crash(what string) {
 	c.e.t.Helper()
 	c.e.l.Mark(what)
 	c.ch.kill(c.e)
 	<-c.done
 	c.mu.Lock()
-	var held []string
+	var died, maybeAcked []string
 	for id, n := range c.open {
 		for range n {
-			held = append(held, id)
+			if c.committed[id] && !c.held[id] {
+				maybeAcked = append(maybeAcked, id)
+			} else {
+				died = append(died, id)
+			}
 		}
 	}
-	c.open = map[string]int{}
+	c.open, c.committed, c.held = map[string]int{}, map[string]bool{}, map[string]bool{}
 	c.mu.Unlock()
-	c.e.l.Died(held...)
-	c.e.t.Logf("killed an exactly-once consumer process (pid %d, %s) holding %d delivery(ies), %d effect(s) committed", c.ch.cmd.Process.Pid, what, len(held), c.cc.count())
+	c.e.l.Died(died...)
+	c.e.l.DiedAfterEffect(maybeAcked...)
+	c.e.t.Logf("killed an exactly-once consumer process (pid %d, %s) holding %d delivery(ies), %d of them after their commit and not held there (acked or not: unknown); %d effect(s) committed",
+		c.ch.cmd.Process.Pid, what, len(died)+len(maybeAcked), len(maybeAcked), c.cc.count())
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/operators/inbox"
 	"github.com/sluicemq/sluice/ports"
+	"github.com/sluicemq/sluice/tck"
 
 	_ "modernc.org/sqlite" // the effects database: SQLite, pure Go
 )
@@ -209,7 +210,12 @@ func scenarioInboxKill(e *env) {
 
 	e.l.Mark("fresh-consumer")
 	fresh := e.consumeInbox(e.dialAs(e.b.Addr, identity), spec, db)
-	e.settled()
+	// Every message settled, or its effect committed by a process that
+	// was killed before it could say whether its ack went out (when it
+	// did, the broker never hands the message out again).
+	e.await("every confirmed message acked, or committed by a killed process that may have acked it", func(c tck.Counts) bool {
+		return c.Settled+c.AckUnknown >= c.Confirmed
+	})
 	fresh.stop()
 	counts, err := countEffects(e.ctx, db)
 	if err != nil {
