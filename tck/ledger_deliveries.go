@@ -70,7 +70,13 @@ func (l *Ledger) positionOf(d *ports.Delivery) uint32 {
 	if l.position == nil {
 		return 0
 	}
-	s := l.position(d)
+	return hashPosition(l.position(d))
+}
+
+// hashPosition is the compact form of a broker position (0: unknown),
+// the same for a delivery observed here and one another process reports
+// (Delivered), so that their positions compare.
+func hashPosition(s string) uint32 {
 	if s == "" {
 		return 0
 	}
@@ -87,12 +93,7 @@ func (l *Ledger) positionOf(d *ports.Delivery) uint32 {
 // broker position, or "". Its outcome, if any, is recorded with Settled,
 // SettleFailed or Unsettled; a delivery whose process died has none.
 func (l *Ledger) Delivered(id, position string) {
-	var pos uint32
-	if position != "" {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(position))
-		pos = h.Sum32() | 1
-	}
+	pos := hashPosition(position)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.external++

@@ -123,3 +123,27 @@ func TestLedgerDiedAfterEffect(t *testing.T) {
 		t.Fatalf("an ack-unknown message without an effect is lost: %+v", r)
 	}
 }
+
+// A position reported by another process (Delivered) and the same one
+// observed in this process are one position: a redelivery of it from a
+// killed process to a pipeline here is not "stored twice".
+func TestLedgerExternalPositionMatchesObserved(t *testing.T) {
+	l := tck.NewLedger("fake", "positions")
+	l.SetPosition(func(d *ports.Delivery) string { return d.Facts["pos"] })
+	ms := msgs(40)
+	if err := l.Send(context.Background(), &fakeSender{}, ms...); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		pos := "p/0@" + strings.Repeat("1", i+1) // positions of both hash parities
+		l.Delivered(m.ID(), pos)
+		l.Settled(m.ID(), ports.Ack) // an ack that did not land
+		d := delivery(m, 1, pos)
+		received(l, d)
+		settled(l, d, ports.Ack)
+	}
+	r := l.Report()
+	if r.Windows[tck.WindowStoredTwice].Count != 0 || r.Windows[tck.WindowAfterSettle].Count != len(ms) {
+		t.Fatalf("windows %+v, want every duplicate after-settle (same position)", r.Windows)
+	}
+}
