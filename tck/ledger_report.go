@@ -308,7 +308,11 @@ func (l *Ledger) Check(t testing.TB) Report {
 	t.Helper()
 	r := l.Record(t)
 	if r.Lost > 0 {
-		t.Errorf("ledger %s/%s: %d confirmed message(s) LOST (never acked nor dead-lettered), e.g. %v", r.Adapter, r.Fault, r.Lost, r.LostSample)
+		how := "never acked nor dead-lettered"
+		if r.Effects.Counted {
+			how += ", or without an effect"
+		}
+		t.Errorf("ledger %s/%s: %d confirmed message(s) LOST (%s), e.g. %v", r.Adapter, r.Fault, r.Lost, how, r.LostSample)
 		if r.LostAfterSettleError > 0 {
 			t.Errorf("ledger %s/%s: %d of them had a failed settlement and were never redelivered: the adapter settled them "+
 				"after reporting a failure, or the broker lost them; either breaks the Settle contract", r.Adapter, r.Fault, r.LostAfterSettleError)
