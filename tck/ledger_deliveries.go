@@ -112,15 +112,19 @@ func (l *Ledger) Settled(id string, a ports.Action) {
 // Died records that the process holding the deliveries of ids (recorded
 // with Delivered) died before settling them: their next delivery falls in
 // WindowInFlight, and they no longer count as in flight.
-func (l *Ledger) Died(ids ...string) {
+func (l *Ledger) Died(ids ...string) { l.died(fateDied, ids) }
+
+// died records the death of the process holding ids with fate f.
+func (l *Ledger) died(f fate, ids []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.external -= len(ids)
 	for _, id := range ids {
 		r := l.get(id)
-		l.transition(r, fateDied)
+		l.transition(r, f)
 		r.early = 0
 	}
+	l.notify()
 }
 
 // delivered records one delivery with its redelivery count (-1: unknown);

@@ -49,17 +49,7 @@ func (l *Ledger) Suppressed(id string) {
 // message, unless it is settled later, is not lost when Effects shows its
 // effect (Report.AckUnknownEffected); without Effects it is.
 // Counts.AckUnknown counts them while they are not settled.
-func (l *Ledger) DiedAfterEffect(ids ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.external -= len(ids)
-	for _, id := range ids {
-		r := l.get(id)
-		l.transition(r, fateAckUnknown)
-		r.early = 0
-	}
-	l.notify()
-}
+func (l *Ledger) DiedAfterEffect(ids ...string) { l.died(fateAckUnknown, ids) }
 
 // Unsettled records that a delivery recorded with Delivered (a consumer
 // in another process reporting over a pipe) ended without a settlement:

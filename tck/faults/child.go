@@ -46,16 +46,7 @@ func runChild(t *testing.T, target Target) {
 		runInboxChild(t, target)
 		return
 	}
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(3)
-	}()
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(os.Stdout, childPrefix+format+"\n", args...)
-	}
+	say := childOutput()
 	inFlight, err := strconv.Atoi(os.Getenv(childInFlightEnv))
 	if err != nil {
 		t.Fatalf("child: %s: %v", childInFlightEnv, err)
@@ -81,6 +72,47 @@ func runChild(t *testing.T, target Target) {
 	}
 	say("READY")
 	select {} // until SIGKILL (or stdin closes)
+}
+
+// childOutput makes a consumer process exit once its stdin closes (the
+// parent is gone) and returns its line writer (childPrefix + one line).
+func childOutput() func(format string, args ...any) {
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(3)
+	}()
+	var mu sync.Mutex
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(os.Stdout, childPrefix+format+"\n", args...)
+	}
+}
+
+// each calls fn with every line the child writes, in order, on a
+// goroutine, and closes the returned channel once the child exited and
+// every line was handled.
+func (c *child) each(fn func(line string)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case line := <-c.lines:
+				fn(line)
+			case <-c.exited:
+				for {
+					select {
+					case line := <-c.lines:
+						fn(line)
+					default:
+						return
+					}
+				}
+			}
+		}
+	}()
+	return done
 }
 
 // child is a consumer process started by the parent.

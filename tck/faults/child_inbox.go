@@ -2,8 +2,6 @@ package faults
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -38,16 +36,7 @@ const (
 
 // runInboxChild is the inbox-kill scenario's consumer process.
 func runInboxChild(t *testing.T, target Target) {
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(3) // the parent is gone
-	}()
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(os.Stdout, childPrefix+format+"\n", args...)
-	}
+	say := childOutput()
 	hold, err := strconv.Atoi(os.Getenv(childHoldEnv))
 	if err != nil {
 		t.Fatalf("child: %s: %v", childHoldEnv, err)
@@ -117,7 +106,7 @@ type inboxChild struct {
 	e    *env
 	ch   *child
 	cc   *commitCounter
-	done chan struct{} // every line read, the process gone
+	done <-chan struct{} // every line read, the process gone
 
 	mu        sync.Mutex
 	open      map[string]int  // deliveries without an outcome, per id
@@ -129,30 +118,13 @@ type inboxChild struct {
 // its commits from the hold-th on (0: never).
 func (e *env) startInboxChild(identity string, spec ports.SubscriptionSpec, dbPath string, hold int) *inboxChild {
 	e.t.Helper()
-	c := &inboxChild{e: e, cc: newCommitCounter(hold), done: make(chan struct{}), open: map[string]int{}, committed: map[string]bool{}, held: map[string]bool{}}
+	c := &inboxChild{e: e, cc: newCommitCounter(hold), open: map[string]int{}, committed: map[string]bool{}, held: map[string]bool{}}
 	c.cc.remote = true
 	c.ch = e.startChild(e.b.Addr, identity, spec, childEnv+"="+childInbox, childDBEnv+"="+dbPath, childHoldEnv+"="+strconv.Itoa(hold))
 	if l := c.ch.next(e, "the exactly-once consumer process to subscribe"); l != "READY" {
 		e.t.Fatalf("consumer process said %q, want READY", l)
 	}
-	go func() {
-		defer close(c.done)
-		for {
-			select {
-			case line := <-c.ch.lines:
-				c.line(line)
-			case <-c.ch.exited:
-				for {
-					select {
-					case line := <-c.ch.lines:
-						c.line(line)
-					default:
-						return
-					}
-				}
-			}
-		}
-	}()
+	c.done = c.ch.each(c.line)
 	return c
 }
 
