@@ -179,6 +179,13 @@ func (e *env) startChild(addr, identity string, spec ports.SubscriptionSpec, env
 	return c
 }
 
+// output is what the child wrote besides its event lines.
+func (c *child) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stderr.String()
+}
+
 type lockedWriter struct{ c *child }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
@@ -209,9 +216,7 @@ func (c *child) next(e *env, what string) string {
 			return l
 		default:
 		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		e.t.Fatalf("the consumer process exited while waiting for %s; its output:\n%s", what, c.stderr.String())
+		e.t.Fatalf("the consumer process exited while waiting for %s; its output:\n%s", what, c.output())
 	case <-time.After(e.target.Timeout):
 		e.t.Fatalf("timed out after %v waiting for the consumer process: %s", e.target.Timeout, what)
 	}

@@ -181,8 +181,8 @@ func (c *inboxChild) line(line string) {
 	}
 }
 
-func (c *inboxChild) awaitHeld() string  { return c.cc.awaitHeld(c.e, c.done) }
-func (c *inboxChild) awaitCommits(n int) { c.cc.awaitCommits(c.e, n, c.done) }
+func (c *inboxChild) awaitHeld() string  { return c.cc.awaitHeld(c.e, c.done, c.ch.output) }
+func (c *inboxChild) awaitCommits(n int) { c.cc.awaitCommits(c.e, n, c.done, c.ch.output) }
 func (c *inboxChild) commits() int       { return c.cc.count() }
 
 // crash SIGKILLs the process and records that the deliveries it held

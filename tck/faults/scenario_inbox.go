@@ -302,20 +302,24 @@ func (c *commitCounter) count() int {
 	return c.n
 }
 
-func (c *commitCounter) awaitHeld(e *env, exited <-chan struct{}) string {
+// awaitHeld waits for the first held commit. exited, when not nil, is
+// closed when the consumer process ended; output then returns what it
+// wrote.
+func (c *commitCounter) awaitHeld(e *env, exited <-chan struct{}, output func() string) string {
 	e.t.Helper()
 	select {
 	case id := <-c.held:
 		return id
 	case <-exited:
-		e.t.Fatalf("the consumer ended before it held a commit (%d committed, holding from #%d)", c.count(), c.hold)
+		e.t.Fatalf("the consumer process ended before it held a commit (%d committed, holding from #%d); its output:\n%s", c.count(), c.hold, output())
 	case <-time.After(e.target.Timeout):
 		e.t.Fatalf("timed out after %v waiting for the consumer to commit its effect #%d (%d committed)", e.target.Timeout, c.hold, c.count())
 	}
 	return ""
 }
 
-func (c *commitCounter) awaitCommits(e *env, n int, exited <-chan struct{}) {
+// awaitCommits waits for n commits (exited and output as for awaitHeld).
+func (c *commitCounter) awaitCommits(e *env, n int, exited <-chan struct{}, output func() string) {
 	e.t.Helper()
 	deadline := time.After(e.target.Timeout)
 	for {
@@ -328,7 +332,7 @@ func (c *commitCounter) awaitCommits(e *env, n int, exited <-chan struct{}) {
 		select {
 		case <-more:
 		case <-exited:
-			e.t.Fatalf("the consumer ended after %d of the %d commits the scenario waited for", c.count(), n)
+			e.t.Fatalf("the consumer process ended after %d of the %d commits the scenario waited for; its output:\n%s", c.count(), n, output())
 		case <-deadline:
 			e.t.Fatalf("timed out after %v waiting for the consumer's commit #%d (%d committed)", e.target.Timeout, n, c.count())
 		}
@@ -358,8 +362,8 @@ func (e *env) startInboxLocal(identity string, spec ports.SubscriptionSpec, db *
 	return v
 }
 
-func (v *localVictim) awaitHeld() string  { return v.cc.awaitHeld(v.e, nil) }
-func (v *localVictim) awaitCommits(n int) { v.cc.awaitCommits(v.e, n, nil) }
+func (v *localVictim) awaitHeld() string  { return v.cc.awaitHeld(v.e, nil, nil) }
+func (v *localVictim) awaitCommits(n int) { v.cc.awaitCommits(v.e, n, nil, nil) }
 func (v *localVictim) commits() int       { return v.cc.count() }
 func (v *localVictim) crash(what string) {
 	v.e.l.Mark(what)
