@@ -56,6 +56,11 @@ type Ledger struct {
 	peak     int
 	waiters  int
 	changed  chan struct{}
+
+	// Effects per message id, once counted (ledger_effects.go).
+	effects    map[string]int
+	effectsSet bool
+	suppressed int // duplicate deliveries an idempotent consumer absorbed
 }
 
 // counts are the ledger's running totals; unique-id counts are kept on the
@@ -64,6 +69,7 @@ type counts struct {
 	attempted, confirmed, acked, dead, terminalConfirmed int // unique ids
 	deliveries, requeues, dups, dlqArrived, settleFailed int // events
 	phantom, deferred                                    int // unique ids; deferred: unsettled, last settlement deferred
+	ackUnknown                                           int // unique ids: unsettled, died after the effect (fateAckUnknown)
 }
 
 // rec is one message's history, compact enough for a soak.
@@ -107,6 +113,10 @@ const (
 	fateSettleFailed
 	fateDied     // its process died holding it (Ledger.Died)
 	fateDeferred // Settle failed with an error the adapter defers (see SetDeferred)
+	// fateAckUnknown: its process died after the message's effect
+	// committed, maybe after its ack reached the broker
+	// (Ledger.DiedAfterEffect).
+	fateAckUnknown
 )
 
 // Window names the circumstance a duplicate delivery fell in: what had

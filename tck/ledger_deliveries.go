@@ -70,7 +70,13 @@ func (l *Ledger) positionOf(d *ports.Delivery) uint32 {
 	if l.position == nil {
 		return 0
 	}
-	s := l.position(d)
+	return hashPosition(l.position(d))
+}
+
+// hashPosition is the compact form of a broker position (0: unknown),
+// the same for a delivery observed here and one another process reports
+// (Delivered), so that their positions compare.
+func hashPosition(s string) uint32 {
 	if s == "" {
 		return 0
 	}
@@ -87,12 +93,7 @@ func (l *Ledger) positionOf(d *ports.Delivery) uint32 {
 // broker position, or "". Its outcome, if any, is recorded with Settled,
 // SettleFailed or Unsettled; a delivery whose process died has none.
 func (l *Ledger) Delivered(id, position string) {
-	var pos uint32
-	if position != "" {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(position))
-		pos = h.Sum32() | 1
-	}
+	pos := hashPosition(position)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.external++
@@ -111,15 +112,19 @@ func (l *Ledger) Settled(id string, a ports.Action) {
 // Died records that the process holding the deliveries of ids (recorded
 // with Delivered) died before settling them: their next delivery falls in
 // WindowInFlight, and they no longer count as in flight.
-func (l *Ledger) Died(ids ...string) {
+func (l *Ledger) Died(ids ...string) { l.died(fateDied, ids) }
+
+// died records the death of the process holding ids with fate f.
+func (l *Ledger) died(f fate, ids []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.external -= len(ids)
 	for _, id := range ids {
 		r := l.get(id)
-		l.transition(r, fateDied)
+		l.transition(r, f)
 		r.early = 0
 	}
+	l.notify()
 }
 
 // delivered records one delivery with its redelivery count (-1: unknown);
@@ -140,7 +145,7 @@ func (l *Ledger) delivered(id string, pos uint32, attempt int) {
 	case r.deliveries > 0:
 		var w Window
 		switch r.fate {
-		case fateOpen, fateDied:
+		case fateOpen, fateDied, fateAckUnknown:
 			w = WindowInFlight
 		case fateUnsettled:
 			w = WindowUnsettled
@@ -210,9 +215,15 @@ func (l *Ledger) transition(r *rec, f fate) {
 	if r.fate == fateDeferred && open {
 		l.c.deferred--
 	}
+	if r.fate == fateAckUnknown && open {
+		l.c.ackUnknown--
+	}
 	r.fate = f
 	if f == fateDeferred && open {
 		l.c.deferred++
+	}
+	if f == fateAckUnknown && open {
+		l.c.ackUnknown++
 	}
 }
 

@@ -9,16 +9,19 @@ func (l *Ledger) LostIDs() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
-	lost := func(x *rec) bool {
-		return x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate != fateDeferred
+	lost := func(x *rec, id string) bool {
+		if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate != fateDeferred {
+			return !(l.effectsSet && x.fate == fateAckUnknown && l.effects[id] > 0) // see Report.AckUnknownEffected
+		}
+		return l.effectsSet && x.flags&fConfirmed != 0 && l.effects[id] == 0 // settled without an effect (Effects)
 	}
 	for i := range l.minted {
-		if lost(&l.minted[i]) {
-			out = append(out, l.prefix+strconv.FormatUint(uint64(i), 36))
+		if id := l.prefix + strconv.FormatUint(uint64(i), 36); lost(&l.minted[i], id) {
+			out = append(out, id)
 		}
 	}
 	for id, x := range l.foreign {
-		if lost(x) {
+		if lost(x, id) {
 			out = append(out, id)
 		}
 	}

@@ -29,6 +29,10 @@ type Counts struct {
 	Settled      int // confirmed messages acked or dead-lettered
 	Deferred     int // messages not settled whose last settlement the adapter deferred (see SetDeferred)
 	Phantoms     int // messages delivered that were never sent
+	// AckUnknown counts messages not settled whose last delivery's
+	// process died after the message's effect committed, maybe after its
+	// ack reached the broker (see DiedAfterEffect).
+	AckUnknown int
 
 	Delivered         int // deliveries
 	Requeued          int // requeue settlements
@@ -49,7 +53,7 @@ func (l *Ledger) countsLocked() Counts {
 	return Counts{
 		Attempted: l.c.attempted, Confirmed: l.c.confirmed,
 		Acked: l.c.acked, DeadLettered: l.c.dead, Settled: l.c.terminalConfirmed,
-		Phantoms: l.c.phantom, Deferred: l.c.deferred,
+		Phantoms: l.c.phantom, Deferred: l.c.deferred, AckUnknown: l.c.ackUnknown,
 		Delivered: l.c.deliveries, Requeued: l.c.requeues, SettleFailed: l.c.settleFailed,
 		Duplicates: l.c.dups, DeadLetterArrived: l.c.dlqArrived,
 		InFlight: len(l.open) + l.external,
@@ -154,6 +158,12 @@ type Report struct {
 	// dead-lettered whose last settlement the adapter deferred: not
 	// counted as lost, on the adapter's word (see Ledger.SetDeferred).
 	DeferredUnsettled int
+	// AckUnknownEffected counts confirmed messages never seen settled
+	// whose process died after their effect committed (DiedAfterEffect)
+	// and that have their effect (Effects): not lost — the ack may have
+	// reached the broker before the process died, which then never
+	// redelivers them. Without Effects they count as lost.
+	AckUnknownEffected int
 	// Unconfirmed messages were attempted and never confirmed;
 	// UnconfirmedDelivered of them were delivered all the same (stored
 	// without a confirm reaching the sender).
@@ -163,10 +173,13 @@ type Report struct {
 	// idempotent consumer must absorb.
 	RepeatedEffects int
 	PhantomSample   []string
-	PeakInFlight    int
-	Windows         map[Window]WindowStat
-	Recoveries      []Recovery
-	Elapsed         time.Duration
+	// Effects is what the effects counted by Effects showed (zero when
+	// they were not counted). Its NoEffect messages are in Lost too.
+	Effects      EffectReport
+	PeakInFlight int
+	Windows      map[Window]WindowStat
+	Recoveries   []Recovery
+	Elapsed      time.Duration
 }
 
 // Report computes the ledger's conclusion. It scans every message.
@@ -177,6 +190,8 @@ func (l *Ledger) Report() Report {
 	scan := func(x *rec, id func() string) {
 		if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate == fateDeferred {
 			r.DeferredUnsettled++
+		} else if l.effectsSet && x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate == fateAckUnknown && l.effects[id()] > 0 {
+			r.AckUnknownEffected++
 		} else if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 {
 			r.Lost++
 			if x.fate == fateSettleFailed {
@@ -185,6 +200,11 @@ func (l *Ledger) Report() Report {
 			if x.deliveries == 0 {
 				r.LostUndelivered++
 			}
+			if len(r.LostSample) < sampleSize {
+				r.LostSample = append(r.LostSample, id())
+			}
+		} else if l.effectsSet && x.flags&fConfirmed != 0 && l.effects[id()] == 0 {
+			r.Lost++ // settled, and yet its effect is missing
 			if len(r.LostSample) < sampleSize {
 				r.LostSample = append(r.LostSample, id())
 			}
@@ -206,6 +226,7 @@ func (l *Ledger) Report() Report {
 		scan(x, func() string { return id })
 	}
 	r.PhantomSample = slices.Clone(l.phantoms)
+	r.Effects = l.effectReportLocked()
 	r.Windows = make(map[Window]WindowStat, len(l.windows))
 	for w, s := range l.windows {
 		r.Windows[w] = *s
@@ -238,6 +259,15 @@ func (r Report) Line() string {
 	}
 	if r.DeferredUnsettled > 0 {
 		fmt.Fprintf(&b, " deferred=%d", r.DeferredUnsettled)
+	}
+	if r.AckUnknownEffected > 0 {
+		fmt.Fprintf(&b, " ack-unknown=%d", r.AckUnknownEffected)
+	}
+	if e := r.Effects; e.Counted {
+		fmt.Fprintf(&b, " effects=%d dup-effects=%d no-effect=%d suppressed=%d", e.Distinct, e.DupEffects, e.NoEffect, e.Suppressed)
+		if e.PhantomEffects > 0 {
+			fmt.Fprintf(&b, " phantom-effects=%d", e.PhantomEffects)
+		}
 	}
 	fmt.Fprintf(&b, " attempted=%d unconfirmed=%d unconfirmed-delivered=%d delivered=%d requeued=%d settle-failed=%d repeated-effects=%d peak-inflight=%d",
 		r.Attempted, r.Unconfirmed, r.UnconfirmedDelivered, r.Delivered, r.Requeued, r.SettleFailed, r.RepeatedEffects, r.PeakInFlight)
@@ -278,11 +308,24 @@ func (l *Ledger) Check(t testing.TB) Report {
 	t.Helper()
 	r := l.Record(t)
 	if r.Lost > 0 {
-		t.Errorf("ledger %s/%s: %d confirmed message(s) LOST (never acked nor dead-lettered), e.g. %v", r.Adapter, r.Fault, r.Lost, r.LostSample)
+		how := "never acked nor dead-lettered"
+		if r.Effects.Counted {
+			how += ", or without an effect"
+		}
+		t.Errorf("ledger %s/%s: %d confirmed message(s) LOST (%s), e.g. %v", r.Adapter, r.Fault, r.Lost, how, r.LostSample)
 		if r.LostAfterSettleError > 0 {
 			t.Errorf("ledger %s/%s: %d of them had a failed settlement and were never redelivered: the adapter settled them "+
 				"after reporting a failure, or the broker lost them; either breaks the Settle contract", r.Adapter, r.Fault, r.LostAfterSettleError)
 		}
+	}
+	if e := r.Effects; e.NoEffect > 0 {
+		t.Errorf("ledger %s/%s: %d confirmed message(s) have no effect, e.g. %v", r.Adapter, r.Fault, e.NoEffect, e.NoEffectSample)
+	}
+	if e := r.Effects; e.DupEffects > 0 {
+		t.Errorf("ledger %s/%s: %d message(s) have more than one effect (%d extra), e.g. %v", r.Adapter, r.Fault, e.DupEffects, e.DupEffectRows, e.DupEffectSample)
+	}
+	if e := r.Effects; e.PhantomEffects > 0 {
+		t.Errorf("ledger %s/%s: %d effect(s) of messages that were never sent", r.Adapter, r.Fault, e.PhantomEffects)
 	}
 	if r.Phantoms > 0 {
 		t.Errorf("ledger %s/%s: %d message(s) delivered that were never sent, e.g. %v", r.Adapter, r.Fault, r.Phantoms, r.PhantomSample)

@@ -42,16 +42,11 @@ const (
 // pending, reports what it got, and exits when its stdin closes (the
 // parent is gone) if nobody killed it first.
 func runChild(t *testing.T, target Target) {
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(3)
-	}()
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(os.Stdout, childPrefix+format+"\n", args...)
+	if os.Getenv(childEnv) == childInbox {
+		runInboxChild(t, target)
+		return
 	}
+	say := childOutput()
 	inFlight, err := strconv.Atoi(os.Getenv(childInFlightEnv))
 	if err != nil {
 		t.Fatalf("child: %s: %v", childInFlightEnv, err)
@@ -79,6 +74,47 @@ func runChild(t *testing.T, target Target) {
 	select {} // until SIGKILL (or stdin closes)
 }
 
+// childOutput makes a consumer process exit once its stdin closes (the
+// parent is gone) and returns its line writer (childPrefix + one line).
+func childOutput() func(format string, args ...any) {
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(3)
+	}()
+	var mu sync.Mutex
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(os.Stdout, childPrefix+format+"\n", args...)
+	}
+}
+
+// each calls fn with every line the child writes, in order, on a
+// goroutine, and closes the returned channel once the child exited and
+// every line was handled.
+func (c *child) each(fn func(line string)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case line := <-c.lines:
+				fn(line)
+			case <-c.exited:
+				for {
+					select {
+					case line := <-c.lines:
+						fn(line)
+					default:
+						return
+					}
+				}
+			}
+		}
+	}()
+	return done
+}
+
 // child is a consumer process started by the parent.
 type child struct {
 	cmd    *exec.Cmd
@@ -90,8 +126,9 @@ type child struct {
 }
 
 // startChild re-executes the test binary as a consumer of spec at addr,
-// playing the process named identity.
-func (e *env) startChild(addr, identity string, spec ports.SubscriptionSpec) *child {
+// playing the process named identity. env adds to (or overrides) its
+// environment.
+func (e *env) startChild(addr, identity string, spec ports.SubscriptionSpec, env ...string) *child {
 	e.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -106,6 +143,7 @@ func (e *env) startChild(addr, identity string, spec ports.SubscriptionSpec) *ch
 		childGroupEnv+"="+spec.Group,
 		childInFlightEnv+"="+strconv.Itoa(spec.WithDefaults().InFlight),
 	)
+	cmd.Env = append(cmd.Env, env...) // the last value of a name wins
 	c := &child{cmd: cmd, lines: make(chan string, 4096), exited: make(chan struct{}), stderr: &bytes.Buffer{}}
 	cmd.Stderr = lockedWriter{c}
 	out, err := cmd.StdoutPipe()
@@ -141,6 +179,13 @@ func (e *env) startChild(addr, identity string, spec ports.SubscriptionSpec) *ch
 	return c
 }
 
+// output is what the child wrote besides its event lines.
+func (c *child) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stderr.String()
+}
+
 type lockedWriter struct{ c *child }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
@@ -171,9 +216,7 @@ func (c *child) next(e *env, what string) string {
 			return l
 		default:
 		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		e.t.Fatalf("the consumer process exited while waiting for %s; its output:\n%s", what, c.stderr.String())
+		e.t.Fatalf("the consumer process exited while waiting for %s; its output:\n%s", what, c.output())
 	case <-time.After(e.target.Timeout):
 		e.t.Fatalf("timed out after %v waiting for the consumer process: %s", e.target.Timeout, what)
 	}

@@ -36,6 +36,25 @@
 //	poison-flood     mostly poison: healthy messages keep flowing
 //	soak             (build tag soak) a long run with random transient
 //	                 failures and poison; reports peak RSS
+//	inbox-kill       exactly-once effects across crashes: a consumer running
+//	                 flow.New with QoS ExactlyOnce → inbox.Sink into a SQLite
+//	                 file (one business row per delivery, in the inbox's
+//	                 transaction) is crashed right after a commit and before
+//	                 its ack, its restart crashed again mid-stream at a
+//	                 random point, and a third consumer finishes the group;
+//	                 the ledger then counts effects per message id (Effects):
+//	                 lost (no effect) and dup-effects must be 0, and the inbox
+//	                 must have suppressed at least one duplicate delivery.
+//	                 Consumer processes SIGKILLed where the broker is reached
+//	                 over the network; on an in-process broker the crash is
+//	                 simulated by closing the consumer's adapter while it is
+//	                 held after the commit (see scenarioInboxKill)
+//
+// inbox-kill is the one scenario that needs a database: the kit imports
+// operators/inbox and the pure-Go SQLite driver (modernc.org/sqlite) for
+// it, so that it runs on every target without a change to the adapters'
+// tests. Neither is a broker client, and tck sits above operators, so the
+// layering rules (tck/layering_test.go, adapters/deps_test.go) hold.
 //
 // broker-restart, conn-reset, blackhole, stall and send-unconfirmed run
 // the same stream: a producer of single-message sends, a producer of

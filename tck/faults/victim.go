@@ -15,7 +15,7 @@ type victim struct {
 	ch       *child
 	identity string
 	spec     ports.SubscriptionSpec
-	done     chan struct{}
+	done     <-chan struct{} // every line handled, the process gone
 
 	mu   sync.Mutex
 	held []string
@@ -27,29 +27,12 @@ func (e *env) startVictim() *victim {
 	e.t.Helper()
 	spec := e.spec()
 	spec.InFlight = 8
-	v := &victim{identity: e.identity(), spec: spec, done: make(chan struct{})}
+	v := &victim{identity: e.identity(), spec: spec}
 	v.ch = e.startChild(e.b.Addr, v.identity, spec)
 	if l := v.ch.next(e, "the victim consumer process to subscribe"); l != "READY" {
 		e.t.Fatalf("victim consumer process said %q, want READY", l)
 	}
-	go func() {
-		defer close(v.done)
-		for {
-			select {
-			case line := <-v.ch.lines:
-				v.got(e, line)
-			case <-v.ch.exited:
-				for {
-					select {
-					case line := <-v.ch.lines:
-						v.got(e, line)
-					default:
-						return
-					}
-				}
-			}
-		}
-	}()
+	v.done = v.ch.each(func(line string) { v.got(e, line) })
 	return v
 }
 
