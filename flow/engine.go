@@ -124,8 +124,8 @@ func newEngine(p *Pipeline, sub ports.Subscription) *engine {
 	return e
 }
 
-// handed records a delivery entering the pipeline.
-func (e *engine) handed() { e.active.Add(1) }
+// handed records n deliveries entering the pipeline.
+func (e *engine) handed(n int64) { e.active.Add(n) }
 
 // enqueue takes over the settlement of rs, all with disp. It never blocks
 // on the adapter. It returns false, taking nothing, once the engine is
@@ -311,15 +311,11 @@ func (e *engine) call(g group) {
 		for _, end := range g.ends {
 			part := ds[start:end]
 			perr := e.settle(part, g.disp)
-			for _, r := range g.rs[start:end] {
-				p.settled(r, g.disp, perr)
-			}
+			p.settledAll(g.rs[start:end], g.disp, perr)
 			start = end
 		}
 	} else {
-		for _, r := range g.rs {
-			p.settled(r, g.disp, err)
-		}
+		p.settledAll(g.rs, g.disp, err)
 	}
 	n := len(g.rs)
 	if g.buf != nil {
