@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -248,8 +249,9 @@ type single struct {
 // receivedChunk is how many deliveries (with their handles) are allocated
 // at once: a ReceiveBatch of fewer records takes them from the rest of a
 // chunk, so that a consumer that keeps up (one record per receive) does
-// not allocate per delivery.
-const receivedChunk = 32
+// not allocate per delivery. As many as fit in 8 KiB, an allocation size
+// class, so that the chunk wastes no rounding up.
+const receivedChunk = 8192 / int(unsafe.Sizeof(received{}))
 
 // carve returns n unused deliveries with their handles, from the rest of
 // the current chunk or from a new one. Called under recvMu.
