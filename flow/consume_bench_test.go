@@ -139,6 +139,8 @@ func BenchmarkPipelineConsume(b *testing.B) {
 				runtime.ReadMemStats(&m1)
 				// allocs/op is truncated to a whole number; this is not.
 				b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(b.N), "allocs/delivery")
+				// How many deliveries a Settle call carried, on average.
+				b.ReportMetric(float64(b.N)/float64(max(1, p.Stats().SettleCalls)), "deliveries/settle")
 				if err := p.Stop(ctx); err != nil {
 					b.Fatal(err)
 				}

@@ -21,7 +21,10 @@ import (
 //
 // The calls run on settle workers that the engine starts as it needs them,
 // up to settleConcurrency, and that live until it closes: a call costs no
-// goroutine start and no allocation of its own.
+// goroutine start and no allocation of its own. A worker whose call was the
+// only one running carries out the ACK round that gathered meanwhile
+// itself (takeOver): a busy pipeline's rounds then cost no goroutine
+// hand-off between the engine and its workers.
 //
 // A round is flushed at once when no Settle call is running; while one is,
 // completions gather until it returns, and the round goes then — or
@@ -124,8 +127,8 @@ func newEngine(p *Pipeline, sub ports.Subscription) *engine {
 	return e
 }
 
-// handed records a delivery entering the pipeline.
-func (e *engine) handed() { e.active.Add(1) }
+// handed records n deliveries entering the pipeline.
+func (e *engine) handed(n int64) { e.active.Add(n) }
 
 // enqueue takes over the settlement of rs, all with disp. It never blocks
 // on the adapter. It returns false, taking nothing, once the engine is
@@ -275,18 +278,70 @@ func (e *engine) dispatch(g group) {
 }
 
 // worker carries out g, then the groups handed to it, until run closes
-// work.
+// work. After each call it takes over the round that gathered meanwhile
+// when that round would go at once (see takeOver), keeping its call token,
+// so that a busy pipeline's rounds follow each other on one worker without
+// waking the engine and being handed back over work.
 func (e *engine) worker(g group) {
 	defer e.workerWG.Done()
 	for ok := true; ok; g, ok = <-e.work {
-		e.call(g)
+		e.carry(g)
+		for {
+			next, more := e.takeOver()
+			if !more {
+				break
+			}
+			e.carry(next)
+		}
+		e.finished()
 	}
 }
 
-// call carries out one group and accounts for each of its deliveries.
+// call carries out one group on the calling goroutine (the engine's, for
+// the ACKs of a ports.Flusher) and gives its call token back.
 func (e *engine) call(g group) {
-	defer e.calls.Done()
-	defer func() { <-e.concurrency }()
+	e.carry(g)
+	e.finished()
+}
+
+// finished ends a call: the round that waited for it goes now, and the
+// call's token is given back.
+func (e *engine) finished() {
+	e.running.Add(-1)
+	e.poke() // a round that waited for this call goes now
+	<-e.concurrency
+	e.calls.Done()
+}
+
+// takeOver returns the pending round, taking it from the engine, when a
+// worker has just finished the only running call and the round holds ACKs
+// only: the engine would flush it at once (no call running), on a worker.
+// The worker carries it out itself, under the token, call count and
+// running count of the call it finished, so that nothing changes for the
+// engine's accounting but two goroutine hand-offs (engine wake-up, work
+// send) are saved per round. A round with other dispositions, or the ACKs
+// of a ports.Flusher (which go on the engine's goroutine), is left to the
+// engine.
+func (e *engine) takeOver() (group, bool) {
+	if e.inlineAcks || e.running.Load() != 1 {
+		return group{}, false
+	}
+	next := e.takeSpare()
+	e.mu.Lock()
+	if e.n == 0 || len(e.groups) > 0 {
+		e.mu.Unlock()
+		e.putSpare(next)
+		return group{}, false
+	}
+	acks, ends := e.acks, e.ackEnds
+	e.acks, e.ackEnds, e.n = next.rs, next.ends, 0
+	e.mu.Unlock()
+	next.rs, next.ends = acks, ends
+	return group{rs: acks, disp: ports.Disposition{Action: ports.Ack}, ends: ends, buf: next}, true
+}
+
+// carry carries out one group and accounts for each of its deliveries.
+func (e *engine) carry(g group) {
 	p := e.p
 	var ds []*ports.Delivery
 	if g.buf != nil && cap(g.buf.ds) >= len(g.rs) {
@@ -311,15 +366,11 @@ func (e *engine) call(g group) {
 		for _, end := range g.ends {
 			part := ds[start:end]
 			perr := e.settle(part, g.disp)
-			for _, r := range g.rs[start:end] {
-				p.settled(r, g.disp, perr)
-			}
+			p.settledAll(g.rs[start:end], g.disp, perr)
 			start = end
 		}
 	} else {
-		for _, r := range g.rs {
-			p.settled(r, g.disp, err)
-		}
+		p.settledAll(g.rs, g.disp, err)
 	}
 	n := len(g.rs)
 	if g.buf != nil {
@@ -327,8 +378,6 @@ func (e *engine) call(g group) {
 	}
 	p.stats.inFlight.Add(-int64(n))
 	p.slots.release(n)
-	e.running.Add(-1)
-	e.poke() // a round that waited for this call goes now
 }
 
 // takeSpare returns an empty ACK buffer: a finished round's, or a new one.

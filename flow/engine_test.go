@@ -511,3 +511,66 @@ func TestDeferredAcksRunOnTheEngineOtherSettlementsConcurrently(t *testing.T) {
 		t.Fatal("no second Settle call started while the first was held: an adapter that waits for the broker must get concurrent calls")
 	}
 }
+
+// On an adapter whose Settle waits for the broker, the completions that
+// gathered while the only Settle call was running go in the next call as
+// soon as it returns (the worker that made the call carries the round out
+// itself), never more calls at once than the concurrency allows, and a
+// round with requeues among its ACKs is settled in full too.
+func TestRoundGatheredDuringACallGoesWhenItReturns(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		concurrency int
+		failEvery   int // 0: every delivery succeeds
+	}{
+		{"acks/concurrency=1", 1, 0},
+		{"acks/concurrency=2", 2, 0},
+		{"acks-and-requeues/concurrency=1", 1, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const inFlight = 8
+			g := newGated()
+			g.hold()
+			sp := spec
+			sp.InFlight = inFlight
+			sp.Retry = ports.RetryPolicy{MaxAttempts: 5, NoBackoff: true}
+			var n int
+			var mu sync.Mutex
+			startOn(t, g, eagerFake{g}, sp, sinkOrders(func(context.Context, order) error {
+				mu.Lock()
+				defer mu.Unlock()
+				n++
+				if c.failEvery > 0 && n%c.failEvery == 0 {
+					return errTransient
+				}
+				return nil
+			}), flow.WithSettleLinger(time.Hour), flow.WithSettleConcurrency(c.concurrency))
+			g.push(deliveries(inFlight)...)
+			g.waitEntered(t) // the first round's call, held: the others gather
+			g.open()
+			got := g.waitSettled(t, inFlight)
+			acks, requeues := 0, 0
+			for _, s := range got {
+				switch s.disp.Action {
+				case ports.Ack:
+					acks++
+				case ports.Requeue:
+					requeues++
+				}
+			}
+			wantRequeues := 0
+			if c.failEvery > 0 {
+				wantRequeues = inFlight / c.failEvery
+			}
+			if len(got) != inFlight || requeues != wantRequeues || acks != inFlight-wantRequeues {
+				t.Fatalf("settled %d (%d acks, %d requeues), want %d (%d requeues)", len(got), acks, requeues, inFlight, wantRequeues)
+			}
+			g.mu.Lock()
+			overlap := g.overlap
+			g.mu.Unlock()
+			if overlap > c.concurrency {
+				t.Fatalf("%d Settle calls ran at once, concurrency %d", overlap, c.concurrency)
+			}
+		})
+	}
+}

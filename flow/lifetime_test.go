@@ -14,12 +14,21 @@ import (
 
 // What a handler may keep past its delivery's settlement: the delivery,
 // the item's context and its completion. None of them is reused for a
-// later delivery (a receive's roots share one allocation, never a second
-// life), so after many more deliveries were received and settled each
-// still answers for its own delivery, and a late completion is refused
-// without settling anything. Run with -race: a record given to a later
-// delivery would be written while the test reads it.
+// later delivery (roots are carved from chunks shared by consecutive
+// receives, never given a second life), so after many more deliveries were
+// received and settled each still answers for its own delivery, and a late
+// completion is refused without settling anything. Run with -race: a
+// record given to a later delivery would be written while the test reads
+// it. Deliveries are received in batches larger than a chunk, and one at
+// a time, each settled before the next is received (consecutive receives
+// then share a chunk, the settled roots' neighbours being handed out
+// afterwards).
 func TestKeptAfterSettlementStayTheirOwn(t *testing.T) {
+	t.Run("batches", func(t *testing.T) { keptAfterSettlement(t, 4, 50, 50) })
+	t.Run("one-at-a-time", func(t *testing.T) { keptAfterSettlement(t, 2, 100, 1) })
+}
+
+func keptAfterSettlement(t *testing.T, rounds, per, push int) {
 	type kept struct {
 		d       *ports.Delivery
 		ctx     context.Context
@@ -37,7 +46,6 @@ func TestKeptAfterSettlementStayTheirOwn(t *testing.T) {
 		})
 		flow.Sink(out, func(context.Context, *ports.Delivery) error { return nil })
 	})
-	const rounds, per = 4, 50
 	for r := range rounds {
 		batch := make([]*ports.Delivery, per)
 		for i := range batch {
@@ -47,13 +55,15 @@ func TestKeptAfterSettlementStayTheirOwn(t *testing.T) {
 				ID:      id,
 			}
 		}
-		f.push(batch...) // received in batches: each Receive's roots are allocated together
-		f.waitSettled(t, (r+1)*per)
+		for i := 0; i < per; i += push {
+			f.push(batch[i : i+push]...) // received together, then settled
+			f.waitSettled(t, r*per+i+push)
+		}
 	}
 	// The adapter records a settlement before the pipeline counts it.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := p.WaitSettled(ctx, rounds*per); err != nil {
+	if err := p.WaitSettled(ctx, int64(rounds*per)); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -84,7 +94,7 @@ func TestKeptAfterSettlementStayTheirOwn(t *testing.T) {
 	if n := len(f.settlements()); n != rounds*per {
 		t.Fatalf("%d settlements, want %d: a late completion was settled", n, rounds*per)
 	}
-	if st := p.Stats(); st.Conflicts != rounds*per || st.Acked != rounds*per {
+	if st := p.Stats(); st.Conflicts != int64(rounds*per) || st.Acked != int64(rounds*per) {
 		t.Fatalf("stats %+v, want %d acked and %d conflicts (the late Fails)", st, rounds*per, rounds*per)
 	}
 }

@@ -12,13 +12,13 @@ import (
 // root is the record of one received delivery: its completion, its
 // context and its settlement.
 //
-// The roots of one Receive are allocated together, in one slice, and are
-// never reused: handlers see a root's Completion and context and may keep
-// them past the settlement (a late second completion must still find its
-// own delivery and be refused). A root kept that way keeps its batch's
-// roots in memory with it, as a kept delivery of the portable layer keeps
-// its batch's deliveries; a root's references are its delivery, its
-// outcome's error and the pipeline.
+// Roots are allocated in chunks shared by consecutive receives (see
+// carveRoots) and are never reused: handlers see a root's Completion and
+// context and may keep them past the settlement (a late second completion
+// must still find its own delivery and be refused). A root kept that way
+// keeps its chunk's roots in memory with it, as a kept delivery of the
+// portable layer keeps its chunk of deliveries; a root's references are
+// its delivery, its outcome's error and the pipeline.
 type root struct {
 	Completion
 	ctx deliveryCtx
@@ -37,6 +37,7 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 	// every receive, emptied each time the deliveries are handed on.
 	appender, _ := p.sub.(ports.ReceiveAppender)
 	var buf []*ports.Delivery
+	var slab []root // roots not handed out yet (carveRoots)
 	for {
 		n, err := p.slots.acquire(ctx, p.spec.InFlight)
 		if err != nil {
@@ -52,7 +53,18 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 		if extra := n - len(ds); extra > 0 {
 			p.slots.release(extra)
 		}
-		roots := make([]root, len(ds))
+		// The deliveries of one receive are counted together: one atomic
+		// add per counter and receive, not per delivery. Counting them
+		// as active before the first is handled also tells the engine
+		// that more completions are coming until the last one is done,
+		// so that it is not woken to flush after each of them.
+		if k := int64(len(ds)); k > 0 {
+			p.stats.received.Add(k)
+			p.stats.inFlight.Add(k)
+			p.eng.handed(k)
+		}
+		var roots []root
+		roots, slab = carveRoots(slab, len(ds))
 		for i, d := range ds {
 			if !p.emit(ctx, d, &roots[i]) {
 				for _, rest := range ds[i+1:] {
@@ -73,8 +85,30 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 	}
 }
 
+// rootChunk is how many roots are allocated at once: a receive of fewer
+// deliveries takes its roots from the rest of a chunk, so that a consumer
+// that keeps up (one delivery per receive) does not allocate per delivery.
+const rootChunk = 32
+
+// carveRoots returns n unused roots, taken from the front of slab or, when
+// slab has fewer, from a new chunk, and what is left of the slab.
+//
+// Lifetime: a root is handed out once and never reused (its Completion and
+// context may be kept by user code past the settlement, see root); the
+// slab only remembers which roots of its chunk were not handed out yet.
+// A root kept by user code keeps its whole chunk in memory, at most
+// max(rootChunk, n) roots, as a kept delivery of the portable layer keeps
+// its chunk of deliveries.
+func carveRoots(slab []root, n int) ([]root, []root) {
+	if n > len(slab) {
+		slab = make([]root, max(rootChunk, n))
+	}
+	return slab[:n:n], slab[n:]
+}
+
 // emit hands d to the first stage, with r, unused so far, as its root;
-// false when the source is stopping.
+// false when the source is stopping. The receive loop counted d as
+// received, in flight and active already.
 func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery, r *root) bool {
 	r.p = p
 	r.ctx = deliveryCtx{Context: p.workCtx, d: d}
@@ -82,9 +116,6 @@ func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery, r *root) bool {
 	r.me[0] = r
 	r.next = r
 	r.report = p.report
-	p.stats.received.Add(1)
-	p.stats.inFlight.Add(1)
-	p.eng.handed()
 	p.observe(Event{Delivery: d, Received: true})
 	if d.Err != nil {
 		// The adapter could not decode the envelope: poison, unhandled.
@@ -117,11 +148,12 @@ func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery, r *root) bool {
 }
 
 // abandon gives back a delivery that was received but never handed on.
+// The receive loop counted it as received, in flight and active: it stays
+// received, and is given back as a cancellation.
 func (p *Pipeline) abandon(d *ports.Delivery, cause error) {
-	p.stats.received.Add(1)
 	p.stats.cancelled.Add(1)
-	p.slots.release(1)
 	p.observe(Event{Delivery: d, Outcome: Outcome{Kind: Cancelled, Err: cause}})
+	p.release(1)
 }
 
 // settle hands a delivery's terminal outcome to the settlement engine.
@@ -208,6 +240,19 @@ func (p *Pipeline) release(n int) {
 	p.stats.inFlight.Add(-int64(n))
 	p.slots.release(n)
 	p.eng.done(n)
+}
+
+// settledAll accounts for the deliveries of rs after the engine's Settle
+// call for them returned err. A successful ACK with no observer is
+// counted with one add for the call, not one per delivery.
+func (p *Pipeline) settledAll(rs []*root, disp ports.Disposition, err error) {
+	if err == nil && disp.Action == ports.Ack && p.cfg.observer == nil {
+		p.stats.acked.Add(int64(len(rs)))
+		return
+	}
+	for _, r := range rs {
+		p.settled(r, disp, err)
+	}
 }
 
 // settled accounts for one delivery after the engine's Settle call for it

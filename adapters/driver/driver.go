@@ -47,10 +47,20 @@
 // # Hand-offs on the consume path
 //
 // The portable layer pulls: flow's receive loop calls
-// Subscription.ReceiveBatch itself, so a record reaches the handler
-// through two sluice-owned goroutine hand-offs at most — (1) from flow's
-// receive loop to a handler worker, (2) from the completion to flow's
-// settlement engine, which calls SendAcks with the whole round. The
+// Subscription.ReceiveBatch itself, and on the default pipeline (stages
+// of one worker, the Sink included) the handler runs on that same
+// goroutine, so a record goes from ReceiveBatch to SendAcks through two
+// sluice-owned goroutine hand-offs at most: (1) from the completion to
+// flow's settlement engine, which coalesces completions into a round,
+// and (2) from the engine to a settle worker, which calls SendAcks with
+// the whole round. (2) is not taken for an [AckFlusher], whose SendAcks
+// runs on the engine's goroutine, nor for a round that gathered while a
+// call was running: the worker that finishes the call carries that round
+// out itself, so that a busy pipeline's rounds go from one call to the
+// next on one worker, the engine being woken only to time a round's
+// linger. A stage with more workers (Workers, or a Buffer before it)
+// adds a hand-off to its workers. When the in-flight window was full,
+// the settle worker that frees slots also wakes the receive loop. The
 // engine is the only acknowledgement batcher; a driver must not batch
 // acknowledgements again behind SendAcks (it may defer them, see
 // [AckFlusher]). Goroutines a broker client owns (a socket reader) are

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -26,6 +27,7 @@ type Subscription struct {
 	copies  bool // requeues are republished copies counted in HeaderRedeliveryCount
 
 	recvMu sync.Mutex   // held by Receive: Stop waits for it before closing the driver
+	chunk  []received   // deliveries not handed out yet (carve); under recvMu
 	gate   sync.RWMutex // read-held by Settle, write-held by Stop
 
 	mu         sync.Mutex
@@ -244,10 +246,36 @@ type single struct {
 	out [1]*ports.Delivery
 }
 
+// receivedChunk is how many deliveries (with their handles) are allocated
+// at once: a ReceiveBatch of fewer records takes them from the rest of a
+// chunk, so that a consumer that keeps up (one record per receive) does
+// not allocate per delivery. As many as fit in 8 KiB, an allocation size
+// class, so that the chunk wastes no rounding up.
+const receivedChunk = 8192 / int(unsafe.Sizeof(received{}))
+
+// carve returns n unused deliveries with their handles, from the rest of
+// the current chunk or from a new one. Called under recvMu.
+//
+// Lifetime: a delivery and its handle are handed out once and never
+// reused (user code may keep a delivery past its settlement and read it);
+// the chunk only remembers which of its entries were not handed out yet.
+// A delivery kept by user code keeps its chunk in memory, at most
+// max(receivedChunk, n) deliveries, as it kept the deliveries of its
+// ReceiveBatch before.
+func (s *Subscription) carve(n int) []received {
+	if n > len(s.chunk) {
+		s.chunk = make([]received, max(receivedChunk, n))
+	}
+	out := s.chunk[:n:n]
+	s.chunk = s.chunk[n:]
+	return out
+}
+
 // deliveries turns records into deliveries appended to out, counting each
 // in the in-flight bound, and holds those whose not-before time is still
-// ahead. The deliveries and their handles of one call are one allocation
-// (and, with no room in out, the slice too when there is one record).
+// ahead. The deliveries and their handles are carved from a chunk shared
+// by consecutive calls (and, for a lone record with no room in out, they
+// and the slice are one allocation).
 func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) []*ports.Delivery {
 	var now time.Time // read once, when a record needs it
 	clock := func() time.Time {
@@ -259,12 +287,12 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 	var slab []received
 	switch {
 	case cap(out)-len(out) >= len(recs):
-		slab = make([]received, len(recs))
+		slab = s.carve(len(recs))
 	case len(recs) == 1 && len(out) == 0:
 		one := new(single)
 		slab, out = one.x[:], one.out[:0]
 	default:
-		slab = make([]received, len(recs))
+		slab = s.carve(len(recs))
 		out = slices.Grow(out, len(recs))
 	}
 	for i := range recs {
