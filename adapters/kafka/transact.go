@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -48,6 +49,7 @@ func (c *conn) SubscribeTransactional(ctx context.Context, spec ports.Subscripti
 	conf := c.opts.config("producer", 0)
 	conf.Producer.Transaction.ID = c.group(spec) + "-txn-" + ports.NewID()
 	conf.Producer.Transaction.Timeout = c.opts.TransactionTimeout
+	conf.Producer.Transaction.Retry.Backoff = 10 * time.Millisecond // sarama's 100ms stalls every busy coordinator answer
 	prod, err := sarama.NewSyncProducer(c.opts.Brokers, conf)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: transactional producer: %w", err)
