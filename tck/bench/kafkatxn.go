@@ -25,6 +25,8 @@ import (
 //	            read-committed fetches), one transaction per poll
 //	kafka-txn   sluice: flow.Decode → Map → TransactTo, one transaction
 //	            per settlement round
+//	kafka-txn-inflight10x  diagnostic: the same with 10× the in-flight
+//	            window, so 10× larger transactions
 //
 // A record counts when its transaction committed. After the timed section
 // each run reads its output topic read-committed and fails unless it holds
@@ -40,8 +42,15 @@ func init() {
 		Contenders: []Contender{
 			{Name: "franz-txn", Run: runFranzTxn},
 			{Name: "kafka-txn", Run: runSluiceTxn},
+			{Name: "kafka-txn-inflight10x", Run: func(ctx context.Context, env Env, cfg Config) (Result, error) {
+				cfg.InFlight *= 10
+				return runSluiceTxn(ctx, env, cfg)
+			}},
 		},
-		Ratios: []Ratio{{Label: "kafka-txn/best-raw", Num: "kafka-txn", Den: []string{"franz-txn"}}},
+		Ratios: []Ratio{
+			{Label: "kafka-txn/best-raw", Num: "kafka-txn", Den: []string{"franz-txn"}},
+			{Label: "kafka-txn-inflight10x/best-raw", Num: "kafka-txn-inflight10x", Den: []string{"franz-txn"}},
+		},
 	})
 }
 
