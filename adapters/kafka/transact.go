@@ -30,6 +30,7 @@ type txn struct {
 	staged map[any]staged   // by record handle
 	end    chan struct{}    // closed after a failed transaction: the session ends
 	failed bool             // this session's transaction failed
+	aborts int              // failed transactions so far
 }
 
 type staged struct {
@@ -109,9 +110,12 @@ func (s *sub) sendAcksTxn(ctx context.Context, handles []any) error {
 	if err := s.log.Ack(handles); err != nil {
 		return err
 	}
+	s.tx.mu.Lock()
+	aborts := s.tx.aborts
+	s.tx.mu.Unlock()
 	err := s.log.Flush(ctx)
 	s.tx.mu.Lock()
-	failed := s.tx.failed
+	failed := s.tx.aborts != aborts || s.tx.failed
 	s.tx.mu.Unlock()
 	if failed {
 		return fmt.Errorf("kafka: transaction of %s failed: %w", s.group, errors.Join(driver.ErrRecordsLost, err))
@@ -188,6 +192,7 @@ func (s *sub) txnFailed(cause error) error {
 		}
 	}
 	t.mu.Lock()
+	t.aborts++
 	if !t.failed {
 		t.failed = true
 		close(t.end)
@@ -225,6 +230,9 @@ func (t *txn) released(c *claim) {
 		return
 	}
 	t.mu.Lock()
+	if t.claims[c.id] == c {
+		delete(t.claims, c.id) // Stage refuses its records from now on
+	}
 	for h, st := range t.staged {
 		if st.c == c {
 			delete(t.staged, h)
