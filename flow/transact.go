@@ -58,14 +58,7 @@ func TransactSink[T any](in Stream[T], build func(ctx context.Context, v T) ([]p
 			return p.sub.(ports.TransactionalSubscription).Stage(ctx, it.Msg, msgs)
 		}, it.Ctx, it.Value))
 	}
-	if in.fuse(cfg.workers, body, nil) {
-		return
-	}
-	p.workers(cfg.workers, func() {
-		for it := range src {
-			body(it)
-		}
-	}, nil)
+	runTerminal(in, src, cfg.workers, body)
 }
 
 // TransactTo is TransactSink sending each value as one JSON message to
