@@ -29,8 +29,9 @@ func ExactlyOnceEffect() StageOption {
 
 // sinkInfo is what Start needs to know of a terminal Sink.
 type sinkInfo struct {
-	exactlyOnce bool
-	fanOut      string // the fan-out stage before it, if any
+	exactlyOnce   bool
+	transactional bool   // TransactSink (transact.go)
+	fanOut        string // the fan-out stage before it, if any
 }
 
 // terminal records a Sink for the exactly-once check of Start.

@@ -155,8 +155,11 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("flow: spec with the adapter's defaults: %w", err)
 	}
-	sub, err := p.adapter.Subscribe(ctx, spec)
+	sub, err := p.subscribe(ctx, spec) // transact.go
 	if err != nil {
+		if errors.Is(err, ports.ErrExactlyOnce) {
+			return err
+		}
 		return fmt.Errorf("flow: subscribe %s on %s: %w", p.spec.Topic, p.adapter.Name(), err)
 	}
 	p.started = true

@@ -257,10 +257,17 @@ func Sink[T any](in Stream[T], fn func(ctx context.Context, v T) error, opts ...
 		}
 		_ = it.Settle(callSink(p, fn, it.Ctx, it.Value))
 	}
-	if in.fuse(cfg.workers, body, nil) {
+	runTerminal(in, src, cfg.workers, body)
+}
+
+// runTerminal runs a terminal stage's body on every item of in (whose
+// channel, src, it took): inline on its upstream's goroutine where it
+// can, else on workers goroutines.
+func runTerminal[T any](in Stream[T], src <-chan Item[T], workers int, body func(Item[T])) {
+	if in.fuse(workers, body, nil) {
 		return
 	}
-	p.workers(cfg.workers, func() {
+	in.p.workers(workers, func() {
 		for it := range src {
 			body(it)
 		}

@@ -89,6 +89,13 @@ type Capabilities struct {
 	// InstanceGuard is how a second running Broadcast subscription with
 	// the same Instance is refused or detected.
 	InstanceGuard InstanceGuard
+
+	// TransactionalSend: the adapter is a TransactionalSubscriber — a
+	// consumed position and the messages produced for it commit in one
+	// broker transaction (Kafka), so a consume-transform-produce pipeline
+	// is exactly once (flow.TransactSink). Without it such a pipeline is
+	// refused at Start with ErrExactlyOnce.
+	TransactionalSend bool
 }
 
 // String lists the capabilities for a start-up log line.
@@ -121,6 +128,9 @@ func (c Capabilities) String() string {
 	flag("best-effort", c.BestEffort)
 	flag("retention", c.Retention)
 	flag("max-length", c.MaxLength)
+	if c.TransactionalSend { // listed where declared only
+		flag("transactional-send", true)
+	}
 	fmt.Fprintf(&b, " ordering=%s instance-guard=%s", c.Ordering, c.InstanceGuard)
 	if c.MaxMessageBytes > 0 {
 		fmt.Fprintf(&b, " max-message-bytes=%d", c.MaxMessageBytes)

@@ -27,6 +27,7 @@
 //	Dropper             a best-effort class that counts     SendAcks for a best-effort requeue or dead letter
 //	GroupDeclarer       create a group's queue ahead        DeclareTopic refuses Groups it cannot keep
 //	Reporter            events no call returns (lost link)  none: only receive failures reach Errors
+//	Transactor          produce and commit in one transaction  none: flow refuses transactional sinks (ErrExactlyOnce)
 //
 // Native delay on publish, native delayed requeue, expiry of idle
 // per-instance subscriptions, instance exclusivity, a best-effort class,
@@ -288,4 +289,36 @@ type Dropper interface {
 // driver's to keep or drop.
 type Reporter interface {
 	SetReport(report func(error))
+}
+
+// Transactor is implemented by a Driver whose broker commits a consumed
+// position and produced messages in one transaction (Kafka), declared with
+// Capabilities.TransactionalSend. The portable layer turns it into
+// ports.TransactionalSubscriber.
+type Transactor interface {
+	// SubscribeTransactional is Subscribe for a subscription whose
+	// SendAcks publishes the messages staged against the acknowledged
+	// records and commits their positions in one transaction, and returns
+	// nil only once that transaction committed (it may wait for the
+	// broker, also when the subscription is an AckFlusher). On error
+	// nothing of the transaction is visible, none of the records is
+	// acknowledged and the broker redelivers them.
+	SubscribeTransactional(ctx context.Context, spec ports.SubscriptionSpec) (TransactionalSubscription, error)
+}
+
+// TransactionalSubscription is the subscription of a Transactor.
+type TransactionalSubscription interface {
+	Subscription
+	// Stage holds msgs (validated and stamped by the portable layer; the
+	// driver may keep them and their Headers, not modify their Payloads)
+	// until the record of handle is acknowledged or discarded; facts are
+	// the Record.Facts the driver returned with it. It returns an error
+	// wrapping ErrRecordsLost when the record can no longer be committed
+	// (its partition was revoked), and refuses a message it cannot
+	// produce. Concurrency as SendAcks.
+	Stage(ctx context.Context, handle any, facts map[string]string, msgs []ports.Message) error
+	// Discard drops what was staged for handles: the portable layer calls
+	// it before a requeue or a dead letter of those records. It does no
+	// I/O.
+	Discard(handles []any)
 }

@@ -103,7 +103,7 @@ func (c *conn) Capabilities() ports.Capabilities {
 		Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, DurableGroups: true,
 		Ordering: ports.OrderNone, StartEarliest: true, SingleActive: true, Retention: true,
 		MaxMessageBytes: cmp.Or(c.opts.MaxMessageBytes, DefaultMaxMessageBytes), SizeCountsEnvelope: true,
-		InstanceGuard: ports.InstanceRefused,
+		InstanceGuard: ports.InstanceRefused, TransactionalSend: !c.opts.DisableIdempotence,
 	}
 }
 

@@ -40,6 +40,7 @@ type sub struct {
 	out   []driver.Record                                 // reused by ReceiveBatch
 	batch []kit.Tagged[*partition, *sarama.ConsumerMessage]
 	parts map[int32]*partition // the session's, by Setup for its ConsumeClaims (sarama starts them after it)
+	tx    *txn                 // a transactional subscription's (transact.go)
 }
 
 var _ driver.AckFlusher = (*sub)(nil)
@@ -61,7 +62,15 @@ func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.
 // Subscribe returns once the group session is established and its start
 // offsets committed: a message sent after it returns is delivered.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
+	s, err := c.subscribe(ctx, spec, nil)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, tx *txn) (*sub, error) {
+	s := &sub{tx: tx, c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
 		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
 		failed: make(chan error, 1), wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
 	if err := c.ensureTopic(ctx, s.phys); err != nil {
@@ -89,8 +98,12 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err != nil {
 		return nil, fmt.Errorf("kafka: consumer group %s: %w", s.group, err)
 	}
-	s.log = kit.NewPartitions(kit.PartitionsOptions[*claim]{Commit: s.commit, Interval: c.opts.CommitInterval,
-		Threshold: c.opts.CommitThreshold, Retry: c.opts.CommitRetry, Wake: s.wake})
+	po := kit.PartitionsOptions[*claim]{Commit: s.commit, Interval: c.opts.CommitInterval,
+		Threshold: c.opts.CommitThreshold, Retry: c.opts.CommitRetry, Wake: s.wake}
+	if tx != nil { // SendAcks commits: no rounds of the loop
+		po.Commit, po.Interval, po.Threshold = s.commitTxn, time.Hour, 1<<30
+	}
+	s.log = kit.NewPartitions(po)
 	loop, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.loop.Go(func() { s.consumeLoop(loop) })
@@ -186,7 +199,12 @@ func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 // SendAcks records offsets (no I/O). If a partition of theirs was revoked
 // it records none and returns driver.ErrRecordsLost: the new owner
 // redelivers them.
-func (s *sub) SendAcks(_ context.Context, handles []any) error { return s.log.Ack(handles) }
+func (s *sub) SendAcks(ctx context.Context, handles []any) error {
+	if s.tx != nil {
+		return s.sendAcksTxn(ctx, handles)
+	}
+	return s.log.Ack(handles)
+}
 
 // FlushAcks commits what was recorded, retrying every CommitRetry.
 func (s *sub) FlushAcks(ctx context.Context) error { return s.log.Flush(ctx) }
@@ -237,6 +255,9 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		}
 	}
 	s.parts = parts
+	if s.tx != nil {
+		s.tx.claimed(parts)
+	}
 	s.establish.Do(func() { close(s.established) })
 	return nil
 }
@@ -251,9 +272,13 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		return fmt.Errorf("kafka: claim %s/%d without a partition", claim.Topic(), claim.Partition())
 	}
 	s.in.Add(p, claim.Messages())
-	<-sess.Context().Done()
+	select {
+	case <-sess.Context().Done():
+	case <-s.tx.ending(): // a failed transaction ends the session
+	}
 	s.in.Remove(p)
 	s.log.Release(p)
+	s.tx.released(p.ID)
 	return nil
 }
 
@@ -275,6 +300,9 @@ func (s *sub) Close(ctx context.Context) error {
 			if err := s.c.admin.DeleteConsumerGroup(s.group); err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
 				errs = append(errs, fmt.Errorf("delete broadcast group: %w", err))
 			}
+		}
+		if s.tx != nil {
+			errs = append(errs, s.tx.prod.Close())
 		}
 		if err := errors.Join(append(errs, s.client.Close(), s.commitClient.Close())...); err != nil {
 			return struct{}{}, fmt.Errorf("kafka: stop %s: %w", s.group, err)

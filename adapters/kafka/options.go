@@ -51,8 +51,12 @@ type Options struct {
 	CommitRetry     time.Duration `default:"200ms"`
 	// Buffer bounds the records pulled and not handed out, as a multiple of
 	// SubscriptionSpec.InFlight.
-	Buffer   int       `default:"4"`
-	Existing *Existing // adopted topics and groups
+	Buffer int `default:"4"`
+	// TransactionTimeout bounds a transaction of a transactional
+	// subscription: one left open by a crashed consumer is aborted by the
+	// broker after it, holding read-committed readers of its output until then.
+	TransactionTimeout time.Duration `url:"txn_timeout,1s..15m" default:"10s"`
+	Existing           *Existing     // adopted topics and groups
 	// MaxMessageBytes bounds a record as sarama counts it (envelope and
 	// overhead included); raise it only with sarama's
 	// Producer.MaxMessageBytes and the broker's message.max.bytes.
@@ -110,6 +114,7 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 		}
 	case "consumer":
 		s.Consumer.Offsets.AutoCommit.Enable = false
+		s.Consumer.IsolationLevel = sarama.ReadCommitted // output of aborted transactions is never read
 		s.Consumer.Offsets.Initial = sarama.OffsetNewest
 		if c.StartFrom == StartOldest {
 			s.Consumer.Offsets.Initial = sarama.OffsetOldest

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -33,11 +34,21 @@ func TestTCK(t *testing.T) {
 }
 
 // harness makes adapters on one broker; it has no fault hooks (a real
-// Kafka cannot be told to refuse).
-type harness struct{ b *broker }
+// Kafka cannot be told to refuse), but kills transactional consumers
+// (txnkill_test.go).
+type harness struct {
+	b     *broker
+	kills killSwitches
+}
 
 func (h *harness) MakeAdapter(ctx context.Context) (ports.Adapter, error) {
-	return kafka.New(ctx, h.b.config("tck", 2))
+	cfg, ks := h.kills.wire(h.b.config("tck", 2))
+	cfg.TransactionTimeout = 2 * time.Second // a killed consumer's open transaction is aborted after it
+	a, err := kafka.New(ctx, cfg)
+	if err == nil {
+		h.kills.add(a, ks)
+	}
+	return a, err
 }
 
 func (h *harness) Close() {}

@@ -192,6 +192,19 @@ func (a *Adapter) classify(op string, err error) error {
 // Subscribe validates spec, refuses what the driver cannot honour, and
 // opens the driver's subscription.
 func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	s, err := a.subscribe(ctx, spec, a.d.Subscribe)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := s.ds.(driver.AckFlusher); ok {
+		return flushing{s}, nil
+	}
+	return s, nil
+}
+
+// subscribe validates spec, refuses what the driver cannot honour, and
+// opens the driver's subscription with open.
+func (a *Adapter) subscribe(ctx context.Context, spec ports.SubscriptionSpec, open func(context.Context, ports.SubscriptionSpec) (driver.Subscription, error)) (*Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -216,7 +229,7 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	}
 	// The driver subscribes without the adapter's lock: subscriptions of
 	// one adapter start in parallel (a broker may take a second for each).
-	ds, err := a.d.Subscribe(ctx, drv)
+	ds, err := open(ctx, drv)
 	if err != nil {
 		return nil, a.classify("subscribe", err)
 	}
@@ -229,9 +242,6 @@ func (a *Adapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (p
 	}
 	a.subs[s] = struct{}{}
 	a.mu.Unlock()
-	if _, ok := ds.(driver.AckFlusher); ok {
-		return flushing{s}, nil
-	}
 	return s, nil
 }
 

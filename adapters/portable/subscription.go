@@ -364,6 +364,9 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 			disp = kit.BestEffortDisposition(s.spec, disp)
 		}
 	}
+	if disp.Action != ports.Ack {
+		s.discard(ds) // transact.go: nothing staged for them is committed
+	}
 	err := settle(ctx, ds, disp)
 	// A settlement attempt gives the slots back whatever its result: a
 	// delivery whose settlement failed is left to the broker's redelivery

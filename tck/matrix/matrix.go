@@ -51,6 +51,7 @@ var capabilities = []capability{
 	{"MaxMessageBytes", "max message bytes", "the largest message `Send` accepts; a larger one fails with a `*ports.SizeError` before touching the broker (— : no limit known)"},
 	{"SizeCountsEnvelope", "size counts envelope", "the size limit counts the encoded headers as well as the payload"},
 	{"InstanceGuard", "instance guard", "a second running Broadcast subscription with the same `SubscriptionSpec.Instance` is `refused` at Subscribe, `refused-in-process` (among one process's subscriptions only) or `detected` (one of the two reports `ports.ErrInstanceShared`)"},
+	{"TransactionalSend", "transactional send", "a consumed position and the messages produced for it commit in one broker transaction, so `flow.TransactSink` is exactly once (refused at `Start` without it)"},
 }
 
 // Render returns the matrix document for as.

@@ -1,0 +1,66 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// A transaction that fails at its commit (kfake refuses the EndTxn once):
+// Settle(ACK) returns an error, nothing of it is visible read committed,
+// the records are delivered again, and their second transaction commits.
+// Read committed, the output holds each result once.
+func TestFailedTransactionRedelivers(t *testing.T) {
+	if realKafka() {
+		t.Skip("needs kfake's fault injection")
+	}
+	b := newBroker(t)
+	cfg := b.config("txnfail", 1)
+	cfg.TransactionTimeout = 2 * time.Second
+	a := b.adapter(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reader := subscribe(t, a, ports.SubscriptionSpec{Topic: "out", Group: "reader", Start: ports.StartEarliest})
+	sub, err := a.SubscribeTransactional(ctx, ports.SubscriptionSpec{Topic: "in", Group: "g", InFlight: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	send(t, a, "in", nil, "a", "b", "c")
+	transform := func() error {
+		ds := receiveN(t, sub, 3, 15*time.Second)
+		for _, d := range ds {
+			if err := sub.Stage(ctx, d, []ports.Message{{Topic: "out", Payload: append([]byte("out-"), d.Payload...)}}); err != nil {
+				return err
+			}
+		}
+		return sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack})
+	}
+	fault := b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, Count: 1})
+	err = transform()
+	if err == nil || !errors.Is(err, driver.ErrRecordsLost) {
+		t.Fatalf("Settle(ACK) with a failed commit = %v, want an error wrapping driver.ErrRecordsLost", err)
+	}
+	fault.Remove()
+	if err := transform(); err != nil {
+		t.Fatalf("the redelivered records' transaction: %v", err)
+	}
+	got := map[string]int{}
+	for _, d := range receiveN(t, reader, 3, 15*time.Second) {
+		got[string(d.Payload)]++
+	}
+	receiveNone(t, reader, time.Second)
+	for _, p := range []string{"out-a", "out-b", "out-c"} {
+		if got[p] != 1 {
+			t.Errorf("read committed, %q is in the output %d times, want once (all: %v)", p, got[p], got)
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// The kafka-txn suite is consume → transform → produce exactly once: each
+// contender run reads the N records Setup pre-published (setupKafka) from a
+// fresh group, transforms each into one record on an output topic of its
+// own, and commits the outputs with the consumed offsets in one Kafka
+// transaction per batch:
+//
+//	franz-txn   best raw: franz-go GroupTransactSession (KIP-447 fencing,
+//	            read-committed fetches), one transaction per poll
+//	kafka-txn   sluice: flow.Decode → Map → TransactTo, one transaction
+//	            per settlement round
+//	kafka-txn-inflight10x  diagnostic: the same with 10× the in-flight
+//	            window, so 10× larger transactions
+//
+// A record counts when its transaction committed. After the timed section
+// each run reads its output topic read-committed and fails unless it holds
+// exactly N distinct results, none twice. The broker is kfake unless
+// KAFKA_BROKERS is set, as for the kafka suite.
+func init() {
+	register(Suite{
+		Name:     "kafka-txn",
+		About:    "consume + transform + produce + commit in one transaction per batch, timed from the first record received; outputs verified read-committed",
+		Shared:   true,
+		DefaultN: 20000,
+		Setup:    setupKafka,
+		Contenders: []Contender{
+			{Name: "franz-txn", Run: runFranzTxn},
+			{Name: "kafka-txn", Run: runSluiceTxn},
+			{Name: "kafka-txn-inflight10x", Run: func(ctx context.Context, env Env, cfg Config) (Result, error) {
+				cfg.InFlight *= 10
+				return runSluiceTxn(ctx, env, cfg)
+			}},
+		},
+		Ratios: []Ratio{
+			{Label: "kafka-txn/best-raw", Num: "kafka-txn", Den: []string{"franz-txn"}},
+			{Label: "kafka-txn-inflight10x/best-raw", Num: "kafka-txn-inflight10x", Den: []string{"franz-txn"}},
+		},
+	})
+}
+
+// txnOut is a transformed record: the input's index and the scaled value.
+type txnOut struct {
+	In     int     `json:"in"`
+	Scaled float64 `json:"scaled"`
+}
+
+// outTopic names a contender run's output topic: logical (for sluice) and
+// physical.
+func outTopic(env Env) (ports.Topic, string) {
+	name := fmt.Sprintf("txnout-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	return ports.Topic(name), env["ns"] + "." + name
+}
+
+func runFranzTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
+	_, out := outTopic(env)
+	brokers := strings.Split(env["brokers"], ",")
+	if err := createTopic(brokers, out); err != nil {
+		return Result{}, err
+	}
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(brokers...),
+		kgo.TransactionalID(fmt.Sprintf("bench-txn-%d", os.Getpid())),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.ConsumerGroup(freshGroup()),
+		kgo.ConsumeTopics(env["topic"]),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DefaultProduceTopic(out),
+		kgo.HeartbeatInterval(100*time.Millisecond),
+		kgo.SessionTimeout(3*time.Second),
+	)
+	if err != nil {
+		return Result{}, err
+	}
+	defer sess.Close()
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	var marks []int
+	for {
+		select {
+		case <-tl.done:
+			res, err := finishNote(m, "franz-txn", "franz-go GroupTransactSession: Begin, Produce per record, End(TryCommit) per poll")
+			if err == nil {
+				err = verifyOutput(ctx, brokers, out, cfg.N)
+			}
+			return res, err
+		default:
+		}
+		fs := sess.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return Result{}, tl.wait(ctx, "franz-txn")
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return Result{}, fmt.Errorf("franz-txn: fetch: %v", errs[0].Err)
+		}
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			return Result{}, fmt.Errorf("franz-txn: begin: %w", err)
+		}
+		marks = marks[:0]
+		var ferr error
+		fs.EachRecord(func(r *kgo.Record) {
+			m.begin()
+			var v benchMsg
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				ferr = err
+				return
+			}
+			o := scale(v)
+			b, _ := json.Marshal(txnOut{In: int(v.Value), Scaled: o.Scaled})
+			sess.Produce(ctx, &kgo.Record{Value: b}, nil) // End flushes and fails on any produce error
+			marks = append(marks, int(v.Value))
+		})
+		if ferr != nil {
+			return Result{}, ferr
+		}
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil {
+			return Result{}, fmt.Errorf("franz-txn: end: %w", err)
+		}
+		if committed {
+			for _, i := range marks {
+				tl.mark(i)
+			}
+		}
+	}
+}
+
+func runSluiceTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
+	a, spec, closeFn, err := openKafka(ctx, env, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeFn()
+	out, phys := outTopic(env)
+	spec.QoS = ports.ExactlyOnce
+	tl := newTally(cfg.N)
+	m := newMeter(tl)
+	p := flow.New(a, spec, flow.WithObserver(func(e flow.Event) {
+		if e.Received {
+			m.begin()
+		} else if e.Action == ports.Ack { // Settle returned: the transaction committed
+			tl.markHeaders(e.Delivery.Headers)
+		}
+	}))
+	results := flow.Map(flow.Decode[benchMsg](p.Source()), func(_ context.Context, v benchMsg) (txnOut, error) {
+		return txnOut{In: int(v.Value), Scaled: scale(v).Scaled}, nil
+	})
+	flow.TransactTo(results, out)
+	if err := p.Start(ctx); err != nil {
+		return Result{}, err
+	}
+	defer p.Stop(context.Background())
+	if err := waitAll(ctx, "kafka-txn", tl, nil); err != nil {
+		return Result{}, err
+	}
+	res, err := m.finish("kafka-txn")
+	if err != nil {
+		return Result{}, err
+	}
+	rounds := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
+	res.Note = fmt.Sprintf("flow.Decode → Map → TransactTo, in-flight %d; %.1f records per transaction", cfg.InFlight, rounds)
+	return res, verifyOutput(ctx, strings.Split(env["brokers"], ","), phys, cfg.N)
+}
+
+// createTopic creates a physical topic of kafkaPartitions partitions.
+func createTopic(brokers []string, topic string) error {
+	conf := sarama.NewConfig()
+	conf.Version = sarama.V2_8_0_0
+	admin, err := sarama.NewClusterAdmin(brokers, conf)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	return admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: kafkaPartitions, ReplicationFactor: 1}, false)
+}
+
+// verifyOutput reads topic read-committed from its start and fails unless
+// it holds exactly n distinct results, none twice (untimed).
+func verifyOutput(ctx context.Context, brokers []string, topic string, n int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	seen := make([]int, n)
+	distinct, dups, bad := 0, 0, 0
+	deadline := time.Now().Add(30 * time.Second)
+	for distinct < n && time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			var o txnOut
+			if json.Unmarshal(r.Value, &o) != nil || o.In < 0 || o.In >= n {
+				bad++
+				return
+			}
+			if seen[o.In]++; seen[o.In] == 1 {
+				distinct++
+			} else {
+				dups++
+			}
+		})
+	}
+	// A duplicate committed after the last result would show within a poll.
+	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	cl.PollFetches(pctx).EachRecord(func(*kgo.Record) { dups++ })
+	cancel()
+	if distinct != n || dups != 0 || bad != 0 {
+		return fmt.Errorf("output %s read committed: %d distinct results of %d, %d duplicates, %d foreign: the contender is broken, its figure is void", topic, distinct, n, dups, bad)
+	}
+	return nil
+}
