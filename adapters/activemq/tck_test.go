@@ -85,11 +85,12 @@ func (h *harness) CreateExisting(ctx context.Context, topic ports.Topic, group s
 
 // TestTCK runs the whole contract kit against a real ActiveMQ 5.17 started
 // by the test binary. A case may skip only by a capability the adapter
-// declares false (InstanceTTL: no SubscriptionExpiry; StartEarliest); the
+// declares false (InstanceTTL: no SubscriptionExpiry; StartEarliest;
+// TransactionalSend); the
 // skip reason is printed by the kit.
 func TestTCK(t *testing.T) {
 	b := activemqtest.Shared(t)
-	allowed := []string{"InstanceTTL", "NewGroupStartsAtEarliest"}
+	allowed := []string{"InstanceTTL", "NewGroupStartsAtEarliest", "ExactlyOnceTransform"}
 	tck.RunWith(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
 		t.Cleanup(func() {
 			if !t.Skipped() {

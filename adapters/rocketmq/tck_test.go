@@ -57,7 +57,7 @@ func TestTCK(t *testing.T) {
 				if !t.Skipped() {
 					return
 				}
-				for _, c := range []string{"InstanceTTL", "TopicRetention", "NewGroupStartsAtEarliest", "SingleActiveConsumerFailover"} {
+				for _, c := range []string{"InstanceTTL", "TopicRetention", "NewGroupStartsAtEarliest", "SingleActiveConsumerFailover", "ExactlyOnceTransform"} {
 					if strings.Contains(t.Name(), c) {
 						return // the adapter declares the capability false
 					}
