@@ -205,7 +205,10 @@ func (c *consumer) shut() error {
 	c.mu.Lock()
 	_ = c.acks.Flush() // a failure leaves them to be redelivered
 	c.mu.Unlock()
-	return c.ch.Close()
+	if err := c.ch.Close(); !errors.Is(err, amqp.ErrClosed) {
+		return err
+	}
+	return nil // closed already, with the connection or by the broker
 }
 
 // declare declares the subscription's queue (an adopted one is checked to
@@ -363,10 +366,7 @@ func signal(c chan struct{}) {
 // unsettled record; the broker processes them before the channel's close.
 // After a loss there is nothing to write: the broker redelivers.
 func (s *sub) FlushAcks(context.Context) error {
-	cur := s.cur.Load()
-	if cur == nil {
-		return nil
-	}
+	cur := s.cur.Load() // set before Subscribe returned
 	cur.mu.Lock()
 	defer cur.mu.Unlock()
 	if err := cur.acks.Flush(); err != nil && !cur.lost.Load() {
@@ -395,12 +395,7 @@ func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []err
 // Close closes the channel: the broker requeues every unacked record. A
 // BROADCAST queue without InstanceTTL is deleted.
 func (s *sub) Close(ctx context.Context) error {
-	err := s.cons.Close(ctx, func(cur *consumer) error {
-		if err := cur.shut(); !errors.Is(err, amqp.ErrClosed) {
-			return err
-		}
-		return nil
-	})
+	err := s.cons.Close(ctx, (*consumer).shut)
 	if s.deleteOnStop {
 		err = errors.Join(err, s.c.subC.with(ctx, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDelete(s.queue, false, false, false)
