@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -131,31 +132,29 @@ type ExistingGroup = kit.ExistingGroup
 
 // check verifies, passively, that every adopted exchange and queue exists.
 func (e *Existing) check(ctx context.Context, c *connector) error {
-	try := func(what string, f func(ch *amqp.Channel) error) error {
-		ch, err := c.channel(ctx)
-		if err != nil {
-			return err
-		}
-		defer ch.Close()
-		if err := f(ch); err != nil {
-			return fmt.Errorf("amqp: Options.Existing names %s, which the broker does not have (sluice adopts existing names and never declares them): %w", what, err)
-		}
-		return nil
-	}
+	var err error
 	for t, x := range e.Topics {
-		if err := try(fmt.Sprintf("exchange %q for topic %q", x.Exchange, string(t)), func(ch *amqp.Channel) error {
+		if err = c.with(ctx, func(ch *amqp.Channel) error {
 			return ch.ExchangeDeclarePassive(x.Exchange, "topic", true, false, false, false, nil)
 		}); err != nil {
-			return err
+			return missing(fmt.Sprintf("exchange %q for topic %q", x.Exchange, string(t)), err)
 		}
 	}
 	for g, q := range e.Groups {
-		if err := try(fmt.Sprintf("queue %q for group %q of %q", q, g.Group, string(g.Topic)), func(ch *amqp.Channel) error {
+		if err = c.with(ctx, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
 			return err
 		}); err != nil {
-			return err
+			return missing(fmt.Sprintf("queue %q for group %q of %q", q, g.Group, string(g.Topic)), err)
 		}
 	}
 	return nil
+}
+
+// missing says that an adopted name is missing, when the broker said so.
+func missing(what string, err error) error {
+	if !errors.As(err, new(*amqp.Error)) {
+		return err // no channel: not the broker's answer
+	}
+	return fmt.Errorf("amqp: Options.Existing names %s, which the broker does not have (sluice adopts existing names and never declares them): %w", what, err)
 }
