@@ -299,13 +299,14 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	return recs, nil
 }
 
-// lose shuts cur, after its delivery channel closed, and says why.
+// lose shuts cur, after its delivery channel closed, and says why: a
+// retryable error, as the next receive consumes again.
 func (s *sub) lose(cur *consumer) error {
-	err := &lostError{err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue), code: ports.ErrUnreachable}
+	err := &ports.BrokerError{Op: "receive", Code: ports.ErrUnreachable, Retryable: true, Err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue)}
 	if tag, ok := recvNow(cur.cancelled); ok && tag != "" { // notified before the deliveries close
-		err = &lostError{err: fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)}
+		err.Code, err.Err = nil, fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)
 	} else if e, _ := recvNow(cur.closed); e != nil {
-		err.err = fmt.Errorf("%w: %w", err.err, e)
+		err.Err = fmt.Errorf("%w: %w", err.Err, e)
 	}
 	_ = cur.shut() // after a broker cancel: give back what it holds
 	return err
