@@ -2,12 +2,10 @@ package amqp_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/amqp"
-	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -16,12 +14,7 @@ import (
 // connection is cut afterwards, with no Flush or Stop, the broker
 // redelivers the unsettled message and not the acked one.
 func TestAckIsWrittenWithoutFlush(t *testing.T) {
-	node := rabbittest.Shared(t)
-	proxy, err := rabbittest.NewProxy(strings.TrimSuffix(strings.TrimPrefix(node.URL, "amqp://guest:guest@"), "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() }) // after the adapter's Close
+	proxy := sharedProxy(t)
 	ns := namespace("ackw")
 	a := newAdapter(t, amqp.Options{URL: proxy.URL(), Namespace: ns, DialTimeout: 2 * time.Second,
 		ReconnectBackoff: 50 * time.Millisecond, ReconnectMaxBackoff: 500 * time.Millisecond})
