@@ -87,8 +87,6 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 			return nil, fmt.Errorf("%w: amqp: SubscriptionSpec.SingleActive on adopted queue %q: single-active is the queue argument x-single-active-consumer, fixed when the queue was declared, and sluice never redeclares an adopted queue (declare it with that argument, and subscribe without SingleActive)", ports.ErrUnsupported, q)
 		}
 		s.queue, s.adopted = q, true
-	} else if s.bestEffort && spec.Mode == ports.LoadBalance {
-		s.queue = c.topo.shorten(fmt.Sprintf("%s/%s/q0/%s", c.topo.ns, spec.Topic.Physical(".."), spec.Group))
 	}
 	if spec.Mode == ports.Broadcast {
 		s.expires, s.deleteOnStop = cmp.Or(spec.InstanceTTL, c.opts.OrphanExpiry), spec.InstanceTTL == 0

@@ -37,10 +37,14 @@ func newTopology(o Options) *topology {
 		buckets: kit.Ensured[int64]{Refresh: bucketRefresh}}
 }
 
-// queueFor returns the physical queue of spec (defaults applied).
+// queueFor returns the physical queue of spec (defaults applied): a
+// best-effort group has a queue of its own ("q0"), non-durable.
 func (t *topology) queueFor(spec ports.SubscriptionSpec) string {
-	if spec.Mode == ports.Broadcast {
+	switch {
+	case spec.Mode == ports.Broadcast:
 		return t.shorten(fmt.Sprintf("%s/%s/bc/%s/%s", t.ns, spec.Topic.Physical(".."), spec.Group, spec.Instance))
+	case spec.QoS == ports.BestEffort:
+		return t.shorten(fmt.Sprintf("%s/%s/q0/%s", t.ns, spec.Topic.Physical(".."), spec.Group))
 	}
 	return t.lbQueue(spec.Topic, spec.Group)
 }
