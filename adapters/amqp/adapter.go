@@ -101,14 +101,11 @@ func capabilities(qt QueueType) ports.Capabilities {
 // connect are retryable: the driver dials again on its next call.
 func (c *conn) Classify(err error) driver.Class {
 	var ae *amqp.Error
-	var lost *lostError
 	switch {
 	case errors.Is(err, ports.ErrNoSubscriber):
 		return driver.Class{Code: ports.ErrNoSubscriber}
 	case errors.Is(err, ports.ErrUnconfirmed):
 		return driver.Class{Code: ports.ErrUnconfirmed}
-	case errors.As(err, &lost):
-		return driver.Class{Code: lost.code, Retryable: true}
 	}
 	if cl := portable.ClassifyNet(err, c.pubC.secure); cl.Code != nil {
 		return cl
@@ -129,16 +126,6 @@ func (c *conn) Classify(err error) driver.Class {
 	}
 	return driver.Class{}
 }
-
-// lostError is a consumer's loss (channel or connection closed, or
-// cancelled by the broker); the next receive consumes again.
-type lostError struct {
-	err  error
-	code error
-}
-
-func (e *lostError) Error() string { return e.err.Error() }
-func (e *lostError) Unwrap() error { return e.err }
 
 // Close closes both connections (failing what is unconfirmed).
 func (c *conn) Close(ctx context.Context) error {

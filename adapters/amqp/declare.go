@@ -200,18 +200,13 @@ func (s *sub) bindRequeueRoute(ctx context.Context) error {
 //	inequivalent arg 'x-queue-type' for queue 'q' in vhost '/':
 //	received 'classic' but current is 'quorum'
 //
-// AMQP cannot read a queue's arguments, so probe learns them from these
-// refusals, declaring again with the existing value of each named argument
-// (at most maxProbes times). Each probe is refused or matches the queue (a
-// no-op): the queue is never redeclared with other arguments.
+// AMQP cannot read a queue's arguments, so differences learns them from
+// these refusals, declaring again with the existing value of each named
+// argument (at most maxProbes times). Each probe is refused or matches the
+// queue (a no-op): the queue is never redeclared with other arguments.
 const maxProbes = 12
 
 var inequivalent = regexp.MustCompile(`inequivalent arg '(.+?)' for .*?: received (none|the value '.*?' of type '\w+'|'.*?') but current is (none|the value '(.*)' of type '(\w+)'|'(.*)')$`)
-
-func isPrecondition(err error) bool {
-	var ae *amqp.Error
-	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
-}
 
 // argDiff is one argument in which a declaration differs from the queue.
 type argDiff struct {
@@ -222,9 +217,9 @@ type argDiff struct {
 
 // differences declares d on a channel of conn (after a passive check that
 // the queue exists, when passive; only that when d.args is nil) and, when
-// the broker refuses it, learns each argument in which the queue differs;
-// matched: the last declaration matched the queue, so diffs is complete.
-// A queue that exists is never changed.
+// the broker refuses it, probes for each argument in which the queue
+// differs; matched: the last declaration matched the queue, so diffs is
+// complete. err is the first declaration's, unless it was a refusal.
 func differences(ctx context.Context, conn *connector, d queueDecl, passive bool) (diffs []argDiff, matched bool, err error) {
 	err = conn.with(ctx, func(ch *amqp.Channel) error {
 		if passive { // first: a declaration would create a deleted queue
@@ -234,45 +229,33 @@ func differences(ctx context.Context, conn *connector, d queueDecl, passive bool
 		}
 		return d.declare(ch)
 	})
-	if !isPrecondition(err) {
-		return nil, err == nil, err
-	}
-	diffs, matched = probe(ctx, conn, d, err)
-	return diffs, matched, nil
-}
-
-// probe finds the arguments in which d differs from the existing queue,
-// starting from the refusal first; matched: the last probe matched the
-// queue, so diffs is complete.
-func probe(ctx context.Context, conn *connector, d queueDecl, first error) (diffs []argDiff, matched bool) {
-	args, durable, err := maps.Clone(d.args), d.durable, first
-	if args == nil {
-		args = amqp.Table{}
-	}
-	for range maxProbes {
+	args, durable := amqp.Table{}, d.durable
+	maps.Copy(args, d.args)
+	for i := 0; i < maxProbes && err != nil; i++ {
 		var ae *amqp.Error
 		if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
-			return diffs, false
+			if i == 0 {
+				return nil, false, err
+			}
+			return diffs, false, nil
 		}
 		m := inequivalent.FindStringSubmatch(ae.Reason)
 		if m == nil {
-			return append(diffs, argDiff{text: ae.Reason}), false
+			return append(diffs, argDiff{text: ae.Reason}), false, nil
 		}
 		key := m[1]
 		diffs = append(diffs, argDiff{key: key, text: fmt.Sprintf("%s: existing %s, declared %s", key, m[3], m[2]), cur: m[4] + m[6]})
 		if key == "durable" {
 			durable = !durable
 		} else if !adoptValue(args, key, m) {
-			return diffs, false
+			return diffs, false, nil
 		}
-		if err = conn.with(ctx, func(ch *amqp.Channel) error {
+		err = conn.with(ctx, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDeclare(d.name, durable, false, false, false, args)
 			return err
-		}); err == nil {
-			return diffs, true
-		}
+		})
 	}
-	return diffs, false
+	return diffs, err == nil, nil
 }
 
 // adoptValue sets args[key] to the existing value in match m (removes it

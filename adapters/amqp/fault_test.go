@@ -328,12 +328,7 @@ func TestFaultBrokerRestartMidStream(t *testing.T) {
 // refuses connections for a while (so reconnect attempts fail and are
 // reported) before it lets them through again.
 func TestFaultTCPCut(t *testing.T) {
-	node := rabbittest.Shared(t)
-	proxy, err := rabbittest.NewProxy(strings.TrimSuffix(strings.TrimPrefix(node.URL, "amqp://guest:guest@"), "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() }) // after the adapter's Close
+	proxy := sharedProxy(t)
 	r := newFaultRun(t, proxy.URL(), 600, 8)
 	r.run(func() {
 		proxy.SetRefusing(true)

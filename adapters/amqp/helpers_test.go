@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,19 @@ func newAdapter(t testing.TB, o amqp.Options) *amqp.Adapter {
 		}
 	})
 	return a
+}
+
+// sharedProxy returns a proxy in front of the shared node, for tests that
+// cut connections; it closes after the test's adapters (cleanups run last
+// first).
+func sharedProxy(t *testing.T) *rabbittest.Proxy {
+	t.Helper()
+	proxy, err := rabbittest.NewProxy(strings.TrimSuffix(strings.TrimPrefix(rabbittest.Shared(t).URL, "amqp://guest:guest@"), "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	return proxy
 }
 
 // receiveAsync runs one Receive in the background, so that a fault under

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/amqp"
-	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -74,12 +73,7 @@ func TestBroadcastInstanceSurvivesConnectionLoss(t *testing.T) {
 }
 
 func testInstanceReconnect(t *testing.T, qt amqp.QueueType) {
-	node := rabbittest.Shared(t)
-	proxy, err := rabbittest.NewProxy(strings.TrimSuffix(strings.TrimPrefix(node.URL, "amqp://guest:guest@"), "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() }) // after the adapter's Close
+	proxy := sharedProxy(t)
 	ns := namespace("collide-rc")
 	a := newAdapter(t, amqp.Options{
 		URL: proxy.URL(), Namespace: ns, QueueType: qt, DialTimeout: 2 * time.Second,

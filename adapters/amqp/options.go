@@ -30,24 +30,24 @@ type Options struct {
 	URL       string      // amqp:// or amqps:// (AMQP 0-9-1); required
 	TLS       *tls.Config // for amqps; default: the system roots
 	External  bool        // SASL EXTERNAL login: amqps, no credentials, a client certificate in TLS
-	Namespace string      // prefixes every exchange and queue; letters, digits, '.', '-', '_'; default "sluice"
-	QueueType QueueType   `url:"queue_type,quorum|classic"` // of the subscription and delay queues; default Quorum
+	Namespace string      `default:"sluice"`                                 // prefixes every exchange and queue; letters, digits, '.', '-', '_'; default "sluice"
+	QueueType QueueType   `url:"queue_type,quorum|classic" default:"quorum"` // of the subscription and delay queues; default Quorum
 	// DropUnroutable publishes Sends without the mandatory flag: RabbitMQ
 	// confirms and drops a message no queue is bound for, where Send
 	// otherwise fails it with ports.ErrNoSubscriber. Requeues and dead
 	// letters are always mandatory.
 	DropUnroutable      bool          `url:"drop_unroutable"`
-	PublishChannels     int           `url:"publish_channels,1..64"`        // confirm channels Send spreads publishes over; default 1
-	MaxOutstanding      int           `url:"max_outstanding,1..1048576"`    // unconfirmed publishes per channel before Send waits; default 4096
-	DialTimeout         time.Duration `url:"dial_timeout,10ms..1h"`         // one TCP connect and AMQP handshake; default 10s
-	Heartbeat           time.Duration `url:"heartbeat,1s..1h"`              // default 10s
-	ReconnectBackoff    time.Duration `url:"reconnect_backoff,1ms..1h"`     // the first wait before consuming again after a loss; default 100ms
-	ReconnectMaxBackoff time.Duration `url:"reconnect_max_backoff,1ms..1h"` // the doubling wait's bound; default 5s
-	OrphanExpiry        time.Duration `url:"orphan_expiry,1s..8760h"`       // x-expires of a Broadcast queue without InstanceTTL; default 10m
-	DelayGranularity    float64       `url:"delay_granularity,0.001..1"`    // relative step between delay queues, rounded up to; default 0.05
-	DelaySlack          time.Duration `url:"delay_slack,0s..1m"`            // added to every delay before rounding; default 10ms
+	PublishChannels     int           `url:"publish_channels,1..64" default:"1"`        // confirm channels Send spreads publishes over; default 1
+	MaxOutstanding      int           `url:"max_outstanding,1..1048576" default:"4096"` // unconfirmed publishes per channel before Send waits; default 4096
+	DialTimeout         time.Duration `url:"dial_timeout,10ms..1h" default:"10s"`       // one TCP connect and AMQP handshake; default 10s
+	Heartbeat           time.Duration `url:"heartbeat,1s..1h" default:"10s"`            // default 10s
+	ReconnectBackoff    time.Duration `url:"reconnect_backoff,1ms..1h" default:"100ms"` // the first wait before consuming again after a loss; default 100ms
+	ReconnectMaxBackoff time.Duration `url:"reconnect_max_backoff,1ms..1h"`             // the doubling wait's bound; default 5s (at least ReconnectBackoff)
+	OrphanExpiry        time.Duration `url:"orphan_expiry,1s..8760h" default:"10m"`     // x-expires of a Broadcast queue without InstanceTTL; default 10m
+	DelayGranularity    float64       `url:"delay_granularity,0.001..1" default:"0.05"` // relative step between delay queues, rounded up to; default 0.05
+	DelaySlack          time.Duration `url:"delay_slack,0s..1m" default:"10ms"`         // added to every delay before rounding; default 10ms
 	Existing            *Existing     // exchanges and queues adopted under their own names
-	MaxMessageBytes     int           // the largest payload (the broker's max_message_size); default 128 MiB
+	MaxMessageBytes     int           `default:"134217728"` // the largest payload (the broker's max_message_size); default 128 MiB
 	Logger              *slog.Logger  // the capability line, subscription notes; default slog.Default()
 
 	testHook func(*ports.Message, *item) // set by this package's tests
@@ -56,19 +56,10 @@ type Options struct {
 const maxMessageBytes = 128 << 20
 
 func (o Options) withDefaults() Options {
-	kit.Default(&o.DialTimeout, 10*time.Second)
-	kit.Default(&o.Heartbeat, 10*time.Second)
-	kit.Default(&o.ReconnectBackoff, 100*time.Millisecond)
+	kit.DefaultTags(&o)
 	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
 		o.ReconnectMaxBackoff = max(5*time.Second, o.ReconnectBackoff)
 	}
-	kit.Default(&o.OrphanExpiry, 10*time.Minute)
-	kit.Default(&o.DelayGranularity, 0.05)
-	kit.Default(&o.DelaySlack, 10*time.Millisecond)
-	kit.Default(&o.PublishChannels, 1)
-	kit.Default(&o.MaxOutstanding, 4096)
-	kit.Default(&o.MaxMessageBytes, maxMessageBytes)
-	o.Namespace, o.QueueType = cmp.Or(o.Namespace, "sluice"), cmp.Or(o.QueueType, Quorum)
 	o.Logger, o.Existing = cmp.Or(o.Logger, slog.Default()), cmp.Or(o.Existing, &Existing{})
 	return o
 }
@@ -79,7 +70,7 @@ func (o Options) validate() error {
 	bad := func(field, reason string) error {
 		return &ports.ValueError{Field: "amqp.Options." + field, Reason: reason}
 	}
-	const ext = "SASL EXTERNAL takes the identity from the client certificate: "
+	const ext = "SASL EXTERNAL (mechanism=external) takes the identity from the client certificate: "
 	u, err := url.Parse(o.URL)
 	switch {
 	case err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "":
@@ -89,9 +80,9 @@ func (o Options) validate() error {
 	case o.External && u.Scheme != "amqps":
 		return bad("External", ext+"it needs amqps://")
 	case o.External && u.User != nil:
-		return bad("External", ext+"remove the user name and password from the URL")
+		return bad("External", ext+"give no user name or password in the URL")
 	case o.External && (o.TLS == nil || len(o.TLS.Certificates) == 0 && o.TLS.GetClientCertificate == nil):
-		return bad("External", "SASL EXTERNAL needs a client certificate (cert_file and key_file, or TLS.Certificates)")
+		return bad("External", "SASL EXTERNAL: mechanism=external needs a client certificate: give cert_file and key_file (or TLS.Certificates, adapters.WithTLSFiles)")
 	case o.QueueType != Quorum && o.QueueType != Classic:
 		return bad("QueueType", fmt.Sprintf("unknown queue type %q (quorum or classic)", string(o.QueueType)))
 	case o.MaxMessageBytes > 512<<20:

@@ -29,15 +29,19 @@ type sub struct {
 	bestEffort            bool        // a non-durable classic queue
 	routeBound            atomic.Bool // an adopted queue's requeue route is bound
 	cons                  *kit.Lazy[*consumer]
-	consumed              bool // a consumer was established (guarded by cons)
+	cur                   atomic.Pointer[consumer] // the last one established, for FlushAcks
+	consumed              bool                     // a consumer was established (guarded by cons)
 	dels                  []amqp.Delivery
 	recs                  []driver.Record
 }
 
-var _ driver.RequeueCopier = (*sub)(nil)
+var (
+	_ driver.RequeueCopier = (*sub)(nil)
+	_ driver.AckFlusher    = (*sub)(nil)
+)
 
 // consumer is one channel consuming the queue, lost once its deliveries
-// ended or it was closed.
+// ended or it was closed. Its ack writer writes the acks SendAcks records.
 type consumer struct {
 	ch        *amqp.Channel
 	dels      <-chan amqp.Delivery
@@ -46,7 +50,15 @@ type consumer struct {
 	lost      atomic.Bool
 	mu        sync.Mutex // guards acks
 	acks      kit.CumulativeAcks
+	due, full chan struct{} // to the writer: acks wait; half the prefetch waits
+	stop      chan struct{} // closed with lost set
+	writer    sync.WaitGroup
 }
+
+// ackInterval bounds how long a recorded ack waits for others to share
+// its basic.ack(multiple), as a raw client acks every N deliveries or
+// every few milliseconds.
+const ackInterval = 5 * time.Millisecond
 
 // handle is a record's channel and delivery tag.
 type handle struct {
@@ -75,8 +87,6 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 			return nil, fmt.Errorf("%w: amqp: SubscriptionSpec.SingleActive on adopted queue %q: single-active is the queue argument x-single-active-consumer, fixed when the queue was declared, and sluice never redeclares an adopted queue (declare it with that argument, and subscribe without SingleActive)", ports.ErrUnsupported, q)
 		}
 		s.queue, s.adopted = q, true
-	} else if s.bestEffort && spec.Mode == ports.LoadBalance {
-		s.queue = c.topo.shorten(fmt.Sprintf("%s/%s/q0/%s", c.topo.ns, spec.Topic.Physical(".."), spec.Group))
 	}
 	if spec.Mode == ports.Broadcast {
 		s.expires, s.deleteOnStop = cmp.Or(spec.InstanceTTL, c.opts.OrphanExpiry), spec.InstanceTTL == 0
@@ -130,7 +140,7 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 		return nil, err
 	}
 	exclusive := s.spec.Mode == ports.Broadcast
-	cur := &consumer{ch: ch, acks: kit.CumulativeAcks{Ack: ch.Ack}}
+	cur := &consumer{ch: ch, acks: kit.CumulativeAcks{Ack: ch.Ack}, due: make(chan struct{}, 1), full: make(chan struct{}, 1), stop: make(chan struct{})}
 	if err = ch.Qos(s.spec.InFlight, 0, false); err == nil && exclusive {
 		err = s.checkAlone(ch, 0)
 	}
@@ -153,7 +163,50 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 		s.c.opts.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue)
 	}
 	s.consumed = true
+	cur.writer.Go(cur.writeAcks)
+	s.cur.Store(cur)
 	return cur, nil
+}
+
+// writeAcks writes the settled prefix with one basic.ack(multiple)
+// within ackInterval of an ack recorded, or at once when half the
+// prefetch waits, until stop. An error means the channel is lost: the
+// next receive sees it, and the broker redelivers.
+func (c *consumer) writeAcks() {
+	wait := time.NewTimer(ackInterval)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.due:
+		}
+		wait.Reset(ackInterval)
+		select {
+		case <-c.stop:
+			return
+		case <-wait.C:
+		case <-c.full:
+		}
+		c.mu.Lock()
+		_ = c.acks.AckSettled()
+		c.mu.Unlock()
+	}
+}
+
+// shut stops the ack writer, writes what is settled (singly above an
+// unsettled record: the broker requeues that one) and closes the channel.
+func (c *consumer) shut() error {
+	if !c.lost.Swap(true) {
+		close(c.stop)
+	}
+	c.writer.Wait()
+	c.mu.Lock()
+	_ = c.acks.Flush() // a failure leaves them to be redelivered
+	c.mu.Unlock()
+	if err := c.ch.Close(); !errors.Is(err, amqp.ErrClosed) {
+		return err
+	}
+	return nil // closed already, with the connection or by the broker
 }
 
 // declare declares the subscription's queue (an adopted one is checked to
@@ -244,16 +297,16 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	return recs, nil
 }
 
-// lose marks cur lost, after its delivery channel closed, and says why.
+// lose shuts cur, after its delivery channel closed, and says why: a
+// retryable error, as the next receive consumes again.
 func (s *sub) lose(cur *consumer) error {
-	cur.lost.Store(true)
-	err := &lostError{err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue), code: ports.ErrUnreachable}
+	err := &ports.BrokerError{Op: "receive", Code: ports.ErrUnreachable, Retryable: true, Err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue)}
 	if tag, ok := recvNow(cur.cancelled); ok && tag != "" { // notified before the deliveries close
-		err = &lostError{err: fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)}
+		err.Code, err.Err = nil, fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)
 	} else if e, _ := recvNow(cur.closed); e != nil {
-		err.err = fmt.Errorf("%w: %w", err.err, e)
+		err.Err = fmt.Errorf("%w: %w", err.Err, e)
 	}
-	cur.ch.Close() // after a broker cancel: give back what it holds
+	_ = cur.shut() // after a broker cancel: give back what it holds
 	return err
 }
 
@@ -265,12 +318,13 @@ func recvNow[T any](c <-chan T) (v T, ok bool) {
 	return v, ok
 }
 
-// SendAcks acks the records of handles with one basic.ack(multiple) up
-// to the highest delivery tag below which every record is settled; a
-// record settled above an unsettled one is acked with it (or singly when
-// the prefetch is full of such records, or at Close). A handle of a lost
-// channel, or acked already, cannot be acked: the error wraps
-// driver.ErrRecordsLost.
+// SendAcks records the acks of handles, without I/O: the consumer's
+// writer acks them with one basic.ack(multiple) up to the highest
+// delivery tag below which every record is settled, within ackInterval or
+// once half the prefetch waits. A record settled above an unsettled one
+// is acked with it (or singly when the prefetch is full of such records,
+// or at FlushAcks and Close). A handle of a lost channel, or acked
+// already, cannot be acked: the error wraps driver.ErrRecordsLost.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	var buf [64]uint64
 	var cur *consumer
@@ -284,15 +338,38 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	}
 	if cur != nil {
 		cur.mu.Lock()
-		n, err := cur.acks.Settle(ts)
+		n, ready := cur.acks.Settle(ts)
 		cur.mu.Unlock()
-		if err != nil {
-			return errors.Join(err, errDeliveryLost)
-		}
 		lost += n
+		if ready > 0 {
+			signal(cur.due)
+		}
+		if ready >= max(1, s.spec.InFlight/2) {
+			signal(cur.full)
+		}
 	}
 	if lost > 0 {
 		return fmt.Errorf("%d of %d: %w", lost, len(handles), errDeliveryLost)
+	}
+	return nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// FlushAcks writes every ack SendAcks recorded, singly those above an
+// unsettled record; the broker processes them before the channel's close.
+// After a loss there is nothing to write: the broker redelivers.
+func (s *sub) FlushAcks(context.Context) error {
+	cur := s.cur.Load() // set before Subscribe returned
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	if err := cur.acks.Flush(); err != nil && !cur.lost.Load() {
+		return fmt.Errorf("amqp: flush acks of %s: %w: %w", s.queue, err, errDeliveryLost)
 	}
 	return nil
 }
@@ -317,16 +394,7 @@ func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []err
 // Close closes the channel: the broker requeues every unacked record. A
 // BROADCAST queue without InstanceTTL is deleted.
 func (s *sub) Close(ctx context.Context) error {
-	err := s.cons.Close(ctx, func(cur *consumer) error {
-		cur.lost.Store(true)
-		cur.mu.Lock()
-		_ = cur.acks.Flush() // settled records waiting above a gap; a failure leaves them to be redelivered
-		cur.mu.Unlock()
-		if err := cur.ch.Close(); !errors.Is(err, amqp.ErrClosed) {
-			return err
-		}
-		return nil
-	})
+	err := s.cons.Close(ctx, (*consumer).shut)
 	if s.deleteOnStop {
 		err = errors.Join(err, s.c.subC.with(ctx, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDelete(s.queue, false, false, false)

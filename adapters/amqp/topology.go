@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -36,10 +37,14 @@ func newTopology(o Options) *topology {
 		buckets: kit.Ensured[int64]{Refresh: bucketRefresh}}
 }
 
-// queueFor returns the physical queue of spec (defaults applied).
+// queueFor returns the physical queue of spec (defaults applied): a
+// best-effort group has a queue of its own ("q0"), non-durable.
 func (t *topology) queueFor(spec ports.SubscriptionSpec) string {
-	if spec.Mode == ports.Broadcast {
+	switch {
+	case spec.Mode == ports.Broadcast:
 		return t.shorten(fmt.Sprintf("%s/%s/bc/%s/%s", t.ns, spec.Topic.Physical(".."), spec.Group, spec.Instance))
+	case spec.QoS == ports.BestEffort:
+		return t.shorten(fmt.Sprintf("%s/%s/q0/%s", t.ns, spec.Topic.Physical(".."), spec.Group))
 	}
 	return t.lbQueue(spec.Topic, spec.Group)
 }
@@ -131,31 +136,29 @@ type ExistingGroup = kit.ExistingGroup
 
 // check verifies, passively, that every adopted exchange and queue exists.
 func (e *Existing) check(ctx context.Context, c *connector) error {
-	try := func(what string, f func(ch *amqp.Channel) error) error {
-		ch, err := c.channel(ctx)
-		if err != nil {
-			return err
-		}
-		defer ch.Close()
-		if err := f(ch); err != nil {
-			return fmt.Errorf("amqp: Options.Existing names %s, which the broker does not have (sluice adopts existing names and never declares them): %w", what, err)
-		}
-		return nil
-	}
+	var err error
 	for t, x := range e.Topics {
-		if err := try(fmt.Sprintf("exchange %q for topic %q", x.Exchange, string(t)), func(ch *amqp.Channel) error {
+		if err = c.with(ctx, func(ch *amqp.Channel) error {
 			return ch.ExchangeDeclarePassive(x.Exchange, "topic", true, false, false, false, nil)
 		}); err != nil {
-			return err
+			return missing(fmt.Sprintf("exchange %q for topic %q", x.Exchange, string(t)), err)
 		}
 	}
 	for g, q := range e.Groups {
-		if err := try(fmt.Sprintf("queue %q for group %q of %q", q, g.Group, string(g.Topic)), func(ch *amqp.Channel) error {
+		if err = c.with(ctx, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
 			return err
 		}); err != nil {
-			return err
+			return missing(fmt.Sprintf("queue %q for group %q of %q", q, g.Group, string(g.Topic)), err)
 		}
 	}
 	return nil
+}
+
+// missing says that an adopted name is missing, when the broker said so.
+func missing(what string, err error) error {
+	if !errors.As(err, new(*amqp.Error)) {
+		return err // no channel: not the broker's answer
+	}
+	return fmt.Errorf("amqp: Options.Existing names %s, which the broker does not have (sluice adopts existing names and never declares them): %w", what, err)
 }

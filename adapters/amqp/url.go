@@ -46,16 +46,7 @@ func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 	p := cfg.Params
 	switch mech := strings.ToLower(p.String("mechanism", "plain")); mech {
 	case "plain":
-	case "external":
-		if !secure {
-			return nil, &adapters.ParamError{Param: "mechanism", Reason: "external takes the identity from the client certificate: it needs amqps://"}
-		}
-		if cfg.HasCredentials {
-			return nil, &adapters.ParamError{Param: "mechanism", Reason: "external takes the identity from the client certificate: give no user name or password"}
-		}
-		if !cfg.ClientCertificate() {
-			return nil, &adapters.ParamError{Param: "mechanism", Reason: "external needs a client certificate: give cert_file and key_file (or adapters.WithTLSFiles)"}
-		}
+	case "external": // Options.validate says what it needs
 		o.External = true
 	default:
 		return nil, &adapters.ParamError{Param: "mechanism", Reason: fmt.Sprintf("%q is not plain or external", mech)}

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -82,9 +83,7 @@ var _ wamqp.Marshaler = WatermillAMQPMarshaler{}
 // Marshal encodes msg with the sluice envelope (stamped like Send).
 func (WatermillAMQPMarshaler) Marshal(msg *message.Message) (amqp.Publishing, error) {
 	h := make(ports.Headers, len(msg.Metadata)+1)
-	for k, v := range msg.Metadata {
-		h[k] = v
-	}
+	maps.Copy(h, msg.Metadata)
 	if h[ports.HeaderID] == "" {
 		h[ports.HeaderID] = msg.UUID
 	}
@@ -102,8 +101,6 @@ func (WatermillAMQPMarshaler) Unmarshal(d amqp.Delivery) (*message.Message, erro
 		id = watermill.NewUUID()
 	}
 	msg := message.NewMessage(id, d.Body)
-	for k, v := range dec.headers {
-		msg.Metadata[k] = v
-	}
+	maps.Copy(msg.Metadata, dec.headers)
 	return msg, nil
 }

@@ -7,9 +7,10 @@ import (
 
 // CumulativeAcks acknowledges the deliveries of one channel on a broker
 // whose acknowledgement can cover every delivery up to a tag (AMQP 0-9-1
-// basic.ack with multiple, a cumulative ack): a round settled in any
-// order is acked with one cumulative ack up to the highest tag below
-// which every delivery is settled; a delivery settled above an unsettled
+// basic.ack with multiple, a cumulative ack). Settle only records; Ack
+// then acks, with one cumulative ack, every tag up to the highest below
+// which every delivery is settled: a round settled in any order, or many
+// rounds, cost one ack on the wire. A delivery settled above an unsettled
 // one waits for it, and an unsettled tag is never acked. Tags are added
 // in increasing order as the deliveries are handed out. Not safe for
 // concurrent use.
@@ -28,12 +29,11 @@ type ackTag struct {
 // Add records a tag handed out, larger than every tag added before.
 func (a *CumulativeAcks) Add(tag uint64) { a.out = append(a.out, ackTag{tag: tag}) }
 
-// Settle marks tags settled and acks the settled prefix. unknown counts
+// Settle marks tags settled and returns how many tags are now settled
+// with every lower tag (what the next AckSettled acks). unknown counts
 // the tags that were not handed out or were settled already (acking them
-// again is a protocol error on most brokers); they are left alone. An
-// error is Ack's: the channel is lost, and the broker redelivers what it
-// did not get.
-func (a *CumulativeAcks) Settle(tags []uint64) (unknown int, err error) {
+// again is a protocol error on most brokers); they are left alone.
+func (a *CumulativeAcks) Settle(tags []uint64) (unknown, ready int) {
 	for _, tag := range tags {
 		i, ok := slices.BinarySearchFunc(a.out, tag, func(s ackTag, tag uint64) int { return cmp.Compare(s.tag, tag) })
 		if !ok || a.out[i].settled {
@@ -42,22 +42,35 @@ func (a *CumulativeAcks) Settle(tags []uint64) (unknown int, err error) {
 		}
 		a.out[i].settled = true
 	}
+	for ready < len(a.out) && a.out[ready].settled {
+		ready++
+	}
+	return unknown, ready
+}
+
+// AckSettled acks the settled prefix with one cumulative ack, if there is
+// one. An error is Ack's: the channel is lost, and the broker redelivers
+// what it did not get.
+func (a *CumulativeAcks) AckSettled() error {
 	n := 0
 	for n < len(a.out) && a.out[n].settled {
 		n++
 	}
 	if n == 0 {
-		return unknown, nil
+		return nil
 	}
-	err = a.Ack(a.out[n-1].tag, true)
+	err := a.Ack(a.out[n-1].tag, true)
 	a.out = a.out[:copy(a.out, a.out[n:])]
-	return unknown, err
+	return err
 }
 
-// Flush acks each settled tag that waits above an unsettled one, singly:
-// for a broker that counts them against its prefetch until it has them,
-// or before the channel closes.
+// Flush acks the settled prefix, then each settled tag that waits above
+// an unsettled one, singly: for a broker that counts them against its
+// prefetch until it has them, or before the channel closes.
 func (a *CumulativeAcks) Flush() error {
+	if err := a.AckSettled(); err != nil {
+		return err
+	}
 	keep := a.out[:0]
 	for i, s := range a.out {
 		if !s.settled {
@@ -74,7 +87,7 @@ func (a *CumulativeAcks) Flush() error {
 // Out returns how many tags are handed out and not acked on the wire.
 func (a *CumulativeAcks) Out() int { return len(a.out) }
 
-// Waiting reports whether settled tags wait for an unsettled one.
+// Waiting reports whether settled tags wait to be acked.
 func (a *CumulativeAcks) Waiting() bool {
 	return slices.ContainsFunc(a.out, func(s ackTag) bool { return s.settled })
 }

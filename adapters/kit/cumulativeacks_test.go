@@ -8,8 +8,8 @@ import (
 	"github.com/sluicemq/sluice/adapters/kit"
 )
 
-// TestCumulativeAcksSettledPrefixWithOneAck: a round settled out of order
-// is acked with one cumulative ack up to the highest tag whose lower tags
+// TestCumulativeAcksSettledPrefixWithOneAck: rounds settled out of order
+// are acked with one cumulative ack up to the highest tag whose lower tags
 // are all settled; tags settled above a gap wait for it, and no unsettled
 // tag is ever acked.
 func TestCumulativeAcksSettledPrefixWithOneAck(t *testing.T) {
@@ -30,41 +30,53 @@ func TestCumulativeAcksSettledPrefixWithOneAck(t *testing.T) {
 	for tag := uint64(1); tag <= 8; tag++ {
 		a.Add(tag)
 	}
-	round := func(ts ...uint64) {
+	round := func(ready int, ts ...uint64) {
 		t.Helper()
 		for _, x := range ts {
 			settled[x] = true
 		}
-		if n, err := a.Settle(ts); n != 0 || err != nil {
-			t.Fatalf("Settle(%v) = %d, %v", ts, n, err)
+		if n, r := a.Settle(ts); n != 0 || r != ready {
+			t.Fatalf("Settle(%v) = %d unknown, %d ready; want 0, %d", ts, n, r, ready)
 		}
 	}
-	round(3, 2, 5) // 1 is unsettled: nothing can be acked
+	ackSettled := func() {
+		t.Helper()
+		if err := a.AckSettled(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round(0, 3, 2, 5) // 1 is unsettled: nothing can be acked
+	ackSettled()
 	if len(wire) != 0 {
 		t.Fatalf("acked %v above the unsettled tag 1", wire)
 	}
 	if !a.Waiting() {
 		t.Fatal("settled tags above the gap are not waiting")
 	}
-	round(1)    // 1..3 settled, 4 not
-	round(6, 4) // 4..6 settled, 7 not
-	if want := []string{"3/true", "6/true"}; !slices.Equal(wire, want) {
+	round(3, 1) // 1..3 settled, 4 not
+	if len(wire) != 0 {
+		t.Fatalf("Settle wrote %v: it only records", wire)
+	}
+	round(6, 6, 4) // 4..6 settled, 7 not
+	ackSettled()   // both rounds with one ack
+	if want := []string{"6/true"}; !slices.Equal(wire, want) {
 		t.Fatalf("acks %v, want %v", wire, want)
 	}
 	if n, _ := a.Settle([]uint64{4, 99}); n != 2 {
 		t.Fatalf("Settle of an acked and an unknown tag counted %d unknown, want 2", n)
 	}
-	round(8)
+	round(0, 8)
 	if err := a.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"3/true", "6/true", "8/false"}; !slices.Equal(wire, want) {
+	if want := []string{"6/true", "8/false"}; !slices.Equal(wire, want) {
 		t.Fatalf("acks after Flush %v, want %v", wire, want)
 	}
 	if a.Out() != 1 || a.Waiting() {
 		t.Fatalf("%d tags out (waiting: %v), want only the unsettled tag 7", a.Out(), a.Waiting())
 	}
-	round(7)
+	round(1, 7)
+	ackSettled()
 	if wire[len(wire)-1] != "7/true" || a.Out() != 0 {
 		t.Fatalf("acks %v, %d left", wire, a.Out())
 	}
