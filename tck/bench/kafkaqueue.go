@@ -40,6 +40,10 @@ import (
 //	                  two is the denominator
 //	kafkaqueue        sluice: kafkaqueue:// with defaults, flow.Decode → Sink
 //	kafkaqueue-batch  sluice: flow.Decode → operators.Batch(50, 5ms) → Sink
+//	kafkaqueue-wait10ms  diagnostic: the default pipeline with
+//	                  fetch_max_wait=10ms, as franz-share-wait10ms (an
+//	                  acknowledgement waits for the fetch in flight on its
+//	                  share session, a long poll once the backlog is drained)
 //
 // A record counts when its accept was handed to the client (franz-go) or
 // when Settle returned (sluice, after the broker answered). After the
@@ -62,10 +66,12 @@ func init() {
 			{Name: "franz-share-wait10ms", Run: runFranzShare(10 * time.Millisecond)},
 			{Name: "kafkaqueue", Run: runKafkaQueue(false)},
 			{Name: "kafkaqueue-batch", Run: runKafkaQueue(true)},
+			{Name: "kafkaqueue-wait10ms", Run: runKafkaQueue(false, "fetch_max_wait=10ms")},
 		},
 		Ratios: []Ratio{
 			{Label: "kafkaqueue/best-raw", Num: "kafkaqueue", Den: []string{"franz-share", "franz-share-wait10ms"}},
 			{Label: "kafkaqueue-batch/best-raw", Num: "kafkaqueue-batch", Den: []string{"franz-share", "franz-share-wait10ms"}},
+			{Label: "kafkaqueue-wait10ms/best-raw", Num: "kafkaqueue-wait10ms", Den: []string{"franz-share", "franz-share-wait10ms"}},
 		},
 	})
 }
@@ -73,8 +79,13 @@ func init() {
 // kafkaQueueURL is the adapter URL every sluice contender opens: defaults
 // but for the topic's partitions (the topic exists already) and the start
 // of a new share group (the records were published before it).
-func kafkaQueueURL(env Env) string {
-	return fmt.Sprintf("kafkaqueue://%s/%s?partitions=%d&start_oldest=true", env["brokers"], env["ns"], kafkaPartitions)
+// params are more URL parameters (diagnostic contenders).
+func kafkaQueueURL(env Env, params ...string) string {
+	u := fmt.Sprintf("kafkaqueue://%s/%s?partitions=%d&start_oldest=true", env["brokers"], env["ns"], kafkaPartitions)
+	for _, p := range params {
+		u += "&" + p
+	}
+	return u
 }
 
 // setupKafkaQueue starts kfake with share groups (or uses KAFKA_BROKERS)
@@ -124,12 +135,13 @@ func setupKafkaQueue(ctx context.Context, cfg Config) (Env, func(), error) {
 }
 
 // runKafkaQueue is the generic sluice pipeline over kafkaqueue:// (the
-// default or the batch one), then the share group's state check.
-func runKafkaQueue(batch bool) func(context.Context, Env, Config) (Result, error) {
+// default or the batch one), then the share group's state check; params
+// are more URL parameters.
+func runKafkaQueue(batch bool, params ...string) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
 		var group string
 		t := target{prepublished: true, open: func(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
-			a, err := adapters.Open(ctx, kafkaQueueURL(env), adapters.WithLogger(quiet))
+			a, err := adapters.Open(ctx, kafkaQueueURL(env, params...), adapters.WithLogger(quiet))
 			if err != nil {
 				return nil, ports.SubscriptionSpec{}, nil, err
 			}
