@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,46 +91,11 @@ func kafkaQueueURL(env Env, params ...string) string {
 // and pre-publishes N records through kafkaqueue://, once for every
 // contender.
 func setupKafkaQueue(ctx context.Context, cfg Config) (Env, func(), error) {
-	env := Env{"ns": fmt.Sprintf("benchq%d", os.Getpid())}
-	cleanup := func() {}
-	if b := os.Getenv("KAFKA_BROKERS"); b != "" {
-		env["brokers"] = b
-		fmt.Println("broker: KAFKA_BROKERS=" + b)
-	} else {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
-			"group.share.heartbeat.interval.ms": "200",
-		}))
-		if err != nil {
-			return nil, nil, err
-		}
-		cleanup = c.Close
-		env["brokers"] = strings.Join(c.ListenAddrs(), ",")
-		env[brokerPIDEnv] = strconv.Itoa(os.Getpid()) // kfake runs in this (otherwise idle) process
-		fmt.Println("broker: kfake in the bench process with share groups (Kafka wire protocol, not Apache Kafka)")
-	}
-	a, err := adapters.Open(ctx, kafkaQueueURL(env), adapters.WithLogger(quiet))
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	defer a.Close(context.Background())
-	padding := pad(cfg.Payload)
-	batch := make([]ports.Message, 0, 500)
-	for i := range cfg.N {
-		m := benchMessage("bench", i, padding, false)
-		m.Key = strconv.Itoa(i) // spread over the partitions
-		batch = append(batch, m)
-		if len(batch) == cap(batch) || i == cfg.N-1 {
-			if err := a.Send(ctx, batch...); err != nil {
-				cleanup()
-				return nil, nil, fmt.Errorf("pre-publish: %w", err)
-			}
-			batch = batch[:0]
-		}
-	}
-	env["topic"] = env["ns"] + ".bench"
-	fmt.Printf("%d records pre-published to %s (%d partitions)\n", cfg.N, env["topic"], kafkaPartitions)
-	return env, cleanup, nil
+	return setupKafkaWith(ctx, cfg, fmt.Sprintf("benchq%d", os.Getpid()), "kfake in the bench process with share groups (Kafka wire protocol, not Apache Kafka)",
+		func(ctx context.Context, env Env) (ports.Adapter, error) {
+			return adapters.Open(ctx, kafkaQueueURL(env), adapters.WithLogger(quiet))
+		},
+		kfake.BrokerConfigs(map[string]string{"group.share.heartbeat.interval.ms": "200"}))
 }
 
 // runKafkaQueue is the generic sluice pipeline over kafkaqueue:// (the
@@ -226,27 +190,12 @@ func franzShare(ctx context.Context, env Env, cfg Config, wait time.Duration) (R
 			return res, verifyShareGroup(ctx, env, group, cfg.N)
 		default:
 		}
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return Result{}, tl.wait(ctx, name)
-		}
-		if errs := fs.Errors(); len(errs) > 0 {
-			return Result{}, fmt.Errorf("%s: fetch: %v", name, errs[0].Err)
-		}
 		recs, ids = recs[:0], ids[:0]
-		var ferr error
-		fs.EachRecord(func(r *kgo.Record) {
-			m.begin()
-			i, err := handleJSON(r.Value)
-			if err != nil {
-				ferr = err
-				return
-			}
+		if err := franzHandle(ctx, cl, tl, m, name, func(r *kgo.Record, i int) {
 			recs = append(recs, r)
 			ids = append(ids, i)
-		})
-		if ferr != nil {
-			return Result{}, ferr
+		}); err != nil {
+			return Result{}, err
 		}
 		// One batched accept for the poll: the client groups it by
 		// partition and sends it on the partition leader's share session.
