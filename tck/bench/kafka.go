@@ -83,27 +83,55 @@ func init() {
 // setupKafka starts kfake (or uses KAFKA_BROKERS) and pre-publishes N
 // records, once for every contender.
 func setupKafka(ctx context.Context, cfg Config) (Env, func(), error) {
-	env := Env{"ns": fmt.Sprintf("bench%d", os.Getpid())}
-	cleanup := func() {}
-	if b := os.Getenv("KAFKA_BROKERS"); b != "" {
-		env["brokers"] = b
-		fmt.Println("broker: KAFKA_BROKERS=" + b)
-	} else {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-		if err != nil {
-			return nil, nil, err
-		}
-		cleanup = c.Close
-		env["brokers"] = strings.Join(c.ListenAddrs(), ",")
-		env[brokerPIDEnv] = strconv.Itoa(os.Getpid()) // kfake runs in this (otherwise idle) process
-		fmt.Println("broker: kfake in the bench process (Kafka wire protocol, not Apache Kafka)")
+	return setupKafkaWith(ctx, cfg, fmt.Sprintf("bench%d", os.Getpid()), "kfake in the bench process (Kafka wire protocol, not Apache Kafka)",
+		func(ctx context.Context, env Env) (ports.Adapter, error) { return kafka.New(ctx, kafkaConfig(env)) },
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+}
+
+// setupKafkaWith is a Kafka suite's Setup: the broker (kafkaBroker), then
+// N records pre-published under namespace ns through the adapter open
+// returns.
+func setupKafkaWith(ctx context.Context, cfg Config, ns, banner string, open func(context.Context, Env) (ports.Adapter, error), opts ...kfake.Opt) (Env, func(), error) {
+	env := Env{"ns": ns}
+	cleanup, err := kafkaBroker(env, banner, opts...)
+	if err != nil {
+		return nil, nil, err
 	}
-	a, err := kafka.New(ctx, kafkaConfig(env))
+	a, err := open(ctx, env)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
 	defer a.Close(context.Background())
+	if err := prepublishKeyed(ctx, a, env, cfg); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return env, cleanup, nil
+}
+
+// kafkaBroker sets env["brokers"]: KAFKA_BROKERS when set, else a
+// one-broker kfake cluster with opts started in this process (banner
+// says what it is); cleanup stops it.
+func kafkaBroker(env Env, banner string, opts ...kfake.Opt) (func(), error) {
+	if b := os.Getenv("KAFKA_BROKERS"); b != "" {
+		env["brokers"] = b
+		fmt.Println("broker: KAFKA_BROKERS=" + b)
+		return func() {}, nil
+	}
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	env["brokers"] = strings.Join(c.ListenAddrs(), ",")
+	env[brokerPIDEnv] = strconv.Itoa(os.Getpid()) // kfake runs in this (otherwise idle) process
+	fmt.Println("broker: " + banner)
+	return c.Close, nil
+}
+
+// prepublishKeyed sends records 0..N-1 of topic "bench" through a, keyed
+// by index so they spread over the partitions, and sets env["topic"].
+func prepublishKeyed(ctx context.Context, a ports.Sender, env Env, cfg Config) error {
 	padding := pad(cfg.Payload)
 	batch := make([]ports.Message, 0, 500)
 	for i := range cfg.N {
@@ -112,15 +140,14 @@ func setupKafka(ctx context.Context, cfg Config) (Env, func(), error) {
 		batch = append(batch, m)
 		if len(batch) == cap(batch) || i == cfg.N-1 {
 			if err := a.Send(ctx, batch...); err != nil {
-				cleanup()
-				return nil, nil, fmt.Errorf("pre-publish: %w", err)
+				return fmt.Errorf("pre-publish: %w", err)
 			}
 			batch = batch[:0]
 		}
 	}
 	env["topic"] = env["ns"] + ".bench"
 	fmt.Printf("%d records pre-published to %s (%d partitions)\n", cfg.N, env["topic"], kafkaPartitions)
-	return env, cleanup, nil
+	return nil
 }
 
 func kafkaConfig(env Env) kafka.Options {
@@ -291,28 +318,39 @@ func runFranz(ctx context.Context, env Env, cfg Config) (Result, error) {
 			return finishNote(m, "franz-automarks", "franz-go group: handler, MarkCommitRecords, AutoCommitMarks")
 		default:
 		}
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return Result{}, tl.wait(ctx, "franz-automarks")
-		}
-		if errs := fs.Errors(); len(errs) > 0 {
-			return Result{}, fmt.Errorf("franz-automarks: fetch: %v", errs[0].Err)
-		}
-		var ferr error
-		fs.EachRecord(func(r *kgo.Record) {
-			m.begin()
-			i, err := handleJSON(r.Value)
-			if err != nil {
-				ferr = err
-				return
-			}
+		if err := franzHandle(ctx, cl, tl, m, "franz-automarks", func(r *kgo.Record, i int) {
 			cl.MarkCommitRecords(r)
 			tl.mark(i)
-		})
-		if ferr != nil {
-			return Result{}, ferr
+		}); err != nil {
+			return Result{}, err
 		}
 	}
+}
+
+// franzHandle polls cl once and runs the raw handler (handleJSON) on
+// every record, then each with the record and its index.
+func franzHandle(ctx context.Context, cl *kgo.Client, tl *tally, m *Meter, name string, each func(r *kgo.Record, i int)) error {
+	fs := cl.PollFetches(ctx)
+	if ctx.Err() != nil {
+		return tl.wait(ctx, name)
+	}
+	if errs := fs.Errors(); len(errs) > 0 {
+		return fmt.Errorf("%s: fetch: %v", name, errs[0].Err)
+	}
+	var ferr error
+	fs.EachRecord(func(r *kgo.Record) {
+		if ferr != nil {
+			return
+		}
+		m.begin()
+		i, err := handleJSON(r.Value)
+		if err != nil {
+			ferr = err
+			return
+		}
+		each(r, i)
+	})
+	return ferr
 }
 
 func finishNote(m *Meter, name, note string) (Result, error) {
