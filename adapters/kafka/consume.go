@@ -100,8 +100,8 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, tx *t
 	}
 	po := kit.PartitionsOptions[*claim]{Commit: s.commit, Interval: c.opts.CommitInterval,
 		Threshold: c.opts.CommitThreshold, Retry: c.opts.CommitRetry, Wake: s.wake}
-	if tx != nil { // SendAcks commits: no rounds of the loop
-		po.Commit, po.Interval, po.Threshold = s.commitTxn, time.Hour, 1<<30
+	if tx != nil { // a round is one transaction
+		po.Commit = s.commitTxn
 	}
 	s.log = kit.NewPartitions(po)
 	loop, cancel := context.WithCancel(context.Background())
@@ -201,13 +201,21 @@ func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 // redelivers them.
 func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 	if s.tx != nil {
-		return s.sendAcksTxn(ctx, handles)
+		return s.sendAcksTxn(handles)
 	}
 	return s.log.Ack(handles)
 }
 
-// FlushAcks commits what was recorded, retrying every CommitRetry.
-func (s *sub) FlushAcks(ctx context.Context) error { return s.log.Flush(ctx) }
+// FlushAcks commits what was recorded, retrying every CommitRetry. A
+// transactional subscription's also returns a transaction that failed
+// since the last call (its records come again).
+func (s *sub) FlushAcks(ctx context.Context) error {
+	err := s.log.Flush(ctx)
+	if s.tx != nil {
+		err = errors.Join(err, s.tx.takeLost())
+	}
+	return err
+}
 
 // commit sends moved in one OffsetCommit, with the generation and member
 // id that claimed them: a session's partitions are released before the

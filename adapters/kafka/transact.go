@@ -30,7 +30,7 @@ type txn struct {
 	staged map[any]staged   // by record handle
 	end    chan struct{}    // closed after a failed transaction: the session ends
 	failed bool             // this session's transaction failed
-	aborts int              // failed transactions so far
+	lost   error            // a failed transaction, until FlushAcks returns it
 }
 
 type staged struct {
@@ -104,22 +104,27 @@ func (s *sub) Discard(handles []any) {
 	s.tx.mu.Unlock()
 }
 
-// sendAcksTxn records the offsets and commits them with their staged
-// messages now, in one transaction; a failed one fails the acks.
-func (s *sub) sendAcksTxn(ctx context.Context, handles []any) error {
-	if err := s.log.Ack(handles); err != nil {
-		return err
-	}
+// sendAcksTxn records the offsets, as SendAcks does: the commit loop (or
+// FlushAcks) commits them with their staged messages in one transaction.
+// Records of a session whose transaction failed are refused: they come
+// again.
+func (s *sub) sendAcksTxn(handles []any) error {
 	s.tx.mu.Lock()
-	aborts := s.tx.aborts
-	s.tx.mu.Unlock()
-	err := s.log.Flush(ctx)
-	s.tx.mu.Lock()
-	failed := s.tx.aborts != aborts || s.tx.failed
+	failed := s.tx.failed
 	s.tx.mu.Unlock()
 	if failed {
-		return fmt.Errorf("kafka: transaction of %s failed: %w", s.group, errors.Join(driver.ErrRecordsLost, err))
+		return fmt.Errorf("kafka: transaction of %s failed: %w", s.group, driver.ErrRecordsLost)
 	}
+	return s.log.Ack(handles)
+}
+
+// takeLost returns, once, the failure of a transaction that lost
+// acknowledgements SendAcks had accepted.
+func (t *txn) takeLost() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := t.lost
+	t.lost = nil
 	return err
 }
 
@@ -191,14 +196,19 @@ func (s *sub) txnFailed(cause error) error {
 			cause = errors.Join(cause, err)
 		}
 	}
+	err := fmt.Errorf("kafka: transaction of %s aborted, its records come again: %w", s.group, errors.Join(driver.ErrRecordsLost, cause))
 	t.mu.Lock()
-	t.aborts++
+	t.lost = err
 	if !t.failed {
 		t.failed = true
 		close(t.end)
 	}
 	t.mu.Unlock()
-	return fmt.Errorf("kafka: transaction of %s aborted: %w", s.group, cause)
+	select { // reported by ReceiveBatch, as a failed session is
+	case s.failed <- &sessionError{err}:
+	default:
+	}
+	return err
 }
 
 // claimed records a session's claims and opens its transactions.

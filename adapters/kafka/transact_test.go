@@ -15,9 +15,10 @@ import (
 )
 
 // A transaction that fails at its commit (kfake refuses the EndTxn once):
-// Settle(ACK) returns an error, nothing of it is visible read committed,
-// the records are delivered again, and their second transaction commits.
-// Read committed, the output holds each result once.
+// Settle(ACK) records the acknowledgements, Flush returns the failure,
+// nothing of it is visible read committed, the records are delivered
+// again, and their second transaction commits. Read committed, the output
+// holds each result once.
 func TestFailedTransactionRedelivers(t *testing.T) {
 	if realKafka() {
 		t.Skip("needs kfake's fault injection")
@@ -42,12 +43,15 @@ func TestFailedTransactionRedelivers(t *testing.T) {
 				return err
 			}
 		}
-		return sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack})
+		if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
+			return err
+		}
+		return sub.(ports.Flusher).Flush(ctx)
 	}
 	fault := b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, Count: 1})
 	err = transform()
 	if err == nil || !errors.Is(err, driver.ErrRecordsLost) {
-		t.Fatalf("Settle(ACK) with a failed commit = %v, want an error wrapping driver.ErrRecordsLost", err)
+		t.Fatalf("Settle(ACK) and Flush with a failed commit = %v, want an error wrapping driver.ErrRecordsLost", err)
 	}
 	fault.Remove()
 	if err := transform(); err != nil {
