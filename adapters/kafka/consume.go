@@ -211,8 +211,10 @@ func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 // since the last call (its records come again).
 func (s *sub) FlushAcks(ctx context.Context) error {
 	err := s.log.Flush(ctx)
-	if s.tx != nil {
-		err = errors.Join(err, s.tx.takeLost())
+	if t := s.tx; t != nil {
+		t.mu.Lock()
+		err, t.lost = errors.Join(err, t.lost), nil
+		t.mu.Unlock()
 	}
 	return err
 }

@@ -118,16 +118,6 @@ func (s *sub) sendAcksTxn(handles []any) error {
 	return s.log.Ack(handles)
 }
 
-// takeLost returns, once, the failure of a transaction that lost
-// acknowledgements SendAcks had accepted.
-func (t *txn) takeLost() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	err := t.lost
-	t.lost = nil
-	return err
-}
-
 // commitTxn commits moved, and the messages staged for the records below
 // each position, in one transaction. On failure it aborts, fails the
 // session's further rounds and ends the session: the next one resumes at

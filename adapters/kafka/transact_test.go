@@ -68,3 +68,41 @@ func TestFailedTransactionRedelivers(t *testing.T) {
 		}
 	}
 }
+
+// A requeued and a dead-lettered delivery's staged output is in no
+// transaction: read committed, only the acknowledged delivery's is.
+func TestRequeueAndDeadLetterDiscardStaged(t *testing.T) {
+	b := newBroker(t)
+	a := b.adapter(t, b.config("txndiscard", 1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reader := subscribe(t, a, ports.SubscriptionSpec{Topic: "out", Group: "reader", Start: ports.StartEarliest})
+	sub, err := a.SubscribeTransactional(ctx, ports.SubscriptionSpec{Topic: "in", Group: "g", InFlight: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	send(t, a, "in", nil, "acked", "requeued", "dead")
+	for _, d := range receiveN(t, sub, 3, 15*time.Second) {
+		if err := sub.Stage(ctx, d, []ports.Message{{Topic: "out", Payload: append([]byte("out-"), d.Payload...)}}); err != nil {
+			t.Fatal(err)
+		}
+		disp := ports.Disposition{Action: ports.Ack}
+		switch string(d.Payload) {
+		case "requeued":
+			disp = ports.Disposition{Action: ports.Requeue}
+		case "dead":
+			disp = ports.Disposition{Action: ports.DeadLetter, Reason: errors.New("test")}
+		}
+		if err := sub.Settle(ctx, []*ports.Delivery{d}, disp); err != nil {
+			t.Fatalf("Settle(%v) of %q: %v", disp.Action, d.Payload, err)
+		}
+	}
+	if err := sub.(ports.Flusher).Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ds := receiveN(t, reader, 1, 15*time.Second); string(ds[0].Payload) != "out-acked" {
+		t.Fatalf("read committed, the output holds %q, want out-acked", ds[0].Payload)
+	}
+	receiveNone(t, reader, time.Second)
+}
