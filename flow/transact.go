@@ -16,9 +16,10 @@ var ErrTransactNotOneDelivery = errors.New("flow: TransactSink got an item that 
 // once send: for each item, build returns the messages to send for it, and
 // the sink stages them against the item's delivery on the pipeline's own
 // subscription (ports.TransactionalSubscription). When the item succeeds,
-// its ACK publishes the messages and commits the delivery's consumed
-// position in one broker transaction — one transaction per settlement
-// round, holding every delivery the round acknowledges. A consumer that
+// its ACK has the messages published and the delivery's consumed position
+// committed in one broker transaction, holding the other deliveries
+// acknowledged since the last one (Kafka commits on an interval, as it
+// commits offsets, and at Stop). A consumer that
 // reads the output read-committed sees each result exactly once: a crash
 // or a failed transaction leaves nothing visible and the input is
 // redelivered.

@@ -9,9 +9,9 @@ import "context"
 // code does not call it.
 //
 // SubscribeTransactional is Subscribe for such a pipeline: the returned
-// subscription's Settle(Ack) commits, in one broker transaction per
-// settlement round, the messages staged against the acknowledged deliveries
-// and their consumed positions. An adapter without the capability returns
+// subscription's Settle(Ack) has the messages staged against the
+// acknowledged deliveries and their consumed positions committed in one
+// broker transaction (Kafka: the commit round's, as Kafka offsets are). An adapter without the capability returns
 // an error wrapping ErrExactlyOnce.
 type TransactionalSubscriber interface {
 	SubscribeTransactional(ctx context.Context, spec SubscriptionSpec) (TransactionalSubscription, error)
@@ -22,14 +22,16 @@ type TransactionalSubscriber interface {
 //
 // Stage validates and stamps msgs (as Send does) and holds them with d,
 // which this subscription handed out and which is not settled yet; it does
-// not publish. Settling d with Ack publishes them and commits d's position
-// in one transaction, with the other deliveries of the same settlement
-// round: a consumer that reads the output topics read-committed sees them
-// exactly when d's position is committed, and never otherwise. Requeue and
+// not publish. Settling d with Ack has them published and d's position
+// committed in one transaction, with other acknowledged deliveries: a
+// consumer that reads the output topics read-committed sees them exactly
+// when d's position is committed, and never otherwise. Requeue and
 // DeadLetter discard what was staged for d; so do a crash, Stop and a lost
-// partition, after which d is redelivered. Settle(Ack) returns an error
-// when the transaction failed: nothing of it is visible and the deliveries
-// are redelivered. Stage may be called several times for one delivery (the
+// partition, after which d is redelivered. When the transaction fails,
+// nothing of it is visible and the deliveries are redelivered; the error
+// is returned by Settle(Ack) or, where the subscription is a Flusher
+// (Kafka) and Settle(Ack) only recorded the acknowledgement, reported on
+// Errors and returned by the next Flush. Stage may be called several times for one delivery (the
 // messages add up), from several goroutines at once, and does not keep
 // msgs (it copies what it holds). Every message must go to the
 // subscription's own broker: Stage refuses a message it cannot make part of

@@ -296,13 +296,14 @@ type Reporter interface {
 // Capabilities.TransactionalSend. The portable layer turns it into
 // ports.TransactionalSubscriber.
 type Transactor interface {
-	// SubscribeTransactional is Subscribe for a subscription whose
-	// SendAcks publishes the messages staged against the acknowledged
-	// records and commits their positions in one transaction, and returns
-	// nil only once that transaction committed (it may wait for the
-	// broker, also when the subscription is an AckFlusher). On error
-	// nothing of the transaction is visible, none of the records is
-	// acknowledged and the broker redelivers them.
+	// SubscribeTransactional is Subscribe for a subscription that
+	// publishes the messages staged against the acknowledged records and
+	// commits their positions in one transaction: in SendAcks, or, for an
+	// AckFlusher, later (on its own, and by FlushAcks), SendAcks only
+	// recording them. A failed transaction leaves nothing of it visible,
+	// none of its records acknowledged, and the broker redelivers them; its
+	// error (wrapping ErrRecordsLost) is SendAcks' or, for an AckFlusher,
+	// the next FlushAcks'.
 	SubscribeTransactional(ctx context.Context, spec ports.SubscriptionSpec) (TransactionalSubscription, error)
 }
 

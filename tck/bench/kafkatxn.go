@@ -24,11 +24,12 @@ import (
 //	franz-txn   best raw: franz-go GroupTransactSession (KIP-447 fencing,
 //	            read-committed fetches), one transaction per poll
 //	kafka-txn   sluice: flow.Decode → Map → TransactTo, one transaction
-//	            per settlement round
+//	            per commit round (CommitInterval, CommitThreshold)
 //	kafka-txn-inflight10x  diagnostic: the same with 10× the in-flight
 //	            window, so 10× larger transactions
 //
-// A record counts when its transaction committed. After the timed section
+// A record counts when its transaction committed (sluice's: when a
+// read-committed reader of the output, in the same process, sees it). After the timed section
 // each run reads its output topic read-committed and fails unless it holds
 // exactly N distinct results, none twice. The broker is kfake unless
 // KAFKA_BROKERS is set, as for the kafka suite.
