@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -24,17 +25,9 @@ func TestFailedTransactionRedelivers(t *testing.T) {
 		t.Skip("needs kfake's fault injection")
 	}
 	b := newBroker(t)
-	cfg := b.config("txnfail", 1)
-	cfg.TransactionTimeout = 2 * time.Second
-	a := b.adapter(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reader := subscribe(t, a, ports.SubscriptionSpec{Topic: "out", Group: "reader", Start: ports.StartEarliest})
-	sub, err := a.SubscribeTransactional(ctx, ports.SubscriptionSpec{Topic: "in", Group: "g", InFlight: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	a, sub, reader := transactional(ctx, t, b, "txnfail")
 	send(t, a, "in", nil, "a", "b", "c")
 	transform := func() error {
 		ds := receiveN(t, sub, 3, 15*time.Second)
@@ -49,7 +42,7 @@ func TestFailedTransactionRedelivers(t *testing.T) {
 		return sub.(ports.Flusher).Flush(ctx)
 	}
 	fault := b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, Count: 1})
-	err = transform()
+	err := transform()
 	if err == nil || !errors.Is(err, driver.ErrRecordsLost) {
 		t.Fatalf("Settle(ACK) and Flush with a failed commit = %v, want an error wrapping driver.ErrRecordsLost", err)
 	}
@@ -72,16 +65,9 @@ func TestFailedTransactionRedelivers(t *testing.T) {
 // A requeued and a dead-lettered delivery's staged output is in no
 // transaction: read committed, only the acknowledged delivery's is.
 func TestRequeueAndDeadLetterDiscardStaged(t *testing.T) {
-	b := newBroker(t)
-	a := b.adapter(t, b.config("txndiscard", 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reader := subscribe(t, a, ports.SubscriptionSpec{Topic: "out", Group: "reader", Start: ports.StartEarliest})
-	sub, err := a.SubscribeTransactional(ctx, ports.SubscriptionSpec{Topic: "in", Group: "g", InFlight: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	a, sub, reader := transactional(ctx, t, newBroker(t), "txndiscard")
 	send(t, a, "in", nil, "acked", "requeued", "dead")
 	for _, d := range receiveN(t, sub, 3, 15*time.Second) {
 		if err := sub.Stage(ctx, d, []ports.Message{{Topic: "out", Payload: append([]byte("out-"), d.Payload...)}}); err != nil {
@@ -105,4 +91,19 @@ func TestRequeueAndDeadLetterDiscardStaged(t *testing.T) {
 		t.Fatalf("read committed, the output holds %q, want out-acked", ds[0].Payload)
 	}
 	receiveNone(t, reader, time.Second)
+}
+
+// transactional returns an adapter of namespace ns on b, a transactional
+// subscription of group g to "in" and a reader of "out".
+func transactional(ctx context.Context, t *testing.T, b *broker, ns string) (*kafka.Adapter, ports.TransactionalSubscription, ports.Subscription) {
+	cfg := b.config(ns, 1)
+	cfg.TransactionTimeout = 2 * time.Second
+	a := b.adapter(t, cfg)
+	reader := subscribe(t, a, ports.SubscriptionSpec{Topic: "out", Group: "reader", Start: ports.StartEarliest})
+	sub, err := a.SubscribeTransactional(ctx, ports.SubscriptionSpec{Topic: "in", Group: "g", InFlight: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	return a, sub, reader
 }
