@@ -107,3 +107,42 @@ func transactional(ctx context.Context, t *testing.T, b *broker, ns string) (*ka
 	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
 	return a, sub, reader
 }
+
+// A record acknowledged ahead of an earlier one of its partition waits:
+// its output is not committed before its offset can be, so a crash
+// between the two transactions cannot make it visible twice.
+func TestOutputWaitsForTheDonePrefix(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, sub, reader := transactional(ctx, t, newBroker(t), "txnprefix")
+	send(t, a, "in", nil, "0", "1", "2")
+	ds := receiveN(t, sub, 3, 15*time.Second)
+	for _, d := range ds {
+		if err := sub.Stage(ctx, d, []ports.Message{{Topic: "out", Payload: append([]byte("out-"), d.Payload...)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushAck := func(ds ...*ports.Delivery) {
+		t.Helper()
+		if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.(ports.Flusher).Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	output := func(want ...string) {
+		t.Helper()
+		for _, d := range receiveN(t, reader, len(want), 15*time.Second) {
+			if string(d.Payload) != want[0] {
+				t.Fatalf("read committed, the output holds %q, want %q", d.Payload, want[0])
+			}
+			want = want[1:]
+		}
+		receiveNone(t, reader, time.Second)
+	}
+	flushAck(ds[0], ds[2]) // the position moves past 0 only
+	output("out-0")
+	flushAck(ds[1])
+	output("out-1", "out-2")
+}
