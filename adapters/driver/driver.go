@@ -27,6 +27,7 @@
 //	Dropper             a best-effort class that counts     SendAcks for a best-effort requeue or dead letter
 //	GroupDeclarer       create a group's queue ahead        DeclareTopic refuses Groups it cannot keep
 //	Reporter            events no call returns (lost link)  none: only receive failures reach Errors
+//	Abandoner           redelivery needs the driver to act   none: an unsettled record waits for the broker's redelivery
 //	Transactor          produce and commit in one transaction  none: flow refuses transactional sinks (ErrExactlyOnce)
 //
 // Native delay on publish, native delayed requeue, expiry of idle
@@ -277,6 +278,18 @@ type GroupDeclarer interface {
 // with SendAcks. Concurrency, retries and ownership as SendAcks.
 type Dropper interface {
 	SendDrops(ctx context.Context, handles []any) error
+}
+
+// Abandoner is implemented by a Subscription whose broker redelivers a
+// record left unsettled only once the driver acts: MQTT's PUBACKs go in
+// arrival order, so one record held back holds back every later one on
+// its connection until a new connection makes the broker send the
+// unacknowledged again. The portable layer calls Abandon with the handles
+// of a settlement that failed (its records stay unsettled; some may have
+// been settled before the failure: the driver knows which). It must not
+// block.
+type Abandoner interface {
+	Abandon(handles []any)
 }
 
 // Reporter is implemented by a Subscription whose broker client learns of

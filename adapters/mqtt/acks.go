@@ -47,6 +47,27 @@ func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
+// Abandon lets the broker redeliver the records of a failed settlement:
+// each unacked one is forgotten (its DUP copy is handed out again), and
+// the connection is closed, since the PUBACKs behind a record never
+// acknowledged would wait for it for as long as the connection lasts.
+func (s *subscription) Abandon(handles []any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := false
+	for _, h := range handles {
+		if e := h.(*entry); !e.acked {
+			if s.byID[e.id] == e {
+				delete(s.byID, e.id)
+			}
+			held = true
+		}
+	}
+	if c, ok := s.w.(io.Closer); ok && held {
+		_ = c.Close() // autopaho reconnects; the session resumes
+	}
+}
+
 // flushLocked writes the PUBACKs of the acked deliveries at the head of
 // order; one behind an unacked delivery waits. One caller writes, without
 // the lock; another leaves its PUBACKs to it, so paho's callback never

@@ -62,6 +62,7 @@ type subscription struct {
 
 var (
 	_ driver.Subscription = (*subscription)(nil)
+	_ driver.Abandoner    = (*subscription)(nil)
 	_ driver.Reporter     = (*subscription)(nil)
 	_ driver.Requeuer     = (*subscription)(nil)
 )

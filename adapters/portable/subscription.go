@@ -376,10 +376,26 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 	if err != nil {
 		if errors.Is(err, ports.ErrAlreadyCompleted) || errors.Is(err, ports.ErrConflict) {
 			err = fmt.Errorf("%w: %w", ErrAlreadySettled, err)
+		} else if ab, ok := s.ds.(driver.Abandoner); ok {
+			ab.Abandon(s.own(ds))
 		}
 		return s.a.scrub(err)
 	}
 	return nil
+}
+
+// own returns the driver handles of this subscription's deliveries of ds.
+func (s *Subscription) own(ds []*ports.Delivery) []any {
+	var hs []any
+	for _, d := range ds {
+		if d == nil {
+			continue
+		}
+		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.d == d {
+			hs = append(hs, x.h)
+		}
+	}
+	return hs
 }
 
 // free gives back the in-flight slots of this subscription's deliveries of
