@@ -19,8 +19,10 @@ type abandonDriver struct {
 	acked     []any
 }
 
-func (*abandonDriver) Name() string                     { return "abandon" }
-func (*abandonDriver) Capabilities() ports.Capabilities { return ports.Capabilities{PerMessageAck: true} }
+func (*abandonDriver) Name() string { return "abandon" }
+func (*abandonDriver) Capabilities() ports.Capabilities {
+	return ports.Capabilities{PerMessageAck: true}
+}
 func (*abandonDriver) SendBatch(_ context.Context, msgs []ports.Message) []error {
 	errs := make([]error, len(msgs))
 	for i := range errs {
