@@ -44,7 +44,10 @@ echo "test.sh: go test -race -count=1 ./..." >&2
 # tests' output, then every skipped test with its reason.
 go build -o "${TMPDIR:-/tmp}/sluice-testreport.$$" ./tck/testreport
 trap 'rm -f "${TMPDIR:-/tmp}/sluice-testreport.$$"' EXIT
-go test -race -count=1 -timeout 60m -json ./... "$@" | "${TMPDIR:-/tmp}/sluice-testreport.$$"
+# A red run goes on to the runs below, so that one failure does not hide
+# another; the script exits non-zero if any of them failed.
+rc=0
+go test -race -count=1 -timeout 60m -json ./... "$@" | "${TMPDIR:-/tmp}/sluice-testreport.$$" || rc=1
 # pulsar-client-go v0.19.0 and paho.golang v0.23.0 race with themselves
 # when a producer reconnects while it sends (see ClientRace in
 # adapters/pulsar/reliability_test.go and adapters/mqtt/ledger_faults_test.go),
@@ -53,5 +56,6 @@ go test -race -count=1 -timeout 60m -json ./... "$@" | "${TMPDIR:-/tmp}/sluice-t
 # producer off the faulted proxy. This short second run, without -race,
 # restarts the brokers and cuts the producers' connections too, on every run.
 echo "test.sh: Pulsar's and MQTT's connection fault scenarios without -race" >&2
-go test -count=1 -timeout 10m "$@" -run 'TestReliability/(broker-restart|conn-reset|blackhole|stall|send-unconfirmed)$' ./adapters/pulsar/
-go test -count=1 -timeout 10m "$@" -run 'TestLedgerFaults/(mosquitto|embedded)/(broker-restart|conn-reset|blackhole|stall)$' ./adapters/mqtt/
+go test -count=1 -timeout 10m "$@" -run 'TestReliability/(broker-restart|conn-reset|blackhole|stall|send-unconfirmed)$' ./adapters/pulsar/ || rc=1
+go test -count=1 -timeout 10m "$@" -run 'TestLedgerFaults/(mosquitto|embedded)/(broker-restart|conn-reset|blackhole|stall)$' ./adapters/mqtt/ || rc=1
+exit $rc
