@@ -3,9 +3,11 @@ package mqtt
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -214,11 +216,16 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 			ctx, cancel := context.WithTimeout(up, s.c.opts.ConnectTimeout)
 			err := s.subscribe(ctx, cm, ca.SessionPresent)
 			cancel()
-			if (err == nil || up.Err() == nil) && s.started.CompareAndSwap(false, true) {
+			// A SUBSCRIBE written to a socket the broker closed (another
+			// connection took the session) fails before the reader sees the
+			// loss: the connection is gone all the same.
+			var oe *net.OpError
+			gone := up.Err() != nil || errors.As(err, &oe) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF)
+			if (err == nil || !gone) && s.started.CompareAndSwap(false, true) {
 				s.first <- err // the first connection decides Subscribe
 				return
 			}
-			if err == nil || up.Err() != nil {
+			if err == nil || gone {
 				return // subscribed, or the connection is gone: its successor subscribes
 			}
 			// A connection up without its subscription receives nothing:
