@@ -212,32 +212,35 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	}
 	go func() {
 		defer s.wg.Done()
-		for attempt := 0; ; attempt++ {
-			ctx, cancel := context.WithTimeout(up, s.c.opts.ConnectTimeout)
-			err := s.subscribe(ctx, cm, ca.SessionPresent)
-			cancel()
-			// A SUBSCRIBE written to a socket the broker closed (another
-			// connection took the session) fails before the reader sees the
-			// loss: the connection is gone all the same.
-			var oe *net.OpError
-			gone := up.Err() != nil || errors.As(err, &oe) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF)
-			if (err == nil || !gone) && s.started.CompareAndSwap(false, true) {
-				s.first <- err // the first connection decides Subscribe
-				return
-			}
-			if err == nil || gone {
-				return // subscribed, or the connection is gone: its successor subscribes
-			}
-			// A connection up without its subscription receives nothing:
-			// report, and subscribe again while the connection lasts.
-			s.reportErr(connError(s.clientID, "resubscribe", err))
-			select {
-			case <-time.After(kit.DefaultBackoff.Delay(attempt)):
-			case <-up.Done():
-				return
-			}
-		}
+		// A connection up without its subscription receives nothing:
+		// subscribe again, reporting each failure, while it lasts.
+		_ = kit.Reconnect(up, kit.DefaultBackoff, func(context.Context) error {
+			return s.subscribeOn(up, cm, ca.SessionPresent)
+		}, func(err error) { s.reportErr(connError(s.clientID, "resubscribe", err)) })
 	}()
+}
+
+// subscribeOn subscribes on the connection whose life is up; the first
+// connection's answer decides Subscribe. It returns nil once nothing is
+// left to do on this connection: subscribed, Subscribe decided, or the
+// connection gone (its successor subscribes).
+func (s *subscription) subscribeOn(up context.Context, cm *autopaho.ConnectionManager, resumed bool) error {
+	ctx, cancel := context.WithTimeout(up, s.c.opts.ConnectTimeout)
+	err := s.subscribe(ctx, cm, resumed)
+	cancel()
+	// A SUBSCRIBE written to a socket the broker closed (another
+	// connection took the session) fails before the reader sees the loss:
+	// the connection is gone all the same.
+	var oe *net.OpError
+	gone := up.Err() != nil || errors.As(err, &oe) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF)
+	switch {
+	case (err == nil || !gone) && s.started.CompareAndSwap(false, true):
+		s.first <- err
+		return nil
+	case err == nil || gone:
+		return nil
+	}
+	return err
 }
 
 // SetReport implements driver.Reporter: connection events and a session
