@@ -96,12 +96,21 @@ func newSubscription(a *Adapter, ds driver.Subscription, spec ports.Subscription
 // claim finds d's settlement claim, refusing a delivery of another
 // subscription.
 func (s *Subscription) claim(d *ports.Delivery) (*kit.Claim, error) {
-	if d != nil {
-		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.d == d {
-			return &x.claim, nil
-		}
+	if x := s.mine(d); x != nil {
+		return &x.claim, nil
 	}
 	return nil, ErrForeignDelivery
+}
+
+// mine returns d's handle when d is a delivery of this subscription, else
+// nil.
+func (s *Subscription) mine(d *ports.Delivery) *handle {
+	if d != nil {
+		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.d == d {
+			return x
+		}
+	}
+	return nil
 }
 
 func (s *Subscription) report(err error) { s.errs.Report(s.a.scrub(err)) }
@@ -388,10 +397,7 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 func (s *Subscription) own(ds []*ports.Delivery) []any {
 	var hs []any
 	for _, d := range ds {
-		if d == nil {
-			continue
-		}
-		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.d == d {
+		if x := s.mine(d); x != nil {
 			hs = append(hs, x.h)
 		}
 	}
@@ -403,10 +409,7 @@ func (s *Subscription) own(ds []*ports.Delivery) []any {
 func (s *Subscription) free(ds []*ports.Delivery) {
 	n := 0
 	for _, d := range ds {
-		if d == nil {
-			continue
-		}
-		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.d == d && x.freed.CompareAndSwap(false, true) {
+		if x := s.mine(d); x != nil && x.freed.CompareAndSwap(false, true) {
 			n++
 		}
 	}
