@@ -42,24 +42,25 @@ type subscription struct {
 	failed  atomic.Bool                 // a connection attempt failed since the last one came up
 	wg      sync.WaitGroup              // onUp's SUBSCRIBEs
 
-	mu      sync.Mutex
-	ready   []*entry          // the inbox: received, not handed out
-	byID    map[string]*entry // QoS 1 entries by message id, until their PUBACK is written
-	recs    []driver.Record   // ReceiveBatch's result, reused
-	signal  chan struct{}     // capacity 1: an entry was queued
-	closed  bool
-	dead    context.Context // done at Close, or with a *SessionTakenOverError cause
-	kill    context.CancelCauseFunc
-	ups     int             // connections made: the current one's number
-	up      context.Context // done when the current connection ends
-	down    context.CancelFunc
-	upAt    time.Time // when the current connection came up
-	quick   int       // connections in a row the broker closed soon after accepting them
-	w       io.Writer // the current connection; nil while down
-	order   []*entry  // its QoS 1 deliveries in arrival order, not yet PUBACKed
-	writing bool      // a caller of flushLocked writes
-	wrote   bool      // a PUBACK was written
-	buf     []byte    // the writer's PUBACKs, reused
+	mu        sync.Mutex
+	ready     []*entry          // the inbox: received, not handed out
+	byID      map[string]*entry // QoS 1 entries by message id, until their PUBACK is written
+	recs      []driver.Record   // ReceiveBatch's result, reused
+	signal    chan struct{}     // capacity 1: an entry was queued
+	closed    bool
+	dead      context.Context // done at Close, or with a *SessionTakenOverError cause
+	kill      context.CancelCauseFunc
+	ups       int             // connections made: the current one's number
+	up        context.Context // done when the current connection ends
+	down      context.CancelFunc
+	upAt      time.Time // when the current connection came up
+	quick     int       // connections in a row the broker closed soon after accepting them
+	w         io.Writer // the current connection; nil while down
+	order     []*entry  // its QoS 1 deliveries in arrival order, not yet PUBACKed
+	writing   bool      // a caller of flushLocked writes
+	recycling bool      // Abandon will close the current connection
+	wrote     bool      // a PUBACK was written
+	buf       []byte    // the writer's PUBACKs, reused
 }
 
 var (
