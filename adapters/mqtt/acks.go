@@ -190,7 +190,7 @@ func (s *subscription) lost(dp *packets.Disconnect) {
 	if taken != nil {
 		s.c.opts.Logger.Error("sluice mqtt: session taken over: two running instances share one Instance; this subscription stopped receiving",
 			"instance", s.instance, "client", s.clientID, "topic", string(s.spec.Topic), "error", taken)
-		s.reportErr(taken)
+		s.Report(taken)
 	}
 }
 
