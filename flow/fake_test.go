@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -144,6 +145,20 @@ func (f *fakeAdapter) waitSettled(t *testing.T, n int) []settlement {
 		case <-deadline:
 			t.Fatalf("timed out after 5s waiting for %d settlements; have %d: %v", n, got, f.settlements())
 		}
+	}
+}
+
+// waitStats waits until p's counters satisfy ok, failing after 5s with
+// want. The engine counts a settlement after the adapter's Settle
+// returned, so a test that saw the settlement polls the counters.
+func waitStats(t *testing.T, p *flow.Pipeline, want string, ok func(flow.Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for st := p.Stats(); !ok(st); st = p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v after 5s: want %s", st, want)
+		}
+		time.Sleep(time.Millisecond) // polling counters, bounded above
 	}
 }
 

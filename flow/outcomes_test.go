@@ -90,9 +90,9 @@ func TestMemberOutcomesSettleOneCallPerDisposition(t *testing.T) {
 			t.Errorf("member %s settled %d times, want once", d.ID, seen[d.ID])
 		}
 	}
-	if st := p.Stats(); st.Acked != 6 || st.Requeued != 2 || st.DeadLettered != 2 || st.SettleCalls != 3 {
-		t.Fatalf("stats %+v: want 6 acked, 2 requeued, 2 dead-lettered in 3 Settle calls", st)
-	}
+	waitStats(t, p, "6 acked, 2 requeued, 2 dead-lettered in 3 Settle calls", func(st flow.Stats) bool {
+		return st.Acked == 6 && st.Requeued == 2 && st.DeadLettered == 2 && st.SettleCalls == 3
+	})
 }
 
 // Requeued members keep the retry bound: a member whose last attempt is

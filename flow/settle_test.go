@@ -55,9 +55,7 @@ func TestSuccessAcks(t *testing.T) {
 	if s[0].disp.Action != ports.Ack {
 		t.Fatalf("settled %v, want ACK", s[0].disp.Action)
 	}
-	if st := p.Stats(); st.Acked != 1 || st.Received != 1 {
-		t.Fatalf("stats %+v, want 1 received, 1 acked", st)
-	}
+	waitStats(t, p, "1 received, 1 acked", func(st flow.Stats) bool { return st.Acked == 1 && st.Received == 1 })
 }
 
 func TestMalformedPayloadIsDeadLetteredWithReason(t *testing.T) {
@@ -223,9 +221,7 @@ func TestSettleFailureLeavesUnsettledAndReports(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a failed settlement was not reported within 5s")
 	}
-	if st := p.Stats(); st.Acked != 0 || st.SettleErrors != 1 {
-		t.Fatalf("stats %+v, want 0 acked and 1 settle error", st)
-	}
+	waitStats(t, p, "0 acked and 1 settle error", func(st flow.Stats) bool { return st.Acked == 0 && st.SettleErrors == 1 })
 }
 
 func TestRequestIDRestoredInHandlerContext(t *testing.T) {
@@ -334,11 +330,5 @@ func TestSettleTimeoutBoundsAStuckSettle(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a stuck Settle was not bounded by WithSettleTimeout within 5s")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for st := p.Stats(); st.InFlight != 0 || st.SettleErrors != 1; st = p.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v: the slot must be released and the failure counted", st)
-		}
-		time.Sleep(time.Millisecond) // polling counters, bounded above
-	}
+	waitStats(t, p, "the slot released and the failure counted", func(st flow.Stats) bool { return st.InFlight == 0 && st.SettleErrors == 1 })
 }
