@@ -101,15 +101,20 @@ func TestSendCancelledPublishesNothing(t *testing.T) {
 
 // TestSendCancelledMidwayNamesTheUnconfirmed: a Send cancelled midway
 // reports exactly which messages were confirmed: every message it does not
-// name is stored on the broker. The deadline grows until a Send is cut
-// with some messages confirmed and some not; every attempt is checked.
+// name is stored on the broker. The deadline doubles until some messages
+// are confirmed, then is bisected between the last deadline that
+// confirmed none and the first that confirmed all (confirms come a
+// partition batch at a time, so the window of a cut is narrow), until a
+// Send is cut with some messages confirmed and some not; every attempt is
+// checked.
 func TestSendCancelledMidwayNamesTheUnconfirmed(t *testing.T) {
 	b := newBroker(t)
 	a := b.adapter(t, b.config("sm", 4))
 	send(t, a, "t", nil, "warm-up")
 	const n = 2000
 	cut := false
-	for round, d := 0, time.Millisecond; !cut && d < 5*time.Second; round, d = round+1, d*2 {
+	var none, all time.Duration // the longest deadline that confirmed none, the shortest that confirmed all
+	for round, d := 0, time.Millisecond; !cut && round < 24 && d < 5*time.Second; round++ {
 		msgs := numbered("t", n)
 		for i := range msgs {
 			msgs[i].Payload = fmt.Appendf(nil, "r%d-%04d", round, i)
@@ -135,6 +140,15 @@ func TestSendCancelledMidwayNamesTheUnconfirmed(t *testing.T) {
 		}
 		t.Logf("deadline %v: of %d, %d confirmed (all stored), %d named unconfirmed, of which %d were stored anyway", d, n, confirmed, len(un), storedUnconfirmed)
 		cut = confirmed > 0 && confirmed < n
+		switch {
+		case confirmed == 0:
+			none = max(none, d)
+		case confirmed == n && (all == 0 || d < all):
+			all = d
+		}
+		if d = 2 * d; all > 0 {
+			d = none + (all-none)/2
+		}
 	}
 	if !cut {
 		t.Fatal("no deadline cut a Send midway (some confirmed, some not)")
