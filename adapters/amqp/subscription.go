@@ -180,10 +180,7 @@ func (s *sub) declare(ctx context.Context) error {
 	t, dlt := s.c.topo, ports.DeadLetterTopic(s.spec.Topic)
 	var err error
 	if s.adopted {
-		if err = s.c.subC.with(ctx, func(ch *amqp.Channel) error {
-			_, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
-			return err
-		}); err != nil {
+		if err = s.c.subC.with(ctx, passive(s.queue)); err != nil {
 			return fmt.Errorf("adopted queue %q (Options.Existing) does not exist; sluice never declares an adopted queue: %w", s.queue, err)
 		}
 	} else {
@@ -192,7 +189,7 @@ func (s *sub) declare(ctx context.Context) error {
 		err = s.c.declare(ctx, s.c.subC, t.queueDecl(s.queue, s.spec.Topic, sh), s.spec.Topic, true)
 	}
 	if _, adopted := s.c.opts.Existing.Topics[dlt]; err == nil && !s.spec.DisableDeadLetter && !s.bestEffort && len(dlt) <= 200 && !adopted {
-		dlq := t.lbQueue(dlt, cmp.Or(s.spec.Group, "dead-letters"))
+		dlq := t.queue(dlt, "lb", cmp.Or(s.spec.Group, "dead-letters"))
 		err = s.c.declare(ctx, s.c.subC, t.queueDecl(dlq, dlt, queueShape{}), dlt, true)
 	}
 	var ae *amqp.Error

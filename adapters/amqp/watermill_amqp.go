@@ -38,7 +38,7 @@ func WatermillAMQPConfig(o Options, group string) (wamqp.Config, error) {
 			Durable:      true,
 		},
 		Queue: wamqp.QueueConfig{
-			GenerateName: func(topic string) string { return topo.lbQueue(ports.Topic(topic), group) },
+			GenerateName: func(topic string) string { return topo.queue(ports.Topic(topic), "lb", group) },
 			Durable:      true,
 			Arguments:    topo.queueArgs(0),
 		},
