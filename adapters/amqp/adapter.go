@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -52,8 +51,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &conn{opts: opts, topo: newTopology(opts), pubC: newConnector("publish", opts), subC: newConnector("consume", opts), caps: capabilities(opts.QueueType)}
-	c.caps.MaxMessageBytes = opts.MaxMessageBytes
+	c := &conn{opts: opts, topo: newTopology(opts), pubC: newConnector("publish", opts), subC: newConnector("consume", opts), caps: capabilities(opts)}
 	for range opts.PublishChannels {
 		c.slots = append(c.slots, kit.NewLazy(c.openConfirm, func(cc *confirmChannel) bool { return cc.Err() == nil }))
 	}
@@ -82,7 +80,7 @@ func (a *Adapter) Name() string { return "amqp" }
 // queues), for capability tables.
 func (a *Adapter) Capabilities() ports.Capabilities {
 	if a.c == nil {
-		return capabilities(Quorum)
+		return capabilities(Options{}.withDefaults())
 	}
 	return a.c.caps
 }
@@ -90,10 +88,10 @@ func (a *Adapter) Capabilities() ports.Capabilities {
 func (c *conn) Name() string                     { return "amqp" }
 func (c *conn) Capabilities() ports.Capabilities { return c.caps }
 
-func capabilities(qt QueueType) ports.Capabilities {
+func capabilities(o Options) ports.Capabilities {
 	return ports.Capabilities{DelayedMessage: true, DelayedRequeue: true, Broadcast: true, PerMessageAck: true, CompetingConsumers: true, PublisherConfirm: true,
-		SubscriptionExpiry: true, DurableGroups: true, ExactRedeliveryCount: qt == Quorum, Ordering: ports.OrderNone, SingleActive: true,
-		BestEffort: true, Retention: true, MaxLength: true, MaxMessageBytes: maxMessageBytes, InstanceGuard: ports.InstanceRefused}
+		SubscriptionExpiry: true, DurableGroups: true, ExactRedeliveryCount: o.QueueType == Quorum, Ordering: ports.OrderNone, SingleActive: true,
+		BestEffort: true, Retention: true, MaxLength: true, MaxMessageBytes: o.MaxMessageBytes, InstanceGuard: ports.InstanceRefused}
 }
 
 // Classify maps amqp091's and the dial's errors to portable codes. A lost
@@ -101,11 +99,10 @@ func capabilities(qt QueueType) ports.Capabilities {
 // connect are retryable: the driver dials again on its next call.
 func (c *conn) Classify(err error) driver.Class {
 	var ae *amqp.Error
-	switch {
-	case errors.Is(err, ports.ErrNoSubscriber):
-		return driver.Class{Code: ports.ErrNoSubscriber}
-	case errors.Is(err, ports.ErrUnconfirmed):
-		return driver.Class{Code: ports.ErrUnconfirmed}
+	for _, code := range [...]error{ports.ErrNoSubscriber, ports.ErrUnconfirmed} {
+		if errors.Is(err, code) {
+			return driver.Class{Code: code}
+		}
 	}
 	if cl := portable.ClassifyNet(err, c.pubC.secure); cl.Code != nil {
 		return cl
@@ -135,15 +132,4 @@ func (c *conn) Close(ctx context.Context) error {
 	}
 	c.listeners.Wait()
 	return err
-}
-
-// redact hides a password in a URL for error messages.
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	if i := strings.LastIndex(raw, "@"); i >= 0 {
-		return "…" + raw[i:]
-	}
-	return raw
 }

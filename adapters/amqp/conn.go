@@ -28,7 +28,8 @@ type connector struct {
 }
 
 func newConnector(name string, o Options) *connector {
-	c := &connector{name: name, addr: redact(o.URL), dialURL: o.URL, secure: strings.HasPrefix(o.URL, "amqps:"),
+	u, _ := url.Parse(o.URL) // validated
+	c := &connector{name: name, addr: u.Redacted(), dialURL: o.URL, secure: u.Scheme == "amqps",
 		cfg: amqp.Config{Heartbeat: o.Heartbeat, Properties: amqp.Table{"connection_name": "sluice-" + o.Namespace + "-" + name}}}
 	c.Lazy = kit.NewLazy(func(ctx context.Context) (*amqp.Connection, error) {
 		conn, err := kit.DialTimeout(ctx, "RabbitMQ", c.addr, o.DialTimeout, c.dial)
@@ -40,7 +41,7 @@ func newConnector(name string, o Options) *connector {
 	if o.External {
 		c.cfg.SASL = []amqp.Authentication{&amqp.ExternalAuth{}}
 	}
-	if u, err := url.Parse(o.URL); err == nil && c.secure {
+	if c.secure {
 		if u.Port() == "" {
 			u.Host = net.JoinHostPort(u.Hostname(), "5671")
 		}

@@ -32,7 +32,7 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 			if q, ok := c.opts.Existing.Groups[ExistingGroup{Topic: spec.Topic, Group: g}]; ok {
 				err = c.verifyAdopted(ctx, q, spec)
 			} else {
-				err = c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.lbQueue(spec.Topic, g), spec.Topic, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}), spec.Topic, false)
+				err = c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.queue(spec.Topic, "lb", g), spec.Topic, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}), spec.Topic, false)
 			}
 			if err != nil {
 				return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
@@ -82,7 +82,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if _, ok := c.opts.Existing.Groups[ExistingGroup{Topic: topic, Group: group}]; ok {
 		return nil
 	}
-	if err := c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.lbQueue(topic, group), topic, c.shape(topic, false, false)), topic, true); err != nil {
+	if err := c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.queue(topic, "lb", group), topic, c.shape(topic, false, false)), topic, true); err != nil {
 		return fmt.Errorf("amqp: declare group %q of %s: %w", group, topic, err)
 	}
 	return nil

@@ -53,8 +53,6 @@ type Options struct {
 	testHook func(*ports.Message, *item) // set by this package's tests
 }
 
-const maxMessageBytes = 128 << 20
-
 func (o Options) withDefaults() Options {
 	kit.DefaultTags(&o)
 	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
@@ -73,8 +71,10 @@ func (o Options) validate() error {
 	const ext = "SASL EXTERNAL (mechanism=external) takes the identity from the client certificate: "
 	u, err := url.Parse(o.URL)
 	switch {
-	case err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "":
-		return bad("URL", fmt.Sprintf("must be an amqp:// or amqps:// URL with a host (got %q)", redact(o.URL)))
+	case err != nil:
+		return bad("URL", "must be an amqp:// or amqps:// URL (it does not parse)")
+	case (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "":
+		return bad("URL", fmt.Sprintf("must be an amqp:// or amqps:// URL with a host (got %q)", u.Redacted()))
 	case ports.Topic(o.Namespace).Validate() != nil || len(o.Namespace) > 40:
 		return bad("Namespace", "must be 1..40 letters, digits, '.', '-' or '_'")
 	case o.External && u.Scheme != "amqps":

@@ -91,7 +91,7 @@ func (c *conn) publish(ctx context.Context, items []item) []error {
 		if ierr == nil {
 			ierr = cc.Publish(ctx, res, i, pend{exch: it.exch, key: it.key, id: it.pub.MessageId}, func() error {
 				if err := cc.ch.PublishWithContext(ctx, it.exch, it.key, it.mandatory, false, it.pub); err != nil {
-					return &unconfirmed{reason: "publish: " + err.Error()}
+					return unconfirmed("publish: " + err.Error())
 				}
 				return nil
 			})
@@ -153,15 +153,15 @@ func (c *confirmChannel) listen(confirms <-chan amqp.Confirmation, returns <-cha
 				if e, _ := recvNow(closed); e != nil {
 					reason = e.Error()
 				}
-				c.Fail(&unconfirmed{reason: reason})
+				c.Fail(unconfirmed(reason))
 				return
 			}
 			c.Confirm(cf.DeliveryTag, func(p *pend) error {
 				switch {
 				case p.returned != "":
-					return &unconfirmed{reason: p.returned, unroutable: true}
+					return fmt.Errorf("%w: %w", ports.ErrNoSubscriber, unconfirmed(p.returned))
 				case !cf.Ack:
-					return &unconfirmed{reason: "nack"}
+					return unconfirmed("nack")
 				}
 				return nil
 			})
@@ -176,15 +176,5 @@ func (t *topology) delayed(it *item, d time.Duration) {
 	it.exch, it.mandatory = t.delayEx, true // the delay queue must exist
 }
 
-// unconfirmed says why the broker did not confirm a publish: it matches
-// ports.ErrUnconfirmed and, for a returned message, ports.ErrNoSubscriber.
-type unconfirmed struct {
-	reason     string
-	unroutable bool
-}
-
-func (e *unconfirmed) Error() string { return "publish not confirmed by the broker: " + e.reason }
-
-func (e *unconfirmed) Is(target error) bool {
-	return target == ports.ErrUnconfirmed || e.unroutable && target == ports.ErrNoSubscriber
-}
+// unconfirmed says why the broker did not confirm a publish.
+func unconfirmed(reason string) error { return fmt.Errorf("%w: %s", ports.ErrUnconfirmed, reason) }

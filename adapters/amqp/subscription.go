@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,23 +40,18 @@ var (
 )
 
 // consumer is one channel consuming the queue, lost once its deliveries
-// ended or it was closed. Its ack writer writes the acks SendAcks records.
+// ended or it was closed. Its ack writer writes the acks SendAcks records
+// with one basic.ack(multiple) within ackInterval, or at once when half
+// the prefetch waits.
 type consumer struct {
 	ch        *amqp.Channel
 	dels      <-chan amqp.Delivery
 	closed    <-chan *amqp.Error
 	cancelled <-chan string
 	lost      atomic.Bool
-	mu        sync.Mutex // guards acks
-	acks      kit.CumulativeAcks
-	due, full chan struct{} // to the writer: acks wait; half the prefetch waits
-	stop      chan struct{} // closed with lost set
-	writer    sync.WaitGroup
+	acks      *kit.AckWriter
 }
 
-// ackInterval bounds how long a recorded ack waits for others to share
-// its basic.ack(multiple), as a raw client acks every N deliveries or
-// every few milliseconds.
 const ackInterval = 5 * time.Millisecond
 
 // handle is a record's channel and delivery tag.
@@ -140,7 +134,7 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 		return nil, err
 	}
 	exclusive := s.spec.Mode == ports.Broadcast
-	cur := &consumer{ch: ch, acks: kit.CumulativeAcks{Ack: ch.Ack}, due: make(chan struct{}, 1), full: make(chan struct{}, 1), stop: make(chan struct{})}
+	cur := &consumer{ch: ch}
 	if err = ch.Qos(s.spec.InFlight, 0, false); err == nil && exclusive {
 		err = s.checkAlone(ch, 0)
 	}
@@ -163,46 +157,16 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 		s.c.opts.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue)
 	}
 	s.consumed = true
-	cur.writer.Go(cur.writeAcks)
+	cur.acks = kit.NewAckWriter(ch.Ack, ackInterval, s.spec.InFlight/2)
 	s.cur.Store(cur)
 	return cur, nil
-}
-
-// writeAcks writes the settled prefix with one basic.ack(multiple)
-// within ackInterval of an ack recorded, or at once when half the
-// prefetch waits, until stop. An error means the channel is lost: the
-// next receive sees it, and the broker redelivers.
-func (c *consumer) writeAcks() {
-	wait := time.NewTimer(ackInterval)
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.due:
-		}
-		wait.Reset(ackInterval)
-		select {
-		case <-c.stop:
-			return
-		case <-wait.C:
-		case <-c.full:
-		}
-		c.mu.Lock()
-		_ = c.acks.AckSettled()
-		c.mu.Unlock()
-	}
 }
 
 // shut stops the ack writer, writes what is settled (singly above an
 // unsettled record: the broker requeues that one) and closes the channel.
 func (c *consumer) shut() error {
-	if !c.lost.Swap(true) {
-		close(c.stop)
-	}
-	c.writer.Wait()
-	c.mu.Lock()
-	_ = c.acks.Flush() // a failure leaves them to be redelivered
-	c.mu.Unlock()
+	c.lost.Store(true)
+	_ = c.acks.Stop() // a failure leaves them to be redelivered
 	if err := c.ch.Close(); !errors.Is(err, amqp.ErrClosed) {
 		return err
 	}
@@ -216,10 +180,7 @@ func (s *sub) declare(ctx context.Context) error {
 	t, dlt := s.c.topo, ports.DeadLetterTopic(s.spec.Topic)
 	var err error
 	if s.adopted {
-		if err = s.c.subC.with(ctx, func(ch *amqp.Channel) error {
-			_, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
-			return err
-		}); err != nil {
+		if err = s.c.subC.with(ctx, passive(s.queue)); err != nil {
 			return fmt.Errorf("adopted queue %q (Options.Existing) does not exist; sluice never declares an adopted queue: %w", s.queue, err)
 		}
 	} else {
@@ -228,7 +189,7 @@ func (s *sub) declare(ctx context.Context) error {
 		err = s.c.declare(ctx, s.c.subC, t.queueDecl(s.queue, s.spec.Topic, sh), s.spec.Topic, true)
 	}
 	if _, adopted := s.c.opts.Existing.Topics[dlt]; err == nil && !s.spec.DisableDeadLetter && !s.bestEffort && len(dlt) <= 200 && !adopted {
-		dlq := t.lbQueue(dlt, cmp.Or(s.spec.Group, "dead-letters"))
+		dlq := t.queue(dlt, "lb", cmp.Or(s.spec.Group, "dead-letters"))
 		err = s.c.declare(ctx, s.c.subC, t.queueDecl(dlq, dlt, queueShape{}), dlt, true)
 	}
 	var ae *amqp.Error
@@ -262,12 +223,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	if err != nil {
 		return nil, err
 	}
-	cur.mu.Lock()
-	if cur.acks.Out() >= s.spec.InFlight && cur.acks.Waiting() {
-		err = cur.acks.Flush() // the prefetch is full of records settled above a gap
-	}
-	cur.mu.Unlock()
-	if err != nil {
+	if cur.acks.FlushIfFull(s.spec.InFlight) != nil {
 		return nil, s.lose(cur)
 	}
 	dels, open, err := kit.Take(ctx, cur.dels, max, s.dels[:0])
@@ -278,13 +234,9 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		return nil, s.lose(cur)
 	}
 	now, recs := time.Now(), s.recs[:0]
-	cur.mu.Lock()
-	for i := range dels {
-		cur.acks.Add(dels[i].DeliveryTag)
-	}
-	cur.mu.Unlock()
 	for i := range dels {
 		d := &dels[i]
+		cur.acks.Add(d.DeliveryTag)
 		dec := decode(d)
 		recs = append(recs, driver.Record{
 			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
@@ -318,13 +270,11 @@ func recvNow[T any](c <-chan T) (v T, ok bool) {
 	return v, ok
 }
 
-// SendAcks records the acks of handles, without I/O: the consumer's
-// writer acks them with one basic.ack(multiple) up to the highest
-// delivery tag below which every record is settled, within ackInterval or
-// once half the prefetch waits. A record settled above an unsettled one
-// is acked with it (or singly when the prefetch is full of such records,
-// or at FlushAcks and Close). A handle of a lost channel, or acked
-// already, cannot be acked: the error wraps driver.ErrRecordsLost.
+// SendAcks records the acks of handles, without I/O, for the consumer's
+// ack writer (a record settled above an unsettled one waits for it, or
+// for a full prefetch, FlushAcks or Close). A handle of a lost channel,
+// or acked already, cannot be acked: the error wraps
+// driver.ErrRecordsLost.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	var buf [64]uint64
 	var cur *consumer
@@ -337,16 +287,7 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 		}
 	}
 	if cur != nil {
-		cur.mu.Lock()
-		n, ready := cur.acks.Settle(ts)
-		cur.mu.Unlock()
-		lost += n
-		if ready > 0 {
-			signal(cur.due)
-		}
-		if ready >= max(1, s.spec.InFlight/2) {
-			signal(cur.full)
-		}
+		lost += cur.acks.Settle(ts)
 	}
 	if lost > 0 {
 		return fmt.Errorf("%d of %d: %w", lost, len(handles), errDeliveryLost)
@@ -354,20 +295,11 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
 // FlushAcks writes every ack SendAcks recorded, singly those above an
 // unsettled record; the broker processes them before the channel's close.
 // After a loss there is nothing to write: the broker redelivers.
 func (s *sub) FlushAcks(context.Context) error {
 	cur := s.cur.Load() // set before Subscribe returned
-	cur.mu.Lock()
-	defer cur.mu.Unlock()
 	if err := cur.acks.Flush(); err != nil && !cur.lost.Load() {
 		return fmt.Errorf("amqp: flush acks of %s: %w: %w", s.queue, err, errDeliveryLost)
 	}

@@ -42,18 +42,17 @@ func newTopology(o Options) *topology {
 func (t *topology) queueFor(spec ports.SubscriptionSpec) string {
 	switch {
 	case spec.Mode == ports.Broadcast:
-		return t.shorten(fmt.Sprintf("%s/%s/bc/%s/%s", t.ns, spec.Topic.Physical(".."), spec.Group, spec.Instance))
+		return t.queue(spec.Topic, "bc", spec.Group+"/"+spec.Instance)
 	case spec.QoS == ports.BestEffort:
-		return t.shorten(fmt.Sprintf("%s/%s/q0/%s", t.ns, spec.Topic.Physical(".."), spec.Group))
+		return t.queue(spec.Topic, "q0", spec.Group)
 	}
-	return t.lbQueue(spec.Topic, spec.Group)
+	return t.queue(spec.Topic, "lb", spec.Group)
 }
 
-func (t *topology) lbQueue(topic ports.Topic, group string) string {
-	return t.shorten(fmt.Sprintf("%s/%s/lb/%s", t.ns, topic.Physical(".."), group))
+// queue is "<ns>/<topic>/<kind>/<name>", shortened with a hash.
+func (t *topology) queue(topic ports.Topic, kind, name string) string {
+	return kit.ShortName(fmt.Sprintf("%s/%s/%s/%s", t.ns, topic.Physical(".."), kind, name), maxQueueName)
 }
-
-func (t *topology) shorten(name string) string { return kit.ShortName(name, maxQueueName) }
 
 // route is the routing key on <ns>.topics that reaches queue alone.
 func route(queue string) string { return "~" + queue }
@@ -77,11 +76,10 @@ func (t *topology) queueArgs(expires time.Duration) amqp.Table {
 
 // declareExchanges declares the two exchanges (idempotent).
 func (t *topology) declareExchanges(ch *amqp.Channel) error {
-	if err := ch.ExchangeDeclare(t.topics, amqp.ExchangeDirect, true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declare exchange %s: %w", t.topics, err)
-	}
-	if err := ch.ExchangeDeclare(t.delayEx, amqp.ExchangeHeaders, true, false, false, false, nil); err != nil {
-		return fmt.Errorf("declare exchange %s: %w", t.delayEx, err)
+	for name, kind := range map[string]string{t.topics: amqp.ExchangeDirect, t.delayEx: amqp.ExchangeHeaders} {
+		if err := ch.ExchangeDeclare(name, kind, true, false, false, false, nil); err != nil {
+			return fmt.Errorf("declare exchange %s: %w", name, err)
+		}
 	}
 	return nil
 }
@@ -136,29 +134,34 @@ type ExistingGroup = kit.ExistingGroup
 
 // check verifies, passively, that every adopted exchange and queue exists.
 func (e *Existing) check(ctx context.Context, c *connector) error {
-	var err error
 	for t, x := range e.Topics {
-		if err = c.with(ctx, func(ch *amqp.Channel) error {
+		err := c.with(ctx, func(ch *amqp.Channel) error {
 			return ch.ExchangeDeclarePassive(x.Exchange, "topic", true, false, false, false, nil)
-		}); err != nil {
-			return missing(fmt.Sprintf("exchange %q for topic %q", x.Exchange, string(t)), err)
+		})
+		if err = missing(err, "exchange %q for topic %q", x.Exchange, string(t)); err != nil {
+			return err
 		}
 	}
 	for g, q := range e.Groups {
-		if err = c.with(ctx, func(ch *amqp.Channel) error {
-			_, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		if err := missing(c.with(ctx, passive(q)), "queue %q for group %q of %q", q, g.Group, string(g.Topic)); err != nil {
 			return err
-		}); err != nil {
-			return missing(fmt.Sprintf("queue %q for group %q of %q", q, g.Group, string(g.Topic)), err)
 		}
 	}
 	return nil
 }
 
 // missing says that an adopted name is missing, when the broker said so.
-func missing(what string, err error) error {
+func missing(err error, format string, args ...any) error {
 	if !errors.As(err, new(*amqp.Error)) {
-		return err // no channel: not the broker's answer
+		return err // nil, or no channel: not the broker's answer
 	}
-	return fmt.Errorf("amqp: Options.Existing names %s, which the broker does not have (sluice adopts existing names and never declares them): %w", what, err)
+	return fmt.Errorf("amqp: Options.Existing names %s, which the broker does not have (sluice adopts existing names and never declares them): %w", fmt.Sprintf(format, args...), err)
+}
+
+// passive checks that queue q exists.
+func passive(q string) func(*amqp.Channel) error {
+	return func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		return err
+	}
 }

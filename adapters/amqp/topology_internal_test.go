@@ -39,8 +39,8 @@ func TestQueueNamesShortened(t *testing.T) {
 	for len(long) < 200 {
 		long += "x"
 	}
-	a := topo.lbQueue(long, "group-a")
-	b := topo.lbQueue(long, "group-b")
+	a := topo.queue(long, "lb", "group-a")
+	b := topo.queue(long, "lb", "group-b")
 	if len(a) > maxQueueName || len(b) > maxQueueName || a == b {
 		t.Fatalf("names %q (%d) and %q (%d): want distinct names of at most %d bytes", a, len(a), b, len(b), maxQueueName)
 	}

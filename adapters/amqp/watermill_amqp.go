@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -10,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	wmbridge "github.com/sluicemq/sluice/adapters/watermill"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -38,7 +38,7 @@ func WatermillAMQPConfig(o Options, group string) (wamqp.Config, error) {
 			Durable:      true,
 		},
 		Queue: wamqp.QueueConfig{
-			GenerateName: func(topic string) string { return topo.lbQueue(ports.Topic(topic), group) },
+			GenerateName: func(topic string) string { return topo.queue(ports.Topic(topic), "lb", group) },
 			Durable:      true,
 			Arguments:    topo.queueArgs(0),
 		},
@@ -82,25 +82,14 @@ var _ wamqp.Marshaler = WatermillAMQPMarshaler{}
 
 // Marshal encodes msg with the sluice envelope (stamped like Send).
 func (WatermillAMQPMarshaler) Marshal(msg *message.Message) (amqp.Publishing, error) {
-	h := make(ports.Headers, len(msg.Metadata)+1)
-	maps.Copy(h, msg.Metadata)
-	if h[ports.HeaderID] == "" {
-		h[ports.HeaderID] = msg.UUID
-	}
-	m := ports.Message{Headers: h, Key: h[ports.HeaderPartitionKey]}
+	m := wmbridge.Messages("", msg)[0]
 	m.Stamp(time.Now())
-	return encode(m.Headers, msg.Payload), nil
+	return encode(m.Headers, m.Payload), nil
 }
 
 // Unmarshal decodes d into a Watermill message whose metadata are the
-// envelope headers, including the redelivery count.
+// envelope headers.
 func (WatermillAMQPMarshaler) Unmarshal(d amqp.Delivery) (*message.Message, error) {
 	dec := decode(&d)
-	id := dec.headers[ports.HeaderID]
-	if id == "" {
-		id = watermill.NewUUID()
-	}
-	msg := message.NewMessage(id, d.Body)
-	maps.Copy(msg.Metadata, dec.headers)
-	return msg, nil
+	return wmbridge.Message(dec.headers[ports.HeaderID], d.Body, dec.headers), nil
 }
