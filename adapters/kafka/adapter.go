@@ -108,20 +108,14 @@ func (c *conn) Capabilities() ports.Capabilities {
 }
 
 // SendBatch publishes msgs with acks=all and returns when each is
-// confirmed. A message larger than MaxMessageBytes as sarama counts it
-// (record format 2, envelope included) is refused before anything is sent.
+// confirmed. A message producerMessage refuses is not sent.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	errs := make([]error, len(msgs))
 	pms := make([]*sarama.ProducerMessage, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
 	for i := range msgs {
-		m := &msgs[i]
-		phys := c.topic(m.Topic)
-		pm := producerMessage(phys, m)
-		if errs[i] = m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload)); errs[i] == nil {
-			errs[i] = c.ensureTopic(ctx, phys)
-		}
-		if errs[i] == nil {
+		pm, err := c.producerMessage(ctx, &msgs[i])
+		if errs[i] = err; err == nil {
 			pms, idx = append(pms, pm), append(idx, i)
 		}
 	}
