@@ -201,7 +201,7 @@ func (s *sub) pull(room int) {
 func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	r := decode(cm, s.spec.Topic, p.ID, now)
 	skip := !s.spec.MatchKey(r.Message.Key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention) ||
-		s.foreignCopy(r.Message.Headers)
+		kit.ForeignCopy(r.Message.Headers, s.group)
 	s.log.Add(p, cm.Offset, r, skip)
 }
 
@@ -315,29 +315,12 @@ func (s *sub) Close(ctx context.Context) error {
 	return err
 }
 
-// headerRequeueGroup names the consumer group a requeue copy is for: the
-// copy is a record of the topic, which every group reads, and the members
-// of the other groups pass over it (they handled the original already).
-const headerRequeueGroup = "sluice-requeue-group"
-
 var _ driver.RequeueCopier = (*sub)(nil)
 
 // SendRequeueCopies publishes the portable layer's counted requeue copies
-// to the topic, each marked for this subscription's group.
+// to the topic, which every group reads: each is addressed to this
+// subscription's group (kit.AddressCopies).
 func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
-	for i := range msgs {
-		msgs[i].Headers[headerRequeueGroup] = s.group
-	}
+	kit.AddressCopies(msgs, s.group)
 	return s.c.SendBatch(ctx, msgs)
-}
-
-// foreignCopy reports a requeue copy made for another group, and removes
-// the mark from a copy for this one (it is transport).
-func (s *sub) foreignCopy(h ports.Headers) bool {
-	g, ok := h[headerRequeueGroup]
-	if !ok {
-		return false
-	}
-	delete(h, headerRequeueGroup)
-	return g != s.group
 }
