@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -110,22 +109,8 @@ func (c *conn) Capabilities() ports.Capabilities {
 // SendBatch publishes msgs with acks=all and returns when each is
 // confirmed. A message producerMessage refuses is not sent.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	errs := make([]error, len(msgs))
-	pms := make([]*sarama.ProducerMessage, 0, len(msgs))
-	idx := make([]int, 0, len(msgs))
-	for i := range msgs {
-		pm, err := c.producerMessage(ctx, &msgs[i])
-		if errs[i] = err; err == nil {
-			pms, idx = append(pms, pm), append(idx, i)
-		}
-	}
-	for j, err := range c.prod.publish(ctx, pms) {
-		errs[idx[j]] = err
-	}
-	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-		return errs
-	}
-	return nil
+	return kit.SendPrepared(msgs, func(m *ports.Message) (*sarama.ProducerMessage, error) { return c.producerMessage(ctx, m) },
+		func(pms []*sarama.ProducerMessage) []error { return c.prod.publish(ctx, pms) })
 }
 
 // createTopic creates phys unless NoCreateTopics or Existing adopts it;
