@@ -217,26 +217,20 @@ func (s *sub) FlushAcks(ctx context.Context) error { return s.acks.Flush(ctx) }
 
 // commit sends moved in one OffsetCommit, with the generation and member
 // id that claimed them: a session's partitions are released before the
-// next session claims any, so a round never spans two generations.
+// next session claims any, so a round never spans two generations. A
+// round the coordinator refused in part is sent whole again.
 func (s *sub) commit(moved []kit.Position[*claim]) error {
-	req := sarama.NewOffsetCommitRequest(s.commitClient.Config(), s.group)
-	req.ConsumerGroupGeneration, req.ConsumerID = moved[0].ID.gen, moved[0].ID.member
+	offs := make(map[int32]int64, len(moved))
 	for _, m := range moved {
-		req.AddBlock(m.ID.topic, m.ID.id, m.Offset, 0, "")
+		offs[m.ID.id] = m.Offset
 	}
-	resp, err := commitOffsets(s.commitClient, s.group, req)
-	if err != nil {
+	if err := commitOffsets(s.commitClient, s.group, s.phys, moved[0].ID.gen, moved[0].ID.member, offs); err != nil {
 		return fmt.Errorf("kafka: commit %s: %w", s.group, err)
 	}
-	var errs []error
-	for i, m := range moved {
-		if kerr := resp.Errors[m.ID.topic][m.ID.id]; kerr != sarama.ErrNoError {
-			errs = append(errs, fmt.Errorf("kafka: commit %s %s/%d: %w", s.group, m.ID.topic, m.ID.id, kerr))
-		} else {
-			moved[i].Stored = true
-		}
+	for i := range moved {
+		moved[i].Stored = true
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 type groupHandler sub
