@@ -27,11 +27,10 @@ type txnProducer struct {
 
 var _ driver.Transactor = (*conn)(nil)
 
-// SubscribeTransactional subscribes with a transactional producer.
+// SubscribeTransactional subscribes with a transactional producer. The
+// portable layer calls it only with the idempotent producer (Capabilities'
+// TransactionalSend).
 func (c *conn) SubscribeTransactional(ctx context.Context, spec ports.SubscriptionSpec) (driver.TransactionalSubscription, error) {
-	if c.opts.DisableIdempotence {
-		return nil, fmt.Errorf("kafka: transactions need the idempotent producer (Options.DisableIdempotence is set): %w", ports.ErrExactlyOnce)
-	}
 	t := &txnProducer{conf: c.opts.config("producer", 0)}
 	t.conf.Producer.Transaction.ID = c.group(spec) + "-txn-" + ports.NewID()
 	t.conf.Producer.Transaction.Timeout = c.opts.TransactionTimeout
