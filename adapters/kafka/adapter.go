@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -108,30 +107,10 @@ func (c *conn) Capabilities() ports.Capabilities {
 }
 
 // SendBatch publishes msgs with acks=all and returns when each is
-// confirmed. A message larger than MaxMessageBytes as sarama counts it
-// (record format 2, envelope included) is refused before anything is sent.
+// confirmed. A message producerMessage refuses is not sent.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	errs := make([]error, len(msgs))
-	pms := make([]*sarama.ProducerMessage, 0, len(msgs))
-	idx := make([]int, 0, len(msgs))
-	for i := range msgs {
-		m := &msgs[i]
-		phys := c.topic(m.Topic)
-		pm := producerMessage(phys, m)
-		if errs[i] = m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload)); errs[i] == nil {
-			errs[i] = c.ensureTopic(ctx, phys)
-		}
-		if errs[i] == nil {
-			pms, idx = append(pms, pm), append(idx, i)
-		}
-	}
-	for j, err := range c.prod.publish(ctx, pms) {
-		errs[idx[j]] = err
-	}
-	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-		return errs
-	}
-	return nil
+	return kit.SendPrepared(msgs, func(m *ports.Message) (*sarama.ProducerMessage, error) { return c.producerMessage(ctx, m) },
+		func(pms []*sarama.ProducerMessage) []error { return c.prod.publish(ctx, pms) })
 }
 
 // createTopic creates phys unless NoCreateTopics or Existing adopts it;

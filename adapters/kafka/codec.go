@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -15,16 +16,23 @@ import (
 // of a delayed message; it is removed from a Delivery's headers.
 const HeaderNotBefore = kit.HeaderNotBefore
 
-func producerMessage(phys string, m *ports.Message) *sarama.ProducerMessage {
+// producerMessage converts m and creates its topic if need be. A message
+// larger than MaxMessageBytes as sarama counts it (record format 2,
+// envelope included) is refused.
+func (c *conn) producerMessage(ctx context.Context, m *ports.Message) (*sarama.ProducerMessage, error) {
 	hs := make([]sarama.RecordHeader, 0, len(m.Headers))
 	for k, v := range m.Headers {
 		hs = append(hs, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
 	}
-	pm := &sarama.ProducerMessage{Topic: phys, Value: sarama.ByteEncoder(m.Payload), Headers: hs}
+	pm := &sarama.ProducerMessage{Topic: c.topic(m.Topic), Value: sarama.ByteEncoder(m.Payload), Headers: hs}
 	if m.Key != "" {
 		pm.Key = sarama.StringEncoder(m.Key)
 	}
-	return pm
+	err := m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload))
+	if err == nil {
+		err = c.ensureTopic(ctx, pm.Topic)
+	}
+	return pm, err
 }
 
 // decode reads a record of p; a malformed redelivery count is Record.Err

@@ -26,6 +26,10 @@ type sub struct {
 	limit       int           // records pulled and not handed out
 	retention   time.Duration // older records are skipped (0: none)
 	log         *kit.Partitions[*claim]
+	acks        interface { // log, or tx
+		Ack(handles []any) error
+		Flush(ctx context.Context) error
+	}
 
 	client, commitClient sarama.Client // commits get their own connection: not behind a Fetch long poll
 	cg                   sarama.ConsumerGroup
@@ -40,7 +44,9 @@ type sub struct {
 	out   []driver.Record                                 // reused by ReceiveBatch
 	batch []kit.Tagged[*partition, *sarama.ConsumerMessage]
 	parts map[int32]*partition // the session's, by Setup for its ConsumeClaims (sarama starts them after it)
-	tx    *txn                 // a transactional subscription's (transact.go)
+
+	tx  *kit.Transactions[*claim, *sarama.ProducerMessage] // a transactional subscription's (transact.go)
+	txp *txnProducer
 }
 
 var _ driver.AckFlusher = (*sub)(nil)
@@ -69,8 +75,8 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	return s, nil
 }
 
-func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, tx *txn) (*sub, error) {
-	s := &sub{tx: tx, c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
+func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *txnProducer) (*sub, error) {
+	s := &sub{txp: txp, c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
 		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
 		failed: make(chan error, 1), wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
 	if err := c.ensureTopic(ctx, s.phys); err != nil {
@@ -100,10 +106,13 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, tx *t
 	}
 	po := kit.PartitionsOptions[*claim]{Commit: s.commit, Interval: c.opts.CommitInterval,
 		Threshold: c.opts.CommitThreshold, Retry: c.opts.CommitRetry, Wake: s.wake}
-	if tx != nil { // a round is one transaction
-		po.Commit = s.commitTxn
+	if txp == nil {
+		s.log = kit.NewPartitions(po)
+		s.acks = s.log
+	} else { // a round is one transaction
+		s.tx = kit.NewTransactions(po, s.commitTxn, s.sessionFailed)
+		s.log, s.acks = s.tx.Partitions, s.tx
 	}
-	s.log = kit.NewPartitions(po)
 	loop, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.loop.Go(func() { s.consumeLoop(loop) })
@@ -119,35 +128,35 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, tx *t
 	return nil, err
 }
 
-// consumeLoop runs one session after the other; a failed one is returned
-// by ReceiveBatch and rejoined after a backoff.
+// consumeLoop runs one session after the other; a failed one is
+// rejoined after a backoff.
 func (s *sub) consumeLoop(ctx context.Context) {
 	rejoin := kit.DefaultBackoff
 	rejoin.Initial = s.c.opts.CommitRetry
-	for failures := 0; ; failures++ {
-		err := s.cg.Consume(ctx, []string{s.phys}, (*groupHandler)(s))
-		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
-			return
-		}
-		if err == nil {
-			failures = -1
-			continue
-		}
-		to := s.setupErr
-		select {
-		case <-s.established:
-			to = s.failed
-		default:
-		}
-		select {
-		case to <- &sessionError{fmt.Errorf("kafka: group %s session: %w", s.group, err)}:
-		default:
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(rejoin.Delay(failures)):
-		}
+	var err error
+	for ctx.Err() == nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
+		err = kit.Reconnect(ctx, rejoin, func(ctx context.Context) error {
+			err := s.cg.Consume(ctx, []string{s.phys}, (*groupHandler)(s))
+			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				return kit.Permanent(err)
+			}
+			return err
+		}, s.sessionFailed)
+	}
+}
+
+// sessionFailed hands a failed session (or transaction) to Subscribe
+// before the first session, to ReceiveBatch afterwards.
+func (s *sub) sessionFailed(err error) {
+	to := s.setupErr
+	select {
+	case <-s.established:
+		to = s.failed
+	default:
+	}
+	select {
+	case to <- &sessionError{fmt.Errorf("kafka: group %s session: %w", s.group, err)}:
+	default:
 	}
 }
 
@@ -192,55 +201,36 @@ func (s *sub) pull(room int) {
 func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	r := decode(cm, s.spec.Topic, p.ID, now)
 	skip := !s.spec.MatchKey(r.Message.Key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention) ||
-		s.foreignCopy(r.Message.Headers)
+		kit.ForeignCopy(r.Message.Headers, s.group)
 	s.log.Add(p, cm.Offset, r, skip)
 }
 
 // SendAcks records offsets (no I/O). If a partition of theirs was revoked
 // it records none and returns driver.ErrRecordsLost: the new owner
 // redelivers them.
-func (s *sub) SendAcks(ctx context.Context, handles []any) error {
-	if s.tx != nil {
-		return s.sendAcksTxn(handles)
-	}
-	return s.log.Ack(handles)
-}
+func (s *sub) SendAcks(ctx context.Context, handles []any) error { return s.acks.Ack(handles) }
 
 // FlushAcks commits what was recorded, retrying every CommitRetry. A
 // transactional subscription's also returns a transaction that failed
 // since the last call (its records come again).
-func (s *sub) FlushAcks(ctx context.Context) error {
-	err := s.log.Flush(ctx)
-	if t := s.tx; t != nil {
-		t.mu.Lock()
-		err, t.lost = errors.Join(err, t.lost), nil
-		t.mu.Unlock()
-	}
-	return err
-}
+func (s *sub) FlushAcks(ctx context.Context) error { return s.acks.Flush(ctx) }
 
 // commit sends moved in one OffsetCommit, with the generation and member
 // id that claimed them: a session's partitions are released before the
-// next session claims any, so a round never spans two generations.
+// next session claims any, so a round never spans two generations. A
+// round the coordinator refused in part is sent whole again.
 func (s *sub) commit(moved []kit.Position[*claim]) error {
-	req := sarama.NewOffsetCommitRequest(s.commitClient.Config(), s.group)
-	req.ConsumerGroupGeneration, req.ConsumerID = moved[0].ID.gen, moved[0].ID.member
+	offs := make(map[int32]int64, len(moved))
 	for _, m := range moved {
-		req.AddBlock(m.ID.topic, m.ID.id, m.Offset, 0, "")
+		offs[m.ID.id] = m.Offset
 	}
-	resp, err := commitOffsets(s.commitClient, s.group, req)
-	if err != nil {
+	if err := commitOffsets(s.commitClient, s.group, s.phys, moved[0].ID.gen, moved[0].ID.member, offs); err != nil {
 		return fmt.Errorf("kafka: commit %s: %w", s.group, err)
 	}
-	var errs []error
-	for i, m := range moved {
-		if kerr := resp.Errors[m.ID.topic][m.ID.id]; kerr != sarama.ErrNoError {
-			errs = append(errs, fmt.Errorf("kafka: commit %s %s/%d: %w", s.group, m.ID.topic, m.ID.id, kerr))
-		} else {
-			moved[i].Stored = true
-		}
+	for i := range moved {
+		moved[i].Stored = true
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 type groupHandler sub
@@ -265,9 +255,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		}
 	}
 	s.parts = parts
-	if s.tx != nil {
-		s.tx.claimed(parts)
-	}
+	s.tx.Renew()
 	s.establish.Do(func() { close(s.established) })
 	return nil
 }
@@ -284,11 +272,10 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	s.in.Add(p, claim.Messages())
 	select {
 	case <-sess.Context().Done():
-	case <-s.tx.ending(): // a failed transaction ends the session
+	case <-s.tx.Ending(): // a failed transaction ends the session
 	}
 	s.in.Remove(p)
 	s.log.Release(p)
-	s.tx.released(p.ID)
 	return nil
 }
 
@@ -311,8 +298,8 @@ func (s *sub) Close(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("delete broadcast group: %w", err))
 			}
 		}
-		if s.tx != nil {
-			errs = append(errs, s.tx.prod.Close())
+		if s.txp != nil {
+			errs = append(errs, s.txp.Close())
 		}
 		if err := errors.Join(append(errs, s.client.Close(), s.commitClient.Close())...); err != nil {
 			return struct{}{}, fmt.Errorf("kafka: stop %s: %w", s.group, err)
@@ -322,29 +309,12 @@ func (s *sub) Close(ctx context.Context) error {
 	return err
 }
 
-// headerRequeueGroup names the consumer group a requeue copy is for: the
-// copy is a record of the topic, which every group reads, and the members
-// of the other groups pass over it (they handled the original already).
-const headerRequeueGroup = "sluice-requeue-group"
-
 var _ driver.RequeueCopier = (*sub)(nil)
 
 // SendRequeueCopies publishes the portable layer's counted requeue copies
-// to the topic, each marked for this subscription's group.
+// to the topic, which every group reads: each is addressed to this
+// subscription's group (kit.AddressCopies).
 func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
-	for i := range msgs {
-		msgs[i].Headers[headerRequeueGroup] = s.group
-	}
+	kit.AddressCopies(msgs, s.group)
 	return s.c.SendBatch(ctx, msgs)
-}
-
-// foreignCopy reports a requeue copy made for another group, and removes
-// the mark from a copy for this one (it is transport).
-func (s *sub) foreignCopy(h ports.Headers) bool {
-	g, ok := h[headerRequeueGroup]
-	if !ok {
-		return false
-	}
-	delete(h, headerRequeueGroup)
-	return g != s.group
 }

@@ -106,9 +106,7 @@ func pinStarts(client sarama.Client, group, phys string, ids []int32, at int64, 
 		_ = client.RefreshCoordinator(group)
 		return nil, err
 	}
-	req := sarama.NewOffsetCommitRequest(client.Config(), group)
-	req.ConsumerGroupGeneration, req.ConsumerID = gen, member
-	pos, pinned := make(map[int32]int64, len(ids)), 0
+	pos, pin := make(map[int32]int64, len(ids)), map[int32]int64{}
 	for _, id := range ids {
 		if b := fetched.GetBlock(phys, id); b != nil && b.Err != sarama.ErrNoError {
 			return nil, b.Err
@@ -119,25 +117,22 @@ func pinStarts(client sarama.Client, group, phys string, ids []int32, at int64, 
 		if pos[id], err = client.GetOffset(phys, id, at); err != nil {
 			return nil, err
 		}
-		req.AddBlock(phys, id, pos[id], 0, "")
-		pinned++
+		pin[id] = pos[id]
 	}
-	if pinned == 0 {
-		return pos, nil
+	if len(pin) > 0 {
+		err = commitOffsets(client, group, phys, gen, member, pin)
 	}
-	resp, err := commitOffsets(client, group, req)
-	if err != nil {
-		return nil, err
-	}
-	for _, kerr := range resp.Errors[phys] { // the request has phys only
-		if kerr != sarama.ErrNoError {
-			return nil, kerr
-		}
-	}
-	return pos, nil
+	return pos, err
 }
 
-func commitOffsets(client sarama.Client, group string, req *sarama.OffsetCommitRequest) (*sarama.OffsetCommitResponse, error) {
+// commitOffsets commits offs (by partition) of phys for group, as member
+// of generation gen, and returns why the coordinator refused any.
+func commitOffsets(client sarama.Client, group, phys string, gen int32, member string, offs map[int32]int64) error {
+	req := sarama.NewOffsetCommitRequest(client.Config(), group)
+	req.ConsumerGroupGeneration, req.ConsumerID = gen, member
+	for id, off := range offs {
+		req.AddBlock(phys, id, off, 0, "")
+	}
 	coord, err := client.Coordinator(group)
 	var resp *sarama.OffsetCommitResponse
 	if err == nil {
@@ -145,8 +140,15 @@ func commitOffsets(client sarama.Client, group string, req *sarama.OffsetCommitR
 	}
 	if err != nil {
 		_ = client.RefreshCoordinator(group)
+		return err
 	}
-	return resp, err
+	var errs []error
+	for id, kerr := range resp.Errors[phys] {
+		if kerr != sarama.ErrNoError {
+			errs = append(errs, fmt.Errorf("%s/%d: %w", phys, id, kerr))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkInstanceFree refuses a Broadcast Instance whose group has members

@@ -146,3 +146,20 @@ func TestOutputWaitsForTheDonePrefix(t *testing.T) {
 	flushAck(ds[1])
 	output("out-1", "out-2")
 }
+
+// Without the idempotent producer a transactional subscription is refused
+// with ports.ErrExactlyOnce (the portable layer refuses it: the adapter
+// does not declare TransactionalSend then).
+func TestTransactionsNeedIdempotence(t *testing.T) {
+	b := newBroker(t)
+	cfg := b.config("txnnoidem", 1)
+	cfg.DisableIdempotence = true
+	a := b.adapter(t, cfg)
+	if a.Capabilities().TransactionalSend {
+		t.Fatal("TransactionalSend declared without the idempotent producer")
+	}
+	_, err := a.SubscribeTransactional(t.Context(), ports.SubscriptionSpec{Topic: "in", Group: "g"})
+	if !errors.Is(err, ports.ErrExactlyOnce) {
+		t.Fatalf("SubscribeTransactional = %v, want ErrExactlyOnce", err)
+	}
+}
