@@ -1,6 +1,7 @@
 package kafkaqueue
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -50,17 +51,44 @@ type member struct {
 
 // session is the member's share session on one broker: the broker checks
 // each request's epoch and bumps it on success, so requests go one at a
-// time. A reset loses every record acquired in the session.
+// time (mu is held by the request in flight). A reset loses every record
+// acquired in the session. Acknowledgements wait in pending for the next
+// request on the session: a ShareFetch carries them, or a ShareAcknowledge
+// of their own when the session is free first.
 type session struct {
 	mu    sync.Mutex
 	node  int32
 	epoch int32          // the next request's; 0 opens a session
 	gen   uint32         // counts resets
 	in    map[int32]bool // partitions in the session
+
+	pmu     sync.Mutex
+	pending []*acks
 }
 
 func (s *session) reset() { s.epoch, s.gen = 0, s.gen+1; clear(s.in) }
 func (s *session) bump()  { s.epoch = max(s.epoch+1, 1) }
+
+// queue adds a to the acknowledgements the next request carries.
+func (s *session) queue(a *acks) { s.pmu.Lock(); s.pending = append(s.pending, a); s.pmu.Unlock() }
+
+// take removes and returns the pending acknowledgements.
+func (s *session) take() []*acks {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	p := s.pending
+	s.pending = nil
+	return p
+}
+
+// acks is one call's acknowledgements of one type on one session; done
+// (with err) once the broker answered the request that carried them.
+type acks struct {
+	hs   []*handle
+	typ  int8
+	done bool
+	err  error
+}
 
 // handle is a record's settlement handle.
 type handle struct {
@@ -316,21 +344,38 @@ type acquired struct {
 }
 
 // fetch sends one ShareFetch on s for parts (the session is opened or
-// changed to hold exactly parts) and returns the records it acquired. It is
-// not cancelled with the caller's ctx: records the broker acquired for the
-// member are never dropped on the way.
-func (m *member) fetch(s *session, parts []int32, max int) ([]acquired, error) {
+// changed to hold exactly parts), carrying the pending acknowledgements,
+// and returns the records it acquired. It long-polls up to wait, not at
+// all when it carries acknowledgements (their callers wait for its
+// answer). It is not cancelled with the caller's ctx: records the broker
+// acquired for the member are never dropped on the way.
+func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) ([]acquired, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	carry := s.take()
+	if slices.ContainsFunc(carry, func(a *acks) bool {
+		return slices.ContainsFunc(a.hs, func(h *handle) bool { return !slices.Contains(parts, h.partition) })
+	}) { // a partition leaving the session: acknowledge before
+		m.acknowledge(s, carry)
+		carry = nil
+	}
+	if len(carry) > 0 {
+		wait = 0
+	}
+	acked := ranges(s, carry)
 	req := kmsg.NewPtrShareFetchRequest()
 	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, s.epoch
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(m.wait/time.Millisecond), 1, 50<<20
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(wait/time.Millisecond), 1, 50<<20
 	req.MaxRecords, req.BatchSize = int32(max), int32(max)
 	add := kmsg.NewShareFetchRequestTopic()
 	add.TopicID = m.tid
 	for _, p := range parts {
-		if !s.in[p] {
-			add.Partitions = append(add.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p})
+		if !s.in[p] || len(acked[p]) > 0 {
+			tp := kmsg.ShareFetchRequestTopicPartition{Partition: p}
+			for _, r := range acked[p] {
+				tp.AcknowledgementBatches = append(tp.AcknowledgementBatches, kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: r.first, LastOffset: r.last, AcknowledgeTypes: []int8{r.typ}})
+			}
+			add.Partitions = append(add.Partitions, tp)
 		}
 	}
 	if len(add.Partitions) > 0 {
@@ -355,9 +400,21 @@ func (m *member) fetch(s *session, parts []int32, max int) ([]acquired, error) {
 	if err != nil {
 		s.reset() // a lost response may have opened or moved the session
 		m.setStale()
+		finish(carry, nil, fmt.Errorf("%w: share fetch from broker %d: %w", errLost, s.node, err))
 		return nil, fmt.Errorf("kafkaqueue: share fetch from broker %d: %w", s.node, err)
 	}
 	s.bump()
+	if len(carry) > 0 {
+		perr := map[int32]error{}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.AcknowledgeErrorCode != 0 {
+					perr[p.Partition] = ackErr(p.Partition, p.AcknowledgeErrorCode)
+				}
+			}
+		}
+		finish(carry, perr, nil)
+	}
 	for _, p := range add.Partitions {
 		s.in[p.Partition] = true
 	}
@@ -411,7 +468,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 		}
 	}
 	if len(gaps) > 0 {
-		_ = m.ackLocked(s, gaps, ackGap)
+		s.queue(&acks{hs: gaps, typ: ackGap})
 	}
 	if len(out) == 0 && perr != nil {
 		return nil, perr
@@ -425,50 +482,117 @@ func (m *member) lockDuration() time.Duration { m.mu.Lock(); defer m.mu.Unlock()
 // errLost: the broker took the records back (session reset, lock lapsed).
 var errLost = fmt.Errorf("kafkaqueue: %w", errRecordsLost)
 
-// ack acknowledges hs with typ, one ShareAcknowledge per session.
+// ack acknowledges hs with typ and returns once the broker answered. On
+// each session they ride on the next request: the ShareFetch after the one
+// in flight, or a ShareAcknowledge sent here when the session is free
+// first. A renewal goes on a ShareAcknowledge of its own.
 func (m *member) ack(hs []*handle, typ int8) error {
-	bySession := map[*session][]*handle{}
+	bySession := map[*session]*acks{}
 	for _, h := range hs {
-		bySession[h.s] = append(bySession[h.s], h)
+		if bySession[h.s] == nil {
+			bySession[h.s] = &acks{typ: typ}
+		}
+		bySession[h.s].hs = append(bySession[h.s].hs, h)
 	}
 	var errs []error
-	for s, hs := range bySession {
+	for s, a := range bySession {
+		if typ != ackRenew {
+			s.queue(a)
+		}
 		s.mu.Lock()
-		errs = append(errs, m.ackLocked(s, hs, typ))
+		if typ == ackRenew {
+			m.acknowledge(s, []*acks{a})
+		} else if !a.done { // no fetch took it
+			m.acknowledge(s, s.take())
+		}
 		s.mu.Unlock()
+		errs = append(errs, a.err)
 	}
 	return errors.Join(errs...)
 }
 
-// ackLocked sends one ShareAcknowledge on s (locked) for hs: contiguous
-// offsets of a partition go as one range.
-func (m *member) ackLocked(s *session, hs []*handle, typ int8) error {
-	var lost int
-	byPart := map[int32][]int64{}
-	for _, h := range hs {
-		if h.gen != s.gen || s.epoch == 0 {
-			lost++
-			continue
-		}
-		byPart[h.partition] = append(byPart[h.partition], h.offset)
+// ackRange is contiguous offsets of a partition acknowledged with typ.
+type ackRange struct {
+	first, last int64
+	typ         int8
+}
+
+// ranges groups the handles of as into ranges by partition; a handle of
+// an earlier session is lost (an error on its acks).
+func ranges(s *session, as []*acks) map[int32][]ackRange {
+	type ackOff struct {
+		off int64
+		typ int8
 	}
-	if len(byPart) == 0 {
-		return fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
+	byPart := map[int32][]ackOff{}
+	for _, a := range as {
+		lost := 0
+		for _, h := range a.hs {
+			if h.gen != s.gen || s.epoch == 0 {
+				lost++
+			} else {
+				byPart[h.partition] = append(byPart[h.partition], ackOff{h.offset, a.typ})
+			}
+		}
+		if lost > 0 {
+			a.err = fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
+		}
+	}
+	out := make(map[int32][]ackRange, len(byPart))
+	for p, offs := range byPart {
+		slices.SortFunc(offs, func(a, b ackOff) int { return cmp.Compare(a.off, b.off) })
+		var rs []ackRange
+		for _, o := range offs {
+			if n := len(rs); n > 0 && rs[n-1].last == o.off-1 && rs[n-1].typ == o.typ {
+				rs[n-1].last = o.off
+			} else {
+				rs = append(rs, ackRange{o.off, o.off, o.typ})
+			}
+		}
+		out[p] = rs
+	}
+	return out
+}
+
+// finish completes as with the error of the request that carried them
+// (err) or of their partitions (perr).
+func finish(as []*acks, perr map[int32]error, err error) {
+	for _, a := range as {
+		errs := []error{a.err, err}
+		for p, e := range perr {
+			if slices.ContainsFunc(a.hs, func(h *handle) bool { return h.partition == p }) {
+				errs = append(errs, e)
+			}
+		}
+		a.err, a.done = errors.Join(errs...), true
+	}
+}
+
+func ackErr(p int32, code int16) error {
+	if err := kerr.ErrorForCode(code); errors.Is(err, kerr.InvalidRecordState) || errors.Is(err, kerr.NotLeaderForPartition) {
+		return fmt.Errorf("%w: partition %d: %w", errLost, p, err)
+	} else {
+		return fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, err)
+	}
+}
+
+// acknowledge sends as on a ShareAcknowledge of their own (s locked).
+func (m *member) acknowledge(s *session, as []*acks) {
+	acked := ranges(s, as)
+	if len(acked) == 0 {
+		finish(as, nil, nil)
+		return
 	}
 	req := kmsg.NewPtrShareAcknowledgeRequest()
-	req.GroupID, req.MemberID, req.ShareSessionEpoch, req.IsRenewAck = &m.group, &m.id, s.epoch, typ == ackRenew
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, s.epoch
+	req.IsRenewAck = as[0].typ == ackRenew
 	rt := kmsg.NewShareAcknowledgeRequestTopic()
 	rt.TopicID = m.tid
-	for p, offs := range byPart {
-		slices.Sort(offs)
+	for p, rs := range acked {
 		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
 		rp.Partition = p
-		for i, off := range offs {
-			if n := len(rp.AcknowledgementBatches); i > 0 && offs[i-1] == off-1 {
-				rp.AcknowledgementBatches[n-1].LastOffset = off
-				continue
-			}
-			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: off, LastOffset: off, AcknowledgeTypes: []int8{typ}})
+		for _, r := range rs {
+			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: r.first, LastOffset: r.last, AcknowledgeTypes: []int8{r.typ}})
 		}
 		rt.Partitions = append(rt.Partitions, rp)
 	}
@@ -481,23 +605,19 @@ func (m *member) ackLocked(s *session, hs []*handle, typ int8) error {
 	}
 	if err != nil {
 		s.reset()
-		return fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err)
+		finish(as, nil, fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err))
+		return
 	}
 	s.bump()
-	var errs []error
-	if lost > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost))
-	}
+	perr := map[int32]error{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); errors.Is(err, kerr.InvalidRecordState) || errors.Is(err, kerr.NotLeaderForPartition) {
-				errs = append(errs, fmt.Errorf("%w: partition %d: %w", errLost, p.Partition, err))
-			} else if err != nil {
-				errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p.Partition, err))
+			if p.ErrorCode != 0 {
+				perr[p.Partition] = ackErr(p.Partition, p.ErrorCode)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	finish(as, perr, nil)
 }
 
 // close releases every record still acquired (each session closes with

@@ -110,6 +110,10 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	return out, nil
 }
 
+// outWait bounds a ShareFetch long poll while records are out with
+// handlers: their acknowledgements wait for the fetch in flight.
+const outWait = 10 * time.Millisecond
+
 // poll runs one ShareFetch on each leader's session (at once) and buffers
 // what they acquired; with no partition assigned it waits for an
 // assignment, at most FetchMaxWait.
@@ -128,6 +132,12 @@ func (s *sub) poll(ctx context.Context, max int) error {
 		}
 		return nil
 	}
+	wait := s.m.wait
+	s.mu.Lock()
+	if len(s.out) > 0 { // an acknowledgement comes soon: no long poll ahead of it
+		wait = min(wait, outWait)
+	}
+	s.mu.Unlock()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -137,7 +147,7 @@ func (s *sub) poll(ctx context.Context, max int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := s.m.fetch(ses, parts, max)
+			got, err := s.m.fetch(ses, parts, max, wait)
 			mu.Lock()
 			defer mu.Unlock()
 			errs = append(errs, err)
