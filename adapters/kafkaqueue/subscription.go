@@ -24,7 +24,7 @@ type sub struct {
 
 	buf     []driver.Record // acquired, not handed out yet (ReceiveBatch only)
 	mu      sync.Mutex
-	out     map[*handle]bool // handed out, not settled: renewed while out
+	out     map[*handle]bool // acquired, not settled: renewed
 	closed  chan struct{}
 	renewed chan struct{} // closed when the renewer returned
 	report  atomic.Pointer[func(error)]
@@ -102,9 +102,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	now := time.Now()
 	s.mu.Lock()
 	for i := range out {
-		h := out[i].Handle.(*handle)
-		h.out = now
-		s.out[h] = true
+		out[i].Handle.(*handle).out = now
 	}
 	s.mu.Unlock()
 	return out, nil
@@ -114,10 +112,15 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 // handlers: their acknowledgements wait for the fetch in flight.
 const outWait = 10 * time.Millisecond
 
+// prefetch is how many records one ShareFetch may acquire when the lock
+// renewal is on, however few the free in-flight slots: the records not
+// handed out yet wait in buf, their locks renewed.
+const prefetch = 500
+
 // poll runs one ShareFetch on each leader's session (at once) and buffers
-// what they acquired; with no partition assigned it waits for an
-// assignment, at most FetchMaxWait.
-func (s *sub) poll(ctx context.Context, max int) error {
+// what they acquired (buf is empty); with no partition assigned it waits
+// for an assignment, at most FetchMaxWait.
+func (s *sub) poll(ctx context.Context, want int) error {
 	targets, wake, err := s.m.targets(ctx)
 	if err != nil {
 		return err
@@ -133,6 +136,9 @@ func (s *sub) poll(ctx context.Context, max int) error {
 		return nil
 	}
 	wait := s.m.wait
+	if s.c.opts.RenewFor >= 0 {
+		want = max(want, prefetch)
+	}
 	s.mu.Lock()
 	if len(s.out) > 0 { // an acknowledgement comes soon: no long poll ahead of it
 		wait = min(wait, outWait)
@@ -147,7 +153,7 @@ func (s *sub) poll(ctx context.Context, max int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := s.m.fetch(ses, parts, max, wait)
+			got, err := s.m.fetch(ses, parts, want, wait)
 			mu.Lock()
 			defer mu.Unlock()
 			errs = append(errs, err)
@@ -158,6 +164,13 @@ func (s *sub) poll(ctx context.Context, max int) error {
 	}
 	wg.Wait()
 	if len(s.buf) > 0 {
+		now := time.Now()
+		s.mu.Lock()
+		for _, r := range s.buf {
+			h := r.Handle.(*handle)
+			h.out, s.out[h] = now, true
+		}
+		s.mu.Unlock()
 		return nil
 	}
 	return errors.Join(errs...)
@@ -249,8 +262,9 @@ func (s *sub) Close(ctx context.Context) error {
 	return err
 }
 
-// renew renews the lock of every record handed out and not settled once
-// half of the lock has passed, for RenewFor after its delivery; then it
+// renew renews the lock of every record acquired and not settled (in buf
+// or handed out) once half of the lock has passed, for RenewFor after its
+// acquisition or its delivery; then it
 // lets the lock lapse (the broker redelivers the record).
 func (s *sub) renew() {
 	defer close(s.renewed)
