@@ -96,9 +96,12 @@ type handle struct {
 	gen       uint32
 	partition int32
 	offset    int64
-	out       time.Time       // when it was handed out
-	deadline  time.Time       // of its acquisition lock
-	d         *ports.Delivery // what a dead-letter copy is made of
+	out       time.Time // when it was acquired, then handed out
+	deadline  time.Time // of its acquisition lock
+
+	msg          ports.Message // what a dead-letter copy is made of
+	id           string        // BrokerID
+	redeliveries int
 }
 
 func newMember(cl *kgo.Client, group, topic string, wait time.Duration) *member {
@@ -356,7 +359,7 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 	if slices.ContainsFunc(carry, func(a *acks) bool {
 		return slices.ContainsFunc(a.hs, func(h *handle) bool { return !slices.Contains(parts, h.partition) })
 	}) { // a partition leaving the session: acknowledge before
-		m.acknowledge(s, carry)
+		_ = m.acknowledge(s, carry, s.epoch)
 		carry = nil
 	}
 	if len(carry) > 0 {
@@ -404,17 +407,13 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 		return nil, fmt.Errorf("kafkaqueue: share fetch from broker %d: %w", s.node, err)
 	}
 	s.bump()
-	if len(carry) > 0 {
-		perr := map[int32]error{}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if p.AcknowledgeErrorCode != 0 {
-					perr[p.Partition] = ackErr(p.Partition, p.AcknowledgeErrorCode)
-				}
-			}
+	codes := map[int32]int16{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			codes[p.Partition] = p.AcknowledgeErrorCode
 		}
-		finish(carry, perr, nil)
 	}
+	finish(carry, codes, nil)
 	for _, p := range add.Partitions {
 		s.in[p.Partition] = true
 	}
@@ -451,15 +450,11 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 			}
 			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: m.topic, Partition: rp.Partition, Offset: rp.AcquiredRecords[0].FirstOffset},
 				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, kgo.DefaultDecompressor(), nil)
-			byOffset := make(map[int64]*kgo.Record, len(fp.Records))
-			for _, r := range fp.Records {
-				byOffset[r.Offset] = r
-			}
 			for _, ar := range rp.AcquiredRecords {
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
 					h := &handle{s: s, gen: s.gen, partition: rp.Partition, offset: off, deadline: deadline}
-					if r := byOffset[off]; r != nil {
-						out = append(out, acquired{r: r, h: h, count: int(ar.DeliveryCount)})
+					if i, ok := slices.BinarySearchFunc(fp.Records, off, func(r *kgo.Record, off int64) int { return cmp.Compare(r.Offset, off) }); ok {
+						out = append(out, acquired{r: fp.Records[i], h: h, count: int(ar.DeliveryCount)})
 					} else {
 						gaps = append(gaps, h)
 					}
@@ -501,9 +496,9 @@ func (m *member) ack(hs []*handle, typ int8) error {
 		}
 		s.mu.Lock()
 		if typ == ackRenew {
-			m.acknowledge(s, []*acks{a})
+			_ = m.acknowledge(s, []*acks{a}, s.epoch)
 		} else if !a.done { // no fetch took it
-			m.acknowledge(s, s.take())
+			_ = m.acknowledge(s, s.take(), s.epoch)
 		}
 		s.mu.Unlock()
 		errs = append(errs, a.err)
@@ -511,8 +506,9 @@ func (m *member) ack(hs []*handle, typ int8) error {
 	return errors.Join(errs...)
 }
 
-// ackRange is contiguous offsets of a partition acknowledged with typ.
+// ackRange is contiguous offsets of partition p acknowledged with typ.
 type ackRange struct {
+	p           int32
 	first, last int64
 	typ         int8
 }
@@ -520,72 +516,61 @@ type ackRange struct {
 // ranges groups the handles of as into ranges by partition; a handle of
 // an earlier session is lost (an error on its acks).
 func ranges(s *session, as []*acks) map[int32][]ackRange {
-	type ackOff struct {
-		off int64
-		typ int8
-	}
-	byPart := map[int32][]ackOff{}
+	var all []ackRange
 	for _, a := range as {
 		lost := 0
 		for _, h := range a.hs {
 			if h.gen != s.gen || s.epoch == 0 {
 				lost++
 			} else {
-				byPart[h.partition] = append(byPart[h.partition], ackOff{h.offset, a.typ})
+				all = append(all, ackRange{h.partition, h.offset, h.offset, a.typ})
 			}
 		}
 		if lost > 0 {
 			a.err = fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
 		}
 	}
-	out := make(map[int32][]ackRange, len(byPart))
-	for p, offs := range byPart {
-		slices.SortFunc(offs, func(a, b ackOff) int { return cmp.Compare(a.off, b.off) })
-		var rs []ackRange
-		for _, o := range offs {
-			if n := len(rs); n > 0 && rs[n-1].last == o.off-1 && rs[n-1].typ == o.typ {
-				rs[n-1].last = o.off
-			} else {
-				rs = append(rs, ackRange{o.off, o.off, o.typ})
-			}
+	slices.SortFunc(all, func(x, y ackRange) int { return cmp.Or(cmp.Compare(x.p, y.p), cmp.Compare(x.first, y.first)) })
+	out := map[int32][]ackRange{}
+	for _, r := range all {
+		if rs := out[r.p]; len(rs) > 0 && rs[len(rs)-1].last == r.first-1 && rs[len(rs)-1].typ == r.typ {
+			rs[len(rs)-1].last = r.first
+		} else {
+			out[r.p] = append(rs, r)
 		}
-		out[p] = rs
 	}
 	return out
 }
 
 // finish completes as with the error of the request that carried them
-// (err) or of their partitions (perr).
-func finish(as []*acks, perr map[int32]error, err error) {
+// (err) or the acknowledgement error codes of their partitions.
+func finish(as []*acks, codes map[int32]int16, err error) {
 	for _, a := range as {
 		errs := []error{a.err, err}
-		for p, e := range perr {
-			if slices.ContainsFunc(a.hs, func(h *handle) bool { return h.partition == p }) {
-				errs = append(errs, e)
+		for p, code := range codes {
+			e := kerr.ErrorForCode(code)
+			if e == nil || !slices.ContainsFunc(a.hs, func(h *handle) bool { return h.partition == p }) {
+				continue
+			} else if errors.Is(e, kerr.InvalidRecordState) || errors.Is(e, kerr.NotLeaderForPartition) {
+				e = fmt.Errorf("%w: partition %d: %w", errLost, p, e)
 			}
+			errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, e))
 		}
 		a.err, a.done = errors.Join(errs...), true
 	}
 }
 
-func ackErr(p int32, code int16) error {
-	if err := kerr.ErrorForCode(code); errors.Is(err, kerr.InvalidRecordState) || errors.Is(err, kerr.NotLeaderForPartition) {
-		return fmt.Errorf("%w: partition %d: %w", errLost, p, err)
-	} else {
-		return fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, err)
-	}
-}
-
-// acknowledge sends as on a ShareAcknowledge of their own (s locked).
-func (m *member) acknowledge(s *session, as []*acks) {
+// acknowledge sends as on a ShareAcknowledge of their own (s locked);
+// epoch -1 closes the session (the broker releases what it holds).
+func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 	acked := ranges(s, as)
-	if len(acked) == 0 {
+	if len(acked) == 0 && epoch != -1 {
 		finish(as, nil, nil)
-		return
+		return nil
 	}
 	req := kmsg.NewPtrShareAcknowledgeRequest()
-	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, s.epoch
-	req.IsRenewAck = as[0].typ == ackRenew
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, epoch
+	req.IsRenewAck = len(as) > 0 && as[0].typ == ackRenew
 	rt := kmsg.NewShareAcknowledgeRequestTopic()
 	rt.TopicID = m.tid
 	for p, rs := range acked {
@@ -596,28 +581,32 @@ func (m *member) acknowledge(s *session, as []*acks) {
 		}
 		rt.Partitions = append(rt.Partitions, rp)
 	}
-	req.Topics = append(req.Topics, rt)
+	if len(rt.Partitions) > 0 {
+		req.Topics = append(req.Topics, rt)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	resp, err := req.RequestWith(ctx, m.cl.Broker(int(s.node)))
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
-	if err != nil {
+	if err != nil || epoch == -1 {
 		s.reset()
-		finish(as, nil, fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err))
-		return
+		if err != nil {
+			err = fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err)
+		}
+		finish(as, nil, err)
+		return err
 	}
 	s.bump()
-	perr := map[int32]error{}
+	codes := map[int32]int16{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if p.ErrorCode != 0 {
-				perr[p.Partition] = ackErr(p.Partition, p.ErrorCode)
-			}
+			codes[p.Partition] = p.ErrorCode
 		}
 	}
-	finish(as, perr, nil)
+	finish(as, codes, nil)
+	return nil
 }
 
 // close releases every record still acquired (each session closes with
@@ -640,14 +629,7 @@ func (m *member) close(ctx context.Context) error {
 	for _, s := range sessions {
 		s.mu.Lock()
 		if s.epoch != 0 {
-			req := kmsg.NewPtrShareAcknowledgeRequest()
-			req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, -1
-			resp, err := req.RequestWith(ctx, m.cl.Broker(int(s.node)))
-			if err == nil {
-				err = kerr.ErrorForCode(resp.ErrorCode)
-			}
-			errs = append(errs, err)
-			s.reset()
+			errs = append(errs, m.acknowledge(s, s.take(), -1))
 		}
 		s.mu.Unlock()
 	}

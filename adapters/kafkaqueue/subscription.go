@@ -18,11 +18,13 @@ var errRecordsLost = driver.ErrRecordsLost
 
 // sub is one share-group member consuming one topic.
 type sub struct {
-	c     *conn
-	m     *member
-	topic ports.Topic
+	c        *conn
+	m        *member
+	topic    ports.Topic
+	inFlight int
 
 	buf     []driver.Record // acquired, not handed out yet (ReceiveBatch only)
+	scratch []byte          // record's
 	mu      sync.Mutex
 	out     map[*handle]bool // acquired, not settled: renewed
 	closed  chan struct{}
@@ -64,7 +66,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
-	s := &sub{c: c, m: m, topic: spec.Topic, out: map[*handle]bool{}, closed: make(chan struct{}), renewed: make(chan struct{})}
+	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, out: map[*handle]bool{}, closed: make(chan struct{}), renewed: make(chan struct{})}
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
 		if err := s.poll(ctx, spec.InFlight); err != nil {
 			return nil, errors.Join(err, m.heartbeat(ctx, true))
@@ -112,14 +114,12 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 // handlers: their acknowledgements wait for the fetch in flight.
 const outWait = 10 * time.Millisecond
 
-// prefetch is how many records one ShareFetch may acquire when the lock
-// renewal is on, however few the free in-flight slots: the records not
-// handed out yet wait in buf, their locks renewed.
-const prefetch = 500
-
 // poll runs one ShareFetch on each leader's session (at once) and buffers
 // what they acquired (buf is empty); with no partition assigned it waits
-// for an assignment, at most FetchMaxWait.
+// for an assignment, at most FetchMaxWait. With the lock renewal on, a
+// fetch asks for a whole in-flight window however few slots are free: the
+// records not handed out yet wait in buf, their locks renewed. (More would
+// keep records from the group's other members.)
 func (s *sub) poll(ctx context.Context, want int) error {
 	targets, wake, err := s.m.targets(ctx)
 	if err != nil {
@@ -137,7 +137,7 @@ func (s *sub) poll(ctx context.Context, want int) error {
 	}
 	wait := s.m.wait
 	if s.c.opts.RenewFor >= 0 {
-		want = max(want, prefetch)
+		want = max(want, s.inFlight)
 	}
 	s.mu.Lock()
 	if len(s.out) > 0 { // an acknowledgement comes soon: no long poll ahead of it
@@ -179,28 +179,44 @@ func (s *sub) poll(ctx context.Context, want int) error {
 // record maps a Kafka record onto a driver.Record: value → payload, key →
 // partition key, headers → envelope; the delivery count less one is the
 // redelivery count. BrokerID is "kafka:<topic>/<partition>/<offset>", the
-// identity kafka:// gives the same record.
+// identity kafka:// gives the same record. The key, the header values, the
+// timestamp fact and the BrokerID (the topic, partition and offset facts
+// its parts) are slices of one string built in s.scratch.
 func (s *sub) record(a acquired) driver.Record {
 	r := a.r
-	h := make(ports.Headers, len(r.Headers))
+	b := append(s.scratch[:0], r.Key...)
 	for _, kv := range r.Headers {
-		h[kv.Key] = string(kv.Value)
+		b = append(b, kv.Value...)
 	}
-	part, off := strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10)
-	facts := map[string]string{"topic": r.Topic, "partition": part, "offset": off, "share-group": s.m.group, "delivery-count": strconv.Itoa(a.count)}
+	ts := len(b)
 	if !r.Timestamp.IsZero() {
-		facts["timestamp"] = r.Timestamp.UTC().Format(time.RFC3339Nano)
+		b = r.Timestamp.UTC().AppendFormat(b, time.RFC3339Nano)
 	}
-	d := driver.Record{Message: ports.Message{Topic: s.topic, Key: string(r.Key), Payload: r.Value, Headers: h},
-		BrokerID: "kafka:" + r.Topic + "/" + part + "/" + off, RedeliveryCount: max(a.count-1, 0), Facts: facts, Handle: a.h}
+	id := len(b)
+	b = append(append(b, "kafka:"...), r.Topic...)
+	part := len(b) + 1
+	b = strconv.AppendInt(append(b, '/'), int64(r.Partition), 10)
+	off := len(b) + 1
+	b = strconv.AppendInt(append(b, '/'), r.Offset, 10)
+	s.scratch = b
+	all := string(b)
+	h, at := make(ports.Headers, len(r.Headers)), len(r.Key)
+	for _, kv := range r.Headers {
+		h[kv.Key], at = all[at:at+len(kv.Value)], at+len(kv.Value)
+	}
+	facts := make(map[string]string, 7)
+	facts["topic"], facts["partition"], facts["offset"] = r.Topic, all[part:off-1], all[off:]
+	facts["share-group"], facts["delivery-count"] = s.m.group, strconv.Itoa(a.count)
+	if id > ts {
+		facts["timestamp"] = all[ts:id]
+	}
+	d := driver.Record{Message: ports.Message{Topic: s.topic, Key: all[:len(r.Key)], Payload: r.Value, Headers: h},
+		BrokerID: all[id:], RedeliveryCount: max(a.count-1, 0), Facts: facts, Handle: a.h}
 	if _, err := ports.RedeliveryCountFrom(h); err != nil {
 		d.Err = err
 		facts["header-error"] = err.Error()
 	}
-	a.h.d = &ports.Delivery{Message: d.Message, RedeliveryCount: d.RedeliveryCount}
-	if a.h.d.ID, a.h.d.IDSource = ports.IdentityFromHeaders(h); a.h.d.ID == "" {
-		a.h.d.ID, a.h.d.IDSource = d.BrokerID, ports.IDBroker
-	}
+	a.h.msg, a.h.id, a.h.redeliveries = d.Message, d.BrokerID, d.RedeliveryCount
 	return d
 }
 
@@ -238,8 +254,12 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	copies := make([]ports.Message, len(handles))
 	ds := make([]*ports.Delivery, len(handles))
 	now := time.Now()
-	for i, h := range handles {
-		d := h.(*handle).d
+	for i, x := range handles {
+		h := x.(*handle)
+		d := &ports.Delivery{Message: h.msg, RedeliveryCount: h.redeliveries}
+		if d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers); d.ID == "" {
+			d.ID, d.IDSource = h.id, ports.IDBroker
+		}
 		ds[i], copies[i] = d, kit.DeadLetterCopy(d, disp, now)
 	}
 	if err := kit.PublishErrors(ports.DeadLetter, ds, s.c.SendBatch(ctx, copies)); err != nil {
