@@ -35,8 +35,9 @@ type Options struct {
 	ReplicationFactor int16    // of the topics the adapter creates; default 1
 	NoCreateTopics    bool     // the adapter creates no topic itself
 	StartOldest       bool     // a new share group starts at the oldest record, as with StartEarliest
-	// FetchMaxWait bounds one ShareFetch long poll, and so the wait of an
-	// acknowledgement behind it on the same share session. Default 250ms.
+	// FetchMaxWait bounds one ShareFetch long poll while no record is out
+	// with a handler (then 10ms: an acknowledgement waits for the fetch in
+	// flight on its share session). Default 250ms.
 	FetchMaxWait time.Duration
 	// RenewFor bounds how long the lock of a record out with a handler is
 	// renewed (KIP-1222, Kafka 4.2+); then it lapses and the broker
