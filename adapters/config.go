@@ -1,10 +1,12 @@
 package adapters
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/ports"
@@ -62,6 +64,16 @@ func (c *Config) PlainOnly(tlsScheme string) error {
 		hint = "use " + tlsScheme + "://"
 	}
 	return &ParamError{Param: c.tlsSet.names(), Reason: fmt.Sprintf("TLS settings given for the plaintext scheme %s:// (%s)", c.Scheme, hint)}
+}
+
+// PathNamespace returns the namespace written as u's path
+// ("scheme://host/ns"), else Namespace; an error when both were given.
+func (c *Config) PathNamespace(u *url.URL) (string, error) {
+	ns := strings.Trim(u.Path, "/")
+	if ns != "" && c.Namespace != "" {
+		return "", &ParamError{Param: paramNamespace, Reason: "given both as the URL path and as the namespace parameter or option"}
+	}
+	return cmp.Or(ns, c.Namespace), nil
 }
 
 // NoCredentials returns an error when credentials were given, for

@@ -51,6 +51,10 @@ func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 // each unacked one is forgotten (its DUP copy is handed out again), and
 // the connection is closed, since the PUBACKs behind a record never
 // acknowledged would wait for it for as long as the connection lasts.
+// The close comes once per connection and no sooner than recycleAfter
+// after it came up: a run of failed settlements (a dead-letter topic
+// refusing copies) must not turn into a reconnect storm, nor look like a
+// session takeover war.
 func (s *subscription) Abandon(handles []any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -63,8 +67,27 @@ func (s *subscription) Abandon(handles []any) {
 			held = true
 		}
 	}
-	if c, ok := s.w.(io.Closer); ok && held {
-		_ = c.Close() // autopaho reconnects; the session resumes
+	if held && s.w != nil && !s.recycling {
+		s.recycling = true
+		n := s.ups
+		time.AfterFunc(recycleAfter-time.Since(s.upAt), func() { s.recycle(n) })
+	}
+}
+
+// recycleAfter is how long a connection lasts at least before Abandon
+// closes it: a close later than takeoverWindow is not counted as a
+// takeover. A variable for tests.
+var recycleAfter = takeoverWindow
+
+// recycle closes connection number n if it is still the current one;
+// autopaho reconnects and the session resumes.
+func (s *subscription) recycle(n int) {
+	s.mu.Lock()
+	c, ok := s.w.(io.Closer)
+	ok = ok && s.ups == n && !s.closed
+	s.mu.Unlock()
+	if ok {
+		_ = c.Close()
 	}
 }
 
@@ -108,7 +131,7 @@ func (s *subscription) flushLocked() {
 func (s *subscription) connected(conn io.Writer) {
 	s.mu.Lock()
 	s.ups++
-	s.w, s.upAt = conn, time.Now()
+	s.w, s.upAt, s.recycling = conn, time.Now(), false
 	s.up, s.down = context.WithCancel(context.Background())
 	for id, e := range s.byID {
 		if e.acked && e.ackedOn < s.ups-1 { // the broker redelivers right after CONNACK or never
@@ -167,7 +190,7 @@ func (s *subscription) lost(dp *packets.Disconnect) {
 	if taken != nil {
 		s.c.opts.Logger.Error("sluice mqtt: session taken over: two running instances share one Instance; this subscription stopped receiving",
 			"instance", s.instance, "client", s.clientID, "topic", string(s.spec.Topic), "error", taken)
-		s.reportErr(taken)
+		s.Report(taken)
 	}
 }
 

@@ -44,7 +44,7 @@ func (c *conn) connect(ctx context.Context, clientID string, s *subscription) (*
 	report := func(err error) { c.opts.Logger.Warn("sluice mqtt: sender connection", "error", err) }
 	stayDown := func() bool { return false } // asked when the connection was lost: true keeps it down
 	if s != nil {
-		report, stayDown = s.reportErr, s.takenOver
+		report, stayDown = func(err error) { s.Report(err) }, s.takenOver
 	}
 	var fatal, last atomic.Pointer[error]
 	cfg := autopaho.ClientConfig{

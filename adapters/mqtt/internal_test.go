@@ -121,3 +121,55 @@ func TestPhysicalNames(t *testing.T) {
 		t.Errorf("broadcast filter %q", got)
 	}
 }
+
+// closeCounter is a connection that counts its closes.
+type closeCounter struct {
+	syncBuffer
+	closes chan time.Time
+}
+
+func (c *closeCounter) Close() error { c.closes <- time.Now(); return nil }
+
+func TestAbandonClosesEachConnectionOnceAndNotAtOnce(t *testing.T) {
+	defer func(d time.Duration) { recycleAfter = d }(recycleAfter)
+	recycleAfter = 200 * time.Millisecond
+	s := &subscription{c: &conn{}, byID: map[string]*entry{}, signal: make(chan struct{}, 1)}
+	s.dead, s.kill = context.WithCancelCause(context.Background())
+	sess := ackSession{stubSession{}, s}
+	w1 := &closeCounter{closes: make(chan time.Time, 8)}
+	w2 := &closeCounter{closes: make(chan time.Time, 8)}
+	up := time.Now()
+	_ = sess.ConAckReceived(w1, nil, nil)
+	for i, id := range []string{"a", "b", "c"} { // three failed settlements in a row
+		s.Abandon([]any{arrive(t, s, id, uint16(i+1), 1, false)})
+	}
+	closed := waitClose(t, w1)
+	if d := closed.Sub(up); d < recycleAfter {
+		t.Fatalf("the connection was closed %v after it came up, want no sooner than %v", d, recycleAfter)
+	}
+	if len(s.byID) != 0 {
+		t.Fatalf("%d abandoned entries kept", len(s.byID))
+	}
+
+	_ = sess.ConnectionLost(nil)
+	up = time.Now()
+	_ = sess.ConAckReceived(w2, nil, nil)
+	s.Abandon([]any{arrive(t, s, "d", 4, 1, false)})
+	if d := waitClose(t, w2).Sub(up); d < recycleAfter {
+		t.Fatalf("the next connection was closed %v after it came up, want no sooner than %v", d, recycleAfter)
+	}
+	if n := len(w1.closes); n != 0 {
+		t.Fatalf("the first connection was closed %d more times: one close per connection is enough", n)
+	}
+}
+
+func waitClose(t *testing.T, c *closeCounter) time.Time {
+	t.Helper()
+	select {
+	case at := <-c.closes:
+		return at
+	case <-time.After(10 * time.Second):
+		t.Fatal("Abandon did not close the connection within 10s")
+		return time.Time{}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -26,7 +27,7 @@ type Options struct {
 	TLS *tls.Config
 	// Namespace prefixes every physical topic and client id. Default
 	// "sluice".
-	Namespace string
+	Namespace string `default:"sluice"`
 	// Instance is this process's stable identity (a pod name), naming its
 	// LoadBalance members' sessions: a restart with the same Instance gets
 	// back what it had not acknowledged. Two live processes with one
@@ -35,10 +36,10 @@ type Options struct {
 	Instance string `url:"instance"`
 	// SessionExpiry is how long the broker keeps a LoadBalance member's
 	// session after it disconnected. Default 1h.
-	SessionExpiry time.Duration `url:"session_expiry,1s..1191360h"`
+	SessionExpiry time.Duration `url:"session_expiry,1s..1191360h" default:"1h"`
 	// ReconnectGrace is how long a lost Broadcast instance without
 	// InstanceTTL keeps its session (Stop ends it). Default 1m.
-	ReconnectGrace time.Duration `url:"reconnect_grace,1s..24h"`
+	ReconnectGrace time.Duration `url:"reconnect_grace,1s..24h" default:"1m"`
 	// LeaveGroupOnStop unsubscribes a LoadBalance member on Stop. Default
 	// false: a stopped member keeps its share (the group stays durable).
 	LeaveGroupOnStop bool `url:"leave_group_on_stop"`
@@ -46,36 +47,21 @@ type Options struct {
 	// Maximum. Default SubscriptionSpec.InFlight (65535 with Embedded).
 	ReceiveMaximum int `url:"receive_maximum,1..65535"`
 	// KeepAlive is the MQTT keep-alive. Default 30s.
-	KeepAlive time.Duration `url:"keep_alive,1s..18h"`
+	KeepAlive time.Duration `url:"keep_alive,1s..18h" default:"30s"`
 	// ConnectTimeout bounds New's and Subscribe's first connection.
 	// Default 10s.
-	ConnectTimeout time.Duration `url:"connect_timeout,10ms..1h"`
+	ConnectTimeout time.Duration `url:"connect_timeout,10ms..1h" default:"10s"`
 	// ReconnectBackoff is the pause before a reconnect. Default 250ms.
-	ReconnectBackoff time.Duration
+	ReconnectBackoff time.Duration `default:"250ms"`
 	// Logger receives the capabilities line and connection events.
 	Logger *slog.Logger
 	// Existing adopts MQTT names other programs already use.
 	Existing []Existing
 }
 
-// Default option values.
-const (
-	DefaultNamespace        = "sluice"
-	DefaultSessionExpiry    = time.Hour
-	DefaultReconnectGrace   = time.Minute
-	DefaultKeepAlive        = 30 * time.Second
-	DefaultConnectTimeout   = 10 * time.Second
-	DefaultReconnectBackoff = 250 * time.Millisecond
-)
-
 func (o Options) withDefaults() Options {
-	o.Namespace = cmp.Or(o.Namespace, DefaultNamespace)
+	kit.DefaultTags(&o)
 	o.Instance = cmp.Or(o.Instance, ports.NewID())
-	o.SessionExpiry = cmp.Or(max(o.SessionExpiry, 0), DefaultSessionExpiry)
-	o.ReconnectGrace = cmp.Or(max(o.ReconnectGrace, 0), DefaultReconnectGrace)
-	o.KeepAlive = cmp.Or(max(o.KeepAlive, 0), DefaultKeepAlive)
-	o.ConnectTimeout = cmp.Or(max(o.ConnectTimeout, 0), DefaultConnectTimeout)
-	o.ReconnectBackoff = cmp.Or(max(o.ReconnectBackoff, 0), DefaultReconnectBackoff)
 	if o.Embedded && o.ReceiveMaximum == 0 {
 		o.ReceiveMaximum = 65535
 	}

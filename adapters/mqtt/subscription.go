@@ -36,30 +36,31 @@ type subscription struct {
 	declaring  bool   // DeclareGroup's: Close leaves the share whatever LeaveGroupOnStop says
 	cm         *autopaho.ConnectionManager
 
-	report  atomic.Pointer[func(error)] // the portable layer's Errors (SetReport)
-	first   chan error                  // the first SUBACK's outcome, for Subscribe
-	started atomic.Bool                 // first has it
-	failed  atomic.Bool                 // a connection attempt failed since the last one came up
-	wg      sync.WaitGroup              // onUp's SUBSCRIBEs
+	kit.Reports                // connection events and a session takeover go to Errors
+	first       chan error     // the first SUBACK's outcome, for Subscribe
+	started     atomic.Bool    // first has it
+	failed      atomic.Bool    // a connection attempt failed since the last one came up
+	wg          sync.WaitGroup // onUp's SUBSCRIBEs
 
-	mu      sync.Mutex
-	ready   []*entry          // the inbox: received, not handed out
-	byID    map[string]*entry // QoS 1 entries by message id, until their PUBACK is written
-	recs    []driver.Record   // ReceiveBatch's result, reused
-	signal  chan struct{}     // capacity 1: an entry was queued
-	closed  bool
-	dead    context.Context // done at Close, or with a *SessionTakenOverError cause
-	kill    context.CancelCauseFunc
-	ups     int             // connections made: the current one's number
-	up      context.Context // done when the current connection ends
-	down    context.CancelFunc
-	upAt    time.Time // when the current connection came up
-	quick   int       // connections in a row the broker closed soon after accepting them
-	w       io.Writer // the current connection; nil while down
-	order   []*entry  // its QoS 1 deliveries in arrival order, not yet PUBACKed
-	writing bool      // a caller of flushLocked writes
-	wrote   bool      // a PUBACK was written
-	buf     []byte    // the writer's PUBACKs, reused
+	mu        sync.Mutex
+	ready     []*entry          // the inbox: received, not handed out
+	byID      map[string]*entry // QoS 1 entries by message id, until their PUBACK is written
+	recs      []driver.Record   // ReceiveBatch's result, reused
+	signal    chan struct{}     // capacity 1: an entry was queued
+	closed    bool
+	dead      context.Context // done at Close, or with a *SessionTakenOverError cause
+	kill      context.CancelCauseFunc
+	ups       int             // connections made: the current one's number
+	up        context.Context // done when the current connection ends
+	down      context.CancelFunc
+	upAt      time.Time // when the current connection came up
+	quick     int       // connections in a row the broker closed soon after accepting them
+	w         io.Writer // the current connection; nil while down
+	order     []*entry  // its QoS 1 deliveries in arrival order, not yet PUBACKed
+	writing   bool      // a caller of flushLocked writes
+	recycling bool      // Abandon will close the current connection
+	wrote     bool      // a PUBACK was written
+	buf       []byte    // the writer's PUBACKs, reused
 }
 
 var (
@@ -204,7 +205,7 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	if n > 1 {
 		s.c.opts.Logger.Info("sluice mqtt: reconnected", "client", s.clientID, "session_present", ca.SessionPresent)
 		if !ca.SessionPresent {
-			s.reportErr(connError(s.clientID, "reconnect", ErrSessionLost))
+			s.Report(connError(s.clientID, "reconnect", ErrSessionLost))
 		}
 	}
 	if closed {
@@ -216,7 +217,7 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 		// subscribe again, reporting each failure, while it lasts.
 		_ = kit.Reconnect(up, kit.DefaultBackoff, func(context.Context) error {
 			return s.subscribeOn(up, cm, ca.SessionPresent)
-		}, func(err error) { s.reportErr(connError(s.clientID, "resubscribe", err)) })
+		}, func(err error) { s.Report(connError(s.clientID, "resubscribe", err)) })
 	}()
 }
 
@@ -241,16 +242,6 @@ func (s *subscription) subscribeOn(up context.Context, cm *autopaho.ConnectionMa
 		return nil
 	}
 	return err
-}
-
-// SetReport implements driver.Reporter: connection events and a session
-// takeover go to Errors.
-func (s *subscription) SetReport(report func(error)) { s.report.Store(&report) }
-
-func (s *subscription) reportErr(err error) {
-	if r := s.report.Load(); r != nil {
-		(*r)(err)
-	}
 }
 
 // onPublish is paho's receive handler, on paho's goroutine: it records the
@@ -383,7 +374,7 @@ func (s *subscription) Close(ctx context.Context) error {
 	}
 	if s.spec.Mode == ports.LoadBalance && s.c.opts.LeaveGroupOnStop && !s.declaring {
 		if _, err := s.cm.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{s.filter}}); err != nil {
-			s.reportErr(fmt.Errorf("mqtt: leave group %s: %w", s.filter, err))
+			s.Report(fmt.Errorf("mqtt: leave group %s: %w", s.filter, err))
 		}
 	}
 	err := s.cm.Disconnect(ctx)

@@ -3,7 +3,6 @@ package mqtt
 import (
 	"context"
 	"net/url"
-	"strings"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/ports"
@@ -43,16 +42,11 @@ func openMQTT(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 			o.TLS = cfg.TLS()
 		}
 	}
-	if ns := strings.Trim(u.Path, "/"); ns != "" {
-		if cfg.Namespace != "" {
-			return nil, &adapters.ParamError{Param: "namespace", Reason: "given both as the URL path and as the namespace parameter or option"}
-		}
-		o.Namespace = ns
-	} else {
-		o.Namespace = cfg.Namespace
+	ns, err := cfg.PathNamespace(u)
+	if err != nil {
+		return nil, err
 	}
-	o.Username, o.Password = cfg.Username, cfg.Password
-
+	o.Namespace, o.Username, o.Password = ns, cfg.Username, cfg.Password
 	if err := cfg.Params.Bind(&o); err != nil {
 		return nil, err
 	}

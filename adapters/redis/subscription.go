@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -44,7 +43,7 @@ type sub struct {
 	// settlement failed (pending, not renewed, claimed after ClaimMinIdle).
 	held kit.Held[string, *entry]
 
-	report atomic.Pointer[func(error)] // the Errors channel (driver.Reporter)
+	kit.Reports // the Errors channel
 }
 
 var (
@@ -56,7 +55,7 @@ var (
 // SetReport implements driver.Reporter: failed renewals (held entries,
 // the heartbeat) and a lost lease are reported on the Errors channel.
 func (s *sub) SetReport(report func(error)) {
-	s.report.Store(&report)
+	s.Reports.SetReport(report)
 	if s.instance != nil {
 		s.instance.OnLost(func(err error) { s.warn("keep its broadcast instance claim", err) })
 	}
@@ -320,12 +319,10 @@ func (s *sub) heartbeat(ctx context.Context) time.Duration {
 // portable layer set the report function (a *ports.BrokerError), in the
 // log before.
 func (s *sub) warn(what string, err error) {
-	if report := s.report.Load(); report != nil {
-		(*report)(&ports.BrokerError{Op: "renew", Code: s.c.Classify(err).Code, Retryable: true, Err: fmt.Errorf(
-			"redis: consumer %s of group %s on stream %s could not %s: %w", s.consumer, s.group, s.stream, what, err)})
-		return
+	if !s.Report(&ports.BrokerError{Op: "renew", Code: s.c.Classify(err).Code, Retryable: true, Err: fmt.Errorf(
+		"redis: consumer %s of group %s on stream %s could not %s: %w", s.consumer, s.group, s.stream, what, err)}) {
+		s.c.o.Logger.Warn("sluice redis: "+what, "stream", s.stream, "group", s.group, "consumer", s.consumer, "err", err)
 	}
-	s.c.o.Logger.Warn("sluice redis: "+what, "stream", s.stream, "group", s.group, "consumer", s.consumer, "err", err)
 }
 
 func ids(handles []any) []string {

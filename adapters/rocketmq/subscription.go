@@ -50,18 +50,14 @@ type subscription struct {
 	mu  sync.Mutex
 	out map[*handle]struct{} // received, not being settled: renewed, released by Close
 
-	timers *kit.Periodic               // the lease renewal
-	report atomic.Pointer[func(error)] // the Errors channel (driver.Reporter)
+	timers      *kit.Periodic // the lease renewal
+	kit.Reports               // a failed renewal goes to Errors
 }
 
 var (
 	_ driver.Requeuer = (*subscription)(nil)
 	_ driver.Reporter = (*subscription)(nil)
 )
-
-// SetReport implements driver.Reporter: a failed renewal is reported on
-// the subscription's Errors channel.
-func (s *subscription) SetReport(report func(error)) { s.report.Store(&report) }
 
 // handle is a record's Handle: its message view (receipt handle).
 type handle struct {
@@ -252,9 +248,7 @@ func (s *subscription) renew(ctx context.Context, h *handle, inv time.Duration) 
 			err = &ports.BrokerError{Op: "renew", Code: s.c.Classify(err).Code, Retryable: true, Err: fmt.Errorf(
 				"rocketmq: renewing the invisible duration of message %s in group %s failed; it may be delivered again: %w",
 				h.mv.GetMessageId(), s.group, err)}
-			if report := s.report.Load(); report != nil {
-				(*report)(err)
-			} else {
+			if !s.Report(err) {
 				s.c.o.Logger.Warn("sluice rocketmq: " + err.Error())
 			}
 		}

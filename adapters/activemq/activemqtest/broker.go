@@ -41,6 +41,7 @@ import (
 	"github.com/go-stomp/stomp/v3"
 
 	"github.com/sluicemq/sluice/adapters/internal/freeport"
+	"github.com/sluicemq/sluice/adapters/internal/testbroker"
 )
 
 // ErrNotInstalled is returned by Start when ActiveMQ or java is missing.
@@ -410,7 +411,7 @@ func (b *Broker) kill(grace time.Duration) error {
 	if cmd == nil {
 		return nil
 	}
-	return terminate(cmd.Process, exited, grace)
+	return testbroker.Terminate(cmd.Process, exited, grace)
 }
 
 // LogTail returns up to max bytes from the end of the broker's logs.
@@ -439,29 +440,4 @@ func (b *Broker) Stop() error {
 		}
 	})
 	return b.stopEr
-}
-
-// terminate sends SIGTERM to p, waits for exited, and falls back to
-// SIGKILL after grace.
-func terminate(p *os.Process, exited <-chan struct{}, grace time.Duration) error {
-	select {
-	case <-exited:
-		return nil
-	default:
-	}
-	if err := p.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-exited:
-		return nil
-	case <-t.C:
-	}
-	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	<-exited
-	return fmt.Errorf("activemqtest: pid %d did not stop within %v; killed", p.Pid, grace)
 }

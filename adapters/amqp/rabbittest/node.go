@@ -39,6 +39,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sluicemq/sluice/adapters/internal/freeport"
+	"github.com/sluicemq/sluice/adapters/internal/testbroker"
 )
 
 // ErrNotInstalled is returned by Start when no RabbitMQ server is installed.
@@ -538,10 +539,10 @@ func (n *Node) Stop() error {
 		srv, epmd, exited := n.server, n.epmd, n.exited
 		n.mu.Unlock()
 		if srv != nil {
-			n.stopEr = terminate(srv.Process, exited, 30*time.Second)
+			n.stopEr = testbroker.Terminate(srv.Process, exited, 30*time.Second)
 		}
 		if epmd != nil {
-			if err := terminate(epmd.Process, n.epmdEx, 5*time.Second); err != nil && n.stopEr == nil {
+			if err := testbroker.Terminate(epmd.Process, n.epmdEx, 5*time.Second); err != nil && n.stopEr == nil {
 				n.stopEr = err
 			}
 		}
@@ -550,29 +551,4 @@ func (n *Node) Stop() error {
 		}
 	})
 	return n.stopEr
-}
-
-// terminate sends SIGTERM to p, waits for exited, and falls back to
-// SIGKILL after grace.
-func terminate(p *os.Process, exited <-chan struct{}, grace time.Duration) error {
-	select {
-	case <-exited:
-		return nil
-	default:
-	}
-	if err := p.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-exited:
-		return nil
-	case <-t.C:
-	}
-	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	<-exited
-	return fmt.Errorf("rabbittest: pid %d did not stop within %v; killed", p.Pid, grace)
 }

@@ -1,7 +1,6 @@
 package kafkawire
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -44,15 +43,14 @@ func ParseURL(u *url.URL, cfg *adapters.Config, tlsScheme string) (URL, error) {
 	if len(k.Brokers) == 0 {
 		return URL{}, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs at least one broker address, e.g. " + u.Scheme + "://127.0.0.1:9092"}
 	}
-	if k.Namespace = strings.Trim(u.Path, "/"); k.Namespace != "" && cfg.Namespace != "" {
-		return URL{}, &adapters.ParamError{Param: "namespace", Reason: "given both as the URL path and as the namespace parameter or option"}
+	var err error
+	if k.Namespace, err = cfg.PathNamespace(u); err != nil {
+		return URL{}, err
 	}
-	k.Namespace = cmp.Or(k.Namespace, cfg.Namespace)
 	if m := cfg.Params.String("mechanism", ""); m != "" {
 		if !cfg.HasCredentials {
 			return URL{}, &adapters.ParamError{Param: "mechanism", Reason: "a SASL mechanism needs a user name and password: " + tlsScheme + "://user@host?mechanism=…&password_file=…"}
 		}
-		var err error
 		if k.Mechanism, err = ParseMechanism(m); err != nil {
 			return URL{}, &adapters.ParamError{Param: "mechanism", Reason: err.Error()}
 		}

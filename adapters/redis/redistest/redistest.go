@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/internal/freeport"
+	"github.com/sluicemq/sluice/adapters/internal/testbroker"
 )
 
 // ErrNotInstalled is returned by Start when no redis-server is installed.
@@ -270,50 +271,22 @@ func (s *Server) LogTail(n int) string {
 	return string(b)
 }
 
-var shared struct {
-	once sync.Once
-	srv  *Server
-	err  error
-}
+var shared = testbroker.Shared[*Server]{Name: "redistest", NotInstalled: ErrNotInstalled,
+	Start: func() (*Server, error) { return Start(context.Background(), Options{Durable: true}) }}
 
 // Shared returns the package-wide durable server, starting it on first use.
 // A test binary that calls Shared must call StopShared from TestMain.
 // A missing redis-server skips t, or fails it when CI=true.
 func Shared(t testing.TB) *Server {
 	t.Helper()
-	shared.once.Do(func() { shared.srv, shared.err = Start(context.Background(), Options{Durable: true}) })
-	check(t, shared.err)
-	return shared.srv
+	return shared.Get(t)
 }
 
 // StopShared stops the server started by Shared, if any.
-func StopShared() error {
-	if shared.srv == nil {
-		return nil
-	}
-	return shared.srv.Stop()
-}
+func StopShared() error { return shared.Stop() }
 
 // Own starts a server for t alone and stops it when t ends.
 func Own(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s, err := Start(context.Background(), opts)
-	check(t, err)
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("redistest: stop: %v", err)
-		}
-	})
-	return s
-}
-
-func check(t testing.TB, err error) {
-	t.Helper()
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrNotInstalled) && os.Getenv("CI") != "true":
-		t.Skipf("skipping: %v (set CI=true to make this a failure)", err)
-	default:
-		t.Fatalf("%v", err)
-	}
+	return testbroker.Own(t, "redistest", ErrNotInstalled, func() (*Server, error) { return Start(context.Background(), opts) })
 }
