@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -14,22 +13,18 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-var errRecordsLost = driver.ErrRecordsLost
-
 // sub is one share-group member consuming one topic.
 type sub struct {
-	c        *conn
-	m        *member
-	topic    ports.Topic
-	inFlight int
+	kit.Reports // failed heartbeats and renewals go to Errors
+	c           *conn
+	m           *member
+	topic       ports.Topic
+	inFlight    int
+	timers      *kit.Periodic // the heartbeat and the lock renewal
 
 	buf     []driver.Record // acquired, not handed out yet (ReceiveBatch only)
 	scratch []byte          // record's
-	mu      sync.Mutex
-	out     map[*handle]bool // acquired, not settled: renewed
-	closed  chan struct{}
-	renewed chan struct{} // closed when the renewer returned
-	report  atomic.Pointer[func(error)]
+	held    kit.Renewals[*handle]
 }
 
 var (
@@ -43,12 +38,7 @@ var (
 // before the member joins, so a message sent after Subscribe returns
 // reaches it.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	phys := c.topic(spec.Topic)
-	if err := c.ensureTopic(ctx, phys); err != nil {
-		return nil, err
-	}
-	m := newMember(c.cl, c.group(spec), phys, c.opts.FetchMaxWait)
-	parts, err := m.meta(ctx)
+	m, parts, err := c.member(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -61,28 +51,44 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	fetch, err := m.initialize(ctx, parts, spec.Start == ports.StartEarliest || c.opts.StartOldest)
 	if err != nil {
-		return nil, fmt.Errorf("kafkaqueue: start share group %s on %s: %w", m.group, phys, err)
+		return nil, fmt.Errorf("kafkaqueue: start share group %s on %s: %w", m.group, m.topic, err)
 	}
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
-	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, out: map[*handle]bool{}, closed: make(chan struct{}), renewed: make(chan struct{})}
+	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, timers: kit.NewPeriodic()}
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
 		if err := s.poll(ctx, spec.InFlight); err != nil {
 			return nil, errors.Join(err, m.heartbeat(ctx, true))
 		}
 	}
-	go s.m.run(s.reportf)
-	go s.renew()
+	s.timers.Every(time.Minute, s.heartbeat)
+	s.timers.Every(time.Second, s.renew)
 	return s, nil
 }
 
-func (s *sub) SetReport(report func(error)) { s.report.Store(&report) }
-
-func (s *sub) reportf(err error) {
-	if f := s.report.Load(); f != nil {
-		(*f)(err)
+// member makes the share-group member of spec, creating its topic if
+// needed, and returns the topic's partitions.
+func (c *conn) member(ctx context.Context, spec ports.SubscriptionSpec) (*member, []int32, error) {
+	phys := c.topic(spec.Topic)
+	if err := c.ensureTopic(ctx, phys); err != nil {
+		return nil, nil, err
 	}
+	m := newMember(c.cl, c.group(spec), phys, c.opts.FetchMaxWait)
+	parts, err := m.meta(ctx)
+	return m, parts, err
+}
+
+// heartbeat keeps the member in its group, at the interval the coordinator
+// asks for (within a second after a failure).
+func (s *sub) heartbeat(ctx context.Context) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.m.heartbeat(ctx, false); err != nil {
+		s.Report(err)
+		return min(time.Duration(s.m.interval.Load()), time.Second)
+	}
+	return time.Duration(s.m.interval.Load())
 }
 
 // ReceiveBatch returns acquired records, fetching from the leaders of the
@@ -102,11 +108,9 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	copy(out, s.buf)
 	s.buf = append(s.buf[:0], s.buf[n:]...)
 	now := time.Now()
-	s.mu.Lock()
-	for i := range out {
-		out[i].Handle.(*handle).out = now
+	for _, r := range out {
+		s.held.Out(now, r.Handle.(*handle))
 	}
-	s.mu.Unlock()
 	return out, nil
 }
 
@@ -139,11 +143,9 @@ func (s *sub) poll(ctx context.Context, want int) error {
 	if s.c.opts.RenewFor >= 0 {
 		want = max(want, s.inFlight)
 	}
-	s.mu.Lock()
-	if len(s.out) > 0 { // an acknowledgement comes soon: no long poll ahead of it
+	if s.held.Len() > 0 { // an acknowledgement comes soon: no long poll ahead of it
 		wait = min(wait, outWait)
 	}
-	s.mu.Unlock()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -165,12 +167,10 @@ func (s *sub) poll(ctx context.Context, want int) error {
 	wg.Wait()
 	if len(s.buf) > 0 {
 		now := time.Now()
-		s.mu.Lock()
+		until := now.Add(s.m.lockDuration())
 		for _, r := range s.buf {
-			h := r.Handle.(*handle)
-			h.out, s.out[h] = now, true
+			s.held.Hold(now, until, r.Handle.(*handle))
 		}
-		s.mu.Unlock()
 		return nil
 	}
 	return errors.Join(errs...)
@@ -227,12 +227,8 @@ func (s *sub) settle(handles []any, typ int8) error {
 		hs[i] = h.(*handle)
 	}
 	err := s.m.ack(hs, typ)
-	if err == nil || errors.Is(err, errRecordsLost) {
-		s.mu.Lock()
-		for _, h := range hs {
-			delete(s.out, h)
-		}
-		s.mu.Unlock()
+	if err == nil || errors.Is(err, driver.ErrRecordsLost) {
+		s.held.Drop(hs...)
 	}
 	return err
 }
@@ -268,73 +264,35 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	return s.settle(handles, ackReject)
 }
 
-// Close stops the heartbeat and the renewer, closes the share sessions
+// Close stops the heartbeat and the renewal, closes the share sessions
 // (the broker releases every record still acquired: redelivered to another
 // member at once) and leaves the group.
 func (s *sub) Close(ctx context.Context) error {
-	close(s.closed)
-	err := s.m.close(ctx)
-	select {
-	case <-s.renewed:
-	case <-ctx.Done():
-	}
+	err := s.timers.Stop(ctx)
 	s.buf = nil
-	return err
+	return errors.Join(err, s.m.close(ctx))
 }
 
 // renew renews the lock of every record acquired and not settled (in buf
-// or handed out) once half of the lock has passed, for RenewFor after its
-// acquisition or its delivery; then it
-// lets the lock lapse (the broker redelivers the record).
-func (s *sub) renew() {
-	defer close(s.renewed)
-	if s.c.opts.RenewFor < 0 {
-		return
-	}
-	for {
-		t := time.NewTimer(min(max(s.m.lockDuration()/4, 50*time.Millisecond), time.Second))
-		select {
-		case <-s.closed:
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		now, lock := time.Now(), s.m.lockDuration()
-		var due []*handle
-		s.mu.Lock()
-		for h := range s.out {
-			switch {
-			case now.Sub(h.out) >= s.c.opts.RenewFor:
-				delete(s.out, h) // let it lapse
-			case h.deadline.Sub(now) < lock/2:
-				due = append(due, h)
-			}
-		}
-		s.mu.Unlock()
-		if len(due) == 0 {
-			continue
-		}
+// or out with a handler) once half of it has passed, until RenewFor after
+// its acquisition or its delivery; a record whose lock lapsed is forgotten
+// (the broker delivers it again).
+func (s *sub) renew(context.Context) time.Duration {
+	now, lock := time.Now(), s.m.lockDuration()
+	if due := s.held.Due(now, lock/2, s.c.opts.RenewFor); len(due) > 0 {
 		if err := s.m.ack(due, ackRenew); err != nil {
-			s.reportf(fmt.Errorf("kafkaqueue: renew the locks of %d record(s): %w", len(due), err))
-			continue
+			s.Report(fmt.Errorf("kafkaqueue: renew the locks of %d record(s): %w", len(due), err))
+		} else {
+			s.held.Renewed(now.Add(lock), due...)
 		}
-		s.mu.Lock()
-		for _, h := range due {
-			h.deadline = now.Add(lock)
-		}
-		s.mu.Unlock()
 	}
+	return max(lock/4, 50*time.Millisecond)
 }
 
 // DeclareGroup starts the share group of group on topic at the topic's
 // end, so that it keeps what is published before its first member joins.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	phys := c.topic(topic)
-	if err := c.ensureTopic(ctx, phys); err != nil {
-		return err
-	}
-	m := newMember(c.cl, c.group(ports.SubscriptionSpec{Topic: topic, Group: group}), phys, 0)
-	parts, err := m.meta(ctx)
+	m, parts, err := c.member(ctx, ports.SubscriptionSpec{Topic: topic, Group: group})
 	if err == nil {
 		_, err = m.initialize(ctx, parts, false)
 	}
