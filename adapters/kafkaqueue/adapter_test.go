@@ -203,3 +203,35 @@ func TestNewRefusedFailsAtOnce(t *testing.T) {
 		return kafkaqueue.New(ctx, kafkaqueue.Options{Brokers: []string{addr}})
 	})
 }
+
+// With the lock renewal off, a record nobody settles is forgotten once its
+// lock has lapsed (the broker took it back): the subscription holds it no
+// longer, and its fetches go back to long polls.
+func TestUnsettledRecordForgottenWhenItsLockLapses(t *testing.T) {
+	b := newBroker(t, 1)
+	o := b.options("lapse", 1)
+	o.RenewFor = -1
+	a := b.adapter(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := kafkaqueue.DriverSubscribe(ctx, a, ports.SubscriptionSpec{Topic: "orders", Group: "g", InFlight: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close(context.Background()) }()
+	send(t, a, "orders", "m-1")
+	if recs, err := s.ReceiveBatch(ctx, 1); err != nil || len(recs) != 1 {
+		t.Fatalf("ReceiveBatch = %d record(s), %v; want 1", len(recs), err)
+	}
+	if n := kafkaqueue.Held(s); n != 1 {
+		t.Fatalf("held %d record(s) after the delivery, want 1", n)
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(3 * testLock); kafkaqueue.Held(s) != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("still holding %d record(s) %v after its lock (%v) lapsed", kafkaqueue.Held(s), 3*testLock, testLock)
+		}
+		<-tick.C
+	}
+}

@@ -1,18 +1,22 @@
 package kafkaqueue
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -35,32 +39,67 @@ type member struct {
 	tid   [16]byte
 	wait  time.Duration // ShareFetch MaxWait
 
+	interval atomic.Int64 // heartbeat interval the coordinator asks for
+	lock     atomic.Int64 // the broker's acquisition lock duration
+	stale    atomic.Bool  // leaders need a metadata refresh
+
 	mu       sync.Mutex
 	epoch    int32           // member epoch; 0: join
 	assigned []int32         // partitions the group assigned to this member
 	leaders  map[int32]int32 // partition -> leader broker
 	sessions map[int32]*session
-	interval time.Duration // heartbeat interval the coordinator asks for
-	lock     time.Duration // the broker's acquisition lock duration
 	wake     chan struct{} // closed and replaced when the assignment changes
-	stale    bool          // leaders need a metadata refresh
-
-	stop, done chan struct{}
 }
 
 // session is the member's share session on one broker: the broker checks
 // each request's epoch and bumps it on success, so requests go one at a
-// time. A reset loses every record acquired in the session.
+// time (mu is held by the request in flight). A reset loses every record
+// acquired in the session. Acknowledgements wait in pending for the next
+// request on the session: a ShareFetch carries them, or a ShareAcknowledge
+// of their own when the session is free first.
 type session struct {
 	mu    sync.Mutex
 	node  int32
 	epoch int32          // the next request's; 0 opens a session
 	gen   uint32         // counts resets
 	in    map[int32]bool // partitions in the session
+
+	pmu     sync.Mutex
+	pending []*acks
 }
 
-func (s *session) reset() { s.epoch, s.gen = 0, s.gen+1; clear(s.in) }
-func (s *session) bump()  { s.epoch = max(s.epoch+1, 1) }
+// reset forgets the session: a new one opens with the next request.
+func (s *session) reset() {
+	s.epoch, s.gen = 0, s.gen+1
+	clear(s.in)
+}
+
+func (s *session) bump() { s.epoch = max(s.epoch+1, 1) }
+
+// queue adds a to the acknowledgements the next request carries.
+func (s *session) queue(a *acks) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	s.pending = append(s.pending, a)
+}
+
+// take removes and returns the pending acknowledgements.
+func (s *session) take() []*acks {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	p := s.pending
+	s.pending = nil
+	return p
+}
+
+// acks is one call's acknowledgements of one type on one session; done
+// (with err) once the broker answered the request that carried them.
+type acks struct {
+	hs   []*handle
+	typ  int8
+	done bool
+	err  error
+}
 
 // handle is a record's settlement handle.
 type handle struct {
@@ -68,25 +107,23 @@ type handle struct {
 	gen       uint32
 	partition int32
 	offset    int64
-	out       time.Time       // when it was handed out
-	deadline  time.Time       // of its acquisition lock
-	d         *ports.Delivery // what a dead-letter copy is made of
+
+	msg          ports.Message // what a dead-letter copy is made of
+	id           string        // BrokerID
+	redeliveries int
 }
 
 func newMember(cl *kgo.Client, group, topic string, wait time.Duration) *member {
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
-	return &member{cl: cl, group: group, topic: topic, wait: wait, id: fmt.Sprintf("%x", id)[:22],
-		leaders: map[int32]int32{}, sessions: map[int32]*session{}, interval: time.Second, lock: 30 * time.Second,
-		wake: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	m := &member{cl: cl, group: group, topic: topic, wait: wait, id: rand.Text()[:22],
+		leaders: map[int32]int32{}, sessions: map[int32]*session{}, wake: make(chan struct{})}
+	m.interval.Store(int64(time.Second))
+	m.lock.Store(int64(30 * time.Second))
+	return m
 }
 
 // meta refreshes the topic id and the partition leaders.
 func (m *member) meta(ctx context.Context) ([]int32, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(m.topic)
-	req.Topics = append(req.Topics, t)
+	req := &kmsg.MetadataRequest{Topics: []kmsg.MetadataRequestTopic{{Topic: &m.topic}}}
 	resp, err := req.RequestWith(ctx, m.cl)
 	if err != nil {
 		return nil, err
@@ -100,7 +137,8 @@ func (m *member) meta(ctx context.Context) ([]int32, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.tid, m.stale = rt.TopicID, false
+	m.tid = rt.TopicID
+	m.stale.Store(false)
 	parts := make([]int32, 0, len(rt.Partitions))
 	for _, p := range rt.Partitions {
 		m.leaders[p.Partition] = p.Leader
@@ -117,11 +155,8 @@ func (m *member) meta(ctx context.Context) ([]int32, error) {
 // group's share.auto.offset.reset is set and fetch reports that the
 // member must fetch once to start the partitions.
 func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (fetch bool, err error) {
-	desc := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
-	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
-	dg.GroupID = m.group
-	dg.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: m.topic, Partitions: parts}}
-	desc.Groups = append(desc.Groups, dg)
+	desc := &kmsg.DescribeShareGroupOffsetsRequest{Groups: []kmsg.DescribeShareGroupOffsetsRequestGroup{
+		{GroupID: m.group, Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: m.topic, Partitions: parts}}}}}
 	dresp, err := desc.RequestWith(ctx, m.cl)
 	if err != nil {
 		return false, err
@@ -154,10 +189,7 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 	if err != nil {
 		return false, err
 	}
-	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
-	alter.GroupID = m.group
-	at := kmsg.NewAlterShareGroupOffsetsRequestTopic()
-	at.Topic = m.topic
+	at := kmsg.AlterShareGroupOffsetsRequestTopic{Topic: m.topic}
 	for _, t := range lresp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
@@ -166,7 +198,7 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 			at.Partitions = append(at.Partitions, kmsg.AlterShareGroupOffsetsRequestTopicPartition{Partition: p.Partition, StartOffset: p.Offset})
 		}
 	}
-	alter.Topics = append(alter.Topics, at)
+	alter := &kmsg.AlterShareGroupOffsetsRequest{GroupID: m.group, Topics: []kmsg.AlterShareGroupOffsetsRequestTopic{at}}
 	aresp, err := alter.RequestWith(ctx, m.cl)
 	if err == nil {
 		err = alterError(m.group, aresp)
@@ -174,12 +206,9 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 	if !errors.Is(err, kerr.NonEmptyGroup) {
 		return false, err
 	}
-	cfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	r := kmsg.NewIncrementalAlterConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, m.group
 	reset := map[bool]string{true: "earliest", false: "latest"}[earliest]
-	r.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &reset}}
-	cfg.Resources = append(cfg.Resources, r)
+	cfg := &kmsg.IncrementalAlterConfigsRequest{Resources: []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeGroupConfig,
+		ResourceName: m.group, Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &reset}}}}}
 	cresp, err := cfg.RequestWith(ctx, m.cl)
 	if err == nil && len(cresp.Resources) > 0 {
 		err = kerr.ErrorForCode(cresp.Resources[0].ErrorCode)
@@ -204,8 +233,7 @@ func alterError(group string, resp *kmsg.AlterShareGroupOffsetsResponse) error {
 
 // members returns how many members the group has.
 func (m *member) members(ctx context.Context) (int, error) {
-	req := kmsg.NewPtrShareGroupDescribeRequest()
-	req.GroupIDs = []string{m.group}
+	req := &kmsg.ShareGroupDescribeRequest{GroupIDs: []string{m.group}}
 	resp, err := req.RequestWith(ctx, m.cl)
 	if err != nil || len(resp.Groups) == 0 {
 		return 0, err
@@ -221,8 +249,7 @@ func (m *member) members(ctx context.Context) (int, error) {
 // assignment the coordinator sends.
 func (m *member) heartbeat(ctx context.Context, leave bool) error {
 	m.mu.Lock()
-	req := kmsg.NewPtrShareGroupHeartbeatRequest()
-	req.GroupID, req.MemberID, req.MemberEpoch = m.group, m.id, m.epoch
+	req := &kmsg.ShareGroupHeartbeatRequest{GroupID: m.group, MemberID: m.id, MemberEpoch: m.epoch}
 	if leave {
 		req.MemberEpoch = -1
 	} else if m.epoch == 0 {
@@ -243,7 +270,7 @@ func (m *member) heartbeat(ctx context.Context, leave bool) error {
 	}
 	m.epoch = resp.MemberEpoch
 	if resp.HeartbeatIntervalMillis > 0 {
-		m.interval = time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond
+		m.interval.Store(int64(resp.HeartbeatIntervalMillis) * int64(time.Millisecond))
 	}
 	if a := resp.Assignment; a != nil {
 		m.assigned = m.assigned[:0]
@@ -258,37 +285,9 @@ func (m *member) heartbeat(ctx context.Context, leave bool) error {
 	return nil
 }
 
-// run heartbeats until stop; report gets each failure.
-func (m *member) run(report func(error)) {
-	defer close(m.done)
-	t := time.NewTimer(m.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := m.heartbeat(ctx, false)
-		cancel()
-		m.mu.Lock()
-		next := m.interval
-		m.mu.Unlock()
-		if err != nil {
-			report(err)
-			next = min(next, time.Second)
-		}
-		t.Reset(next)
-	}
-}
-
 // targets groups the assigned partitions by the session of their leader.
 func (m *member) targets(ctx context.Context) (map[*session][]int32, <-chan struct{}, error) {
-	m.mu.Lock()
-	stale := m.stale
-	m.mu.Unlock()
-	if stale {
+	if m.stale.Load() {
 		if _, err := m.meta(ctx); err != nil {
 			return nil, nil, err
 		}
@@ -316,28 +315,37 @@ type acquired struct {
 }
 
 // fetch sends one ShareFetch on s for parts (the session is opened or
-// changed to hold exactly parts) and returns the records it acquired. It is
-// not cancelled with the caller's ctx: records the broker acquired for the
-// member are never dropped on the way.
-func (m *member) fetch(s *session, parts []int32, max int) ([]acquired, error) {
+// changed to hold exactly parts), carrying the pending acknowledgements,
+// and returns the records it acquired. It long-polls up to wait, not at
+// all when it carries acknowledgements (their callers wait for its
+// answer). It is not cancelled with the caller's ctx: records the broker
+// acquired for the member are never dropped on the way.
+func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) ([]acquired, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req := kmsg.NewPtrShareFetchRequest()
-	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, s.epoch
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(m.wait/time.Millisecond), 1, 50<<20
-	req.MaxRecords, req.BatchSize = int32(max), int32(max)
-	add := kmsg.NewShareFetchRequestTopic()
-	add.TopicID = m.tid
+	carry := s.take()
+	if slices.ContainsFunc(carry, func(a *acks) bool {
+		return slices.ContainsFunc(a.hs, func(h *handle) bool { return !slices.Contains(parts, h.partition) })
+	}) { // a partition leaving the session: acknowledge before
+		_ = m.acknowledge(s, carry, s.epoch)
+		carry = nil
+	}
+	if len(carry) > 0 {
+		wait = 0
+	}
+	acked := ranges(s, carry)
+	req := &kmsg.ShareFetchRequest{GroupID: &m.group, MemberID: &m.id, ShareSessionEpoch: s.epoch, MaxWaitMillis: int32(wait / time.Millisecond),
+		MinBytes: 1, MaxBytes: 50 << 20, MaxRecords: int32(max), BatchSize: int32(max)}
+	add := kmsg.ShareFetchRequestTopic{TopicID: m.tid}
 	for _, p := range parts {
-		if !s.in[p] {
-			add.Partitions = append(add.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p})
+		if !s.in[p] || len(acked[p]) > 0 {
+			add.Partitions = append(add.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p, AcknowledgementBatches: acked[p]})
 		}
 	}
 	if len(add.Partitions) > 0 {
 		req.Topics = append(req.Topics, add)
 	}
-	forget := kmsg.NewShareFetchRequestForgottenTopicsData()
-	forget.TopicID = m.tid
+	forget := kmsg.ShareFetchRequestForgottenTopicsData{TopicID: m.tid}
 	for p := range s.in {
 		if !slices.Contains(parts, p) {
 			forget.Partitions = append(forget.Partitions, p)
@@ -354,10 +362,18 @@ func (m *member) fetch(s *session, parts []int32, max int) ([]acquired, error) {
 	}
 	if err != nil {
 		s.reset() // a lost response may have opened or moved the session
-		m.setStale()
+		m.stale.Store(true)
+		finish(carry, nil, fmt.Errorf("%w: share fetch from broker %d: %w", errLost, s.node, err))
 		return nil, fmt.Errorf("kafkaqueue: share fetch from broker %d: %w", s.node, err)
 	}
 	s.bump()
+	codes := map[int32]int16{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			codes[p.Partition] = p.AcknowledgeErrorCode
+		}
+	}
+	finish(carry, codes, nil)
 	for _, p := range add.Partitions {
 		s.in[p.Partition] = true
 	}
@@ -365,9 +381,7 @@ func (m *member) fetch(s *session, parts []int32, max int) ([]acquired, error) {
 		delete(s.in, p)
 	}
 	if resp.AcquisitionLockTimeoutMillis > 0 {
-		m.mu.Lock()
-		m.lock = time.Duration(resp.AcquisitionLockTimeoutMillis) * time.Millisecond
-		m.mu.Unlock()
+		m.lock.Store(int64(resp.AcquisitionLockTimeoutMillis) * int64(time.Millisecond))
 	}
 	return m.decode(s, resp)
 }
@@ -378,13 +392,11 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 	var out []acquired
 	var gaps []*handle
 	var perr error
-	now := time.Now()
-	deadline := now.Add(m.lockDuration())
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
 			rp := &t.Partitions[i]
 			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				m.setStale()
+				m.stale.Store(true)
 				perr = fmt.Errorf("kafkaqueue: share fetch %s/%d: %w", m.topic, rp.Partition, err)
 				delete(s.in, rp.Partition)
 				continue
@@ -394,15 +406,11 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 			}
 			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: m.topic, Partition: rp.Partition, Offset: rp.AcquiredRecords[0].FirstOffset},
 				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, kgo.DefaultDecompressor(), nil)
-			byOffset := make(map[int64]*kgo.Record, len(fp.Records))
-			for _, r := range fp.Records {
-				byOffset[r.Offset] = r
-			}
 			for _, ar := range rp.AcquiredRecords {
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
-					h := &handle{s: s, gen: s.gen, partition: rp.Partition, offset: off, deadline: deadline}
-					if r := byOffset[off]; r != nil {
-						out = append(out, acquired{r: r, h: h, count: int(ar.DeliveryCount)})
+					h := &handle{s: s, gen: s.gen, partition: rp.Partition, offset: off}
+					if i, ok := slices.BinarySearchFunc(fp.Records, off, func(r *kgo.Record, off int64) int { return cmp.Compare(r.Offset, off) }); ok {
+						out = append(out, acquired{r: fp.Records[i], h: h, count: int(ar.DeliveryCount)})
 					} else {
 						gaps = append(gaps, h)
 					}
@@ -411,7 +419,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 		}
 	}
 	if len(gaps) > 0 {
-		_ = m.ackLocked(s, gaps, ackGap)
+		s.queue(&acks{hs: gaps, typ: ackGap})
 	}
 	if len(out) == 0 && perr != nil {
 		return nil, perr
@@ -419,118 +427,152 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 	return out, nil
 }
 
-func (m *member) setStale()                   { m.mu.Lock(); m.stale = true; m.mu.Unlock() }
-func (m *member) lockDuration() time.Duration { m.mu.Lock(); defer m.mu.Unlock(); return m.lock }
+func (m *member) lockDuration() time.Duration { return time.Duration(m.lock.Load()) }
 
 // errLost: the broker took the records back (session reset, lock lapsed).
-var errLost = fmt.Errorf("kafkaqueue: %w", errRecordsLost)
+var errLost = fmt.Errorf("kafkaqueue: %w", driver.ErrRecordsLost)
 
-// ack acknowledges hs with typ, one ShareAcknowledge per session.
+// ack acknowledges hs with typ and returns once the broker answered. On
+// each session they ride on the next request: the ShareFetch after the one
+// in flight, or a ShareAcknowledge sent here when the session is free
+// first. A renewal goes on a ShareAcknowledge of its own.
 func (m *member) ack(hs []*handle, typ int8) error {
-	bySession := map[*session][]*handle{}
+	bySession := map[*session]*acks{}
 	for _, h := range hs {
-		bySession[h.s] = append(bySession[h.s], h)
+		if bySession[h.s] == nil {
+			bySession[h.s] = &acks{typ: typ}
+		}
+		bySession[h.s].hs = append(bySession[h.s].hs, h)
 	}
 	var errs []error
-	for s, hs := range bySession {
+	for s, a := range bySession {
+		if typ != ackRenew {
+			s.queue(a)
+		}
 		s.mu.Lock()
-		errs = append(errs, m.ackLocked(s, hs, typ))
+		if typ == ackRenew {
+			_ = m.acknowledge(s, []*acks{a}, s.epoch)
+		} else if !a.done { // no fetch took it
+			_ = m.acknowledge(s, s.take(), s.epoch)
+		}
 		s.mu.Unlock()
+		errs = append(errs, a.err)
 	}
 	return errors.Join(errs...)
 }
 
-// ackLocked sends one ShareAcknowledge on s (locked) for hs: contiguous
-// offsets of a partition go as one range.
-func (m *member) ackLocked(s *session, hs []*handle, typ int8) error {
-	var lost int
-	byPart := map[int32][]int64{}
-	for _, h := range hs {
-		if h.gen != s.gen || s.epoch == 0 {
-			lost++
-			continue
-		}
-		byPart[h.partition] = append(byPart[h.partition], h.offset)
-	}
-	if len(byPart) == 0 {
-		return fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
-	}
-	req := kmsg.NewPtrShareAcknowledgeRequest()
-	req.GroupID, req.MemberID, req.ShareSessionEpoch, req.IsRenewAck = &m.group, &m.id, s.epoch, typ == ackRenew
-	rt := kmsg.NewShareAcknowledgeRequestTopic()
-	rt.TopicID = m.tid
-	for p, offs := range byPart {
-		slices.Sort(offs)
-		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
-		rp.Partition = p
-		for i, off := range offs {
-			if n := len(rp.AcknowledgementBatches); i > 0 && offs[i-1] == off-1 {
-				rp.AcknowledgementBatches[n-1].LastOffset = off
-				continue
+// batch is an acknowledgement batch: contiguous offsets of one partition
+// acknowledged with one type.
+type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
+
+// ranges returns the batches of the handles of as by partition; a handle
+// of an earlier session is lost (an error on its acks).
+func ranges(s *session, as []*acks) map[int32][]batch {
+	out := map[int32][]batch{}
+	for _, a := range as {
+		lost := 0
+		for _, h := range a.hs {
+			if h.gen != s.gen || s.epoch == 0 {
+				lost++
+			} else {
+				out[h.partition] = append(out[h.partition], batch{FirstOffset: h.offset, LastOffset: h.offset, AcknowledgeTypes: []int8{a.typ}})
 			}
-			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: off, LastOffset: off, AcknowledgeTypes: []int8{typ}})
+		}
+		if lost > 0 {
+			a.err = fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
+		}
+	}
+	for p, bs := range out {
+		slices.SortFunc(bs, func(x, y batch) int { return cmp.Compare(x.FirstOffset, y.FirstOffset) })
+		merged := bs[:1]
+		for _, b := range bs[1:] {
+			if l := &merged[len(merged)-1]; l.LastOffset == b.FirstOffset-1 && l.AcknowledgeTypes[0] == b.AcknowledgeTypes[0] {
+				l.LastOffset = b.LastOffset
+			} else {
+				merged = append(merged, b)
+			}
+		}
+		out[p] = merged
+	}
+	return out
+}
+
+// finish completes as with the error of the request that carried them
+// (err) or the acknowledgement error codes of their partitions.
+func finish(as []*acks, codes map[int32]int16, err error) {
+	for _, a := range as {
+		errs := []error{a.err, err}
+		for p, code := range codes {
+			e := kerr.ErrorForCode(code)
+			if e == nil || !slices.ContainsFunc(a.hs, func(h *handle) bool { return h.partition == p }) {
+				continue
+			} else if errors.Is(e, kerr.InvalidRecordState) || errors.Is(e, kerr.NotLeaderForPartition) {
+				e = fmt.Errorf("%w: partition %d: %w", errLost, p, e)
+			}
+			errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, e))
+		}
+		a.err, a.done = errors.Join(errs...), true
+	}
+}
+
+// acknowledge sends as on a ShareAcknowledge of their own (s locked);
+// epoch -1 closes the session (the broker releases what it holds).
+func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
+	acked := ranges(s, as)
+	if len(acked) == 0 && epoch != -1 {
+		finish(as, nil, nil)
+		return nil
+	}
+	req := &kmsg.ShareAcknowledgeRequest{GroupID: &m.group, MemberID: &m.id, ShareSessionEpoch: epoch, IsRenewAck: len(as) > 0 && as[0].typ == ackRenew}
+	rt := kmsg.ShareAcknowledgeRequestTopic{TopicID: m.tid}
+	for p, bs := range acked {
+		rp := kmsg.ShareAcknowledgeRequestTopicPartition{Partition: p}
+		for _, b := range bs {
+			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch(b))
 		}
 		rt.Partitions = append(rt.Partitions, rp)
 	}
-	req.Topics = append(req.Topics, rt)
+	if len(rt.Partitions) > 0 {
+		req.Topics = append(req.Topics, rt)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	resp, err := req.RequestWith(ctx, m.cl.Broker(int(s.node)))
 	if err == nil {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
-	if err != nil {
+	if err != nil || epoch == -1 {
 		s.reset()
-		return fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err)
+		if err != nil {
+			err = fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err)
+		}
+		finish(as, nil, err)
+		return err
 	}
 	s.bump()
-	var errs []error
-	if lost > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost))
-	}
+	codes := map[int32]int16{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); errors.Is(err, kerr.InvalidRecordState) || errors.Is(err, kerr.NotLeaderForPartition) {
-				errs = append(errs, fmt.Errorf("%w: partition %d: %w", errLost, p.Partition, err))
-			} else if err != nil {
-				errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p.Partition, err))
-			}
+			codes[p.Partition] = p.ErrorCode
 		}
 	}
-	return errors.Join(errs...)
+	finish(as, codes, nil)
+	return nil
 }
 
 // close releases every record still acquired (each session closes with
-// epoch -1) and leaves the group.
+// epoch -1) and leaves the group; the heartbeat has stopped.
 func (m *member) close(ctx context.Context) error {
-	select {
-	case <-m.stop:
-		return nil
-	default:
-		close(m.stop)
-	}
-	<-m.done
 	m.mu.Lock()
-	sessions := make([]*session, 0, len(m.sessions))
-	for _, s := range m.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := slices.Collect(maps.Values(m.sessions))
 	m.mu.Unlock()
 	var errs []error
 	for _, s := range sessions {
 		s.mu.Lock()
 		if s.epoch != 0 {
-			req := kmsg.NewPtrShareAcknowledgeRequest()
-			req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, -1
-			resp, err := req.RequestWith(ctx, m.cl.Broker(int(s.node)))
-			if err == nil {
-				err = kerr.ErrorForCode(resp.ErrorCode)
-			}
-			errs = append(errs, err)
-			s.reset()
+			errs = append(errs, m.acknowledge(s, s.take(), -1))
 		}
 		s.mu.Unlock()
 	}
-	errs = append(errs, m.heartbeat(ctx, true))
-	return errors.Join(errs...)
+	return errors.Join(append(errs, m.heartbeat(ctx, true))...)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -25,26 +26,28 @@ import (
 const DefaultMaxMessageBytes = 1_000_000
 
 // Options configures an [Adapter]. Brokers is required; every other zero
-// field takes the default its comment names. docs/adapters/kafkaqueue.md
-// explains each.
+// field takes the default its comment or its default tag names, and the
+// url tag names its URL parameter. docs/adapters/kafkaqueue.md explains
+// each.
 type Options struct {
 	Brokers           []string // bootstrap addresses ("127.0.0.1:9092")
-	Namespace         string   // prefixes every topic and share group; default "sluice"
-	ClientID          string   // default "sluice"
-	Partitions        int32    // of the topics the adapter creates; default 1
-	ReplicationFactor int16    // of the topics the adapter creates; default 1
+	Namespace         string   `default:"sluice"` // prefixes every topic and share group
+	ClientID          string   `default:"sluice" url:"client_id"`
+	Partitions        int32    `default:"1" url:"partitions,1..10000"`       // of the topics the adapter creates
+	ReplicationFactor int16    `default:"1" url:"replication_factor,1..100"` // of the topics the adapter creates
 	NoCreateTopics    bool     // the adapter creates no topic itself
-	StartOldest       bool     // a new share group starts at the oldest record, as with StartEarliest
-	// FetchMaxWait bounds one ShareFetch long poll, and so the wait of an
-	// acknowledgement behind it on the same share session. Default 250ms.
-	FetchMaxWait time.Duration
+	StartOldest       bool     `url:"start_oldest"` // a new share group starts at the oldest record, as with StartEarliest
+	// FetchMaxWait bounds one ShareFetch long poll while no record is out
+	// with a handler (then 10ms: an acknowledgement waits for the fetch in
+	// flight on its share session).
+	FetchMaxWait time.Duration `default:"250ms" url:"fetch_max_wait,1ms..1m"`
 	// RenewFor bounds how long the lock of a record out with a handler is
 	// renewed (KIP-1222, Kafka 4.2+); then it lapses and the broker
 	// redelivers the record. Default 5m; negative: never renew.
-	RenewFor time.Duration
+	RenewFor time.Duration `url:"renew_for,-1s..24h"`
 	// MaxMessageBytes bounds a record: payload, key and headers. Raise it
 	// only with the broker's message.max.bytes.
-	MaxMessageBytes int // default DefaultMaxMessageBytes
+	MaxMessageBytes int `default:"1000000"` // DefaultMaxMessageBytes
 	Existing        *Existing
 	TLS             *tls.Config // nil: plaintext
 	SASL            SASL
@@ -66,13 +69,8 @@ type Existing struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.Namespace = cmp.Or(o.Namespace, "sluice")
-	o.ClientID = cmp.Or(o.ClientID, "sluice")
-	o.Partitions = cmp.Or(max(o.Partitions, 0), 1)
-	o.ReplicationFactor = cmp.Or(max(o.ReplicationFactor, 0), 1)
-	o.FetchMaxWait = cmp.Or(max(o.FetchMaxWait, 0), 250*time.Millisecond)
+	kit.DefaultTags(&o)
 	o.RenewFor = cmp.Or(o.RenewFor, 5*time.Minute)
-	o.MaxMessageBytes = cmp.Or(max(o.MaxMessageBytes, 0), DefaultMaxMessageBytes)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
@@ -135,15 +133,8 @@ func open(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter,
 	}
 	o := Options{Brokers: k.Brokers, Namespace: k.Namespace, TLS: k.TLS, Logger: cfg.Logger,
 		SASL: SASL{Mechanism: k.Mechanism, User: k.User, Password: k.Password}}
-	p := cfg.Params
-	o.ClientID = p.String("client_id", "")
-	o.Partitions = int32(p.Int("partitions", 0, 1, 10000))
-	o.ReplicationFactor = int16(p.Int("replication_factor", 0, 1, 100))
-	o.NoCreateTopics = !p.Bool("create_topics", true)
-	o.StartOldest = p.Bool("start_oldest", false)
-	o.FetchMaxWait = p.Duration("fetch_max_wait", 0, time.Millisecond, time.Minute)
-	o.RenewFor = p.Duration("renew_for", 0, time.Second, 24*time.Hour)
-	if err := p.Err("client_id", "partitions", "replication_factor", "create_topics", "start_oldest", "fetch_max_wait", "renew_for", "mechanism"); err != nil {
+	o.NoCreateTopics = !cfg.Params.Bool("create_topics", true)
+	if err := cfg.Params.Bind(&o, "create_topics", "mechanism"); err != nil {
 		return nil, err
 	}
 	a, err := New(ctx, o)

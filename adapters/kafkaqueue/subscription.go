@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -14,20 +13,18 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-var errRecordsLost = driver.ErrRecordsLost
-
 // sub is one share-group member consuming one topic.
 type sub struct {
-	c     *conn
-	m     *member
-	topic ports.Topic
+	kit.Reports // failed heartbeats and renewals go to Errors
+	c           *conn
+	m           *member
+	topic       ports.Topic
+	inFlight    int
+	timers      *kit.Periodic // the heartbeat and the lock renewal
 
 	buf     []driver.Record // acquired, not handed out yet (ReceiveBatch only)
-	mu      sync.Mutex
-	out     map[*handle]bool // handed out, not settled: renewed while out
-	closed  chan struct{}
-	renewed chan struct{} // closed when the renewer returned
-	report  atomic.Pointer[func(error)]
+	scratch []byte          // record's
+	held    kit.Renewals[*handle]
 }
 
 var (
@@ -41,12 +38,7 @@ var (
 // before the member joins, so a message sent after Subscribe returns
 // reaches it.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	phys := c.topic(spec.Topic)
-	if err := c.ensureTopic(ctx, phys); err != nil {
-		return nil, err
-	}
-	m := newMember(c.cl, c.group(spec), phys, c.opts.FetchMaxWait)
-	parts, err := m.meta(ctx)
+	m, parts, err := c.member(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -59,28 +51,44 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	fetch, err := m.initialize(ctx, parts, spec.Start == ports.StartEarliest || c.opts.StartOldest)
 	if err != nil {
-		return nil, fmt.Errorf("kafkaqueue: start share group %s on %s: %w", m.group, phys, err)
+		return nil, fmt.Errorf("kafkaqueue: start share group %s on %s: %w", m.group, m.topic, err)
 	}
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
-	s := &sub{c: c, m: m, topic: spec.Topic, out: map[*handle]bool{}, closed: make(chan struct{}), renewed: make(chan struct{})}
+	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, timers: kit.NewPeriodic()}
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
 		if err := s.poll(ctx, spec.InFlight); err != nil {
 			return nil, errors.Join(err, m.heartbeat(ctx, true))
 		}
 	}
-	go s.m.run(s.reportf)
-	go s.renew()
+	s.timers.Every(time.Minute, s.heartbeat)
+	s.timers.Every(time.Second, s.renew)
 	return s, nil
 }
 
-func (s *sub) SetReport(report func(error)) { s.report.Store(&report) }
-
-func (s *sub) reportf(err error) {
-	if f := s.report.Load(); f != nil {
-		(*f)(err)
+// member makes the share-group member of spec, creating its topic if
+// needed, and returns the topic's partitions.
+func (c *conn) member(ctx context.Context, spec ports.SubscriptionSpec) (*member, []int32, error) {
+	phys := c.topic(spec.Topic)
+	if err := c.ensureTopic(ctx, phys); err != nil {
+		return nil, nil, err
 	}
+	m := newMember(c.cl, c.group(spec), phys, c.opts.FetchMaxWait)
+	parts, err := m.meta(ctx)
+	return m, parts, err
+}
+
+// heartbeat keeps the member in its group, at the interval the coordinator
+// asks for (within a second after a failure).
+func (s *sub) heartbeat(ctx context.Context) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.m.heartbeat(ctx, false); err != nil {
+		s.Report(err)
+		return min(time.Duration(s.m.interval.Load()), time.Second)
+	}
+	return time.Duration(s.m.interval.Load())
 }
 
 // ReceiveBatch returns acquired records, fetching from the leaders of the
@@ -100,20 +108,23 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	copy(out, s.buf)
 	s.buf = append(s.buf[:0], s.buf[n:]...)
 	now := time.Now()
-	s.mu.Lock()
-	for i := range out {
-		h := out[i].Handle.(*handle)
-		h.out = now
-		s.out[h] = true
+	for _, r := range out {
+		s.held.Out(now, r.Handle.(*handle))
 	}
-	s.mu.Unlock()
 	return out, nil
 }
 
+// outWait bounds a ShareFetch long poll while records are out with
+// handlers: their acknowledgements wait for the fetch in flight.
+const outWait = 10 * time.Millisecond
+
 // poll runs one ShareFetch on each leader's session (at once) and buffers
-// what they acquired; with no partition assigned it waits for an
-// assignment, at most FetchMaxWait.
-func (s *sub) poll(ctx context.Context, max int) error {
+// what they acquired (buf is empty); with no partition assigned it waits
+// for an assignment, at most FetchMaxWait. With the lock renewal on, a
+// fetch asks for a whole in-flight window however few slots are free: the
+// records not handed out yet wait in buf, their locks renewed. (More would
+// keep records from the group's other members.)
+func (s *sub) poll(ctx context.Context, want int) error {
 	targets, wake, err := s.m.targets(ctx)
 	if err != nil {
 		return err
@@ -128,6 +139,13 @@ func (s *sub) poll(ctx context.Context, max int) error {
 		}
 		return nil
 	}
+	wait := s.m.wait
+	if s.c.opts.RenewFor >= 0 {
+		want = max(want, s.inFlight)
+	}
+	if s.held.Len() > 0 { // an acknowledgement comes soon: no long poll ahead of it
+		wait = min(wait, outWait)
+	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -137,7 +155,7 @@ func (s *sub) poll(ctx context.Context, max int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := s.m.fetch(ses, parts, max)
+			got, err := s.m.fetch(ses, parts, want, wait)
 			mu.Lock()
 			defer mu.Unlock()
 			errs = append(errs, err)
@@ -148,6 +166,11 @@ func (s *sub) poll(ctx context.Context, max int) error {
 	}
 	wg.Wait()
 	if len(s.buf) > 0 {
+		now := time.Now()
+		until := now.Add(s.m.lockDuration())
+		for _, r := range s.buf {
+			s.held.Hold(now, until, r.Handle.(*handle))
+		}
 		return nil
 	}
 	return errors.Join(errs...)
@@ -156,28 +179,44 @@ func (s *sub) poll(ctx context.Context, max int) error {
 // record maps a Kafka record onto a driver.Record: value → payload, key →
 // partition key, headers → envelope; the delivery count less one is the
 // redelivery count. BrokerID is "kafka:<topic>/<partition>/<offset>", the
-// identity kafka:// gives the same record.
+// identity kafka:// gives the same record. The key, the header values, the
+// timestamp fact and the BrokerID (the topic, partition and offset facts
+// its parts) are slices of one string built in s.scratch.
 func (s *sub) record(a acquired) driver.Record {
 	r := a.r
-	h := make(ports.Headers, len(r.Headers))
+	b := append(s.scratch[:0], r.Key...)
 	for _, kv := range r.Headers {
-		h[kv.Key] = string(kv.Value)
+		b = append(b, kv.Value...)
 	}
-	part, off := strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10)
-	facts := map[string]string{"topic": r.Topic, "partition": part, "offset": off, "share-group": s.m.group, "delivery-count": strconv.Itoa(a.count)}
+	ts := len(b)
 	if !r.Timestamp.IsZero() {
-		facts["timestamp"] = r.Timestamp.UTC().Format(time.RFC3339Nano)
+		b = r.Timestamp.UTC().AppendFormat(b, time.RFC3339Nano)
 	}
-	d := driver.Record{Message: ports.Message{Topic: s.topic, Key: string(r.Key), Payload: r.Value, Headers: h},
-		BrokerID: "kafka:" + r.Topic + "/" + part + "/" + off, RedeliveryCount: max(a.count-1, 0), Facts: facts, Handle: a.h}
+	id := len(b)
+	b = append(append(b, "kafka:"...), r.Topic...)
+	part := len(b) + 1
+	b = strconv.AppendInt(append(b, '/'), int64(r.Partition), 10)
+	off := len(b) + 1
+	b = strconv.AppendInt(append(b, '/'), r.Offset, 10)
+	s.scratch = b
+	all := string(b)
+	h, at := make(ports.Headers, len(r.Headers)), len(r.Key)
+	for _, kv := range r.Headers {
+		h[kv.Key], at = all[at:at+len(kv.Value)], at+len(kv.Value)
+	}
+	facts := make(map[string]string, 7)
+	facts["topic"], facts["partition"], facts["offset"] = r.Topic, all[part:off-1], all[off:]
+	facts["share-group"], facts["delivery-count"] = s.m.group, strconv.Itoa(a.count)
+	if id > ts {
+		facts["timestamp"] = all[ts:id]
+	}
+	d := driver.Record{Message: ports.Message{Topic: s.topic, Key: all[:len(r.Key)], Payload: r.Value, Headers: h},
+		BrokerID: all[id:], RedeliveryCount: max(a.count-1, 0), Facts: facts, Handle: a.h}
 	if _, err := ports.RedeliveryCountFrom(h); err != nil {
 		d.Err = err
 		facts["header-error"] = err.Error()
 	}
-	a.h.d = &ports.Delivery{Message: d.Message, RedeliveryCount: d.RedeliveryCount}
-	if a.h.d.ID, a.h.d.IDSource = ports.IdentityFromHeaders(h); a.h.d.ID == "" {
-		a.h.d.ID, a.h.d.IDSource = d.BrokerID, ports.IDBroker
-	}
+	a.h.msg, a.h.id, a.h.redeliveries = d.Message, d.BrokerID, d.RedeliveryCount
 	return d
 }
 
@@ -188,12 +227,8 @@ func (s *sub) settle(handles []any, typ int8) error {
 		hs[i] = h.(*handle)
 	}
 	err := s.m.ack(hs, typ)
-	if err == nil || errors.Is(err, errRecordsLost) {
-		s.mu.Lock()
-		for _, h := range hs {
-			delete(s.out, h)
-		}
-		s.mu.Unlock()
+	if err == nil || errors.Is(err, driver.ErrRecordsLost) {
+		s.held.Drop(hs...)
 	}
 	return err
 }
@@ -215,8 +250,12 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	copies := make([]ports.Message, len(handles))
 	ds := make([]*ports.Delivery, len(handles))
 	now := time.Now()
-	for i, h := range handles {
-		d := h.(*handle).d
+	for i, x := range handles {
+		h := x.(*handle)
+		d := &ports.Delivery{Message: h.msg, RedeliveryCount: h.redeliveries}
+		if d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers); d.ID == "" {
+			d.ID, d.IDSource = h.id, ports.IDBroker
+		}
 		ds[i], copies[i] = d, kit.DeadLetterCopy(d, disp, now)
 	}
 	if err := kit.PublishErrors(ports.DeadLetter, ds, s.c.SendBatch(ctx, copies)); err != nil {
@@ -225,72 +264,35 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	return s.settle(handles, ackReject)
 }
 
-// Close stops the heartbeat and the renewer, closes the share sessions
+// Close stops the heartbeat and the renewal, closes the share sessions
 // (the broker releases every record still acquired: redelivered to another
 // member at once) and leaves the group.
 func (s *sub) Close(ctx context.Context) error {
-	close(s.closed)
-	err := s.m.close(ctx)
-	select {
-	case <-s.renewed:
-	case <-ctx.Done():
-	}
+	err := s.timers.Stop(ctx)
 	s.buf = nil
-	return err
+	return errors.Join(err, s.m.close(ctx))
 }
 
-// renew renews the lock of every record handed out and not settled once
-// half of the lock has passed, for RenewFor after its delivery; then it
-// lets the lock lapse (the broker redelivers the record).
-func (s *sub) renew() {
-	defer close(s.renewed)
-	if s.c.opts.RenewFor < 0 {
-		return
-	}
-	for {
-		t := time.NewTimer(min(max(s.m.lockDuration()/4, 50*time.Millisecond), time.Second))
-		select {
-		case <-s.closed:
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		now, lock := time.Now(), s.m.lockDuration()
-		var due []*handle
-		s.mu.Lock()
-		for h := range s.out {
-			switch {
-			case now.Sub(h.out) >= s.c.opts.RenewFor:
-				delete(s.out, h) // let it lapse
-			case h.deadline.Sub(now) < lock/2:
-				due = append(due, h)
-			}
-		}
-		s.mu.Unlock()
-		if len(due) == 0 {
-			continue
-		}
+// renew renews the lock of every record acquired and not settled (in buf
+// or out with a handler) once half of it has passed, until RenewFor after
+// its acquisition or its delivery; a record whose lock lapsed is forgotten
+// (the broker delivers it again).
+func (s *sub) renew(context.Context) time.Duration {
+	now, lock := time.Now(), s.m.lockDuration()
+	if due := s.held.Due(now, lock/2, s.c.opts.RenewFor); len(due) > 0 {
 		if err := s.m.ack(due, ackRenew); err != nil {
-			s.reportf(fmt.Errorf("kafkaqueue: renew the locks of %d record(s): %w", len(due), err))
-			continue
+			s.Report(fmt.Errorf("kafkaqueue: renew the locks of %d record(s): %w", len(due), err))
+		} else {
+			s.held.Renewed(now.Add(lock), due...)
 		}
-		s.mu.Lock()
-		for _, h := range due {
-			h.deadline = now.Add(lock)
-		}
-		s.mu.Unlock()
 	}
+	return max(lock/4, 50*time.Millisecond)
 }
 
 // DeclareGroup starts the share group of group on topic at the topic's
 // end, so that it keeps what is published before its first member joins.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	phys := c.topic(topic)
-	if err := c.ensureTopic(ctx, phys); err != nil {
-		return err
-	}
-	m := newMember(c.cl, c.group(ports.SubscriptionSpec{Topic: topic, Group: group}), phys, 0)
-	parts, err := m.meta(ctx)
+	m, parts, err := c.member(ctx, ports.SubscriptionSpec{Topic: topic, Group: group})
 	if err == nil {
 		_, err = m.initialize(ctx, parts, false)
 	}

@@ -1,0 +1,58 @@
+package kit_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters/kit"
+)
+
+// Due returns the records whose lock ends soon, until the bound after they
+// were handed out, and forgets those whose lock has ended.
+func TestRenewalsDueBoundAndLapse(t *testing.T) {
+	var r kit.Renewals[string]
+	t0 := time.Unix(1000, 0)
+	lock := 10 * time.Second
+	r.Hold(t0, t0.Add(lock), "a", "b", "c")
+	r.Drop("c")
+	if due := r.Due(t0.Add(time.Second), lock/2, time.Minute); len(due) != 0 || r.Len() != 2 {
+		t.Fatalf("early Due = %v, Len %d; want none due, 2 held", due, r.Len())
+	}
+	now := t0.Add(6 * time.Second)
+	due := r.Due(now, lock/2, time.Minute)
+	slices.Sort(due)
+	if !slices.Equal(due, []string{"a", "b"}) {
+		t.Fatalf("Due = %v, want a and b", due)
+	}
+	r.Renewed(now.Add(lock), "a")
+	r.Out(now, "a")
+	// b's lock ends: forgotten. a is renewed until its bound.
+	if due := r.Due(t0.Add(lock), lock/2, 10*time.Second); len(due) != 0 || r.Len() != 1 {
+		t.Fatalf("Due after b lapsed = %v, Len %d; want none due, only a held", due, r.Len())
+	}
+	if due := r.Due(now.Add(6*time.Second), lock/2, 10*time.Second); !slices.Equal(due, []string{"a"}) {
+		t.Fatalf("Due = %v, want a (handed out 6s ago, bound 10s)", due)
+	}
+	if due := r.Due(now.Add(9*time.Second), lock/2, 5*time.Second); len(due) != 0 || r.Len() != 1 {
+		t.Fatalf("Due past the bound = %v, Len %d; want none due, a held until its lock ends", due, r.Len())
+	}
+}
+
+// With a negative bound nothing is due, and each record is forgotten when
+// its lock ends.
+func TestRenewalsNoRenewalForgetsAtLockEnd(t *testing.T) {
+	var r kit.Renewals[int]
+	t0 := time.Unix(1000, 0)
+	r.Hold(t0, t0.Add(time.Second), 1)
+	r.Hold(t0, t0.Add(3*time.Second), 2)
+	if due := r.Due(t0.Add(900*time.Millisecond), time.Hour, -1); len(due) != 0 || r.Len() != 2 {
+		t.Fatalf("Due = %v, Len %d; want none, 2 held", due, r.Len())
+	}
+	if r.Due(t0.Add(time.Second), time.Hour, -1); r.Len() != 1 {
+		t.Fatalf("Len = %d after the first lock ended, want 1", r.Len())
+	}
+	if r.Due(t0.Add(3*time.Second), time.Hour, -1); r.Len() != 0 {
+		t.Fatalf("Len = %d after every lock ended, want 0", r.Len())
+	}
+}
