@@ -67,6 +67,8 @@ type config struct {
 	out                 string
 	urlParams           string
 	deadline            time.Duration
+	killPause           time.Duration
+	linger              time.Duration
 }
 
 func main() {
@@ -87,6 +89,7 @@ func main() {
 	flag.DurationVar(&c.down, "down", 5700*time.Millisecond, "stopapp: start_app this long after stop_app began")
 	flag.StringVar(&c.fault, "fault", "stopapp", "stopapp | crash | none")
 	flag.StringVar(&kills, "kills", "3s,8s,13s", "consumer SIGKILL times (empty: none)")
+	flag.DurationVar(&c.killPause, "killpause", 0, "how long a killed consumer stays down before its restart (a backlog builds up)")
 	flag.StringVar(&c.queueType, "queue", "quorum", "quorum | classic")
 	flag.BoolVar(&c.raw, "raw", false, "plain amqp091 publisher and consumer instead of sluice")
 	flag.IntVar(&c.runs, "runs", 1, "runs (one node)")
@@ -94,6 +97,7 @@ func main() {
 	flag.StringVar(&c.out, "out", "", "directory for per-message logs (JSONL), optional")
 	flag.StringVar(&c.urlParams, "params", "", "extra amqp URL parameters (a=b&c=d)")
 	flag.DurationVar(&c.deadline, "deadline", 55*time.Second, "bound of one run's publishing")
+	flag.DurationVar(&c.linger, "linger", 0, "after the drain, keep a consumer this long and count what still arrives")
 	flag.Parse()
 
 	if *child != "" {
@@ -151,13 +155,40 @@ func consume(url, topic string) error {
 	out := bufio.NewWriter(os.Stdout)
 	spec := adapters.Spec(a, ports.SubscriptionSpec{Topic: ports.Topic(topic), Group: "ingest", InFlight: 256,
 		Retry: ports.RetryPolicy{MaxAttempts: 1000, Backoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second}})
-	p := flow.New(a, spec)
+	var outMu sync.Mutex
+	t0 := time.Now()
+	note := func(format string, args ...any) { // a side line for the parent's event log
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(out, "# %d %.3f "+format+"\n", append([]any{os.Getpid(), time.Since(t0).Seconds()}, args...)...)
+		out.Flush()
+	}
+	p := flow.New(a, spec, flow.WithObserver(func(e flow.Event) {
+		if e.Delivery == nil {
+			return
+		}
+		switch {
+		case e.Received:
+			if e.Delivery.RedeliveryCount > 0 {
+				note("received %s redeliveries=%d", e.Delivery.ID, e.Delivery.RedeliveryCount)
+			}
+		case e.Action != ports.Ack || e.Err != nil:
+			note("settled %s action=%v err=%v", e.Delivery.ID, e.Action, e.Err)
+		}
+	}))
 	vals := flow.Decode[reading](p.Source())
 	batches := operators.Batch(vals, operators.BatchOptions{Size: 50, Window: 50 * time.Millisecond})
 	flow.Sink(batches, func(_ context.Context, b operators.Batched[reading]) error {
 		if failBatch > 0 && rand.Float64() < failBatch {
+			ids := make([]string, len(b.Msgs))
+			for i, d := range b.Msgs {
+				ids[i] = d.ID
+			}
+			note("failbatch %s", strings.Join(ids, ","))
 			return errors.New("database is locked (simulated)") // the batch is requeued
 		}
+		outMu.Lock()
+		defer outMu.Unlock()
 		for _, d := range b.Msgs {
 			out.WriteString(d.ID)
 			out.WriteByte('\n')
@@ -217,6 +248,8 @@ type children struct {
 	cmd      *exec.Cmd
 	stopped  bool
 	consumed map[string]int // id → deliveries recorded
+	events   []string       // the children's side lines, with the run's time
+	t0       time.Time
 	last     time.Time
 	starts   int
 	wg       sync.WaitGroup
@@ -249,6 +282,11 @@ func (c *children) start() error {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			c.mu.Lock()
+			if l := sc.Text(); strings.HasPrefix(l, "# ") {
+				c.events = append(c.events, fmt.Sprintf("%.3f %s", time.Since(c.t0).Seconds(), l[2:]))
+				c.mu.Unlock()
+				continue
+			}
 			c.consumed[sc.Text()]++
 			c.last = time.Now()
 			c.mu.Unlock()
@@ -270,7 +308,10 @@ func (c *children) start() error {
 
 // kill SIGKILLs the current child (by its PID) and starts a new one unless
 // restart is false.
-func (c *children) kill(restart bool) {
+func (c *children) kill(restart bool) { c.killPaused(restart, 0) }
+
+// killPaused is kill with a pause before the restart.
+func (c *children) killPaused(restart bool, pause time.Duration) {
 	c.mu.Lock()
 	cmd := c.cmd
 	c.cmd = nil
@@ -282,8 +323,15 @@ func (c *children) kill(restart bool) {
 		cmd.Process.Kill()
 	}
 	if restart {
+		time.Sleep(pause)
 		c.start()
 	}
+}
+
+func (c *children) consumedCount(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.consumed[id]
 }
 
 func (c *children) idleSince() time.Time {
@@ -390,6 +438,9 @@ func run(ctx context.Context, c config, self string, node *rabbittest.Node, a po
 	}
 
 	t0 := time.Now()
+	ch.mu.Lock()
+	ch.t0 = t0
+	ch.mu.Unlock()
 	since := func() float64 { return time.Since(t0).Seconds() }
 	var ft faultTimes
 	var ftMu sync.Mutex
@@ -439,7 +490,7 @@ func run(ctx context.Context, c config, self string, node *rabbittest.Node, a po
 		for _, k := range c.kills {
 			select {
 			case <-time.After(time.Until(t0.Add(k))):
-				ch.kill(true)
+				ch.killPaused(true, c.killPause)
 			case <-ctx.Done():
 				return
 			}
@@ -549,6 +600,25 @@ func run(ctx context.Context, c config, self string, node *rabbittest.Node, a po
 			break
 		}
 	}
+	if c.linger > 0 { // count what arrives late (stuck somewhere, e.g. in a delay queue)
+		var lostNow []string
+		for _, m := range msgs {
+			if m.Confirmed && ch.consumedCount(m.ID) == 0 {
+				lostNow = append(lostNow, m.ID)
+			}
+		}
+		fmt.Printf("LINGER run=%d missing after the drain=%d; waiting %v\n", r, len(lostNow), c.linger)
+		for end := time.Now().Add(c.linger); time.Now().Before(end); {
+			time.Sleep(15 * time.Second)
+			late := 0
+			for _, id := range lostNow {
+				if ch.consumedCount(id) > 0 {
+					late++
+				}
+			}
+			fmt.Printf("LINGER run=%d t=%.0fs arrived-late=%d of %d\n", r, since(), late, len(lostNow))
+		}
+	}
 	ch.kill(false)
 	waited := make(chan struct{})
 	go func() { ch.wg.Wait(); close(waited) }()
@@ -564,7 +634,7 @@ func run(ctx context.Context, c config, self string, node *rabbittest.Node, a po
 	qcancel()
 	var depth []string
 	for _, l := range strings.Split(queues, "\n") {
-		if strings.Contains(l, id) {
+		if f := strings.Fields(l); strings.Contains(l, id) || len(f) == 3 && f[2] != "0" {
 			depth = append(depth, strings.Join(strings.Fields(l), " "))
 		}
 	}
@@ -616,6 +686,7 @@ func run(ctx context.Context, c config, self string, node *rabbittest.Node, a po
 			}
 			f.Close()
 		}
+		os.WriteFile(filepath.Join(c.out, fmt.Sprintf("%s-run%d-%s.events", c.label, r, id)), []byte(strings.Join(ch.events, "\n")+"\n"), 0o644)
 	}
 	return nil
 }

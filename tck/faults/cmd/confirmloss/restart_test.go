@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// TestDelayedRequeueAcrossStopApp: a handler fails the first delivery of
+// every message, so the pipeline requeues each one with a 0.5–1.5 s backoff
+// (the adapter publishes a confirmed copy into one of its delay queues, one
+// per delay bucket, and acks the original). While the copies wait there, RabbitMQ is restarted
+// (stop_app, 3 s down, start_app). Every message was confirmed by Send and
+// its copy confirmed by the requeue, so every message must come back and
+// be handled within the bound.
+//
+// It fails when RabbitMQ recovers the delay queue (a quorum queue with
+// at-least-once dead-lettering) before the dead-letter exchange: the
+// queue's dead-letter worker logs "Cannot forward any dead-letter messages
+// ... exchange ... does not exist" and holds every copy, those waiting
+// and those requeued after the restart. Whether the leader of a given
+// delay queue is elected before the exchanges are recovered is a race
+// (150 idle quorum queues make the recovery longer, and jitter spreads the
+// copies over many delay queues), so the test restarts up to 4 times and
+// fails on the first restart after which a copy does not come back.
+func TestDelayedRequeueAcrossStopApp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a RabbitMQ node")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	node := rabbittest.Own(t, rabbittest.Options{})
+	a, err := adapters.Open(ctx, node.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	// Many quorum queues make the broker's queue recovery long enough for
+	// the race to show: the queues of a topic with 150 groups.
+	groups := make([]string, 150)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("idle%03d", i)
+	}
+	if err := ports.DeclareTopic(ctx, a, ports.TopicSpec{Topic: "delayrestart.ballast", Groups: groups}); err != nil {
+		t.Fatal(err)
+	}
+
+	for round := range 4 {
+		if !delayedRequeueRound(ctx, t, node, a, round) {
+			return
+		}
+	}
+}
+
+// delayedRequeueRound runs one round on a new topic; false when it failed.
+func delayedRequeueRound(ctx context.Context, t *testing.T, node *rabbittest.Node, a ports.Adapter, round int) bool {
+	const n = 400
+	topic := ports.Topic(fmt.Sprintf("delayrestart.%d.%d", time.Now().UnixNano()%1e6, round))
+	if err := ports.DeclareTopic(ctx, a, ports.TopicSpec{Topic: topic, Groups: []string{"g"}}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		failed  = map[string]bool{} // first delivery seen and failed
+		handled = map[string]bool{} // a later delivery handled
+	)
+	spec := adapters.Spec(a, ports.SubscriptionSpec{Topic: topic, Group: "g", InFlight: 256,
+		Retry: ports.RetryPolicy{MaxAttempts: 100, Backoff: time.Second, MaxBackoff: time.Second, Jitter: 0.5}})
+	p := flow.New(a, spec)
+	flow.Sink(p.Source(), func(_ context.Context, d *ports.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !failed[d.ID] {
+			failed[d.ID] = true
+			return errors.New("not yet") // requeued through the delay queue
+		}
+		handled[d.ID] = true
+		return nil
+	})
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+
+	for i := 0; i < n; i += 20 {
+		msgs := make([]ports.Message, 20)
+		for j := range msgs {
+			msgs[j] = ports.Message{Topic: topic, Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: fmt.Sprintf("m%d-%04d", round, i+j)}}
+		}
+		if err := a.Send(ctx, msgs...); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+	count := func(m map[string]bool) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(m)
+	}
+	// Restart while the last copies wait in the delay queue: when half of
+	// the messages were requeued once.
+	for deadline := time.Now().Add(30 * time.Second); count(failed) < n/2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("round %d: only %d of %d first deliveries in 30 s", round, count(failed), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer scancel()
+	if err := node.StopApp(sctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the waiting copies expire while the app is down
+	if err := node.StartApp(sctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); count(handled) < n && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := count(handled); got < n {
+		queues, _ := node.Ctl(ctx, "list_queues", "-q", "name", "type", "messages")
+		var stuck []string
+		for _, l := range strings.Split(queues, "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[2] != "0" {
+				stuck = append(stuck, l)
+			}
+		}
+		var warns []string
+		for _, l := range strings.Split(node.LogTail(1<<22), "\n") {
+			if strings.Contains(l, "Cannot forward any dead-letter messages") {
+				warns = append(warns, l)
+			}
+		}
+		t.Errorf("round %d: %d of %d messages (every one confirmed by Send, its requeue copy confirmed too) were not handled within 60 s after start_app; first deliveries %d\nqueues holding messages: %q\nbroker: %s",
+			round, n-got, n, count(failed), stuck, strings.Join(warns, "\n"))
+		return false
+	}
+	t.Logf("round %d: %d of %d handled after the restart", round, count(handled), n)
+	return true
+}
