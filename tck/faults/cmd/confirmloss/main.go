@@ -11,13 +11,24 @@
 // start_app -down after the stop began; crash: SIGKILL of the node and a
 // start on the same data). At the end a fresh consumer drains the group.
 //
+// -failbatch makes the consumer fail that fraction of its batches (as a
+// busy database would): the pipeline requeues them with a backoff, so the
+// adapter publishes confirmed copies into its delay queues and acks the
+// originals. Child side events (failed batches, requeues, redeliveries) go
+// to <out>/<label>-run<N>-<id>.events; -linger keeps a consumer after the
+// drain and reports when the missing messages arrive after all.
+//
 // Every run prints one RESULT line, and one LOST line per message that was
 // confirmed and never consumed (its Send call, attempt and times relative
 // to the start of stop_app / start_app). -raw replaces the sluice publisher
 // and consumer by plain amqp091 ones (confirm mode, mandatory) on a queue
 // of the same type.
 //
-//	go run ./tck/faults/cmd/confirmloss -runs 3 -at 9.8s -atstep 50ms
+//	go build -o /tmp/confirmloss ./tck/faults/cmd/confirmloss
+//	/tmp/confirmloss -runs 3 -at 9.8s -atstep 50ms              # the reported scenario
+//	/tmp/confirmloss -runs 4 -failbatch 0.2 -out /tmp/cl        # with requeues: loses on 3.10.8
+//	/tmp/confirmloss -runs 2 -failbatch 0.2 -linger 210s        # ... and shows them come back ~3 min later
+//	/tmp/confirmloss -raw -runs 3                               # amqp091 publisher and consumer
 //
 // It starts its own RabbitMQ node (adapters/amqp/rabbittest), which stops
 // with it.

@@ -37,6 +37,7 @@ func main() {
 	qtype := flag.String("delaytype", "quorum", "the delay queue's type")
 	runs := flag.Int("runs", 1, "runs on one node")
 	flag.IntVar(&queues, "queues", 1, "delay queues, published to in turn (many queues slow the recovery down)")
+	flag.IntVar(&ballast, "ballast", 0, "idle quorum queues declared beside (a longer queue recovery)")
 	flag.DurationVar(&linger, "linger", 0, "after the run, keep checking the target this long for late arrivals")
 	flag.Parse()
 	ctx := context.Background()
@@ -56,8 +57,9 @@ func main() {
 }
 
 var (
-	queues int
-	linger time.Duration
+	ballast int
+	queues  int
+	linger  time.Duration
 )
 
 func run(node *rabbittest.Node, r, rate int, dur, at, down time.Duration, ttl int, strategy, qtype string) error {
@@ -81,6 +83,11 @@ func run(node *rabbittest.Node, r, rate int, dur, at, down time.Duration, ttl in
 	if qtype == "quorum" {
 		args["x-dead-letter-strategy"] = strategy
 		args["x-overflow"] = "reject-publish"
+	}
+	for i := 0; i < ballast && r == 0; i++ {
+		if _, err := ch.QueueDeclare(fmt.Sprintf("probe.ballast.%d", i), true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+			return err
+		}
 	}
 	delays := make([]string, queues)
 	for i := range delays {
@@ -184,10 +191,22 @@ func run(node *rabbittest.Node, r, rate int, dur, at, down time.Duration, ttl in
 	}
 	lateStart := time.Now()
 	stuck := 0
+	var stuckIDs []string
 	for m := range confirmed {
 		if !got[m] {
 			stuck++
+			stuckIDs = append(stuckIDs, m)
 		}
+	}
+	sort.Strings(stuckIDs)
+	if len(stuckIDs) > 0 {
+		var b strings.Builder
+		for i, m := range stuckIDs {
+			if i < 30 {
+				fmt.Fprintf(&b, " %s(confirmed,published@%.3fs,queue=%s)", m, confirmed[m], delays[mustAtoi(m[1:])%len(delays)])
+			}
+		}
+		fmt.Printf("STUCK run=%d n=%d 5s after the publishing ended:%s\n", r, len(stuckIDs), b.String())
 	}
 	for linger > 0 && time.Since(lateStart) < linger && len(got) < seq {
 		time.Sleep(15 * time.Second)
@@ -203,7 +222,13 @@ func run(node *rabbittest.Node, r, rate int, dur, at, down time.Duration, ttl in
 			dq, _ := cch.QueueDeclarePassive(q, true, false, false, false, args)
 			left2 += dq.Messages
 		}
-		fmt.Printf("LINGER run=%d after=%.0fs arrived=%d delayq_left=%d\n", r, time.Since(lateStart).Seconds(), len(got), left2)
+		back := 0
+		for _, m := range stuckIDs {
+			if got[m] {
+				back++
+			}
+		}
+		fmt.Printf("LINGER run=%d after=%.0fs arrived=%d delayq_left=%d stuck-ones-arrived=%d of %d\n", r, time.Since(lateStart).Seconds(), len(got), left2, back, len(stuckIDs))
 	}
 	warns := strings.Count(node.LogTail(1<<22), "Cannot forward any dead-letter messages")
 	mu.Lock()
@@ -227,4 +252,12 @@ func run(node *rabbittest.Node, r, rate int, dur, at, down time.Duration, ttl in
 		fmt.Printf("LOST run=%d%s\n", r, b.String())
 	}
 	return nil
+}
+
+func mustAtoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
