@@ -1,3 +1,12 @@
+//go:build rabbitdiag
+
+// This test shows a RabbitMQ behaviour, not a sluice defect, and takes
+// minutes: it runs only with the rabbitdiag tag
+// (go test -tags rabbitdiag ./tck/faults/cmd/confirmloss/). It fails on
+// a broker with the default dead_letter_worker_publisher_confirm_timeout
+// (180 s) and passes with CONFIRMLOSS_DLX_RETRY_MS=5000; see
+// docs/adapters/amqp.md, "Delayed messages across a broker restart".
+
 package main
 
 import (
