@@ -42,6 +42,9 @@ func TestReliability(t *testing.T) {
 				Restart: node.Restart,
 				RestartNote: "rabbitmqctl stop_app, start_app: the RabbitMQ application stops (every connection is closed, " +
 					"the AMQP port closes) and starts again inside the running Erlang node, keeping durable queues and persistent messages",
+				Backlog: func(ctx context.Context) (string, error) {
+					return node.Ctl(ctx, "list_queues", "-q", "name", "type", "messages_ready", "messages_unacknowledged")
+				},
 				FailDeadLetters: relFaults.FailDeadLetters,
 				FailSends:       relFaults.FailSends,
 				FailSendsNote: "publishes are routed, mandatory, to a key nothing is bound to: RabbitMQ returns them, " +

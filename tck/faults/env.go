@@ -72,6 +72,12 @@ func newEnv(t *testing.T, target Target, b *Broker, fault string) *env {
 			return
 		}
 		if r := e.l.Report(); r.Lost > 0 {
+			if e.b.Backlog != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				held, err := e.b.Backlog(ctx)
+				cancel()
+				t.Logf("with %d confirmed message(s) lost, the broker holds (err %v):\n%s", r.Lost, err, held)
+			}
 			if dl := e.l.OnDeadLetterTopic(e.l.LostIDs()); len(dl) > 0 {
 				t.Logf("%d lost message(s) are on the dead-letter topic although no dead-letter settlement of theirs was reported done, "+
 					"and the original never came back: the broker carried out a settlement the adapter reported failed (e.g. %v)", len(dl), dl[:min(len(dl), 5)])

@@ -387,3 +387,16 @@ func TestDLQFailCatchesACopyStoredDespiteAFailure(t *testing.T) {
 	}
 	mustFail(t, t.Name(), "dlq-fail", "reached the dead-letter topic")
 }
+
+// A loss prints what the broker holds (Broker.Backlog), so that a message
+// the broker still keeps can be told from one it never had.
+func TestLossPrintsWhatTheBrokerHolds(t *testing.T) {
+	tg := brokenTarget(&breakage{falseConfirm: duringFault}, func(b *faults.Broker) {
+		b.Backlog = func(context.Context) (string, error) { return "brokenq classic 0 0", nil }
+	})
+	if inner(t) {
+		faults.Run(t, tg)
+		return
+	}
+	mustFail(t, t.Name(), "broker-restart", "brokenq classic 0 0")
+}

@@ -129,6 +129,10 @@ type Broker struct {
 	// took longer than the scenario timeout), and the kit checks what
 	// happens around the restart, not how fast the broker boots.
 	RestartTimeout time.Duration
+	// Backlog, when set, says what the broker holds now (its queues and
+	// their message counts): printed when confirmed messages are lost, so
+	// that a loss can be told from messages no consumer was given.
+	Backlog func(ctx context.Context) (string, error)
 	// FailDeadLetters makes dead-letter publishes fail (true) or succeed
 	// again (false).
 	FailDeadLetters func(fail bool)
