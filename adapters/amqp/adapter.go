@@ -89,7 +89,7 @@ func (c *conn) Name() string                     { return "amqp" }
 func (c *conn) Capabilities() ports.Capabilities { return c.caps }
 
 func capabilities(o Options) ports.Capabilities {
-	return ports.Capabilities{DelayedMessage: true, DelayedRequeue: true, Broadcast: true, PerMessageAck: true, CompetingConsumers: true, PublisherConfirm: true,
+	return ports.Capabilities{DelayedMessage: true, Broadcast: true, PerMessageAck: true, CompetingConsumers: true, PublisherConfirm: true,
 		SubscriptionExpiry: true, DurableGroups: true, ExactRedeliveryCount: o.QueueType == Quorum, Ordering: ports.OrderNone, SingleActive: true,
 		BestEffort: true, Retention: true, MaxLength: true, MaxMessageBytes: o.MaxMessageBytes, InstanceGuard: ports.InstanceRefused}
 }

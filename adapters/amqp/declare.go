@@ -137,7 +137,7 @@ type queueDecl struct {
 }
 
 // queueDecl is the declaration of queue name for topic with shape sh,
-// bound under the topic and under its own route.
+// bound under the topic.
 func (t *topology) queueDecl(name string, topic ports.Topic, sh queueShape) queueDecl {
 	args := limits(t.queueArgs(sh.expires), sh)
 	if sh.bestEffort {
@@ -147,7 +147,7 @@ func (t *topology) queueDecl(name string, topic ports.Topic, sh queueShape) queu
 		args["x-single-active-consumer"] = true
 	}
 	exch, key := t.target(topic)
-	return queueDecl{name: name, durable: !sh.bestEffort, args: args, binds: [][2]string{{exch, key}, {t.topics, route(name)}}}
+	return queueDecl{name: name, durable: !sh.bestEffort, args: args, binds: [][2]string{{exch, key}}}
 }
 
 // limits sets sh's retention and length in args and returns args.
@@ -175,22 +175,6 @@ func (d queueDecl) bind(ch *amqp.Channel) error {
 			return fmt.Errorf("bind queue %q to exchange %q under %q: %w", d.name, b[0], b[1], err)
 		}
 	}
-	return nil
-}
-
-// bindRequeueRoute binds an adopted queue under its route on the
-// namespace exchange, into which the delay queues dead-letter, before its
-// first delayed requeue.
-func (s *sub) bindRequeueRoute(ctx context.Context) error {
-	if !s.adopted || s.routeBound.Load() {
-		return nil
-	}
-	if err := s.c.subC.with(ctx, func(ch *amqp.Channel) error {
-		return ch.QueueBind(s.queue, route(s.queue), s.c.topo.topics, false, nil)
-	}); err != nil {
-		return fmt.Errorf("bind adopted queue %q to its requeue route on %q: %w", s.queue, s.c.topo.topics, err)
-	}
-	s.routeBound.Store(true)
 	return nil
 }
 

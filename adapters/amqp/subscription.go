@@ -25,8 +25,7 @@ type sub struct {
 	queue                 string
 	expires               time.Duration // x-expires; 0: none
 	deleteOnStop, adopted bool
-	bestEffort            bool        // a non-durable classic queue
-	routeBound            atomic.Bool // an adopted queue's requeue route is bound
+	bestEffort            bool // a non-durable classic queue
 	cons                  *kit.Lazy[*consumer]
 	cur                   atomic.Pointer[consumer] // the last one established, for FlushAcks
 	consumed              bool                     // a consumer was established (guarded by cons)
@@ -307,18 +306,15 @@ func (s *sub) FlushAcks(context.Context) error {
 }
 
 // SendRequeueCopies publishes the requeue copies (their count
-// incremented) to the subscription's own queue, at its tail or through a
-// delay queue: sent to the topic, they would reach every group.
+// incremented) to the tail of the subscription's own queue: sent to the
+// topic, they would reach every group. A delayed requeue is held by the
+// portable layer and its copies published when due (DelayedRequeue is not
+// declared): through a delay queue, a copy would depend on the broker's
+// dead-lettering, which a broker restart can hold up for minutes.
 func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
 	items := make([]item, len(msgs))
 	for i := range msgs {
-		m, it := &msgs[i], &items[i]
-		delete(m.Headers, kit.HeaderNotBefore) // the delay queue delays it
-		*it = item{key: s.queue, pub: encode(m.Headers, m.Payload), mandatory: true}
-		if m.Delay > 0 {
-			it.key, it.err = route(s.queue), s.bindRequeueRoute(ctx)
-			s.c.topo.delayed(it, m.Delay)
-		}
+		items[i] = item{key: s.queue, pub: encode(msgs[i].Headers, msgs[i].Payload), mandatory: true}
 	}
 	return s.c.publish(ctx, items)
 }

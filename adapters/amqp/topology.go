@@ -54,9 +54,6 @@ func (t *topology) queue(topic ports.Topic, kind, name string) string {
 	return kit.ShortName(fmt.Sprintf("%s/%s/%s/%s", t.ns, topic.Physical(".."), kind, name), maxQueueName)
 }
 
-// route is the routing key on <ns>.topics that reaches queue alone.
-func route(queue string) string { return "~" + queue }
-
 // target is the exchange and routing key of topic's messages.
 func (t *topology) target(topic ports.Topic) (exch, key string) {
 	if x, ok := t.existing.Topics[topic]; ok {
@@ -111,9 +108,7 @@ func (t *topology) declareBucket(ch *amqp.Channel, ms int64) error {
 // Existing maps logical topics and groups onto exchanges and queues that
 // exist already, used passively: New checks they exist, Send publishes to
 // the adopted exchange and routing key, Subscribe consumes the adopted
-// queue as it is. sluice only adds a binding "~<queue>" from
-// "<ns>.topics" on the first delayed requeue; Message.Delay to an adopted
-// topic is refused.
+// queue as it is. Message.Delay to an adopted topic is refused.
 type Existing struct {
 	// Topics maps a logical topic to the exchange and routing key its
 	// messages are published with (map "<topic>.dlq" too to adopt its

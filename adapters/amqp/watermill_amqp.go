@@ -53,8 +53,8 @@ func WatermillAMQPConfig(o Options, group string) (wamqp.Config, error) {
 	}, nil
 }
 
-// watermillTopology declares the queue bound under its topic and its own
-// route, as a sluice subscription does.
+// watermillTopology declares the queue bound under its topic, as a sluice
+// subscription does.
 type watermillTopology struct{ topo *topology }
 
 func (w watermillTopology) ExchangeDeclare(ch *amqp.Channel, name string, _ wamqp.Config) error {
@@ -69,7 +69,7 @@ func (w watermillTopology) BuildTopology(ch *amqp.Channel, p wamqp.BuildTopology
 		return err
 	}
 	t := w.topo.topics
-	return queueDecl{name: p.QueueName, durable: true, args: c.Queue.Arguments, binds: [][2]string{{t, ports.Topic(p.Topic).Physical("..")}, {t, route(p.QueueName)}}}.declare(ch)
+	return queueDecl{name: p.QueueName, durable: true, args: c.Queue.Arguments, binds: [][2]string{{t, ports.Topic(p.Topic).Physical("..")}}}.declare(ch)
 }
 
 // WatermillAMQPMarshaler is a watermill-amqp Marshaler for the sluice

@@ -84,11 +84,13 @@ func newSubscription(a *Adapter, ds driver.Subscription, spec ports.Subscription
 	}
 	// The delay fallback runs only where the broker lacks the delay: a
 	// driver that delays messages and requeues natively costs no goroutine.
-	if !a.caps.DelayedMessage || (native && !a.caps.DelayedRequeue) {
+	// Without a native delayed requeue, requeue copies are held, then
+	// published without delay, even where a message can be delayed on
+	// publish (amqp: a delayed publish goes through the broker's
+	// dead-lettering, which a restart can hold up for minutes).
+	if !a.caps.DelayedMessage || !a.caps.DelayedRequeue {
 		s.delayer = kit.NewDelayer(kit.DelayerOptions{Scheduler: a.sched})
-	}
-	if !a.caps.DelayedMessage {
-		s.settler.Delayer = s.delayer // copies are held, then published without delay
+		s.settler.Delayer = s.delayer
 	}
 	return s
 }
