@@ -177,18 +177,25 @@ func run(node *rabbittest.Node, r, rate int, dur, at, down time.Duration, ttl in
 	}
 	defer cc.Close()
 	cch, _ := cc.Channel()
-	for {
-		d, ok, err := cch.Get(targetQ, true)
-		if err != nil || !ok {
-			break
+	drain := func() { // what reached the target queue
+		for {
+			d, ok, err := cch.Get(targetQ, true)
+			if err != nil || !ok {
+				return
+			}
+			got[d.MessageId] = true
 		}
-		got[d.MessageId] = true
 	}
-	left := 0
-	for _, q := range delays {
-		dq, _ := cch.QueueDeclarePassive(q, true, false, false, false, args)
-		left += dq.Messages
+	held := func() int { // what the delay queues still count
+		n := 0
+		for _, q := range delays {
+			dq, _ := cch.QueueDeclarePassive(q, true, false, false, false, args)
+			n += dq.Messages
+		}
+		return n
 	}
+	drain()
+	left := held()
 	lateStart := time.Now()
 	stuck := 0
 	var stuckIDs []string
@@ -210,18 +217,8 @@ func run(node *rabbittest.Node, r, rate int, dur, at, down time.Duration, ttl in
 	}
 	for linger > 0 && time.Since(lateStart) < linger && len(got) < seq {
 		time.Sleep(15 * time.Second)
-		for {
-			d, ok, err := cch.Get(targetQ, true)
-			if err != nil || !ok {
-				break
-			}
-			got[d.MessageId] = true
-		}
-		left2 := 0
-		for _, q := range delays {
-			dq, _ := cch.QueueDeclarePassive(q, true, false, false, false, args)
-			left2 += dq.Messages
-		}
+		drain()
+		left2 := held()
 		back := 0
 		for _, m := range stuckIDs {
 			if got[m] {
