@@ -124,6 +124,7 @@ func (e *env) sendBatch(a ports.Sender, msgs []ports.Message, b *batcher) error 
 		}
 		ctx, cancel := context.WithTimeout(e.ctx, sendTimeout)
 		s := span{start: time.Now()}
+		e.delays.sent(msgs...)
 		err := e.l.Send(ctx, a, msgs...)
 		s.end = time.Now()
 		cancel()

@@ -30,6 +30,7 @@ type env struct {
 	group  string
 	l      *tck.Ledger
 	w      *witness
+	delays delays // the stream's requeue-once messages and delayed sends
 	// runPath is the name of the test that called Run, for re-executing
 	// the test binary as a consumer process.
 	runPath string
@@ -248,14 +249,21 @@ func (c *consumer) stop() {
 
 // body is the payload of the kit's messages.
 type body struct {
-	N      int   `json:"n"`
-	SentAt int64 `json:"sent_at"` // unix nanoseconds
-	Poison bool  `json:"poison,omitempty"`
+	N       int   `json:"n"`
+	SentAt  int64 `json:"sent_at"` // unix nanoseconds
+	Poison  bool  `json:"poison,omitempty"`
+	Requeue bool  `json:"requeue,omitempty"` // the stream's handler fails its first delivery
 }
 
 // message builds message i of the scenario.
 func (e *env) message(i int, poison bool) ports.Message {
-	p, _ := json.Marshal(body{N: i, SentAt: time.Now().UnixNano(), Poison: poison})
+	return e.messageOf(body{N: i, Poison: poison})
+}
+
+// messageOf builds the message of b, stamped with the time it is sent.
+func (e *env) messageOf(b body) ports.Message {
+	b.SentAt = time.Now().UnixNano()
+	p, _ := json.Marshal(b)
 	return ports.Message{Topic: e.topic, Payload: p, Headers: ports.Headers{
 		ports.HeaderID:          e.l.NewID(),
 		ports.HeaderContentType: "application/json",
@@ -310,6 +318,7 @@ func (e *env) sendRetrying(a ports.Sender, m ports.Message, p *producer) error {
 	e.w.sent(m.Headers[ports.HeaderID])
 	for {
 		ctx, cancel := context.WithTimeout(e.ctx, sendTimeout)
+		e.delays.sent(m)
 		err := e.l.Send(ctx, a, m)
 		cancel()
 		switch {

@@ -40,31 +40,36 @@ func init() {
 const batchBase = 1_000_000
 
 // stream runs on pa a paced producer of single-message sends and a batch
-// producer of multi-message Send calls (every tenth of its messages
-// poison, except under -race on a target with a ClientRace), and on ca a consumer whose handlers each work for a while and a
-// consumer of the dead-letter topic, so that deliveries, publishes and
-// dead-letter publishes are in flight at any moment. Once a third of the
-// single stream was acked it waits for a batch Send call to be in flight
-// and calls fault, which returns once the fault healed; the batch
-// producer keeps sending until batchesAfter calls started after that were
-// confirmed. Then a fresh consumer joins the group and drains it, and
-// the scenario waits until every confirmed message was settled and every
-// confirmed dead letter reached the dead-letter topic. A message whose
-// Send returned nil and that nobody received fails it (lost in the LEDGER
-// line).
+// producer of multi-message Send calls, and on ca a consumer whose
+// handlers each work for a while and a consumer of the dead-letter
+// topic, so that deliveries, publishes and dead-letter publishes are in
+// flight at any moment. Every tenth message of both producers is sent
+// with a delay and every tenth asks to be requeued once (with the
+// stream's requeue backoff), so that delayed messages are held across
+// the fault too; every tenth of the batch producer's is poison (except,
+// for poison and requeues, under -race on a target with a ClientRace).
+// Once a third of the single stream was acked it waits for a batch Send
+// call to be in flight and calls fault, which returns once the fault
+// healed; the batch producer keeps sending until batchesAfter calls
+// started after that were confirmed. Then a fresh consumer joins the
+// group and drains it, and the scenario waits until every confirmed
+// message was settled and every confirmed dead letter reached the
+// dead-letter topic. A message whose Send returned nil and that nobody
+// received fails it (lost in the LEDGER line).
 func (e *env) stream(pa, ca ports.Adapter, fault func(p *producer)) {
 	e.t.Helper()
 	n := e.target.Messages
 	e.dlq(ca, nil)
-	e.consume(ca, e.spec(), work)
-	poison := true
-	if raceEnabled && e.target.ClientRace != "" {
-		// The consumer publishes dead letters over its faulted connections.
+	e.consume(ca, e.streamSpec(), e.work)
+	poison, requeue := true, e.requeueOnce()
+	if !requeue {
+		// The consumer publishes dead letters and requeue copies over its
+		// faulted connections.
 		poison = false
-		e.t.Logf("no poison in the stream under -race: a consumer publishing dead letters while it reconnects triggers %s", e.target.ClientRace)
+		e.t.Logf("no poison and no requeues in the stream under -race: a consumer publishing while it reconnects triggers %s", e.target.ClientRace)
 	}
-	p := e.produce(pa, n, 2*time.Millisecond, func(i int) ports.Message { return e.message(i, false) })
-	b := e.produceBatches(pa, func(i int) ports.Message { return e.message(batchBase+i, poison && i%10 == 9) })
+	p := e.produce(pa, n, 2*time.Millisecond, func(i int) ports.Message { return e.streamMessage(i, false, requeue) })
+	b := e.produceBatches(pa, func(i int) ports.Message { return e.streamMessage(batchBase+i, poison, requeue) })
 	e.await("a third of the stream acked before the fault", func(c tck.Counts) bool { return c.Acked >= n/3 })
 	b.awaitCall(e)
 	p.batches = b
@@ -79,7 +84,8 @@ func (e *env) stream(pa, ca ports.Adapter, fault func(p *producer)) {
 	if inFlight == 0 {
 		e.t.Fatalf("no multi-message Send call was in flight during the fault: the scenario proved nothing about confirms across it")
 	}
-	e.drainFresh(work)
+	e.checkHeldAcross(began, healed)
+	e.drainFresh(e.work)
 	e.t.Logf("producer retried %d unconfirmed send(s)", p.retries.Load())
 }
 
@@ -92,7 +98,7 @@ func (e *env) drainFresh(h func(context.Context, *ports.Delivery) error) {
 	e.l.Mark("fresh-consumer")
 	var got atomic.Int64
 	fresh := e.adapter()
-	e.consume(fresh, e.spec(), func(ctx context.Context, d *ports.Delivery) error {
+	e.consume(fresh, e.streamSpec(), func(ctx context.Context, d *ports.Delivery) error {
 		got.Add(1)
 		return h(ctx, d)
 	})
@@ -121,22 +127,6 @@ func (e *env) deadLettersArrived() {
 			e.t.Fatalf("%d message(s) dead-lettered with a confirmed publish never reached the dead-letter topic, e.g. %v: %v",
 				len(missing), missing[:min(len(missing), 5)], err)
 		}
-	}
-}
-
-// work is the stream's handler: it works for 10ms (the business side
-// effect) and rejects poison as a business rule would.
-func work(ctx context.Context, d *ports.Delivery) error {
-	if b, err := decodeBody(d); err != nil {
-		return err
-	} else if b.Poison {
-		return ports.Poisonf("message %d is poison", b.N)
-	}
-	select {
-	case <-time.After(10 * time.Millisecond):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

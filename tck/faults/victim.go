@@ -60,5 +60,5 @@ func (v *victim) kill(e *env) {
 	v.mu.Unlock()
 	e.l.Died(held...)
 	e.t.Logf("killed a consumer process (pid %d) holding %d delivery(ies) as the broker went down", v.ch.cmd.Process.Pid, len(held))
-	e.consume(e.dialAs(e.b.Addr, v.identity), v.spec, work)
+	e.consume(e.dialAs(e.b.Addr, v.identity), v.spec, e.work)
 }

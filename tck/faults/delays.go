@@ -1,0 +1,143 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/ports"
+)
+
+// The stream's delayed messages: some of its messages ask to be requeued
+// once, with the requeue backoff below, and some are sent with
+// Message.Delay, so that whenever the fault strikes, requeued copies and
+// delayed sends are held somewhere (by the broker natively, or by the
+// consuming adapter's scheduler) and must all come back afterwards.
+const (
+	// requeueBackoff is the stream's requeue delay: long enough that the
+	// copies requeued just before a fault are still held when it strikes.
+	requeueBackoff = 1500 * time.Millisecond
+	// sendDelay is the Message.Delay of the stream's delayed sends.
+	sendDelay = 1500 * time.Millisecond
+)
+
+// delays records the stream's requeue-once decisions and delayed sends,
+// to prove some were held across the fault.
+type delays struct {
+	mu       sync.Mutex
+	failed   map[string]bool // ids whose first delivery the handler failed
+	requeues []time.Time     // when each requeue was asked for
+	sends    []time.Time     // when each delayed send call started
+}
+
+// errRequeueOnce is the retryable error of a message's first delivery
+// when it asks for a requeue (body.Requeue).
+var errRequeueOnce = errors.New("faults: requeue once, as asked by the message")
+
+// firstDelivery reports whether id was not failed yet in this scenario,
+// and records the requeue asked for now when it was not.
+func (d *delays) firstDelivery(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failed[id] {
+		return false
+	}
+	if d.failed == nil {
+		d.failed = map[string]bool{}
+	}
+	d.failed[id] = true
+	d.requeues = append(d.requeues, time.Now())
+	return true
+}
+
+// sent records the start of a send call of msgs: the time of each
+// delayed one.
+func (d *delays) sent(msgs ...ports.Message) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	for _, m := range msgs {
+		if m.Delay > 0 {
+			d.sends = append(d.sends, now)
+		}
+	}
+}
+
+// heldAcross counts the requeues and delayed sends due inside [from, to]
+// or later although asked for before to: held somewhere while the fault
+// lasted.
+func (d *delays) heldAcross(from, to time.Time) (requeues, sends int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	count := func(at []time.Time, delay time.Duration) int {
+		n := 0
+		for _, t := range at {
+			if t.Before(to) && t.Add(delay).After(from) {
+				n++
+			}
+		}
+		return n
+	}
+	return count(d.requeues, requeueBackoff), count(d.sends, sendDelay)
+}
+
+// streamSpec is the scenario's subscription with the stream's requeue
+// backoff.
+func (e *env) streamSpec() ports.SubscriptionSpec {
+	s := e.spec()
+	s.Retry.Backoff, s.Retry.MaxBackoff = requeueBackoff, 2*requeueBackoff
+	return s
+}
+
+// streamMessage is message i of the stream: every tenth (from the
+// third) asks to be requeued once when requeue is set, every tenth (from
+// the sixth) is sent with sendDelay, every tenth (from the ninth) is
+// poison when poison is set.
+func (e *env) streamMessage(i int, poison, requeue bool) ports.Message {
+	m := e.messageOf(body{N: i, Poison: poison && i%10 == 9, Requeue: requeue && i%10 == 3})
+	if i%10 == 6 {
+		m.Delay = sendDelay
+	}
+	return m
+}
+
+// work is the stream's handler: it works for 10ms (the business side
+// effect), rejects poison as a business rule would, and fails the first
+// delivery of a message that asks to be requeued once.
+func (e *env) work(ctx context.Context, d *ports.Delivery) error {
+	b, err := decodeBody(d)
+	switch {
+	case err != nil:
+		return err
+	case b.Poison:
+		return ports.Poisonf("message %d is poison", b.N)
+	case b.Requeue && e.delays.firstDelivery(d.ID):
+		return fmt.Errorf("message %d: %w", b.N, errRequeueOnce)
+	}
+	select {
+	case <-time.After(10 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// checkHeldAcross fails the scenario when no requeued copy or no delayed
+// send was held while the fault lasted: it then proved nothing about
+// them.
+func (e *env) checkHeldAcross(from, to time.Time) {
+	e.t.Helper()
+	requeues, sends := e.delays.heldAcross(from, to)
+	e.t.Logf("held across the fault: %d requeued cop(ies) (backoff %v), %d delayed send(s) (Delay %v)", requeues, requeueBackoff, sends, sendDelay)
+	if (requeues == 0 && e.requeueOnce()) || sends == 0 {
+		e.t.Fatalf("no requeued copy (%d) or no delayed send (%d) was held while the fault lasted: the scenario proved nothing about delayed messages across it", requeues, sends)
+	}
+}
+
+// requeueOnce reports whether the stream's messages ask to be requeued
+// once: not under -race on a target with a ClientRace, where the
+// consumer would publish requeue copies over its faulted connections
+// (see stream).
+func (e *env) requeueOnce() bool { return !raceEnabled || e.target.ClientRace == "" }
