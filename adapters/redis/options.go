@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -96,9 +97,7 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	bad := func(field, reason string) error {
-		return &ports.ValueError{Field: "redis.Options." + field, Reason: reason}
-	}
+	bad := kit.Invalid("redis.Options.")
 	switch {
 	case o.Addr == "":
 		return bad("Addr", "is required (host:port, e.g. 127.0.0.1:6379)")
