@@ -45,10 +45,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	}
 	c := &conn{opts: opts, slots: make([]pubSlot, opts.PublishConns)}
 	if _, err := c.slots[0].get(ctx, c); err != nil { // fail fast on a bad address
-		if cl := c.Classify(err); cl.Code != nil {
-			err = &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
-		}
-		return nil, err
+		return nil, driver.ConnectError(c, err)
 	}
 	backoff := kit.Backoff{Initial: opts.ReconnectBackoff, Max: opts.ReconnectMaxBackoff}
 	return &Adapter{portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{opts.Passcode}, Backoff: &backoff})}, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -87,10 +88,7 @@ func (s *subscription) keep(m *stomp.Message) {
 	s.mu.Lock()
 	s.pending = append(s.pending, m)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	kit.Signal(s.wake)
 }
 
 // drain reads sub until go-stomp closes it (a subscription nobody reads

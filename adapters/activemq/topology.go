@@ -44,9 +44,7 @@ const virtualTopicPrefix = "/topic/VirtualTopic."
 func validateExisting(ex []Existing) error {
 	seen := map[ports.Topic]bool{}
 	for i, e := range ex {
-		bad := func(field, reason string, args ...any) error {
-			return &ports.ValueError{Field: fmt.Sprintf("activemq.Options.Existing[%d].%s", i, field), Reason: fmt.Sprintf(reason, args...)}
-		}
+		bad := kit.Invalid(fmt.Sprintf("activemq.Options.Existing[%d].", i))
 		switch {
 		case e.Topic.Validate() != nil:
 			return bad("Topic", "%v", e.Topic.Validate())

@@ -12,17 +12,10 @@ import (
 // and activemq+ssl://… (STOMP over TLS) open this adapter through
 // adapters.Open; Open connects before it returns.
 func init() {
-	adapters.Register("activemq", adapters.OpenerFunc(openURL))
-	adapters.Register("activemq+ssl", adapters.OpenerFunc(openURL))
+	adapters.RegisterBroker(adapters.Broker{Scheme: "activemq", TLSScheme: "activemq+ssl", Open: openURL})
 }
 
-func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
-	secure := u.Scheme == "activemq+ssl"
-	if !secure {
-		if err := cfg.PlainOnly("activemq+ssl"); err != nil {
-			return nil, err
-		}
-	}
+func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config, secure bool) (ports.Adapter, error) {
 	if u.Host == "" || u.Port() == "" {
 		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs the broker's STOMP connector as host:port, e.g. " + u.Scheme + "://127.0.0.1:61613"}
 	}

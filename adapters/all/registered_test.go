@@ -35,8 +35,8 @@ func TestEverySchemeRegistered(t *testing.T) {
 }
 
 // TestEveryRegisteringPackageImported fails when a package under
-// adapters/ registers a scheme (calls adapters.Register outside its
-// tests) and adapters/all does not import it: its doc promises every
+// adapters/ registers a scheme (calls adapters.Register or
+// adapters.RegisterBroker outside its tests) and adapters/all does not import it: its doc promises every
 // adapter.
 func TestEveryRegisteringPackageImported(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "all.go", nil, parser.ImportsOnly)
@@ -63,7 +63,7 @@ func TestEveryRegisteringPackageImported(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if dir := filepath.Dir(path); dir != ".." && strings.Contains(string(src), "adapters.Register(") {
+		if dir := filepath.Dir(path); dir != ".." && (strings.Contains(string(src), "adapters.Register(") || strings.Contains(string(src), "adapters.RegisterBroker(")) {
 			pkg := "github.com/sluicemq/sluice/adapters/" + filepath.ToSlash(strings.TrimPrefix(dir, "../"))
 			if !slices.Contains(registering, pkg) {
 				registering = append(registering, pkg)

@@ -61,10 +61,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	}
 	if err != nil {
 		_ = c.pubC.close(context.Background())
-		if cl := c.Classify(err); cl.Code != nil {
-			err = &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
-		}
-		return nil, err
+		return nil, driver.ConnectError(c, err)
 	}
 	u, _ := url.Parse(opts.URL) // validated
 	password, _ := u.User.Password()

@@ -64,13 +64,3 @@ func Example_watermill() {
 	})
 	_ = router.Run(ctx)
 }
-
-// ExampleWatermillAMQPConfig lets an unmodified watermill-amqp service
-// publish into sluice's "orders" topic.
-func ExampleWatermillAMQPConfig() {
-	cfg, err := amqp.WatermillAMQPConfig(amqp.Options{URL: os.Getenv("AMQP_URL")}, "legacy-service")
-	if err != nil {
-		log.Fatal(err)
-	}
-	_ = cfg // wamqp.NewPublisher(cfg, logger), wamqp.NewSubscriber(cfg, logger)
-}

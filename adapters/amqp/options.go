@@ -65,9 +65,7 @@ func (o Options) withDefaults() Options {
 // validate reports the first problem with o (after defaults) as a
 // *ports.ValueError.
 func (o Options) validate() error {
-	bad := func(field, reason string) error {
-		return &ports.ValueError{Field: "amqp.Options." + field, Reason: reason}
-	}
+	bad := kit.Invalid("amqp.Options.")
 	const ext = "SASL EXTERNAL (mechanism=external) takes the identity from the client certificate: "
 	u, err := url.Parse(o.URL)
 	switch {

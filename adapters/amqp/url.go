@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -20,20 +19,14 @@ import (
 // The path is the virtual host; the shared namespace parameter prefixes
 // the exchanges and queues. Open connects before it returns.
 func init() {
-	adapters.Register("amqp", adapters.OpenerFunc(openAMQP))
-	adapters.Register("amqps", adapters.OpenerFunc(openAMQP))
+	adapters.RegisterBroker(adapters.Broker{Scheme: "amqp", TLSScheme: "amqps", Open: openAMQP,
+		Example: "amqp://guest:guest@127.0.0.1:5672/ or amqps://…@127.0.0.1:5671/",
+		Check: func(host string) string {
+			return "RabbitMQ listens at " + host + " (AMQP port, 5672 or 5671 for amqps), that it is reachable from here, and the credentials and virtual host"
+		}})
 }
 
-func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
-	secure := u.Scheme == "amqps"
-	if !secure {
-		if err := cfg.PlainOnly("amqps"); err != nil {
-			return nil, err
-		}
-	}
-	if u.Host == "" {
-		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs a broker address, e.g. " + u.Scheme + "://guest:guest@127.0.0.1:5672/"}
-	}
+func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config, secure bool) (ports.Adapter, error) {
 	target := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	if cfg.HasCredentials {
 		target.User = url.UserPassword(cfg.Username, cfg.Password)
@@ -54,12 +47,5 @@ func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adap
 	if err := p.Bind(&o, "mechanism"); err != nil {
 		return nil, err
 	}
-	a, err := New(ctx, o)
-	if err != nil {
-		if errors.Is(err, ports.ErrInvalid) || errors.Is(err, adapters.ErrTLS) || errors.Is(err, adapters.ErrAuth) || ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w; check that RabbitMQ listens at %s (AMQP port, 5672 or 5671 for amqps), that it is reachable from here, and the credentials and virtual host", err, u.Host)
-	}
-	return a, nil
+	return New(ctx, o)
 }

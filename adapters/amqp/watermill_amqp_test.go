@@ -11,17 +11,18 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/amqp/rabbittest"
+	"github.com/sluicemq/sluice/adapters/watermill/wmamqp"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // TestWatermillAMQPInterop: an unmodified watermill-amqp publisher and
-// subscriber, configured with WatermillAMQPConfig, exchange messages with
+// subscriber, configured with wmamqp.Config, exchange messages with
 // sluice in both directions, envelope included.
 func TestWatermillAMQPInterop(t *testing.T) {
 	url := rabbittest.Shared(t).URL
 	ns := namespace("interop")
 	a := newAdapter(t, amqp.Options{URL: url, Namespace: ns})
-	cfg, err := amqp.WatermillAMQPConfig(amqp.Options{URL: url, Namespace: ns}, "legacy")
+	cfg, err := wmamqp.Config(amqp.Options{URL: url, Namespace: ns}, "legacy")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -336,3 +336,13 @@ type TransactionalSubscription interface {
 	// I/O.
 	Discard(handles []any)
 }
+
+// ConnectError is err from a constructor's first connect as a
+// *ports.BrokerError (Op "connect") with d's class of it, or err itself
+// when d gives it no portable code.
+func ConnectError(d interface{ Classify(error) Class }, err error) error {
+	if cl := d.Classify(err); cl.Code != nil {
+		return &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
+	}
+	return err
+}

@@ -12,11 +12,12 @@ import (
 // kafka:// and kafka+tls:// open the adapter; the parameters are in
 // docs/adapters/kafka.md.
 func init() {
-	adapters.Register("kafka", adapters.OpenerFunc(openKafka))
-	adapters.Register("kafka+tls", adapters.OpenerFunc(openKafka))
+	adapters.RegisterBroker(adapters.Broker{Scheme: "kafka", TLSScheme: "kafka+tls", Open: openKafka, Check: func(host string) string {
+		return "a Kafka broker listens at " + host + ", that it is reachable from here and advertises an address reachable from here too"
+	}})
 }
 
-func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config, _ bool) (ports.Adapter, error) {
 	k, err := kafkawire.ParseURL(u, cfg, "kafka+tls")
 	if err != nil {
 		return nil, err
@@ -28,9 +29,5 @@ func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Ada
 	if err := p.Bind(&kc, "create_topics", "idempotent", "mechanism"); err != nil {
 		return nil, err
 	}
-	a, err := New(ctx, kc)
-	if err != nil {
-		return nil, kafkawire.OpenErr(ctx, err, "a Kafka broker listens at "+u.Host+", that it is reachable from here and advertises an address reachable from here too")
-	}
-	return a, nil
+	return New(ctx, kc)
 }

@@ -122,11 +122,12 @@ func (s SASL) mechanism() (sasl.Mechanism, error) {
 // kafkaqueue:// and kafkaqueues:// (TLS) open the adapter; the parameters
 // are in docs/adapters/kafkaqueue.md.
 func init() {
-	adapters.Register("kafkaqueue", adapters.OpenerFunc(open))
-	adapters.Register("kafkaqueues", adapters.OpenerFunc(open))
+	adapters.RegisterBroker(adapters.Broker{Scheme: "kafkaqueue", TLSScheme: "kafkaqueues", Open: open, Check: func(host string) string {
+		return "a Kafka 4.x broker with share groups enabled listens at " + host + " and advertises an address reachable from here"
+	}})
 }
 
-func open(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+func open(ctx context.Context, u *url.URL, cfg *adapters.Config, _ bool) (ports.Adapter, error) {
 	k, err := kafkawire.ParseURL(u, cfg, "kafkaqueues")
 	if err != nil {
 		return nil, err
@@ -137,9 +138,5 @@ func open(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter,
 	if err := cfg.Params.Bind(&o, "create_topics", "mechanism"); err != nil {
 		return nil, err
 	}
-	a, err := New(ctx, o)
-	if err != nil {
-		return nil, kafkawire.OpenErr(ctx, err, "a Kafka 4.x broker with share groups enabled listens at "+u.Host+" and advertises an address reachable from here")
-	}
-	return a, nil
+	return New(ctx, o)
 }

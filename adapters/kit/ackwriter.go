@@ -48,10 +48,10 @@ func (w *AckWriter) Settle(tags []uint64) (unknown int) {
 	unknown, ready := w.acks.Settle(tags)
 	w.mu.Unlock()
 	if ready > 0 {
-		signal(w.due)
+		Signal(w.due)
 	}
 	if ready >= w.threshold {
-		signal(w.full)
+		Signal(w.full)
 	}
 	return unknown
 }

@@ -103,10 +103,7 @@ func (d *Delayer) fire(h *held) {
 	delete(d.pending, h)
 	d.due = append(d.due, h)
 	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
+	Signal(d.wake)
 }
 
 // Pending returns the number of items waiting for their time or to run.

@@ -39,3 +39,15 @@ func CheckExistingGroups(field string, groups map[ExistingGroup]string) error {
 	}
 	return nil
 }
+
+// Invalid returns the constructor of a driver's *ports.ValueError for the
+// fields under prefix ("amqp.Options."): the reason is formatted with args
+// when there are any.
+func Invalid(prefix string) func(field, reason string, args ...any) error {
+	return func(field, reason string, args ...any) error {
+		if len(args) > 0 {
+			reason = fmt.Sprintf(reason, args...)
+		}
+		return &ports.ValueError{Field: prefix + field, Reason: reason}
+	}
+}

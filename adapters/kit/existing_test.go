@@ -28,3 +28,14 @@ func TestCheckExisting(t *testing.T) {
 		}
 	}
 }
+
+func TestInvalid(t *testing.T) {
+	bad := kit.Invalid("x.Options.")
+	var ve *ports.ValueError
+	if err := bad("N", "%d is 100%% too many", 3); !errors.As(err, &ve) || ve.Field != "x.Options.N" || ve.Reason != "3 is 100% too many" {
+		t.Errorf("Invalid with args = %#v", err)
+	}
+	if err := bad("N", "50% off"); !errors.As(err, &ve) || ve.Reason != "50% off" {
+		t.Errorf("Invalid without args = %#v, want the reason as it is", err)
+	}
+}

@@ -45,7 +45,7 @@ func (f *Fanin[K, T]) Add(tag K, ch <-chan T) {
 	f.mu.Lock()
 	f.sources = append(slices.Clip(f.sources), fanSource[K, T]{tag, ch})
 	f.mu.Unlock()
-	signal(f.changed)
+	Signal(f.changed)
 }
 
 // Remove stops receiving from the channels tagged tag.
@@ -53,7 +53,7 @@ func (f *Fanin[K, T]) Remove(tag K) {
 	f.mu.Lock()
 	f.sources = slices.DeleteFunc(slices.Clone(f.sources), func(s fanSource[K, T]) bool { return s.tag == tag })
 	f.mu.Unlock()
-	signal(f.changed)
+	Signal(f.changed)
 }
 
 func (f *Fanin[K, T]) list() []fanSource[K, T] {

@@ -50,10 +50,7 @@ func (l *Lease) Try(ctx context.Context) (bool, error) {
 	switch {
 	case ok && !l.held.Swap(true):
 		l.log.Info("sluice: lease taken")
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+		Signal(l.wake)
 	case !ok && l.held.Swap(false):
 		if f := l.lost.Load(); f != nil {
 			(*f)(fmt.Errorf("lease lost: another holder has it, or it could not be renewed within its TTL %v (last try: %v)", l.ttl, err))

@@ -178,11 +178,11 @@ func (ps *Partitions[P]) Ack(handles []any) error {
 			ps.ready = append(ps.ready, next)
 			ps.held--
 			ps.mu.Unlock()
-			signal(ps.o.Wake)
+			Signal(ps.o.Wake)
 		}
 	}
 	if ps.recorded.Add(int64(len(handles))) >= int64(ps.o.Threshold) {
-		signal(ps.kick)
+		Signal(ps.kick)
 	}
 	return nil
 }
@@ -198,7 +198,9 @@ func (p *Partition[P]) done(h *partitionHandle[P]) (driver.Record, bool) {
 	return p.hold.Release(h.key)
 }
 
-func signal(ch chan struct{}) {
+// Signal wakes the waiter on ch, a channel of capacity 1, without
+// blocking: a wake-up already pending stands for this one too.
+func Signal(ch chan<- struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
@@ -303,7 +305,7 @@ func (ps *Partitions[P]) Release(list ...*Partition[P]) {
 		return slices.Contains(list, r.Handle.(*partitionHandle[P]).p)
 	})
 	ps.mu.Unlock()
-	signal(ps.o.Wake)
+	Signal(ps.o.Wake)
 }
 
 // Close stops the commit loop (it commits nothing more; Release and

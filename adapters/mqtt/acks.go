@@ -70,7 +70,15 @@ func (s *subscription) Abandon(handles []any) {
 	if held && s.w != nil && !s.recycling {
 		s.recycling = true
 		n := s.ups
-		time.AfterFunc(recycleAfter-time.Since(s.upAt), func() { s.recycle(n) })
+		c, _ := s.w.(io.Closer)
+		time.AfterFunc(recycleAfter-time.Since(s.upAt), func() {
+			s.mu.Lock()
+			current := s.ups == n && s.w != nil && !s.closed
+			s.mu.Unlock()
+			if current && c != nil {
+				_ = c.Close() // autopaho reconnects and the session resumes
+			}
+		})
 	}
 }
 
@@ -78,18 +86,6 @@ func (s *subscription) Abandon(handles []any) {
 // closes it: a close later than takeoverWindow is not counted as a
 // takeover. A variable for tests.
 var recycleAfter = takeoverWindow
-
-// recycle closes connection number n if it is still the current one;
-// autopaho reconnects and the session resumes.
-func (s *subscription) recycle(n int) {
-	s.mu.Lock()
-	c, ok := s.w.(io.Closer)
-	ok = ok && s.ups == n && !s.closed
-	s.mu.Unlock()
-	if ok {
-		_ = c.Close()
-	}
-}
 
 // flushLocked writes the PUBACKs of the acked deliveries at the head of
 // order; one behind an unacked delivery waits. One caller writes, without

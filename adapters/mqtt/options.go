@@ -3,7 +3,6 @@ package mqtt
 import (
 	"cmp"
 	"crypto/tls"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -70,9 +69,7 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	bad := func(field, reason string, args ...any) error {
-		return &ports.ValueError{Field: "mqtt.Options." + field, Reason: fmt.Sprintf(reason, args...)}
-	}
+	bad := kit.Invalid("mqtt.Options.")
 	scheme := ""
 	if u, err := url.Parse(o.URL); err == nil && u.Host != "" {
 		scheme = strings.ToLower(u.Scheme)

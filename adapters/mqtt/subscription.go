@@ -262,10 +262,7 @@ func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 	if e == nil || !p.Duplicate() {
 		e = &entry{id: id, pub: p, headers: h, dup: p.Duplicate(), received: time.Now()}
 		s.ready = append(s.ready, e)
-		select {
-		case s.signal <- struct{}{}:
-		default:
-		}
+		kit.Signal(s.signal)
 		if p.QoS == 0 {
 			return true, nil
 		}
@@ -342,10 +339,7 @@ func (s *subscription) SendRequeues(_ context.Context, handles []any, _ time.Dur
 		e.requeues++
 		s.ready = append(s.ready, e)
 	}
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
+	kit.Signal(s.signal)
 	return nil
 }
 

@@ -32,9 +32,7 @@ func validateExisting(ns string, ex []Existing) error {
 	topics := map[ports.Topic]bool{}
 	phys := map[string]ports.Topic{}
 	for i, e := range ex {
-		bad := func(field, reason string, args ...any) error {
-			return &ports.ValueError{Field: fmt.Sprintf("mqtt.Options.Existing[%d].%s", i, field), Reason: fmt.Sprintf(reason, args...)}
-		}
+		bad := kit.Invalid(fmt.Sprintf("mqtt.Options.Existing[%d].", i))
 		p := e.PhysicalTopic
 		switch {
 		case e.Topic.Validate() != nil:

@@ -11,36 +11,26 @@ import (
 // mqtt://, mqtts:// and mqtt+embedded:// open the adapter; the URL form and
 // its parameters are in docs/adapters/mqtt.md.
 func init() {
-	adapters.Register("mqtt", adapters.OpenerFunc(openMQTT))
-	adapters.Register("mqtts", adapters.OpenerFunc(openMQTT))
-	adapters.Register("mqtt+embedded", adapters.OpenerFunc(openMQTT))
-}
-
-func openMQTT(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
-	if u.Scheme != "mqtts" {
-		hint := "mqtts"
-		if u.Scheme == "mqtt+embedded" {
-			hint = "" // an in-process broker on loopback has no TLS form
-		}
-		if err := cfg.PlainOnly(hint); err != nil {
+	adapters.RegisterBroker(adapters.Broker{Scheme: "mqtt", TLSScheme: "mqtts", Open: openMQTT,
+		Example: "mqtt://127.0.0.1:1883 or mqtts://127.0.0.1:8883"})
+	adapters.Register("mqtt+embedded", adapters.OpenerFunc(func(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
+		if err := cfg.PlainOnly(""); err != nil { // an in-process broker on loopback has no TLS form
 			return nil, err
 		}
-	}
-	var o Options
-	switch u.Scheme {
-	case "mqtt+embedded":
 		if u.Host != "" {
 			return nil, &adapters.ParamError{Param: "host", Reason: "mqtt+embedded:// starts its own broker and takes no host (write mqtt+embedded:// or mqtt+embedded:///namespace)"}
 		}
-		o.Embedded = true
-	default:
-		if u.Host == "" {
-			return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs a broker address, e.g. mqtt://127.0.0.1:1883 or mqtts://127.0.0.1:8883"}
-		}
+		return openMQTT(ctx, u, cfg, false)
+	}))
+}
+
+func openMQTT(ctx context.Context, u *url.URL, cfg *adapters.Config, secure bool) (ports.Adapter, error) {
+	o := Options{Embedded: u.Scheme == "mqtt+embedded"}
+	if !o.Embedded {
 		o.URL = u.Scheme + "://" + u.Host
-		if u.Scheme == "mqtts" {
-			o.TLS = cfg.TLS()
-		}
+	}
+	if secure {
+		o.TLS = cfg.TLS()
 	}
 	ns, err := cfg.PathNamespace(u)
 	if err != nil {

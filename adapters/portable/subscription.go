@@ -118,12 +118,7 @@ func (s *Subscription) mine(d *ports.Delivery) *handle {
 func (s *Subscription) report(err error) { s.errs.Report(s.a.scrub(err)) }
 
 // signal wakes a Receive waiting for room or a due hold.
-func (s *Subscription) signal() {
-	select {
-	case s.room <- struct{}{}:
-	default:
-	}
-}
+func (s *Subscription) signal() { kit.Signal(s.room) }
 
 // Receive returns up to max deliveries, never more than the free slots of
 // SubscriptionSpec.InFlight (it waits for a settlement when none is free).

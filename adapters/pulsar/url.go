@@ -33,22 +33,13 @@ import (
 // the address: ErrRefused (at once), ErrTimeout, ErrUnreachable, ErrTLS or
 // ErrAuth.
 func init() {
-	adapters.Register("pulsar", adapters.OpenerFunc(openPulsar))
-	adapters.Register("pulsar+ssl", adapters.OpenerFunc(openPulsar))
+	adapters.RegisterBroker(adapters.Broker{Scheme: "pulsar", TLSScheme: "pulsar+ssl", Open: openPulsar,
+		Example: "pulsar://127.0.0.1:6650 or pulsar+ssl://127.0.0.1:6651"})
 }
 
 var pulsarParams = []string{"chunking", "send_timeout", "operation_timeout", "requeue_tick", "connect_timeout", "token (or token_file, token_env)"}
 
-func openPulsar(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
-	secure := u.Scheme == "pulsar+ssl"
-	if !secure {
-		if err := cfg.PlainOnly("pulsar+ssl"); err != nil {
-			return nil, err
-		}
-	}
-	if u.Host == "" {
-		return nil, &adapters.ParamError{Param: "host", Reason: u.Scheme + ":// needs a broker address, e.g. " + u.Scheme + "://127.0.0.1:6650"}
-	}
+func openPulsar(ctx context.Context, u *url.URL, cfg *adapters.Config, secure bool) (ports.Adapter, error) {
 	p := cfg.Params
 	o := Options{
 		URL:              u.Scheme + "://" + u.Host,

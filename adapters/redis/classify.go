@@ -59,11 +59,7 @@ func (c *conn) connectError(err error) error {
 	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "can't parse") || strings.Contains(err.Error(), "invalid reply"):
 		err = fmt.Errorf("%w: %s closed the plaintext connection or answered something that is not RESP: not a plaintext port? if it is Redis' TLS port (tls-port), use rediss://: %w", adapters.ErrTLS, addr, err)
 	}
-	err = &kit.DialError{Broker: "Redis", Addr: addr, Timeout: c.o.DialTimeout, Err: err}
-	if cl := c.Classify(err); cl.Code != nil {
-		return &ports.BrokerError{Op: "connect", Code: cl.Code, Retryable: cl.Retryable, Err: err}
-	}
-	return err
+	return driver.ConnectError(c, &kit.DialError{Broker: "Redis", Addr: addr, Timeout: c.o.DialTimeout, Err: err})
 }
 
 // go-redis logs through one process-wide logger (redis.SetLogger, stderr

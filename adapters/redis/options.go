@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -96,9 +97,7 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	bad := func(field, reason string) error {
-		return &ports.ValueError{Field: "redis.Options." + field, Reason: reason}
-	}
+	bad := kit.Invalid("redis.Options.")
 	switch {
 	case o.Addr == "":
 		return bad("Addr", "is required (host:port, e.g. 127.0.0.1:6379)")
@@ -129,29 +128,21 @@ func (o Options) client() *goredis.Client {
 // open the adapter; docs/adapters/redis.md lists the parameters. Open
 // connects and checks the durability level before it returns.
 func init() {
-	for _, scheme := range []string{"redis", "rediss"} {
-		adapters.Register(scheme, adapters.PasswordOnly(adapters.OpenerFunc(openURL)))
-	}
+	adapters.RegisterBroker(adapters.Broker{Scheme: "redis", TLSScheme: "rediss", PasswordOnly: true, Open: openURL,
+		Example: "redis://127.0.0.1:6379/0"})
 }
 
-func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
-	o, err := optionsFromURL(u, cfg)
+func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config, secure bool) (ports.Adapter, error) {
+	o, err := optionsFromURL(u, cfg, secure)
 	if err != nil {
 		return nil, err
 	}
 	return New(ctx, o)
 }
 
-func optionsFromURL(u *url.URL, cfg *adapters.Config) (Options, error) {
+func optionsFromURL(u *url.URL, cfg *adapters.Config, secure bool) (Options, error) {
 	bad := func(param, reason string) (Options, error) {
 		return Options{}, &adapters.ParamError{Param: param, Reason: reason}
-	}
-	secure := u.Scheme == "rediss"
-	if err := cfg.PlainOnly("rediss"); err != nil && !secure {
-		return Options{}, err
-	}
-	if u.Host == "" {
-		return bad("host", u.Scheme+":// needs a server address, e.g. "+u.Scheme+"://127.0.0.1:6379/0")
 	}
 	o := Options{Addr: u.Host, Namespace: cfg.Namespace, Logger: cfg.Logger, Username: cfg.Username, Password: cfg.Password}
 	if u.Port() == "" {

@@ -31,12 +31,12 @@ import (
 // silently ignored; insecure=true (or adapters.WithInsecureTLS)
 // acknowledges that the proxy is not authenticated, and without it Open
 // logs a warning saying so.
-func init() { adapters.Register("rocketmq", adapters.OpenerFunc(openURL)) }
+func init() {
+	adapters.RegisterBroker(adapters.Broker{Scheme: "rocketmq", TLSScheme: "rocketmq", Open: openURL, // checkTLS judges the TLS settings
+		Example: "rocketmq://127.0.0.1:8081 (the proxy's gRPC address)"})
+}
 
-func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config) (ports.Adapter, error) {
-	if u.Host == "" {
-		return nil, &adapters.ParamError{Param: "host", Reason: "rocketmq:// needs the proxy's gRPC address, e.g. rocketmq://127.0.0.1:8081"}
-	}
+func openURL(ctx context.Context, u *url.URL, cfg *adapters.Config, _ bool) (ports.Adapter, error) {
 	o := Options{Endpoint: u.Host, Namespace: cfg.Namespace, Logger: cfg.Logger}
 	// max_lease=0 turns renewal off, where a zero MaxLease means the default.
 	if o.MaxLease = cfg.Params.Duration("max_lease", DefaultMaxLease, 0, 7*24*time.Hour); o.MaxLease == 0 {

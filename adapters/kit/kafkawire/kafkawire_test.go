@@ -1,9 +1,6 @@
 package kafkawire_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -50,18 +47,5 @@ func TestNames(t *testing.T) {
 	bc := ports.SubscriptionSpec{Topic: "t", Mode: ports.Broadcast, Instance: "i1"}
 	if got := kafkawire.Group("ns", bc); got != "ns.t.bcast.i1" {
 		t.Errorf("Broadcast Group = %q, want ns.t.bcast.i1", got)
-	}
-}
-
-func TestOpenErr(t *testing.T) {
-	ctx := context.Background()
-	refused := fmt.Errorf("dial: %w", ports.ErrRefused)
-	if err := kafkawire.OpenErr(ctx, refused, "a broker listens at h:1"); !errors.Is(err, ports.ErrRefused) || !strings.HasSuffix(err.Error(), "; check that a broker listens at h:1") {
-		t.Errorf("OpenErr = %v", err)
-	}
-	for _, err := range []error{ports.ErrInvalid, ports.ErrAuth, ports.ErrTLS} {
-		if got := kafkawire.OpenErr(ctx, err, "x"); got != err {
-			t.Errorf("OpenErr(%v) = %v, want it unchanged", err, got)
-		}
 	}
 }

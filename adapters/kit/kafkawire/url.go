@@ -1,15 +1,12 @@
 package kafkawire
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/sluicemq/sluice/adapters"
-	"github.com/sluicemq/sluice/ports"
 )
 
 // URL is what the Kafka adapters read alike from
@@ -24,17 +21,12 @@ type URL struct {
 	TLS            *tls.Config // the secure scheme's: each broker verified by its own host name
 }
 
-// ParseURL reads u, whose secure scheme is tlsScheme: a plaintext scheme
-// refuses TLS settings and warns of a PLAIN password. It consumes the
-// mechanism parameter (the opener lists it in Params.Bind's also).
+// ParseURL reads u, whose secure scheme is tlsScheme (a plaintext one was
+// checked for TLS settings by adapters.RegisterBroker), and warns of a
+// PLAIN password in plaintext. It consumes the mechanism parameter (the
+// opener lists it in Params.Bind's also).
 func ParseURL(u *url.URL, cfg *adapters.Config, tlsScheme string) (URL, error) {
-	secure := u.Scheme == tlsScheme
-	if !secure {
-		if err := cfg.PlainOnly(tlsScheme); err != nil {
-			return URL{}, err
-		}
-	}
-	var k URL
+	secure, k := u.Scheme == tlsScheme, URL{}
 	for _, h := range strings.Split(u.Host, ",") {
 		if h != "" {
 			k.Brokers = append(k.Brokers, h)
@@ -79,16 +71,4 @@ func ParseMechanism(s string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%q is not plain, scram-sha-256 or scram-sha-512", s)
-}
-
-// OpenErr is what an opener returns when New failed with err: err itself
-// when the caller has to fix it (invalid, credentials, TLS, a plaintext
-// client on a TLS listener) or ctx ended, else err and what to check
-// (completing "check that …").
-func OpenErr(ctx context.Context, err error, check string) error {
-	if errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrAuth) || errors.Is(err, ports.ErrTLS) || ctx.Err() != nil ||
-		errors.As(err, new(*adapters.PlaintextOnTLSError)) {
-		return err
-	}
-	return fmt.Errorf("%w; check that %s", err, check)
 }
