@@ -338,42 +338,45 @@ func TestBestEffortSubscription(t *testing.T) {
 	}
 }
 
-// TestRetentionExpiresQueuedMessages: on mosquitto, a message to a topic
-// declared with a 1s retention, queued in a stopped member's session, is
-// dropped by the broker once it is older than that: the member, resumed
-// later, receives only what was sent after.
+// TestRetentionExpiresQueuedMessages: a message to a topic declared with
+// a 1s retention, queued in a stopped member's session, is dropped by the
+// broker once it is older than that: the member, resumed later, receives
+// only what was sent after.
 func TestRetentionExpiresQueuedMessages(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := mqtttest.Require(t, mqtttest.MosquittoOptions{})
-	a := newAdapterOpts(t, ctx, mqtt.Options{URL: m.URL(), Namespace: "ret" + randHex()})
-	if err := ports.DeclareTopic(ctx, a, ports.TopicSpec{Topic: "state", Retention: time.Second}); err != nil {
-		t.Fatal(err)
+	for _, b := range faultBrokers(t) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			a := newAdapterOpts(t, ctx, mqtt.Options{URL: "mqtt://" + b.addr, Namespace: "ret" + randHex(), ReceiveMaximum: b.rm})
+			if err := ports.DeclareTopic(ctx, a, ports.TopicSpec{Topic: "state", Retention: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			spec := ports.SubscriptionSpec{Topic: "state", Group: "g", Instance: "r0"}
+			sub, err := a.Subscribe(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stopSub(t, sub) // the session, with its shared subscription, stays
+			if err := a.Send(ctx, ports.Message{Topic: "state", Payload: []byte("old")}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2100 * time.Millisecond) // what is tested: the message outlives its expiry interval
+			if err := a.Send(ctx, ports.Message{Topic: "state", Payload: []byte("fresh")}); err != nil {
+				t.Fatal(err)
+			}
+			sub, err = a.Subscribe(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stopSub(t, sub)
+			d := receiveN(t, ctx, sub, 1)[0]
+			if string(d.Payload) != "fresh" {
+				t.Fatalf("resumed member got %q first, want only %q (the expired message must be dropped)", d.Payload, "fresh")
+			}
+			if err := sub.Settle(ctx, []*ports.Delivery{d}, ports.Disposition{Action: ports.Ack}); err != nil {
+				t.Fatal(err)
+			}
+			noDelivery(t, sub, 300*time.Millisecond, "the expired message was delivered")
+		})
 	}
-	spec := ports.SubscriptionSpec{Topic: "state", Group: "g", Instance: "r0"}
-	sub, err := a.Subscribe(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopSub(t, sub) // the session, with its shared subscription, stays
-	if err := a.Send(ctx, ports.Message{Topic: "state", Payload: []byte("old")}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2100 * time.Millisecond) // what is tested: the message outlives its expiry interval
-	if err := a.Send(ctx, ports.Message{Topic: "state", Payload: []byte("fresh")}); err != nil {
-		t.Fatal(err)
-	}
-	sub, err = a.Subscribe(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stopSub(t, sub)
-	d := receiveN(t, ctx, sub, 1)[0]
-	if string(d.Payload) != "fresh" {
-		t.Fatalf("resumed member got %q first, want only %q (the expired message must be dropped)", d.Payload, "fresh")
-	}
-	if err := sub.Settle(ctx, []*ports.Delivery{d}, ports.Disposition{Action: ports.Ack}); err != nil {
-		t.Fatal(err)
-	}
-	noDelivery(t, sub, 300*time.Millisecond, "the expired message was delivered")
 }
