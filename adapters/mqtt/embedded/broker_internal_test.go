@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,6 +368,31 @@ func TestSessionTakeover(t *testing.T) {
 	pub, _ := connected(t, b, connectOpts{id: "pub", clean: true})
 	pub.mustPublish("x", "kept")
 	second.expectPublish("kept") // the subscription came with the session
+}
+
+// A connection taken over before its CONNACK was written still gets the
+// CONNACK first, then DISCONNECT 0x8E [MQTT-3.14.0-1].
+func TestTakeoverBeforeConnackWritten(t *testing.T) {
+	b := start(t, Options{})
+	hold := make(chan struct{})
+	var firstRemote atomic.Value
+	b.mu.Lock()
+	b.testWriterRound = func(c *conn) {
+		if c.id == "twice" && c.remote == firstRemote.Load() {
+			<-hold
+		}
+	}
+	b.mu.Unlock()
+	first := dial(t, b)
+	firstRemote.Store(first.nc.LocalAddr().String())
+	first.send((connectOpts{id: "twice", clean: true, expiry: 60}).packet())
+	waitFor(t, "the first connection attached", func() bool { return b.state("twice").connected })
+	connected(t, b, connectOpts{id: "twice", expiry: 60})
+	close(hold)
+	if ca, ok := first.read().Content.(*packets.Connack); !ok || ca.ReasonCode != 0 {
+		t.Fatalf("first packet %v, want the CONNACK", ca)
+	}
+	first.expectDisconnect(codeSessionTakenOver)
 }
 
 // A disconnected session expires exactly its interval after the

@@ -511,11 +511,18 @@ func (c *conn) killLocked(code byte, why string, keepSession bool) {
 }
 
 // stopLocked marks c ending: the writer sends final (if any), then
-// closes; its writes are bounded from now on.
+// closes; its writes are bounded from now on. A CONNACK not written yet
+// still goes first: no DISCONNECT before the CONNACK [MQTT-3.14.0-1].
 func (c *conn) stopLocked() {
 	c.ending = true
-	clear(c.ctl)
-	c.ctl = c.ctl[:0]
+	keep := 0
+	if len(c.ctl) > 0 {
+		if _, ok := c.ctl[0].(*packets.Connack); ok {
+			keep = 1
+		}
+	}
+	clear(c.ctl[keep:])
+	c.ctl = c.ctl[:keep]
 	if c.started {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(writeGrace))
 		c.wakeLocked()
