@@ -11,7 +11,6 @@ require (
 	github.com/eclipse/paho.golang v0.23.0
 	github.com/go-stomp/stomp/v3 v3.1.3
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/prometheus/client_golang v1.24.1
 	github.com/rabbitmq/amqp091-go v1.10.0
 	github.com/reactivex/rxgo/v2 v2.5.0
@@ -55,7 +54,6 @@ require (
 	github.com/natefinch/lumberjack v2.0.0+incompatible // indirect
 	github.com/pierrec/lz4 v2.6.1+incompatible // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
-	github.com/rs/xid v1.4.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/vmihailenco/msgpack v4.0.4+incompatible
 	github.com/xdg-go/pbkdf2 v1.0.0 // indirect

@@ -8,8 +8,8 @@
 # 127.0.0.1 and stop them by PID), then runs vet and the race-enabled tests (listing every
 # skipped test with its reason at the end), then Pulsar's and
 # MQTT's connection fault scenarios again without -race. In-process
-# brokers (kfake for Kafka, mochi for MQTT, the Pulsar test broker) come
-# from Go modules.
+# brokers (kfake for Kafka, the Pulsar test broker) come from Go modules;
+# the embedded MQTT broker is sluice's own (adapters/mqtt/embedded).
 #
 # With CI=true a broker (or PostgreSQL) that cannot be started fails the
 # run instead of skipping its tests.

@@ -16,7 +16,6 @@ var brokerClients = []string{
 	"github.com/apache/pulsar-client-go",
 	"github.com/ThreeDotsLabs/watermill-amqp",
 	"github.com/ThreeDotsLabs/watermill-kafka",
-	"github.com/mochi-mqtt/server",
 }
 
 // TestCoreImportsNoBrokerClient proves with go list -deps that ports/,

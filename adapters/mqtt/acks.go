@@ -138,7 +138,7 @@ func (s *subscription) connected(conn io.Writer) {
 	s.failed.Store(false)
 }
 
-// A session takeover shows as DISCONNECT 0x8E (mochi) or, without a reason
+// A session takeover shows as DISCONNECT 0x8E (the embedded broker) or, without a reason
 // (mosquitto 2.0), as a takeover war: takeoverQuick connections in a row
 // closed within takeoverWindow of acceptance, no attempt failing between.
 const (

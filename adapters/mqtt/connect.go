@@ -73,7 +73,7 @@ func (c *conn) connect(ctx context.Context, clientID string, s *subscription) (*
 			if cp.Properties == nil {
 				cp.Properties = &paho.ConnectProperties{}
 			}
-			// Explicit: paho sends 0 once any property is set, and mochi then strips user properties.
+			// Explicit: paho sends 0 once any property is set, and a broker may then leave out reason strings and user properties.
 			cp.Properties.RequestProblemInfo = true
 			if s != nil && s.receiveMax > 0 {
 				cp.Properties.ReceiveMaximum = &s.receiveMax

@@ -103,7 +103,7 @@ func TestSettleContract(t *testing.T) {
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := newAdapter(t, ctx, b.URL(), "settle"+randHex(), 65535)
+	a := newAdapter(t, ctx, b.URL(), "settle"+randHex(), 0)
 	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g", Instance: "r0"})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestSendOutcomes(t *testing.T) {
 		t.Fatalf("Send with no subscriber (reason code 16) returned %v, want nil", err)
 	}
 
-	ae := newAdapter(t, ctx, b.URL(), "send", 65535)
+	ae := newAdapter(t, ctx, b.URL(), "send", 0)
 	refuse.Store(true)
 	err = ae.Send(ctx, ports.Message{Topic: "ok", Payload: []byte(`{}`)}, ports.Message{Topic: "refused", Payload: []byte(`{}`)})
 	var se *ports.SendError
@@ -188,7 +188,7 @@ func TestMalformedDeliverAt(t *testing.T) {
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := newAdapter(t, ctx, b.URL(), "bad", 65535)
+	a := newAdapter(t, ctx, b.URL(), "bad", 0)
 	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g", Instance: "r0"})
 	if err != nil {
 		t.Fatal(err)

@@ -104,7 +104,7 @@ func (h *harness) CreateExisting(ctx context.Context, topic ports.Topic, group s
 	}
 	return tck.Existing{Adapter: &slotAdapter{Adapter: a, h: h}, Names: "topic " + legacy + ", shared subscription $share/" + share + "/" + legacy,
 		Publish: publish, Unobservable: "an MQTT broker keeps no declared topology to compare: a topic exists by being " +
-			"published to and a shared subscription by its members' SUBSCRIBE, and neither mosquitto nor mochi lists " +
+			"published to and a shared subscription by its members' SUBSCRIBE, and neither mosquitto nor the embedded broker lists " +
 			"subscriptions to a client ($SYS gives counts only, shared by every test of the broker)"}, nil
 }
 

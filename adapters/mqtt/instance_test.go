@@ -35,11 +35,11 @@ func (b *syncBuffer) String() string {
 // TestBroadcastInstanceCollisionDetected: a second process subscribing with
 // the same Broadcast Instance gets the MQTT session (the broker cannot tell
 // the newcomer that the session is in use, so Subscribe cannot refuse).
-// The broker disconnects the first: mochi with "Session taken over"
-// (0x8E), so the first is the one that reports; mosquitto without a
-// reason, so both reconnect and take the session from each other until the
-// one that first saw five such losses in a row reports (usually the
-// newcomer, whose connections all die young). The one that reports does so
+// The broker disconnects the first: the embedded broker with "Session
+// taken over" (0x8E), so the first is the one that reports; mosquitto
+// without a reason, so both reconnect and take the session from each
+// other until the one that first saw five such losses in a row reports
+// (usually the newcomer, whose connections all die young). The one that reports does so
 // on its Errors and in its log, naming the instance, stops reconnecting and
 // fails Receive — nobody silently receives nothing — and the other keeps
 // the session and receives.
@@ -96,7 +96,7 @@ func TestBroadcastInstanceCollisionDetected(t *testing.T) {
 			}
 			winner := 1 - loser
 			if b.name == "embedded" && loser != 0 {
-				t.Fatalf("the newcomer reported the takeover (%v), want the first (mochi sends it 0x8E)", taken)
+				t.Fatalf("the newcomer reported the takeover (%v), want the first (the embedded broker sends it 0x8E)", taken)
 			}
 			t.Logf("subscription %d (0: first, 1: newcomer) reported: %v", loser, taken)
 			var te *mqtt.SessionTakenOverError

@@ -19,7 +19,7 @@ import (
 
 // TestLedgerFaults runs the fault kit (package tck/faults, with its
 // zero-loss ledger and LEDGER lines) against a real mosquitto and against
-// the embedded mochi broker, a fresh broker per scenario. It adds the
+// the embedded broker, a fresh broker per scenario. It adds the
 // ledger's accounting to this package's own fault tests (reliability_test.go),
 // which it does not replace: they measure MQTT-specific windows (arrivals
 // before the adapter, deferred PUBACKs) that the kit does not see.
@@ -55,26 +55,10 @@ func TestLedgerFaults(t *testing.T) {
 	})
 	t.Run("embedded", func(t *testing.T) {
 		faults.Run(t, faults.Target{
-			Name:       "mqtt-embedded",
-			Dial:       dialMQTT(65535),
-			Arrivals:   arrivals,
-			ClientRace: pahoReconnectRace,
-			Skip: map[string]string{
-				"soak": "mochi v2.7.9 stalls under the soak's requeues and dead letters: with Receive Maximum 65535 a consumer " +
-					"holding PUBACKs back blocks the broker until publishes time out, and with a small Receive Maximum mochi keeps " +
-					"messages beyond the send quota in its inflight store until the client reconnects (https://github.com/mochi-mqtt/server/issues/340); " +
-					"the embedded broker is for development only — see docs/reliability.md",
-			},
-			// Measured with mochi v2.7.9 (TestFaultConnectionCut, losesInFlight):
-			// a message mochi had in flight to a client whose connection
-			// was cut is sometimes never resent on the resumed session.
-			BrokerDrops: map[string]string{
-				"conn-reset": embeddedLosesInFlight,
-				"blackhole":  embeddedLosesInFlight,
-				// A 2s stall outlasts the 2s keep-alive: the client
-				// reconnects and resumes its session, as after a reset.
-				"stall": embeddedLosesInFlight,
-			},
+			Name:         "mqtt-embedded",
+			Dial:         dialMQTT(0),
+			Arrivals:     arrivals,
+			ClientRace:   pahoReconnectRace,
 			SoakMessages: 100_000,
 			Start:        startEmbedded,
 		})
@@ -95,12 +79,6 @@ func arrivals(a ports.Adapter, arrived func(id string)) {
 	mqtt.SetArrivalHook(a.(*mqtt.Adapter), func(id string, _ bool) { arrived(id) })
 }
 
-// embeddedLosesInFlight is why a connection fault on mochi may lose
-// confirmed messages that never reached the client.
-const embeddedLosesInFlight = "mochi v2.7.9 does not always resend a message it had in flight to a client whose connection " +
-	"died when the session resumes (measured by TestFaultConnectionCut; seen in conn-reset beside a CPU hog, " +
-	"docs/reliability.md, known defects): the message was confirmed to the publisher and never delivered; mosquitto has no such excuse"
-
 // dialMQTT makes adapters with receive maximum rm (0: the adapter's
 // default), playing the process named identity.
 func dialMQTT(rm int) func(ctx context.Context, addr, identity string) (ports.Adapter, error) {
@@ -112,9 +90,8 @@ func dialMQTT(rm int) func(ctx context.Context, addr, identity string) (ports.Ad
 	}
 }
 
-// startEmbedded starts a mochi broker whose publishes can be refused:
-// dead-letter publishes, or every other publish; a scenario that fails
-// while mochi's known inflight deadlock is proven ends as a skip.
+// startEmbedded starts an embedded broker whose publishes can be refused:
+// dead-letter publishes, or every other publish.
 func startEmbedded(t *testing.T) *faults.Broker {
 	var failDLQ, failAll atomic.Bool
 	b, err := embedded.Start(embedded.Options{AllowPublish: func(_, topic string) bool {
@@ -129,14 +106,7 @@ func startEmbedded(t *testing.T) *faults.Broker {
 		Addr:            b.Addr(),
 		FailDeadLetters: failDLQ.Store,
 		FailSends:       failAll.Store,
-		FailSendsNote:   "mochi answers PUBACK 0x87 (not authorized): nothing is stored",
-		// mochi v2.7.9 takes a client's inflight read lock twice
-		// (Inflight.NextImmediate → GetAll); a publish to that client in
-		// between deadlocks it, and what mochi holds for it is never
-		// delivered (seen under load in handler-panic; docs/reliability.md,
-		// known defects). Proven from the goroutine stacks only.
-		KnownDeadlock:    b.InflightDeadlock,
-		DeadlockStranded: strandedByDeadlock,
+		FailSendsNote:   "the embedded broker answers PUBACK 0x87 (not authorized): nothing is stored",
 	}
 }
 

@@ -43,7 +43,7 @@ type Options struct {
 	// false: a stopped member keeps its share (the group stays durable).
 	LeaveGroupOnStop bool `url:"leave_group_on_stop"`
 	// ReceiveMaximum, when positive, is every subscription's Receive
-	// Maximum. Default SubscriptionSpec.InFlight (65535 with Embedded).
+	// Maximum. Default SubscriptionSpec.InFlight.
 	ReceiveMaximum int `url:"receive_maximum,1..65535"`
 	// KeepAlive is the MQTT keep-alive. Default 30s.
 	KeepAlive time.Duration `url:"keep_alive,1s..18h" default:"30s"`
@@ -61,9 +61,6 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	kit.DefaultTags(&o)
 	o.Instance = cmp.Or(o.Instance, ports.NewID())
-	if o.Embedded && o.ReceiveMaximum == 0 {
-		o.ReceiveMaximum = 65535
-	}
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }

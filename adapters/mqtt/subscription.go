@@ -166,8 +166,9 @@ func (c *conn) forget(s *subscription) {
 	delete(c.subs, s.clientID)
 }
 
-// subscribe sends SUBSCRIBE on cm and checks the granted QoS. mochi's 0x91
-// (packet id in use by its resumed publishes) is retried; on a resumed
+// subscribe sends SUBSCRIBE on cm and checks the granted QoS. A broker's
+// 0x91 (packet id in use: one that shares the id space of its resumed
+// publishes with the client's, as mochi-mqtt did) is retried; on a resumed
 // session the kept subscription is then accepted.
 func (s *subscription) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, resumed bool) error {
 	var err error

@@ -17,7 +17,7 @@ import (
 )
 
 // mqtt+embedded:// runs the MQTT adapter on its in-process development
-// broker (mochi-mqtt), so the opener is proven end to end here.
+// broker, so the opener is proven end to end here.
 func TestOpenMQTTEmbedded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
