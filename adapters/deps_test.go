@@ -14,7 +14,6 @@ var brokerModules = []string{
 	"github.com/IBM/sarama",
 	"github.com/rabbitmq/amqp091-go",
 	"github.com/eclipse/paho",
-	"github.com/mochi-mqtt/server",
 	"github.com/apache/pulsar-client-go",
 	"github.com/twmb/franz-go",
 	"github.com/go-stomp/stomp",

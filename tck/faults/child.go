@@ -76,16 +76,27 @@ func runChild(t *testing.T, target Target) {
 
 // childOutput makes a consumer process exit once its stdin closes (the
 // parent is gone) and returns its line writer (childPrefix + one line).
+// READY is always the first line: Pipeline.Start has already started
+// receiving when it returns, so a line about a delivery (a resumed
+// session's redelivery comes right after the connection is up) waits
+// until READY was written.
 func childOutput() func(format string, args ...any) {
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(3)
 	}()
 	var mu sync.Mutex
+	ready := make(chan struct{})
 	return func(format string, args ...any) {
+		if format != "READY" {
+			<-ready
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(os.Stdout, childPrefix+format+"\n", args...)
+		if format == "READY" {
+			close(ready)
+		}
 	}
 }
 

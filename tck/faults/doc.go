@@ -76,10 +76,9 @@
 // A known broker defect may turn a failure into a SKIP that names it, but
 // only with proof that the defect explains it: Target.BrokerDrops excuses
 // messages that never reached any client (Target.Arrivals) and were sent
-// inside a fault window; Broker.KnownDeadlock excuses messages that never
-// reached any client and the goroutines Broker.DeadlockStranded claims.
-// A message a client received, a failed settlement, a consumer that
-// cannot start, a leaked sluice goroutine still fail.
+// inside a fault window. A message a client received, a failed
+// settlement, a consumer that cannot start, a leaked sluice goroutine
+// still fail.
 //
 // # Timing
 //

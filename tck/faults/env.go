@@ -39,8 +39,7 @@ type env struct {
 	consumers []*consumer
 	procs     map[ports.Adapter]process
 	processes int
-	// knownBug: the scenario ended as a skip naming Target.BrokerDrops
-	// or a proven broker deadlock.
+	// knownBug: the scenario ended as a skip naming Target.BrokerDrops.
 	knownBug bool
 
 	errMu    sync.Mutex
@@ -82,10 +81,6 @@ func newEnv(t *testing.T, target Target, b *Broker, fault string) *env {
 			if dl := e.l.OnDeadLetterTopic(e.l.LostIDs()); len(dl) > 0 {
 				t.Logf("%d lost message(s) are on the dead-letter topic although no dead-letter settlement of theirs was reported done, "+
 					"and the original never came back: the broker carried out a settlement the adapter reported failed (e.g. %v)", len(dl), dl[:min(len(dl), 5)])
-			}
-			if excuse := e.deadlockExcuse(e.l.LostIDs()); excuse != "" {
-				e.l.Record(t)
-				t.Skipf("KNOWN BROKER DEADLOCK (%d confirmed message(s) lost, none of which reached a client): %s", r.Lost, excuse)
 			}
 		}
 		e.l.Check(t)
@@ -356,7 +351,6 @@ func (p *producer) wait(e *env) {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		e.skipIfDeadlocked("producer still sending after the target's timeout")
 		e.t.Fatalf("producer still sending after %v", e.target.Timeout)
 	}
 	if p.err != nil {
@@ -371,46 +365,8 @@ func (e *env) await(what string, cond func(tck.Counts) bool) {
 	ctx, cancel := withTimeout(e.ctx, e.target)
 	defer cancel()
 	if err := e.l.Await(ctx, what, cond); err != nil {
-		e.skipIfDeadlocked(err.Error())
 		e.t.Fatal(err)
 	}
-}
-
-// skipIfDeadlocked ends the scenario as a skip when the broker proves a
-// known deadlock of its own (Broker.KnownDeadlock) and every confirmed
-// message not settled yet is proven never to have reached a client: the
-// messages the deadlocked broker holds. what names the failure it
-// explains. The ledger is still printed.
-func (e *env) skipIfDeadlocked(what string) {
-	excuse := e.deadlockExcuse(e.l.LostIDs())
-	if excuse == "" {
-		return
-	}
-	e.knownBug = true
-	e.t.Skipf("KNOWN BROKER DEADLOCK (%s): %s", what, excuse)
-}
-
-// deadlockExcuse returns the broker's proof of a known deadlock when it
-// explains the loss of ids (confirmed, never settled): none of them
-// reached a client. Otherwise it returns "", saying why in the log when a
-// proof exists.
-func (e *env) deadlockExcuse(ids []string) string {
-	if e.b.KnownDeadlock == nil {
-		return ""
-	}
-	proof := e.b.KnownDeadlock()
-	if proof == "" {
-		return ""
-	}
-	if r := e.l.Report(); r.LostAfterSettleError > 0 {
-		e.t.Logf("the broker proves a known deadlock, but %d lost message(s) had a failed settlement: not excused (%s)", r.LostAfterSettleError, firstLine(proof))
-		return ""
-	}
-	if why := e.w.neverArrived(ids); why != "" {
-		e.t.Logf("the broker proves a known deadlock, but it does not explain this loss: %s (%s)", why, firstLine(proof))
-		return ""
-	}
-	return proof
 }
 
 // settled waits until every confirmed message was acked or dead-lettered.
@@ -455,7 +411,6 @@ func (e *env) settleAll(h func(context.Context, *ports.Delivery) error) {
 		return
 	}
 	e.skipIfBrokerDropped()
-	e.skipIfDeadlocked("after restarting the consumers: " + err.Error())
 	e.t.Fatalf("after restarting the consumers: %v", err)
 }
 

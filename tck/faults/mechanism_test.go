@@ -309,43 +309,6 @@ func TestFalseConfirmInABatchIsLost(t *testing.T) {
 	mustFail(t, t.Name(), "broker-restart", "confirmed message(s) LOST")
 }
 
-func provenDeadlock() string { return "a deadlock the broken target claims to prove" }
-
-// A proven broker deadlock does not excuse a message the client received
-// and the adapter never handed on.
-func TestDeadlockProofDoesNotExcuseAMessageTheClientReceived(t *testing.T) {
-	tg := brokenTarget(&breakage{loseReceived: duringFault}, func(b *faults.Broker) { b.KnownDeadlock = provenDeadlock })
-	if inner(t) {
-		faults.Run(t, tg)
-		return
-	}
-	mustFail(t, t.Name(), "broker-restart", "it does not explain this loss")
-}
-
-// A proven broker deadlock does not excuse a consumer that cannot start.
-func TestDeadlockProofDoesNotExcuseAConsumerThatCannotStart(t *testing.T) {
-	tg := brokenTarget(&breakage{subscribeErr: errors.New("subscribe refused by the broken adapter")}, func(b *faults.Broker) { b.KnownDeadlock = provenDeadlock })
-	if inner(t) {
-		faults.Run(t, tg)
-		return
-	}
-	mustFail(t, t.Name(), "slow-handler", "subscribe refused by the broken adapter")
-}
-
-// The deadlock excuse still applies where it should: messages that never
-// reached a client.
-func TestDeadlockProofExcusesMessagesThatNeverArrived(t *testing.T) {
-	tg := brokenTarget(&breakage{falseConfirm: duringFault}, func(b *faults.Broker) { b.KnownDeadlock = provenDeadlock })
-	if inner(t) {
-		faults.Run(t, tg)
-		return
-	}
-	out, r := verdict(t, t.Name(), "broker-restart")
-	if r != "SKIP" || !strings.Contains(out, "KNOWN BROKER DEADLOCK") {
-		t.Fatalf("%s, want SKIP naming the deadlock; output:\n%s", r, out)
-	}
-}
-
 // A connection fault that hits nothing proves nothing: an adapter that
 // does not talk through the kit's proxy (as when an address rewrite
 // breaks) must fail conn-reset, blackhole and stall.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -70,8 +69,8 @@ type Target struct {
 	// (ports.HeaderID) of every message its connection receives, before
 	// the adapter handles it, by calling arrived (from any goroutine). The
 	// kit calls it on every adapter it makes, before subscribing. It is
-	// what lets BrokerDrops and Broker.KnownDeadlock tell a message the
-	// broker never delivered from one the adapter dropped.
+	// what lets BrokerDrops tell a message the broker never delivered
+	// from one the adapter dropped.
 	Arrivals func(adapter ports.Adapter, arrived func(id string))
 	// ClientRace, when set, describes a data race inside the broker's
 	// client library that a producer reconnecting while it sends
@@ -146,23 +145,6 @@ type Broker struct {
 	// Target.ClientRace the kit skips send-unconfirmed under -race, as it
 	// does broker-restart; the test script runs it without -race.
 	FailSendsReconnects bool
-	// KnownDeadlock, when set, proves a known deadlock of the broker
-	// itself from what the test can observe (the goroutine stacks of an
-	// in-process broker): it returns the proof, or "" when there is none.
-	// The proof excuses only what the deadlock explains: a loss, or a
-	// wait that ran out, ends as a SKIP "KNOWN BROKER DEADLOCK" when
-	// every message it concerns (confirmed and never settled) is proven
-	// never to have reached any client (Target.Arrivals; without it
-	// nothing is excused) — the messages the deadlocked broker holds. A
-	// message a client received, a failed settlement, a consumer that
-	// cannot start, still fail. Say which upstream bug it is.
-	KnownDeadlock func() string
-	// DeadlockStranded, with KnownDeadlock, tells the leak check which
-	// leftover goroutines a proven deadlock stranded: it gets one
-	// goroutine's stack and reports whether it is the broker's, blocked
-	// by the deadlock. Every other leftover goroutine still fails the
-	// scenario. Nil: a proof excuses no leak.
-	DeadlockStranded func(stack string) bool
 }
 
 // scenario is one fault.
@@ -211,9 +193,8 @@ func Run(t *testing.T, target Target) {
 			if s.name == "soak" && !soakEnabled {
 				t.Skipf("SKIP %s/soak: the soak runs only with -tags soak (go test -tags soak -run '%s/soak' -timeout 60m -v <this package>)", target.Name, runPath)
 			}
-			var b *Broker // set once the broker is known
-			leakCheck(t, target, func() *Broker { return b })
-			b = target.Start(t)
+			leakCheck(t, target)
+			b := target.Start(t)
 			if why := s.needs(b, target); why != "" {
 				t.Skipf("SKIP %s/%s: %s", target.Name, s.name, why)
 			}
@@ -225,42 +206,16 @@ func Run(t *testing.T, target Target) {
 }
 
 // leakCheck registers, first so that it runs last, a check that the
-// scenario left no goroutine behind. When the broker proves a known
-// deadlock, the goroutines it says that deadlock stranded
-// (Broker.DeadlockStranded) are printed, not failed; any other still
-// fails.
-func leakCheck(t *testing.T, target Target, broker func() *Broker) {
+// scenario left no goroutine behind.
+func leakCheck(t *testing.T, target Target) {
 	opts := append(slices.Clone(target.IgnoreLeaks), goleak.IgnoreCurrent())
 	t.Cleanup(func() {
-		err := goleak.Find(opts...)
-		if err == nil {
-			return
-		}
-		b := broker()
-		if b == nil || b.KnownDeadlock == nil || b.DeadlockStranded == nil {
+		if err := goleak.Find(opts...); err != nil {
 			t.Errorf("goroutines leaked after %s: %v", t.Name(), err)
-			return
 		}
-		proof := b.KnownDeadlock()
-		if proof == "" {
-			t.Errorf("goroutines leaked after %s: %v", t.Name(), err)
-			return
-		}
-		stranded, others := SplitLeaks(err, b.DeadlockStranded)
-		if len(others) > 0 {
-			t.Errorf("goroutines leaked after %s, besides %d stranded by the broker's known deadlock: %s", t.Name(), len(stranded), strings.Join(others, "\n\n"))
-			return
-		}
-		t.Logf("%d goroutine(s) left after %s by the broker's KNOWN DEADLOCK (not failed; %s)", len(stranded), t.Name(), firstLine(proof))
 	})
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
 
 // ledgerFor makes the scenario's ledger.
 func ledgerFor(target Target, fault string) *tck.Ledger {
