@@ -216,7 +216,6 @@ func leakCheck(t *testing.T, target Target) {
 	})
 }
 
-
 // ledgerFor makes the scenario's ledger.
 func ledgerFor(target Target, fault string) *tck.Ledger {
 	l := tck.NewLedger(target.Name, fault)
