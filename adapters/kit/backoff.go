@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/sluicemq/sluice/ports"
 	"math/rand/v2"
+	"syscall"
 	"time"
 )
 
@@ -126,6 +127,10 @@ func (e *DialError) Error() string {
 	}
 	if e.Timeout > 0 && errors.Is(e.Err, context.DeadlineExceeded) {
 		return fmt.Sprintf("connect to %s at %s: no connection within %v: check that it is running and reachable at that address (host, port, TLS) and that the credentials are right: %v", what, e.Addr, e.Timeout, e.Err)
+	}
+	if errors.Is(e.Err, ports.ErrRefused) || errors.Is(e.Err, syscall.ECONNREFUSED) {
+		// Nothing listens there: TLS and credentials are not the cause.
+		return fmt.Sprintf("connect to %s at %s: %v: check that it is running and listens at that host and port", what, e.Addr, e.Err)
 	}
 	return fmt.Sprintf("connect to %s at %s: %v: check that it is running and reachable at that address (host, port, TLS) and that the credentials are right", what, e.Addr, e.Err)
 }

@@ -133,7 +133,7 @@ func handshake(ctx context.Context, addr string, tlsConf *tls.Config, creds cred
 // connectError is a failed open check of the broker at addr.
 func connectError(code error, addr string, err error) error {
 	if code != ports.ErrAuth && code != ports.ErrTLS {
-		err = fmt.Errorf("%w; check that a Pulsar broker listens at that address (host and binary-protocol port, 6650 or 6651 for TLS) and that it is reachable from here", err)
+		err = fmt.Errorf("%w; check that a Pulsar broker listens at that address (host and binary-protocol port: 6650 by default, 6651 for pulsar+ssl://) and that it is reachable from here", err)
 	}
 	return &ports.BrokerError{Op: "pulsar: connect to " + addr, Code: code, Retryable: code != ports.ErrAuth && code != ports.ErrTLS, Err: err}
 }
