@@ -43,6 +43,10 @@ type member struct {
 	lock     atomic.Int64 // the broker's acquisition lock duration
 	stale    atomic.Bool  // leaders need a metadata refresh
 
+	// report receives the failures of deferred acknowledgements (acks
+	// whose SendAcks returned before a request carried them).
+	report func(error)
+
 	mu       sync.Mutex
 	epoch    int32           // member epoch; 0: join
 	assigned []int32         // partitions the group assigned to this member
@@ -61,7 +65,7 @@ type session struct {
 	mu    sync.Mutex
 	node  int32
 	epoch int32          // the next request's; 0 opens a session
-	gen   uint32         // counts resets
+	gen   atomic.Uint32  // counts resets (read without mu by SendAcks)
 	in    map[int32]bool // partitions in the session
 
 	pmu     sync.Mutex
@@ -70,7 +74,8 @@ type session struct {
 
 // reset forgets the session: a new one opens with the next request.
 func (s *session) reset() {
-	s.epoch, s.gen = 0, s.gen+1
+	s.epoch = 0
+	s.gen.Add(1)
 	clear(s.in)
 }
 
@@ -81,6 +86,13 @@ func (s *session) queue(a *acks) {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	s.pending = append(s.pending, a)
+}
+
+// hasPending reports whether acknowledgements wait for a request.
+func (s *session) hasPending() bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return len(s.pending) > 0
 }
 
 // take removes and returns the pending acknowledgements.
@@ -94,11 +106,13 @@ func (s *session) take() []*acks {
 
 // acks is one call's acknowledgements of one type on one session; done
 // (with err) once the broker answered the request that carried them.
+// Deferred acks have no caller waiting: their failure is reported.
 type acks struct {
-	hs   []*handle
-	typ  int8
-	done bool
-	err  error
+	hs       []*handle
+	typ      int8
+	done     bool
+	deferred bool
+	err      error
 }
 
 // handle is a record's settlement handle.
@@ -108,13 +122,19 @@ type handle struct {
 	partition int32
 	offset    int64
 
+	until atomic.Int64 // when its lock ends, as far as the member knows (UnixNano)
+
 	msg          ports.Message // what a dead-letter copy is made of
 	id           string        // BrokerID
 	redeliveries int
 }
 
+// lapsed reports whether h's lock has ended by now: the broker took the
+// record back.
+func (h *handle) lapsed(now time.Time) bool { return now.UnixNano() >= h.until.Load() }
+
 func newMember(cl *kgo.Client, group, topic string, wait time.Duration) *member {
-	m := &member{cl: cl, group: group, topic: topic, wait: wait, id: rand.Text()[:22],
+	m := &member{cl: cl, group: group, topic: topic, wait: wait, id: rand.Text()[:22], report: func(error) {},
 		leaders: map[int32]int32{}, sessions: map[int32]*session{}, wake: make(chan struct{})}
 	m.interval.Store(int64(time.Second))
 	m.lock.Store(int64(30 * time.Second))
@@ -363,7 +383,7 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 	if err != nil {
 		s.reset() // a lost response may have opened or moved the session
 		m.stale.Store(true)
-		finish(carry, nil, fmt.Errorf("%w: share fetch from broker %d: %w", errLost, s.node, err))
+		m.finish(carry, nil, fmt.Errorf("%w: share fetch from broker %d: %w", errLost, s.node, err))
 		return nil, fmt.Errorf("kafkaqueue: share fetch from broker %d: %w", s.node, err)
 	}
 	s.bump()
@@ -373,7 +393,7 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 			codes[p.Partition] = p.AcknowledgeErrorCode
 		}
 	}
-	finish(carry, codes, nil)
+	m.finish(carry, codes, nil)
 	for _, p := range add.Partitions {
 		s.in[p.Partition] = true
 	}
@@ -408,7 +428,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, kgo.DefaultDecompressor(), nil)
 			for _, ar := range rp.AcquiredRecords {
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
-					h := &handle{s: s, gen: s.gen, partition: rp.Partition, offset: off}
+					h := &handle{s: s, gen: s.gen.Load(), partition: rp.Partition, offset: off}
 					if i, ok := slices.BinarySearchFunc(fp.Records, off, func(r *kgo.Record, off int64) int { return cmp.Compare(r.Offset, off) }); ok {
 						out = append(out, acquired{r: fp.Records[i], h: h, count: int(ar.DeliveryCount)})
 					} else {
@@ -461,6 +481,77 @@ func (m *member) ack(hs []*handle, typ int8) error {
 	return errors.Join(errs...)
 }
 
+// accept queues the Accept of hs on their sessions, deferred: the next
+// request of each session carries it (a ShareFetch, or a ShareAcknowledge
+// of the subscription's flush) and a failure is reported. A record whose
+// session was reset or whose lock has lapsed is not queued: the broker
+// took it back, and the error wraps driver.ErrRecordsLost.
+func (m *member) accept(hs []*handle, now time.Time) error {
+	var (
+		a    *acks
+		lost int
+	)
+	for _, h := range hs {
+		if h.gen != h.s.gen.Load() || h.lapsed(now) {
+			lost++
+			continue
+		}
+		if a != nil && a.hs[0].s != h.s { // another session: rare (one leader each)
+			a.hs[0].s.queue(a)
+			a = nil
+		}
+		if a == nil {
+			a = &acks{typ: ackAccept, deferred: true, hs: make([]*handle, 0, len(hs))}
+		}
+		a.hs = append(a.hs, h)
+	}
+	if a != nil {
+		a.hs[0].s.queue(a)
+	}
+	if lost > 0 {
+		return fmt.Errorf("%w: %d record(s) whose lock lapsed or whose share session closed", errLost, lost)
+	}
+	return nil
+}
+
+// flush sends the pending acknowledgements of every session on a
+// ShareAcknowledge of their own (after the request in flight) and returns
+// their failures.
+func (m *member) flush() error {
+	m.mu.Lock()
+	sessions := slices.Collect(maps.Values(m.sessions))
+	m.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		if !s.hasPending() {
+			continue
+		}
+		s.mu.Lock()
+		as := s.take()
+		for _, a := range as {
+			a.deferred = false // this call returns the failure
+		}
+		_ = m.acknowledge(s, as, s.epoch)
+		s.mu.Unlock()
+		for _, a := range as {
+			errs = append(errs, a.err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pending reports whether acknowledgements wait on a session.
+func (m *member) pending() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.sessions {
+		if s.hasPending() {
+			return true
+		}
+	}
+	return false
+}
+
 // batch is an acknowledgement batch: contiguous offsets of one partition
 // acknowledged with one type.
 type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
@@ -472,7 +563,7 @@ func ranges(s *session, as []*acks) map[int32][]batch {
 	for _, a := range as {
 		lost := 0
 		for _, h := range a.hs {
-			if h.gen != s.gen || s.epoch == 0 {
+			if h.gen != s.gen.Load() || s.epoch == 0 {
 				lost++
 			} else {
 				out[h.partition] = append(out[h.partition], batch{FirstOffset: h.offset, LastOffset: h.offset, AcknowledgeTypes: []int8{a.typ}})
@@ -495,6 +586,17 @@ func ranges(s *session, as []*acks) map[int32][]batch {
 		out[p] = merged
 	}
 	return out
+}
+
+// finish completes as (see finish) and reports the failures of the
+// deferred ones.
+func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
+	finish(as, codes, err)
+	for _, a := range as {
+		if a.deferred && a.err != nil {
+			m.report(fmt.Errorf("kafkaqueue: deferred accept of %d record(s) failed (the broker redelivers them): %w", len(a.hs), a.err))
+		}
+	}
 }
 
 // finish completes as with the error of the request that carried them
@@ -520,7 +622,7 @@ func finish(as []*acks, codes map[int32]int16, err error) {
 func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 	acked := ranges(s, as)
 	if len(acked) == 0 && epoch != -1 {
-		finish(as, nil, nil)
+		m.finish(as, nil, nil)
 		return nil
 	}
 	req := &kmsg.ShareAcknowledgeRequest{GroupID: &m.group, MemberID: &m.id, ShareSessionEpoch: epoch, IsRenewAck: len(as) > 0 && as[0].typ == ackRenew}
@@ -546,7 +648,7 @@ func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 		if err != nil {
 			err = fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err)
 		}
-		finish(as, nil, err)
+		m.finish(as, nil, err)
 		return err
 	}
 	s.bump()
@@ -556,7 +658,7 @@ func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 			codes[p.Partition] = p.ErrorCode
 		}
 	}
-	finish(as, codes, nil)
+	m.finish(as, codes, nil)
 	return nil
 }
 
