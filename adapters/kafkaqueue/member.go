@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -70,6 +71,8 @@ type session struct {
 
 	pmu     sync.Mutex
 	pending []*acks
+
+	dec decoder // the last answer's records (s.mu)
 }
 
 // reset forgets the session: a new one opens with the next request.
@@ -327,9 +330,10 @@ func (m *member) targets(ctx context.Context) (map[*session][]int32, <-chan stru
 	return out, m.wake, nil
 }
 
-// acquired is one fetched record with its handle and delivery count.
+// acquired is one fetched record with its handle and delivery count; its
+// headers are in its session's decoder until the session's next request.
 type acquired struct {
-	r     *kgo.Record
+	r     rawRecord
 	h     *handle
 	count int
 }
@@ -409,9 +413,14 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 // decode returns the acquired records of resp and gives the broker back, as
 // gaps, acquired offsets that hold no record (control records).
 func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, error) {
-	var out []acquired
-	var gaps []*handle
-	var perr error
+	gen := s.gen.Load()
+	s.dec.reset()
+	var (
+		out  []acquired
+		gaps []*handle
+		perr error
+		hs   []handle // the handles of this response, allocated at once
+	)
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
 			rp := &t.Partitions[i]
@@ -424,13 +433,23 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 			if len(rp.AcquiredRecords) == 0 {
 				continue
 			}
-			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: m.topic, Partition: rp.Partition, Offset: rp.AcquiredRecords[0].FirstOffset},
-				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, kgo.DefaultDecompressor(), nil)
+			n := 0
+			for _, ar := range rp.AcquiredRecords {
+				n += int(ar.LastOffset - ar.FirstOffset + 1)
+			}
+			if len(hs) < n {
+				hs = make([]handle, max(n, 64))
+			}
+			out = slices.Grow(out, n)
+			last := rp.AcquiredRecords[len(rp.AcquiredRecords)-1].LastOffset
+			recs := s.dec.partition(m.topic, rp.Partition, batchesUpTo(rp.Records, last), rp.AcquiredRecords[0].FirstOffset, last)
 			for _, ar := range rp.AcquiredRecords {
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
-					h := &handle{s: s, gen: s.gen.Load(), partition: rp.Partition, offset: off}
-					if i, ok := slices.BinarySearchFunc(fp.Records, off, func(r *kgo.Record, off int64) int { return cmp.Compare(r.Offset, off) }); ok {
-						out = append(out, acquired{r: fp.Records[i], h: h, count: int(ar.DeliveryCount)})
+					h := &hs[0]
+					hs = hs[1:]
+					h.s, h.gen, h.partition, h.offset = s, gen, rp.Partition, off
+					if i, ok := slices.BinarySearchFunc(recs, off, func(r rawRecord, off int64) int { return cmp.Compare(r.offset, off) }); ok {
+						out = append(out, acquired{r: recs[i], h: h, count: int(ar.DeliveryCount)})
 					} else {
 						gaps = append(gaps, h)
 					}
@@ -445,6 +464,25 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 		return nil, perr
 	}
 	return out, nil
+}
+
+// batchesUpTo cuts the record batches of b after the last one that starts
+// at or before offset last: the broker sends whole batches, and those
+// after the last acquired offset hold no acquired record (they would be
+// decoded for nothing). A batch it cannot read is left to the decoder.
+func batchesUpTo(b []byte, last int64) []byte {
+	at := 0
+	for at+12 <= len(b) {
+		size := int(int32(binary.BigEndian.Uint32(b[at+8:])))
+		if int64(binary.BigEndian.Uint64(b[at:])) > last {
+			return b[:at]
+		}
+		if size < 0 || at+12+size > len(b) {
+			return b
+		}
+		at += 12 + size
+	}
+	return b
 }
 
 func (m *member) lockDuration() time.Duration { return time.Duration(m.lock.Load()) }
@@ -556,34 +594,49 @@ func (m *member) pending() bool {
 // acknowledged with one type.
 type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
 
-// ranges returns the batches of the handles of as by partition; a handle
-// of an earlier session is lost (an error on its acks).
+// ackTypes holds the one-type AcknowledgeTypes of each acknowledge type,
+// shared by every batch (the request only reads them).
+var ackTypes = [...][]int8{{ackGap}, {ackAccept}, {ackRelease}, {ackReject}, {ackRenew}}
+
+// ranges returns the batches of the handles of as by partition: runs of
+// contiguous offsets acknowledged with one type. A handle of an earlier
+// session is lost (an error on its acks).
 func ranges(s *session, as []*acks) map[int32][]batch {
-	out := map[int32][]batch{}
+	type one struct {
+		p   int32
+		off int64
+		typ int8
+	}
+	n := 0
+	for _, a := range as {
+		n += len(a.hs)
+	}
+	all := make([]one, 0, n)
+	gen := s.gen.Load()
 	for _, a := range as {
 		lost := 0
 		for _, h := range a.hs {
-			if h.gen != s.gen.Load() || s.epoch == 0 {
+			if h.gen != gen || s.epoch == 0 {
 				lost++
 			} else {
-				out[h.partition] = append(out[h.partition], batch{FirstOffset: h.offset, LastOffset: h.offset, AcknowledgeTypes: []int8{a.typ}})
+				all = append(all, one{h.partition, h.offset, a.typ})
 			}
 		}
 		if lost > 0 {
 			a.err = fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
 		}
 	}
-	for p, bs := range out {
-		slices.SortFunc(bs, func(x, y batch) int { return cmp.Compare(x.FirstOffset, y.FirstOffset) })
-		merged := bs[:1]
-		for _, b := range bs[1:] {
-			if l := &merged[len(merged)-1]; l.LastOffset == b.FirstOffset-1 && l.AcknowledgeTypes[0] == b.AcknowledgeTypes[0] {
-				l.LastOffset = b.LastOffset
-			} else {
-				merged = append(merged, b)
-			}
+	slices.SortFunc(all, func(x, y one) int {
+		return cmp.Or(cmp.Compare(x.p, y.p), cmp.Compare(x.off, y.off))
+	})
+	out := map[int32][]batch{}
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].p == all[i].p && all[j].off == all[j-1].off+1 && all[j].typ == all[i].typ {
+			j++
 		}
-		out[p] = merged
+		out[all[i].p] = append(out[all[i].p], batch{FirstOffset: all[i].off, LastOffset: all[j-1].off, AcknowledgeTypes: ackTypes[all[i].typ]})
+		i = j
 	}
 	return out
 }

@@ -43,8 +43,10 @@ type sub struct {
 	closed  bool
 	arrived chan struct{} // the fetcher ended a turn (capacity 1)
 
-	scratch []byte // record's
-	held    kit.Renewals[*handle]
+	scratch  []byte // record's
+	tsMillis int64  // the timestamp of tsText
+	tsText   string // the last timestamp fact
+	held     kit.Renewals[*handle]
 }
 
 var (
@@ -183,7 +185,7 @@ const maxWindow = 500
 // find nothing buffered: a record released (requeued) then comes back
 // before the records after it, as the broker hands them out.
 func (s *sub) prefetchLocked() bool {
-	return s.c.opts.RenewFor >= 0 && !s.failed && s.window > s.inFlight && s.held.Len() <= s.window
+	return s.c.opts.RenewFor >= 0 && !s.failed && s.window > s.inFlight && s.held.Len() <= s.window+s.inFlight
 }
 
 // windowLocked is what a fetch asks for (the lock renewal on).
@@ -347,38 +349,35 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 // record maps a Kafka record onto a driver.Record: value → payload, key →
 // partition key, headers → envelope; the delivery count less one is the
 // redelivery count. BrokerID is "kafka:<topic>/<partition>/<offset>", the
-// identity kafka:// gives the same record. The key, the header values, the
-// timestamp fact and the BrokerID (the topic, partition and offset facts
-// its parts) are slices of one string built in s.scratch.
+// identity kafka:// gives the same record. The key, the header values and
+// the BrokerID (the partition and offset facts its parts) are slices of
+// one string built in s.scratch; the timestamp fact is formatted once for
+// a run of records with the same timestamp.
 func (s *sub) record(a acquired) driver.Record {
-	r := a.r
-	b := append(s.scratch[:0], r.Key...)
-	for _, kv := range r.Headers {
-		b = append(b, kv.Value...)
-	}
-	ts := len(b)
-	if !r.Timestamp.IsZero() {
-		b = r.Timestamp.UTC().AppendFormat(b, time.RFC3339Nano)
+	r, hdrs := &a.r, a.h.s.dec.hdrs[a.r.h0:a.r.h1]
+	b := append(s.scratch[:0], r.key...)
+	for _, kv := range hdrs {
+		b = append(b, kv.value...)
 	}
 	id := len(b)
-	b = append(append(b, "kafka:"...), r.Topic...)
+	b = append(append(b, "kafka:"...), s.m.topic...)
 	part := len(b) + 1
-	b = strconv.AppendInt(append(b, '/'), int64(r.Partition), 10)
+	b = strconv.AppendInt(append(b, '/'), int64(a.h.partition), 10)
 	off := len(b) + 1
-	b = strconv.AppendInt(append(b, '/'), r.Offset, 10)
+	b = strconv.AppendInt(append(b, '/'), r.offset, 10)
 	s.scratch = b
 	all := string(b)
-	h, at := make(ports.Headers, len(r.Headers)), len(r.Key)
-	for _, kv := range r.Headers {
-		h[kv.Key], at = all[at:at+len(kv.Value)], at+len(kv.Value)
+	if s.tsText == "" || r.ts != s.tsMillis {
+		s.tsMillis, s.tsText = r.ts, time.UnixMilli(r.ts).UTC().Format(time.RFC3339Nano)
+	}
+	h, at := make(ports.Headers, len(hdrs)), len(r.key)
+	for _, kv := range hdrs {
+		h[kv.key], at = all[at:at+len(kv.value)], at+len(kv.value)
 	}
 	facts := make(map[string]string, 7)
-	facts["topic"], facts["partition"], facts["offset"] = r.Topic, all[part:off-1], all[off:]
-	facts["share-group"], facts["delivery-count"] = s.m.group, strconv.Itoa(a.count)
-	if id > ts {
-		facts["timestamp"] = all[ts:id]
-	}
-	d := driver.Record{Message: ports.Message{Topic: s.topic, Key: all[:len(r.Key)], Payload: r.Value, Headers: h},
+	facts["topic"], facts["partition"], facts["offset"] = s.m.topic, all[part:off-1], all[off:]
+	facts["share-group"], facts["delivery-count"], facts["timestamp"] = s.m.group, strconv.Itoa(a.count), s.tsText
+	d := driver.Record{Message: ports.Message{Topic: s.topic, Key: all[:len(r.key)], Payload: r.value, Headers: h},
 		BrokerID: all[id:], RedeliveryCount: max(a.count-1, 0), Facts: facts, Handle: a.h}
 	if _, err := ports.RedeliveryCountFrom(h); err != nil {
 		d.Err = err
