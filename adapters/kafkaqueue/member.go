@@ -116,6 +116,7 @@ type acks struct {
 	done     bool
 	deferred bool
 	err      error
+	fin      chan struct{} // deferred acks: closed when done
 }
 
 // handle is a record's settlement handle.
@@ -126,6 +127,7 @@ type handle struct {
 	offset    int64
 
 	until atomic.Int64 // when its lock ends, as far as the member knows (UnixNano)
+	link  link         // its place in the subscription's holds
 
 	msg          ports.Message // what a dead-letter copy is made of
 	id           string        // BrokerID
@@ -443,13 +445,18 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 			out = slices.Grow(out, n)
 			last := rp.AcquiredRecords[len(rp.AcquiredRecords)-1].LastOffset
 			recs := s.dec.partition(m.topic, rp.Partition, batchesUpTo(rp.Records, last), rp.AcquiredRecords[0].FirstOffset, last)
+			j := 0 // recs and the acquired ranges are in offset order
 			for _, ar := range rp.AcquiredRecords {
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
 					h := &hs[0]
 					hs = hs[1:]
 					h.s, h.gen, h.partition, h.offset = s, gen, rp.Partition, off
-					if i, ok := slices.BinarySearchFunc(recs, off, func(r rawRecord, off int64) int { return cmp.Compare(r.offset, off) }); ok {
-						out = append(out, acquired{r: recs[i], h: h, count: int(ar.DeliveryCount)})
+					if j < len(recs) && recs[j].offset < off {
+						j, _ = slices.BinarySearchFunc(recs, off, func(r rawRecord, off int64) int { return cmp.Compare(r.offset, off) })
+					}
+					if j < len(recs) && recs[j].offset == off {
+						out = append(out, acquired{r: recs[j], h: h, count: int(ar.DeliveryCount)})
+						j++
 					} else {
 						gaps = append(gaps, h)
 					}
@@ -539,7 +546,7 @@ func (m *member) accept(hs []*handle, now time.Time) error {
 			a = nil
 		}
 		if a == nil {
-			a = &acks{typ: ackAccept, deferred: true, hs: make([]*handle, 0, len(hs))}
+			a = &acks{typ: ackAccept, deferred: true, hs: make([]*handle, 0, len(hs)), fin: make(chan struct{})}
 		}
 		a.hs = append(a.hs, h)
 	}
@@ -552,27 +559,52 @@ func (m *member) accept(hs []*handle, now time.Time) error {
 	return nil
 }
 
-// flush sends the pending acknowledgements of every session on a
-// ShareAcknowledge of their own (after the request in flight) and returns
-// their failures.
-func (m *member) flush() error {
+// flush completes the deferred accepts pending now on every session: a
+// session with no request in flight sends them on a ShareAcknowledge of
+// their own; on a busy one they ride on the request in flight or the
+// next one, and flush waits for their answer rather than for the session
+// (whose next request may be a long poll), trying the session again every
+// ackLinger (a renewal in flight carries no accept). It returns the
+// failures of the accepts it sent; the others are reported.
+func (m *member) flush(ctx context.Context) error {
 	m.mu.Lock()
 	sessions := slices.Collect(maps.Values(m.sessions))
 	m.mu.Unlock()
 	var errs []error
 	for _, s := range sessions {
-		if !s.hasPending() {
-			continue
-		}
-		s.mu.Lock()
-		as := s.take()
-		for _, a := range as {
-			a.deferred = false // this call returns the failure
-		}
-		_ = m.acknowledge(s, as, s.epoch)
-		s.mu.Unlock()
-		for _, a := range as {
-			errs = append(errs, a.err)
+		s.pmu.Lock()
+		wait := slices.Clone(s.pending)
+		s.pmu.Unlock()
+		for _, a := range wait {
+			for a.fin != nil {
+				select {
+				case <-a.fin:
+				default:
+					if s.mu.TryLock() { // no request in flight: a is answered, or pending
+						as := s.take()
+						for _, a := range as {
+							a.deferred = false // this call returns the failure
+						}
+						_ = m.acknowledge(s, as, s.epoch)
+						s.mu.Unlock()
+						for _, a := range as {
+							errs = append(errs, a.err)
+						}
+						continue
+					}
+					t := time.NewTimer(ackLinger)
+					select {
+					case <-a.fin:
+					case <-t.C:
+					case <-ctx.Done():
+						t.Stop()
+						return errors.Join(append(errs, ctx.Err())...)
+					}
+					t.Stop()
+					continue
+				}
+				break
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -667,6 +699,9 @@ func finish(as []*acks, codes map[int32]int16, err error) {
 			errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, e))
 		}
 		a.err, a.done = errors.Join(errs...), true
+		if a.fin != nil {
+			close(a.fin)
+		}
 	}
 }
 

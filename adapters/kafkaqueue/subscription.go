@@ -46,7 +46,7 @@ type sub struct {
 	scratch  []byte // record's
 	tsMillis int64  // the timestamp of tsText
 	tsText   string // the last timestamp fact
-	held     kit.Renewals[*handle]
+	held     holds
 }
 
 var (
@@ -273,7 +273,7 @@ func (s *sub) run() {
 		if s.due {
 			s.due = false
 			s.fmu.Unlock()
-			_ = s.m.flush() // failures are reported
+			_ = s.m.flush(s.ctx) // failures are reported
 			s.fmu.Lock()
 			continue
 		}
@@ -334,13 +334,11 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 	}
 	if len(recs) > 0 {
 		now := time.Now()
-		until := now.Add(s.m.lockDuration())
 		hs := make([]*handle, len(recs))
 		for i, r := range recs {
 			hs[i] = r.Handle.(*handle)
-			hs[i].until.Store(until.UnixNano())
 		}
-		s.held.Hold(now, until, hs...)
+		s.held.Hold(now, now.Add(s.m.lockDuration()), hs...)
 		return recs, nil
 	}
 	return nil, errors.Join(errs...)
@@ -422,10 +420,11 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	return err
 }
 
-// FlushAcks sends the deferred accepts no request carried yet and returns
-// once the broker answered (their failures; those of accepts carried by a
-// fetch went to Errors).
-func (s *sub) FlushAcks(context.Context) error { return s.m.flush() }
+// FlushAcks returns once the broker answered every deferred accept
+// SendAcks returned before, with the failures of those it sent itself
+// (the failures of accepts a fetch carried go to Errors), or when ctx is
+// done.
+func (s *sub) FlushAcks(ctx context.Context) error { return s.m.flush(ctx) }
 
 // SendRequeues releases the records (Release): the broker delivers them
 // again, to any member, with the delivery count one higher. delay is 0
@@ -485,9 +484,6 @@ func (s *sub) renew(context.Context) time.Duration {
 			s.Report(fmt.Errorf("kafkaqueue: renew the locks of %d record(s): %w", len(due), err))
 		} else {
 			s.held.Renewed(now.Add(lock), due...)
-			for _, h := range due {
-				h.until.Store(now.Add(lock).UnixNano())
-			}
 		}
 	}
 	return max(lock/4, 50*time.Millisecond)
