@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -318,6 +319,7 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		errs = append(errs, err)
+		recs = slices.Grow(recs, len(got))
 		for _, a := range got {
 			recs = append(recs, s.record(a))
 		}
