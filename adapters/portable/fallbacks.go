@@ -28,8 +28,8 @@ func Fallbacks(caps ports.Capabilities) []Fallback {
 			fs = append(fs, Fallback{Capability: name, Effect: effect, Degraded: degraded})
 		}
 	}
-	add(!caps.DelayedMessage, "delay", "delayed messages are stored at once and held by the consuming adapter's local scheduler until due", false)
-	add(!caps.DelayedRequeue, "delayed-requeue", "the requeue backoff is held by the consuming adapter's local scheduler", false)
+	add(!caps.DelayedMessage, "delay", "delayed messages are stored at once and held by the consuming adapter's local scheduler until due, unacknowledged (taking a prefetch or receive-maximum slot where the broker has one)", false)
+	add(!caps.DelayedRequeue, "delayed-requeue", "the requeue backoff is held by the consuming adapter's local scheduler; the delivery stays unacknowledged meanwhile and, where the broker bounds unacknowledged deliveries (a prefetch, a receive maximum), takes one of those slots", false)
 	add(!caps.NativeDeadLetter, "native-dlq", `dead letters are published with confirms to the explicit "<topic>.dlq" topic`, false)
 	add(!caps.Broadcast, "broadcast", "BROADCAST subscriptions are refused (ports.ErrUnsupported)", true)
 	add(!caps.PerMessageAck, "per-message-ack", "settlements are applied in delivery order; one slow delivery holds back the acks behind it", false)

@@ -15,21 +15,53 @@ import (
 // Message.Delay, so that whenever the fault strikes, requeued copies and
 // delayed sends are held somewhere (by the broker natively, or by the
 // consuming adapter's scheduler) and must all come back afterwards.
+//
+// Each kind is paced (one every delayEvery): where the consuming adapter
+// holds a delayed message, it holds one of the subscription's in-flight
+// slots at the broker for the whole delay, so a steady share of delayed
+// messages would cap the consumer below the producers' rate.
 const (
 	// requeueBackoff is the stream's requeue delay: long enough that the
 	// copies requeued just before a fault are still held when it strikes.
 	requeueBackoff = 1500 * time.Millisecond
 	// sendDelay is the Message.Delay of the stream's delayed sends.
 	sendDelay = 1500 * time.Millisecond
+	// delayEvery paces each kind of delayed message.
+	delayEvery = 400 * time.Millisecond
 )
 
 // delays records the stream's requeue-once decisions and delayed sends,
 // to prove some were held across the fault.
 type delays struct {
-	mu       sync.Mutex
-	failed   map[string]bool // ids whose first delivery the handler failed
-	requeues []time.Time     // when each requeue was asked for
-	sends    []time.Time     // when each delayed send call started
+	mu                    sync.Mutex
+	failed                map[string]bool // ids whose first delivery the handler failed
+	requeues              []time.Time     // when each requeue was asked for
+	sends                 []time.Time     // when each delayed send call started
+	lastRequeue, lastSend time.Time       // the last message made to be requeued, delayed
+	signal                chan struct{}   // a requeue was asked for or a delayed send started
+}
+
+// notify wakes awaitHeld (with d.mu held).
+func (d *delays) notify() {
+	if d.signal == nil {
+		d.signal = make(chan struct{}, 1)
+	}
+	select {
+	case d.signal <- struct{}{}:
+	default:
+	}
+}
+
+// due reports whether the next message of a kind (last) is due, and
+// records it if so.
+func (d *delays) due(last *time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if now := time.Now(); now.Sub(*last) >= delayEvery {
+		*last = now
+		return true
+	}
+	return false
 }
 
 // errRequeueOnce is the retryable error of a message's first delivery
@@ -49,6 +81,7 @@ func (d *delays) firstDelivery(id string) bool {
 	}
 	d.failed[id] = true
 	d.requeues = append(d.requeues, time.Now())
+	d.notify()
 	return true
 }
 
@@ -61,6 +94,46 @@ func (d *delays) sent(msgs ...ports.Message) {
 	for _, m := range msgs {
 		if m.Delay > 0 {
 			d.sends = append(d.sends, now)
+			d.notify()
+		}
+	}
+}
+
+// holding reports whether a requeue asked for (when requeues is set) and a
+// delayed send started are both recent enough to be held for at least
+// half their delay more, and returns the channel that signals the next
+// one.
+func (d *delays) holding(requeues bool) (bool, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.signal == nil {
+		d.signal = make(chan struct{}, 1)
+	}
+	recent := func(at []time.Time, delay time.Duration) bool {
+		return len(at) > 0 && time.Since(at[len(at)-1]) < delay/2
+	}
+	return (!requeues || recent(d.requeues, requeueBackoff)) && recent(d.sends, sendDelay), d.signal
+}
+
+// awaitHeld waits until a requeued copy and a delayed send are held, so
+// that the fault injected next finds both held.
+func (e *env) awaitHeld() {
+	e.t.Helper()
+	ctx, cancel := withTimeout(e.ctx, e.target)
+	defer cancel()
+	for {
+		ok, signal := e.delays.holding(e.requeueOnce())
+		if ok {
+			return
+		}
+		select {
+		case <-signal:
+		case <-ctx.Done():
+			e.delays.mu.Lock()
+			requeues, sends := len(e.delays.requeues), len(e.delays.sends)
+			e.delays.mu.Unlock()
+			e.t.Fatalf("no requeued copy and delayed send held at once within %v: the consumer asked for %d requeue(s), the producers started %d delayed send(s)",
+				e.target.Timeout, requeues, sends)
 		}
 	}
 }
@@ -91,13 +164,15 @@ func (e *env) streamSpec() ports.SubscriptionSpec {
 	return s
 }
 
-// streamMessage is message i of the stream: every tenth (from the
-// third) asks to be requeued once when requeue is set, every tenth (from
-// the sixth) is sent with sendDelay, every tenth (from the ninth) is
-// poison when poison is set.
+// streamMessage is message i of the stream: poison when poison is set
+// and i%10 == 9; otherwise, at most one every delayEvery, a message that
+// asks to be requeued once (when requeue is set) or one sent with
+// sendDelay.
 func (e *env) streamMessage(i int, poison, requeue bool) ports.Message {
-	m := e.messageOf(body{N: i, Poison: poison && i%10 == 9, Requeue: requeue && i%10 == 3})
-	if i%10 == 6 {
+	b := body{N: i, Poison: poison && i%10 == 9}
+	b.Requeue = !b.Poison && requeue && e.delays.due(&e.delays.lastRequeue)
+	m := e.messageOf(b)
+	if !b.Poison && !b.Requeue && e.delays.due(&e.delays.lastSend) {
 		m.Delay = sendDelay
 	}
 	return m

@@ -43,13 +43,15 @@ const batchBase = 1_000_000
 // producer of multi-message Send calls, and on ca a consumer whose
 // handlers each work for a while and a consumer of the dead-letter
 // topic, so that deliveries, publishes and dead-letter publishes are in
-// flight at any moment. Every tenth message of both producers is sent
-// with a delay and every tenth asks to be requeued once (with the
-// stream's requeue backoff), so that delayed messages are held across
-// the fault too; every tenth of the batch producer's is poison (except,
-// for poison and requeues, under -race on a target with a ClientRace).
-// Once a third of the single stream was acked it waits for a batch Send
-// call to be in flight and calls fault, which returns once the fault
+// flight at any moment. Some messages of both producers (one every
+// delayEvery of each kind) are sent with a delay or ask to be requeued
+// once (with the stream's requeue backoff), so that delayed messages are
+// held across the fault too; every tenth of the batch producer's is
+// poison (except, for poison and requeues, under -race on a target with
+// a ClientRace).
+// Once a third of the single stream was acked and a requeued copy and a
+// delayed send are held, it waits for a batch Send call to be in flight
+// and calls fault, which returns once the fault
 // healed; the batch producer keeps sending until batchesAfter calls
 // started after that were confirmed. Then a fresh consumer joins the
 // group and drains it, and the scenario waits until every confirmed
@@ -71,6 +73,7 @@ func (e *env) stream(pa, ca ports.Adapter, fault func(p *producer)) {
 	p := e.produce(pa, n, 2*time.Millisecond, func(i int) ports.Message { return e.streamMessage(i, false, requeue) })
 	b := e.produceBatches(pa, func(i int) ports.Message { return e.streamMessage(batchBase+i, poison, requeue) })
 	e.await("a third of the stream acked before the fault", func(c tck.Counts) bool { return c.Acked >= n/3 })
+	e.awaitHeld()
 	b.awaitCall(e)
 	p.batches = b
 	began := time.Now()
