@@ -46,7 +46,7 @@ func ExampleFallbacks() {
 		fmt.Printf("%s: %s\n", f.Capability, f.Effect)
 	}
 	// Output:
-	// delay: delayed messages are stored at once and held by the consuming adapter's local scheduler until due
+	// delay: delayed messages are stored at once and held by the consuming adapter's local scheduler until due, unacknowledged (taking a prefetch or receive-maximum slot where the broker has one)
 	// native-dlq: dead letters are published with confirms to the explicit "<topic>.dlq" topic
 	// best-effort: QoS BestEffort travels at-least-once (stronger, not cheaper): best-effort messages are confirmed, requeued and dead-lettered like any other, and Subscribe says so
 }
