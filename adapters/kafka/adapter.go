@@ -62,7 +62,7 @@ func connect(opts Options) (*conn, error) {
 	c := &conn{opts: opts}
 	fail := func(what string, err error) (*conn, error) {
 		_ = c.Close(context.Background())
-		return nil, &ports.BrokerError{Op: "connect", Code: c.Classify(err).Code, Err: fmt.Errorf("kafka: %s: %w", what, err)}
+		return nil, driver.ConnectError(c, fmt.Errorf("kafka: %s: %w", what, err))
 	}
 	if err := adapters.Preflight(opts.Brokers, opts.TLS, 5*time.Second); err != nil {
 		return fail("connect", err)
@@ -78,8 +78,7 @@ func connect(opts Options) (*conn, error) {
 		return fail("admin", opts.explainConnect(err))
 	}
 	if err := opts.Existing.check(c.admin); err != nil {
-		_ = c.Close(context.Background())
-		return nil, err
+		return fail("Options.Existing", err)
 	}
 	return c, nil
 }
@@ -151,9 +150,9 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 	}
 }
 
-// Classify maps the portable sentinels, sarama's client errors, then the
-// Kafka error codes (kafkawire.Class) and the network's
-// (portable.ClassifyNet).
+// Classify maps the portable sentinels (portable.ClassifyNet), sarama's
+// client errors, then the Kafka error codes (kafkawire.Class) and the
+// network's (portable.ClassifyNet).
 func (c *conn) Classify(err error) driver.Class {
 	var se *sessionError
 	var code sarama.KError
@@ -164,13 +163,11 @@ func (c *conn) Classify(err error) driver.Class {
 		return class
 	case errors.Is(err, ports.ErrInvalid) || errors.As(err, new(*adapters.PlaintextOnTLSError)) || (c.opts.TLS == nil && errors.Is(err, ports.ErrTLS)):
 		return driver.Class{}
-	case errors.Is(err, ports.ErrTLS):
-		return driver.Class{Code: ports.ErrTLS}
+	case errors.Is(err, ports.ErrTLS) || errors.Is(err, ports.ErrAuth) || errors.Is(err, ports.ErrClosed):
+		return portable.ClassifyNet(err, c.opts.TLS != nil)
 	case errors.Is(err, ports.ErrUnconfirmed):
 		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
-	case errors.Is(err, ports.ErrAuth):
-		return driver.Class{Code: ports.ErrAuth}
-	case errors.Is(err, ports.ErrClosed) || errors.Is(err, sarama.ErrClosedClient) || errors.Is(err, sarama.ErrClosedConsumerGroup) || errors.Is(err, sarama.ErrShuttingDown):
+	case errors.Is(err, sarama.ErrClosedClient) || errors.Is(err, sarama.ErrClosedConsumerGroup) || errors.Is(err, sarama.ErrShuttingDown):
 		return driver.Class{Code: ports.ErrClosed}
 	case errors.As(err, &code):
 		if class, ok := kafkawire.Class(int16(code)); ok {

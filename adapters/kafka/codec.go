@@ -39,7 +39,7 @@ func (c *conn) producerMessage(ctx context.Context, m *ports.Message) (*sarama.P
 // (poison). BrokerID is "kafka:<physical topic>/<partition>/<offset>".
 // The key, the header values, the timestamp fact and the BrokerID (the
 // offset fact its tail) are slices of one string built in p.buf; header
-// names are interned per partition. Only ReceiveBatch calls it.
+// names are interned per partition (kit.Names). Only ReceiveBatch calls it.
 func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *claim, now time.Time) driver.Record {
 	b := append(p.buf[:0], cm.Key...)
 	for _, rh := range cm.Headers {
@@ -64,7 +64,7 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *claim, now time.Ti
 	h, at := make(ports.Headers, len(cm.Headers)), len(cm.Key)
 	for _, rh := range cm.Headers {
 		if rh != nil {
-			h[p.intern(rh.Key)], at = all[at:at+len(rh.Value)], at+len(rh.Value)
+			h[p.names.Intern(rh.Key)], at = all[at:at+len(rh.Value)], at+len(rh.Value)
 		}
 	}
 	facts := map[string]string{"topic": p.topic, "partition": p.idText, "offset": all[off:], "generation": p.genText, "member": p.member}
@@ -77,20 +77,4 @@ func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *claim, now time.Ti
 		facts["header-error"] = err.Error()
 	}
 	return r
-}
-
-// intern returns b as a string, the same one for the same name (up to 256
-// names per partition).
-func (p *claim) intern(b []byte) string {
-	if s, ok := p.names[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	if p.names == nil {
-		p.names = map[string]string{}
-	}
-	if len(p.names) < 256 {
-		p.names[s] = s
-	}
-	return s
 }

@@ -59,8 +59,8 @@ type claim struct {
 	id, gen         int32
 	member          string
 	idText, genText string
-	names           map[string]string // header names, interned
-	buf             []byte            // decode's, reused
+	names           kit.Names // header names
+	buf             []byte    // decode's, reused
 }
 
 func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.topic, c.id, c.gen) }

@@ -51,11 +51,11 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	}
 	md, err := admin.DescribeTopics(slices.Collect(maps.Values(e.Topics)))
 	if err != nil {
-		return fmt.Errorf("kafka: Options.Existing: describe adopted topics: %w", err)
+		return fmt.Errorf("describe adopted topics: %w", err)
 	}
 	for _, t := range md {
 		if t.Err != sarama.ErrNoError {
-			return fmt.Errorf("kafka: Options.Existing names topic %q, which the cluster does not have (sluice never creates an adopted topic): %w", t.Name, t.Err)
+			return fmt.Errorf("names topic %q, which the cluster does not have (sluice never creates an adopted topic): %w", t.Name, t.Err)
 		}
 	}
 	return nil

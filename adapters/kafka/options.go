@@ -106,16 +106,14 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 	switch kind {
 	case "producer":
 		s.Producer.RequiredAcks = sarama.WaitForAll
-		s.Producer.Return.Successes, s.Producer.Return.Errors = true, true
+		s.Producer.Return.Successes = true // Return.Errors and the hash partitioner: sarama's defaults
 		s.Producer.Retry.Max, s.Producer.Retry.Backoff = 5, 50*time.Millisecond
-		s.Producer.Partitioner = sarama.NewHashPartitioner
 		if !c.DisableIdempotence {
 			s.Producer.Idempotent, s.Net.MaxOpenRequests = true, 1
 		}
 	case "consumer":
 		s.Consumer.Offsets.AutoCommit.Enable = false
 		s.Consumer.IsolationLevel = sarama.ReadCommitted // output of aborted transactions is never read
-		s.Consumer.Offsets.Initial = sarama.OffsetNewest
 		if c.StartFrom == StartOldest {
 			s.Consumer.Offsets.Initial = sarama.OffsetOldest
 		}

@@ -58,8 +58,7 @@ func (c Options) applySecurity(s *sarama.Config) {
 	if c.SASL.User == "" {
 		return
 	}
-	s.Net.SASL.Enable = true
-	s.Net.SASL.Handshake = true
+	s.Net.SASL.Enable = true // with sarama's default Handshake
 	s.Net.SASL.User, s.Net.SASL.Password = c.SASL.User, c.SASL.Password
 	m, _ := ParseSASLMechanism(string(c.SASL.Mechanism))
 	s.Net.SASL.Mechanism = sarama.SASLMechanism(cmp.Or(m, SASLPlain)) // sarama spells them alike

@@ -27,7 +27,8 @@
 //   - names and configuration: adopted names and their validation
 //     ([ExistingGroup], [CheckExistingNames]), a one-to-one escape of a
 //     forbidden byte ([EscapeByte]), a client's process-wide logger
-//     routed to the adapter opened last ([ClientLog]).
+//     routed to the adapter opened last ([ClientLog]), header names a
+//     record decoder interns ([Names]).
 //
 // A new adapter writes a driver over the portable layer (see
 // docs/writing-an-adapter.md) and takes from here what fits its broker.
