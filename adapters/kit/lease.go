@@ -17,13 +17,14 @@ import (
 // A holder that does not renew it within its TTL loses it to the next
 // taker; run [Lease.Keep] with [Periodic.Every] to renew it.
 type Lease struct {
-	ttl  time.Duration
-	take func(context.Context) (bool, error)
-	drop func(context.Context) error
-	log  *slog.Logger
-	lost atomic.Pointer[func(error)] // OnLost's
-	held atomic.Bool
-	wake chan struct{} // signalled when held turns true
+	ttl   time.Duration
+	take  func(context.Context) (bool, error)
+	drop  func(context.Context) error
+	log   *slog.Logger
+	lost  atomic.Pointer[func(error)] // OnLost's
+	held  atomic.Bool
+	taken atomic.Bool   // a try took it once: Release gives it up
+	wake  chan struct{} // signalled when held turns true
 }
 
 // NewLease returns a lease of ttl, not held yet. take takes the lease, or
@@ -46,7 +47,15 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 // Try takes or renews the lease once and reports whether it is held.
 func (l *Lease) Try(ctx context.Context) (bool, error) {
 	ok, err := l.take(ctx)
+	if err != nil && ctx.Err() != nil {
+		// Cut short (the holder is closing): the broker may have renewed
+		// it; whether it is held is unknown, and not a loss.
+		return false, err
+	}
 	ok = ok && err == nil
+	if ok {
+		l.taken.Store(true)
+	}
 	switch {
 	case ok && !l.held.Swap(true):
 		l.log.Info("sluice: lease taken")
@@ -89,11 +98,13 @@ func (l *Lease) Wait(ctx context.Context) bool {
 	return true
 }
 
-// Release gives the lease up if it is held, waiting a second at most (a
-// lease not given up expires after its TTL anyway). Stop the timer that
-// keeps it first. A nil Lease is not held.
+// Release gives the lease up if a try ever took it (a renewal that
+// failed may still have renewed it at the broker), waiting a second at
+// most (a lease not given up expires after its TTL anyway). Stop the
+// timer that keeps it first. A nil Lease is not held.
 func (l *Lease) Release() {
-	if l != nil && l.held.Swap(false) {
+	if l != nil && l.taken.Swap(false) {
+		l.held.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = l.drop(ctx)

@@ -104,3 +104,37 @@ func TestLeaseOnLostReportsTheLoss(t *testing.T) {
 		t.Fatalf("OnLost got %d reports (%v), want exactly one: the loss, not every failed try after it", len(got), got)
 	}
 }
+
+// A renewal cut short by its context (the holder is closing: its timer's
+// context ends while the renewal is at the broker) may have renewed the
+// lease there: it must not count as a loss, and Release must still give
+// the lease up, or the next holder waits out the TTL.
+func TestLeaseReleasedAfterAnInterruptedRenewal(t *testing.T) {
+	var s store
+	a := s.lease("a")
+	if ok, err := a.Try(context.Background()); !ok || err != nil {
+		t.Fatalf("Try = %v, %v; want the free lease", ok, err)
+	}
+	lost := make(chan error, 1)
+	a.OnLost(func(err error) { lost <- err })
+	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	s.fail = context.Canceled // the renewal is applied, its answer lost
+	s.mu.Unlock()
+	cancel()
+	if ok, _ := a.Try(ctx); ok {
+		t.Fatal("an interrupted renewal reported the lease held")
+	}
+	select {
+	case err := <-lost:
+		t.Fatalf("an interrupted renewal reported the lease lost: %v", err)
+	default:
+	}
+	s.mu.Lock()
+	s.fail = nil
+	s.mu.Unlock()
+	a.Release()
+	if ok, err := s.lease("b").Try(context.Background()); !ok || err != nil {
+		t.Fatalf("after Release another holder's Try = %v, %v; want the lease (it was not given up)", ok, err)
+	}
+}
