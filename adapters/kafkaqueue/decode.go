@@ -7,8 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sluicemq/sluice/adapters/kit"
 )
 
 // rawRecord is one record of a record batch: its key and value are slices
@@ -37,12 +35,30 @@ type rawHeader struct {
 type decoder struct {
 	recs []rawRecord
 	hdrs []rawHeader
-	keys kit.Names
+	keys map[string]string
 }
+
+// maxInterned bounds the interned header keys: past it a new key is a
+// string of its own.
+const maxInterned = 256
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 var decompressor = kgo.DefaultDecompressor()
+
+func (d *decoder) intern(b []byte) string {
+	if k, ok := d.keys[string(b)]; ok {
+		return k
+	}
+	k := string(b)
+	if d.keys == nil {
+		d.keys = map[string]string{}
+	}
+	if len(d.keys) < maxInterned {
+		d.keys[k] = k
+	}
+	return k
+}
 
 // reset forgets the records of the last answer.
 func (d *decoder) reset() { d.recs, d.hdrs = d.recs[:0], d.hdrs[:0] }
@@ -133,7 +149,7 @@ func (d *decoder) read(b []byte, from, last int64) bool {
 			h0 := len(d.hdrs)
 			for range max(r.VarintArrayLen(), 0) {
 				k := r.VarintBytes()
-				d.hdrs = append(d.hdrs, rawHeader{key: d.keys.Intern(k), value: r.VarintBytes()})
+				d.hdrs = append(d.hdrs, rawHeader{key: d.intern(k), value: r.VarintBytes()})
 			}
 			if !r.Ok() {
 				return false
