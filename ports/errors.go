@@ -25,6 +25,12 @@ var (
 	// before the confirm arrived). The message may or may not have been
 	// stored; retrying may duplicate it.
 	ErrUnconfirmed = errors.New("publish not confirmed by the broker")
+	// ErrSettleInDoubt is wrapped by a settlement error when the
+	// settlement reached the broker but its answer was lost (the
+	// connection closed while it waited): the broker may have applied it.
+	// The delivery is then either settled or redelivered; the pipeline
+	// treats it as unsettled.
+	ErrSettleInDoubt = errors.New("settlement in doubt: the broker's answer was lost, it may have been applied")
 	// ErrInvalid is wrapped by every validation error.
 	ErrInvalid = errors.New("invalid argument")
 	// ErrUnsupported is returned when an adapter cannot provide a requested

@@ -117,6 +117,9 @@ const (
 	// committed, maybe after its ack reached the broker
 	// (Ledger.DiedAfterEffect).
 	fateAckUnknown
+	// fateInDoubt: Settle failed with ports.ErrSettleInDoubt: the broker
+	// may have applied the settlement; if it did not, it redelivers.
+	fateInDoubt
 )
 
 // Window names the circumstance a duplicate delivery fell in: what had

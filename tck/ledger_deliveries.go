@@ -1,6 +1,7 @@
 package tck
 
 import (
+	"errors"
 	"hash/fnv"
 
 	"github.com/sluicemq/sluice/flow"
@@ -38,6 +39,8 @@ func (l *Ledger) Observe(e flow.Event) {
 		l.settled(d.ID, e.Action, d.RedeliveryCount)
 	case e.Err != nil && l.deferred != nil && l.deferred(e.Err):
 		l.outcome(d.ID, fateDeferred, d.RedeliveryCount)
+	case errors.Is(e.Err, ports.ErrSettleInDoubt):
+		l.outcome(d.ID, fateInDoubt, d.RedeliveryCount)
 	case e.Err != nil:
 		l.outcome(d.ID, fateSettleFailed, d.RedeliveryCount)
 	default: // cancelled, or completed after stop
@@ -149,7 +152,7 @@ func (l *Ledger) delivered(id string, pos uint32, attempt int) {
 			w = WindowInFlight
 		case fateUnsettled:
 			w = WindowUnsettled
-		case fateSettleFailed, fateDeferred:
+		case fateSettleFailed, fateDeferred, fateInDoubt:
 			w = WindowSettleFailed
 		case fateAcked, fateDead:
 			switch {
@@ -293,7 +296,7 @@ func (l *Ledger) outcome(id string, f fate, attempt int) {
 		l.duplicate(WindowInFlight)
 	}
 	l.setFate(r, f, attempt)
-	if f == fateSettleFailed || f == fateDeferred {
+	if f == fateSettleFailed || f == fateDeferred || f == fateInDoubt {
 		l.c.settleFailed++
 	}
 	l.notify()

@@ -158,6 +158,11 @@ type Report struct {
 	// dead-lettered whose last settlement the adapter deferred: not
 	// counted as lost, on the adapter's word (see Ledger.SetDeferred).
 	DeferredUnsettled int
+	// InDoubt counts confirmed messages never seen acked nor dead-lettered
+	// whose last settlement failed in doubt (ports.ErrSettleInDoubt): the
+	// broker applied it, since it never redelivered them. Not lost: their
+	// handler finished, and only the broker's answer was lost.
+	InDoubt int
 	// AckUnknownEffected counts confirmed messages never seen settled
 	// whose process died after their effect committed (DiedAfterEffect)
 	// and that have their effect (Effects): not lost — the ack may have
@@ -190,6 +195,8 @@ func (l *Ledger) Report() Report {
 	scan := func(x *rec, id func() string) {
 		if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate == fateDeferred {
 			r.DeferredUnsettled++
+		} else if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate == fateInDoubt {
+			r.InDoubt++
 		} else if l.effectsSet && x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 && x.fate == fateAckUnknown && l.effects[id()] > 0 {
 			r.AckUnknownEffected++
 		} else if x.flags&fConfirmed != 0 && x.flags&(fAcked|fDead) == 0 {
@@ -259,6 +266,9 @@ func (r Report) Line() string {
 	}
 	if r.DeferredUnsettled > 0 {
 		fmt.Fprintf(&b, " deferred=%d", r.DeferredUnsettled)
+	}
+	if r.InDoubt > 0 {
+		fmt.Fprintf(&b, " settle-in-doubt=%d", r.InDoubt)
 	}
 	if r.AckUnknownEffected > 0 {
 		fmt.Fprintf(&b, " ack-unknown=%d", r.AckUnknownEffected)

@@ -396,3 +396,27 @@ func TestLedgerRequeueCopyOvertakingItsSettlement(t *testing.T) {
 		t.Fatalf("a higher count then an ack: %+v", r)
 	}
 }
+
+// A settlement that failed in doubt (ports.ErrSettleInDoubt: the broker's
+// answer was lost) is not a loss when the broker never redelivers the
+// message: it applied the settlement. A plain failure still is.
+func TestLedgerSettleInDoubtIsNotLost(t *testing.T) {
+	l := tck.NewLedger("fake", "unit")
+	ms := msgs(2)
+	if err := l.Send(context.Background(), &fakeSender{}, ms...); err != nil {
+		t.Fatal(err)
+	}
+	d0, d1 := delivery(ms[0], 0, "a"), delivery(ms[1], 0, "b")
+	received(l, d0)
+	received(l, d1)
+	l.Observe(flow.Event{Delivery: d0, Err: fmt.Errorf("ack: %w: connection closed", ports.ErrSettleInDoubt)})
+	l.Observe(flow.Event{Delivery: d1, Err: errors.New("ack: connection closed")})
+	rec := &recorder{TB: t}
+	r := l.Check(rec)
+	if r.Lost != 1 || r.InDoubt != 1 || r.LostAfterSettleError != 1 || r.LostSample[0] != ms[1].ID() {
+		t.Fatalf("report %+v: want the in-doubt message not lost, the plain failure lost", r)
+	}
+	if len(rec.logged) != 1 || !strings.Contains(rec.logged[0], " settle-in-doubt=1") {
+		t.Fatalf("LEDGER line %q, want settle-in-doubt=1", rec.logged)
+	}
+}

@@ -163,7 +163,9 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 		err = s.consumer.AckIDList(ids(handles))
 	}
 	if err != nil {
-		return fmt.Errorf("ack %d message(s) on %s: %w", len(handles), s.name, err)
+		// The ack command may have reached the broker before its answer
+		// was lost: the messages are acked, or redelivered.
+		return fmt.Errorf("ack %d message(s) on %s: %w: %w", len(handles), s.name, ports.ErrSettleInDoubt, err)
 	}
 	return nil
 }
