@@ -41,11 +41,13 @@ type delays struct {
 	signal                chan struct{}   // a requeue was asked for or a delayed send started
 }
 
+// newDelays returns an empty record.
+func newDelays() *delays {
+	return &delays{failed: map[string]bool{}, signal: make(chan struct{}, 1)}
+}
+
 // notify wakes awaitHeld (with d.mu held).
 func (d *delays) notify() {
-	if d.signal == nil {
-		d.signal = make(chan struct{}, 1)
-	}
 	select {
 	case d.signal <- struct{}{}:
 	default:
@@ -76,9 +78,6 @@ func (d *delays) firstDelivery(id string) bool {
 	if d.failed[id] {
 		return false
 	}
-	if d.failed == nil {
-		d.failed = map[string]bool{}
-	}
 	d.failed[id] = true
 	d.requeues = append(d.requeues, time.Now())
 	d.notify()
@@ -106,9 +105,6 @@ func (d *delays) sent(msgs ...ports.Message) {
 func (d *delays) holding(requeues bool) (bool, <-chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.signal == nil {
-		d.signal = make(chan struct{}, 1)
-	}
 	recent := func(at []time.Time, delay time.Duration) bool {
 		return len(at) > 0 && time.Since(at[len(at)-1]) < delay/2
 	}

@@ -30,7 +30,7 @@ type env struct {
 	group  string
 	l      *tck.Ledger
 	w      *witness
-	delays delays // the stream's requeue-once messages and delayed sends
+	delays *delays // the stream's requeue-once messages and delayed sends
 	// runPath is the name of the test that called Run, for re-executing
 	// the test binary as a consumer process.
 	runPath string
@@ -52,11 +52,12 @@ func newEnv(t *testing.T, target Target, b *Broker, fault string) *env {
 	suffix := randHex(4)
 	e := &env{
 		t: t, target: target, b: b, fault: fault, ctx: ctx,
-		topic: ports.Topic("faults." + fault + "." + suffix),
-		group: "g" + suffix,
-		l:     ledgerFor(target, fault),
-		w:     newWitness(target.Arrivals != nil),
-		procs: map[ports.Adapter]process{},
+		topic:  ports.Topic("faults." + fault + "." + suffix),
+		group:  "g" + suffix,
+		l:      ledgerFor(target, fault),
+		w:      newWitness(target.Arrivals != nil),
+		delays: newDelays(),
+		procs:  map[ports.Adapter]process{},
 	}
 	// Registered before anything the scenario makes, so it runs after all
 	// of it was stopped and closed.
