@@ -70,6 +70,7 @@ type counts struct {
 	deliveries, requeues, dups, dlqArrived, settleFailed int // events
 	phantom, deferred                                    int // unique ids; deferred: unsettled, last settlement deferred
 	ackUnknown                                           int // unique ids: unsettled, died after the effect (fateAckUnknown)
+	inDoubt                                              int // unique ids: unsettled, last settlement in doubt (fateInDoubt)
 }
 
 // rec is one message's history, compact enough for a soak.

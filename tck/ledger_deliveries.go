@@ -221,12 +221,18 @@ func (l *Ledger) transition(r *rec, f fate) {
 	if r.fate == fateAckUnknown && open {
 		l.c.ackUnknown--
 	}
+	if r.fate == fateInDoubt && open {
+		l.c.inDoubt--
+	}
 	r.fate = f
 	if f == fateDeferred && open {
 		l.c.deferred++
 	}
 	if f == fateAckUnknown && open {
 		l.c.ackUnknown++
+	}
+	if f == fateInDoubt && open {
+		l.c.inDoubt++
 	}
 }
 
@@ -266,6 +272,9 @@ func (l *Ledger) settled(id string, a ports.Action, attempt int) {
 	}
 	if !wasTerminal && r.flags&(fAcked|fDead) != 0 && r.fate == fateDeferred {
 		l.c.deferred-- // settled after all: no longer counted as deferred
+	}
+	if !wasTerminal && r.flags&(fAcked|fDead) != 0 && r.fate == fateInDoubt {
+		l.c.inDoubt-- // settled after all: no longer in doubt
 	}
 	if !wasTerminal && r.flags&(fAcked|fDead) != 0 && r.flags&fConfirmed != 0 {
 		l.c.terminalConfirmed++

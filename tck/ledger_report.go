@@ -33,6 +33,9 @@ type Counts struct {
 	// process died after the message's effect committed, maybe after its
 	// ack reached the broker (see DiedAfterEffect).
 	AckUnknown int
+	// InDoubt counts messages not settled whose last settlement failed
+	// with ports.ErrSettleInDoubt: the broker may have applied it.
+	InDoubt int
 
 	Delivered         int // deliveries
 	Requeued          int // requeue settlements
@@ -53,7 +56,7 @@ func (l *Ledger) countsLocked() Counts {
 	return Counts{
 		Attempted: l.c.attempted, Confirmed: l.c.confirmed,
 		Acked: l.c.acked, DeadLettered: l.c.dead, Settled: l.c.terminalConfirmed,
-		Phantoms: l.c.phantom, Deferred: l.c.deferred, AckUnknown: l.c.ackUnknown,
+		Phantoms: l.c.phantom, Deferred: l.c.deferred, AckUnknown: l.c.ackUnknown, InDoubt: l.c.inDoubt,
 		Delivered: l.c.deliveries, Requeued: l.c.requeues, SettleFailed: l.c.settleFailed,
 		Duplicates: l.c.dups, DeadLetterArrived: l.c.dlqArrived,
 		InFlight: len(l.open) + l.external,

@@ -411,6 +411,9 @@ func TestLedgerSettleInDoubtIsNotLost(t *testing.T) {
 	received(l, d1)
 	l.Observe(flow.Event{Delivery: d0, Err: fmt.Errorf("ack: %w: connection closed", ports.ErrSettleInDoubt)})
 	l.Observe(flow.Event{Delivery: d1, Err: errors.New("ack: connection closed")})
+	if c := l.Counts(); c.InDoubt != 1 {
+		t.Fatalf("counts %+v: want InDoubt=1", c)
+	}
 	rec := &recorder{TB: t}
 	r := l.Check(rec)
 	if r.Lost != 1 || r.InDoubt != 1 || r.LostAfterSettleError != 1 || r.LostSample[0] != ms[1].ID() {
@@ -418,5 +421,11 @@ func TestLedgerSettleInDoubtIsNotLost(t *testing.T) {
 	}
 	if len(rec.logged) != 1 || !strings.Contains(rec.logged[0], " settle-in-doubt=1") {
 		t.Fatalf("LEDGER line %q, want settle-in-doubt=1", rec.logged)
+	}
+	// Redelivered and acked after all: no longer in doubt.
+	received(l, delivery(ms[0], 1, "a"))
+	l.Observe(flow.Event{Delivery: delivery(ms[0], 1, "a"), Action: ports.Ack})
+	if c := l.Counts(); c.InDoubt != 0 || c.Settled != 1 {
+		t.Fatalf("counts %+v after the redelivery was acked: want InDoubt=0 Settled=1", c)
 	}
 }

@@ -132,6 +132,8 @@ func (c *conn) send(ctx context.Context, m *ports.Message) error {
 	for {
 		resp, err := c.pub.Publish(ctx, p)
 		switch {
+		case err == nil && resp != nil && resp.ReasonCode == noMatchingSubscribers && (!c.opts.DropUnroutable || isDeadLetter(m.Topic)):
+			return fmt.Errorf("%w: PUBACK reason code 0x10, the broker dropped it (%w)", ports.ErrNoSubscriber, ports.ErrUnconfirmed)
 		case err == nil:
 			return nil
 		case errors.Is(err, autopaho.ConnectionDownError):
@@ -139,7 +141,7 @@ func (c *conn) send(ctx context.Context, m *ports.Message) error {
 			if err = c.pub.AwaitConnection(ctx); err == nil {
 				continue
 			}
-		case resp != nil && resp.ReasonCode >= 0x80: // 16, no matching subscribers, confirms
+		case resp != nil && resp.ReasonCode >= 0x80:
 			err = fmt.Errorf("PUBACK reason code 0x%02x %s", resp.ReasonCode, resp.Properties.ReasonString)
 		}
 		if ctx.Err() != nil {
@@ -153,6 +155,8 @@ func (c *conn) send(ctx context.Context, m *ports.Message) error {
 // mqtts://, see explainConnect).
 func (c *conn) Classify(err error) driver.Class {
 	switch {
+	case errors.Is(err, ports.ErrNoSubscriber):
+		return driver.Class{Code: ports.ErrNoSubscriber}
 	case errors.Is(err, ports.ErrUnconfirmed):
 		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
 	case errors.Is(err, errConnectTimeout):

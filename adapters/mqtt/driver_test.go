@@ -131,8 +131,10 @@ func TestSettleContract(t *testing.T) {
 	}
 }
 
-// TestSendOutcomes: reason code 16 (no matching subscribers) confirms a
-// publish; a broker refusal (PUBACK 0x87) is an unconfirmed SendError.
+// TestSendOutcomes: reason code 16 (no matching subscribers: the broker
+// dropped the publish) fails a Send with ports.ErrNoSubscriber, unless
+// DropUnroutable, and a dead letter always; a broker refusal (PUBACK 0x87)
+// is an unconfirmed SendError.
 func TestSendOutcomes(t *testing.T) {
 	var refuse atomic.Bool
 	b, err := embedded.Start(embedded.Options{AllowPublish: func(_, topic string) bool {
@@ -146,17 +148,27 @@ func TestSendOutcomes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// mosquitto answers 16 when nobody subscribes: still confirmed.
 	raw := rawPublish(t, ctx, m.Addr(), "nobody/listens")
 	if raw != 16 {
 		t.Fatalf("mosquitto answered reason code %d with no subscriber, want 16", raw)
 	}
-	am := newAdapter(t, ctx, m.URL(), "send"+randHex(), 0)
-	if err := am.Send(ctx, ports.Message{Topic: "nobody", Payload: []byte(`{}`)}); err != nil {
-		t.Fatalf("Send with no subscriber (reason code 16) returned %v, want nil", err)
+	for _, url := range []string{m.URL(), b.URL()} {
+		am := newAdapter(t, ctx, url, "send"+randHex(), 0)
+		var se *ports.SendError
+		err := am.Send(ctx, ports.Message{Topic: "nobody", Payload: []byte(`{}`)})
+		if !errors.As(err, &se) || !errors.Is(err, ports.ErrNoSubscriber) || !strings.Contains(err.Error(), "0x10") {
+			t.Fatalf("%s: Send with no subscriber (reason code 16) returned %v, want a SendError wrapping ErrNoSubscriber", url, err)
+		}
+		drop := newAdapterOpts(t, ctx, mqtt.Options{URL: url, Namespace: "send" + randHex(), DropUnroutable: true})
+		if err := drop.Send(ctx, ports.Message{Topic: "nobody", Payload: []byte(`{}`)}); err != nil {
+			t.Fatalf("%s: Send with no subscriber and DropUnroutable returned %v, want nil", url, err)
+		}
+		if err := drop.Send(ctx, ports.Message{Topic: "nobody.dlq", Payload: []byte(`{}`)}); !errors.Is(err, ports.ErrNoSubscriber) {
+			t.Fatalf("%s: a dead letter nobody subscribes to, with DropUnroutable, returned %v, want ErrNoSubscriber", url, err)
+		}
 	}
 
-	ae := newAdapter(t, ctx, b.URL(), "send", 0)
+	ae := newAdapterOpts(t, ctx, mqtt.Options{URL: b.URL(), Namespace: "send", DropUnroutable: true})
 	refuse.Store(true)
 	err = ae.Send(ctx, ports.Message{Topic: "ok", Payload: []byte(`{}`)}, ports.Message{Topic: "refused", Payload: []byte(`{}`)})
 	var se *ports.SendError

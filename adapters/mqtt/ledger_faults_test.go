@@ -38,11 +38,6 @@ func TestLedgerFaults(t *testing.T) {
 			Arrivals:     arrivals,
 			ClientRace:   pahoReconnectRace,
 			SoakMessages: 100_000,
-			BrokerDrops: map[string]string{
-				"broker-restart": "mosquitto 2.0 does not restore shared subscriptions from its persistence file: a LOAD_BALANCE " +
-					"group has no subscription after a restart until its members subscribe again, and mosquitto drops what is " +
-					"published meanwhile (see TestFaultMosquittoRestartMidStream and docs/adapters/mqtt.md)",
-			},
 			Start: func(t *testing.T) *faults.Broker {
 				m := mqtttest.Require(t, mqtttest.MosquittoOptions{})
 				return &faults.Broker{

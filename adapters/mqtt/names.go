@@ -37,3 +37,13 @@ func checkName(field, s, why string) error {
 	}
 	return &ports.ValueError{Field: field, Reason: fmt.Sprintf("%q must be non-empty without '/', '+', '#' or '$'%s", s, why)}
 }
+
+// noMatchingSubscribers is the PUBACK reason code of a publish the broker
+// routed to no session: it was dropped.
+const noMatchingSubscribers = 0x10
+
+// isDeadLetter reports whether t is a dead-letter topic "<topic>.dlq".
+func isDeadLetter(t ports.Topic) bool {
+	base, ok := strings.CutSuffix(string(t), ports.DeadLetterSuffix)
+	return ok && base != ""
+}

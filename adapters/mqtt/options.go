@@ -42,6 +42,10 @@ type Options struct {
 	// LeaveGroupOnStop unsubscribes a LoadBalance member on Stop. Default
 	// false: a stopped member keeps its share (the group stays durable).
 	LeaveGroupOnStop bool `url:"leave_group_on_stop"`
+	// DropUnroutable confirms a Send that no subscription matched (PUBACK
+	// reason 0x10): the broker dropped it, which Send otherwise reports
+	// with ports.ErrNoSubscriber. Dead letters always fail that way.
+	DropUnroutable bool `url:"drop_unroutable"`
 	// ReceiveMaximum, when positive, is every subscription's Receive
 	// Maximum. Default SubscriptionSpec.InFlight.
 	ReceiveMaximum int `url:"receive_maximum,1..65535"`

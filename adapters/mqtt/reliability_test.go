@@ -168,13 +168,12 @@ func newAdapter(t *testing.T, ctx context.Context, url, ns string, rm int) *mqtt
 
 // TestFaultMosquittoRestartMidStream restarts mosquitto (graceful stop:
 // its persistence file is written) while messages flow, for a Broadcast
-// (plain) and a LoadBalance (shared) subscription. No message that reached
-// the client may be lost by the adapter; duplicates are counted. mosquitto
-// 2.0.11 restores plain subscriptions from persistence but not shared ones:
-// a LoadBalance group has no subscription until its members subscribe
-// again, so messages confirmed in that window are lost by the broker. The
-// test allows that only for messages published after the restart began,
-// and reports them.
+// (plain) and a LoadBalance (shared) subscription. Every confirmed message
+// must be delivered; duplicates are counted. mosquitto 2.0.11 restores
+// plain subscriptions from persistence but not shared ones: until the
+// LoadBalance member subscribes again a publish matches nobody (PUBACK
+// 0x10), which Send reports as ports.ErrNoSubscriber and the producer
+// retries.
 func TestFaultMosquittoRestartMidStream(t *testing.T) {
 	m := mqtttest.Require(t, mqtttest.MosquittoOptions{})
 	for _, mode := range []ports.Mode{ports.Broadcast, ports.LoadBalance} {
@@ -215,13 +214,11 @@ func TestFaultMosquittoRestartMidStream(t *testing.T) {
 			if len(l.connErrs) == 0 {
 				t.Fatal("the broker restart was not surfaced on Errors()")
 			}
-			for _, id := range lost {
-				if mode == ports.Broadcast || id <= ids[n/2] {
-					t.Fatalf("message %s (confirmed, mode %v) never reached the client after the restart", id, mode)
-				}
+			if len(lost) > 0 {
+				t.Fatalf("%d confirmed message(s) never reached the client across the restart (mode %v), first %v", len(lost), mode, lost[:min(5, len(lost))])
 			}
-			t.Logf("restart, %v: %d confirmed, %d lost by the broker before delivery (after the restart, before the group re-subscribed), %d duplicates, %d connection events (first: %v)",
-				mode, len(ids), len(lost), l.duplicates(), len(l.connErrs), l.connErrs[0])
+			t.Logf("restart, %v: %d confirmed, %d duplicates, %d connection events (first: %v)",
+				mode, len(ids), l.duplicates(), len(l.connErrs), l.connErrs[0])
 		})
 	}
 }

@@ -53,19 +53,25 @@ func TestFailedResubscribeIsRetried(t *testing.T) {
 			t.Fatal("no failed resubscribe reported on Errors within 60s")
 		}
 	}
-	// Until the subscription is back a message finds no subscriber and is
-	// dropped: send one every 200ms until one arrives.
-	var ds []*ports.Delivery
-	for len(ds) == 0 {
-		if err := a.Send(ctx, ports.Message{Topic: "t", Payload: []byte(`{}`)}); err != nil {
-			t.Fatalf("Send after the restart: %v", err)
+	// Until the subscription is back a message finds no subscriber: Send
+	// fails it with ErrNoSubscriber. Send until it is stored, then it
+	// must arrive.
+	for {
+		err := a.Send(ctx, ports.Message{Topic: "t", Payload: []byte(`{}`)})
+		if err == nil {
+			break
 		}
-		rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		ds, err = sub.Receive(rctx, 1)
-		rcancel()
-		if ctx.Err() != nil {
-			t.Fatalf("nothing received within 60s after the restart (%v): the subscription was not restored", err)
+		if !errors.Is(err, ports.ErrNoSubscriber) || ctx.Err() != nil {
+			t.Fatalf("Send after the restart: %v (want nil once the subscription is back, ErrNoSubscriber before)", err)
 		}
+		select {
+		case <-time.After(50 * time.Millisecond): // retry pacing
+		case <-ctx.Done():
+		}
+	}
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil || len(ds) == 0 {
+		t.Fatalf("the message stored after the restart was not received within 60s: %v", err)
 	}
 	if n := refused.Load(); n < 3 {
 		t.Fatalf("the broker saw %d SUBSCRIBEs, want at least 3 (two refused, then one allowed)", n)
