@@ -22,6 +22,16 @@ func ExampleDeadLetterTopic() {
 	// Output: orders.dlq
 }
 
+func ExampleTopic_DeadLetterOf() {
+	base, ok := ports.Topic("orders.dlq").DeadLetterOf()
+	fmt.Printf("%q %v\n", base, ok)
+	base, ok = ports.Topic("orders").DeadLetterOf()
+	fmt.Printf("%q %v\n", base, ok)
+	// Output:
+	// "orders" true
+	// "" false
+}
+
 func ExampleSubscriptionSpec_WithDefaults() {
 	s := ports.SubscriptionSpec{Topic: "readings", Group: "ingest", Batch: ports.BatchSpec{Size: 500}}.WithDefaults()
 	fmt.Println(s.InFlight, s.Batch.Window, s.Retry.MaxAttempts, s.Retry.Backoff, s.Validate())

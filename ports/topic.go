@@ -25,6 +25,15 @@ const DeadLetterSuffix = ".dlq"
 // in t's scope).
 func DeadLetterTopic(t Topic) Topic { return t + DeadLetterSuffix }
 
+// DeadLetterOf returns the topic whose dead-letter topic t is, and
+// whether t is one ("<base>.dlq" with a non-empty base; "", false if not).
+func (t Topic) DeadLetterOf() (Topic, bool) {
+	if base, ok := strings.CutSuffix(string(t), DeadLetterSuffix); ok && base != "" {
+		return Topic(base), true
+	}
+	return "", false
+}
+
 // Scope is a tenant and a namespace within it (the design documents'
 // "{tenant}/{namespace}/{topic}" naming). Adapters map it natively where
 // the broker has the notion (Pulsar tenants and namespaces, MQTT topic

@@ -188,7 +188,8 @@ func (d *conn) declareQueue(ctx context.Context, q string) error {
 func (d *conn) physical(t ports.Topic) string { return d.opts.Namespace + "." + scopedPhysical(t) }
 
 func isDeadLetterTopic(t ports.Topic) bool {
-	return strings.HasSuffix(string(t), ports.DeadLetterSuffix)
+	_, ok := t.DeadLetterOf()
+	return ok
 }
 
 // sendDest is where Send publishes a message for t.

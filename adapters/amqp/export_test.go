@@ -20,7 +20,10 @@ func WithFaults(o Options, f *Faults) Options {
 				it.key = faultKey
 			}
 		} else if f.sends.Load() {
-			it.key, it.mandatory = faultKey, true
+			// A delayed send too is published straight to the key, not
+			// through its delay queue, which would confirm it and then
+			// hold it for ever in the broker's dead-letter worker.
+			it.exch, it.key, it.mandatory, it.delay = "", faultKey, true, 0
 		}
 	}
 	return o

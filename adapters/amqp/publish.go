@@ -29,13 +29,13 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		if m.QoS == ports.BestEffort {
 			it.pub.DeliveryMode = amqp.Transient
 		}
-		if c.opts.testHook != nil {
-			c.opts.testHook(m, it)
-		}
 		if _, adopted := c.opts.Existing.Topics[m.Topic]; adopted && m.Delay > 0 {
 			it.err = fmt.Errorf("%w: amqp: topic %q is adopted (Options.Existing): a delayed message would come back through the namespace exchange %q, which does not reach the adopted exchange; send it without Delay", ports.ErrUnsupported, string(m.Topic), c.topo.topics)
 		} else if m.Delay > 0 {
 			c.topo.delayed(it, m.Delay)
+		}
+		if c.opts.testHook != nil {
+			c.opts.testHook(m, it)
 		}
 	}
 	return c.publish(ctx, items)

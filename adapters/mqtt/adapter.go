@@ -115,6 +115,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 
 func (c *conn) send(ctx context.Context, m *ports.Message) error {
 	p := toPublish(c.physical(m.Topic), m)
+	_, deadLetter := m.Topic.DeadLetterOf()
 	if c.declared.QoS(m) == ports.BestEffort {
 		p.QoS = 0
 	}
@@ -132,7 +133,7 @@ func (c *conn) send(ctx context.Context, m *ports.Message) error {
 	for {
 		resp, err := c.pub.Publish(ctx, p)
 		switch {
-		case err == nil && resp != nil && resp.ReasonCode == noMatchingSubscribers && (!c.opts.DropUnroutable || isDeadLetter(m.Topic)):
+		case err == nil && resp != nil && resp.ReasonCode == noMatchingSubscribers && (!c.opts.DropUnroutable || deadLetter):
 			return fmt.Errorf("%w: PUBACK reason code 0x10, the broker dropped it (%w)", ports.ErrNoSubscriber, ports.ErrUnconfirmed)
 		case err == nil:
 			return nil

@@ -13,8 +13,8 @@ const dlqLevel = "/dlq"
 // physicalTopic is "<ns>/<topic>" (a scoped topic's levels stay levels),
 // and "<ns>/<topic>/dlq" for the dead-letter topic "<topic>.dlq".
 func physicalTopic(ns string, t ports.Topic) string {
-	if base, ok := strings.CutSuffix(string(t), ports.DeadLetterSuffix); ok && base != "" {
-		return ns + "/" + base + dlqLevel
+	if base, ok := t.DeadLetterOf(); ok {
+		return ns + "/" + string(base) + dlqLevel
 	}
 	return ns + "/" + string(t)
 }
@@ -41,9 +41,3 @@ func checkName(field, s, why string) error {
 // noMatchingSubscribers is the PUBACK reason code of a publish the broker
 // routed to no session: it was dropped.
 const noMatchingSubscribers = 0x10
-
-// isDeadLetter reports whether t is a dead-letter topic "<topic>.dlq".
-func isDeadLetter(t ports.Topic) bool {
-	base, ok := strings.CutSuffix(string(t), ports.DeadLetterSuffix)
-	return ok && base != ""
-}

@@ -166,29 +166,16 @@ func (c *conn) forget(s *subscription) {
 	delete(c.subs, s.clientID)
 }
 
-// subscribe sends SUBSCRIBE on cm and checks the granted QoS. A broker's
-// 0x91 (packet id in use: one that shares the id space of its resumed
-// publishes with the client's, as mochi-mqtt did) is retried; on a resumed
-// session the kept subscription is then accepted.
-func (s *subscription) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, resumed bool) error {
-	var err error
-	for range 4 {
-		var sa *paho.Suback
-		sa, err = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: s.qos}}})
-		switch {
-		case sa != nil && len(sa.Reasons) == 1 && sa.Reasons[0] == 0x91:
-			continue
-		case err != nil:
-			return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
-		case len(sa.Reasons) != 1 || sa.Reasons[0] != s.qos:
-			return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS %d granted", s.filter, sa.Reasons, s.qos)
-		}
-		return nil
+// subscribe sends SUBSCRIBE on cm and checks the granted QoS.
+func (s *subscription) subscribe(ctx context.Context, cm *autopaho.ConnectionManager) error {
+	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: s.filter, QoS: s.qos}}})
+	switch {
+	case err != nil:
+		return fmt.Errorf("mqtt: subscribe %s: %w", s.filter, err)
+	case len(sa.Reasons) != 1 || sa.Reasons[0] != s.qos:
+		return fmt.Errorf("mqtt: subscribe %s: broker answered %v, want QoS %d granted", s.filter, sa.Reasons, s.qos)
 	}
-	if resumed {
-		return nil
-	}
-	return fmt.Errorf("mqtt: subscribe %s: packet identifier in use on every attempt: %w", s.filter, err)
+	return nil
 }
 
 // onUp runs on autopaho's goroutine when a connection came up. It
@@ -217,7 +204,7 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 		// A connection up without its subscription receives nothing:
 		// subscribe again, reporting each failure, while it lasts.
 		_ = kit.Reconnect(up, kit.DefaultBackoff, func(context.Context) error {
-			return s.subscribeOn(up, cm, ca.SessionPresent)
+			return s.subscribeOn(up, cm)
 		}, func(err error) { s.Report(connError(s.clientID, "resubscribe", err)) })
 	}()
 }
@@ -226,9 +213,9 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 // connection's answer decides Subscribe. It returns nil once nothing is
 // left to do on this connection: subscribed, Subscribe decided, or the
 // connection gone (its successor subscribes).
-func (s *subscription) subscribeOn(up context.Context, cm *autopaho.ConnectionManager, resumed bool) error {
+func (s *subscription) subscribeOn(up context.Context, cm *autopaho.ConnectionManager) error {
 	ctx, cancel := context.WithTimeout(up, s.c.opts.ConnectTimeout)
-	err := s.subscribe(ctx, cm, resumed)
+	err := s.subscribe(ctx, cm)
 	cancel()
 	// A SUBSCRIBE written to a socket the broker closed (another
 	// connection took the session) fails before the reader sees the loss:

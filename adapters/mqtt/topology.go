@@ -76,8 +76,8 @@ func (c *conn) physical(t ports.Topic) string {
 	if e, ok := c.adopted(t); ok {
 		return e.PhysicalTopic
 	}
-	if base, ok := strings.CutSuffix(string(t), ports.DeadLetterSuffix); ok {
-		if e, ok := c.adopted(ports.Topic(base)); ok {
+	if base, ok := t.DeadLetterOf(); ok {
+		if e, ok := c.adopted(base); ok {
 			return e.PhysicalTopic + dlqLevel
 		}
 	}

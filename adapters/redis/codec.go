@@ -143,7 +143,7 @@ func encodeFields(fields []any, m *ports.Message) []any {
 // held field/value entry its fields and m's headers, else m in Wire's
 // format.
 func (c *conn) encodeSend(m *ports.Message) []any {
-	if strings.HasSuffix(string(m.Topic), ports.DeadLetterSuffix) {
+	if _, dl := m.Topic.DeadLetterOf(); dl {
 		if fields, ok := c.fields.Lookup(m.Headers[ports.HeaderID]); ok {
 			return encodeFields(fields, m)
 		}
