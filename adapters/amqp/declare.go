@@ -76,9 +76,6 @@ func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec
 // (Watermill's SubscribeInitialize), with the topic's declared retention
 // and length; an adopted queue is left alone.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
-		return err
-	}
 	if _, ok := c.opts.Existing.Groups[ExistingGroup{Topic: topic, Group: group}]; ok {
 		return nil
 	}
