@@ -79,7 +79,7 @@ func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string
 	if _, ok := c.opts.Existing.Groups[ExistingGroup{Topic: topic, Group: group}]; ok {
 		return nil
 	}
-	if err := c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.queue(topic, "lb", group), topic, c.shape(topic, false, false)), topic, true); err != nil {
+	if err := c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.queue(topic, "lb", group), topic, c.shape(ports.SubscriptionSpec{Topic: topic})), topic, true); err != nil {
 		return fmt.Errorf("amqp: declare group %q of %s: %w", group, topic, err)
 	}
 	return nil
@@ -109,10 +109,15 @@ func (c *conn) declare(ctx context.Context, conn *connector, d queueDecl, topic 
 	return conn.with(ctx, d.bind) // the refused declaration bound nothing
 }
 
-// shape returns the queue arguments a subscription queue of topic gets.
-func (c *conn) shape(topic ports.Topic, singleActive, bestEffort bool) queueShape {
-	spec, _ := c.declared.Lookup(topic)
-	return queueShape{ttl: spec.Retention, maxLen: spec.MaxLength, singleActive: singleActive, bestEffort: bestEffort}
+// shape returns the queue arguments of spec's queue: its topic's declared
+// retention and length, and what spec asks for.
+func (c *conn) shape(spec ports.SubscriptionSpec) queueShape {
+	t, _ := c.declared.Lookup(spec.Topic)
+	sh := queueShape{ttl: t.Retention, maxLen: t.MaxLength, singleActive: spec.SingleActive, bestEffort: spec.QoS == ports.BestEffort}
+	if spec.Mode == ports.Broadcast {
+		sh.expires = cmp.Or(spec.InstanceTTL, c.opts.OrphanExpiry)
+	}
+	return sh
 }
 
 // queueShape is what decides a subscription queue's declaration.
