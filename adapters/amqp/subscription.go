@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,9 +67,6 @@ const instanceSettle = 2 * time.Second
 // spec.InFlight. It logs the queue's type and whether its redelivery count
 // is exact (at Info when that differs from the capabilities).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	if err := broadcastNames(spec); err != nil {
-		return nil, err
-	}
 	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), bestEffort: spec.QoS == ports.BestEffort,
 		deleteOnStop: spec.Mode == ports.Broadcast && spec.InstanceTTL == 0}
 	s.cons = kit.NewLazy(s.establish, func(c *consumer) bool { return !c.lost.Load() })
@@ -104,17 +100,6 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	log("sluice amqp: subscribed", "queue", s.queue, "adopted", s.adopted, "queue_type", qt, "exact_redelivery_count", exact)
 	return s, nil
-}
-
-// broadcastNames refuses a BROADCAST group or instance with a '/': in
-// "<ns>/<topic>/bc/<group>/<instance>" two instances could name one queue.
-func broadcastNames(spec ports.SubscriptionSpec) error {
-	for _, f := range [][2]string{{"Group", spec.Group}, {"Instance", spec.Instance}} {
-		if spec.Mode == ports.Broadcast && strings.Contains(f[1], "/") {
-			return &ports.ValueError{Field: "SubscriptionSpec." + f[0], Reason: fmt.Sprintf("%q: a BROADCAST %s must not contain '/' on amqp (group and instance are the last two '/'-separated parts of the instance's queue name)", f[1], strings.ToLower(f[0]))}
-		}
-	}
-	return nil
 }
 
 // establish declares the queues and consumes. A BROADCAST consumer is
