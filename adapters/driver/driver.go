@@ -149,7 +149,8 @@ type Record struct {
 	BrokerID string
 	// RedeliveryCount is how often the broker delivered this message
 	// before (exact or a bound, as Capabilities.ExactRedeliveryCount
-	// says). The portable layer adds the count carried by requeue copies.
+	// says). Where requeues are copies, the portable layer adds the count
+	// they carry, and a malformed one makes the record poison.
 	RedeliveryCount int
 	// Facts are broker facts for logs (queue, partition); shared and
 	// read-only.
