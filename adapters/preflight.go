@@ -31,11 +31,8 @@ func Preflight(addrs []string, conf *tls.Config, timeout time.Duration) error {
 		if conf == nil {
 			return nil
 		}
-		c := conf.Clone()
-		if c.ServerName == "" && !c.InsecureSkipVerify {
-			c.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		if err := handshake(conn, c, timeout); err != nil {
+		host, _, _ := net.SplitHostPort(addr)
+		if err := handshake(conn, ClientTLS(conf, host), timeout); err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				return &TLSError{Addr: addr, Reason: fmt.Sprintf("no answer to the TLS handshake within %v: is this a plaintext port? use the broker's TLS listener", timeout), Err: err}

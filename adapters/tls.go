@@ -169,12 +169,7 @@ func scrubFileError(err error) string {
 // per Open.
 func (c *Config) TLS() *tls.Config {
 	s := &c.tlsSet
-	var t *tls.Config
-	if s.base != nil {
-		t = s.base.Clone()
-	} else {
-		t = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
+	t := ClientTLS(s.base, "") // the server name is settled below
 	if s.roots != nil {
 		t.RootCAs = s.roots
 	}
@@ -195,6 +190,21 @@ func (c *Config) TLS() *tls.Config {
 			"scheme", c.Scheme, "host", c.host)
 	}
 	return t
+}
+
+// ClientTLS returns a copy of cfg (nil: the system roots, TLS 1.2 or
+// later) that verifies the broker's certificate for host unless cfg names
+// a server or turns verification off, for a driver that does the TLS
+// handshake itself.
+func ClientTLS(cfg *tls.Config, host string) *tls.Config {
+	if cfg == nil {
+		return &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	}
+	c := cfg.Clone()
+	if c.ServerName == "" && !c.InsecureSkipVerify {
+		c.ServerName = host
+	}
+	return c
 }
 
 // CustomTLS reports whether any TLS setting was given: WithTLS,

@@ -18,10 +18,7 @@ import (
 // Adapter is the RabbitMQ adapter: the portable layer over the AMQP 0-9-1
 // driver. It is safe for concurrent use. Create it with New; release it
 // with Close.
-type Adapter struct {
-	*portable.Adapter
-	c *conn
-}
+type Adapter struct{ *portable.Adapter }
 
 // conn is the driver: a publish and a consume connection, so that broker
 // flow control on publishers never holds back acks.
@@ -66,7 +63,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	u, _ := url.Parse(opts.URL) // validated
 	password, _ := u.User.Password()
 	b := kit.Backoff{Initial: opts.ReconnectBackoff, Max: opts.ReconnectMaxBackoff, Multiplier: 2, Jitter: 0.5}
-	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{password}, Backoff: &b})}, nil
+	return &Adapter{portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{password}, Backoff: &b})}, nil
 }
 
 // Name returns "amqp". It works on the zero Adapter.
@@ -76,10 +73,10 @@ func (a *Adapter) Name() string { return "amqp" }
 // docs/adapters/amqp.md). The zero Adapter reports the defaults' (quorum
 // queues), for capability tables.
 func (a *Adapter) Capabilities() ports.Capabilities {
-	if a.c == nil {
+	if a.Adapter == nil {
 		return capabilities(Options{}.withDefaults())
 	}
-	return a.c.caps
+	return a.Adapter.Capabilities()
 }
 
 func (c *conn) Name() string                     { return "amqp" }

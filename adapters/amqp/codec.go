@@ -46,14 +46,12 @@ func property(p *amqp.Publishing, k string) *string {
 	return nil
 }
 
-// decoded is what the adapter learns from one AMQP delivery.
+// decoded is what the adapter learns from one AMQP delivery. The count
+// header of requeue copies stays in headers, for the portable layer.
 type decoded struct {
 	headers ports.Headers
 	facts   map[string]string
-	// requeues is the count header of requeue copies; returns the broker's
-	// count: x-delivery-count (quorum queues), else 1 if redelivered.
-	requeues, returns int
-	err               error // a malformed header: the delivery is poison
+	returns int // the broker's count: x-delivery-count (quorum queues), else 1 if redelivered
 }
 
 // decode converts AMQP headers to envelope headers; broker headers
@@ -82,8 +80,6 @@ func decode(d *amqp.Delivery) decoded {
 			out.headers[k] = v
 		}
 	}
-	out.requeues, out.err = ports.RedeliveryCountFrom(out.headers)
-	delete(out.headers, ports.HeaderRedeliveryCount) // transport: the count is the record's
 	return out
 }
 

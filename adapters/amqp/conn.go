@@ -45,15 +45,8 @@ func newConnector(name string, o Options) *connector {
 		if u.Port() == "" {
 			u.Host = net.JoinHostPort(u.Hostname(), "5671")
 		}
-		u.Scheme, c.tls = "amqp", o.TLS
+		u.Scheme, c.tls = "amqp", adapters.ClientTLS(o.TLS, u.Hostname())
 		c.dialURL = u.String()
-		if c.tls == nil {
-			c.tls = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-		if c.tls.ServerName == "" && !c.tls.InsecureSkipVerify {
-			c.tls = c.tls.Clone()
-			c.tls.ServerName = u.Hostname()
-		}
 	}
 	return c
 }

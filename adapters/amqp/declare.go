@@ -76,13 +76,10 @@ func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec
 // (Watermill's SubscribeInitialize), with the topic's declared retention
 // and length; an adopted queue is left alone.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
-		return err
-	}
 	if _, ok := c.opts.Existing.Groups[ExistingGroup{Topic: topic, Group: group}]; ok {
 		return nil
 	}
-	if err := c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.queue(topic, "lb", group), topic, c.shape(topic, false, false)), topic, true); err != nil {
+	if err := c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.queue(topic, "lb", group), topic, c.shape(ports.SubscriptionSpec{Topic: topic})), topic, true); err != nil {
 		return fmt.Errorf("amqp: declare group %q of %s: %w", group, topic, err)
 	}
 	return nil
@@ -112,10 +109,15 @@ func (c *conn) declare(ctx context.Context, conn *connector, d queueDecl, topic 
 	return conn.with(ctx, d.bind) // the refused declaration bound nothing
 }
 
-// shape returns the queue arguments a subscription queue of topic gets.
-func (c *conn) shape(topic ports.Topic, singleActive, bestEffort bool) queueShape {
-	spec, _ := c.declared.Lookup(topic)
-	return queueShape{ttl: spec.Retention, maxLen: spec.MaxLength, singleActive: singleActive, bestEffort: bestEffort}
+// shape returns the queue arguments of spec's queue: its topic's declared
+// retention and length, and what spec asks for.
+func (c *conn) shape(spec ports.SubscriptionSpec) queueShape {
+	t, _ := c.declared.Lookup(spec.Topic)
+	sh := queueShape{ttl: t.Retention, maxLen: t.MaxLength, singleActive: spec.SingleActive, bestEffort: spec.QoS == ports.BestEffort}
+	if spec.Mode == ports.Broadcast {
+		sh.expires = cmp.Or(spec.InstanceTTL, c.opts.OrphanExpiry)
+	}
+	return sh
 }
 
 // queueShape is what decides a subscription queue's declaration.

@@ -46,4 +46,8 @@ func (in *Interop) DeclareQueue(ch *amqp.Channel, queue string, topic ports.Topi
 func Encode(h ports.Headers, payload []byte) amqp.Publishing { return encode(h, payload) }
 
 // Decode returns the envelope headers of d, as a subscription reads them.
-func Decode(d *amqp.Delivery) ports.Headers { return decode(d).headers }
+func Decode(d *amqp.Delivery) ports.Headers {
+	h := decode(d).headers
+	delete(h, ports.HeaderRedeliveryCount) // the requeue copies' count, which the portable layer takes
+	return h
+}

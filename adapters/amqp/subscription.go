@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,12 +22,10 @@ type sub struct {
 	c                     *conn
 	spec                  ports.SubscriptionSpec
 	queue                 string
-	expires               time.Duration // x-expires; 0: none
 	deleteOnStop, adopted bool
 	bestEffort            bool // a non-durable classic queue
 	cons                  *kit.Lazy[*consumer]
 	cur                   atomic.Pointer[consumer] // the last one established, for FlushAcks
-	consumed              bool                     // a consumer was established (guarded by cons)
 	dels                  []amqp.Delivery
 	recs                  []driver.Record
 }
@@ -70,19 +67,14 @@ const instanceSettle = 2 * time.Second
 // spec.InFlight. It logs the queue's type and whether its redelivery count
 // is exact (at Info when that differs from the capabilities).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	if err := broadcastNames(spec); err != nil {
-		return nil, err
-	}
-	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), bestEffort: spec.QoS == ports.BestEffort}
+	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), bestEffort: spec.QoS == ports.BestEffort,
+		deleteOnStop: spec.Mode == ports.Broadcast && spec.InstanceTTL == 0}
 	s.cons = kit.NewLazy(s.establish, func(c *consumer) bool { return !c.lost.Load() })
 	if q, ok := c.opts.Existing.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; ok && spec.Mode == ports.LoadBalance {
 		if spec.SingleActive {
 			return nil, fmt.Errorf("%w: amqp: SubscriptionSpec.SingleActive on adopted queue %q: single-active is the queue argument x-single-active-consumer, fixed when the queue was declared, and sluice never redeclares an adopted queue (declare it with that argument, and subscribe without SingleActive)", ports.ErrUnsupported, q)
 		}
 		s.queue, s.adopted = q, true
-	}
-	if spec.Mode == ports.Broadcast {
-		s.expires, s.deleteOnStop = cmp.Or(spec.InstanceTTL, c.opts.OrphanExpiry), spec.InstanceTTL == 0
 	}
 	_, err := s.cons.Get(ctx)
 	for end := time.Now().Add(instanceSettle); errors.Is(err, ports.ErrInstanceShared) && time.Now().Before(end); {
@@ -108,17 +100,6 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	log("sluice amqp: subscribed", "queue", s.queue, "adopted", s.adopted, "queue_type", qt, "exact_redelivery_count", exact)
 	return s, nil
-}
-
-// broadcastNames refuses a BROADCAST group or instance with a '/': in
-// "<ns>/<topic>/bc/<group>/<instance>" two instances could name one queue.
-func broadcastNames(spec ports.SubscriptionSpec) error {
-	for _, f := range [][2]string{{"Group", spec.Group}, {"Instance", spec.Instance}} {
-		if spec.Mode == ports.Broadcast && strings.Contains(f[1], "/") {
-			return &ports.ValueError{Field: "SubscriptionSpec." + f[0], Reason: fmt.Sprintf("%q: a BROADCAST %s must not contain '/' on amqp (group and instance are the last two '/'-separated parts of the instance's queue name)", f[1], strings.ToLower(f[0]))}
-		}
-	}
-	return nil
 }
 
 // establish declares the queues and consumes. A BROADCAST consumer is
@@ -152,10 +133,9 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 		ch.Close() // cancels the consumer: the broker requeues what it delivered
 		return nil, err
 	}
-	if s.consumed {
+	if s.cur.Load() != nil {
 		s.c.opts.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue)
 	}
-	s.consumed = true
 	cur.acks = kit.NewAckWriter(ch.Ack, ackInterval, s.spec.InFlight/2)
 	s.cur.Store(cur)
 	return cur, nil
@@ -183,9 +163,7 @@ func (s *sub) declare(ctx context.Context) error {
 			return fmt.Errorf("adopted queue %q (Options.Existing) does not exist; sluice never declares an adopted queue: %w", s.queue, err)
 		}
 	} else {
-		sh := s.c.shape(s.spec.Topic, s.spec.SingleActive, s.bestEffort)
-		sh.expires = s.expires
-		err = s.c.declare(ctx, s.c.subC, t.queueDecl(s.queue, s.spec.Topic, sh), s.spec.Topic, true)
+		err = s.c.declare(ctx, s.c.subC, t.queueDecl(s.queue, s.spec.Topic, s.c.shape(s.spec)), s.spec.Topic, true)
 	}
 	if _, adopted := s.c.opts.Existing.Topics[dlt]; err == nil && !s.spec.DisableDeadLetter && !s.bestEffort && len(dlt) <= 200 && !adopted {
 		dlq := t.queue(dlt, "lb", cmp.Or(s.spec.Group, "dead-letters"))
@@ -239,7 +217,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		dec := decode(d)
 		recs = append(recs, driver.Record{
 			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
-			RedeliveryCount: dec.requeues + dec.returns, Facts: dec.facts, ReceivedAt: now, Err: dec.err,
+			RedeliveryCount: dec.returns, Facts: dec.facts, ReceivedAt: now,
 			Handle: &handle{c: cur, tag: d.DeliveryTag},
 		})
 	}

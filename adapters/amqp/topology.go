@@ -38,11 +38,15 @@ func newTopology(o Options) *topology {
 }
 
 // queueFor returns the physical queue of spec (defaults applied): a
-// best-effort group has a queue of its own ("q0"), non-durable.
+// best-effort group has a queue of its own ("q0"), non-durable. A
+// BROADCAST group and instance are escaped ('/' as "~1", JSON Pointer
+// style), so that group "a/b" with instance "c" and group "a" with
+// instance "b/c" name two queues.
 func (t *topology) queueFor(spec ports.SubscriptionSpec) string {
+	esc := func(s string) string { return kit.EscapeByte(s, '/', '~', '1') }
 	switch {
 	case spec.Mode == ports.Broadcast:
-		return t.queue(spec.Topic, "bc", spec.Group+"/"+spec.Instance)
+		return t.queue(spec.Topic, "bc", esc(spec.Group)+"/"+esc(spec.Instance))
 	case spec.QoS == ports.BestEffort:
 		return t.queue(spec.Topic, "q0", spec.Group)
 	}

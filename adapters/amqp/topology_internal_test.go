@@ -1,7 +1,6 @@
 package amqp
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -46,28 +45,23 @@ func TestQueueNamesShortened(t *testing.T) {
 	}
 }
 
-// A BROADCAST group or instance holding '/' is refused: group "a/b" with
-// instance "c" and group "a" with instance "b/c" would name one queue.
-func TestBroadcastNamesThatCouldCollideAreRefused(t *testing.T) {
+// A BROADCAST group or instance holding '/' is escaped: group "a/b" with
+// instance "c" and group "a" with instance "b/c" name two queues, and a
+// name without '/' is kept as it is.
+func TestBroadcastNamesDoNotCollide(t *testing.T) {
 	topo := newTopology(Options{Namespace: "ns"})
 	x := ports.SubscriptionSpec{Topic: "t", Mode: ports.Broadcast, Group: "a/b", Instance: "c"}
 	y := ports.SubscriptionSpec{Topic: "t", Mode: ports.Broadcast, Group: "a", Instance: "b/c"}
-	if topo.queueFor(x) != topo.queueFor(y) {
-		t.Fatalf("the two specs name %q and %q: the test no longer shows the collision it guards against", topo.queueFor(x), topo.queueFor(y))
+	if topo.queueFor(x) == topo.queueFor(y) {
+		t.Fatalf("group a/b instance c and group a instance b/c both name %q", topo.queueFor(x))
 	}
-	for _, spec := range []ports.SubscriptionSpec{x, y} {
-		err := broadcastNames(spec)
-		var ve *ports.ValueError
-		if !errors.As(err, &ve) || !errors.Is(err, ports.ErrInvalid) {
-			t.Errorf("group %q instance %q: %v, want a ValueError", spec.Group, spec.Instance, err)
-		}
-	}
-	for _, spec := range []ports.SubscriptionSpec{
-		{Topic: "t", Mode: ports.Broadcast, Group: "a.b", Instance: "pod-7"},
-		{Topic: "t", Mode: ports.LoadBalance, Group: "a/b"}, // one part only: no collision
+	for spec, want := range map[ports.SubscriptionSpec]string{
+		x: "ns/t/bc/a~1b/c", y: "ns/t/bc/a/b~1c",
+		{Topic: "t", Mode: ports.Broadcast, Group: "a.b", Instance: "pod-7"}: "ns/t/bc/a.b/pod-7",
+		{Topic: "t", Mode: ports.LoadBalance, Group: "a/b"}:                  "ns/t/lb/a/b", // one part only: no collision
 	} {
-		if err := broadcastNames(spec); err != nil {
-			t.Errorf("group %q instance %q: %v, want it accepted", spec.Group, spec.Instance, err)
+		if got := topo.queueFor(spec); got != want {
+			t.Errorf("group %q instance %q: queue %q, want %q", spec.Group, spec.Instance, got, want)
 		}
 	}
 }

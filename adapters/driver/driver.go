@@ -149,7 +149,8 @@ type Record struct {
 	BrokerID string
 	// RedeliveryCount is how often the broker delivered this message
 	// before (exact or a bound, as Capabilities.ExactRedeliveryCount
-	// says). The portable layer adds the count carried by requeue copies.
+	// says). Where requeues are copies, the portable layer adds the count
+	// they carry, and a malformed one makes the record poison.
 	RedeliveryCount int
 	// Facts are broker facts for logs (queue, partition); shared and
 	// read-only.
@@ -264,7 +265,8 @@ type TopicDeclarer interface {
 }
 
 // GroupDeclarer is implemented by a Driver that can create a LoadBalance
-// group's queue before its first consumer (see ports.GroupDeclarer).
+// group's queue before its first consumer (see ports.GroupDeclarer). The
+// portable layer validates topic and group before it calls DeclareGroup.
 type GroupDeclarer interface {
 	DeclareGroup(ctx context.Context, topic ports.Topic, group string) error
 }

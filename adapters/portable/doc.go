@@ -11,7 +11,7 @@
 //     with a portable code;
 //   - Receive: the one in-flight bound (SubscriptionSpec.InFlight), the
 //     identity rule (ports.IDSource), the redelivery count carried by
-//     requeue copies, reconnect with backoff for retryable broker
+//     requeue copies (poison when malformed), reconnect with backoff for retryable broker
 //     failures, reported on Errors;
 //   - Settle: double-settlement detection (ports.ErrAlreadyCompleted,
 //     ports.ErrConflict), counted requeue copies and the dead-letter copy

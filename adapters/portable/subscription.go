@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -314,13 +313,13 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 		if d.ID == "" && r.BrokerID != "" {
 			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
 		}
-		if s.copies {
-			if v, ok := d.Headers[ports.HeaderRedeliveryCount]; ok {
-				if n, err := strconv.Atoi(v); err == nil && n > 0 {
-					d.RedeliveryCount += n // a malformed count is ignored: the broker's stands
-				}
-				delete(d.Headers, ports.HeaderRedeliveryCount) // transport: the count is RedeliveryCount
+		if s.copies { // the requeue copies' count: a malformed one is poison
+			n, err := ports.RedeliveryCountFrom(d.Headers)
+			d.RedeliveryCount += n
+			if err != nil && d.Err == nil {
+				d.Err = err
 			}
+			delete(d.Headers, ports.HeaderRedeliveryCount) // transport: the count is RedeliveryCount
 		}
 		at, err := kit.TakeNotBefore(d.Headers)
 		if err != nil && d.Err == nil {
