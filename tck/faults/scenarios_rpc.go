@@ -52,6 +52,12 @@ func init() {
 		return ""
 	}, scenarioRPCRestart)
 	register("rpc-reset", networked, scenarioRPCReset)
+	// Both stop the client's reply subscription, a Broadcast one.
+	for i := range scenarios {
+		if n := scenarios[i].name; n == "rpc-restart" || n == "rpc-reset" {
+			scenarios[i].broadcast = true
+		}
+	}
 }
 
 // rpcReq is a request of the rpc scenarios; the reply echoes N.
