@@ -369,7 +369,7 @@ func (e *env) rpc(client, replier rpcProc, fault func(release func(i int))) {
 	lost := r.lostLocked()
 	r.mu.Unlock()
 	if len(lost) > 0 {
-		e.t.Fatalf("rpc: %d reply(ies) the broker confirmed (the replier's Send returned nil, and the request was acked) never reached the client, correlation ids %v: %s",
+		e.t.Fatalf("rpc: %d reply(ies) the broker confirmed (the replier's Send returned nil for it) never reached the client, correlation ids %v: %s",
 			len(lost), lost[:min(len(lost), 20)], line)
 	}
 	if st := r.client.Stats(); st.Unknown > 0 {
@@ -381,7 +381,8 @@ func (e *env) rpc(client, replier rpcProc, fault func(release func(i int))) {
 // still unsettled once settlements stopped, it restarts the replier
 // process, as an operator would (settleAll does the same to the stream's
 // consumers): a request the adapter left unsettled must then be
-// redelivered.
+// redelivered. A request still unsettled after that fails the scenario
+// (and is lost in its LEDGER line), without ending it.
 func (r *rpcRun) settleAll(replier rpcProc) {
 	e := r.e
 	e.t.Helper()
@@ -404,7 +405,9 @@ func (r *rpcRun) settleAll(replier rpcProc) {
 		e.t.Logf("rpc: %d request(s) whose settlement was in doubt were not redelivered after the replier restarted: the broker applied it", c.InDoubt)
 		return
 	}
-	e.t.Fatalf("rpc: confirmed requests still unsettled after restarting the replier: %v: %s", err, r)
+	// The ledger's check at the end names them as lost; the replies are
+	// checked all the same.
+	e.t.Errorf("rpc: confirmed requests still unsettled after restarting the replier: %v", err)
 }
 
 func (r *rpcRun) isDone() bool {
