@@ -49,6 +49,19 @@
 //	                 over the network; on an in-process broker the crash is
 //	                 simulated by closing the consumer's adapter while it is
 //	                 held after the commit (see scenarioInboxKill)
+//	rpc-restart      Broker.Restart while a flow/rpc client calls steadily and
+//	                 a replier (rpc.Serve over a LoadBalance subscription)
+//	                 answers, holding two requests across the restart's
+//	                 start: every reply whose publish the replier's Send
+//	                 confirmed must reach the client (answered, late or
+//	                 duplicate), every call (retried with a new call when
+//	                 it got no reply) must be answered, and every confirmed
+//	                 request settled; one RPC line
+//	                 (RPC <target> <scenario> calls=… replied-confirmed=…
+//	                 arrived=… lost=0 retried=…) beside the LEDGER line of
+//	                 the requests
+//	rpc-reset        the same with every connection of the client process
+//	                 and of the replier process reset through the proxies
 //
 // inbox-kill is the one scenario that needs a database: the kit imports
 // operators/inbox and the pure-Go SQLite driver (modernc.org/sqlite) for

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/mem"
+	"github.com/sluicemq/sluice/flow/rpc"
 	"github.com/sluicemq/sluice/ports"
 	"github.com/sluicemq/sluice/tck/faults"
 )
@@ -82,6 +83,9 @@ type breakage struct {
 	// loseReceived: the subscription acks the delivery to the broker and
 	// never hands it on.
 	loseReceived func(b *breakage, n int) bool
+	// dropReply: Send drops an rpc reply (a message with a correlation
+	// id and no reply topic) and reports it confirmed.
+	dropReply    func(b *breakage, corr string) bool
 	subscribeErr error
 	// storedDeadLetters: while failDeadLetters is set, a dead-letter
 	// settlement publishes the copy and then reports a failure.
@@ -108,6 +112,10 @@ func (a *broken) Send(ctx context.Context, msgs ...ports.Message) error {
 	keep := msgs[:0:0]
 	for _, m := range msgs {
 		if a.f.falseConfirm != nil && a.f.falseConfirm(a.f, bodyN(m.Payload)) {
+			a.f.signal()
+			continue
+		}
+		if corr := m.Headers[rpc.HeaderCorrelation]; a.f.dropReply != nil && corr != "" && m.Headers[rpc.HeaderReplyTo] == "" && a.f.dropReply(a.f, corr) {
 			a.f.signal()
 			continue
 		}
@@ -362,4 +370,30 @@ func TestLossPrintsWhatTheBrokerHolds(t *testing.T) {
 		return
 	}
 	mustFail(t, t.Name(), "broker-restart", "brokenq classic 0 0")
+}
+
+// A replier whose replies Sender reports a reply confirmed and drops it
+// must FAIL rpc-restart naming the lost reply: its call is retried and
+// answered, but the confirmed reply never reached the client.
+func TestRPCConfirmedReplyDroppedIsLost(t *testing.T) {
+	tg := brokenTarget(&breakage{dropReply: func(b *breakage, _ string) bool { return duringFault(b, 0) }}, nil)
+	if inner(t) {
+		faults.Run(t, tg)
+		return
+	}
+	mustFail(t, t.Name(), "rpc-restart", "never reached the client, correlation ids [")
+}
+
+// The same target without the defect passes rpc-restart: the check
+// fails on a lost reply, not on the fault itself.
+func TestRPCRestartPassesWithoutDefect(t *testing.T) {
+	tg := brokenTarget(&breakage{}, nil)
+	if inner(t) {
+		faults.Run(t, tg)
+		return
+	}
+	out, r := verdict(t, t.Name(), "rpc-restart")
+	if r != "PASS" || !strings.Contains(out, "RPC broken rpc-restart ") || !strings.Contains(out, " lost=0 ") {
+		t.Fatalf("%s, want PASS with an RPC line saying lost=0; output:\n%s", r, out)
+	}
 }

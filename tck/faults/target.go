@@ -37,6 +37,12 @@ type Target struct {
 	// IgnoreLeaks lists goroutines the broker's client leaves behind by
 	// design; the leak check after every scenario ignores them.
 	IgnoreLeaks []goleak.Option
+	// BroadcastLeaks lists goroutines the broker's client leaves behind
+	// after a Broadcast subscription was stopped (an upstream bug; say
+	// which): the leak check of the scenarios that stop one (the rpc
+	// client's reply subscription in rpc-restart and rpc-reset) ignores
+	// them too, the other scenarios' do not.
+	BroadcastLeaks []goleak.Option
 	// Messages is the number of messages per scenario. Default 200.
 	Messages int
 	// SoakMessages is the number of messages of the soak. Default 100000.
@@ -152,6 +158,9 @@ type scenario struct {
 	name  string
 	needs func(b *Broker, t Target) string // "" when it applies
 	run   func(e *env)
+	// broadcast: the scenario stops a Broadcast subscription
+	// (Target.BroadcastLeaks applies).
+	broadcast bool
 }
 
 var scenarios []scenario
@@ -193,7 +202,7 @@ func Run(t *testing.T, target Target) {
 			if s.name == "soak" && !soakEnabled {
 				t.Skipf("SKIP %s/soak: the soak runs only with -tags soak (go test -tags soak -run '%s/soak' -timeout 60m -v <this package>)", target.Name, runPath)
 			}
-			leakCheck(t, target)
+			leakCheck(t, target, s.broadcast)
 			b := target.Start(t)
 			if why := s.needs(b, target); why != "" {
 				t.Skipf("SKIP %s/%s: %s", target.Name, s.name, why)
@@ -207,8 +216,11 @@ func Run(t *testing.T, target Target) {
 
 // leakCheck registers, first so that it runs last, a check that the
 // scenario left no goroutine behind.
-func leakCheck(t *testing.T, target Target) {
+func leakCheck(t *testing.T, target Target, broadcast bool) {
 	opts := append(slices.Clone(target.IgnoreLeaks), goleak.IgnoreCurrent())
+	if broadcast {
+		opts = append(opts, target.BroadcastLeaks...)
+	}
 	t.Cleanup(func() {
 		if err := goleak.Find(opts...); err != nil {
 			t.Errorf("goroutines leaked after %s: %v", t.Name(), err)
