@@ -56,6 +56,6 @@ go test -race -count=1 -timeout 60m -json ./... "$@" | "${TMPDIR:-/tmp}/sluice-t
 # producer off the faulted proxy. This short second run, without -race,
 # restarts the brokers and cuts the producers' connections too, on every run.
 echo "test.sh: Pulsar's and MQTT's connection fault scenarios without -race" >&2
-go test -count=1 -timeout 10m "$@" -run 'TestReliability/(broker-restart|conn-reset|blackhole|stall|send-unconfirmed)$' ./adapters/pulsar/ || rc=1
-go test -count=1 -timeout 10m "$@" -run 'TestLedgerFaults/(mosquitto|embedded)/(broker-restart|conn-reset|blackhole|stall)$' ./adapters/mqtt/ || rc=1
+go test -count=1 -timeout 10m "$@" -run 'TestReliability/(broker-restart|conn-reset|blackhole|stall|send-unconfirmed|rpc-restart|rpc-reset)$' ./adapters/pulsar/ || rc=1
+go test -count=1 -timeout 10m "$@" -run 'TestLedgerFaults/(mosquitto|embedded)/(broker-restart|conn-reset|blackhole|stall|rpc-restart|rpc-reset)$' ./adapters/mqtt/ || rc=1
 exit $rc
