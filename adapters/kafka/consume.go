@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -55,12 +56,11 @@ type partition = kit.Partition[*claim]
 
 // claim is one partition claimed in one generation.
 type claim struct {
-	topic           string // physical
-	id, gen         int32
-	member          string
-	idText, genText string
-	names           kit.Names // header names
-	buf             []byte    // decode's, reused
+	topic   string // physical
+	id, gen int32
+	member  string
+	genText string
+	dec     kafkawire.Decoder
 }
 
 func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.topic, c.id, c.gen) }
@@ -249,8 +249,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		}
 		for _, id := range ids {
 			sess.MarkOffset(s.phys, id, starts[id], "") // the claim starts here
-			c := &claim{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(),
-				idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(sess.GenerationID()))}
+			c := &claim{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(), genText: strconv.Itoa(int(sess.GenerationID()))}
 			parts[id] = s.log.Claim(c, starts[id], starts[id])
 		}
 	}
