@@ -68,14 +68,11 @@ func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.
 // Subscribe returns once the group session is established and its start
 // offsets committed: a message sent after it returns is delivered.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s, err := c.subscribe(ctx, spec, nil)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return c.subscribe(ctx, spec, nil)
 }
 
-func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *txnProducer) (*sub, error) {
+// subscribe returns a nil interface on failure, not a nil *sub.
+func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *txnProducer) (driver.TransactionalSubscription, error) {
 	s := &sub{txp: txp, c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
 		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
 		failed: make(chan error, 1), wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}

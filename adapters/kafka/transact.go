@@ -42,9 +42,8 @@ func (c *conn) SubscribeTransactional(ctx context.Context, spec ports.Subscripti
 	s, err := c.subscribe(ctx, spec, t)
 	if err != nil {
 		_ = t.Close()
-		return nil, err
 	}
-	return s, nil
+	return s, err
 }
 
 // Stage converts msgs and holds them with the record of handle.
