@@ -224,9 +224,6 @@ func (s *sub) commit(moved []kit.Position[*claim]) error {
 	if err := commitOffsets(s.commitClient, s.group, s.phys, moved[0].ID.gen, moved[0].ID.member, offs); err != nil {
 		return fmt.Errorf("kafka: commit %s: %w", s.group, err)
 	}
-	for i := range moved {
-		moved[i].Stored = true
-	}
 	return nil
 }
 
