@@ -264,7 +264,8 @@ type TopicDeclarer interface {
 }
 
 // GroupDeclarer is implemented by a Driver that can create a LoadBalance
-// group's queue before its first consumer (see ports.GroupDeclarer).
+// group's queue before its first consumer (see ports.GroupDeclarer). The
+// portable layer validated topic and group.
 type GroupDeclarer interface {
 	DeclareGroup(ctx context.Context, topic ports.Topic, group string) error
 }

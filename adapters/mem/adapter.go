@@ -149,9 +149,6 @@ func (c *conn) Close(context.Context) error {
 // DeclareGroup creates group's queue on topic, which keeps what is sent
 // from now on; an adopted group's queue must exist.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
-		return err
-	}
 	return c.b.declare(ctx, c, func() error { return c.declareGroupLocked(topic, group) })
 }
 

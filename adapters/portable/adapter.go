@@ -281,7 +281,8 @@ func (a *Adapter) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error 
 }
 
 // DeclareGroup creates group's queue ahead of its first consumer where the
-// driver can (ErrUnsupported otherwise).
+// driver can (ErrUnsupported otherwise), once topic and group are valid
+// (the LoadBalance SubscriptionSpec of them).
 func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	if a.isClosed() {
 		return ports.ErrClosed
@@ -289,6 +290,9 @@ func (a *Adapter) DeclareGroup(ctx context.Context, topic ports.Topic, group str
 	gd, ok := a.d.(driver.GroupDeclarer)
 	if !ok {
 		return fmt.Errorf("%w: %s cannot declare a group ahead of its first consumer", ports.ErrUnsupported, a.Name())
+	}
+	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
+		return err
 	}
 	return a.classify("declare group", gd.DeclareGroup(ctx, topic, group))
 }

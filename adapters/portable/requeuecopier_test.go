@@ -2,6 +2,7 @@ package portable_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -61,4 +62,22 @@ func newToy(t *testing.T) (context.Context, *toyBroker, *portable.Adapter) {
 		cancel()
 	})
 	return ctx, b, a
+}
+
+// DeclareGroup validates topic and group before the driver sees them.
+func TestDeclareGroupValidates(t *testing.T) {
+	ctx, b, a := newToy(t)
+	for _, c := range []struct {
+		topic ports.Topic
+		group string
+	}{{"orders", ""}, {"", "g"}} {
+		if err := a.DeclareGroup(ctx, c.topic, c.group); !errors.Is(err, ports.ErrInvalid) {
+			t.Fatalf("DeclareGroup(%q, %q) = %v, want ErrInvalid", c.topic, c.group, err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queues) != 0 {
+		t.Fatalf("the driver declared %d queues", len(b.queues))
+	}
 }

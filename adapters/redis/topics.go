@@ -76,9 +76,6 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 
 // DeclareGroup creates group at the stream's end, idempotently.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	if err := (ports.SubscriptionSpec{Topic: topic, Group: group}).Validate(); err != nil {
-		return err
-	}
 	stream := c.streamKey(topic)
 	group = c.o.Existing.group(topic, group)
 	if err := c.rc.XGroupCreateMkStream(ctx, stream, group, "$").Err(); err != nil && !goredis.HasErrorPrefix(err, "BUSYGROUP") {
