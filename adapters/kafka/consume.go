@@ -133,7 +133,7 @@ func (s *sub) consumeLoop(ctx context.Context) {
 	var err error
 	for ctx.Err() == nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
 		err = kit.Reconnect(ctx, rejoin, func(ctx context.Context) error {
-			err := s.cg.Consume(ctx, []string{s.phys}, (*groupHandler)(s))
+			err := s.cg.Consume(ctx, []string{s.phys}, s)
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				return kit.Permanent(err)
 			}
@@ -227,12 +227,9 @@ func (s *sub) commit(moved []kit.Position[*claim]) error {
 	return nil
 }
 
-type groupHandler sub
-
 // Setup commits the start offset of every claimed partition without a
 // commit, so that what is sent while every member is down is kept.
-func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
-	s := (*sub)(h)
+func (s *sub) Setup(sess sarama.ConsumerGroupSession) error {
 	ids := sess.Claims()[s.phys]
 	at := s.client.Config().Consumer.Offsets.Initial // Options.StartFrom, or the spec's Start (Subscribe)
 	parts := make(map[int32]*partition, len(ids))
@@ -256,8 +253,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 // ConsumeClaim hands the channel to ReceiveBatch until the session ends,
 // then releases the partition: nothing of it is committed or handed out
 // afterwards.
-func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	s := (*sub)(h)
+func (s *sub) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	p := s.parts[claim.Partition()]
 	if p == nil {
 		return fmt.Errorf("kafka: claim %s/%d without a partition", claim.Topic(), claim.Partition())
@@ -272,8 +268,8 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	return nil
 }
 
-func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
-	(*sub)(h).log.ReleaseAll()
+func (s *sub) Cleanup(sarama.ConsumerGroupSession) error {
+	s.log.ReleaseAll()
 	return nil
 }
 
