@@ -174,8 +174,6 @@ func (c *conn) Classify(err error) driver.Class {
 			return class
 		}
 		return driver.Class{Retryable: true} // a retry or rejoin may clear a broker error code
-	case errors.Is(err, sarama.ErrMessageTooLarge):
-		return driver.Class{Code: ports.ErrTooLarge}
 	case errors.Is(err, sarama.ErrOutOfBrokers) || errors.Is(err, sarama.ErrNotConnected):
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}
