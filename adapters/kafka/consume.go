@@ -88,7 +88,7 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *
 		conf.Consumer.Offsets.Initial = sarama.OffsetOldest
 	}
 	if spec.SingleActive {
-		conf.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{newSingleActive()}
+		conf.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{singleActive{kit.NewSingleActive()}}
 	}
 	var err error
 	if s.client, err = sarama.NewClient(c.opts.Brokers, conf); err == nil {
