@@ -80,6 +80,8 @@ func (o Options) validate() error {
 		err = merr
 	} else if len(o.Brokers) == 0 {
 		err = errors.New("no Brokers")
+	} else if err == nil && o.Existing != nil {
+		err = kafkawire.CheckTopics("kafkaqueue.Options.Existing.Topics", o.Existing.Topics)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: kafkaqueue: Options: %w", ports.ErrInvalid, err)

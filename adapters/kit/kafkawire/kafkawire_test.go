@@ -79,3 +79,15 @@ func TestDecode(t *testing.T) {
 		t.Fatalf("the next record changed the first: %+v", r)
 	}
 }
+
+func TestCheckTopics(t *testing.T) {
+	if err := kafkawire.CheckTopics("f", map[ports.Topic]string{"orders": "legacy.orders"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, topics := range []map[ports.Topic]string{{"orders": "a b"}, {"orders": "a/b"}, {"orders": ""}, {"": "x"}} {
+		var ve *ports.ValueError
+		if err := kafkawire.CheckTopics("f", topics); !errors.As(err, &ve) || ve.Field != "f" {
+			t.Errorf("CheckTopics(%v) = %v, want a ValueError for f", topics, err)
+		}
+	}
+}
