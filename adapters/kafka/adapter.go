@@ -37,6 +37,9 @@ var (
 	_ ports.Adapter        = (*Adapter)(nil)
 	_ driver.TopicDeclarer = (*conn)(nil)
 	_ driver.GroupDeclarer = (*conn)(nil)
+	_ driver.Transactor    = (*conn)(nil)
+	_ driver.AckFlusher    = (*sub)(nil)
+	_ driver.RequeueCopier = (*sub)(nil)
 )
 
 // New connects to opts.Brokers, within ctx. A refused connection fails at

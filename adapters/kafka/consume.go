@@ -50,8 +50,6 @@ type sub struct {
 	txp *txnProducer
 }
 
-var _ driver.AckFlusher = (*sub)(nil)
-
 type partition = kit.Partition[*claim]
 
 // claim is one partition claimed in one generation.
@@ -297,8 +295,6 @@ func (s *sub) Close(ctx context.Context) error {
 	}, nil)
 	return err
 }
-
-var _ driver.RequeueCopier = (*sub)(nil)
 
 // SendRequeueCopies publishes the portable layer's counted requeue copies
 // to the topic, which every group reads: each is addressed to this

@@ -25,8 +25,6 @@ type txnProducer struct {
 	conf *sarama.Config
 }
 
-var _ driver.Transactor = (*conn)(nil)
-
 // SubscribeTransactional subscribes with a transactional producer. The
 // portable layer calls it only with the idempotent producer (Capabilities'
 // TransactionalSend).
