@@ -69,12 +69,11 @@ func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) 
 	return c.Wait(ctx, 0)
 }
 
+// close flushes what was handed over; conn.Close calls it once.
 func (p *producer) close() {
 	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
-		p.ap.AsyncClose()
-	}
+	p.closed = true
+	p.ap.AsyncClose()
 	p.mu.Unlock()
 	p.listeners.Wait()
 }
