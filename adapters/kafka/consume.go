@@ -38,7 +38,7 @@ type sub struct {
 	loop                 sync.WaitGroup
 	established          chan struct{} // closed by the first Setup
 	establish            sync.Once
-	setupErr, failed     chan error    // a failed first session; a later one
+	failed               chan error    // a failed session: Subscribe's before the first, then ReceiveBatch's
 	wake                 chan struct{} // a held record became ready, or a partition was released
 
 	in    *kit.Fanin[*partition, *sarama.ConsumerMessage] // the claims' channels
@@ -72,8 +72,8 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 // subscribe returns a nil interface on failure, not a nil *sub.
 func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *txnProducer) (driver.TransactionalSubscription, error) {
 	s := &sub{txp: txp, c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
-		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
-		failed: make(chan error, 1), wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
+		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), failed: make(chan error, 1),
+		wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
 	if err := c.ensureTopic(ctx, s.phys); err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *
 	select {
 	case <-s.established:
 		return s, nil
-	case err = <-s.setupErr:
+	case err = <-s.failed:
 		err = fmt.Errorf("kafka: join group %s: %w", s.group, err)
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -143,14 +143,8 @@ func (s *sub) consumeLoop(ctx context.Context) {
 // sessionFailed hands a failed session (or transaction) to Subscribe
 // before the first session, to ReceiveBatch afterwards.
 func (s *sub) sessionFailed(err error) {
-	to := s.setupErr
 	select {
-	case <-s.established:
-		to = s.failed
-	default:
-	}
-	select {
-	case to <- &sessionError{fmt.Errorf("kafka: group %s session: %w", s.group, err)}:
+	case s.failed <- &sessionError{fmt.Errorf("kafka: group %s session: %w", s.group, err)}:
 	default:
 	}
 }
