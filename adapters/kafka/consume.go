@@ -224,7 +224,7 @@ func (s *sub) commit(moved []kit.Position[*claim]) error {
 func (s *sub) Setup(sess sarama.ConsumerGroupSession) error {
 	ids := sess.Claims()[s.phys]
 	at := s.client.Config().Consumer.Offsets.Initial // Options.StartFrom, or the spec's Start (Subscribe)
-	parts := make(map[int32]*partition, len(ids))
+	s.parts = make(map[int32]*partition, len(ids))
 	if len(ids) > 0 {
 		starts, err := pinStarts(s.commitClient, s.group, s.phys, ids, at, sess.GenerationID(), sess.MemberID())
 		if err != nil {
@@ -233,10 +233,9 @@ func (s *sub) Setup(sess sarama.ConsumerGroupSession) error {
 		for _, id := range ids {
 			sess.MarkOffset(s.phys, id, starts[id], "") // the claim starts here
 			c := &claim{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(), genText: strconv.Itoa(int(sess.GenerationID()))}
-			parts[id] = s.log.Claim(c, starts[id], starts[id])
+			s.parts[id] = s.log.Claim(c, starts[id], starts[id])
 		}
 	}
-	s.parts = parts
 	s.tx.Renew()
 	s.establish.Do(func() { close(s.established) })
 	return nil
