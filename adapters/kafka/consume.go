@@ -194,9 +194,8 @@ func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	s.log.Add(p, cm.Offset, r, skip)
 }
 
-// SendAcks records offsets (no I/O). If a partition of theirs was revoked
-// it records none and returns driver.ErrRecordsLost: the new owner
-// redelivers them.
+// SendAcks records offsets, without I/O; none when a partition of theirs
+// was revoked (driver.ErrRecordsLost: its new owner redelivers them).
 func (s *sub) SendAcks(ctx context.Context, handles []any) error { return s.acks.Ack(handles) }
 
 // FlushAcks commits what was recorded, retrying every CommitRetry. A
