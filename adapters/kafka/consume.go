@@ -231,7 +231,8 @@ func (s *sub) Setup(sess sarama.ConsumerGroupSession) error {
 		}
 		for _, id := range ids {
 			sess.MarkOffset(s.phys, id, starts[id], "") // the claim starts here
-			c := &claim{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(), genText: strconv.Itoa(int(sess.GenerationID()))}
+			c := &claim{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(),
+				genText: strconv.Itoa(int(sess.GenerationID()))}
 			s.parts[id] = s.log.Claim(c, starts[id], starts[id])
 		}
 	}
