@@ -37,6 +37,9 @@ var (
 	_ ports.Adapter        = (*Adapter)(nil)
 	_ driver.TopicDeclarer = (*conn)(nil)
 	_ driver.GroupDeclarer = (*conn)(nil)
+	_ driver.Transactor    = (*conn)(nil)
+	_ driver.AckFlusher    = (*sub)(nil)
+	_ driver.RequeueCopier = (*sub)(nil)
 )
 
 // New connects to opts.Brokers, within ctx. A refused connection fails at
@@ -174,8 +177,6 @@ func (c *conn) Classify(err error) driver.Class {
 			return class
 		}
 		return driver.Class{Retryable: true} // a retry or rejoin may clear a broker error code
-	case errors.Is(err, sarama.ErrMessageTooLarge):
-		return driver.Class{Code: ports.ErrTooLarge}
 	case errors.Is(err, sarama.ErrOutOfBrokers) || errors.Is(err, sarama.ErrNotConnected):
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}

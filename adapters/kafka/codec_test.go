@@ -16,7 +16,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add("3", []byte("k"), []byte(`{}`))
 	f.Add("-1", []byte(nil), []byte(nil))
 	f.Add("", []byte{0xff}, []byte{0})
-	p := &claim{topic: "ns.t", idText: "0", genText: "1"}
+	p := &claim{topic: "ns.t", genText: "1"}
 	f.Fuzz(func(t *testing.T, count string, key, value []byte) {
 		cm := &sarama.ConsumerMessage{Key: key, Value: value, Headers: []*sarama.RecordHeader{
 			{Key: []byte(ports.HeaderRedeliveryCount), Value: []byte(count)},
@@ -44,7 +44,7 @@ func TestDecodeFacts(t *testing.T) {
 			{Key: []byte(ports.HeaderID), Value: []byte("id-9")},
 			{Key: []byte("x-other"), Value: []byte("v")},
 		}}
-	p := &claim{topic: "ns.t", idText: "3", genText: "7", member: "m"}
+	p := &claim{topic: "ns.t", id: 3, genText: "7", member: "m"}
 	r := decode(cm, "t", p, time.Now())
 	if r.Message.Key != "key-1" || r.Message.Headers[ports.HeaderID] != "id-9" || r.Message.Headers["x-other"] != "v" {
 		t.Fatalf("key %q headers %v", r.Message.Key, r.Message.Headers)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -37,7 +38,7 @@ type sub struct {
 	loop                 sync.WaitGroup
 	established          chan struct{} // closed by the first Setup
 	establish            sync.Once
-	setupErr, failed     chan error    // a failed first session; a later one
+	failed               chan error    // a failed session: Subscribe's before the first, then ReceiveBatch's
 	wake                 chan struct{} // a held record became ready, or a partition was released
 
 	in    *kit.Fanin[*partition, *sarama.ConsumerMessage] // the claims' channels
@@ -49,18 +50,15 @@ type sub struct {
 	txp *txnProducer
 }
 
-var _ driver.AckFlusher = (*sub)(nil)
-
 type partition = kit.Partition[*claim]
 
 // claim is one partition claimed in one generation.
 type claim struct {
-	topic           string // physical
-	id, gen         int32
-	member          string
-	idText, genText string
-	names           kit.Names // header names
-	buf             []byte    // decode's, reused
+	topic   string // physical
+	id, gen int32
+	member  string
+	genText string
+	dec     kafkawire.Decoder
 }
 
 func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.topic, c.id, c.gen) }
@@ -68,17 +66,14 @@ func (c *claim) String() string { return fmt.Sprintf("%s/%d (generation %d)", c.
 // Subscribe returns once the group session is established and its start
 // offsets committed: a message sent after it returns is delivered.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s, err := c.subscribe(ctx, spec, nil)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return c.subscribe(ctx, spec, nil)
 }
 
-func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *txnProducer) (*sub, error) {
+// subscribe returns a nil interface on failure, not a nil *sub.
+func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *txnProducer) (driver.TransactionalSubscription, error) {
 	s := &sub{txp: txp, c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
-		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), setupErr: make(chan error, 1),
-		failed: make(chan error, 1), wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
+		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), failed: make(chan error, 1),
+		wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
 	if err := c.ensureTopic(ctx, s.phys); err != nil {
 		return nil, err
 	}
@@ -91,7 +86,7 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *
 		conf.Consumer.Offsets.Initial = sarama.OffsetOldest
 	}
 	if spec.SingleActive {
-		conf.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{newSingleActive()}
+		conf.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{singleActive{kit.NewSingleActive()}}
 	}
 	var err error
 	if s.client, err = sarama.NewClient(c.opts.Brokers, conf); err == nil {
@@ -119,7 +114,7 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *
 	select {
 	case <-s.established:
 		return s, nil
-	case err = <-s.setupErr:
+	case err = <-s.failed:
 		err = fmt.Errorf("kafka: join group %s: %w", s.group, err)
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -136,7 +131,7 @@ func (s *sub) consumeLoop(ctx context.Context) {
 	var err error
 	for ctx.Err() == nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
 		err = kit.Reconnect(ctx, rejoin, func(ctx context.Context) error {
-			err := s.cg.Consume(ctx, []string{s.phys}, (*groupHandler)(s))
+			err := s.cg.Consume(ctx, []string{s.phys}, s)
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				return kit.Permanent(err)
 			}
@@ -148,14 +143,8 @@ func (s *sub) consumeLoop(ctx context.Context) {
 // sessionFailed hands a failed session (or transaction) to Subscribe
 // before the first session, to ReceiveBatch afterwards.
 func (s *sub) sessionFailed(err error) {
-	to := s.setupErr
 	select {
-	case <-s.established:
-		to = s.failed
-	default:
-	}
-	select {
-	case to <- &sessionError{fmt.Errorf("kafka: group %s session: %w", s.group, err)}:
+	case s.failed <- &sessionError{fmt.Errorf("kafka: group %s session: %w", s.group, err)}:
 	default:
 	}
 }
@@ -205,9 +194,8 @@ func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
 	s.log.Add(p, cm.Offset, r, skip)
 }
 
-// SendAcks records offsets (no I/O). If a partition of theirs was revoked
-// it records none and returns driver.ErrRecordsLost: the new owner
-// redelivers them.
+// SendAcks records offsets, without I/O; none when a partition of theirs
+// was revoked (driver.ErrRecordsLost: its new owner redelivers them).
 func (s *sub) SendAcks(ctx context.Context, handles []any) error { return s.acks.Ack(handles) }
 
 // FlushAcks commits what was recorded, retrying every CommitRetry. A
@@ -227,21 +215,15 @@ func (s *sub) commit(moved []kit.Position[*claim]) error {
 	if err := commitOffsets(s.commitClient, s.group, s.phys, moved[0].ID.gen, moved[0].ID.member, offs); err != nil {
 		return fmt.Errorf("kafka: commit %s: %w", s.group, err)
 	}
-	for i := range moved {
-		moved[i].Stored = true
-	}
 	return nil
 }
 
-type groupHandler sub
-
 // Setup commits the start offset of every claimed partition without a
 // commit, so that what is sent while every member is down is kept.
-func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
-	s := (*sub)(h)
+func (s *sub) Setup(sess sarama.ConsumerGroupSession) error {
 	ids := sess.Claims()[s.phys]
 	at := s.client.Config().Consumer.Offsets.Initial // Options.StartFrom, or the spec's Start (Subscribe)
-	parts := make(map[int32]*partition, len(ids))
+	s.parts = make(map[int32]*partition, len(ids))
 	if len(ids) > 0 {
 		starts, err := pinStarts(s.commitClient, s.group, s.phys, ids, at, sess.GenerationID(), sess.MemberID())
 		if err != nil {
@@ -250,11 +232,10 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 		for _, id := range ids {
 			sess.MarkOffset(s.phys, id, starts[id], "") // the claim starts here
 			c := &claim{topic: s.phys, id: id, gen: sess.GenerationID(), member: sess.MemberID(),
-				idText: strconv.Itoa(int(id)), genText: strconv.Itoa(int(sess.GenerationID()))}
-			parts[id] = s.log.Claim(c, starts[id], starts[id])
+				genText: strconv.Itoa(int(sess.GenerationID()))}
+			s.parts[id] = s.log.Claim(c, starts[id], starts[id])
 		}
 	}
-	s.parts = parts
 	s.tx.Renew()
 	s.establish.Do(func() { close(s.established) })
 	return nil
@@ -263,8 +244,7 @@ func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 // ConsumeClaim hands the channel to ReceiveBatch until the session ends,
 // then releases the partition: nothing of it is committed or handed out
 // afterwards.
-func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	s := (*sub)(h)
+func (s *sub) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	p := s.parts[claim.Partition()]
 	if p == nil {
 		return fmt.Errorf("kafka: claim %s/%d without a partition", claim.Topic(), claim.Partition())
@@ -279,8 +259,8 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	return nil
 }
 
-func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
-	(*sub)(h).log.ReleaseAll()
+func (s *sub) Cleanup(sarama.ConsumerGroupSession) error {
+	s.log.ReleaseAll()
 	return nil
 }
 
@@ -308,8 +288,6 @@ func (s *sub) Close(ctx context.Context) error {
 	}, nil)
 	return err
 }
-
-var _ driver.RequeueCopier = (*sub)(nil)
 
 // SendRequeueCopies publishes the portable layer's counted requeue copies
 // to the topic, which every group reads: each is addressed to this

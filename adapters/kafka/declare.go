@@ -72,11 +72,7 @@ func (c *conn) retention(topic ports.Topic, phys string) time.Duration {
 // published from now on. A group with running members refuses the commit
 // and is left as it is (its subscriptions pin their start offsets).
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	spec := ports.SubscriptionSpec{Topic: topic, Group: group}
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	phys, id := c.topic(topic), c.group(spec)
+	phys, id := c.topic(topic), c.group(ports.SubscriptionSpec{Topic: topic, Group: group})
 	if err := c.ensureTopic(ctx, phys); err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/IBM/sarama"
 
@@ -32,12 +31,7 @@ func (e *Existing) validate() error {
 	if e == nil {
 		return nil
 	}
-	for t, p := range e.Topics {
-		if strings.ContainsAny(p, "/ ") {
-			return &ports.ValueError{Field: "kafka.Options.Existing.Topics", Reason: fmt.Sprintf("topic %q maps to an invalid Kafka topic name %q", string(t), p)}
-		}
-	}
-	return errors.Join(kit.CheckExistingNames("kafka.Options.Existing.Topics", e.Topics),
+	return errors.Join(kafkawire.CheckTopics("kafka.Options.Existing.Topics", e.Topics),
 		kit.CheckExistingGroups("kafka.Options.Existing.Groups", e.Groups))
 }
 

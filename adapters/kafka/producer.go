@@ -21,11 +21,8 @@ type producer struct {
 	listeners sync.WaitGroup // read Successes and Errors until the producer closes
 }
 
-// slot is a record's Metadata: where its confirm goes.
-type slot struct {
-	c *kit.Confirms
-	i int
-}
+// confirm is a record's Metadata: it resolves the record's result.
+type confirm func(error)
 
 func newProducer(client sarama.Client) (*producer, error) {
 	ap, err := sarama.NewAsyncProducerFromClient(client)
@@ -35,14 +32,12 @@ func newProducer(client sarama.Client) (*producer, error) {
 	p := &producer{ap: ap}
 	p.listeners.Go(func() {
 		for m := range ap.Successes() {
-			s := m.Metadata.(slot)
-			s.c.Resolve(s.i, nil)
+			m.Metadata.(confirm)(nil)
 		}
 	})
 	p.listeners.Go(func() {
 		for pe := range ap.Errors() {
-			s := pe.Msg.Metadata.(slot)
-			s.c.Resolve(s.i, fmt.Errorf("%w: %w", ports.ErrUnconfirmed, pe.Err))
+			pe.Msg.Metadata.(confirm)(fmt.Errorf("%w: %w", ports.ErrUnconfirmed, pe.Err))
 		}
 	})
 	return p, nil
@@ -60,7 +55,7 @@ func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) 
 			err = ports.ErrClosed
 		}
 		if err == nil {
-			m.Metadata = slot{c: c, i: i}
+			m.Metadata = confirm(func(err error) { c.Resolve(i, err) })
 			select {
 			case p.ap.Input() <- m:
 				continue
@@ -74,12 +69,11 @@ func (p *producer) publish(ctx context.Context, msgs []*sarama.ProducerMessage) 
 	return c.Wait(ctx, 0)
 }
 
+// close flushes what was handed over; conn.Close calls it once.
 func (p *producer) close() {
 	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
-		p.ap.AsyncClose()
-	}
+	p.closed = true
+	p.ap.AsyncClose()
 	p.mu.Unlock()
 	p.listeners.Wait()
 }

@@ -69,9 +69,10 @@ func (c Options) applySecurity(s *sarama.Config) {
 
 var scramHashes = map[SASLMechanism]scram.HashGeneratorFcn{SASLSCRAMSHA256: scram.SHA256, SASLSCRAMSHA512: scram.SHA512}
 
+// scramClient is sarama's SCRAM client; Step and Done are xdg-go's.
 type scramClient struct {
 	hash scram.HashGeneratorFcn
-	conv *scram.ClientConversation
+	*scram.ClientConversation
 }
 
 func (c *scramClient) Begin(user, password, authzID string) error {
@@ -79,13 +80,9 @@ func (c *scramClient) Begin(user, password, authzID string) error {
 	if err != nil {
 		return fmt.Errorf("kafka: SCRAM: the user name or password is not valid SASLprep text")
 	}
-	c.conv = client.NewConversation()
+	c.ClientConversation = client.NewConversation()
 	return nil
 }
-
-func (c *scramClient) Step(challenge string) (string, error) { return c.conv.Step(challenge) }
-
-func (c *scramClient) Done() bool { return c.conv.Done() }
 
 // explainConnect explains a failed connection once preflight passed: a
 // TLS listener reached in plaintext, refused SASL credentials (some

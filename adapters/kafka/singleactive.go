@@ -18,8 +18,6 @@ var (
 	_ sarama.OnAssignmentBalanceStrategy         = singleActive{}
 )
 
-func newSingleActive() singleActive { return singleActive{kit.NewSingleActive()} }
-
 func (singleActive) Name() string { return "sluice-single-active" }
 
 func (s singleActive) SubscriptionUserData([]string) ([]byte, error) { return s.Claim(), nil }

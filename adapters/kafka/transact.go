@@ -25,8 +25,6 @@ type txnProducer struct {
 	conf *sarama.Config
 }
 
-var _ driver.Transactor = (*conn)(nil)
-
 // SubscribeTransactional subscribes with a transactional producer. The
 // portable layer calls it only with the idempotent producer (Capabilities'
 // TransactionalSend).
@@ -42,9 +40,8 @@ func (c *conn) SubscribeTransactional(ctx context.Context, spec ports.Subscripti
 	s, err := c.subscribe(ctx, spec, t)
 	if err != nil {
 		_ = t.Close()
-		return nil, err
 	}
-	return s, nil
+	return s, err
 }
 
 // Stage converts msgs and holds them with the record of handle.

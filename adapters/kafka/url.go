@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"net/url"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
@@ -12,16 +11,12 @@ import (
 // kafka:// and kafka+tls:// open the adapter; the parameters are in
 // docs/adapters/kafka.md.
 func init() {
-	adapters.RegisterBroker(adapters.Broker{Scheme: "kafka", TLSScheme: "kafka+tls", Open: openKafka, Check: func(host string) string {
+	kafkawire.Register(adapters.Broker{Scheme: "kafka", TLSScheme: "kafka+tls", Check: func(host string) string {
 		return "a Kafka broker listens at " + host + ", that it is reachable from here and advertises an address reachable from here too"
-	}})
+	}}, openKafka)
 }
 
-func openKafka(ctx context.Context, u *url.URL, cfg *adapters.Config, _ bool) (ports.Adapter, error) {
-	k, err := kafkawire.ParseURL(u, cfg, "kafka+tls")
-	if err != nil {
-		return nil, err
-	}
+func openKafka(ctx context.Context, k kafkawire.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	p := cfg.Params
 	kc := Options{Brokers: k.Brokers, Namespace: k.Namespace, Logger: cfg.Logger, TLS: k.TLS,
 		NoCreateTopics: !p.Bool("create_topics", true), DisableIdempotence: !p.Bool("idempotent", true),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/adapters/portable"
 	"github.com/sluicemq/sluice/ports"
@@ -149,17 +150,7 @@ func (c *conn) group(spec ports.SubscriptionSpec) string {
 // is confirmed: the payload is the record value, the partition key the
 // record key, the envelope the record headers.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	var errs []error
-	fail := func(i int, err error) {
-		if errs == nil {
-			errs = make([]error, len(msgs))
-		}
-		errs[i] = err
-	}
-	recs := make([]*kgo.Record, 0, len(msgs))
-	idx := make(map[*kgo.Record]int, len(msgs))
-	for i := range msgs {
-		m := &msgs[i]
+	return kit.SendPrepared(msgs, func(m *ports.Message) (*kgo.Record, error) {
 		r := &kgo.Record{Topic: c.topic(m.Topic), Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
 		envelope := len(m.Key) + 70 // the record batch and record overhead
 		if m.Key != "" {
@@ -169,26 +160,30 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 			envelope += len(k) + len(v) + 4
 		}
-		if err := m.CheckSize(c.opts.MaxMessageBytes, envelope); err != nil {
-			fail(i, err)
-		} else if err := c.ensureTopic(ctx, r.Topic); err != nil {
-			fail(i, err)
-		} else {
-			recs, idx[r] = append(recs, r), i
+		err := m.CheckSize(c.opts.MaxMessageBytes, envelope)
+		if err == nil {
+			err = c.ensureTopic(ctx, r.Topic)
 		}
-	}
-	if len(recs) == 0 {
-		return errs
-	}
-	for _, res := range c.cl.ProduceSync(ctx, recs...) {
-		if err := res.Err; err != nil {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed) {
-				err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+		return r, err
+	}, func(recs []*kgo.Record) []error {
+		var errs []error
+		var idx map[*kgo.Record]int // results come in the order of completion
+		for _, res := range c.cl.ProduceSync(ctx, recs...) {
+			if err := res.Err; err != nil {
+				if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed) {
+					err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+				}
+				if errs == nil {
+					errs, idx = make([]error, len(recs)), make(map[*kgo.Record]int, len(recs))
+					for i, r := range recs {
+						idx[r] = i
+					}
+				}
+				errs[idx[res.Record]] = err
 			}
-			fail(idx[res.Record], err)
 		}
-	}
-	return errs
+		return errs
+	})
 }
 
 // ensureTopic creates phys unless NoCreateTopics or Existing adopts it.

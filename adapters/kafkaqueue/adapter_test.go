@@ -204,6 +204,17 @@ func TestNewRefusedFailsAtOnce(t *testing.T) {
 	})
 }
 
+// An adopted topic whose Kafka name is malformed or empty fails New with
+// ports.ErrInvalid, before any connection.
+func TestNewRefusesMalformedAdoptedTopics(t *testing.T) {
+	for _, topics := range []map[ports.Topic]string{{"orders": "legacy orders"}, {"orders": ""}} {
+		_, err := kafkaqueue.New(context.Background(), kafkaqueue.Options{Brokers: []string{"127.0.0.1:1"}, Existing: &kafkaqueue.Existing{Topics: topics}})
+		if !errors.Is(err, ports.ErrInvalid) {
+			t.Fatalf("Existing.Topics %v: New = %v, want ErrInvalid", topics, err)
+		}
+	}
+}
+
 // With the lock renewal off, a record nobody settles is forgotten once its
 // lock has lapsed (the broker took it back): the subscription holds it no
 // longer, and its fetches go back to long polls.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
@@ -81,6 +80,8 @@ func (o Options) validate() error {
 		err = merr
 	} else if len(o.Brokers) == 0 {
 		err = errors.New("no Brokers")
+	} else if err == nil && o.Existing != nil {
+		err = kafkawire.CheckTopics("kafkaqueue.Options.Existing.Topics", o.Existing.Topics)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: kafkaqueue: Options: %w", ports.ErrInvalid, err)
@@ -122,16 +123,12 @@ func (s SASL) mechanism() (sasl.Mechanism, error) {
 // kafkaqueue:// and kafkaqueues:// (TLS) open the adapter; the parameters
 // are in docs/adapters/kafkaqueue.md.
 func init() {
-	adapters.RegisterBroker(adapters.Broker{Scheme: "kafkaqueue", TLSScheme: "kafkaqueues", Open: open, Check: func(host string) string {
+	kafkawire.Register(adapters.Broker{Scheme: "kafkaqueue", TLSScheme: "kafkaqueues", Check: func(host string) string {
 		return "a Kafka 4.x broker with share groups enabled listens at " + host + " and advertises an address reachable from here"
-	}})
+	}}, open)
 }
 
-func open(ctx context.Context, u *url.URL, cfg *adapters.Config, _ bool) (ports.Adapter, error) {
-	k, err := kafkawire.ParseURL(u, cfg, "kafkaqueues")
-	if err != nil {
-		return nil, err
-	}
+func open(ctx context.Context, k kafkawire.URL, cfg *adapters.Config) (ports.Adapter, error) {
 	o := Options{Brokers: k.Brokers, Namespace: k.Namespace, TLS: k.TLS, Logger: cfg.Logger,
 		SASL: SASL{Mechanism: k.Mechanism, User: k.User, Password: k.Password}}
 	o.NoCreateTopics = !cfg.Params.Bool("create_topics", true)

@@ -8,8 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -22,9 +25,9 @@ type sub struct {
 	inFlight    int
 	timers      *kit.Periodic // the heartbeat and the lock renewal
 
-	buf     []driver.Record // acquired, not handed out yet (ReceiveBatch only)
-	scratch []byte          // record's
-	held    kit.Renewals[*handle]
+	buf  []driver.Record // acquired, not handed out yet (ReceiveBatch only)
+	dec  kafkawire.Decoder
+	held kit.Renewals[*handle]
 }
 
 var (
@@ -176,46 +179,15 @@ func (s *sub) poll(ctx context.Context, want int) error {
 	return errors.Join(errs...)
 }
 
-// record maps a Kafka record onto a driver.Record: value → payload, key →
-// partition key, headers → envelope; the delivery count less one is the
-// redelivery count. BrokerID is "kafka:<topic>/<partition>/<offset>", the
-// identity kafka:// gives the same record. The key, the header values, the
-// timestamp fact and the BrokerID (the topic, partition and offset facts
-// its parts) are slices of one string built in s.scratch.
+// record maps a Kafka record onto a driver.Record (kafkawire.Decode: its
+// BrokerID is the identity kafka:// gives the same record); the delivery
+// count less one is the redelivery count.
 func (s *sub) record(a acquired) driver.Record {
 	r := a.r
-	b := append(s.scratch[:0], r.Key...)
-	for _, kv := range r.Headers {
-		b = append(b, kv.Value...)
-	}
-	ts := len(b)
-	if !r.Timestamp.IsZero() {
-		b = r.Timestamp.UTC().AppendFormat(b, time.RFC3339Nano)
-	}
-	id := len(b)
-	b = append(append(b, "kafka:"...), r.Topic...)
-	part := len(b) + 1
-	b = strconv.AppendInt(append(b, '/'), int64(r.Partition), 10)
-	off := len(b) + 1
-	b = strconv.AppendInt(append(b, '/'), r.Offset, 10)
-	s.scratch = b
-	all := string(b)
-	h, at := make(ports.Headers, len(r.Headers)), len(r.Key)
-	for _, kv := range r.Headers {
-		h[kv.Key], at = all[at:at+len(kv.Value)], at+len(kv.Value)
-	}
-	facts := make(map[string]string, 7)
-	facts["topic"], facts["partition"], facts["offset"] = r.Topic, all[part:off-1], all[off:]
-	facts["share-group"], facts["delivery-count"] = s.m.group, strconv.Itoa(a.count)
-	if id > ts {
-		facts["timestamp"] = all[ts:id]
-	}
-	d := driver.Record{Message: ports.Message{Topic: s.topic, Key: all[:len(r.Key)], Payload: r.Value, Headers: h},
-		BrokerID: all[id:], RedeliveryCount: max(a.count-1, 0), Facts: facts, Handle: a.h}
-	if _, err := ports.RedeliveryCountFrom(h); err != nil {
-		d.Err = err
-		facts["header-error"] = err.Error()
-	}
+	d := kafkawire.Decode(&s.dec, s.topic, kafkawire.Fields{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+		Timestamp: r.Timestamp}, r.Headers, func(h kgo.RecordHeader, _ *kit.Names) (string, []byte, bool) { return h.Key, h.Value, true })
+	d.Facts["share-group"], d.Facts["delivery-count"] = s.m.group, strconv.Itoa(a.count)
+	d.RedeliveryCount, d.Handle = max(a.count-1, 0), a.h
 	a.h.msg, a.h.id, a.h.redeliveries = d.Message, d.BrokerID, d.RedeliveryCount
 	return d
 }

@@ -51,9 +51,10 @@ type Partitions[P any] struct {
 
 // PartitionsOptions configure [Partitions]. Commit is required.
 type PartitionsOptions[P any] struct {
-	// Commit stores the moved positions with the broker and sets Stored
-	// on each one it accepted; it returns why the others were not. It is
-	// called under the fence, one round at a time.
+	// Commit stores the moved positions with the broker: nil when it
+	// accepted all, else why not, having set Stored on each one it
+	// accepted all the same. It is called under the fence, one round at a
+	// time.
 	Commit func(moved []Position[P]) error
 	// Interval between commit rounds (default 100ms); Threshold
 	// acknowledgements recorded since the last round start one at once
@@ -82,7 +83,7 @@ type Partition[P any] struct {
 type Position[P any] struct {
 	ID     P
 	Offset int64
-	Stored bool // set by Commit when the broker accepted it
+	Stored bool // set by a Commit that failed on each the broker accepted
 }
 
 type partitionHandle[P any] struct {
@@ -251,7 +252,7 @@ func (ps *Partitions[P]) commit(list ...*Partition[P]) error {
 	}
 	err := ps.o.Commit(moved)
 	for i, p := range parts {
-		if moved[i].Stored {
+		if err == nil || moved[i].Stored {
 			p.mu.Lock()
 			p.committed = max(p.committed, moved[i].Offset)
 			p.mu.Unlock()

@@ -221,3 +221,25 @@ func TestPartitionsFlushRetries(t *testing.T) {
 		t.Fatal("two acknowledgements (the threshold) started no commit round")
 	}
 }
+
+// TestPartitionsNilCommitStoresAll: a Commit that returns nil stored every
+// position, Stored set or not, so the next round sends none of them again.
+func TestPartitionsNilCommitStoresAll(t *testing.T) {
+	var rounds int
+	ps := kit.NewPartitions(kit.PartitionsOptions[string]{Interval: time.Hour, Threshold: 1 << 30,
+		Commit: func([]kit.Position[string]) error { rounds++; return nil }})
+	defer ps.Close()
+	p := ps.Claim("t/0", 0, -1)
+	ps.Add(p, 0, rec(""), false)
+	if err := ps.Ack(handles(take(ps)...)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := ps.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rounds != 1 {
+		t.Fatalf("%d commit rounds, want 1", rounds)
+	}
+}

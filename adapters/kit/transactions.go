@@ -163,9 +163,6 @@ func (t *Transactions[P, M]) round(moved []Position[P]) error {
 		delete(t.staged, h)
 	}
 	t.mu.Unlock()
-	for i := range moved {
-		moved[i].Stored = true
-	}
 	return nil
 }
 

@@ -105,9 +105,6 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 // group's messages only in members' sessions. What reaches this connection
 // is never acknowledged: it comes back to the member (DUP).
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	if err := topic.Validate(); err != nil {
-		return err
-	}
 	if !c.instanceSet {
 		return &ports.ValueError{Field: "mqtt.Options.Instance", Reason: fmt.Sprintf("must be set to declare group %q of %q ahead: the group's messages wait in the session of the member with that Instance", group, topic)}
 	}

@@ -1,9 +1,12 @@
 package kafkawire_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -47,5 +50,44 @@ func TestNames(t *testing.T) {
 	bc := ports.SubscriptionSpec{Topic: "t", Mode: ports.Broadcast, Instance: "i1"}
 	if got := kafkawire.Group("ns", bc); got != "ns.t.bcast.i1" {
 		t.Errorf("Broadcast Group = %q, want ns.t.bcast.i1", got)
+	}
+}
+
+// TestDecode: one buffer serves record after record, a header read
+// passes over is left out, and a malformed redelivery count is poison.
+func TestDecode(t *testing.T) {
+	type hdr struct{ k, v string }
+	read := func(h hdr, names *kit.Names) (string, []byte, bool) {
+		return names.Intern([]byte(h.k)), []byte(h.v), h.k != ""
+	}
+	var d kafkawire.Decoder
+	ts := time.Date(2026, 12, 1, 22, 3, 4, 5, time.UTC)
+	r := kafkawire.Decode(&d, "t", kafkawire.Fields{Topic: "ns.t", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"), Timestamp: ts},
+		[]hdr{{"a", "1"}, {"", "x"}, {"b", "22"}}, read)
+	if r.BrokerID != "kafka:ns.t/3/42" || r.Message.Key != "k" || string(r.Message.Payload) != "v" || r.Err != nil ||
+		len(r.Message.Headers) != 2 || r.Message.Headers["a"] != "1" || r.Message.Headers["b"] != "22" {
+		t.Fatalf("record %+v", r)
+	}
+	if f := r.Facts; f["topic"] != "ns.t" || f["partition"] != "3" || f["offset"] != "42" || f["timestamp"] != ts.Format(time.RFC3339Nano) {
+		t.Fatalf("facts %v", f)
+	}
+	r2 := kafkawire.Decode(&d, "t", kafkawire.Fields{Topic: "ns.t", Offset: 7}, []hdr{{ports.HeaderRedeliveryCount, "x"}}, read)
+	if !errors.Is(r2.Err, ports.ErrPoison) || r2.Facts["header-error"] == "" || r2.Facts["timestamp"] != "" || r2.BrokerID != "kafka:ns.t/0/7" {
+		t.Fatalf("record %+v", r2)
+	}
+	if r.BrokerID != "kafka:ns.t/3/42" || r.Message.Headers["b"] != "22" {
+		t.Fatalf("the next record changed the first: %+v", r)
+	}
+}
+
+func TestCheckTopics(t *testing.T) {
+	if err := kafkawire.CheckTopics("f", map[ports.Topic]string{"orders": "legacy.orders"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, topics := range []map[ports.Topic]string{{"orders": "a b"}, {"orders": "a/b"}, {"orders": ""}, {"": "x"}} {
+		var ve *ports.ValueError
+		if err := kafkawire.CheckTopics("f", topics); !errors.As(err, &ve) || ve.Field != "f" {
+			t.Errorf("CheckTopics(%v) = %v, want a ValueError for f", topics, err)
+		}
 	}
 }

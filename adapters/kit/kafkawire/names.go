@@ -2,6 +2,8 @@ package kafkawire
 
 import (
 	"cmp"
+	"fmt"
+	"strings"
 
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
@@ -22,4 +24,16 @@ func Group(ns string, spec ports.SubscriptionSpec) string {
 		return ns + "." + cmp.Or(spec.Group, spec.Topic.Physical("..")) + ".bcast." + spec.Instance
 	}
 	return ns + "." + spec.Group
+}
+
+// CheckTopics validates a map adopting Kafka topics for logical topics
+// (an Options.Existing's, named by field): kit.CheckExistingNames, and no
+// '/' or ' ' in a Kafka topic name.
+func CheckTopics(field string, topics map[ports.Topic]string) error {
+	for t, p := range topics {
+		if strings.ContainsAny(p, "/ ") {
+			return &ports.ValueError{Field: field, Reason: fmt.Sprintf("topic %q maps to an invalid Kafka topic name %q", string(t), p)}
+		}
+	}
+	return kit.CheckExistingNames(field, topics)
 }

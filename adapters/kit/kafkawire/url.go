@@ -1,12 +1,14 @@
 package kafkawire
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/ports"
 )
 
 // URL is what the Kafka adapters read alike from
@@ -60,6 +62,20 @@ func ParseURL(u *url.URL, cfg *adapters.Config, tlsScheme string) (URL, error) {
 		}
 	}
 	return k, nil
+}
+
+// Register registers b (adapters.RegisterBroker) for an adapter speaking
+// the Kafka protocol: its Open reads the URL with ParseURL and hands it to
+// open.
+func Register(b adapters.Broker, open func(ctx context.Context, k URL, cfg *adapters.Config) (ports.Adapter, error)) {
+	b.Open = func(ctx context.Context, u *url.URL, cfg *adapters.Config, _ bool) (ports.Adapter, error) {
+		k, err := ParseURL(u, cfg, b.TLSScheme)
+		if err != nil {
+			return nil, err
+		}
+		return open(ctx, k, cfg)
+	}
+	adapters.RegisterBroker(b)
 }
 
 // ParseMechanism returns the SASL mechanism s names, case-insensitively,
