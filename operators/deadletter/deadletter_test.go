@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,5 +310,63 @@ func TestRepublishPutBackPagesPastTheWindow(t *testing.T) {
 	left, _, _ := f.area.List(f.ctx, deadletter.Filter{})
 	if len(left) != 5 {
 		t.Fatalf("%d left, want 5", len(left))
+	}
+}
+
+// hiding is an adapter whose subscription number hideOn (from 1) of the
+// dead-letter topic never hands out the delivery of message id: it stays
+// unsettled, as on a broker that keeps a message invisible for a while,
+// and comes back when that subscription stops.
+type hiding struct {
+	ports.Adapter
+	hideOn int32
+	id     string
+	subs   atomic.Int32
+}
+
+func (h *hiding) Unwrap() ports.Adapter { return h.Adapter }
+
+func (h *hiding) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	sub, err := h.Adapter.Subscribe(ctx, spec)
+	if err != nil || spec.Topic != ports.DeadLetterTopic(source) || h.subs.Add(1) != h.hideOn {
+		return sub, err
+	}
+	return &hidingSub{Subscription: sub, id: h.id}, nil
+}
+
+type hidingSub struct {
+	ports.Subscription
+	id string
+}
+
+func (s *hidingSub) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
+	for {
+		ds, err := s.Subscription.Receive(ctx, max)
+		kept := slices.DeleteFunc(ds, func(d *ports.Delivery) bool { return d.Headers[ports.HeaderID] == s.id })
+		if err != nil || len(kept) > 0 {
+			return kept, err
+		}
+	}
+}
+
+// A selected message the taking pass does not see (its first pass ended
+// without it) is taken by the next pass: the redrive misses nothing.
+func TestRedriveTakesWhatThePassDidNotSee(t *testing.T) {
+	f := newFixture(t, deadletter.Options{Batch: 4})
+	f.deadLetter(keys(6, "k"), func(string) string { return "poison" })
+	h := &hiding{Adapter: f.a, hideOn: 2, id: "id-k3"} // 1: the listing pass, 2: the first taking pass
+	area, err := deadletter.New(h, source, group, deadletter.Options{Batch: 4, Idle: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(f.log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := area.Redrive(f.ctx, deadletter.Request{Operator: "alice", Note: "fixed"})
+	if err != nil || res.Done != 6 || len(res.Missing) != 0 {
+		t.Fatalf("redrive %+v, %v: want all 6 redriven, none missing", res, err)
+	}
+	if n := h.subs.Load(); n != 3 {
+		t.Fatalf("%d subscriptions of the area, want 3 (list, take, take again)", n)
+	}
+	if got := f.received(6); len(got) != 6 {
+		t.Fatalf("received %d redriven messages, want 6", len(got))
 	}
 }

@@ -72,7 +72,12 @@
 // refuses what was already redriven Options.MaxRedrives times (unless
 // forced), and writes the audit [Record] — before any message moves, so
 // that even a redrive killed midway has its record. The second pass takes
-// exactly the selected ids: for a redrive it sends each batch's copies and
+// exactly the selected ids; when it ends without some of them (a message
+// the first pass put back that is not visible again yet, as on a broker
+// whose put-back keeps it invisible for a while) and it found others, it
+// passes again, at most [MaxTakePasses] times in all, each waiting up to
+// Options.FirstWait for its first message; what is still not found is
+// reported as Result.Missing. For a redrive it sends each batch's copies and
 // waits for the broker's confirm, and only then acknowledges their
 // dead-letter copies. A crash between the two duplicates at most one batch
 // (the copies were sent, the originals come back to the area); it never

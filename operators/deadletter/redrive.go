@@ -145,11 +145,17 @@ func (ar *Area) operate(ctx context.Context, action string, r Request) (Result, 
 		}
 		return ar.redriveBatch(ctx, sub, taken, r, rec.ID, &res, &prog)
 	}
-	_, err = ar.walk(ctx, visitor{
-		take: func(d *ports.Delivery) bool { return selected[entryOf(d).ID] },
-		act:  act,
-		done: func() bool { return len(left) == 0 },
-	})
+	for pass := 0; pass < MaxTakePasses && len(left) > 0; pass++ {
+		before := len(left)
+		_, err = ar.walk(ctx, visitor{
+			take: func(d *ports.Delivery) bool { return selected[entryOf(d).ID] },
+			act:  act,
+			done: func() bool { return len(left) == 0 },
+		})
+		if err != nil || len(left) == before {
+			break // failed, or found none of them: another pass would not either
+		}
+	}
 	for _, id := range res.Selected {
 		if err == nil && left[id] {
 			res.Missing = append(res.Missing, id)
@@ -164,6 +170,10 @@ func (ar *Area) operate(ctx context.Context, action string, r Request) (Result, 
 		slog.Any("missing", res.Missing), slog.Any("error", err))
 	return res, err
 }
+
+// MaxTakePasses bounds the passes a redrive or purge makes to take the
+// selected ids (see the package documentation).
+const MaxTakePasses = 3
 
 // redriveBatch sends the copies of one batch, waits for their confirms,
 // then removes the confirmed ones from the area and puts the others back.
