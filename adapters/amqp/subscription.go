@@ -249,9 +249,14 @@ func recvNow[T any](c <-chan T) (v T, ok bool) {
 
 // SendAcks records the acks of handles, without I/O, for the consumer's
 // ack writer (a record settled above an unsettled one waits for it, or
-// for a full prefetch, FlushAcks or Close). A handle of a lost channel,
-// or acked already, cannot be acked: the error wraps
-// driver.ErrRecordsLost.
+// for a full prefetch, FlushAcks or Close). It records all of them or
+// none: a handle of a lost channel (or of another channel than the
+// others), or acked already, cannot be acked, and then the error wraps
+// driver.ErrRecordsLost and no ack is recorded. The caller settles the
+// members of a failed round again one by one: an ack recorded in the
+// failed round would be written to the broker while the member's own
+// settlement is refused as acked already — reported failed, never
+// redelivered.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	var buf [64]uint64
 	var cur *consumer
@@ -263,11 +268,11 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 			cur, ts = x.c, append(ts, x.tag)
 		}
 	}
-	if cur != nil {
-		lost += cur.acks.Settle(ts)
+	if lost == 0 && cur != nil {
+		lost = cur.acks.Settle(ts) // all or none
 	}
 	if lost > 0 {
-		return fmt.Errorf("%d of %d: %w", lost, len(handles), errDeliveryLost)
+		return fmt.Errorf("%d of %d, none acked: %w", lost, len(handles), errDeliveryLost)
 	}
 	return nil
 }

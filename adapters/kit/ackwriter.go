@@ -42,7 +42,8 @@ func (w *AckWriter) Add(tag uint64) {
 }
 
 // Settle marks tags settled, without I/O, and returns how many were not
-// handed out or were settled already (they are left alone).
+// handed out or were settled already; when some were, it settles none
+// (see CumulativeAcks.Settle).
 func (w *AckWriter) Settle(tags []uint64) (unknown int) {
 	w.mu.Lock()
 	unknown, ready := w.acks.Settle(tags)

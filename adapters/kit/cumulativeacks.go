@@ -32,8 +32,13 @@ func (a *CumulativeAcks) Add(tag uint64) { a.out = append(a.out, ackTag{tag: tag
 // Settle marks tags settled and returns how many tags are now settled
 // with every lower tag (what the next AckSettled acks). unknown counts
 // the tags that were not handed out or were settled already (acking them
-// again is a protocol error on most brokers); they are left alone.
+// again is a protocol error on most brokers; a tag given twice is settled
+// already the second time). When unknown is not 0, Settle settles none
+// of tags: a settlement is one outcome, as a driver's SendAcks is, and
+// its caller may settle the good tags again, singly, after the failure.
 func (a *CumulativeAcks) Settle(tags []uint64) (unknown, ready int) {
+	var buf [64]int
+	marked := buf[:0] // indexes in out settled by this call
 	for _, tag := range tags {
 		i, ok := slices.BinarySearchFunc(a.out, tag, func(s ackTag, tag uint64) int { return cmp.Compare(s.tag, tag) })
 		if !ok || a.out[i].settled {
@@ -41,6 +46,12 @@ func (a *CumulativeAcks) Settle(tags []uint64) (unknown, ready int) {
 			continue
 		}
 		a.out[i].settled = true
+		marked = append(marked, i)
+	}
+	if unknown > 0 {
+		for _, i := range marked {
+			a.out[i].settled = false
+		}
 	}
 	for ready < len(a.out) && a.out[ready].settled {
 		ready++

@@ -81,3 +81,44 @@ func TestCumulativeAcksSettledPrefixWithOneAck(t *testing.T) {
 		t.Fatalf("acks %v, %d left", wire, a.Out())
 	}
 }
+
+// TestCumulativeAcksSettleIsAllOrNone: a Settle with a tag that is
+// unknown or settled already settles none of its tags, so that the
+// caller, told the settlement failed, can settle the good ones again; a
+// cumulative ack never covers them meanwhile.
+func TestCumulativeAcksSettleIsAllOrNone(t *testing.T) {
+	var wire []string
+	a := kit.CumulativeAcks{Ack: func(tag uint64, cumulative bool) error {
+		wire = append(wire, fmt.Sprintf("%d/%v", tag, cumulative))
+		return nil
+	}}
+	for tag := uint64(1); tag <= 4; tag++ {
+		a.Add(tag)
+	}
+	if n, r := a.Settle([]uint64{1, 2, 99}); n != 1 || r != 0 {
+		t.Fatalf("Settle with an unknown tag = %d unknown, %d ready; want 1, 0", n, r)
+	}
+	if n, r := a.Settle([]uint64{3, 3}); n != 1 || r != 0 {
+		t.Fatalf("Settle with a tag twice = %d unknown, %d ready; want 1, 0", n, r)
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(wire) != 0 || a.Out() != 4 {
+		t.Fatalf("after failed settlements: acks %v, %d tags out; want none acked, 4 out", wire, a.Out())
+	}
+	for _, tag := range []uint64{1, 2, 3} { // each again, singly
+		if n, _ := a.Settle([]uint64{tag}); n != 0 {
+			t.Fatalf("Settle(%d) after the failed settlement: %d unknown, want 0", tag, n)
+		}
+	}
+	if n, r := a.Settle([]uint64{3, 4}); n != 1 || r != 3 {
+		t.Fatalf("Settle with a tag settled already = %d unknown, %d ready; want 1, 3 (4 left unsettled)", n, r)
+	}
+	if err := a.AckSettled(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"3/true"}; !slices.Equal(wire, want) || a.Out() != 1 {
+		t.Fatalf("acks %v with %d out, want %v and tag 4 out", wire, a.Out(), want)
+	}
+}
