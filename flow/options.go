@@ -73,9 +73,18 @@ func WithErrorHandler(f func(error)) Option {
 
 // WithObserver receives an Event for every delivery received and every
 // settlement (or deliberate non-settlement). It is called synchronously on
-// the hot path and must be fast. Default: none.
+// the hot path and must be fast. Several WithObserver options are all
+// called, in the order given. Default: none.
 func WithObserver(f func(Event)) Option {
-	return optionFunc(func(c *config) { c.observer = f })
+	return optionFunc(func(c *config) {
+		switch prev := c.observer; {
+		case f == nil:
+		case prev == nil:
+			c.observer = f
+		default:
+			c.observer = func(e Event) { prev(e); f(e) }
+		}
+	})
 }
 
 // WithDrainTimeout bounds how long Stop (and Run, once its context is

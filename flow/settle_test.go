@@ -332,3 +332,27 @@ func TestSettleTimeoutBoundsAStuckSettle(t *testing.T) {
 	}
 	waitStats(t, p, "the slot released and the failure counted", func(st flow.Stats) bool { return st.InFlight == 0 && st.SettleErrors == 1 })
 }
+
+// Every WithObserver given sees every event, in the order given.
+func TestObserversAreAllCalled(t *testing.T) {
+	seen := make(chan string, 4)
+	observe := func(name string) flow.Option {
+		return flow.WithObserver(func(e flow.Event) {
+			if e.Action == ports.Ack {
+				seen <- name
+			}
+		})
+	}
+	f, _ := start(t, spec, sinkOrders(func(context.Context, order) error { return nil }), observe("first"), flow.WithObserver(nil), observe("second"))
+	f.push(delivery(`{"id":"a","total":3}`, 0))
+	for _, want := range []string{"first", "second"} {
+		select {
+		case got := <-seen:
+			if got != want {
+				t.Fatalf("observer %q saw the ack before %q", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("observer %q did not see the ack within 5s", want)
+		}
+	}
+}
