@@ -61,7 +61,8 @@ func producer(t *testing.T, b *rocketmqtest.Broker, topic string) rmq.Producer {
 func consumer(t *testing.T, b *rocketmqtest.Broker, topic, group string) rmq.SimpleConsumer {
 	t.Helper()
 	c, err := rmq.NewSimpleConsumer(cfg(b, group), rmq.WithSimpleAwaitDuration(time.Second),
-		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}),
+		rmq.WithClientFuncForSimpleConsumer(patientClient))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +71,16 @@ func consumer(t *testing.T, b *rocketmqtest.Broker, topic, group string) rmq.Sim
 	}
 	t.Cleanup(func() { _ = c.GracefulStop() })
 	return c
+}
+
+// patientClient is the client with a 15 s request timeout (the v5
+// client's default is 3 s): a receive call lasts the await duration plus
+// it. On a loaded machine an answer that reached the client after 3 s was
+// given up on while the peer had handed its messages out (DEADLINE_EXCEEDED,
+// the messages invisible for the receive's invisible duration), so a test
+// saw a later delivery attempt or nothing within its wait.
+func patientClient(c *rmq.Config, opts ...rmq.ClientOption) (rmq.Client, error) {
+	return rmq.NewClient(c, append(opts, rmq.WithQueryRouteTimeout(15*time.Second))...)
 }
 
 func send(t *testing.T, p rmq.Producer, topic, body string, mod ...func(*rmq.Message)) string {
