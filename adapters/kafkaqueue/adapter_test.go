@@ -215,6 +215,17 @@ func TestNewRefusesMalformedAdoptedTopics(t *testing.T) {
 	}
 }
 
+// A SASL mechanism or password without a user, or an unknown mechanism,
+// fails New at once (it was ignored: no SASL at all).
+func TestNewRefusesIncompleteSASL(t *testing.T) {
+	for _, s := range []kafkaqueue.SASL{{Password: "secret"}, {Mechanism: "scram-sha-256"}, {User: "u", Mechanism: "gssapi"}} {
+		_, err := kafkaqueue.New(context.Background(), kafkaqueue.Options{Brokers: []string{"127.0.0.1:1"}, SASL: s})
+		if !errors.Is(err, ports.ErrInvalid) {
+			t.Fatalf("SASL %+v: New = %v, want ErrInvalid", s, err)
+		}
+	}
+}
+
 // With the lock renewal off, a record nobody settles is forgotten once its
 // lock has lapsed (the broker took it back): the subscription holds it no
 // longer, and its fetches go back to long polls.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -104,20 +103,25 @@ func (o Options) clientOpts() []kgo.Opt {
 	return opts
 }
 
-// mechanism is the franz-go SASL mechanism, nil without a user.
+// mechanism is the franz-go SASL mechanism, nil without a user; a
+// mechanism or a password without a user is refused, as kafka:// does.
 func (s SASL) mechanism() (sasl.Mechanism, error) {
-	switch strings.ToLower(s.Mechanism) {
-	case "", "plain":
-		if s.User == "" {
-			return nil, nil
+	if s.User == "" {
+		if s.Mechanism != "" || s.Password != "" {
+			return nil, errors.New("SASL.User is required when a SASL mechanism or password is given")
 		}
-		return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism(), nil
-	case "scram-sha-256":
+		return nil, nil
+	}
+	m, err := kafkawire.ParseMechanism(cmp.Or(s.Mechanism, "plain"))
+	switch {
+	case err != nil:
+		return nil, err
+	case m == "SCRAM-SHA-256":
 		return scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism(), nil
-	case "scram-sha-512":
+	case m == "SCRAM-SHA-512":
 		return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism(), nil
 	}
-	return nil, fmt.Errorf("%q is not plain, scram-sha-256 or scram-sha-512", s.Mechanism)
+	return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism(), nil
 }
 
 // kafkaqueue:// and kafkaqueues:// (TLS) open the adapter; the parameters
