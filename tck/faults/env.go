@@ -195,19 +195,25 @@ type consumer struct {
 }
 
 // consume starts a pipeline of spec on a whose handler is h on
-// spec.InFlight workers, recorded by the scenario's ledger (or by the
-// observer in opts, which replaces it). It is stopped at the end of the
-// scenario at the latest.
-func (e *env) consume(a ports.Adapter, spec ports.SubscriptionSpec, h func(context.Context, *ports.Delivery) error, opts ...flow.Option) *consumer {
+// spec.InFlight workers, recorded by the scenario's ledger. It is stopped
+// at the end of the scenario at the latest.
+func (e *env) consume(a ports.Adapter, spec ports.SubscriptionSpec, h func(context.Context, *ports.Delivery) error) *consumer {
 	e.t.Helper()
-	return e.consumeOn(a, spec, spec.WithDefaults().InFlight, h, opts...)
+	return e.consumeOn(a, spec, spec.WithDefaults().InFlight, h)
 }
 
 // consumeOn is consume with the number of handler goroutines.
-func (e *env) consumeOn(a ports.Adapter, spec ports.SubscriptionSpec, workers int, h func(context.Context, *ports.Delivery) error, opts ...flow.Option) *consumer {
+func (e *env) consumeOn(a ports.Adapter, spec ports.SubscriptionSpec, workers int, h func(context.Context, *ports.Delivery) error) *consumer {
 	e.t.Helper()
-	all := []flow.Option{e.l.Observer(), flow.WithErrorHandler(e.onError), flow.WithDrainTimeout(2 * time.Second), flow.WithSettleTimeout(10 * time.Second)}
-	c := &consumer{e: e, spec: spec, p: flow.New(a, spec, append(all, opts...)...)}
+	return e.start(a, spec, workers, h, e.l.Observer())
+}
+
+// start is consumeOn recorded by observe (the ledger's Observer, or its
+// DeadLetterObserver for a consumer of the dead-letter topic).
+func (e *env) start(a ports.Adapter, spec ports.SubscriptionSpec, workers int, h func(context.Context, *ports.Delivery) error, observe flow.Option) *consumer {
+	e.t.Helper()
+	all := []flow.Option{observe, flow.WithErrorHandler(e.onError), flow.WithDrainTimeout(2 * time.Second), flow.WithSettleTimeout(10 * time.Second)}
+	c := &consumer{e: e, spec: spec, p: flow.New(a, spec, all...)}
 	e.mu.Lock()
 	c.proc = e.procs[a]
 	e.consumers = append(e.consumers, c)
@@ -229,7 +235,7 @@ func (e *env) dlq(a ports.Adapter, h func(context.Context, *ports.Delivery) erro
 	if h == nil {
 		h = ok
 	}
-	return e.consume(a, sp, h, e.l.DeadLetterObserver())
+	return e.start(a, sp, sp.WithDefaults().InFlight, h, e.l.DeadLetterObserver())
 }
 
 // stop stops the consumer, letting in-flight work finish for a moment.
