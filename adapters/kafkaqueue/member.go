@@ -148,6 +148,30 @@ func (m *member) meta(ctx context.Context) ([]int32, error) {
 	return parts, nil
 }
 
+// started reports whether every partition of parts has a start offset in
+// the group.
+func (m *member) started(ctx context.Context, parts []int32) (bool, error) {
+	desc := &kmsg.DescribeShareGroupOffsetsRequest{Groups: []kmsg.DescribeShareGroupOffsetsRequestGroup{
+		{GroupID: m.group, Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: m.topic, Partitions: parts}}}}}
+	resp, err := desc.RequestWith(ctx, m.cl)
+	if err != nil {
+		return false, err
+	}
+	for _, g := range resp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return false, err
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if p.StartOffset < 0 {
+					return false, kerr.ErrorForCode(p.ErrorCode)
+				}
+			}
+		}
+	}
+	return true, nil
+}
+
 // initialize sets the start of every partition the group has not started
 // on yet to the topic's end (or its oldest record), so that the group
 // keeps what is published from now on even before its first member

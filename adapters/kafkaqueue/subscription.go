@@ -61,13 +61,44 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, timers: kit.NewPeriodic()}
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
-		if err := s.poll(ctx, spec.InFlight); err != nil {
+		if err := s.start(ctx, parts, spec.InFlight); err != nil {
 			return nil, errors.Join(err, m.heartbeat(ctx, true))
 		}
 	}
 	s.timers.Every(time.Minute, s.heartbeat)
 	s.timers.Every(time.Second, s.renew)
 	return s, nil
+}
+
+// startWait bounds how long Subscribe fetches to start a topic's
+// partitions in a group that has members already.
+const startWait = 30 * time.Second
+
+// start fetches until every partition of parts has a start offset: a
+// fetch made before the group assigned them to this member starts
+// nothing, and a later one would start them at the topic's end, past
+// what was published after Subscribe returned.
+func (s *sub) start(ctx context.Context, parts []int32, want int) error {
+	ctx, cancel := context.WithTimeout(ctx, startWait)
+	defer cancel()
+	for {
+		if err := s.poll(ctx, want); err != nil {
+			return err
+		}
+		started, err := s.m.started(ctx, parts)
+		switch {
+		case err == nil && started:
+			return nil
+		case err == nil && ctx.Err() != nil:
+			err = ctx.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("kafkaqueue: start the partitions of %s in share group %s: %w", s.m.topic, s.m.group, err)
+		}
+		if err := s.m.heartbeat(ctx, false); err != nil { // fetch for the assignment
+			return err
+		}
+	}
 }
 
 // member makes the share-group member of spec, creating its topic if
