@@ -148,28 +148,33 @@ func (m *member) meta(ctx context.Context) ([]int32, error) {
 	return parts, nil
 }
 
-// started reports whether every partition of parts has a start offset in
-// the group.
-func (m *member) started(ctx context.Context, parts []int32) (bool, error) {
+// unstarted returns the partitions of parts that have no start offset in
+// the group yet; one the broker answers with an error is left out, and
+// the first such error is partErr.
+func (m *member) unstarted(ctx context.Context, parts []int32) (todo []int32, partErr, err error) {
 	desc := &kmsg.DescribeShareGroupOffsetsRequest{Groups: []kmsg.DescribeShareGroupOffsetsRequestGroup{
 		{GroupID: m.group, Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: m.topic, Partitions: parts}}}}}
 	resp, err := desc.RequestWith(ctx, m.cl)
 	if err != nil {
-		return false, err
+		return nil, nil, err
 	}
 	for _, g := range resp.Groups {
 		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return false, err
+			return nil, nil, fmt.Errorf("describe the start offsets of share group %s: %w", m.group, err)
 		}
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
-				if p.StartOffset < 0 {
-					return false, kerr.ErrorForCode(p.ErrorCode)
+				switch {
+				case p.StartOffset >= 0:
+				case p.ErrorCode != 0:
+					partErr = cmp.Or(partErr, kerr.ErrorForCode(p.ErrorCode))
+				default:
+					todo = append(todo, p.Partition)
 				}
 			}
 		}
 	}
-	return true, nil
+	return todo, partErr, nil
 }
 
 // initialize sets the start of every partition the group has not started
@@ -179,31 +184,20 @@ func (m *member) started(ctx context.Context, parts []int32) (bool, error) {
 // group's share.auto.offset.reset is set and fetch reports that the
 // member must fetch once to start the partitions.
 func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (fetch bool, err error) {
-	desc := &kmsg.DescribeShareGroupOffsetsRequest{Groups: []kmsg.DescribeShareGroupOffsetsRequestGroup{
-		{GroupID: m.group, Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: m.topic, Partitions: parts}}}}}
-	dresp, err := desc.RequestWith(ctx, m.cl)
+	todo, _, err := m.unstarted(ctx, parts)
 	if err != nil {
 		return false, err
 	}
 	lo := kmsg.NewPtrListOffsetsRequest()
 	lt := kmsg.NewListOffsetsRequestTopic()
 	lt.Topic = m.topic
-	for _, g := range dresp.Groups {
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return false, fmt.Errorf("describe the start offsets of share group %s: %w", m.group, err)
+	for _, p := range todo {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.Timestamp = p, -1
+		if earliest {
+			lp.Timestamp = -2
 		}
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				if p.StartOffset < 0 && p.ErrorCode == 0 {
-					lp := kmsg.NewListOffsetsRequestTopicPartition()
-					lp.Partition, lp.Timestamp = p.Partition, -1
-					if earliest {
-						lp.Timestamp = -2
-					}
-					lt.Partitions = append(lt.Partitions, lp)
-				}
-			}
-		}
+		lt.Partitions = append(lt.Partitions, lp)
 	}
 	if len(lt.Partitions) == 0 {
 		return false, nil

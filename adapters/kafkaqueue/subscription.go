@@ -1,6 +1,7 @@
 package kafkaqueue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,29 +71,22 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	return s, nil
 }
 
-// startWait bounds how long Subscribe fetches to start a topic's
-// partitions in a group that has members already.
-const startWait = 30 * time.Second
-
 // start fetches until every partition of parts has a start offset: a
 // fetch made before the group assigned them to this member starts
 // nothing, and a later one would start them at the topic's end, past
-// what was published after Subscribe returned.
+// what was published after Subscribe returned. It gives up after 30 s.
 func (s *sub) start(ctx context.Context, parts []int32, want int) error {
-	ctx, cancel := context.WithTimeout(ctx, startWait)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		if err := s.poll(ctx, want); err != nil {
 			return err
 		}
-		started, err := s.m.started(ctx, parts)
-		switch {
-		case err == nil && started:
+		todo, partErr, err := s.m.unstarted(ctx, parts)
+		if err == nil && partErr == nil && len(todo) == 0 {
 			return nil
-		case err == nil && ctx.Err() != nil:
-			err = ctx.Err()
 		}
-		if err != nil {
+		if err = cmp.Or(err, partErr, ctx.Err()); err != nil {
 			return fmt.Errorf("kafkaqueue: start the partitions of %s in share group %s: %w", s.m.topic, s.m.group, err)
 		}
 		if err := s.m.heartbeat(ctx, false); err != nil { // fetch for the assignment
