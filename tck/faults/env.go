@@ -389,37 +389,51 @@ func (e *env) settled() {
 // if that does not settle everything either.
 func (e *env) settleAll(h func(context.Context, *ports.Delivery) error) {
 	e.t.Helper()
+	err := e.settleRestarting("consumer-restart", "the consumers", "message(s)", func() {
+		e.mu.Lock()
+		var old []*consumer
+		for _, c := range e.consumers {
+			if c.spec.Topic == e.topic {
+				old = append(old, c)
+			}
+		}
+		e.mu.Unlock()
+		for _, c := range old {
+			c.stop()
+		}
+		for _, c := range old {
+			e.consume(e.replace(c), c.spec, h)
+		}
+	})
+	if err != nil {
+		e.skipIfBrokerDropped()
+		e.t.Fatalf("after restarting the consumers: %v", err)
+	}
+}
+
+// settleRestarting waits until every confirmed message was settled; if
+// settlements stop before, it marks the ledger, calls restart (who: the
+// consumers it restarts, what: their messages) and waits again. What is
+// still unsettled then is an error, unless it is only messages whose
+// settlement was in doubt (its answer lost): the restarted consumers were
+// not given them again, so the broker applied the settlement; that is
+// logged.
+func (e *env) settleRestarting(mark, who, what string, restart func()) error {
 	err := e.awaitSettling()
 	if err == nil {
-		return
+		return nil
 	}
-	e.t.Logf("%v; restarting the consumers so that unsettled messages are redelivered", err)
-	e.l.Mark("consumer-restart")
-	e.mu.Lock()
-	var old []*consumer
-	for _, c := range e.consumers {
-		if c.spec.Topic == e.topic {
-			old = append(old, c)
-		}
-	}
-	e.mu.Unlock()
-	for _, c := range old {
-		c.stop()
-	}
-	for _, c := range old {
-		e.consume(e.replace(c), c.spec, h)
-	}
+	e.t.Logf("%v; restarting %s so that unsettled %s are redelivered", err, who, what)
+	e.l.Mark(mark)
+	restart()
 	if err = e.awaitSettling(); err == nil {
-		return
+		return nil
 	}
 	if c := e.l.Counts(); c.InDoubt > 0 && c.Settled+c.Deferred+c.InDoubt >= c.Confirmed {
-		// A restarted consumer was not given these again: the broker
-		// applied the settlements whose answer was lost.
-		e.t.Logf("%d message(s) whose settlement was in doubt were not redelivered after the consumers restarted: the broker applied it", c.InDoubt)
-		return
+		e.t.Logf("%d %s whose settlement was in doubt were not redelivered after %s restarted: the broker applied it", c.InDoubt, what, who)
+		return nil
 	}
-	e.skipIfBrokerDropped()
-	e.t.Fatalf("after restarting the consumers: %v", err)
+	return err
 }
 
 // awaitSettling waits until every confirmed message was settled, for as

@@ -41,16 +41,7 @@ const (
 )
 
 func init() {
-	register("rpc-restart", func(b *Broker, t Target) string {
-		switch {
-		case b.Restart == nil:
-			return "the broker has no Restart hook"
-		case raceEnabled && t.ClientRace != "":
-			return "under -race: a restart reconnects the client and the replier while they send, which triggers " + t.ClientRace +
-				"; this scenario runs without -race (go test -run TestReliability/rpc-restart)"
-		}
-		return ""
-	}, scenarioRPCRestart)
+	register("rpc-restart", restarts("rpc-restart", "the client and the replier while they send"), scenarioRPCRestart)
 	register("rpc-reset", networked, scenarioRPCReset)
 	// Both stop the client's reply subscription, a Broadcast one.
 	for i := range scenarios {
@@ -386,28 +377,19 @@ func (e *env) rpc(client, replier rpcProc, fault func(release func(i int))) {
 func (r *rpcRun) settleAll(replier rpcProc) {
 	e := r.e
 	e.t.Helper()
-	err := e.awaitSettling()
-	if err == nil {
-		return
+	err := e.settleRestarting("replier-restart", "the replier", "request(s)", func() {
+		r.stopReplier()
+		e.mu.Lock()
+		identity := e.procs[replier.sub].identity
+		e.mu.Unlock()
+		a := e.dialAs(e.b.Addr, identity)
+		r.startReplier(rpcProc{sub: a, send: a})
+	})
+	if err != nil {
+		// The ledger's check at the end names them as lost; the replies
+		// are checked all the same.
+		e.t.Errorf("rpc: confirmed requests still unsettled after restarting the replier: %v", err)
 	}
-	e.t.Logf("rpc: %v; restarting the replier so that unsettled requests are redelivered", err)
-	e.l.Mark("replier-restart")
-	r.stopReplier()
-	e.mu.Lock()
-	identity := e.procs[replier.sub].identity
-	e.mu.Unlock()
-	a := e.dialAs(e.b.Addr, identity)
-	r.startReplier(rpcProc{sub: a, send: a})
-	if err = e.awaitSettling(); err == nil {
-		return
-	}
-	if c := e.l.Counts(); c.InDoubt > 0 && c.Settled+c.Deferred+c.InDoubt >= c.Confirmed {
-		e.t.Logf("rpc: %d request(s) whose settlement was in doubt were not redelivered after the replier restarted: the broker applied it", c.InDoubt)
-		return
-	}
-	// The ledger's check at the end names them as lost; the replies are
-	// checked all the same.
-	e.t.Errorf("rpc: confirmed requests still unsettled after restarting the replier: %v", err)
 }
 
 func (r *rpcRun) isDone() bool {
@@ -631,16 +613,8 @@ func scenarioRPCRestart(e *env) {
 	e.rpc(client, replier, func(release func(int)) {
 		f := e.begin("restart")
 		defer e.heal(f)
-		bound := e.b.RestartTimeout
-		if bound <= 0 {
-			bound = 4 * time.Minute
-		}
-		ctx, cancel := context.WithTimeout(e.ctx, bound)
-		defer cancel()
 		go release(0) // answered while the broker restarts
-		if err := e.b.Restart(ctx); err != nil {
-			e.t.Fatalf("restarting the broker: %v", err)
-		}
+		e.restartBroker()
 	})
 }
 
