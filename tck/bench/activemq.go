@@ -185,7 +185,7 @@ func stompConns(addr string, k int) ([]*stomp.Conn, func(), error) {
 		}
 	}
 	for range k {
-		c, err := stomp.Dial("tcp", addr)
+		c, err := stomp.Dial("tcp", addr, stomp.ConnOpt.Logger(stompWarnings{}))
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -194,6 +194,24 @@ func stompConns(addr string, k int) ([]*stomp.Conn, func(), error) {
 	}
 	return conns, closeAll, nil
 }
+
+// stompWarnings keeps the raw contenders' go-stomp lines off the bench's
+// output (go-stomp logs a line per subscription a closing connection
+// ends), except its warnings and errors, which go to stderr.
+type stompWarnings struct{}
+
+func (stompWarnings) Debugf(string, ...any) {}
+func (stompWarnings) Infof(string, ...any)  {}
+func (stompWarnings) Debug(string)          {}
+func (stompWarnings) Info(string)           {}
+func (stompWarnings) Warningf(f string, v ...any) {
+	fmt.Fprintf(os.Stderr, "go-stomp (raw contender): "+f+"\n", v...)
+}
+func (stompWarnings) Errorf(f string, v ...any) {
+	fmt.Fprintf(os.Stderr, "go-stomp (raw contender): "+f+"\n", v...)
+}
+func (w stompWarnings) Warning(m string) { w.Warningf("%s", m) }
+func (w stompWarnings) Error(m string)   { w.Errorf("%s", m) }
 
 // runStompConsume pre-publishes N straight to a queue (with the
 // adapter's headers when envelope), then consumes with prefetch =
