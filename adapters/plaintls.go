@@ -19,6 +19,15 @@ func ExplainPlaintext(addr, tlsScheme string, err error) error {
 	return &PlaintextOnTLSError{Addr: addr, Scheme: tlsScheme, Err: err}
 }
 
+// NotPlaintext is the error of a plaintext client whose first exchange
+// with addr the broker closed, or answered with something the client could
+// not read as protocol: what a TLS listener does, so the advice is
+// tlsScheme. It wraps err and labels nothing: the caller adds the
+// portable code it gives this failure.
+func NotPlaintext(addr, protocol, tlsScheme string, err error) error {
+	return fmt.Errorf("%s closed the plaintext connection or answered something that is not %s: not a plaintext port? is this a TLS port? then use %s://: %w", addr, protocol, tlsScheme, err)
+}
+
 // ClosedEarly reports a connection the broker closed or reset, as clients
 // that cannot tell why report it.
 func ClosedEarly(err error) bool {

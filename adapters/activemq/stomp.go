@@ -5,12 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-stomp/stomp/v3"
@@ -239,18 +237,10 @@ func explainHandshake(secure bool, addr string, err error) error {
 		return fmt.Errorf("%w: ActiveMQ refused the login and passcode: %v", adapters.ErrAuth, err)
 	case secure:
 		return adapters.ExplainTLS(addr, err)
-	case closedInHandshake(err) || strings.Contains(text, "invalid command"): // a TLS alert record read as a frame
-		return fmt.Errorf("%s closed the plaintext STOMP connection or answered something that is not STOMP: not a plaintext port? if it is a stomp+ssl connector, use activemq+ssl://: %w", addr, err)
+	case adapters.ClosedEarly(err) || strings.Contains(text, "invalid command"): // a TLS alert record read as a frame
+		return adapters.NotPlaintext(addr, "STOMP", "activemq+ssl", err)
 	}
 	return err
-}
-
-// closedInHandshake reports a STOMP handshake that ended with the
-// connection closed before any frame was read.
-func closedInHandshake(err error) bool {
-	text := err.Error()
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
-		strings.Contains(text, "connection reset") || strings.Contains(text, "EOF")
 }
 
 // isDead says whether the connection is gone.

@@ -10,6 +10,7 @@ import (
 	"github.com/go-stomp/stomp/v3"
 	"github.com/go-stomp/stomp/v3/frame"
 
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
@@ -257,7 +258,7 @@ func (s *subscription) instanceRefused(ctx context.Context, err error) error {
 	}
 	msg := err.Error()
 	refused := strings.Contains(msg, "InvalidClientID") || strings.Contains(msg, "already connected")
-	if !refused && closedInHandshake(err) {
+	if !refused && adapters.ClosedEarly(err) {
 		if c, perr := s.d.dial(ctx); perr == nil {
 			c.close(true)
 			refused = true

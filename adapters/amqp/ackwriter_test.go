@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -14,11 +13,8 @@ import (
 // connection is cut afterwards, with no Flush or Stop, the broker
 // redelivers the unsettled message and not the acked one.
 func TestAckIsWrittenWithoutFlush(t *testing.T) {
-	proxy := sharedProxy(t)
-	ns := namespace("ackw")
-	a := newAdapter(t, amqp.Options{URL: proxy.URL(), Namespace: ns, DialTimeout: 2 * time.Second,
-		ReconnectBackoff: 50 * time.Millisecond, ReconnectMaxBackoff: 500 * time.Millisecond})
-	direct := newAdapter(t, amqp.Options{Namespace: ns})
+	p := newProxied(t, "ackw", "")
+	a, direct := p.a, p.direct
 	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "acks", Group: "g"})
 	send(t, direct, "acks", "acked")
 	send(t, direct, "acks", "unsettled")
@@ -30,9 +26,7 @@ func TestAckIsWrittenWithoutFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // many times the ack interval
-	if n := proxy.Cut(); n < 1 {
-		t.Fatalf("cut %d connections, want at least the consume connection", n)
-	}
+	p.cut(t)
 	if d := receive1(t, s); d.ID != "unsettled" {
 		t.Fatalf("after the cut received %q, want the unsettled message again", d.ID)
 	}

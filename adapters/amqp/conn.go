@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -116,12 +115,10 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 		err = fmt.Errorf("the user has no access to this virtual host: %w", err)
 	case c.secure:
 		return nil, adapters.ExplainTLS(addr, err)
-	case errors.Is(err, io.EOF) || errors.Is(err, amqp.ErrFrame) || errors.Is(err, amqp.ErrSyntax) || strings.Contains(err.Error(), "EOF") ||
-		strings.Contains(err.Error(), "frame could not be parsed") || strings.Contains(err.Error(), "connection reset"):
-		// A TLS listener answers the AMQP header with an alert or closes.
-		// amqp091 turns what its reader met into the text of a frame error
-		// (a handshake timeout too), so only the text tells them apart.
-		return nil, fmt.Errorf("%w: %s gave no AMQP answer to a plaintext connection: not a plaintext port? if it is RabbitMQ's TLS port (5671), use amqps://: %v", adapters.ErrTLS, addr, err)
+	case adapters.ClosedEarly(err) || errors.Is(err, amqp.ErrFrame) || errors.Is(err, amqp.ErrSyntax) || strings.Contains(err.Error(), "frame could not be parsed"):
+		// amqp091 reports a TLS listener's alert or close, and a handshake
+		// timeout, as a frame error, at times by its text only.
+		return nil, fmt.Errorf("%w: %w", adapters.ErrTLS, adapters.NotPlaintext(addr, "AMQP", "amqps", err))
 	default:
 		return nil, err
 	}

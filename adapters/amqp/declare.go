@@ -28,26 +28,44 @@ func (c *conn) DeclareTopic(ctx context.Context, spec ports.TopicSpec) error {
 	}
 	return c.declared.Declare(ctx, spec, func(ctx context.Context, spec ports.TopicSpec) error {
 		for _, g := range spec.Groups {
-			var err error
-			if q, ok := c.opts.Existing.Groups[ExistingGroup{Topic: spec.Topic, Group: g}]; ok {
-				err = c.verifyAdopted(ctx, q, spec)
-			} else {
-				err = c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.queue(spec.Topic, "lb", g), spec.Topic, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}), spec.Topic, false)
-			}
-			if err != nil {
-				return fmt.Errorf("amqp: declare group %q of %s: %w", g, string(spec.Topic), err)
+			if err := c.declareGroup(ctx, spec.Topic, g, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength}, false); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
 }
 
+// DeclareGroup declares and binds the durable queue of the LoadBalance
+// group without a consumer, so messages sent from then on are kept for it
+// (Watermill's SubscribeInitialize), with the topic's declared retention
+// and length; an adopted queue is left alone.
+func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
+	return c.declareGroup(ctx, topic, group, c.shape(ports.SubscriptionSpec{Topic: topic}), true)
+}
+
+// declareGroup declares group's queue with shape sh (tolerate: as
+// declare). An adopted queue is verified by DeclareTopic (not tolerate)
+// and left alone by DeclareGroup.
+func (c *conn) declareGroup(ctx context.Context, topic ports.Topic, group string, sh queueShape, tolerate bool) error {
+	var err error
+	if q, ok := c.opts.Existing.Groups[ExistingGroup{Topic: topic, Group: group}]; !ok {
+		err = c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.queue(topic, "lb", group), topic, sh), topic, tolerate)
+	} else if !tolerate {
+		err = c.verifyAdopted(ctx, q, sh)
+	}
+	if err != nil {
+		return fmt.Errorf("amqp: declare group %q of %s: %w", group, string(topic), err)
+	}
+	return nil
+}
+
 // verifyAdopted checks that the adopted queue q exists and that its
-// x-message-ttl and x-max-length are spec's Retention and MaxLength where
-// spec sets them (its other arguments are not compared); nothing is
-// changed. A difference is a *ports.RedeclareError.
-func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec) error {
-	d := queueDecl{name: q, durable: true, args: limits(amqp.Table{}, queueShape{ttl: spec.Retention, maxLen: spec.MaxLength})}
+// x-message-ttl and x-max-length are sh's where sh sets them (its other
+// arguments are not compared); nothing is changed. A difference is a
+// *ports.RedeclareError.
+func (c *conn) verifyAdopted(ctx context.Context, q string, sh queueShape) error {
+	d := queueDecl{name: q, durable: true, args: limits(amqp.Table{}, sh)}
 	if len(d.args) == 0 {
 		d.args = nil // check that it exists, nothing more
 	}
@@ -67,20 +85,6 @@ func (c *conn) verifyAdopted(ctx context.Context, q string, spec ports.TopicSpec
 	}
 	if !matched {
 		return fmt.Errorf("%w: adopted queue %q: its retention and length could not be verified (the broker's refusals named arguments sluice cannot express); check them by hand: %s", ports.ErrUnsupported, q, strings.Join(all, "; "))
-	}
-	return nil
-}
-
-// DeclareGroup declares and binds the durable queue of the LoadBalance
-// group without a consumer, so messages sent from then on are kept for it
-// (Watermill's SubscribeInitialize), with the topic's declared retention
-// and length; an adopted queue is left alone.
-func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
-	if _, ok := c.opts.Existing.Groups[ExistingGroup{Topic: topic, Group: group}]; ok {
-		return nil
-	}
-	if err := c.declare(ctx, c.pubC, c.topo.queueDecl(c.topo.queue(topic, "lb", group), topic, c.shape(ports.SubscriptionSpec{Topic: topic})), topic, true); err != nil {
-		return fmt.Errorf("amqp: declare group %q of %s: %w", group, topic, err)
 	}
 	return nil
 }

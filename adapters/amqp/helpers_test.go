@@ -60,6 +60,36 @@ func sharedProxy(t *testing.T) *rabbittest.Proxy {
 	return proxy
 }
 
+// proxied is an adapter behind a proxy in front of the shared node, whose
+// connections the test cuts, and a direct adapter in the same namespace
+// that sends.
+type proxied struct {
+	proxy     *rabbittest.Proxy
+	a, direct *amqp.Adapter
+}
+
+// newProxied makes a proxied pair with queue type qt (zero: the default)
+// in a fresh namespace; the proxied adapter dials again quickly after a
+// cut.
+func newProxied(t *testing.T, prefix string, qt amqp.QueueType) proxied {
+	t.Helper()
+	p := proxied{proxy: sharedProxy(t)}
+	ns := namespace(prefix)
+	p.a = newAdapter(t, amqp.Options{URL: p.proxy.URL(), Namespace: ns, QueueType: qt, DialTimeout: 2 * time.Second,
+		ReconnectBackoff: 50 * time.Millisecond, ReconnectMaxBackoff: 500 * time.Millisecond})
+	p.direct = newAdapter(t, amqp.Options{Namespace: ns, QueueType: qt})
+	return p
+}
+
+// cut cuts the proxied connections, failing t unless the consume one was
+// among them.
+func (p proxied) cut(t *testing.T) {
+	t.Helper()
+	if n := p.proxy.Cut(); n < 1 {
+		t.Fatalf("cut %d connections, want at least the consume connection", n)
+	}
+}
+
 // receiveAsync runs one Receive in the background, so that a fault under
 // a waiting receive is seen by it (the driver reads the broker's delivery
 // channel inside Receive); the channel yields the delivery, or an empty

@@ -73,19 +73,12 @@ func TestBroadcastInstanceSurvivesConnectionLoss(t *testing.T) {
 }
 
 func testInstanceReconnect(t *testing.T, qt amqp.QueueType) {
-	proxy := sharedProxy(t)
-	ns := namespace("collide-rc")
-	a := newAdapter(t, amqp.Options{
-		URL: proxy.URL(), Namespace: ns, QueueType: qt, DialTimeout: 2 * time.Second,
-		ReconnectBackoff: 50 * time.Millisecond, ReconnectMaxBackoff: 500 * time.Millisecond,
-	})
-	direct := newAdapter(t, amqp.Options{Namespace: ns, QueueType: qt})
+	p := newProxied(t, "collide-rc", qt)
+	a, direct := p.a, p.direct
 	spec := ports.SubscriptionSpec{Topic: "prices", Mode: ports.Broadcast, Group: "cache", Instance: "node-1"}
 	s := subscribe(t, a, spec)
 	got := receiveAsync(s)
-	if n := proxy.Cut(); n < 1 {
-		t.Fatalf("cut %d connections, want at least the consume connection", n)
-	}
+	p.cut(t)
 	select {
 	case err := <-s.Errors():
 		if err == nil {

@@ -3,9 +3,7 @@ package amqp_test
 import (
 	"errors"
 	"testing"
-	"time"
 
-	"github.com/sluicemq/sluice/adapters/amqp"
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -19,11 +17,8 @@ import (
 // already" (ErrRecordsLost), and the broker, which got their acks,
 // never redelivered them (the fault kit's rpc-restart LOST them).
 func TestAckRoundWithALostHandleAcksNone(t *testing.T) {
-	proxy := sharedProxy(t)
-	ns := namespace("lostack")
-	a := newAdapter(t, amqp.Options{URL: proxy.URL(), Namespace: ns, DialTimeout: 2 * time.Second,
-		ReconnectBackoff: 50 * time.Millisecond, ReconnectMaxBackoff: 500 * time.Millisecond})
-	direct := newAdapter(t, amqp.Options{Namespace: ns})
+	p := newProxied(t, "lostack", "")
+	a, direct := p.a, p.direct
 	spec := ports.SubscriptionSpec{Topic: "acks", Group: "g"}
 	s, err := a.Subscribe(testCtx(t), spec)
 	if err != nil {
@@ -33,9 +28,7 @@ func TestAckRoundWithALostHandleAcksNone(t *testing.T) {
 
 	send(t, direct, "acks", "m1")
 	old := receive1(t, s) // on the first channel, held across the cut
-	if n := proxy.Cut(); n < 1 {
-		t.Fatalf("cut %d connections, want at least the consume connection", n)
-	}
+	p.cut(t)
 	again := receive1(t, s) // m1 redelivered on the new channel
 	send(t, direct, "acks", "m2")
 	send(t, direct, "acks", "m3")

@@ -19,15 +19,14 @@ import (
 // ReceiveBatch reads amqp091's delivery channel itself; after a loss it
 // returns the loss and the next call declares and consumes again.
 type sub struct {
-	c                     *conn
-	spec                  ports.SubscriptionSpec
-	queue                 string
-	deleteOnStop, adopted bool
-	bestEffort            bool // a non-durable classic queue
-	cons                  *kit.Lazy[*consumer]
-	cur                   atomic.Pointer[consumer] // the last one established, for FlushAcks
-	dels                  []amqp.Delivery
-	recs                  []driver.Record
+	c                   *conn
+	spec                ports.SubscriptionSpec
+	queue               string
+	adopted, bestEffort bool // bestEffort: a non-durable classic queue
+	cons                *kit.Lazy[*consumer]
+	cur                 atomic.Pointer[consumer] // the last one established, for FlushAcks
+	dels                []amqp.Delivery
+	recs                []driver.Record
 }
 
 var (
@@ -67,8 +66,7 @@ const instanceSettle = 2 * time.Second
 // spec.InFlight. It logs the queue's type and whether its redelivery count
 // is exact (at Info when that differs from the capabilities).
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
-	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), bestEffort: spec.QoS == ports.BestEffort,
-		deleteOnStop: spec.Mode == ports.Broadcast && spec.InstanceTTL == 0}
+	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), bestEffort: spec.QoS == ports.BestEffort}
 	s.cons = kit.NewLazy(s.establish, func(c *consumer) bool { return !c.lost.Load() })
 	if q, ok := c.opts.Existing.Groups[ExistingGroup{Topic: spec.Topic, Group: spec.Group}]; ok && spec.Mode == ports.LoadBalance {
 		if spec.SingleActive {
@@ -306,7 +304,7 @@ func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []err
 // BROADCAST queue without InstanceTTL is deleted.
 func (s *sub) Close(ctx context.Context) error {
 	err := s.cons.Close(ctx, (*consumer).shut)
-	if s.deleteOnStop {
+	if s.spec.Mode == ports.Broadcast && s.spec.InstanceTTL == 0 {
 		err = errors.Join(err, s.c.subC.with(ctx, func(ch *amqp.Channel) error {
 			_, err := ch.QueueDelete(s.queue, false, false, false)
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -144,14 +143,13 @@ func explainConnect(secure bool, addr string, err error) (explained error, perma
 		return fmt.Errorf("nothing listens at %s (connection refused): %w", addr, err), true
 	}
 	text := err.Error() // paho flattens some errors, and reports a packet it cannot read by text only
-	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
-		strings.Contains(text, "EOF") || strings.Contains(text, "connection reset")
+	closed := adapters.ClosedEarly(err)
 	if secure {
 		e := adapters.ExplainTLS(addr, err)
 		return e, errors.Is(e, ports.ErrTLS) && !closed
 	}
 	if closed || strings.Contains(text, "malformed") || strings.Contains(text, "unexpected packet") {
-		return fmt.Errorf("%s closed the plaintext MQTT connection or answered something that is not MQTT: not a plaintext port? if it is the broker's TLS port (8883), use mqtts://: %w", addr, err), false
+		return adapters.NotPlaintext(addr, "MQTT", "mqtts", err), false
 	}
 	return err, false
 }

@@ -104,10 +104,8 @@ func handshake(ctx context.Context, addr string, tlsConf *tls.Config, creds cred
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case err != nil && tlsConf == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
-		return connectError(ports.ErrUnreachable, addr, errors.New("the broker closed the connection without answering CONNECT: is this a TLS port? (a TLS listener drops a plaintext client) then use pulsar+ssl://"))
-	case err != nil && tlsConf == nil && errors.Is(err, errNotPulsar):
-		return connectError(ports.ErrUnreachable, addr, fmt.Errorf("the answer to CONNECT is not the Pulsar binary protocol (%v): is this a TLS port? then use pulsar+ssl://", err))
+	case err != nil && tlsConf == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errNotPulsar)):
+		return connectError(ports.ErrUnreachable, addr, adapters.NotPlaintext(addr, "the Pulsar binary protocol", "pulsar+ssl", err))
 	case err != nil:
 		return connectError(ports.ErrTimeout, addr, fmt.Errorf("no answer to CONNECT: %w", timedOut(err, timeout)))
 	}

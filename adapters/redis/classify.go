@@ -57,7 +57,7 @@ func (c *conn) connectError(err error) error {
 	case c.o.TLS != nil:
 		err = adapters.ExplainTLS(addr, err)
 	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "can't parse") || strings.Contains(err.Error(), "invalid reply"):
-		err = fmt.Errorf("%w: %s closed the plaintext connection or answered something that is not RESP: not a plaintext port? if it is Redis' TLS port (tls-port), use rediss://: %w", adapters.ErrTLS, addr, err)
+		err = fmt.Errorf("%w: %w", adapters.ErrTLS, adapters.NotPlaintext(addr, "RESP", "rediss", err))
 	}
 	return driver.ConnectError(c, &kit.DialError{Broker: "Redis", Addr: addr, Timeout: c.o.DialTimeout, Err: err})
 }
