@@ -73,6 +73,8 @@ func TestDeclareGroupLeavesAStartingMemberItsStart(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	releaseOnce := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(releaseOnce)
+	// franz-go sends ShareFetch on a connection of its own, so the
+	// DeclareGroup below passes while this one is held.
 	var holding atomic.Bool
 	b.cluster.ControlKey(int16(kmsg.ShareFetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		if slices.ContainsFunc(r.(*kmsg.ShareFetchRequest).Topics, func(t kmsg.ShareFetchRequestTopic) bool { return t.TopicID == early }) &&
@@ -123,21 +125,19 @@ func TestDeclareGroupLeavesAStartingMemberItsStart(t *testing.T) {
 	}
 }
 
-// Members of one share group subscribing at once, each on a topic of its
-// own, some from the oldest record and some from the end, each start where
-// they asked (the group's share.auto.offset.reset is one for all topics):
-// a StartEarliest member receives what was published before its
-// Subscribe, any other what was published after it and nothing before.
+// Watermill's universal suite, in small: members of one share group that
+// has members already, each on a topic of its own, each declaring the
+// group on its topic, publishing and subscribing from the oldest record
+// at the same time, each receive what was published before their
+// Subscribe and after it.
 func TestConcurrentStartsOfOneGroup(t *testing.T) {
 	b := newBroker(t, 1)
 	a := b.adapter(t, b.options("cs", 2))
 	subscribe(t, a, "first", "g")
-	const topics, n = 8, 10
+	const topics, n = 10, 10
 	errs := make(chan error, topics)
 	for i := range topics {
-		go func() {
-			errs <- startAndReceive(a, ports.Topic(fmt.Sprint("t-", i)), i%2 == 0, n)
-		}()
+		go func() { errs <- startAndReceive(a, ports.Topic(fmt.Sprint("t-", i)), n) }()
 	}
 	for range topics {
 		select {
@@ -151,12 +151,14 @@ func TestConcurrentStartsOfOneGroup(t *testing.T) {
 	}
 }
 
-// startAndReceive publishes n old records on topic, subscribes group g
-// (StartEarliest if earliest), publishes n new ones and checks which come:
-// all 2n from the oldest, else the n new ones.
-func startAndReceive(a ports.Adapter, topic ports.Topic, earliest bool, n int) error {
+// startAndReceive declares group g on topic, publishes n records,
+// subscribes from the oldest record, publishes n more and receives all 2n.
+func startAndReceive(a ports.Adapter, topic ports.Topic, n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if err := ports.DeclareGroup(ctx, a, topic, "g"); err != nil {
+		return err
+	}
 	publish := func(prefix string) error {
 		for i := range n {
 			id := fmt.Sprint(prefix, "-", topic, "-", i)
@@ -166,30 +168,19 @@ func startAndReceive(a ports.Adapter, topic ports.Topic, earliest bool, n int) e
 		}
 		return nil
 	}
-	if err := publish("old"); err != nil {
+	if err := publish("before"); err != nil {
 		return err
 	}
-	spec := ports.SubscriptionSpec{Topic: topic, Group: "g", InFlight: 2 * n}
-	want := n
-	if earliest {
-		spec.Start, want = ports.StartEarliest, 2*n
-	}
-	s, err := a.Subscribe(ctx, spec)
+	s, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: topic, Group: "g", Start: ports.StartEarliest, InFlight: 2 * n})
 	if err != nil {
 		return err
 	}
 	defer s.Stop(context.Background())
-	if err := publish("new"); err != nil {
+	if err := publish("after"); err != nil {
 		return err
 	}
-	got, err := receiveAll(s, want, 20*time.Second)
-	if err != nil {
-		return fmt.Errorf("%s (StartEarliest %v): %w", topic, earliest, err)
-	}
-	for id := range got {
-		if !earliest && id[:3] == "old" {
-			return fmt.Errorf("%s started at its oldest record, not its end: received %s, published before Subscribe", topic, id)
-		}
+	if _, err := receiveAll(s, 2*n, 20*time.Second); err != nil {
+		return fmt.Errorf("%s: %w", topic, err)
 	}
 	return nil
 }

@@ -74,18 +74,13 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	return s, nil
 }
 
-// starting holds a mutex per share group (sub.start).
-var starting sync.Map
-
 // start sets the group's share.auto.offset.reset and fetches until every
 // partition of parts has a start offset (a fetch made before the group
 // assigned them to this member starts nothing). The reset is the group's,
-// for all its topics: the starts of a group go one at a time in this
-// process (across processes they can still meet). It gives up after 30 s.
+// for all its topics: a start of the group with the other reset, made
+// between this setting and that fetch, chooses this topic's start too. It
+// gives up after 30 s.
 func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) error {
-	mu, _ := starting.LoadOrStore(s.m.group, new(sync.Mutex))
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	reset := map[bool]string{true: "earliest", false: "latest"}[earliest]
