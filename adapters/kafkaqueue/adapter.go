@@ -166,20 +166,13 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		}
 		return r, err
 	}, func(recs []*kgo.Record) []error {
-		var errs []error
-		var idx map[*kgo.Record]int // results come in the order of completion
-		for _, res := range c.cl.ProduceSync(ctx, recs...) {
+		errs := make([]error, len(recs))
+		for _, res := range c.cl.ProduceSync(ctx, recs...) { // in the order of completion
 			if err := res.Err; err != nil {
 				if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed) {
 					err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 				}
-				if errs == nil {
-					errs, idx = make([]error, len(recs)), make(map[*kgo.Record]int, len(recs))
-					for i, r := range recs {
-						idx[r] = i
-					}
-				}
-				errs[idx[res.Record]] = err
+				errs[slices.Index(recs, res.Record)] = err
 			}
 		}
 		return errs

@@ -149,42 +149,40 @@ func (m *member) meta(ctx context.Context) ([]int32, error) {
 }
 
 // unstarted returns the partitions of parts that have no start offset in
-// the group yet; one the broker answers with an error is left out, and
-// the first such error is partErr.
-func (m *member) unstarted(ctx context.Context, parts []int32) (todo []int32, partErr, err error) {
+// the group yet; an error the broker answers for the group or for one of
+// them fails it.
+func (m *member) unstarted(ctx context.Context, parts []int32) ([]int32, error) {
 	desc := &kmsg.DescribeShareGroupOffsetsRequest{Groups: []kmsg.DescribeShareGroupOffsetsRequestGroup{
 		{GroupID: m.group, Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: m.topic, Partitions: parts}}}}}
 	resp, err := desc.RequestWith(ctx, m.cl)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	var todo []int32
 	for _, g := range resp.Groups {
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return nil, nil, fmt.Errorf("describe the start offsets of share group %s: %w", m.group, err)
-		}
+		err = cmp.Or(err, kerr.ErrorForCode(g.ErrorCode))
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
-				switch {
-				case p.StartOffset >= 0:
-				case p.ErrorCode != 0:
-					partErr = cmp.Or(partErr, kerr.ErrorForCode(p.ErrorCode))
-				default:
+				err = cmp.Or(err, kerr.ErrorForCode(p.ErrorCode))
+				if p.StartOffset < 0 {
 					todo = append(todo, p.Partition)
 				}
 			}
 		}
 	}
-	return todo, partErr, nil
+	if err != nil {
+		return nil, fmt.Errorf("describe the start offsets of share group %s: %w", m.group, err)
+	}
+	return todo, nil
 }
 
 // initialize sets the start of every partition the group has not started
 // on yet to the topic's end (or its oldest record), so that the group
 // keeps what is published from now on even before its first member
-// fetches. A group with members (on another topic) refuses: then the
-// group's share.auto.offset.reset is set and fetch reports that the
-// member must fetch once to start the partitions.
+// fetches. A group with members (on another topic) refuses: then fetch
+// reports that a member must start the partitions (sub.start).
 func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (fetch bool, err error) {
-	todo, _, err := m.unstarted(ctx, parts)
+	todo, err := m.unstarted(ctx, parts)
 	if err != nil {
 		return false, err
 	}
@@ -221,17 +219,10 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 	if err == nil {
 		err = alterError(m.group, aresp)
 	}
-	if !errors.Is(err, kerr.NonEmptyGroup) {
-		return false, err
+	if errors.Is(err, kerr.NonEmptyGroup) {
+		return true, nil
 	}
-	reset := map[bool]string{true: "earliest", false: "latest"}[earliest]
-	cfg := &kmsg.IncrementalAlterConfigsRequest{Resources: []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeGroupConfig,
-		ResourceName: m.group, Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &reset}}}}}
-	cresp, err := cfg.RequestWith(ctx, m.cl)
-	if err == nil && len(cresp.Resources) > 0 {
-		err = kerr.ErrorForCode(cresp.Resources[0].ErrorCode)
-	}
-	return true, err
+	return false, err
 }
 
 // alterError is the group's error in resp, or else the first partition's.

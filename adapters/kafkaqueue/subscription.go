@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -53,7 +55,8 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 			return nil, &ports.InstanceSharedError{Instance: spec.Instance, Where: "share group " + m.group + " has a member already"}
 		}
 	}
-	fetch, err := m.initialize(ctx, parts, spec.Start == ports.StartEarliest || c.opts.StartOldest)
+	earliest := spec.Start == ports.StartEarliest || c.opts.StartOldest
+	fetch, err := m.initialize(ctx, parts, earliest)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaqueue: start share group %s on %s: %w", m.group, m.topic, err)
 	}
@@ -62,7 +65,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, timers: kit.NewPeriodic()}
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
-		if err := s.start(ctx, parts, spec.InFlight); err != nil {
+		if err := s.start(ctx, parts, spec.InFlight, earliest); err != nil {
 			return nil, errors.Join(err, m.heartbeat(ctx, true))
 		}
 	}
@@ -71,28 +74,35 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	return s, nil
 }
 
-// start fetches until every partition of parts has a start offset: a
-// fetch made before the group assigned them to this member starts
-// nothing, and a later one would start them at the topic's end, past
-// what was published after Subscribe returned. It gives up after 30 s.
-func (s *sub) start(ctx context.Context, parts []int32, want int) error {
+// start sets the group's share.auto.offset.reset and fetches until every
+// partition of parts has a start offset (a fetch made before the group
+// assigned them to this member starts nothing). The reset is the group's,
+// for all its topics: a start of the group with the other reset, made
+// between this setting and that fetch, chooses this topic's start too. It
+// gives up after 30 s.
+func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for {
-		if err := s.poll(ctx, want); err != nil {
-			return err
+	reset := map[bool]string{true: "earliest", false: "latest"}[earliest]
+	cfg := &kmsg.IncrementalAlterConfigsRequest{Resources: []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeGroupConfig,
+		ResourceName: s.m.group, Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &reset}}}}}
+	resp, err := cfg.RequestWith(ctx, s.c.cl)
+	if err == nil && len(resp.Resources) > 0 {
+		err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+	}
+	for err == nil {
+		if err = s.poll(ctx, want); err != nil {
+			break
 		}
-		todo, partErr, err := s.m.unstarted(ctx, parts)
-		if err == nil && partErr == nil && len(todo) == 0 {
+		var todo []int32
+		if todo, err = s.m.unstarted(ctx, parts); err == nil && len(todo) == 0 {
 			return nil
 		}
-		if err = cmp.Or(err, partErr, ctx.Err()); err != nil {
-			return fmt.Errorf("kafkaqueue: start the partitions of %s in share group %s: %w", s.m.topic, s.m.group, err)
-		}
-		if err := s.m.heartbeat(ctx, false); err != nil { // fetch for the assignment
-			return err
+		if err = cmp.Or(err, ctx.Err()); err == nil {
+			err = s.m.heartbeat(ctx, false) // fetch for the assignment
 		}
 	}
+	return fmt.Errorf("kafkaqueue: start the partitions of %s in share group %s: %w", s.m.topic, s.m.group, err)
 }
 
 // member makes the share-group member of spec, creating its topic if
@@ -288,6 +298,8 @@ func (s *sub) renew(context.Context) time.Duration {
 
 // DeclareGroup starts the share group of group on topic at the topic's
 // end, so that it keeps what is published before its first member joins.
+// A group with members cannot be started here: it sets nothing, and the
+// topic starts where its first Subscribe asks.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	m, parts, err := c.member(ctx, ports.SubscriptionSpec{Topic: topic, Group: group})
 	if err == nil {
