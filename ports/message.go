@@ -68,8 +68,10 @@ type Delivery struct {
 	// declares Capabilities.ExactRedeliveryCount, a lower bound otherwise.
 	RedeliveryCount int
 	// Facts carries broker-specific facts (partition, offset, delivery tag,
-	// queue name, ...) for logs and debugging. Never needed for settlement.
-	Facts map[string]string
+	// queue name, ...) for logs and debugging, read through accessors
+	// (Facts.Get walks a handful of entries). Read-only, possibly shared by
+	// redeliveries; never needed for settlement.
+	Facts Facts
 	// ReceivedAt is when the adapter received the delivery from the broker.
 	ReceivedAt time.Time
 

@@ -129,7 +129,7 @@ func TestLedgerDiedAfterEffect(t *testing.T) {
 // killed process to a pipeline here is not "stored twice".
 func TestLedgerExternalPositionMatchesObserved(t *testing.T) {
 	l := tck.NewLedger("fake", "positions")
-	l.SetPosition(func(d *ports.Delivery) string { return d.Facts["pos"] })
+	l.SetPosition(func(d *ports.Delivery) string { return d.Facts.Get("pos") })
 	ms := msgs(40)
 	if err := l.Send(context.Background(), &fakeSender{}, ms...); err != nil {
 		t.Fatal(err)

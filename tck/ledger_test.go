@@ -47,7 +47,7 @@ func msgs(n int) []ports.Message {
 
 // delivery makes a delivery of the message sent as m.
 func delivery(m ports.Message, redeliveries int, pos string) *ports.Delivery {
-	return &ports.Delivery{Message: m, ID: m.ID(), RedeliveryCount: redeliveries, Facts: map[string]string{"pos": pos}}
+	return &ports.Delivery{Message: m, ID: m.ID(), RedeliveryCount: redeliveries, Facts: ports.NewFacts(ports.FactMap{"pos": pos})}
 }
 
 func received(l *tck.Ledger, d *ports.Delivery) { l.Observe(flow.Event{Delivery: d, Received: true}) }
@@ -163,7 +163,7 @@ func TestUnconfirmedIndexes(t *testing.T) {
 
 func TestLedgerDuplicateWindows(t *testing.T) {
 	l := tck.NewLedger("fake", "windows")
-	l.SetPosition(func(d *ports.Delivery) string { return d.Facts["pos"] })
+	l.SetPosition(func(d *ports.Delivery) string { return d.Facts.Get("pos") })
 	ms := msgs(6)
 	if err := l.Send(context.Background(), &fakeSender{}, ms...); err != nil {
 		t.Fatal(err)

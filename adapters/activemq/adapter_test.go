@@ -102,7 +102,7 @@ func TestSubscribeErrorsAndSettleAfterStop(t *testing.T) {
 	}
 	defer again.Stop(context.Background())
 	got, err := again.Receive(ctx, 1)
-	if err != nil || got[0].ID != ds[0].ID || got[0].RedeliveryCount != 1 || got[0].Facts["redelivered"] != "true" {
+	if err != nil || got[0].ID != ds[0].ID || got[0].RedeliveryCount != 1 || got[0].Facts.Get("redelivered") != "true" {
 		t.Fatalf("after Stop without settlement: %v %v, want %s again, redelivered, count 1", got, err, ds[0].ID)
 	}
 	if err := again.Settle(ctx, got, ports.Disposition{Action: ports.Ack}); err != nil {

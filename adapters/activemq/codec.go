@@ -89,12 +89,22 @@ func decode(m *stomp.Message) driver.Record {
 	r := driver.Record{
 		Message:  ports.Message{Key: h[ports.HeaderPartitionKey], Payload: m.Body, Headers: h},
 		BrokerID: id,
-		Facts:    map[string]string{"message-id": id, "destination": m.Destination},
 		Handle:   m,
 	}
-	if m.Header.Get("redelivered") == "true" {
+	f := &frameFacts{id: id, destination: m.Destination, redelivered: m.Header.Get("redelivered") == "true"}
+	if f.redelivered {
 		r.RedeliveryCount = 1
-		r.Facts["redelivered"] = "true"
 	}
+	r.Facts = ports.NewFacts(f)
 	return r
+}
+
+// frameFacts are a MESSAGE frame's facts (ports.FactSource).
+type frameFacts struct {
+	id, destination string
+	redelivered     bool
+}
+
+func (f *frameFacts) Facts(yield func(key, value string) bool) {
+	_ = yield("message-id", f.id) && yield("destination", f.destination) && (!f.redelivered || yield("redelivered", "true"))
 }

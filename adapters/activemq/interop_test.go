@@ -37,7 +37,7 @@ func TestInteropRawSTOMP(t *testing.T) {
 		}
 		select {
 		case d := <-got:
-			if string(d.Payload) != `{"order":"o-1"}` || d.ID == "" || d.ID != d.Facts["message-id"] || d.IDSource != ports.IDBroker || d.Err != nil {
+			if string(d.Payload) != `{"order":"o-1"}` || d.ID == "" || d.ID != d.Facts.Get("message-id") || d.IDSource != ports.IDBroker || d.Err != nil {
 				t.Fatalf("got payload %s ID %q (%s) facts %v err %v; want the body and the JMS message id (broker)", d.Payload, d.ID, d.IDSource, d.Facts, d.Err)
 			}
 		case <-ctx.Done():

@@ -36,7 +36,7 @@ func TestReliability(t *testing.T) {
 		Name:         "activemq",
 		Dial:         dialActiveMQ,
 		SoakMessages: 100_000,
-		Position:     func(d *ports.Delivery) string { return d.Facts["message-id"] },
+		Position:     func(d *ports.Delivery) string { return d.Facts.Get("message-id") },
 		// The broker outlives the scenarios (started above): the JVM that
 		// broker-restart starts is waited for by a goroutine of its own.
 		IgnoreLeaks: []goleak.Option{

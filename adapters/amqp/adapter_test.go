@@ -257,7 +257,7 @@ func TestForeignHeadersDelivered(t *testing.T) {
 		"x-death": []any{amqp091.Table{"count": int64(1), "reason": "rejected", "queue": "q"}},
 	}})
 	d := receive1(t, s)
-	if d.ID != "f-1" || d.Headers["count"] != "7" || d.Headers["ok"] != "true" || d.Facts["x-death"] == "" {
+	if d.ID != "f-1" || d.Headers["count"] != "7" || d.Headers["ok"] != "true" || d.Facts.Get("x-death") == "" {
 		t.Fatalf("delivery id %q headers %v facts %v", d.ID, d.Headers, d.Facts)
 	}
 }

@@ -215,7 +215,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		dec := decode(d)
 		recs = append(recs, driver.Record{
 			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
-			RedeliveryCount: dec.returns, Facts: dec.facts, ReceivedAt: now,
+			RedeliveryCount: dec.returns, Facts: ports.NewFacts(ports.FactMap(dec.facts)), ReceivedAt: now,
 			Handle: &handle{c: cur, tag: d.DeliveryTag},
 		})
 	}

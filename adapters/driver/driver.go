@@ -153,8 +153,10 @@ type Record struct {
 	// they carry, and a malformed one makes the record poison.
 	RedeliveryCount int
 	// Facts are broker facts for logs (queue, partition); shared and
-	// read-only.
-	Facts map[string]string
+	// read-only. A driver builds them with ports.NewFacts from a small
+	// FactSource struct of the strings it has (ports.FactMap where the set
+	// is open), so that no map is made per record.
+	Facts ports.Facts
 	// ReceivedAt is when the driver read the record (zero: the portable
 	// layer stamps it), for a driver that reads the clock anyway.
 	ReceivedAt time.Time
@@ -332,7 +334,7 @@ type TransactionalSubscription interface {
 	// wrapping ErrRecordsLost when the record can no longer be committed
 	// (its partition was revoked), and refuses a message it cannot
 	// produce. Concurrency as SendAcks.
-	Stage(ctx context.Context, handle any, facts map[string]string, msgs []ports.Message) error
+	Stage(ctx context.Context, handle any, facts ports.Facts, msgs []ports.Message) error
 	// Discard drops what was staged for handles: the portable layer calls
 	// it before a requeue or a dead letter of those records. It does no
 	// I/O.

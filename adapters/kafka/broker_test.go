@@ -261,9 +261,9 @@ func (b *broker) committed(t testing.TB, group, topic string, partition int32) i
 
 func offsetOf(t testing.TB, d *ports.Delivery) int64 {
 	t.Helper()
-	n, err := strconv.ParseInt(d.Facts["offset"], 10, 64)
+	n, err := strconv.ParseInt(d.Facts.Get("offset"), 10, 64)
 	if err != nil {
-		t.Fatalf("offset fact %q: %v", d.Facts["offset"], err)
+		t.Fatalf("offset fact %q: %v", d.Facts.Get("offset"), err)
 	}
 	return n
 }

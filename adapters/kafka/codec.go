@@ -39,8 +39,8 @@ func (c *conn) producerMessage(ctx context.Context, m *ports.Message) (*sarama.P
 // and member facts. Only ReceiveBatch calls it.
 func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *claim, now time.Time) driver.Record {
 	r := kafkawire.Decode(&p.dec, topic, kafkawire.Fields{Topic: p.topic, Partition: p.id, Offset: cm.Offset, Key: cm.Key, Value: cm.Value,
-		Timestamp: cm.Timestamp}, cm.Headers, saramaHeader)
-	r.Facts["generation"], r.Facts["member"], r.ReceivedAt = p.genText, p.member, now
+		Timestamp: cm.Timestamp, Member: kafkawire.MemberFacts{Generation: p.genText, Member: p.member}}, cm.Headers, saramaHeader)
+	r.ReceivedAt = now
 	return r
 }
 

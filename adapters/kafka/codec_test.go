@@ -52,11 +52,11 @@ func TestDecodeFacts(t *testing.T) {
 	if r.BrokerID != "kafka:ns.t/3/1234567890123" {
 		t.Fatalf("broker id %q", r.BrokerID)
 	}
-	if f := r.Facts; f["offset"] != "1234567890123" || f["partition"] != "3" || f["generation"] != "7" || f["member"] != "m" || f["timestamp"] != ts.UTC().Format(time.RFC3339Nano) {
+	if f := r.Facts; f.Get("offset") != "1234567890123" || f.Get("partition") != "3" || f.Get("generation") != "7" || f.Get("member") != "m" || f.Get("timestamp") != ts.UTC().Format(time.RFC3339Nano) {
 		t.Fatalf("facts %v", f)
 	}
 	cm.Timestamp = time.Time{}
-	if r := decode(cm, "t", p, time.Now()); r.Facts["timestamp"] != "" {
+	if r := decode(cm, "t", p, time.Now()); r.Facts.Get("timestamp") != "" {
 		t.Fatalf("no timestamp: facts %v", r.Facts)
 	}
 }

@@ -222,7 +222,7 @@ func lastOffsets(t *testing.T, ds []*ports.Delivery) map[int32]int64 {
 	t.Helper()
 	want := map[int32]int64{}
 	for _, d := range ds {
-		p, err := strconv.Atoi(d.Facts["partition"])
+		p, err := strconv.Atoi(d.Facts.Get("partition"))
 		if err != nil {
 			t.Fatal(err)
 		}

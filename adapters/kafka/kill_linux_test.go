@@ -67,7 +67,7 @@ func TestConsumerKilledBetweenRecordAndCommit(t *testing.T) {
 
 	l := tck.NewLedger("kafka", "consumer-kill-after-record")
 	l.SetPosition(func(d *ports.Delivery) string {
-		return d.Facts["topic"] + "/" + d.Facts["partition"] + "@" + d.Facts["offset"]
+		return d.Facts.Get("topic") + "/" + d.Facts.Get("partition") + "@" + d.Facts.Get("offset")
 	})
 
 	ch := startKillChild(t, addr)
@@ -166,7 +166,7 @@ func runKillChild(t *testing.T, addr string) {
 			t.Fatalf("child: settle: %v", err)
 		}
 		for _, d := range ds {
-			fmt.Printf("RECORDED %s %s %s\n", d.ID, d.Facts["partition"], d.Facts["offset"])
+			fmt.Printf("RECORDED %s %s %s\n", d.ID, d.Facts.Get("partition"), d.Facts.Get("offset"))
 		}
 		if len(ds) > 0 {
 			// Every Receive so far is recorded; the parent counts lines.

@@ -31,7 +31,7 @@ func TestRebalanceMidFlight(t *testing.T) {
 	}
 	send(t, a, "t", nil, all...)
 	held := receiveN(t, sa, n, 10*time.Second)
-	member, gen := held[0].Facts["member"], held[0].Facts["generation"]
+	member, gen := held[0].Facts.Get("member"), held[0].Facts.Get("generation")
 	mark := b.commitCount()
 
 	sb := subscribe(t, b.adapter(t, cfg), spec) // returns once the rebalance completed

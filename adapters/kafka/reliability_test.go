@@ -43,7 +43,7 @@ func TestReliability(t *testing.T) {
 		Dial:  dialKafka,
 		Start: startFaultyKfake,
 		Position: func(d *ports.Delivery) string {
-			return d.Facts["topic"] + "/" + d.Facts["partition"] + "@" + d.Facts["offset"]
+			return d.Facts.Get("topic") + "/" + d.Facts.Get("partition") + "@" + d.Facts.Get("offset")
 		},
 		SoakMessages: 100_000,
 		// No Deferred: Settle only records (its acceptance is deferred, see

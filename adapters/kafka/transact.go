@@ -45,7 +45,7 @@ func (c *conn) SubscribeTransactional(ctx context.Context, spec ports.Subscripti
 }
 
 // Stage converts msgs and holds them with the record of handle.
-func (s *sub) Stage(ctx context.Context, handle any, _ map[string]string, msgs []ports.Message) error {
+func (s *sub) Stage(ctx context.Context, handle any, _ ports.Facts, msgs []ports.Message) error {
 	pms := make([]*sarama.ProducerMessage, len(msgs))
 	for i := range msgs {
 		var err error

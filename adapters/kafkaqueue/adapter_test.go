@@ -73,14 +73,14 @@ func TestReleaseRedeliversWithCountPlusOne(t *testing.T) {
 	s := subscribe(t, a, "orders", "g")
 	send(t, a, "orders", "m-1")
 	d := receive(t, s, 10*time.Second, "first delivery")
-	if d.ID != "m-1" || d.RedeliveryCount != 0 || d.Facts["delivery-count"] != "1" {
+	if d.ID != "m-1" || d.RedeliveryCount != 0 || d.Facts.Get("delivery-count") != "1" {
 		t.Fatalf("first delivery %s count %d facts %v, want m-1, 0, delivery-count 1", d.ID, d.RedeliveryCount, d.Facts)
 	}
 	if err := settle(t, s, d, ports.Disposition{Action: ports.Requeue}); err != nil {
 		t.Fatal(err)
 	}
 	d = receive(t, s, testLock/2, "the released record, before its lock would have lapsed")
-	if d.ID != "m-1" || d.RedeliveryCount != 1 || d.Facts["delivery-count"] != "2" {
+	if d.ID != "m-1" || d.RedeliveryCount != 1 || d.Facts.Get("delivery-count") != "2" {
 		t.Fatalf("redelivery %s count %d facts %v, want m-1, 1, delivery-count 2", d.ID, d.RedeliveryCount, d.Facts)
 	}
 	if err := settle(t, s, d, ports.Disposition{Action: ports.Ack}); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -220,8 +219,8 @@ func (s *sub) poll(ctx context.Context, want int) error {
 func (s *sub) record(a acquired) driver.Record {
 	r := a.r
 	d := kafkawire.Decode(&s.dec, s.topic, kafkawire.Fields{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
-		Timestamp: r.Timestamp}, r.Headers, func(h kgo.RecordHeader, _ *kit.Names) (string, []byte, bool) { return h.Key, h.Value, true })
-	d.Facts["share-group"], d.Facts["delivery-count"] = s.m.group, strconv.Itoa(a.count)
+		Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: s.m.group, DeliveryCount: a.count}},
+		r.Headers, func(h kgo.RecordHeader, _ *kit.Names) (string, []byte, bool) { return h.Key, h.Value, true })
 	d.RedeliveryCount, d.Handle = max(a.count-1, 0), a.h
 	a.h.msg, a.h.id, a.h.redeliveries = d.Message, d.BrokerID, d.RedeliveryCount
 	return d

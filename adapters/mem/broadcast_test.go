@@ -26,7 +26,7 @@ func TestBroadcastEveryInstanceGetsEveryMessage(t *testing.T) {
 		if got := payloads(ds); !slices.Equal(got, []string{"1", "2", "3"}) {
 			t.Fatalf("instance %d got %v", i, got)
 		}
-		if ds[0].Facts["instance"] == "" {
+		if ds[0].Facts.Get("instance") == "" {
 			t.Errorf("instance %d: no instance fact in %v", i, ds[0].Facts)
 		}
 		settle(t, s, ack, ds...)

@@ -39,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 	if !d.ReceivedAt.Equal(clock.Now()) {
 		t.Errorf("ReceivedAt = %v, want the clock's %v", d.ReceivedAt, clock.Now())
 	}
-	if d.Facts["queue"] != "orders/billing" || d.Facts["mode"] != "LOAD_BALANCE" {
+	if d.Facts.Get("queue") != "orders/billing" || d.Facts.Get("mode") != "LOAD_BALANCE" {
 		t.Errorf("Facts = %v", d.Facts)
 	}
 	if d.Handle == nil {

@@ -18,7 +18,7 @@ type subscription struct {
 	c     *conn
 	q     *queue
 	topic ports.Topic // logical
-	facts map[string]string
+	facts ports.Facts
 	done  chan struct{} // closed by Close
 
 	recs      []driver.Record // ReceiveBatch's result, reused
@@ -37,11 +37,11 @@ type delivery struct {
 }
 
 func newSubscription(c *conn, q *queue, spec ports.SubscriptionSpec) *subscription {
-	facts := map[string]string{"queue": q.key.String(), "mode": spec.Mode.String()}
+	facts := ports.FactMap{"queue": q.key.String(), "mode": spec.Mode.String()} // once a subscription
 	if spec.Mode == ports.Broadcast {
 		facts["instance"] = spec.Instance
 	}
-	return &subscription{c: c, q: q, topic: spec.Topic, facts: facts, done: make(chan struct{})}
+	return &subscription{c: c, q: q, topic: spec.Topic, facts: ports.NewFacts(facts), done: make(chan struct{})}
 }
 
 // ReceiveBatch waits for ready messages (in a single-active group, until

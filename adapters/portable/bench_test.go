@@ -37,7 +37,7 @@ func (s *benchSub) ReceiveBatch(_ context.Context, max int) ([]driver.Record, er
 
 func newBenchSub(n int) *benchSub {
 	h := ports.Headers{ports.HeaderID: "m", ports.HeaderContentType: "application/json"}
-	facts := map[string]string{"queue": "bench"}
+	facts := ports.NewFacts(ports.FactMap{"queue": "bench"})
 	s := &benchSub{recs: make([]driver.Record, n)}
 	for i := range s.recs {
 		s.recs[i] = driver.Record{Message: ports.Message{Topic: "t", Payload: []byte(`{"id":"o-1","total":42}`), Headers: h}, Facts: facts, Handle: i}

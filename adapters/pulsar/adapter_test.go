@@ -47,7 +47,7 @@ func TestRoundTripKeepsPayloadKeyAndEveryHeader(t *testing.T) {
 	if d.Topic != "orders" || string(d.Payload) != `{"total":42}` || d.RedeliveryCount != 0 {
 		t.Errorf("delivery = topic %q payload %s count %d", d.Topic, d.Payload, d.RedeliveryCount)
 	}
-	if d.Facts["pulsar.topic"] != physical("orders") || d.Facts["pulsar.subscription"] != "billing" || d.Facts["pulsar.message-id"] == "" {
+	if d.Facts.Get("pulsar.topic") != physical("orders") || d.Facts.Get("pulsar.subscription") != "billing" || d.Facts.Get("pulsar.message-id") == "" {
 		t.Errorf("facts = %v", d.Facts)
 	}
 	if m.Headers[ports.HeaderID] != "" {

@@ -36,7 +36,7 @@ func TestReliability(t *testing.T) {
 		Name:        "pulsar",
 		Dial:        dialPulsar,
 		Start:       startPulsartest,
-		Position:    func(d *ports.Delivery) string { return d.Facts["pulsar.message-id"] },
+		Position:    func(d *ports.Delivery) string { return d.Facts.Get("pulsar.message-id") },
 		IgnoreLeaks: pulsarClientLeaks,
 		// The rpc scenarios stop the client's reply subscription, a
 		// BROADCAST instance: after its successful Unsubscribe

@@ -144,7 +144,7 @@ func (s *sub) add(msg pulsarclient.Message, now time.Time) {
 		Message:         ports.Message{Key: msg.Key(), Payload: msg.Payload(), Headers: maps.Clone(msg.Properties())},
 		BrokerID:        "pulsar:" + mid,
 		RedeliveryCount: int(msg.RedeliveryCount()),
-		Facts:           map[string]string{"pulsar.topic": msg.Topic(), "pulsar.subscription": s.name, "pulsar.message-id": mid},
+		Facts:           ports.NewFacts(&msgFacts{topic: msg.Topic(), sub: s.name, id: mid}),
 		ReceivedAt:      now,
 		Handle:          msg,
 	})
@@ -207,4 +207,11 @@ func (s *sub) Close(context.Context) error {
 	}
 	s.consumer.Close()
 	return err
+}
+
+// msgFacts are a message's facts (ports.FactSource).
+type msgFacts struct{ topic, sub, id string }
+
+func (f *msgFacts) Facts(yield func(key, value string) bool) {
+	_ = yield("pulsar.topic", f.topic) && yield("pulsar.subscription", f.sub) && yield("pulsar.message-id", f.id)
 }

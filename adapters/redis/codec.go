@@ -67,7 +67,8 @@ func appendHeaders(out []any, m *ports.Message) []any {
 // decode builds the record of an entry delivered deliveries times. fields
 // is the data of a field/value entry, else nil.
 func decode(stream, group, id string, values map[string]any, deliveries int64) (r driver.Record, fields []any) {
-	r = driver.Record{BrokerID: "redis:" + stream + ":" + id, Facts: map[string]string{"stream": stream, "group": group, "entry": id}}
+	f := &entryFacts{stream: stream, group: group, entry: id}
+	r = driver.Record{BrokerID: "redis:" + stream + ":" + id, Facts: ports.NewFacts(f)}
 	m := &r.Message
 	h := make(ports.Headers, len(values))
 	for k, v := range values {
@@ -100,7 +101,7 @@ func decode(stream, group, id string, values map[string]any, deliveries int64) (
 	case !hasPayload:
 		fields, m.Payload = dataFields(values)
 		m.Key = h[ports.HeaderPartitionKey] // a "key" field is data here
-		r.Facts[FactFormat] = "fields"
+		f.fields = true
 	}
 	m.Headers = h
 	copies, err := ports.RedeliveryCountFrom(h) // a counted copy written by an earlier version
@@ -110,8 +111,20 @@ func decode(stream, group, id string, values map[string]any, deliveries int64) (
 	}
 	deliveries = max(deliveries, 1)
 	r.RedeliveryCount = copies + int(deliveries) - 1
-	r.Facts["times_delivered"] = strconv.FormatInt(deliveries, 10)
+	f.delivered = deliveries
 	return r, fields
+}
+
+// entryFacts are an entry's facts (ports.FactSource).
+type entryFacts struct {
+	stream, group, entry string
+	fields               bool // FactFormat "fields"
+	delivered            int64
+}
+
+func (f *entryFacts) Facts(yield func(key, value string) bool) {
+	_ = yield("stream", f.stream) && yield("group", f.group) && yield("entry", f.entry) &&
+		(!f.fields || yield(FactFormat, "fields")) && yield("times_delivered", strconv.FormatInt(f.delivered, 10))
 }
 
 // A plain producer's field/value entry (redis-cli XADD s '*' id r-1) is

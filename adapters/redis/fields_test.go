@@ -73,7 +73,7 @@ func TestFieldValueEntryDeliveredAndDeadLetteredIntact(t *testing.T) {
 		t.Errorf("payload %s, want %s", d.Payload, wantPayload)
 	}
 	wantID := "redis:" + stream + ":" + entry
-	if d.ID != wantID || d.IDSource != ports.IDBroker || d.Key != "" || d.Facts[redis.FactFormat] != "fields" {
+	if d.ID != wantID || d.IDSource != ports.IDBroker || d.Key != "" || d.Facts.Get(redis.FactFormat) != "fields" {
 		t.Errorf("ID %q (%s) key %q facts %v; want %q (broker), no key, format fields", d.ID, d.IDSource, d.Key, d.Facts, wantID)
 	}
 	dl := next(t, dead, "the dead-letter copy")

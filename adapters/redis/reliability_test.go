@@ -46,7 +46,7 @@ func TestReliability(t *testing.T) {
 				FailSendsNote:   "the adapter's fault switch refuses the publish before XADD: nothing is stored",
 			}
 		},
-		Position:     func(d *ports.Delivery) string { return d.Facts["stream"] + "@" + d.Facts["entry"] },
+		Position:     func(d *ports.Delivery) string { return d.Facts.Get("stream") + "@" + d.Facts.Get("entry") },
 		SoakMessages: 100_000,
 	})
 }

@@ -25,7 +25,7 @@ func TestReliability(t *testing.T) {
 		Name:        "rocketmq",
 		Dial:        dialRocketMQ,
 		Start:       startPeer,
-		Position:    func(d *ports.Delivery) string { return d.Facts[rocketmq.FactMessageID] },
+		Position:    func(d *ports.Delivery) string { return d.Facts.Get(rocketmq.FactMessageID) },
 		IgnoreLeaks: clientLeaks,
 	})
 }

@@ -137,7 +137,7 @@ func (s *subscription) records(mvs []*rmq.MessageView, sent time.Time) []driver.
 			Message:         ports.Message{Topic: s.spec.Topic, Key: key, Payload: mv.GetBody(), Headers: maps.Clone(mv.GetProperties())},
 			BrokerID:        mv.GetMessageId(),
 			RedeliveryCount: max(attempt-1, 0),
-			Facts:           map[string]string{FactGroup: s.group, FactMessageID: mv.GetMessageId(), FactDeliveryAttempt: strconv.Itoa(attempt)},
+			Facts:           ports.NewFacts(&viewFacts{group: s.group, id: mv.GetMessageId(), attempt: attempt}),
 			ReceivedAt:      now,
 			Handle:          h,
 		})
@@ -275,4 +275,14 @@ func (s *subscription) Close(context.Context) error {
 		return fmt.Errorf("rocketmq: stop consumer group %s: %w", s.group, err)
 	}
 	return nil
+}
+
+// viewFacts are a message view's facts (ports.FactSource).
+type viewFacts struct {
+	group, id string
+	attempt   int
+}
+
+func (f *viewFacts) Facts(yield func(key, value string) bool) {
+	_ = yield(FactGroup, f.group) && yield(FactMessageID, f.id) && yield(FactDeliveryAttempt, strconv.Itoa(f.attempt))
 }

@@ -2,6 +2,7 @@ package kafkawire_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,12 +69,21 @@ func TestDecode(t *testing.T) {
 		len(r.Message.Headers) != 2 || r.Message.Headers["a"] != "1" || r.Message.Headers["b"] != "22" {
 		t.Fatalf("record %+v", r)
 	}
-	if f := r.Facts; f["topic"] != "ns.t" || f["partition"] != "3" || f["offset"] != "42" || f["timestamp"] != ts.Format(time.RFC3339Nano) {
-		t.Fatalf("facts %v", f)
+	if got, want := r.Facts.String(), "topic=ns.t partition=3 offset=42 timestamp="+ts.Format(time.RFC3339Nano); got != want {
+		t.Fatalf("facts %s, want %s", got, want)
 	}
-	r2 := kafkawire.Decode(&d, "t", kafkawire.Fields{Topic: "ns.t", Offset: 7}, []hdr{{ports.HeaderRedeliveryCount, "x"}}, read)
-	if !errors.Is(r2.Err, ports.ErrPoison) || r2.Facts["header-error"] == "" || r2.Facts["timestamp"] != "" || r2.BrokerID != "kafka:ns.t/0/7" {
+	r2 := kafkawire.Decode(&d, "t", kafkawire.Fields{Topic: "ns.t", Offset: 7, Member: kafkawire.MemberFacts{ShareGroup: "g", DeliveryCount: 2}},
+		[]hdr{{ports.HeaderRedeliveryCount, "x"}}, read)
+	if !errors.Is(r2.Err, ports.ErrPoison) || r2.Facts.Get("header-error") == "" || r2.Facts.Get("timestamp") != "" || r2.BrokerID != "kafka:ns.t/0/7" {
 		t.Fatalf("record %+v", r2)
+	}
+	var keys []string
+	for k := range r2.Facts.All() {
+		keys = append(keys, k)
+	}
+	if !slices.Equal(keys, []string{"topic", "partition", "offset", "share-group", "delivery-count", "header-error"}) ||
+		r2.Facts.Get("delivery-count") != "2" || r2.Facts.Get("share-group") != "g" {
+		t.Fatalf("facts %s", r2.Facts)
 	}
 	if r.BrokerID != "kafka:ns.t/3/42" || r.Message.Headers["b"] != "22" {
 		t.Fatalf("the next record changed the first: %+v", r)

@@ -16,6 +16,18 @@ type Fields struct {
 	Offset     int64
 	Key, Value []byte
 	Timestamp  time.Time
+	// Member is what the consumer adds to the record's facts.
+	Member MemberFacts
+}
+
+// MemberFacts are the consumer's own facts on a record: a consumer
+// group's generation and member id (kafka), or a share group and the
+// record's delivery count (kafkaqueue). Empty ones (a zero count) are left
+// out.
+type MemberFacts struct {
+	Generation, Member string
+	ShareGroup         string
+	DeliveryCount      int
 }
 
 // Decoder holds what Decode reuses from one record to the next: one per
@@ -25,6 +37,37 @@ type Decoder struct {
 	names kit.Names
 	hs    []named
 	buf   []byte
+	facts []facts // carved one a record, a chunk at a time
+}
+
+// factsChunk is how many records' facts one allocation holds.
+const factsChunk = 32
+
+// facts are a record's facts (a ports.FactSource): slices of Decode's
+// string and the consumer's, walked only when read.
+type facts struct {
+	topic, partition, offset, timestamp string
+	member                              MemberFacts
+	headerError                         error
+}
+
+// factNames name facts' strings, in the order Facts yields them.
+var factNames = [...]string{"topic", "partition", "offset", "timestamp", "generation", "member", "share-group"}
+
+// Facts yields the non-empty facts: topic, partition, offset, timestamp,
+// generation, member, share-group, delivery-count, header-error.
+func (f *facts) Facts(yield func(key, value string) bool) {
+	for i, v := range [...]string{f.topic, f.partition, f.offset, f.timestamp, f.member.Generation, f.member.Member, f.member.ShareGroup} {
+		if v != "" && !yield(factNames[i], v) {
+			return
+		}
+	}
+	if f.member.DeliveryCount != 0 && !yield("delivery-count", strconv.Itoa(f.member.DeliveryCount)) {
+		return
+	}
+	if f.headerError != nil {
+		yield("header-error", f.headerError.Error())
+	}
 }
 
 // named is a header's name and where its value ends in the buffer.
@@ -37,11 +80,13 @@ type named struct {
 // for every Kafka adapter: value → payload, key → partition key, headers
 // (hs, each read by read, which returns ok false for one to pass over) →
 // envelope; BrokerID is "kafka:<topic>/<partition>/<offset>"; the facts
-// are topic, partition, offset and timestamp; a malformed redelivery count
-// is Record.Err (poison) and the fact header-error. The key, the header
-// values, the timestamp fact and the BrokerID (the partition and offset
-// facts its parts) are slices of one string built in d; header names are
-// what read returns (interned in names where the client has bytes).
+// are topic, partition, offset, timestamp and f.Member's; a malformed
+// redelivery count is Record.Err (poison) and the fact header-error. The
+// key, the header values, the timestamp fact and the BrokerID (the
+// partition and offset facts its parts) are slices of one string built in
+// d; header names are what read returns (interned in names where the
+// client has bytes). The facts are no map but a struct carved from a chunk
+// that consecutive records share, walked only when read.
 func Decode[H any](d *Decoder, t ports.Topic, f Fields, hs []H, read func(h H, names *kit.Names) (name string, value []byte, ok bool)) driver.Record {
 	b, ends := append(d.buf[:0], f.Key...), d.hs[:0]
 	for _, x := range hs {
@@ -66,15 +111,15 @@ func Decode[H any](d *Decoder, t ports.Topic, f Fields, hs []H, read func(h H, n
 	for _, n := range ends {
 		h[n.name], at = all[at:n.end], n.end
 	}
-	facts := make(map[string]string, 7)
-	facts["topic"], facts["partition"], facts["offset"] = f.Topic, all[part:off-1], all[off:]
-	if id > ts {
-		facts["timestamp"] = all[ts:id]
+	if len(d.facts) == 0 {
+		d.facts = make([]facts, factsChunk)
 	}
-	r := driver.Record{Message: ports.Message{Topic: t, Key: all[:len(f.Key)], Payload: f.Value, Headers: h}, BrokerID: all[id:], Facts: facts}
+	fs := &d.facts[0]
+	d.facts = d.facts[1:]
+	*fs = facts{topic: f.Topic, partition: all[part : off-1], offset: all[off:], timestamp: all[ts:id], member: f.Member}
+	r := driver.Record{Message: ports.Message{Topic: t, Key: all[:len(f.Key)], Payload: f.Value, Headers: h}, BrokerID: all[id:], Facts: ports.NewFacts(fs)}
 	if _, err := ports.RedeliveryCountFrom(h); err != nil {
-		r.Err = err
-		facts["header-error"] = err.Error()
+		r.Err, fs.headerError = err, err
 	}
 	return r
 }
