@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"strconv"
 	"strings"
@@ -106,19 +107,23 @@ type inboxChild struct {
 	e    *env
 	ch   *child
 	cc   *commitCounter
+	db   *sql.DB         // the effects, for crash
 	done <-chan struct{} // every line read, the process gone
 
 	mu        sync.Mutex
 	open      map[string]int  // deliveries without an outcome, per id
 	committed map[string]bool // ... whose effect committed (COMMIT), so their ack may have been sent
 	held      map[string]bool // ... held after the commit (HELD): their ack was certainly not sent
+	// unknown are the deliveries crash found open with their effect
+	// committed: acked or not, the report died with the process.
+	unknown map[string]bool
 }
 
 // startInboxChild starts a consumer process playing identity that holds
 // its commits from the hold-th on (0: never).
-func (e *env) startInboxChild(identity string, spec ports.SubscriptionSpec, dbPath string, hold int) *inboxChild {
+func (e *env) startInboxChild(identity string, spec ports.SubscriptionSpec, db *sql.DB, dbPath string, hold int) *inboxChild {
 	e.t.Helper()
-	c := &inboxChild{e: e, cc: newCommitCounter(hold), open: map[string]int{}, committed: map[string]bool{}, held: map[string]bool{}}
+	c := &inboxChild{e: e, cc: newCommitCounter(hold), db: db, open: map[string]int{}, committed: map[string]bool{}, held: map[string]bool{}}
 	c.cc.remote = true
 	c.ch = e.startChild(e.b.Addr, identity, spec, childEnv+"="+childInbox, childDBEnv+"="+dbPath, childHoldEnv+"="+strconv.Itoa(hold))
 	if l := c.ch.next(e, "the exactly-once consumer process to subscribe"); l != "READY" {
@@ -185,11 +190,18 @@ func (c *inboxChild) awaitHeld() string  { return c.cc.awaitHeld(c.e, c.done, c.
 func (c *inboxChild) awaitCommits(n int) { c.cc.awaitCommits(c.e, n, c.done, c.ch.output) }
 func (c *inboxChild) commits() int       { return c.cc.count() }
 
+func (c *inboxChild) lostReport(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unknown[id]
+}
+
 // crash SIGKILLs the process and records that the deliveries it held
-// died with it: those whose effect it had reported committed and that it
-// did not hold after the commit may have been acked an instant before
-// the kill, with the report of it lost (DiedAfterEffect); the others
-// were certainly not acked (Died).
+// died with it. Those whose effect was committed, by this process (it
+// reported the commit) or an earlier one (the inbox then suppresses the
+// delivery and acks it at once), and that it did not hold after a commit
+// may have been acked an instant before the kill, with the report of it
+// lost (DiedAfterEffect); the others were certainly not acked (Died).
 func (c *inboxChild) crash(what string) {
 	c.e.t.Helper()
 	c.e.l.Mark(what)
@@ -198,8 +210,16 @@ func (c *inboxChild) crash(what string) {
 	c.mu.Lock()
 	var died, maybeAcked []string
 	for id, n := range c.open {
+		effected := c.committed[id]
+		if !effected && !c.held[id] {
+			err := c.db.QueryRowContext(c.e.ctx, `SELECT EXISTS (SELECT 1 FROM `+effectsTable+` WHERE msg = ?)`, id).Scan(&effected)
+			if err != nil {
+				c.mu.Unlock()
+				c.e.t.Fatalf("reading the effect of %s after the kill: %v", id, err)
+			}
+		}
 		for range n {
-			if c.committed[id] && !c.held[id] {
+			if effected && !c.held[id] {
 				maybeAcked = append(maybeAcked, id)
 			} else {
 				died = append(died, id)
@@ -207,9 +227,13 @@ func (c *inboxChild) crash(what string) {
 		}
 	}
 	c.open, c.committed, c.held = map[string]int{}, map[string]bool{}, map[string]bool{}
+	c.unknown = map[string]bool{}
+	for _, id := range maybeAcked {
+		c.unknown[id] = true
+	}
 	c.mu.Unlock()
 	c.e.l.Died(died...)
 	c.e.l.DiedAfterEffect(maybeAcked...)
-	c.e.t.Logf("killed an exactly-once consumer process (pid %d, %s) holding %d delivery(ies), %d of them after their commit and not held there (acked or not: unknown); %d effect(s) committed",
+	c.e.t.Logf("killed an exactly-once consumer process (pid %d, %s) holding %d delivery(ies), %d of them with their effect committed and not held after it (acked or not: unknown); %d effect(s) committed by it",
 		c.ch.cmd.Process.Pid, what, len(died)+len(maybeAcked), len(maybeAcked), c.cc.count())
 }
