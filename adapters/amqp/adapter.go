@@ -1,3 +1,9 @@
+// Package amqp is sluice's RabbitMQ adapter (AMQP 0-9-1, on
+// github.com/rabbitmq/amqp091-go): a driver under the portable layer
+// (adapters/portable). docs/adapters/amqp.md describes its topology,
+// settlement, delays, failures and options.
+//
+//	a, err := amqp.New(ctx, amqp.Options{URL: "amqp://guest:guest@127.0.0.1:5672/"})
 package amqp
 
 import (
@@ -5,7 +11,6 @@ import (
 	"errors"
 	"net/url"
 	"sync"
-	"sync/atomic"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -15,9 +20,8 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// Adapter is the RabbitMQ adapter: the portable layer over the AMQP 0-9-1
-// driver. It is safe for concurrent use. Create it with New; release it
-// with Close.
+// Adapter is the RabbitMQ adapter, safe for concurrent use. Create it with
+// New; release it with Close.
 type Adapter struct{ *portable.Adapter }
 
 // conn is the driver: a publish and a consume connection, so that broker
@@ -26,9 +30,8 @@ type conn struct {
 	opts       Options
 	topo       *topology
 	pubC, subC *connector
-	slots      []*kit.Lazy[*confirmChannel] // Options.PublishChannels
-	rr         atomic.Uint32                // the next slot
-	listeners  sync.WaitGroup               // of the confirm channels
+	confirm    *kit.Lazy[*confirmChannel]
+	listeners  sync.WaitGroup // of the confirm channels
 	caps       ports.Capabilities
 	declared   kit.Declared
 }
@@ -37,21 +40,20 @@ var (
 	_ ports.Adapter        = (*Adapter)(nil)
 	_ driver.TopicDeclarer = (*conn)(nil)
 	_ driver.GroupDeclarer = (*conn)(nil)
+	_ driver.RequeueCopier = (*sub)(nil)
+	_ driver.AckFlusher    = (*sub)(nil)
 )
 
-// New validates opts, connects and declares the adapter's exchanges. It
-// fails when the broker cannot be reached within opts.DialTimeout (or
-// ctx), with an error matching its portable code (ports.ErrRefused,
-// ports.ErrAuth, ports.ErrTLS, …).
+// New validates opts, connects and declares the adapter's exchanges; an
+// unreachable broker (within opts.DialTimeout or ctx) fails with an error
+// matching its portable code (ports.ErrRefused, ports.ErrAuth, …).
 func New(ctx context.Context, opts Options) (*Adapter, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
 	c := &conn{opts: opts, topo: newTopology(opts), pubC: newConnector("publish", opts), subC: newConnector("consume", opts), caps: capabilities(opts)}
-	for range opts.PublishChannels {
-		c.slots = append(c.slots, kit.NewLazy(c.openConfirm, func(cc *confirmChannel) bool { return cc.Err() == nil }))
-	}
+	c.confirm = kit.NewLazy(c.openConfirm, func(cc *confirmChannel) bool { return cc.Err() == nil })
 	err := c.pubC.with(ctx, c.topo.declareExchanges)
 	if err == nil {
 		err = opts.Existing.check(ctx, c.pubC)
@@ -69,9 +71,8 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 // Name returns "amqp". It works on the zero Adapter.
 func (a *Adapter) Name() string { return "amqp" }
 
-// Capabilities declares what RabbitMQ does through this adapter (see
-// docs/adapters/amqp.md). The zero Adapter reports the defaults' (quorum
-// queues), for capability tables.
+// Capabilities declares what RabbitMQ does through this adapter; the zero
+// Adapter reports the defaults' (quorum queues), for capability tables.
 func (a *Adapter) Capabilities() ports.Capabilities {
 	if a.Adapter == nil {
 		return capabilities(Options{}.withDefaults())
@@ -88,9 +89,8 @@ func capabilities(o Options) ports.Capabilities {
 		BestEffort: true, Retention: true, MaxLength: true, MaxMessageBytes: o.MaxMessageBytes, InstanceGuard: ports.InstanceRefused}
 }
 
-// Classify maps amqp091's and the dial's errors to portable codes. A lost
-// connection or channel, a cancelled consumer and a refused or timed-out
-// connect are retryable: the driver dials again on its next call.
+// Classify maps amqp091's and the dial's errors to portable codes; a lost
+// connection or channel and a failed connect are retryable.
 func (c *conn) Classify(err error) driver.Class {
 	var ae *amqp.Error
 	for _, code := range [...]error{ports.ErrNoSubscriber, ports.ErrUnconfirmed} {
@@ -98,7 +98,7 @@ func (c *conn) Classify(err error) driver.Class {
 			return driver.Class{Code: code}
 		}
 	}
-	if cl := portable.ClassifyNet(err, c.pubC.secure); cl.Code != nil {
+	if cl := portable.ClassifyNet(err, c.pubC.tls != nil); cl.Code != nil {
 		return cl
 	}
 	if errors.As(err, &ae) {
@@ -110,9 +110,8 @@ func (c *conn) Classify(err error) driver.Class {
 		case amqp.PreconditionFailed, amqp.NotAllowed:
 			return driver.Class{}
 		}
-		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}
-	if errors.Is(err, amqp.ErrClosed) || errors.As(err, new(*kit.DialError)) {
+	if ae != nil || errors.Is(err, amqp.ErrClosed) || errors.As(err, new(*kit.DialError)) { // another channel or connection error
 		return driver.Class{Code: ports.ErrUnreachable, Retryable: true}
 	}
 	return driver.Class{}
@@ -121,9 +120,7 @@ func (c *conn) Classify(err error) driver.Class {
 // Close closes both connections (failing what is unconfirmed).
 func (c *conn) Close(ctx context.Context) error {
 	err := errors.Join(c.subC.close(ctx), c.pubC.close(ctx))
-	for _, s := range c.slots {
-		_ = s.Close(ctx, func(cc *confirmChannel) error { return cc.ch.Close() })
-	}
+	_ = c.confirm.Close(ctx, func(cc *confirmChannel) error { return cc.ch.Close() })
 	c.listeners.Wait()
 	return err
 }

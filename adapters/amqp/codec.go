@@ -46,12 +46,11 @@ func property(p *amqp.Publishing, k string) *string {
 	return nil
 }
 
-// decoded is what the adapter learns from one AMQP delivery. The count
-// header of requeue copies stays in headers, for the portable layer.
+// decoded is what the adapter learns from one AMQP delivery.
 type decoded struct {
 	headers ports.Headers
-	facts   map[string]string
-	returns int // the broker's count: x-delivery-count (quorum queues), else 1 if redelivered
+	facts   ports.FactMap // broker headers; nil when none
+	returns int           // x-delivery-count (quorum queues), else 1 if redelivered
 }
 
 // decode converts AMQP headers to envelope headers; broker headers
@@ -63,7 +62,7 @@ func decode(d *amqp.Delivery) decoded {
 			out.headers[k] = s
 		} else if n, err := strconv.Atoi(render(v)); k == "x-delivery-count" && err == nil && n >= 0 {
 			out.returns = n
-		} else if isBrokerHeader(k) || strings.HasPrefix(k, "x-") {
+		} else if strings.HasPrefix(k, "x-") { // RabbitMQ's, or another plugin's
 			out.fact(k, render(v))
 		} else {
 			out.headers[k] = render(v)
@@ -83,7 +82,7 @@ func decode(d *amqp.Delivery) decoded {
 	return out
 }
 
-// isBrokerHeader reports headers that RabbitMQ itself adds.
+// isBrokerHeader reports the headers RabbitMQ adds.
 func isBrokerHeader(k string) bool {
 	switch k {
 	case "x-death", "x-delivery-count", "x-received-from", "x-shovelled", "x-shovelled-timestamp":
@@ -112,4 +111,46 @@ func render(v any) string {
 		return fmt.Sprintf("%de-%d", x.Value, x.Scale)
 	}
 	return fmt.Sprint(v)
+}
+
+// Interop is the adapter's topology for another AMQP 0-9-1 client that
+// exchanges messages with it (adapters/watermill/wmamqp builds a
+// watermill-amqp configuration from it).
+type Interop struct {
+	// Exchange is the namespace's durable direct exchange: a topic's
+	// messages are published to it with RoutingKey(topic).
+	Exchange string
+	topo     *topology
+}
+
+// NewInterop validates o; its Namespace and QueueType shape the names.
+func NewInterop(o Options) (*Interop, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	t := newTopology(o)
+	return &Interop{Exchange: t.topics, topo: t}, nil
+}
+
+// Queue is the durable queue of the LoadBalance group of topic, declared
+// with QueueArgs and bound to Exchange under RoutingKey(topic).
+func (in *Interop) Queue(topic ports.Topic, group string) string {
+	return in.topo.queue(topic, "lb", group)
+}
+
+// QueueArgs are a group queue's declaration arguments.
+func (in *Interop) QueueArgs() amqp.Table { return in.topo.queueArgs(0) }
+
+// RoutingKey is the routing key of topic's messages on Exchange.
+func (in *Interop) RoutingKey(topic ports.Topic) string { return topic.Physical("..") }
+
+// Encode is the persistent publishing Send makes of an envelope.
+func Encode(h ports.Headers, payload []byte) amqp.Publishing { return encode(h, payload) }
+
+// Decode returns the envelope headers of d, as a subscription reads them.
+func Decode(d *amqp.Delivery) ports.Headers {
+	h := decode(d).headers
+	delete(h, ports.HeaderRedeliveryCount) // the requeue copies' count, which the portable layer takes
+	return h
 }

@@ -22,13 +22,12 @@ type connector struct {
 	*kit.Lazy[*amqp.Connection]
 	name, addr, dialURL string // addr: the URL without its password
 	cfg                 amqp.Config
-	secure              bool
-	tls                 *tls.Config
+	tls                 *tls.Config // amqps
 }
 
 func newConnector(name string, o Options) *connector {
 	u, _ := url.Parse(o.URL) // validated
-	c := &connector{name: name, addr: u.Redacted(), dialURL: o.URL, secure: u.Scheme == "amqps",
+	c := &connector{name: name, addr: u.Redacted(), dialURL: o.URL,
 		cfg: amqp.Config{Heartbeat: o.Heartbeat, Properties: amqp.Table{"connection_name": "sluice-" + o.Namespace + "-" + name}}}
 	c.Lazy = kit.NewLazy(func(ctx context.Context) (*amqp.Connection, error) {
 		conn, err := kit.DialTimeout(ctx, "RabbitMQ", c.addr, o.DialTimeout, c.dial)
@@ -40,7 +39,7 @@ func newConnector(name string, o Options) *connector {
 	if o.External {
 		c.cfg.SASL = []amqp.Authentication{&amqp.ExternalAuth{}}
 	}
-	if c.secure {
+	if u.Scheme == "amqps" {
 		if u.Port() == "" {
 			u.Host = net.JoinHostPort(u.Hostname(), "5671")
 		}
@@ -50,8 +49,7 @@ func newConnector(name string, o Options) *connector {
 	return c
 }
 
-// channel opens a channel on the connection, dialling one if there is none
-// or it was lost; ports.ErrClosed after close.
+// channel opens a channel, dialling first if there is no connection.
 func (c *connector) channel(ctx context.Context) (*amqp.Channel, error) {
 	conn, err := c.Get(ctx)
 	if err != nil {
@@ -74,7 +72,7 @@ func (c *connector) with(ctx context.Context, f func(*amqp.Channel) error) error
 	return f(ch)
 }
 
-// dial connects within ctx and says why when the reason is TLS or the login.
+// dial connects within ctx and says why it could not.
 func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 	cfg, addr := c.cfg, c.addr
 	var ac *adapters.AlertConn
@@ -94,14 +92,12 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 	conn, err := amqp.DialConfig(c.dialURL, cfg)
 	if ac != nil {
 		ac.Dialed()
+		if alert := ac.Alert(addr); err != nil && alert != nil {
+			return nil, alert // the reason, whatever amqp091 made of the close
+		}
 	}
 	if err == nil {
 		return conn, nil
-	}
-	if ac != nil {
-		if alert := ac.Alert(addr); alert != nil {
-			return nil, alert // the reason, whatever amqp091 made of the close
-		}
 	}
 	ext := c.cfg.SASL != nil
 	switch {
@@ -113,7 +109,7 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 		err = fmt.Errorf("RabbitMQ does not offer SASL EXTERNAL: enable the rabbitmq_auth_mechanism_ssl plugin and add EXTERNAL to auth_mechanisms: %w", err)
 	case errors.Is(err, amqp.ErrVhost):
 		err = fmt.Errorf("the user has no access to this virtual host: %w", err)
-	case c.secure:
+	case c.tls != nil:
 		return nil, adapters.ExplainTLS(addr, err)
 	case adapters.ClosedEarly(err) || errors.Is(err, amqp.ErrFrame) || errors.Is(err, amqp.ErrSyntax) || strings.Contains(err.Error(), "frame could not be parsed"):
 		// amqp091 reports a TLS listener's alert or close, and a handshake
@@ -125,7 +121,7 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 	return nil, fmt.Errorf("%w: %w", adapters.ErrAuth, err)
 }
 
-// close closes the connection; later channel calls fail with ErrClosed.
+// close closes the connection for good.
 func (c *connector) close(ctx context.Context) error {
 	return c.Close(ctx, func(conn *amqp.Connection) error {
 		if err := conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) && !conn.IsClosed() {

@@ -2,12 +2,15 @@ package amqp
 
 import (
 	"cmp"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -32,20 +35,17 @@ type Options struct {
 	External  bool        // SASL EXTERNAL login: amqps, no credentials, a client certificate in TLS
 	Namespace string      `default:"sluice"`                                 // prefixes every exchange and queue; letters, digits, '.', '-', '_'; default "sluice"
 	QueueType QueueType   `url:"queue_type,quorum|classic" default:"quorum"` // of the subscription and delay queues; default Quorum
-	// DropUnroutable publishes Sends without the mandatory flag: RabbitMQ
-	// confirms and drops a message no queue is bound for, where Send
-	// otherwise fails it with ports.ErrNoSubscriber. Requeues and dead
-	// letters are always mandatory.
+	// DropUnroutable: a Send no queue is bound for is confirmed and dropped,
+	// not failed with ports.ErrNoSubscriber (dead letters always fail).
 	DropUnroutable      bool          `url:"drop_unroutable"`
-	PublishChannels     int           `url:"publish_channels,1..64" default:"1"`        // confirm channels Send spreads publishes over; default 1
-	MaxOutstanding      int           `url:"max_outstanding,1..1048576" default:"4096"` // unconfirmed publishes per channel before Send waits; default 4096
-	DialTimeout         time.Duration `url:"dial_timeout,10ms..1h" default:"10s"`       // one TCP connect and AMQP handshake; default 10s
-	Heartbeat           time.Duration `url:"heartbeat,1s..1h" default:"10s"`            // default 10s
-	ReconnectBackoff    time.Duration `url:"reconnect_backoff,1ms..1h" default:"100ms"` // the first wait before consuming again after a loss; default 100ms
-	ReconnectMaxBackoff time.Duration `url:"reconnect_max_backoff,1ms..1h"`             // the doubling wait's bound; default 5s (at least ReconnectBackoff)
-	OrphanExpiry        time.Duration `url:"orphan_expiry,1s..8760h" default:"10m"`     // x-expires of a Broadcast queue without InstanceTTL; default 10m
-	DelayGranularity    float64       `url:"delay_granularity,0.001..1" default:"0.05"` // relative step between delay queues, rounded up to; default 0.05
-	DelaySlack          time.Duration `url:"delay_slack,0s..1m" default:"10ms"`         // added to every delay before rounding; default 10ms
+	MaxOutstanding      int           `url:"max_outstanding,1..1048576" default:"4096"`  // unconfirmed publishes per channel before Send waits; default 4096
+	DialTimeout         time.Duration `url:"dial_timeout,10ms..1h" default:"10s"`        // one TCP connect and AMQP handshake; default 10s
+	Heartbeat           time.Duration `url:"heartbeat,1s..1h" default:"10s"`             // default 10s
+	ReconnectBackoff    time.Duration `url:"reconnect_backoff,1ms..1h" default:"100ms"`  // the first wait before consuming again after a loss; default 100ms
+	ReconnectMaxBackoff time.Duration `url:"reconnect_max_backoff,1ms..1h" default:"5s"` // the doubling wait's bound; default 5s (at least ReconnectBackoff)
+	OrphanExpiry        time.Duration `url:"orphan_expiry,1s..8760h" default:"10m"`      // x-expires of a Broadcast queue without InstanceTTL; default 10m
+	DelayGranularity    float64       `url:"delay_granularity,0.001..1" default:"0.05"`  // relative step between delay queues, rounded up to; default 0.05
+	DelaySlack          time.Duration `url:"delay_slack,0s..1m" default:"10ms"`          // added to every delay before rounding; default 10ms
 	Existing            *Existing     // exchanges and queues adopted under their own names
 	MaxMessageBytes     int           `default:"134217728"` // the largest payload (the broker's max_message_size); default 128 MiB
 	Logger              *slog.Logger  // the capability line, subscription notes; default slog.Default()
@@ -55,9 +55,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	kit.DefaultTags(&o)
-	if o.ReconnectMaxBackoff < o.ReconnectBackoff {
-		o.ReconnectMaxBackoff = max(5*time.Second, o.ReconnectBackoff)
-	}
+	o.ReconnectMaxBackoff = max(o.ReconnectMaxBackoff, o.ReconnectBackoff)
 	o.Logger, o.Existing = cmp.Or(o.Logger, slog.Default()), cmp.Or(o.Existing, &Existing{})
 	return o
 }
@@ -94,4 +92,42 @@ func (o Options) validate() error {
 		}
 	}
 	return kit.CheckExistingGroups("amqp.Options.Existing.Groups", o.Existing.Groups)
+}
+
+// amqp:// and amqps:// open the RabbitMQ adapter:
+//
+//	amqp://user:password@host:5672/vhost[?queue_type=quorum|classic&drop_unroutable=false&max_outstanding=…&dial_timeout=10s&heartbeat=10s&reconnect_backoff=100ms&reconnect_max_backoff=5s&orphan_expiry=10m&delay_granularity=0.05&delay_slack=10ms]
+//	amqps://…   (TLS: the system roots, or WithTLS; ca_file, cert_file, key_file, server_name, insecure)
+//	amqps://host:5671/?mechanism=external&cert_file=…&key_file=…   (SASL EXTERNAL: the certificate is the identity)
+//
+// The path is the virtual host; the shared namespace parameter prefixes
+// the exchanges and queues. Open connects before it returns.
+func init() {
+	adapters.RegisterBroker(adapters.Broker{Scheme: "amqp", TLSScheme: "amqps", Open: openAMQP,
+		Example: "amqp://guest:guest@127.0.0.1:5672/ or amqps://…@127.0.0.1:5671/",
+		Check: func(host string) string {
+			return "RabbitMQ listens at " + host + " (AMQP port, 5672 or 5671 for amqps), that it is reachable from here, and the credentials and virtual host"
+		}})
+}
+
+func openAMQP(ctx context.Context, u *url.URL, cfg *adapters.Config, secure bool) (ports.Adapter, error) {
+	target := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	if cfg.HasCredentials {
+		target.User = url.UserPassword(cfg.Username, cfg.Password)
+	}
+	o := Options{URL: target.String(), Namespace: cfg.Namespace, Logger: cfg.Logger}
+	if secure {
+		o.TLS = cfg.TLS()
+	}
+	switch mech := strings.ToLower(cfg.Params.String("mechanism", "plain")); mech {
+	case "plain":
+	case "external": // Options.validate says what it needs
+		o.External = true
+	default:
+		return nil, &adapters.ParamError{Param: "mechanism", Reason: fmt.Sprintf("%q is not plain or external", mech)}
+	}
+	if err := cfg.Params.Bind(&o, "mechanism"); err != nil {
+		return nil, err
+	}
+	return New(ctx, o)
 }

@@ -14,11 +14,9 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// SendBatch publishes msgs on one confirm channel, in order, and waits
-// for every confirm. Publishes are mandatory unless
-// Options.DropUnroutable (dead letters always are): a message no queue is
-// bound for fails with ports.ErrNoSubscriber. A Delay goes through a delay
-// queue; a BestEffort message is transient.
+// SendBatch publishes msgs, mandatory unless Options.DropUnroutable, and
+// waits for their confirms. A Delay goes through a delay queue; a
+// BestEffort message is transient.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	items := make([]item, len(msgs))
 	for i := range msgs {
@@ -31,8 +29,10 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		}
 		if _, adopted := c.opts.Existing.Topics[m.Topic]; adopted && m.Delay > 0 {
 			it.err = fmt.Errorf("%w: amqp: topic %q is adopted (Options.Existing): a delayed message would come back through the namespace exchange %q, which does not reach the adopted exchange; send it without Delay", ports.ErrUnsupported, string(m.Topic), c.topo.topics)
-		} else if m.Delay > 0 {
-			c.topo.delayed(it, m.Delay)
+		} else if m.Delay > 0 { // through the delay queue of its step, which must exist
+			it.delay = c.topo.bucket(m.Delay)
+			it.pub.Headers[headerDelay] = strconv.FormatInt(it.delay, 10)
+			it.exch, it.mandatory = c.topo.delayEx, true
 		}
 		if c.opts.testHook != nil {
 			c.opts.testHook(m, it)
@@ -51,8 +51,7 @@ type item struct {
 }
 
 // confirmChannel is a channel in confirm mode and the ledger of its
-// publishes, resolved by one listener reading returns and confirms in
-// wire order. A lost channel fails everything outstanding as unconfirmed.
+// publishes, resolved by one listener reading returns and confirms.
 type confirmChannel struct {
 	ch *amqp.Channel
 	*kit.ConfirmLedger[pend]
@@ -64,16 +63,13 @@ type pend struct {
 	returned      string // the broker's reply text when it returned the message
 }
 
-// confirmGrace is how long a publish still collects the confirms of
-// messages written before its ctx was done.
+// confirmGrace is how long a publish collects confirms after ctx is done.
 const confirmGrace = 2 * time.Second
 
-// publish publishes items on one of the Options.PublishChannels confirm
-// channels, in order, and waits until each is confirmed or ctx is done:
-// nil when all were confirmed, else the error of each.
+// publish publishes items on the confirm channel, in order, and waits
+// until each is confirmed or ctx is done: nil, or the error of each.
 func (c *conn) publish(ctx context.Context, items []item) []error {
 	res := kit.NewConfirms(len(items))
-	slot := c.slots[int(c.rr.Add(1))%len(c.slots)]
 	var cc *confirmChannel
 	err := ctx.Err() // publish nothing for a caller that gave up
 	for i := range items {
@@ -85,7 +81,7 @@ func (c *conn) publish(ctx context.Context, items []item) []error {
 			})
 		}
 		if ierr == nil && cc == nil {
-			cc, err = slot.Get(ctx)
+			cc, err = c.confirm.Get(ctx)
 			ierr = err
 		}
 		if ierr == nil {
@@ -167,13 +163,6 @@ func (c *confirmChannel) listen(confirms <-chan amqp.Confirmation, returns <-cha
 			})
 		}
 	}
-}
-
-// delayed routes it through the delay queue for d (> 0).
-func (t *topology) delayed(it *item, d time.Duration) {
-	it.delay = t.bucket(d)
-	it.pub.Headers[headerDelay] = strconv.FormatInt(it.delay, 10)
-	it.exch, it.mandatory = t.delayEx, true // the delay queue must exist
 }
 
 // unconfirmed says why the broker did not confirm a publish.

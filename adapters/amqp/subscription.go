@@ -15,9 +15,8 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// sub is one consumer of a SubscriptionSpec on the consume connection.
-// ReceiveBatch reads amqp091's delivery channel itself; after a loss it
-// returns the loss and the next call declares and consumes again.
+// sub consumes a SubscriptionSpec's queue on the consume connection; after
+// a loss ReceiveBatch returns it and its next call consumes again.
 type sub struct {
 	c                   *conn
 	spec                ports.SubscriptionSpec
@@ -29,15 +28,8 @@ type sub struct {
 	recs                []driver.Record
 }
 
-var (
-	_ driver.RequeueCopier = (*sub)(nil)
-	_ driver.AckFlusher    = (*sub)(nil)
-)
-
-// consumer is one channel consuming the queue, lost once its deliveries
-// ended or it was closed. Its ack writer writes the acks SendAcks records
-// with one basic.ack(multiple) within ackInterval, or at once when half
-// the prefetch waits.
+// consumer is one channel consuming the queue. Its ack writer writes what
+// SendAcks records as basic.ack(multiple) within ackInterval.
 type consumer struct {
 	ch        *amqp.Channel
 	dels      <-chan amqp.Delivery
@@ -47,8 +39,6 @@ type consumer struct {
 	acks      *kit.AckWriter
 }
 
-const ackInterval = 5 * time.Millisecond
-
 // handle is a record's channel and delivery tag.
 type handle struct {
 	c   *consumer
@@ -57,14 +47,15 @@ type handle struct {
 
 var errDeliveryLost = fmt.Errorf("amqp: %w", driver.ErrRecordsLost)
 
-// instanceSettle is how long the Subscribe of a BROADCAST instance retries
-// while its queue still counts the consumer of a channel just closed.
-const instanceSettle = 2 * time.Second
+const (
+	ackInterval = 5 * time.Millisecond
+	// instanceSettle is how long the Subscribe of a BROADCAST instance
+	// retries while its queue still counts a consumer just closed.
+	instanceSettle = 2 * time.Second
+)
 
-// Subscribe declares and binds the subscription's queue (an adopted one is
-// checked, never declared) and consumes it with a prefetch of
-// spec.InFlight. It logs the queue's type and whether its redelivery count
-// is exact (at Info when that differs from the capabilities).
+// Subscribe declares and binds the subscription's queue (an adopted one
+// is checked) and consumes it with a prefetch of spec.InFlight.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	s := &sub{c: c, spec: spec, queue: c.topo.queueFor(spec), bestEffort: spec.QoS == ports.BestEffort}
 	s.cons = kit.NewLazy(s.establish, func(c *consumer) bool { return !c.lost.Load() })
@@ -86,23 +77,14 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err != nil {
 		return nil, fmt.Errorf("amqp: subscribe %s: %w", s.queue, err)
 	}
-	qt := string(c.opts.QueueType)
-	if s.bestEffort {
-		qt = string(Classic)
-	} else if s.adopted {
-		qt = c.queueType(ctx, s.queue)
+	if s.adopted {
+		c.opts.Logger.Info("sluice amqp: subscribed to an adopted queue, used as it is: its redelivery count is exact only if it is a quorum queue", "queue", s.queue)
 	}
-	exact, log := qt == string(Quorum), c.opts.Logger.Debug
-	if exact != c.caps.ExactRedeliveryCount && !s.bestEffort {
-		log = c.opts.Logger.Info
-	}
-	log("sluice amqp: subscribed", "queue", s.queue, "adopted", s.adopted, "queue_type", qt, "exact_redelivery_count", exact)
 	return s, nil
 }
 
 // establish declares the queues and consumes. A BROADCAST consumer is
-// exclusive, which quorum queues ignore: its consumer count is checked
-// before and after consuming.
+// exclusive, which quorum queues ignore, so its count is checked too.
 func (s *sub) establish(ctx context.Context) (*consumer, error) {
 	if err := s.declare(ctx); err != nil {
 		return nil, err
@@ -131,16 +113,13 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 		ch.Close() // cancels the consumer: the broker requeues what it delivered
 		return nil, err
 	}
-	if s.cur.Load() != nil {
-		s.c.opts.Logger.Info("sluice amqp: subscription re-established", "queue", s.queue)
-	}
 	cur.acks = kit.NewAckWriter(ch.Ack, ackInterval, s.spec.InFlight/2)
 	s.cur.Store(cur)
 	return cur, nil
 }
 
-// shut stops the ack writer, writes what is settled (singly above an
-// unsettled record: the broker requeues that one) and closes the channel.
+// shut stops the ack writer, writing what is settled, and closes the
+// channel: the broker requeues the rest.
 func (c *consumer) shut() error {
 	c.lost.Store(true)
 	_ = c.acks.Stop() // a failure leaves them to be redelivered
@@ -150,16 +129,13 @@ func (c *consumer) shut() error {
 	return nil // closed already, with the connection or by the broker
 }
 
-// declare declares the subscription's queue (an adopted one is checked to
-// exist) and, unless dead-lettering is off, the group's queue of the
-// dead-letter topic. A refusal is ports.ErrInvalid.
+// declare declares the subscription's queue (an adopted one must exist)
+// and the group's queue of the dead-letter topic; a refusal is ErrInvalid.
 func (s *sub) declare(ctx context.Context) error {
 	t, dlt := s.c.topo, ports.DeadLetterTopic(s.spec.Topic)
 	var err error
 	if s.adopted {
-		if err = s.c.subC.with(ctx, passive(s.queue)); err != nil {
-			return fmt.Errorf("adopted queue %q (Options.Existing) does not exist; sluice never declares an adopted queue: %w", s.queue, err)
-		}
+		err = missing(s.c.subC.with(ctx, passive(s.queue)), "queue %q", s.queue)
 	} else {
 		err = s.c.declare(ctx, s.c.subC, t.queueDecl(s.queue, s.spec.Topic, s.c.shape(s.spec)), s.spec.Topic, true)
 	}
@@ -177,13 +153,10 @@ func (s *sub) declare(ctx context.Context) error {
 // checkAlone refuses a BROADCAST queue with more than own consumers.
 func (s *sub) checkAlone(ch *amqp.Channel, own int) error {
 	q, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
-	if err != nil {
-		return fmt.Errorf("check consumers of queue %q: %w", s.queue, err)
+	if err == nil && q.Consumers > own {
+		err = s.instanceInUse(fmt.Errorf("queue %q has %d other consumer(s)", s.queue, q.Consumers-own))
 	}
-	if q.Consumers > own {
-		return s.instanceInUse(fmt.Errorf("queue %q has %d other consumer(s)", s.queue, q.Consumers-own))
-	}
-	return nil
+	return err
 }
 
 func (s *sub) instanceInUse(cause error) error {
@@ -191,8 +164,7 @@ func (s *sub) instanceInUse(cause error) error {
 		Where: fmt.Sprintf("a running consumer on queue %q: two running instances share the same Instance", s.queue)}, cause)
 }
 
-// ReceiveBatch returns what the broker pushed (up to max, at least one);
-// the prefetch bounds what it pushes. After a loss it consumes again.
+// ReceiveBatch returns what the broker pushed, up to max, at least one.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	cur, err := s.cons.Get(ctx)
 	if err != nil {
@@ -215,7 +187,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		dec := decode(d)
 		recs = append(recs, driver.Record{
 			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
-			RedeliveryCount: dec.returns, Facts: ports.NewFacts(ports.FactMap(dec.facts)), ReceivedAt: now,
+			RedeliveryCount: dec.returns, Facts: ports.NewFacts(dec.facts), ReceivedAt: now,
 			Handle: &handle{c: cur, tag: d.DeliveryTag},
 		})
 	}
@@ -224,8 +196,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	return recs, nil
 }
 
-// lose shuts cur, after its delivery channel closed, and says why: a
-// retryable error, as the next receive consumes again.
+// lose shuts cur after its delivery channel closed and says why.
 func (s *sub) lose(cur *consumer) error {
 	err := &ports.BrokerError{Op: "receive", Code: ports.ErrUnreachable, Retryable: true, Err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue)}
 	if tag, ok := recvNow(cur.cancelled); ok && tag != "" { // notified before the deliveries close
@@ -246,15 +217,10 @@ func recvNow[T any](c <-chan T) (v T, ok bool) {
 }
 
 // SendAcks records the acks of handles, without I/O, for the consumer's
-// ack writer (a record settled above an unsettled one waits for it, or
-// for a full prefetch, FlushAcks or Close). It records all of them or
-// none: a handle of a lost channel (or of another channel than the
-// others), or acked already, cannot be acked, and then the error wraps
-// driver.ErrRecordsLost and no ack is recorded. The caller settles the
-// members of a failed round again one by one: an ack recorded in the
-// failed round would be written to the broker while the member's own
-// settlement is refused as acked already — reported failed, never
-// redelivered.
+// ack writer. It records all or none: a handle of a lost or another
+// channel, or acked already, fails the round (driver.ErrRecordsLost) and
+// the caller settles its members one by one; a partial round would write
+// acks for members whose own settlement is then refused.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	var buf [64]uint64
 	var cur *consumer
@@ -275,9 +241,8 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-// FlushAcks writes every ack SendAcks recorded, singly those above an
-// unsettled record; the broker processes them before the channel's close.
-// After a loss there is nothing to write: the broker redelivers.
+// FlushAcks writes every ack SendAcks recorded (after a loss there is
+// nothing to write: the broker redelivers).
 func (s *sub) FlushAcks(context.Context) error {
 	cur := s.cur.Load() // set before Subscribe returned
 	if err := cur.acks.Flush(); err != nil && !cur.lost.Load() {
@@ -286,12 +251,9 @@ func (s *sub) FlushAcks(context.Context) error {
 	return nil
 }
 
-// SendRequeueCopies publishes the requeue copies (their count
-// incremented) to the tail of the subscription's own queue: sent to the
-// topic, they would reach every group. A delayed requeue is held by the
-// portable layer and its copies published when due (DelayedRequeue is not
-// declared): through a delay queue, a copy would depend on the broker's
-// dead-lettering, which a broker restart can hold up for minutes.
+// SendRequeueCopies publishes the requeue copies to the tail of the
+// subscription's own queue. A delayed one is held by the portable layer:
+// through a delay queue it would wait on dead-lettering.
 func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
 	items := make([]item, len(msgs))
 	for i := range msgs {

@@ -16,7 +16,7 @@ func TestBucketRoundsUpWithinGranularity(t *testing.T) {
 	for ms := 0; ms < 200000; ms += 1 + ms/50 {
 		d := time.Duration(ms) * time.Millisecond
 		b := topo.bucket(d)
-		want := float64(d+topo.slack) / float64(time.Millisecond)
+		want := float64(d+topo.DelaySlack) / float64(time.Millisecond)
 		if float64(b) < want {
 			t.Fatalf("delay %v: bucket %dms is below %vms", d, b, want)
 		}

@@ -171,6 +171,9 @@ func (s *Subscription) ReceiveAppend(ctx context.Context, dst []*ports.Delivery,
 		woken := rctx.Err() != nil
 		switch {
 		case err == nil:
+			if attempt > 0 {
+				s.a.log.Info("sluice: receiving again", "adapter", s.a.Name(), "topic", string(s.spec.Topic), "failed_attempts", attempt)
+			}
 			attempt = 0
 			if out := s.deliveries(dst, recs); len(out) > len(dst) {
 				return out, nil

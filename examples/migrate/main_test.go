@@ -67,9 +67,8 @@ func added(before, after []string) []string {
 // real RabbitMQ on the topology the legacy program declared, and checks
 // with rabbitmqctl that no queue was added or changed (name, durability,
 // arguments), that the only exchanges added are sluice's own namespace
-// exchanges, and that no binding was added. The program's output (the README's
-// expected output) shows the mismatched retention refused with a
-// RedeclareError.
+// exchanges, and that no binding was added. The program's output is the
+// README's expected output.
 func TestMigrationKeepsEveryPhysicalName(t *testing.T) {
 	n := rabbittest.Shared(t)
 	if err := declareLegacy(n.URL); err != nil {

@@ -46,9 +46,9 @@ func Config(o amqp.Options, group string) (wamqp.Config, error) {
 			Durable:      true,
 			Arguments:    in.QueueArgs(),
 		},
-		QueueBind: wamqp.QueueBindConfig{GenerateRoutingKey: func(topic string) string { return topic }},
+		QueueBind: wamqp.QueueBindConfig{GenerateRoutingKey: func(topic string) string { return in.RoutingKey(ports.Topic(topic)) }},
 		Publish: wamqp.PublishConfig{
-			GenerateRoutingKey: func(topic string) string { return topic },
+			GenerateRoutingKey: func(topic string) string { return in.RoutingKey(ports.Topic(topic)) },
 			ConfirmDelivery:    true,
 			ChannelPoolSize:    1,
 		},
@@ -65,14 +65,17 @@ func (t topology) ExchangeDeclare(ch *amqp091.Channel, name string, _ wamqp.Conf
 	if name != t.in.Exchange {
 		return fmt.Errorf("amqp: exchange %q is not this namespace's %q", name, t.in.Exchange)
 	}
-	return t.in.DeclareExchanges(ch)
+	return ch.ExchangeDeclare(name, amqp091.ExchangeDirect, true, false, false, false, nil)
 }
 
 func (t topology) BuildTopology(ch *amqp091.Channel, p wamqp.BuildTopologyParams, c wamqp.Config, _ watermill.LoggerAdapter) error {
 	if err := t.ExchangeDeclare(ch, p.ExchangeName, c); err != nil {
 		return err
 	}
-	return t.in.DeclareQueue(ch, p.QueueName, ports.Topic(p.Topic), c.Queue.Arguments)
+	if _, err := ch.QueueDeclare(p.QueueName, true, false, false, false, c.Queue.Arguments); err != nil {
+		return err
+	}
+	return ch.QueueBind(p.QueueName, t.in.RoutingKey(ports.Topic(p.Topic)), t.in.Exchange, false, nil)
 }
 
 // Marshaler is a watermill-amqp Marshaler for the sluice envelope: the
