@@ -82,7 +82,10 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	reset := map[bool]string{true: "earliest", false: "latest"}[earliest]
+	reset := "latest"
+	if earliest {
+		reset = "earliest"
+	}
 	cfg := &kmsg.IncrementalAlterConfigsRequest{Resources: []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeGroupConfig,
 		ResourceName: s.m.group, Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &reset}}}}}
 	resp, err := cfg.RequestWith(ctx, s.c.cl)
