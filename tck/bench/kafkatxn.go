@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -28,11 +29,14 @@ import (
 //	kafka-txn-inflight10x  diagnostic: the same with 10× the in-flight
 //	            window, so 10× larger transactions
 //
-// A record counts when its transaction committed (sluice's: when a
-// read-committed reader of the output, in the same process, sees it). After the timed section
-// each run reads its output topic read-committed and fails unless it holds
-// exactly N distinct results, none twice. The broker is kfake unless
-// KAFKA_BROKERS is set, as for the kafka suite.
+// A record counts when its transaction committed: franz-go's when End
+// reports the commit; sluice's when the group's committed offsets of the
+// input, which commit in the same transaction as the results, reach the
+// input's end (polled every 2 ms; a pending transaction's offsets are not
+// visible). After the timed section each run reads its output topic
+// read-committed and fails unless it holds exactly N distinct results,
+// none twice. The broker is kfake unless KAFKA_BROKERS is set, as for the
+// kafka suite.
 func init() {
 	register(Suite{
 		Name:     "kafka-txn",
@@ -159,14 +163,15 @@ func runSluiceTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 	spec.QoS = ports.ExactlyOnce
 	tl := newTally(cfg.N)
 	m := newMeter(tl)
-	// A record counts when its result is visible read committed: an ACK
-	// may return before its transaction commits (the commit loop commits
-	// on an interval, as for offsets).
-	stopReader, err := markCommitted(brokers, phys, tl)
+	// The records count when their transaction commits, which an ACK
+	// does not wait for (the commit loop commits on an interval, as for
+	// offsets): when the input offsets committed with the results reach
+	// the input's end.
+	stopPoll, err := awaitInputCommitted(brokers, kafkawire.Group(env["ns"], spec), kafkawire.Topic(env["ns"], spec.Topic), tl)
 	if err != nil {
 		return Result{}, err
 	}
-	defer stopReader()
+	defer stopPoll()
 	p := flow.New(a, spec, flow.WithObserver(func(e flow.Event) {
 		if e.Received {
 			m.begin()
@@ -188,33 +193,69 @@ func runSluiceTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	rounds := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
-	res.Note = fmt.Sprintf("flow.Decode → Map → TransactTo, in-flight %d; %.1f records per ACK round; counted when read committed", cfg.InFlight, rounds)
+	res.Note = fmt.Sprintf("flow.Decode → Map → TransactTo, in-flight %d; %.1f records per ACK round; counted when the input offsets committed with the results reach the end", cfg.InFlight, rounds)
 	return res, verifyOutput(ctx, brokers, phys, cfg.N)
 }
 
-// markCommitted marks each result of topic in tl as a read-committed
-// consumer sees it, until stop is called.
-func markCommitted(brokers []string, topic string, tl *tally) (stop func(), err error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+// awaitInputCommitted marks every input of tl once the committed offsets
+// of group on topic reach the end of each of its partitions, polling every
+// 2 ms until then or until stop is called. A transaction's offsets become
+// visible when it commits, with the results it produced.
+func awaitInputCommitted(brokers []string, group, topic string, tl *tally) (stop func(), err error) {
+	conf := sarama.NewConfig()
+	conf.Version = sarama.V2_8_0_0
+	cl, err := sarama.NewClient(brokers, conf)
 	if err != nil {
 		return nil, err
+	}
+	admin, err := sarama.NewClusterAdminFromClient(cl)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	parts, err := cl.Partitions(topic)
+	end := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		if err == nil {
+			end[p], err = cl.GetOffset(topic, p, sarama.OffsetNewest)
+		}
+	}
+	if err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
 		for ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-				var o txnOut
-				if json.Unmarshal(r.Value, &o) != nil {
-					o.In = -1
+			if resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts}); err == nil && covered(resp, topic, end) {
+				for i := range int(tl.n) {
+					tl.mark(i)
 				}
-				tl.mark(o.In)
-			})
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
 		}
 	}()
-	return func() { cancel(); <-done; cl.Close() }, nil
+	return func() { cancel(); <-done; admin.Close() }, nil
+}
+
+// covered reports whether resp's offsets of topic reach end on every
+// partition.
+func covered(resp *sarama.OffsetFetchResponse, topic string, end map[int32]int64) bool {
+	for p, e := range end {
+		b := resp.GetBlock(topic, p)
+		if b == nil || b.Err != sarama.ErrNoError || b.Offset < e {
+			return false
+		}
+	}
+	return true
 }
 
 // createTopic creates a physical topic of kafkaPartitions partitions.
