@@ -180,15 +180,16 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	if len(dels) == 0 && !open { // a channel closed after deliveries is seen by the next call
 		return nil, s.lose(cur)
 	}
-	now, recs := time.Now(), s.recs[:0]
+	now, recs, hs := time.Now(), s.recs[:0], make([]handle, len(dels)) // the handles: one allocation
 	for i := range dels {
 		d := &dels[i]
 		cur.acks.Add(d.DeliveryTag)
-		dec := decode(d)
+		dec, h := decode(d), &hs[i]
+		*h = handle{c: cur, tag: d.DeliveryTag}
 		recs = append(recs, driver.Record{
 			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
 			RedeliveryCount: dec.returns, Facts: ports.NewFacts(dec.facts), ReceivedAt: now,
-			Handle: &handle{c: cur, tag: d.DeliveryTag},
+			Handle: h,
 		})
 	}
 	clear(dels)
