@@ -101,3 +101,19 @@ func TestCheckTopics(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecode decodes a record with sluice's envelope headers, as a
+// consumer does for every record.
+func BenchmarkDecode(b *testing.B) {
+	type hdr struct{ k, v []byte }
+	read := func(h hdr, names *kit.Names) (string, []byte, bool) { return names.Intern(h.k), h.v, true }
+	hs := []hdr{{[]byte(ports.HeaderID), []byte("01JEXAMPLE0000000000000000")}, {[]byte(ports.HeaderTime), []byte("2026-12-05T03:00:00.123456789Z")},
+		{[]byte(ports.HeaderSpecVersion), []byte("1.0")}, {[]byte(ports.HeaderContentType), []byte("application/json")}}
+	f := kafkawire.Fields{Topic: "ns.bench", Partition: 3, Value: []byte(`{"device":"d-7","value":21.5}`), Timestamp: time.Now()}
+	var d kafkawire.Decoder
+	b.ReportAllocs()
+	for i := range b.N {
+		f.Offset = int64(i)
+		_ = kafkawire.Decode(&d, "bench", f, hs, read)
+	}
+}

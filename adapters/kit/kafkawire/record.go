@@ -44,11 +44,13 @@ type Decoder struct {
 const factsChunk = 32
 
 // facts are a record's facts (a ports.FactSource): slices of Decode's
-// string and the consumer's, walked only when read.
+// string and the consumer's, walked only when read (the timestamp
+// formatted then).
 type facts struct {
-	topic, partition, offset, timestamp string
-	member                              MemberFacts
-	headerError                         error
+	topic, partition, offset string
+	timestamp                time.Time
+	member                   MemberFacts
+	headerError              error
 }
 
 // factNames name facts' strings, in the order Facts yields them.
@@ -57,7 +59,11 @@ var factNames = [...]string{"topic", "partition", "offset", "timestamp", "genera
 // Facts yields the non-empty facts: topic, partition, offset, timestamp,
 // generation, member, share-group, delivery-count, header-error.
 func (f *facts) Facts(yield func(key, value string) bool) {
-	for i, v := range [...]string{f.topic, f.partition, f.offset, f.timestamp, f.member.Generation, f.member.Member, f.member.ShareGroup} {
+	var ts string
+	if !f.timestamp.IsZero() {
+		ts = f.timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	for i, v := range [...]string{f.topic, f.partition, f.offset, ts, f.member.Generation, f.member.Member, f.member.ShareGroup} {
 		if v != "" && !yield(factNames[i], v) {
 			return
 		}
@@ -82,9 +88,8 @@ type named struct {
 // envelope; BrokerID is "kafka:<topic>/<partition>/<offset>"; the facts
 // are topic, partition, offset, timestamp and f.Member's; a malformed
 // redelivery count is Record.Err (poison) and the fact header-error. The
-// key, the header values, the timestamp fact and the BrokerID (the
-// partition and offset facts its parts) are slices of one string built in
-// d; header names are what read returns (interned in names where the
+// key, the header values and the BrokerID (the partition and offset facts
+// its parts) are slices of one string built in d; header names are what read returns (interned in names where the
 // client has bytes). The facts are no map but a struct carved from a chunk
 // that consecutive records share, walked only when read.
 func Decode[H any](d *Decoder, t ports.Topic, f Fields, hs []H, read func(h H, names *kit.Names) (name string, value []byte, ok bool)) driver.Record {
@@ -94,10 +99,6 @@ func Decode[H any](d *Decoder, t ports.Topic, f Fields, hs []H, read func(h H, n
 			b = append(b, v...)
 			ends = append(ends, named{name: name, end: len(b)})
 		}
-	}
-	ts := len(b)
-	if !f.Timestamp.IsZero() {
-		b = f.Timestamp.UTC().AppendFormat(b, time.RFC3339Nano)
 	}
 	id := len(b)
 	b = append(append(b, "kafka:"...), f.Topic...)
@@ -116,7 +117,7 @@ func Decode[H any](d *Decoder, t ports.Topic, f Fields, hs []H, read func(h H, n
 	}
 	fs := &d.facts[0]
 	d.facts = d.facts[1:]
-	*fs = facts{topic: f.Topic, partition: all[part : off-1], offset: all[off:], timestamp: all[ts:id], member: f.Member}
+	*fs = facts{topic: f.Topic, partition: all[part : off-1], offset: all[off:], timestamp: f.Timestamp, member: f.Member}
 	r := driver.Record{Message: ports.Message{Topic: t, Key: all[:len(f.Key)], Payload: f.Value, Headers: h}, BrokerID: all[id:], Facts: ports.NewFacts(fs)}
 	if _, err := ports.RedeliveryCountFrom(h); err != nil {
 		r.Err, fs.headerError = err, err
