@@ -28,7 +28,9 @@ import (
 //	raw-multiack-bare raw-multiack over bare messages (body and content
 //	                  type only): less for the client to read than the
 //	                  envelope every other consume contender reads
-//	amqp, amqp-batch  sluice default and batch pipelines
+//	amqp, amqp-batch  sluice default and batch pipelines (RATIO amqp/best-raw
+//	                  against raw-multiack, RATIO amqp/bare-raw against
+//	                  raw-multiack-bare)
 //	watermill         Watermill router over watermill-amqp's durable queue
 //	                  config with prefetch = in-flight
 //	amqp-latency      default pipeline with a paced concurrent producer
@@ -75,6 +77,10 @@ func init() {
 			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"raw-multiack"}},
 			{Label: "raw-single-ack/best-raw", Num: "raw-single-ack", Den: []string{"raw-multiack"}},
 			{Label: "raw-multiack-bare/best-raw", Num: "raw-multiack-bare", Den: []string{"raw-multiack"}},
+			// sluice (its envelope read and written) against the raw client
+			// reading bare messages: what a user comparing with raw
+			// amqp091 over their own messages sees.
+			{Label: "amqp/bare-raw", Num: "amqp", Den: []string{"raw-multiack-bare"}},
 			{Label: "amqp-publish/best-raw", Num: "amqp-publish", Den: []string{"raw-publish-4096", "raw-publish-256"}},
 			{Label: "amqp-publish-1send/best-raw", Num: "amqp-publish-1send", Den: []string{"raw-publish-4096", "raw-publish-256"}},
 			{Label: "amqp-publish/raw-publish-256", Num: "amqp-publish", Den: []string{"raw-publish-256"}},

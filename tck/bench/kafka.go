@@ -14,8 +14,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wmkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/flow"
@@ -35,11 +37,22 @@ const kafkaPartitions = 4
 //	                        AutoCommitMarks, MarkCommitRecords after the
 //	                        handler; the faster of the two is the denominator
 //	sarama-commit-per-poll  weaker: a synchronous Commit per poll batch
+//	sarama-mark-autocommit-bare, franz-automarks-bare
+//	                        the two best raw configurations over bare
+//	                        records (the same payloads and keys, no
+//	                        headers: Kafka has no content-type field),
+//	                        pre-published once with franz-go to a topic of
+//	                        their own; the faster is RATIO kafka/bare-raw's
+//	                        denominator
 //	kafka, kafka-batch      sluice default and batch pipelines
 //	kafka-linger0           diagnostic: the default pipeline, linger 0
 //	kafka-inflight4x        diagnostic: the default pipeline, 4× in-flight
 //	watermill               Watermill router over watermill-kafka
 //	kafka-latency           default pipeline, fresh topic, paced producer
+//
+// Every other contender reads the records the adapter wrote, its envelope
+// (id, spec version, time, content type and the bench's sequence header)
+// in record headers.
 //
 // The broker is kfake in the bench's process (a Kafka wire-protocol peer,
 // not Apache Kafka; the contenders reach it over 127.0.0.1) unless
@@ -55,11 +68,13 @@ func init() {
 		Shared:    true,
 		PerSecond: true,
 		DefaultN:  30000,
-		Setup:     setupKafka,
+		Setup:     setupKafkaAndBare,
 		Contenders: []Contender{
-			{Name: "sarama-mark-autocommit", Run: runSaramaAuto},
-			{Name: "franz-automarks", Run: runFranz},
+			{Name: "sarama-mark-autocommit", Run: runSaramaAuto("topic")},
+			{Name: "franz-automarks", Run: runFranz("topic")},
 			{Name: "sarama-commit-per-poll", Run: runSaramaPerPoll},
+			{Name: "sarama-mark-autocommit-bare", Run: runSaramaAuto("topic_bare")},
+			{Name: "franz-automarks-bare", Run: runFranz("topic_bare")},
 			{Name: "kafka", Run: t.runPipeline(false)},
 			{Name: "kafka-batch", Run: t.runPipeline(true)},
 			// Diagnostic: the default pipeline with rounds settled at once.
@@ -76,16 +91,73 @@ func init() {
 			{Label: "kafka-inflight4x/best-raw", Num: "kafka-inflight4x", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "franz-automarks/sarama-mark-autocommit", Num: "franz-automarks", Den: []string{"sarama-mark-autocommit"}},
+			{Label: "sarama-mark-autocommit-bare/best-raw", Num: "sarama-mark-autocommit-bare", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "franz-automarks-bare/best-raw", Num: "franz-automarks-bare", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "kafka/bare-raw", Num: "kafka", Den: []string{"sarama-mark-autocommit-bare", "franz-automarks-bare"}},
 		},
 	})
 }
 
 // setupKafka starts kfake (or uses KAFKA_BROKERS) and pre-publishes N
-// records, once for every contender.
+// records through the adapter, once for every contender.
 func setupKafka(ctx context.Context, cfg Config) (Env, func(), error) {
 	return setupKafkaWith(ctx, cfg, fmt.Sprintf("bench%d", os.Getpid()), "kfake in the bench process (Kafka wire protocol, not Apache Kafka)",
 		func(ctx context.Context, env Env) (ports.Adapter, error) { return kafka.New(ctx, kafkaConfig(env)) },
 		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+}
+
+// setupKafkaAndBare is setupKafka and the same N records bare, for the
+// -bare contenders.
+func setupKafkaAndBare(ctx context.Context, cfg Config) (Env, func(), error) {
+	env, cleanup, err := setupKafka(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := prepublishBare(ctx, env, cfg); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return env, cleanup, nil
+}
+
+// prepublishBare creates topic <ns>.bench-bare with kafkaPartitions
+// partitions and produces records 0..N-1 to it with franz-go: the
+// payloads and keys prepublishKeyed sends, without headers. It sets
+// env["topic_bare"].
+func prepublishBare(ctx context.Context, env Env, cfg Config) error {
+	topic := env["ns"] + ".bench-bare"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(env["brokers"], ",")...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, kafkaPartitions, -1
+	req.Topics, req.TimeoutMillis = append(req.Topics, rt), 30000
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return fmt.Errorf("create %s: %w", topic, err)
+		}
+	}
+	padding := pad(cfg.Payload)
+	batch := make([]*kgo.Record, 0, 500)
+	for i := range cfg.N {
+		batch = append(batch, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: encodeMsg(i, padding)})
+		if len(batch) == cap(batch) || i == cfg.N-1 {
+			if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+				return fmt.Errorf("pre-publish bare: %w", err)
+			}
+			batch = batch[:0]
+		}
+	}
+	env["topic_bare"] = topic
+	fmt.Printf("%d bare records (payload and key, no headers) pre-published to %s (%d partitions)\n", cfg.N, topic, kafkaPartitions)
+	return nil
 }
 
 // setupKafkaWith is a Kafka suite's Setup: the broker (kafkaBroker), then
@@ -154,6 +226,7 @@ func kafkaConfig(env Env) kafka.Options {
 	return kafka.Options{
 		Brokers: strings.Split(env["brokers"], ","), Namespace: env["ns"], Partitions: kafkaPartitions, StartFrom: kafka.StartOldest,
 		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 3 * time.Second, RebalanceTimeout: 3 * time.Second,
+		Logger: quiet,
 	}
 }
 
@@ -183,19 +256,31 @@ func saramaConfig(cfg Config) *sarama.Config {
 	return conf
 }
 
-func runSaramaAuto(ctx context.Context, env Env, cfg Config) (Result, error) {
-	res, err := saramaRun(ctx, env, cfg, true)
-	res.Note = "sarama group: handler, MarkMessage, auto-commit 1s"
-	return res, err
+// runSaramaAuto consumes env[topicKey] ("topic": the adapter's records,
+// "topic_bare": the bare ones).
+func runSaramaAuto(topicKey string) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		res, err := saramaRun(ctx, env, cfg, env[topicKey], true)
+		res.Note = "sarama group: handler, MarkMessage, auto-commit 1s" + bareNote(topicKey)
+		return res, err
+	}
+}
+
+// bareNote is what a contender's note adds when it reads bare records.
+func bareNote(topicKey string) string {
+	if topicKey == "topic_bare" {
+		return ", bare records"
+	}
+	return ""
 }
 
 func runSaramaPerPoll(ctx context.Context, env Env, cfg Config) (Result, error) {
-	res, err := saramaRun(ctx, env, cfg, false)
+	res, err := saramaRun(ctx, env, cfg, env["topic"], false)
 	res.Note = "sarama group: handler, MarkMessage, sync Commit per poll batch"
 	return res, err
 }
 
-func saramaRun(ctx context.Context, env Env, cfg Config, auto bool) (Result, error) {
+func saramaRun(ctx context.Context, env Env, cfg Config, topic string, auto bool) (Result, error) {
 	conf := saramaConfig(cfg)
 	conf.Consumer.Offsets.AutoCommit.Enable = auto
 	group, err := sarama.NewConsumerGroup(strings.Split(env["brokers"], ","), freshGroup(), conf)
@@ -212,7 +297,7 @@ func saramaRun(ctx context.Context, env Env, cfg Config, auto bool) (Result, err
 	go func() {
 		defer wg.Done()
 		for cctx.Err() == nil {
-			if err := group.Consume(cctx, []string{env["topic"]}, h); err != nil {
+			if err := group.Consume(cctx, []string{topic}, h); err != nil {
 				errc <- err
 				return
 			}
@@ -295,12 +380,23 @@ func (h *saramaHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sar
 	return nil
 }
 
-// runFranz is franz-go's group consumer with AutoCommitMarks.
-func runFranz(ctx context.Context, env Env, cfg Config) (Result, error) {
+// runFranz is franz-go's group consumer with AutoCommitMarks, reading
+// env[topicKey].
+func runFranz(topicKey string) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		name := "franz-automarks"
+		if topicKey == "topic_bare" {
+			name += "-bare"
+		}
+		return franzRun(ctx, env, cfg, env[topicKey], name, bareNote(topicKey))
+	}
+}
+
+func franzRun(ctx context.Context, env Env, cfg Config, topic, name, note string) (Result, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(strings.Split(env["brokers"], ",")...),
 		kgo.ConsumerGroup(freshGroup()),
-		kgo.ConsumeTopics(env["topic"]),
+		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitMarks(),
 		kgo.HeartbeatInterval(100*time.Millisecond),
@@ -315,10 +411,10 @@ func runFranz(ctx context.Context, env Env, cfg Config) (Result, error) {
 	for {
 		select {
 		case <-tl.done:
-			return finishNote(m, "franz-automarks", "franz-go group: handler, MarkCommitRecords, AutoCommitMarks")
+			return finishNote(m, name, "franz-go group: handler, MarkCommitRecords, AutoCommitMarks"+note)
 		default:
 		}
-		if err := franzHandle(ctx, cl, tl, m, "franz-automarks", func(r *kgo.Record, i int) {
+		if err := franzHandle(ctx, cl, tl, m, name, func(r *kgo.Record, i int) {
 			cl.MarkCommitRecords(r)
 			tl.mark(i)
 		}); err != nil {

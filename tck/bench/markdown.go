@@ -143,7 +143,10 @@ var (
 		regexp.MustCompile("^`[^`]+`$"),
 		regexp.MustCompile(`^` + numberCell + `$`),
 		regexp.MustCompile(`^` + numberCell + `\.\.` + numberCell + `$`),
-		regexp.MustCompile(`^(?:= 1\.00 \(best raw\)|\d+\.\d\d \([^()|]+\)|)$`),
+		// "= 1.00 (best raw)", or one or more "0.86 (denominator)" joined
+		// by ", " (a contender divided by the best raw and by the bare
+		// raw), or nothing.
+		regexp.MustCompile(`^(?:= 1\.00 \(best raw\)|\d+\.\d\d \([^()|]+\)(?:, \d+\.\d\d \([^()|]+\))*|)$`),
 		regexp.MustCompile(`^\d+\.\d\d$`),
 		regexp.MustCompile(`^(?:\d+\.\dµs|-)$`),
 		regexp.MustCompile(`^(?:\d+\.\dµs|-)$`),

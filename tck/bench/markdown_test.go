@@ -177,3 +177,26 @@ func capture(t *testing.T, f func()) string {
 	os.Stdout = orig
 	return <-done
 }
+
+// TestRowDividedTwiceHasTheTableFormat: a contender divided by the best
+// raw and by the bare raw gets both ratios in its cell, in a format the
+// published-tables check accepts.
+func TestRowDividedTwiceHasTheTableFormat(t *testing.T) {
+	out := "bench date: 2026-01-01 00:00 UTC\nbench commit: abc1234\nbench machine: linux/amd64, 2 CPUs, go1.26\nbench command: go run ./tck/bench -adapter amqp\n" +
+		"bench suite=amqp n=10 inflight=1 k=1 batch=1 payload=1B rounds=1 (each contender in its own process)\n" +
+		"raw-multiack      100 msg/s  [100..100]    1.00 allocs/msg  cpu=1.0µs   broker-cpu=-       peak-heap=1.0MiB   raw\n" +
+		"raw-multiack-bare 125 msg/s  [125..125]    1.00 allocs/msg  cpu=1.0µs   broker-cpu=-       peak-heap=1.0MiB   raw, bare messages\n" +
+		"amqp               90 msg/s  [90..90]      1.00 allocs/msg  cpu=1.0µs   broker-cpu=-       peak-heap=1.0MiB   sluice\n" +
+		"RATIO amqp/best-raw 0.90   (amqp 90 / raw-multiack 100 msg/s)\n" +
+		"RATIO raw-multiack-bare/best-raw 1.25   (raw-multiack-bare 125 / raw-multiack 100 msg/s)\n" +
+		"RATIO amqp/bare-raw 0.72   (amqp 90 / raw-multiack-bare 125 msg/s)\n"
+	rec, err := parseRun(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := renderSuite(rec.Info, rec.Suites[0], "")
+	checkBlock(t, "amqp", block, "")
+	if !strings.Contains(block, "| 0.90 (raw-multiack), 0.72 (raw-multiack-bare) |") {
+		t.Errorf("the amqp row does not carry both ratios:\n%s", block)
+	}
+}

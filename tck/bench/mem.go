@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -18,7 +20,11 @@ import (
 //
 //	channel      best raw: json.Marshal → a buffered channel (capacity =
 //	             in-flight) → json.Unmarshal → map → counted (the
-//	             denominator)
+//	             denominator); each message carries the envelope the
+//	             adapter's Send stamps (a header map: id, spec version,
+//	             time, content type, the bench's sequence header), and
+//	             the consumer checks its content type
+//	channel-bare channel with the payload alone (RATIO mem/bare-raw)
 //	mem          flow.Send-equivalent producer (one goroutine, one message
 //	             per Send, unpaced) → adapters/mem → default pipeline
 //	mem-batch    the same into the batch pipeline
@@ -35,7 +41,8 @@ func init() {
 		About:    "in-process: encode → hand-off → decode → map → settle; producer runs concurrently and unpaced; timed from the first delivery",
 		DefaultN: 100000, // -n 300000 for the figure; Watermill's run takes ~10s per 100k
 		Contenders: append([]Contender{
-			{Name: "channel", Run: runChannel},
+			{Name: "channel", Run: runChannel(true)},
+			{Name: "channel-bare", Run: runChannel(false)},
 			{Name: "mem", Run: t.runPipeline(false)},
 			{Name: "mem-batch", Run: t.runPipeline(true)},
 			// Diagnostic: the default pipeline with rounds settled at once.
@@ -48,6 +55,8 @@ func init() {
 			{Label: "mem/best-raw", Num: "mem", Den: []string{"channel"}},
 			{Label: "mem-batch/best-raw", Num: "mem-batch", Den: []string{"channel"}},
 			{Label: "watermill-gochannel/best-raw", Num: "watermill-gochannel", Den: []string{"channel"}},
+			{Label: "channel-bare/best-raw", Num: "channel-bare", Den: []string{"channel"}},
+			{Label: "mem/bare-raw", Num: "mem", Den: []string{"channel-bare"}},
 		}, profileRatios("mem", "channel")...),
 	})
 }
@@ -68,39 +77,68 @@ func openMem(_ context.Context, _ Env, cfg Config) (ports.Adapter, ports.Subscri
 	}, nil
 }
 
-// runChannel is the best raw in-process configuration.
-func runChannel(ctx context.Context, _ Env, cfg Config) (Result, error) {
-	tl := newTally(cfg.N)
-	m := newMeter(tl)
-	ch := make(chan []byte, cfg.InFlight)
-	consumed := make(chan error, 1)
-	go func() {
-		for b := range ch {
-			m.begin()
-			i, err := handleJSON(b)
-			if err != nil {
-				consumed <- err
-				return
+// chanMsg is what the channel contenders hand over: the payload and, for
+// channel, the envelope headers.
+type chanMsg struct {
+	body    []byte
+	headers map[string]string
+}
+
+// runChannel is the best raw in-process configuration, the messages
+// carrying the adapter's envelope when envelope.
+func runChannel(envelope bool) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, _ Env, cfg Config) (Result, error) {
+		name, note := "channel", "json.Marshal → buffered chan → Unmarshal → map"
+		if envelope {
+			note += ", envelope headers"
+		} else {
+			name += "-bare"
+			note += ", bare messages"
+		}
+		tl := newTally(cfg.N)
+		m := newMeter(tl)
+		ch := make(chan chanMsg, cfg.InFlight)
+		consumed := make(chan error, 1)
+		go func() {
+			for msg := range ch {
+				m.begin()
+				if envelope && msg.headers[ports.HeaderContentType] != "application/json" {
+					consumed <- fmt.Errorf("%s: content type %q", name, msg.headers[ports.HeaderContentType])
+					return
+				}
+				i, err := handleJSON(msg.body)
+				if err != nil {
+					consumed <- err
+					return
+				}
+				tl.mark(i)
 			}
-			tl.mark(i)
+			consumed <- nil
+		}()
+		padding := pad(cfg.Payload)
+		for i := range cfg.N {
+			msg := chanMsg{body: encodeMsg(i, padding)}
+			if envelope {
+				msg.headers = map[string]string{
+					ports.HeaderContentType: "application/json", seqHeader: strconv.Itoa(i),
+					ports.HeaderID: ports.NewID(), ports.HeaderSpecVersion: "1.0",
+					ports.HeaderTime: time.Now().UTC().Format(time.RFC3339Nano),
+				}
+			}
+			select {
+			case ch <- msg:
+			case <-ctx.Done():
+				return Result{}, ctx.Err()
+			}
 		}
-		consumed <- nil
-	}()
-	padding := pad(cfg.Payload)
-	for i := range cfg.N {
-		select {
-		case ch <- encodeMsg(i, padding):
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
+		close(ch)
+		if err := <-consumed; err != nil {
+			return Result{}, err
 		}
+		res, err := m.finish(name)
+		res.Note = note
+		return res, err
 	}
-	close(ch)
-	if err := <-consumed; err != nil {
-		return Result{}, err
-	}
-	res, err := m.finish("channel")
-	res.Note = "json.Marshal → buffered chan → Unmarshal → map"
-	return res, err
 }
 
 // runGoChannel is Watermill's in-process Pub/Sub under its Router.

@@ -30,8 +30,12 @@ const mqttPublishers = 4
 // bench starts (or the embedded broker when mosquitto is not installed):
 //
 //	paho-manual     best raw: paho.golang with manual acks, PUBACKs sent
-//	                every -ackinterval (the denominator)
+//	                every -ackinterval (the denominator), every message
+//	                carrying the envelope the adapter writes (user
+//	                properties)
 //	paho-auto       weaker: paho's automatic PUBACK after each callback
+//	paho-manual-bare  paho-manual over bare messages: the payload and the
+//	                Content Type property only (RATIO mqtt/bare-raw)
 //	mqtt, mqtt-batch  sluice default and batch pipelines
 //	mqtt-latency    default pipeline, paced producer
 //
@@ -44,8 +48,9 @@ func init() {
 		DefaultN: 20000,
 		Setup:    setupMQTT,
 		Contenders: []Contender{
-			{Name: "paho-manual", Run: runPaho(true)},
-			{Name: "paho-auto", Run: runPaho(false)},
+			{Name: "paho-manual", Run: runPaho(true, true)},
+			{Name: "paho-auto", Run: runPaho(false, true)},
+			{Name: "paho-manual-bare", Run: runPaho(true, false)},
 			{Name: "mqtt", Run: t.runPipeline(false)},
 			{Name: "mqtt-batch", Run: t.runPipeline(true)},
 			// Diagnostic: the default pipeline with rounds settled at once.
@@ -57,6 +62,8 @@ func init() {
 			{Label: "mqtt/best-raw", Num: "mqtt", Den: []string{"paho-manual"}},
 			{Label: "mqtt-batch/best-raw", Num: "mqtt-batch", Den: []string{"paho-manual"}},
 			{Label: "paho-auto/best-raw", Num: "paho-auto", Den: []string{"paho-manual"}},
+			{Label: "paho-manual-bare/best-raw", Num: "paho-manual-bare", Den: []string{"paho-manual"}},
+			{Label: "mqtt/bare-raw", Num: "mqtt", Den: []string{"paho-manual-bare"}},
 		},
 	})
 }
@@ -86,16 +93,20 @@ func openMQTT(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.Su
 	return a, ports.SubscriptionSpec{Topic: "bench", Group: "bench", InFlight: cfg.InFlight}, func() { _ = a.Close(context.Background()) }, nil
 }
 
-// runPaho is one paho client publishing at QoS 1 (with the envelope the
-// adapter writes, as user properties) and one consuming on a shared
+// runPaho is one paho client publishing at QoS 1 (with envelope, the
+// envelope the adapter writes, as user properties; without, the payload
+// and the Content Type property only) and one consuming on a shared
 // subscription, decoding and mapping in its callback. manual: the
 // callback calls Ack and paho sends the PUBACKs every -ackinterval;
 // otherwise paho acks after the callback returns.
-func runPaho(manual bool) func(context.Context, Env, Config) (Result, error) {
+func runPaho(manual, envelope bool) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
 		name := "paho-auto"
 		if manual {
 			name = "paho-manual"
+		}
+		if !envelope {
+			name += "-bare"
 		}
 		u, err := url.Parse(env["url"])
 		if err != nil {
@@ -137,7 +148,7 @@ func runPaho(manual bool) func(context.Context, Env, Config) (Result, error) {
 		}
 		defer pub.Disconnect(&paho.Disconnect{})
 		produced := make(chan error, 1)
-		go func() { produced <- pahoPublish(ctx, pub, topic, cfg) }()
+		go func() { produced <- pahoPublish(ctx, pub, topic, cfg, envelope) }()
 		if err := waitAll(ctx, name, tl, produced); err != nil {
 			return Result{}, err
 		}
@@ -148,12 +159,17 @@ func runPaho(manual bool) func(context.Context, Env, Config) (Result, error) {
 		if manual {
 			note = fmt.Sprintf("paho: callback decode+map, manual Ack, PUBACKs every %v", cfg.AckInterval)
 		}
+		if !envelope {
+			note += ", bare messages"
+		}
 		return finishNote(m, name, note)
 	}
 }
 
-// pahoPublish publishes messages 0..N-1 from mqttPublishers goroutines.
-func pahoPublish(ctx context.Context, pub *paho.Client, topic string, cfg Config) error {
+// pahoPublish publishes messages 0..N-1 from mqttPublishers goroutines,
+// with the adapter's envelope as user properties when envelope, else
+// with the Content Type property alone.
+func pahoPublish(ctx context.Context, pub *paho.Client, topic string, cfg Config, envelope bool) error {
 	padding := pad(cfg.Payload)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -172,15 +188,18 @@ func pahoPublish(ctx context.Context, pub *paho.Client, topic string, cfg Config
 					errs <- err
 					return
 				}
-				// The envelope the adapter puts on the wire, as user properties.
-				_, err = pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: b,
-					Properties: &paho.PublishProperties{ContentType: "application/json", User: []paho.UserProperty{
+				props := &paho.PublishProperties{ContentType: "application/json"}
+				if envelope {
+					// The envelope the adapter puts on the wire, as user properties.
+					props.User = []paho.UserProperty{
 						{Key: ports.HeaderContentType, Value: "application/json"},
 						{Key: ports.HeaderID, Value: ports.NewID()},
 						{Key: ports.HeaderSpecVersion, Value: "1.0"},
 						{Key: ports.HeaderTime, Value: time.Now().UTC().Format(time.RFC3339Nano)},
 						{Key: seqHeader, Value: strconv.Itoa(i)},
-					}}})
+					}
+				}
+				_, err = pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: b, Properties: props})
 				if err != nil {
 					errs <- fmt.Errorf("publish: %w", err)
 					return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 
@@ -12,11 +11,14 @@ import (
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/sluicemq/sluice/adapters/pulsar"
+	"github.com/sluicemq/sluice/adapters/pulsar/pulsartest"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// The pulsar suite needs a real Pulsar at PULSAR_URL (none runs on the
-// project's machines):
+// The pulsar suite runs against a real Pulsar at PULSAR_URL when set,
+// else against pulsartest, the in-process Pulsar protocol peer on
+// 127.0.0.1 (no Pulsar broker runs on the project's machines; as for
+// rocketmq's peer, its figures measure the clients, not a broker):
 //
 //	PULSAR_URL=pulsar://127.0.0.1:6650 go run ./tck/bench -adapter pulsar -n 2000
 //
@@ -32,14 +34,19 @@ func init() {
 	t := target{open: openPulsar, publishers: 1, chunk: 1}
 	register(Suite{
 		Name:     "pulsar",
-		About:    "confirmed publish and consume concurrently on a fresh topic (needs PULSAR_URL)",
+		About:    "confirmed publish and consume concurrently on a fresh topic (PULSAR_URL, else the pulsartest protocol peer)",
 		DefaultN: 2000,
 		Setup: func(context.Context, Config) (Env, func(), error) {
-			url := os.Getenv("PULSAR_URL")
-			if url == "" {
-				return nil, nil, errors.New("PULSAR_URL not set (e.g. pulsar://127.0.0.1:6650); no Pulsar broker runs on the project's machines")
+			if url := os.Getenv("PULSAR_URL"); url != "" {
+				fmt.Println("broker: PULSAR_URL")
+				return Env{"url": url}, func() {}, nil
 			}
-			return Env{"url": url}, func() {}, nil
+			b, err := pulsartest.Start()
+			if err != nil {
+				return nil, nil, fmt.Errorf("no PULSAR_URL and the pulsartest peer could not start: %w", err)
+			}
+			fmt.Println("broker: pulsartest, the in-process Pulsar protocol peer on 127.0.0.1 (not Apache Pulsar)")
+			return Env{"url": b.URL()}, b.Close, nil
 		},
 		Contenders: []Contender{
 			{Name: "pulsar-client-acklist", Run: runPulsarClientWith(true)},
@@ -62,7 +69,7 @@ func benchTopic() string {
 }
 
 func openPulsar(_ context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
-	a, err := pulsar.New(context.Background(), pulsar.Options{URL: env["url"]})
+	a, err := pulsar.New(context.Background(), pulsar.Options{URL: env["url"], Logger: quiet})
 	if err != nil {
 		return nil, ports.SubscriptionSpec{}, nil, err
 	}

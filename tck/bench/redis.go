@@ -26,7 +26,9 @@ import (
 // replaces both (durability=none).
 //
 // consume + settle of N pre-published entries (timed from the first
-// delivery):
+// delivery); the raw contenders' entries carry the fields the adapter
+// writes for the same benchMessage (envelopeFields), except the -bare
+// ones':
 //
 //	raw-xreadgroup-pipelined  best raw: go-redis, each round trip one
 //	                   pipeline of the XACK of the entries read last and the
@@ -37,6 +39,13 @@ import (
 //	                   two)
 //	raw-xreadgroup     weaker: one consumer, XREADGROUP then XACK, strictly
 //	                   one after the other
+//	raw-xreadgroup-pipelined-bare, raw-xreadgroup-concurrent-bare,
+//	raw-xreadgroup-bare
+//	                   the same three over bare entries (one "payload"
+//	                   field: a stream entry has no content type); as
+//	                   for best-raw, the best of the three is RATIO
+//	                   redis/bare-raw's denominator (on a loaded machine
+//	                   the sequential one has measured fastest)
 //	redis, redis-batch sluice default and batch pipelines
 //	watermill          Watermill router over watermill-redisstream's
 //	                   subscriber
@@ -60,9 +69,12 @@ func init() {
 		DefaultN: 30000,
 		Setup:    setupRedis,
 		Contenders: []Contender{
-			{Name: "raw-xreadgroup-pipelined", Run: runRawXReadGroupPipelined},
-			{Name: "raw-xreadgroup-concurrent", Run: runRawXReadGroupConcurrent(4)},
-			{Name: "raw-xreadgroup", Run: runRawXReadGroup},
+			{Name: "raw-xreadgroup-pipelined", Run: runRawXReadGroupPipelined(true)},
+			{Name: "raw-xreadgroup-concurrent", Run: runRawXReadGroupConcurrent(4, true)},
+			{Name: "raw-xreadgroup", Run: runRawXReadGroup(true)},
+			{Name: "raw-xreadgroup-pipelined-bare", Run: runRawXReadGroupPipelined(false)},
+			{Name: "raw-xreadgroup-concurrent-bare", Run: runRawXReadGroupConcurrent(4, false)},
+			{Name: "raw-xreadgroup-bare", Run: runRawXReadGroup(false)},
 			{Name: "redis", Run: t.runPipeline(false)},
 			{Name: "redis-batch", Run: t.runPipeline(true)},
 			{Name: "watermill", Run: runRedisWatermill},
@@ -78,6 +90,10 @@ func init() {
 			{Label: "redis-batch/best-raw", Num: "redis-batch", Den: rawXReadGroups},
 			{Label: "watermill/best-raw", Num: "watermill", Den: rawXReadGroups},
 			{Label: "redis/raw-sequential", Num: "redis", Den: []string{"raw-xreadgroup"}},
+			{Label: "raw-xreadgroup-pipelined-bare/best-raw", Num: "raw-xreadgroup-pipelined-bare", Den: rawXReadGroups},
+			{Label: "raw-xreadgroup-concurrent-bare/best-raw", Num: "raw-xreadgroup-concurrent-bare", Den: rawXReadGroups},
+			{Label: "raw-xreadgroup-bare/best-raw", Num: "raw-xreadgroup-bare", Den: rawXReadGroups},
+			{Label: "redis/bare-raw", Num: "redis", Den: []string{"raw-xreadgroup-pipelined-bare", "raw-xreadgroup-concurrent-bare", "raw-xreadgroup-bare"}},
 			{Label: "redis-publish/best-raw", Num: "redis-publish", Den: []string{"raw-xadd-pipe"}},
 			{Label: "redis-publish/raw-envelope", Num: "redis-publish", Den: []string{"raw-xadd-pipe-envelope"}},
 			{Label: "redis-publish-fsync/best-raw", Num: "redis-publish-fsync", Den: []string{"raw-xadd-pipe-fsync"}},
@@ -178,19 +194,48 @@ func rawXAdd(ctx context.Context, rc *goredis.Client, stream string, n, goroutin
 var rawXReadGroups = []string{"raw-xreadgroup-pipelined", "raw-xreadgroup-concurrent", "raw-xreadgroup"}
 
 // rawXReadGroupStream makes a stream with a group and pre-publishes N
-// entries to it.
-func rawXReadGroupStream(ctx context.Context, rc *goredis.Client, name string, cfg Config) (string, error) {
+// entries to it: with envelope the fields the adapter writes
+// (envelopeFields), else the payload alone.
+func rawXReadGroupStream(ctx context.Context, rc *goredis.Client, name string, cfg Config, envelope bool) (string, error) {
 	stream := redisNamespace(name)
 	if err := rc.XGroupCreateMkStream(ctx, stream, "bench", "$").Err(); err != nil {
 		return "", err
 	}
 	padding := pad(cfg.Payload)
 	if err := rawXAdd(ctx, rc, stream, cfg.N, 1, 256, func(i int) any {
+		if envelope {
+			return envelopeFields(encodeMsg(i, padding), i)
+		}
 		return []any{"payload", encodeMsg(i, padding)}
 	}, func(int) {}); err != nil {
 		return "", fmt.Errorf("pre-publish: %w", err)
 	}
 	return stream, nil
+}
+
+// envelopeFields is the entry the adapter writes for benchMessage i with
+// body as its payload: the payload and one "h:" field per envelope header
+// (a fresh id and time per message).
+func envelopeFields(body []byte, i int) []any {
+	return []any{"payload", body, "h:" + ports.HeaderID, ports.NewID(), "h:" + ports.HeaderSpecVersion, "1.0",
+		"h:" + ports.HeaderTime, time.Now().UTC().Format(time.RFC3339Nano), "h:" + ports.HeaderContentType, "application/json",
+		"h:" + seqHeader, strconv.Itoa(i)}
+}
+
+// bareName is name, with "-bare" when the entries are bare.
+func bareName(name string, envelope bool) string {
+	if envelope {
+		return name
+	}
+	return name + "-bare"
+}
+
+// bareEntries is note, saying so when the entries are bare.
+func bareEntries(note string, envelope bool) string {
+	if envelope {
+		return note
+	}
+	return note + ", bare entries"
 }
 
 // handleEntries handles the entries of an XREADGROUP answer, returning
@@ -212,11 +257,17 @@ func handleEntries(res []goredis.XStream) (ids []string, idx []int, err error) {
 
 // runRawXReadGroupPipelined acks the entries read last in the same
 // pipeline as the next XREADGROUP: one round trip per batch.
-func runRawXReadGroupPipelined(ctx context.Context, env Env, cfg Config) (Result, error) {
-	const name = "raw-xreadgroup-pipelined"
+func runRawXReadGroupPipelined(envelope bool) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		return rawXReadGroupPipelined(ctx, env, cfg, envelope)
+	}
+}
+
+func rawXReadGroupPipelined(ctx context.Context, env Env, cfg Config, envelope bool) (Result, error) {
+	name := bareName("raw-xreadgroup-pipelined", envelope)
 	rc := goredis.NewClient(&goredis.Options{Addr: env["addr"]})
 	defer rc.Close()
-	stream, err := rawXReadGroupStream(ctx, rc, name, cfg)
+	stream, err := rawXReadGroupStream(ctx, rc, name, cfg, envelope)
 	defer rc.Del(context.Background(), stream)
 	if err != nil {
 		return Result{}, err
@@ -266,17 +317,17 @@ func runRawXReadGroupPipelined(ctx context.Context, env Env, cfg Config) (Result
 			return Result{}, err
 		}
 	}
-	return finishNote(m, name, fmt.Sprintf("go-redis: XACK of the last read and XREADGROUP COUNT %d in one pipeline per round trip", cfg.InFlight))
+	return finishNote(m, name, bareEntries(fmt.Sprintf("go-redis: XACK of the last read and XREADGROUP COUNT %d in one pipeline per round trip", cfg.InFlight), envelope))
 }
 
 // runRawXReadGroupConcurrent runs consumers of the group at once, each
 // reading in-flight/consumers entries and acking what it read.
-func runRawXReadGroupConcurrent(consumers int) func(context.Context, Env, Config) (Result, error) {
+func runRawXReadGroupConcurrent(consumers int, envelope bool) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
-		const name = "raw-xreadgroup-concurrent"
+		name := bareName("raw-xreadgroup-concurrent", envelope)
 		rc := goredis.NewClient(&goredis.Options{Addr: env["addr"], PoolSize: consumers + 1})
 		defer rc.Close()
-		stream, err := rawXReadGroupStream(ctx, rc, name, cfg)
+		stream, err := rawXReadGroupStream(ctx, rc, name, cfg, envelope)
 		defer rc.Del(context.Background(), stream)
 		if err != nil {
 			return Result{}, err
@@ -323,24 +374,24 @@ func runRawXReadGroupConcurrent(consumers int) func(context.Context, Env, Config
 		if first != nil {
 			return Result{}, fmt.Errorf("%s: %w", name, first)
 		}
-		return finishNote(m, name, fmt.Sprintf("go-redis: %d consumers × XREADGROUP COUNT %d, one XACK per read, concurrently", consumers, max(cfg.InFlight/consumers, 1)))
+		return finishNote(m, name, bareEntries(fmt.Sprintf("go-redis: %d consumers × XREADGROUP COUNT %d, one XACK per read, concurrently", consumers, max(cfg.InFlight/consumers, 1)), envelope))
 	}
 }
 
-func runRawXReadGroup(ctx context.Context, env Env, cfg Config) (Result, error) {
-	const name = "raw-xreadgroup"
+func runRawXReadGroup(envelope bool) func(context.Context, Env, Config) (Result, error) {
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		return rawXReadGroup(ctx, env, cfg, envelope)
+	}
+}
+
+func rawXReadGroup(ctx context.Context, env Env, cfg Config, envelope bool) (Result, error) {
+	name := bareName("raw-xreadgroup", envelope)
 	rc := goredis.NewClient(&goredis.Options{Addr: env["addr"]})
 	defer rc.Close()
-	stream := redisNamespace(name)
+	stream, err := rawXReadGroupStream(ctx, rc, name, cfg, envelope)
 	defer rc.Del(context.Background(), stream)
-	if err := rc.XGroupCreateMkStream(ctx, stream, "bench", "$").Err(); err != nil {
+	if err != nil {
 		return Result{}, err
-	}
-	padding := pad(cfg.Payload)
-	if err := rawXAdd(ctx, rc, stream, cfg.N, 1, 256, func(i int) any {
-		return []any{"payload", encodeMsg(i, padding)}
-	}, func(int) {}); err != nil {
-		return Result{}, fmt.Errorf("pre-publish: %w", err)
 	}
 	tl := newTally(cfg.N)
 	m := newMeter(tl)
@@ -377,7 +428,7 @@ func runRawXReadGroup(ctx context.Context, env Env, cfg Config) (Result, error) 
 		}
 		received += len(ids)
 	}
-	return finishNote(m, name, fmt.Sprintf("go-redis: XREADGROUP COUNT %d, one XACK per read", cfg.InFlight))
+	return finishNote(m, name, bareEntries(fmt.Sprintf("go-redis: XREADGROUP COUNT %d, one XACK per read", cfg.InFlight), envelope))
 }
 
 func runRawXAdd(addrKey, name string) func(context.Context, Env, Config) (Result, error) {
@@ -547,9 +598,7 @@ func runRawXAddEnvelope(ctx context.Context, env Env, cfg Config) (Result, error
 	m := newMeter(tl)
 	m.begin()
 	if err := rawXAdd(ctx, rc, stream, cfg.N, 16, 16, func(i int) any {
-		return []any{"payload", bodies[i], "h:" + ports.HeaderID, ports.NewID(), "h:" + ports.HeaderSpecVersion, "1.0",
-			"h:" + ports.HeaderTime, time.Now().UTC().Format(time.RFC3339Nano), "h:" + ports.HeaderContentType, "application/json",
-			"h:" + seqHeader, strconv.Itoa(i)}
+		return envelopeFields(bodies[i], i)
 	}, tl.mark); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", name, err)
 	}
