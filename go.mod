@@ -7,7 +7,7 @@ require (
 	github.com/ThreeDotsLabs/watermill-amqp/v3 v3.0.2
 	github.com/ThreeDotsLabs/watermill-redisstream v1.4.5
 	github.com/apache/pulsar-client-go v0.19.0
-	github.com/apache/rocketmq-clients/golang/v5 v5.1.3
+	github.com/apache/rocketmq-clients/golang/v5 v5.1.4
 	github.com/eclipse/paho.golang v0.23.0
 	github.com/go-stomp/stomp/v3 v3.1.3
 	github.com/jackc/pgx/v5 v5.13.0

@@ -133,7 +133,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		}
 	}
 	// The first send to a topic makes the client fetch its route and
-	// publish its settings on the Telemetry stream; the v5 client (v5.1.3)
+	// publish its settings on the Telemetry stream; the v5 client (v5.1.4)
 	// does that without serialising stream Sends, and concurrent first
 	// sends hang it. So the first message to each new topic goes alone,
 	// under routeMu, and the rest in parallel.

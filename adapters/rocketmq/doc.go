@@ -1,6 +1,6 @@
 // Package rocketmq is the sluice adapter for Apache RocketMQ 5, on the
 // official v5 Go client (github.com/apache/rocketmq-clients/golang/v5,
-// v5.1.3), which speaks gRPC to a RocketMQ 5 proxy.
+// v5.1.4), which speaks gRPC to a RocketMQ 5 proxy.
 //
 //	a, err := rocketmq.New(ctx, rocketmq.Options{Endpoint: "127.0.0.1:8081"})
 //	// or adapters.Open(ctx, "rocketmq://AK:SK@127.0.0.1:8081")

@@ -66,7 +66,7 @@ func startPeer(t *testing.T) *faults.Broker {
 	}
 }
 
-// clientLeaks are the goroutines the v5 client (v5.1.3) leaves running
+// clientLeaks are the goroutines the v5 client (v5.1.4) leaves running
 // after GracefulStop: nothing in its code stops them.
 var clientLeaks = []goleak.Option{
 	// Each client's manager starts four loops (idle-connection check,

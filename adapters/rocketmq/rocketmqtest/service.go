@@ -123,7 +123,7 @@ func (s *service) Telemetry(stream grpc.BidiStreamingServer[v2.TelemetryCommand,
 				MaxBodySize:         int32(s.b.maxBody),
 				ValidateMessageType: false,
 			}}
-			// No BackoffPolicy: the v5 Go client (v5.1.3) writes it into its
+			// No BackoffPolicy: the v5 Go client (v5.1.4) writes it into its
 			// settings without synchronisation while its heartbeat and
 			// telemetry goroutines read them, a data race under -race. The
 			// client keeps its own retry policy (WithMaxAttempts).
