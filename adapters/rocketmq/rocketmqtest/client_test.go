@@ -58,13 +58,8 @@ func producer(t *testing.T, b *rocketmqtest.Broker, topic string) rmq.Producer {
 	return p
 }
 
-// consumer starts a simple consumer of group on topic. The group is made
-// first, as an administrator would: the client's Start does not wait for
-// the settings that make it on the broker, so on a loaded machine a send
-// right after Start could land before the group existed and never reach it.
 func consumer(t *testing.T, b *rocketmqtest.Broker, topic, group string) rmq.SimpleConsumer {
 	t.Helper()
-	b.CreateGroup(topic, group)
 	c, err := rmq.NewSimpleConsumer(cfg(b, group), rmq.WithSimpleAwaitDuration(time.Second),
 		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}),
 		rmq.WithClientFuncForSimpleConsumer(patientClient))
