@@ -82,15 +82,31 @@ func (d *conn) commit(ctx context.Context, msgs []ports.Message, route func(m *p
 	if err != nil {
 		return fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 	}
+	// The frames, payloads copied, are made here: f may outlive this call
+	// (wait gives up on it), and msgs is the caller's once it returns.
+	type frameOf struct {
+		dest, ct string
+		body     []byte
+		opts     []func(*frame.Frame) error
+	}
+	frames, n := make([]frameOf, len(msgs)), 0
+	for i := range msgs {
+		n += len(msgs[i].Payload)
+	}
+	bodies := make([]byte, 0, n)
+	for i := range msgs {
+		dest, extra := route(&msgs[i])
+		ct, opts := sendOpts(&msgs[i], extra...)
+		bodies = append(bodies, msgs[i].Payload...)
+		frames[i] = frameOf{dest, ct, bodies[len(bodies)-len(msgs[i].Payload):], opts}
+	}
 	err = c.wait(ctx, func() error {
 		tx, err := c.c.BeginWithError()
 		if err != nil {
 			return err
 		}
-		for i := range msgs {
-			dest, extra := route(&msgs[i])
-			ct, opts := sendOpts(&msgs[i], extra...)
-			if err := tx.Send(dest, ct, msgs[i].Payload, opts...); err != nil {
+		for _, f := range frames {
+			if err := tx.Send(f.dest, f.ct, f.body, f.opts...); err != nil {
 				return err
 			}
 		}
