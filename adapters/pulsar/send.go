@@ -34,7 +34,13 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		errs[i] = err
 	}
 	receipts := make(chan receipt, len(msgs)) // buffered: a late receipt never blocks the client
-	sent := 0
+	sent, n := 0, 0
+	for i := range msgs {
+		n += len(msgs[i].Payload)
+	}
+	// The client keeps a payload until it is sent, which may be after a
+	// cancelled call returned: it gets copies, in one allocation.
+	bodies := make([]byte, 0, n)
 	for i := range msgs {
 		m := &msgs[i]
 		topic, err := c.physicalTopic(m.Topic)
@@ -49,7 +55,8 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			fail(i, err)
 			continue
 		}
-		pm := &pulsarclient.ProducerMessage{Payload: m.Payload, Key: m.Key, Properties: m.Headers}
+		bodies = append(bodies, m.Payload...)
+		pm := &pulsarclient.ProducerMessage{Payload: bodies[len(bodies)-len(m.Payload):], Key: m.Key, Properties: m.Headers}
 		if m.Delay > 0 {
 			pm.DeliverAfter = m.Delay
 			kit.SetNotBefore(m.Headers, time.Now().Add(m.Delay))
