@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -12,19 +13,18 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// HeaderNotBefore (kit.HeaderNotBefore) carries the earliest delivery time
-// of a delayed message; it is removed from a Delivery's headers.
+// HeaderNotBefore (kit.HeaderNotBefore) is a delayed message's due time.
 const HeaderNotBefore = kit.HeaderNotBefore
 
-// producerMessage converts m and creates its topic if need be. A message
-// larger than MaxMessageBytes as sarama counts it (record format 2,
-// envelope included) is refused.
+// producerMessage converts m, its payload copied (sarama keeps it until it
+// is sent, after a cancelled Send too), and creates its topic if need be.
+// One above MaxMessageBytes as sarama counts it (envelope too) is refused.
 func (c *conn) producerMessage(ctx context.Context, m *ports.Message) (*sarama.ProducerMessage, error) {
 	hs := make([]sarama.RecordHeader, 0, len(m.Headers))
 	for k, v := range m.Headers {
 		hs = append(hs, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
 	}
-	pm := &sarama.ProducerMessage{Topic: c.topic(m.Topic), Value: sarama.ByteEncoder(m.Payload), Headers: hs}
+	pm := &sarama.ProducerMessage{Topic: c.topic(m.Topic), Value: sarama.ByteEncoder(bytes.Clone(m.Payload)), Headers: hs}
 	if m.Key != "" {
 		pm.Key = sarama.StringEncoder(m.Key)
 	}
