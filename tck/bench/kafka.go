@@ -14,10 +14,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wmkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/flow"
@@ -131,18 +129,8 @@ func prepublishBare(ctx context.Context, env Env, cfg Config) error {
 		return err
 	}
 	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, kafkaPartitions, -1
-	req.Topics, req.TimeoutMillis = append(req.Topics, rt), 30000
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
+	if err := createTopic(strings.Split(env["brokers"], ","), topic); err != nil {
 		return fmt.Errorf("create %s: %w", topic, err)
-	}
-	for _, t := range resp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			return fmt.Errorf("create %s: %w", topic, err)
-		}
 	}
 	padding := pad(cfg.Payload)
 	batch := make([]*kgo.Record, 0, 500)
