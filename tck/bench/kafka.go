@@ -372,11 +372,7 @@ func (h *saramaHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sar
 // env[topicKey].
 func runFranz(topicKey string) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
-		name := "franz-automarks"
-		if topicKey == "topic_bare" {
-			name += "-bare"
-		}
-		return franzRun(ctx, env, cfg, env[topicKey], name, bareNote(topicKey))
+		return franzRun(ctx, env, cfg, env[topicKey], bareName("franz-automarks", topicKey != "topic_bare"), bareNote(topicKey))
 	}
 }
 
