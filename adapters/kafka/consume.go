@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -17,9 +16,10 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// sub is one consumer-group member on one topic. ReceiveBatch reads
-// sarama's claim channels itself; the acknowledgements and the gap-free
-// commits are kit.Partitions'.
+// sub is one consumer-group member on one topic. Each claim decodes its
+// records on its own goroutine and hands them to ReceiveBatch through a
+// kit.Feed; the acknowledgements and the gap-free commits are
+// kit.Partitions'.
 type sub struct {
 	c           *conn
 	spec        ports.SubscriptionSpec
@@ -41,9 +41,9 @@ type sub struct {
 	failed               chan error    // a failed session: Subscribe's before the first, then ReceiveBatch's
 	wake                 chan struct{} // a held record became ready, or a partition was released
 
-	in    *kit.Fanin[*partition, *sarama.ConsumerMessage] // the claims' channels
-	out   []driver.Record                                 // reused by ReceiveBatch
-	batch []kit.Tagged[*partition, *sarama.ConsumerMessage]
+	feed  *kit.Feed[fetched]
+	add   func(fetched)        // s.log.Add
+	out   []driver.Record      // reused by ReceiveBatch
 	parts map[int32]*partition // the session's, by Setup for its ConsumeClaims (sarama starts them after it)
 
 	tx  *kit.Transactions[*claim, *sarama.ProducerMessage] // a transactional subscription's (transact.go)
@@ -73,7 +73,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *txnProducer) (driver.TransactionalSubscription, error) {
 	s := &sub{txp: txp, c: c, spec: spec, phys: c.topic(spec.Topic), group: c.group(spec),
 		limit: spec.InFlight * c.opts.Buffer, established: make(chan struct{}), failed: make(chan error, 1),
-		wake: make(chan struct{}, 1), in: kit.NewFanin[*partition, *sarama.ConsumerMessage]()}
+		wake: make(chan struct{}, 1), feed: kit.NewFeed[fetched](16)}
 	if err := c.ensureTopic(ctx, s.phys); err != nil {
 		return nil, err
 	}
@@ -108,6 +108,7 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *
 		s.tx = kit.NewTransactions(po, s.commitTxn, s.sessionFailed)
 		s.log, s.acks = s.tx.Partitions, s.tx
 	}
+	s.add = func(f fetched) { s.log.Add(f.p, f.off, f.r, f.skip) }
 	loop, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.loop.Go(func() { s.consumeLoop(loop) })
@@ -154,44 +155,38 @@ type sessionError struct{ error }
 
 func (e *sessionError) Unwrap() error { return e.error }
 
-// ReceiveBatch pulls what the claims hold and returns up to max ready
-// records; with none it waits on the claims, wake, a failure and ctx.
+// ReceiveBatch adds what the claims decoded and returns up to max ready
+// records; with none it waits for the claims, wake, a failure and ctx.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	for {
 		room := s.limit - s.log.Pending()
-		s.pull(room)
+		s.feed.Take(room, s.add)
 		if out := s.log.Take(s.out[:0], max); len(out) > 0 {
 			s.out = out
 			return out, nil
 		}
-		if err := s.in.Wait(ctx, room > 0, s.wake, s.failed); err != nil {
+		if err := s.feed.Wait(ctx, room > 0, s.wake, s.failed); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// pull takes up to room records from the claims without waiting and adds
-// them oldest first across partitions (a walk sees the originals before
-// the copies it put back).
-func (s *sub) pull(room int) {
-	batch := s.in.Poll(s.batch[:0], room)
-	sort.SliceStable(batch, func(i, j int) bool { return batch[i].Value.Timestamp.Before(batch[j].Value.Timestamp) })
-	now := time.Now()
-	for _, f := range batch {
-		s.accept(f.Tag, f.Value, now)
-	}
-	clear(batch)
-	s.batch = batch
+// fetched is a record decoded on its claim's goroutine.
+type fetched struct {
+	p    *partition
+	off  int64
+	skip bool
+	r    driver.Record
 }
 
-// accept decodes a record and adds it. One outside the key filter, older
-// than the retention (Kafka deletes segments late) or a requeue copy of
-// another group is done at once.
-func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) {
+// accept decodes a record. One outside the key filter, older than the
+// retention (Kafka deletes segments late) or a requeue copy of another
+// group is skipped (done at once).
+func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) (fetched, time.Time) {
 	r := decode(cm, s.spec.Topic, p.ID, now)
 	skip := !s.spec.MatchKey(r.Message.Key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention) ||
 		kit.ForeignCopy(r.Message.Headers, s.group)
-	s.log.Add(p, cm.Offset, r, skip)
+	return fetched{p, cm.Offset, skip, r}, cm.Timestamp
 }
 
 // SendAcks records offsets, without I/O; none when a partition of theirs
@@ -241,20 +236,16 @@ func (s *sub) Setup(sess sarama.ConsumerGroupSession) error {
 	return nil
 }
 
-// ConsumeClaim hands the channel to ReceiveBatch until the session ends,
-// then releases the partition: nothing of it is committed or handed out
-// afterwards.
+// ConsumeClaim decodes the claim's records for ReceiveBatch until the
+// session ends, then releases the partition: nothing of it is committed
+// or handed out afterwards.
 func (s *sub) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	p := s.parts[claim.Partition()]
 	if p == nil {
 		return fmt.Errorf("kafka: claim %s/%d without a partition", claim.Topic(), claim.Partition())
 	}
-	s.in.Add(p, claim.Messages())
-	select {
-	case <-sess.Context().Done():
-	case <-s.tx.Ending(): // a failed transaction ends the session
-	}
-	s.in.Remove(p)
+	kit.Pump(s.feed, claim.Messages(), sess.Context().Done(), s.tx.Ending(), // a failed transaction ends the session
+		func(cm *sarama.ConsumerMessage, now time.Time) (fetched, time.Time) { return s.accept(p, cm, now) })
 	s.log.Release(p)
 	return nil
 }

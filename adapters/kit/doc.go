@@ -17,9 +17,10 @@
 //     ([SendEach]), a connect timeout whose error says what to check
 //     ([DialTimeout]), a blocking call bounded by ctx ([Await]);
 //   - partitioned logs: offsets committed without gaps ([Offsets],
-//     [Partitions]), one record per key out at a time ([KeyHold]), channels
-//     of several partitions read as one ([Fanin]), members that rank
-//     themselves for a single-active group ([SingleActive]);
+//     [Partitions]), one record per key out at a time ([KeyHold]), the
+//     records of several partitions decoded in parallel and handed to one
+//     receiver in order ([Feed]), members that rank themselves for a
+//     single-active group ([SingleActive]);
 //   - held records and leases: a subscription's table of records out
 //     ([Held]), a claim one holder has at a time across processes
 //     ([Lease]), a driver's background timers ([Periodic]), a foreign

@@ -1,0 +1,79 @@
+package kafka_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/adapters/kafka"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// produceAged writes one produce batch to the namespace's topic with
+// franz-go: record i has key keys[i], value values[i] and a producer
+// timestamp i hours older than the first (as skewed producer clocks, or
+// timestamps the producers set, make them).
+func produceAged(t *testing.T, b *broker, ns string, topic ports.Topic, keys, values []string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	newest := time.Now()
+	var recs []*kgo.Record
+	for i := range values {
+		recs = append(recs, &kgo.Record{Topic: kafka.PhysicalTopic(ns, topic), Key: []byte(keys[i]),
+			Value: []byte(values[i]), Timestamp: newest.Add(-time.Duration(i) * time.Hour)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// TestPartitionOrderIgnoresProducerTimestamps: records are handed out in
+// offset order within a partition even when their timestamps go
+// backwards: a key's order is its partition's order.
+func TestPartitionOrderIgnoresProducerTimestamps(t *testing.T) {
+	b := newBroker(t)
+	a := b.adapter(t, b.config("ts", 1))
+	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 16})
+	want := []string{"r0", "r1", "r2", "r3", "r4"}
+	produceAged(t, b, "ts", "t", []string{"k", "k", "k", "k", "k"}, want)
+
+	var got []string
+	for range want { // one record of the key is out at a time
+		d := receiveN(t, s, 1, 10*time.Second)
+		got = append(got, string(d[0].Payload))
+		settle(t, s, ack, d...)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("handed out %q, want the partition's order %q", got, want)
+	}
+}
+
+// TestCommitNeverPassesARecordOutWhenTimestampsGoBackwards: a record the
+// key filter skips, older by its timestamp than the record before it, is
+// not committed past that record while it is out (a crash then would
+// lose it).
+func TestCommitNeverPassesARecordOutWhenTimestampsGoBackwards(t *testing.T) {
+	b := newBroker(t)
+	a := b.adapter(t, b.config("tc", 1))
+	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "t", Group: "g", KeyFilter: "A"})
+	produceAged(t, b, "tc", "t", []string{"A", "B"}, []string{"kept", "skipped"})
+
+	d := receiveN(t, s, 1, 10*time.Second)[0]
+	flush(t, s)
+	if c, out := b.committed(t, "tc.g", "tc.t", 0), offsetOf(t, d); c > out {
+		t.Fatalf("committed %d while offset %d is out: a crash now loses it", c, out)
+	}
+	settle(t, s, ack, d)
+	if c, want := b.committed(t, "tc.g", "tc.t", 0), offsetOf(t, d)+2; c != want {
+		t.Fatalf("committed %d after the ack, want %d (both records done)", c, want)
+	}
+}
