@@ -77,6 +77,7 @@ type Partition[P any] struct {
 	offs      Offsets
 	committed int64 // the broker's position (-1: none)
 	hold      KeyHold[driver.Record]
+	handles   []partitionHandle[P] // carved one a record, a chunk at a time
 }
 
 // Position is a partition's position to commit: the next offset to read.
@@ -119,13 +120,18 @@ func (ps *Partitions[P]) Claim(id P, start, committed int64) *Partition[P] {
 // waits) or skip is true (done at once, never handed out: a record the
 // consumer filters out). A record of a released partition is dropped.
 func (ps *Partitions[P]) Add(p *Partition[P], off int64, r driver.Record, skip bool) {
-	h := &partitionHandle[P]{p: p, off: off, key: r.Message.Key}
-	r.Handle = h
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.released {
 		return
 	}
+	if len(p.handles) == 0 {
+		p.handles = make([]partitionHandle[P], 32)
+	}
+	h := &p.handles[0]
+	p.handles = p.handles[1:]
+	*h = partitionHandle[P]{p: p, off: off, key: r.Message.Key}
+	r.Handle = h
 	p.offs.Add(off, skip)
 	if skip {
 		ps.recorded.Add(1)
@@ -147,7 +153,11 @@ func (ps *Partitions[P]) Take(out []driver.Record, max int) []driver.Record {
 	n := min(max, len(ps.ready))
 	out = append(out, ps.ready[:n]...)
 	clear(ps.ready[:n])
-	ps.ready = ps.ready[n:]
+	if n == len(ps.ready) {
+		ps.ready = ps.ready[:0] // its storage again, from the start
+	} else {
+		ps.ready = ps.ready[n:]
+	}
 	return out
 }
 
