@@ -12,11 +12,30 @@ import (
 
 // Decode decodes each delivery's JSON payload into a T. A payload that
 // does not decode is poison (a *ports.DecodeError): it is dead-lettered
-// with the reason and never retried.
+// with the reason and never retried. On the pipeline's source, Decode
+// asks a subscription that fetches in parallel (ports.Predecoder: Kafka's
+// partitions) to decode as it fetches, off the pipeline's receive loop.
 func Decode[T any](in Stream[*ports.Delivery], opts ...StageOption) Stream[T] {
 	typ := typeName[T]()
 	into := newDecodeInto[T](stageOptions(opts).workers)
+	if in.p != nil && in.ch == in.p.source { // the subscription may decode as it fetches
+		in.p.predecode = func(payload []byte) any {
+			v := new(T)
+			if err := json.Unmarshal(payload, v); err != nil {
+				return decodeFailed{err}
+			}
+			return v
+		}
+	}
 	return Via(in, func(it Item[*ports.Delivery], emit Emit[T]) {
+		switch v := it.Value.Decoded.(type) {
+		case *T:
+			emit(With(it, *v))
+			return
+		case decodeFailed:
+			_ = it.Completion.Fail(&ports.DecodeError{Type: typ, Err: v.err})
+			return
+		}
 		p := into.get()
 		err := json.Unmarshal(it.Value.Payload, p)
 		v := *p
@@ -28,6 +47,9 @@ func Decode[T any](in Stream[*ports.Delivery], opts ...StageOption) Stream[T] {
 		emit(With(it, v))
 	}, opts...)
 }
+
+// decodeFailed is a payload a subscription's predecode could not decode.
+type decodeFailed struct{ err error }
 
 // decodeInto holds the values Decode decodes into, so that a delivery
 // costs no allocation for it: json.Unmarshal takes its target as an

@@ -31,8 +31,11 @@ type Pipeline struct {
 	source   chan Item[*ports.Delivery]
 	srcFuse  fused[*ports.Delivery] // the source's consumer, when it runs inline
 	srcTaken bool
-	inFlight inFlightNeed // inflight.go
-	sinks    []sinkInfo   // exactlyonce.go
+	// predecode is the decoder of a Decode stage on the source, which
+	// the subscription may run as it fetches (ports.Predecoder).
+	predecode func(payload []byte) any
+	inFlight  inFlightNeed // inflight.go
+	sinks     []sinkInfo   // exactlyonce.go
 
 	// Running state.
 	mu       sync.Mutex

@@ -36,6 +36,9 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 	// An adapter that appends to a slice of ours gets the same one on
 	// every receive, emptied each time the deliveries are handed on.
 	appender, _ := p.sub.(ports.ReceiveAppender)
+	if pd, ok := p.sub.(ports.Predecoder); ok && p.predecode != nil {
+		pd.Predecode(p.predecode)
+	}
 	var buf []*ports.Delivery
 	var slab []root // roots not handed out yet (carveRoots)
 	for {

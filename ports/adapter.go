@@ -126,6 +126,17 @@ type ReceiveAppender interface {
 	ReceiveAppend(ctx context.Context, dst []*Delivery, max int) ([]*Delivery, error)
 }
 
+// Predecoder is implemented by a Subscription that can decode payloads
+// where it fetches them, in parallel where the broker has parallel streams
+// (a Kafka partition's goroutine), before Receive hands them out:
+// flow.Decode on a pipeline's source asks for it, and the pipeline's
+// receive loop is spared the decoding. decode is safe for concurrent use
+// and keeps no payload; its result is the delivery's Decoded. A delivery
+// fetched before the call has none (nil), and the pipeline decodes it.
+type Predecoder interface {
+	Predecode(decode func(payload []byte) any)
+}
+
 // Flusher is implemented by a Subscription whose Settle defers some
 // settlements (see Subscription.Settle): Flush completes every settlement
 // accepted before the call — commits the recorded Kafka offsets, writes the

@@ -82,6 +82,11 @@ type Delivery struct {
 	// dropping or guessing.
 	Err error
 
+	// Decoded is the payload as the subscription decoded it with the
+	// decoder flow.Decode gave it (Predecoder), or nil. Handlers read the
+	// typed value flow.Decode hands on instead.
+	Decoded any
+
 	// Handle is the adapter's private settlement handle (a delivery tag,
 	// an offset, a message id). The core never reads it.
 	Handle any

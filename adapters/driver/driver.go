@@ -166,6 +166,9 @@ type Record struct {
 	// Err, when set, marks the record as poison (a malformed header): it
 	// is handed to the core with Delivery.Err set.
 	Err error
+	// Decoded is the payload decoded by a Predecoder's decode (nil
+	// without one); it becomes Delivery.Decoded.
+	Decoded any
 }
 
 // Subscription is one running physical consumer.
@@ -253,6 +256,16 @@ type RequeueCopier interface {
 // rebalance) — gap-free where the broker commits positions.
 type AckFlusher interface {
 	FlushAcks(ctx context.Context) error
+}
+
+// Predecoder is implemented by a Subscription that fetches on goroutines
+// of its own, one per stream (a Kafka partition claim): it runs decode on
+// each record's payload there and puts the result in Record.Decoded, so
+// that the pipeline's decoding runs in parallel and off its receive loop
+// (ports.Predecoder). decode is safe for concurrent use; Predecode may be
+// called at any time, and records fetched before it have no Decoded.
+type Predecoder interface {
+	Predecode(decode func(payload []byte) any)
 }
 
 // TopicDeclarer is implemented by a Driver that creates a topic's

@@ -40,6 +40,7 @@ var (
 	_ driver.Transactor    = (*conn)(nil)
 	_ driver.AckFlusher    = (*sub)(nil)
 	_ driver.RequeueCopier = (*sub)(nil)
+	_ driver.Predecoder    = (*sub)(nil)
 )
 
 // New connects to opts.Brokers, within ctx. A refused connection fails at

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -41,10 +42,11 @@ type sub struct {
 	failed               chan error    // a failed session: Subscribe's before the first, then ReceiveBatch's
 	wake                 chan struct{} // a held record became ready, or a partition was released
 
-	feed  *kit.Feed[fetched]
-	add   func(fetched)        // s.log.Add
-	out   []driver.Record      // reused by ReceiveBatch
-	parts map[int32]*partition // the session's, by Setup for its ConsumeClaims (sarama starts them after it)
+	feed      *kit.Feed[fetched]
+	predecode atomic.Pointer[func(payload []byte) any] // driver.Predecoder
+	add       func(fetched)                            // s.log.Add
+	out       []driver.Record                          // reused by ReceiveBatch
+	parts     map[int32]*partition                     // the session's, by Setup for its ConsumeClaims (sarama starts them after it)
 
 	tx  *kit.Transactions[*claim, *sarama.ProducerMessage] // a transactional subscription's (transact.go)
 	txp *txnProducer
@@ -186,8 +188,14 @@ func (s *sub) accept(p *partition, cm *sarama.ConsumerMessage, now time.Time) (f
 	r := decode(cm, s.spec.Topic, p.ID, now)
 	skip := !s.spec.MatchKey(r.Message.Key) || (s.retention > 0 && !cm.Timestamp.IsZero() && now.Sub(cm.Timestamp) > s.retention) ||
 		kit.ForeignCopy(r.Message.Headers, s.group)
+	if pd := s.predecode.Load(); pd != nil && !skip && r.Err == nil {
+		r.Decoded = (*pd)(r.Message.Payload)
+	}
 	return fetched{p, cm.Offset, skip, r}, cm.Timestamp
 }
+
+// Predecode decodes payloads on the claims' goroutines from now on.
+func (s *sub) Predecode(decode func(payload []byte) any) { s.predecode.Store(&decode) }
 
 // SendAcks records offsets, without I/O; none when a partition of theirs
 // was revoked (driver.ErrRecordsLost: its new owner redelivers them).

@@ -3,12 +3,14 @@ package kafka_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/kafka"
+	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -75,5 +77,45 @@ func TestCommitNeverPassesARecordOutWhenTimestampsGoBackwards(t *testing.T) {
 	settle(t, s, ack, d)
 	if c, want := b.committed(t, "tc.g", "tc.t", 0), offsetOf(t, d)+2; c != want {
 		t.Fatalf("committed %d after the ack, want %d (both records done)", c, want)
+	}
+}
+
+// TestDecodeRunsOnThePartitions: a pipeline whose source is decoded has
+// its payloads decoded where the partitions are read (ports.Predecoder):
+// a record sent after Start arrives decoded, and one that does not decode
+// is dead-lettered with the reason.
+func TestDecodeRunsOnThePartitions(t *testing.T) {
+	b := newBroker(t)
+	a := b.adapter(t, b.config("pd", 2))
+	dlq := subscribe(t, a, ports.SubscriptionSpec{Topic: "t.dlq", Group: "dlq"})
+	type reading struct {
+		Device string `json:"device"`
+	}
+	handled := make(chan bool, 1)
+	p := flow.New(a, ports.SubscriptionSpec{Topic: "t", Group: "g"}, flow.WithErrorHandler(func(err error) { t.Logf("pipeline: %v", err) }))
+	flow.Sink(flow.Decode[reading](p.Source()), func(ctx context.Context, r reading) error {
+		handled <- r.Device == "d1" && flow.DeliveryFrom(ctx).Decoded != nil
+		return nil
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Stop(ctx)
+	}()
+	send(t, a, "t", nil, `{"device":"d1"}`, `{"device":`)
+	select {
+	case ok := <-handled:
+		if !ok {
+			t.Fatal("the handler got the record, but not decoded on its partition's goroutine")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the decodable record was not handled within 10s")
+	}
+	dl := receiveN(t, dlq, 1, 10*time.Second)[0]
+	if string(dl.Payload) != `{"device":` || !strings.Contains(dl.Headers[ports.HeaderDeadLetterReason], "decode") {
+		t.Fatalf("dead letter %q with reason %q, want the undecodable payload and a decode error", dl.Payload, dl.Headers[ports.HeaderDeadLetterReason])
 	}
 }

@@ -45,6 +45,7 @@ type Subscription struct {
 var (
 	_ ports.Subscription    = (*Subscription)(nil)
 	_ ports.ReceiveAppender = (*Subscription)(nil)
+	_ ports.Predecoder      = (*Subscription)(nil)
 )
 
 // handle is a delivery's Delivery.Handle: its settlement claim, the
@@ -307,7 +308,7 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 		r := &recs[i]
 		x, d := &slab[i].h, &slab[i].d
 		x.h, x.sub, x.d = r.Handle, s, d
-		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: r.ReceivedAt, Handle: x, Err: r.Err}
+		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: r.ReceivedAt, Handle: x, Err: r.Err, Decoded: r.Decoded}
 		d.Topic = s.spec.Topic
 		if d.ReceivedAt.IsZero() {
 			d.ReceivedAt = clock()
@@ -470,6 +471,14 @@ func (s *Subscription) Stop(ctx context.Context) error {
 
 // Errors reports asynchronous failures; it is closed by Stop.
 func (s *Subscription) Errors() <-chan error { return s.errs.C() }
+
+// Predecode passes decode to a driver that fetches on goroutines of its
+// own (driver.Predecoder); without one the pipeline decodes.
+func (s *Subscription) Predecode(decode func(payload []byte) any) {
+	if p, ok := s.ds.(driver.Predecoder); ok {
+		p.Predecode(decode)
+	}
+}
 
 // flushing is a Subscription whose driver defers acknowledgements: flow
 // calls its Settle(Ack) on the settlement engine's goroutine and Flush
