@@ -66,10 +66,11 @@ var brokerHeaders = map[string]bool{
 	"transformation": true,
 }
 
-// decode makes the record of m: the JMS message id is the broker's
-// identity; redelivered:true (handed back by a lost consumer) counts one.
-func decode(m *stomp.Message) driver.Record {
-	h := make(ports.Headers, m.Header.Len())
+// decode makes the record of m, its facts in f: the JMS message id is the
+// broker's identity; redelivered:true (handed back by a lost consumer)
+// counts one.
+func decode(m *stomp.Message, f *frameFacts) driver.Record {
+	h := make(ports.Headers, min(m.Header.Len(), 8)) // most are the broker's: a larger hint allocates more than the envelope needs
 	for i := range m.Header.Len() {
 		k, v := m.Header.GetAt(i)
 		if brokerHeaders[k] {
@@ -91,7 +92,7 @@ func decode(m *stomp.Message) driver.Record {
 		BrokerID: id,
 		Handle:   m,
 	}
-	f := &frameFacts{id: id, destination: m.Destination, redelivered: m.Header.Get("redelivered") == "true"}
+	*f = frameFacts{id: id, destination: m.Destination, redelivered: m.Header.Get("redelivered") == "true"}
 	if f.redelivered {
 		r.RedeliveryCount = 1
 	}

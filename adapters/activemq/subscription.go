@@ -26,6 +26,7 @@ type subscription struct {
 	queue string
 	wake  chan struct{} // capacity 1: pending grew
 	recs  []driver.Record
+	facts []frameFacts // carved one a record, 32 at a time
 
 	mu      sync.Mutex
 	cur     *stompConn       // nil after a loss, until ReceiveBatch reconnects
@@ -161,7 +162,10 @@ func (s *subscription) add(cur *stompConn, m *stomp.Message) {
 	case !s.spec.MatchKey(m.Header.Get(ports.HeaderPartitionKey)):
 		_ = cur.c.Ack(m)
 	default:
-		s.recs = append(s.recs, decode(m))
+		if len(s.facts) == 0 {
+			s.facts = make([]frameFacts, 32)
+		}
+		s.recs, s.facts = append(s.recs, decode(m, &s.facts[0])), s.facts[1:]
 	}
 }
 
