@@ -2,11 +2,36 @@ package mqtt_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters/mqtt/embedded"
 	"github.com/sluicemq/sluice/ports"
 )
+
+// closeLog hands on the client id of every connection the embedded broker
+// logs as closed (after it detached the session).
+type closeLog chan string
+
+func (h closeLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h closeLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h closeLog) WithGroup(string) slog.Handler            { return h }
+func (h closeLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "embedded: connection closed" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "client" {
+				select {
+				case h <- a.Value.String():
+				default:
+				}
+			}
+			return true
+		})
+	}
+	return nil
+}
 
 // TestGroupBacklogLivesInMemberSessions measures what each broker does
 // with a LoadBalance group's messages while every member is down (TCK case
@@ -16,7 +41,19 @@ import (
 // identity gets its share, and a member with a new identity gets none of
 // the backlog.
 func TestGroupBacklogLivesInMemberSessions(t *testing.T) {
-	for _, b := range faultBrokers(t) {
+	closed := make(closeLog, 64)
+	brokers := faultBrokers(t)
+	for i := range brokers {
+		if brokers[i].name == "embedded" { // one whose closes the test sees
+			eb, err := embedded.Start(embedded.Options{Logger: slog.New(closed)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = eb.Close() })
+			brokers[i].addr = eb.Addr()
+		}
+	}
+	for _, b := range brokers {
 		t.Run(b.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -33,6 +70,11 @@ func TestGroupBacklogLivesInMemberSessions(t *testing.T) {
 				if err := sub.Stop(ctx); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if b.name == "embedded" {
+				// Stop returns once DISCONNECT is written; the round-robin
+				// below needs both members disconnected on the broker.
+				awaitClosed(t, closed, ":billing:r0", ":billing:r1")
 			}
 			// Both brokers route a publish before they acknowledge it: once
 			// the last send is confirmed, the backlog is parked.
@@ -84,5 +126,25 @@ func TestGroupBacklogLivesInMemberSessions(t *testing.T) {
 			}
 			t.Logf("%s: backlog of %d parked in member sessions: r0 got %d, r1 got %d, a new identity got 0", b.name, n, share["r0"], share["r1"])
 		})
+	}
+}
+
+// awaitClosed waits until the embedded broker logged the connections of
+// the client ids ending in suffixes as closed.
+func awaitClosed(t *testing.T, closed closeLog, suffixes ...string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for len(suffixes) > 0 {
+		select {
+		case id := <-closed:
+			for i, suf := range suffixes {
+				if strings.HasSuffix(id, suf) {
+					suffixes = append(suffixes[:i], suffixes[i+1:]...)
+					break
+				}
+			}
+		case <-deadline:
+			t.Fatalf("the embedded broker did not close the connections of %q within 10s of their Stop", suffixes)
+		}
 	}
 }
