@@ -65,8 +65,9 @@
 // the settle worker that frees slots also wakes the receive loop. The
 // engine is the only acknowledgement batcher; a driver must not batch
 // acknowledgements again behind SendAcks (it may defer them, see
-// [AckFlusher]). Goroutines a broker client owns (a socket reader) are
-// the driver's and are not counted.
+// [AckFlusher]). Goroutines a broker client owns (a socket reader,
+// sarama's partition claims, on which kafka decodes its records and hands
+// them to ReceiveBatch in batches) are the driver's and are not counted.
 package driver
 
 import (
