@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -43,6 +44,10 @@ type member struct {
 	lock     atomic.Int64 // the broker's acquisition lock duration
 	stale    atomic.Bool  // leaders need a metadata refresh
 
+	// report receives the failures of deferred acknowledgements (acks
+	// whose SendAcks returned before a request carried them).
+	report func(error)
+
 	mu       sync.Mutex
 	epoch    int32           // member epoch; 0: join
 	assigned []int32         // partitions the group assigned to this member
@@ -61,16 +66,19 @@ type session struct {
 	mu    sync.Mutex
 	node  int32
 	epoch int32          // the next request's; 0 opens a session
-	gen   uint32         // counts resets
+	gen   atomic.Uint32  // counts resets (read without mu by SendAcks)
 	in    map[int32]bool // partitions in the session
 
 	pmu     sync.Mutex
 	pending []*acks
+
+	dec decoder // the last answer's records (s.mu)
 }
 
 // reset forgets the session: a new one opens with the next request.
 func (s *session) reset() {
-	s.epoch, s.gen = 0, s.gen+1
+	s.epoch = 0
+	s.gen.Add(1)
 	clear(s.in)
 }
 
@@ -81,6 +89,13 @@ func (s *session) queue(a *acks) {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	s.pending = append(s.pending, a)
+}
+
+// hasPending reports whether acknowledgements wait for a request.
+func (s *session) hasPending() bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return len(s.pending) > 0
 }
 
 // take removes and returns the pending acknowledgements.
@@ -94,11 +109,14 @@ func (s *session) take() []*acks {
 
 // acks is one call's acknowledgements of one type on one session; done
 // (with err) once the broker answered the request that carried them.
+// Deferred acks have no caller waiting: their failure is reported.
 type acks struct {
-	hs   []*handle
-	typ  int8
-	done bool
-	err  error
+	hs       []*handle
+	typ      int8
+	done     bool
+	deferred bool
+	err      error
+	fin      chan struct{} // deferred acks: closed when done
 }
 
 // handle is a record's settlement handle.
@@ -108,13 +126,20 @@ type handle struct {
 	partition int32
 	offset    int64
 
+	until atomic.Int64 // when its lock ends, as far as the member knows (UnixNano)
+	link  link         // its place in the subscription's holds
+
 	msg          ports.Message // what a dead-letter copy is made of
 	id           string        // BrokerID
 	redeliveries int
 }
 
+// lapsed reports whether h's lock has ended by now: the broker took the
+// record back.
+func (h *handle) lapsed(now time.Time) bool { return now.UnixNano() >= h.until.Load() }
+
 func newMember(cl *kgo.Client, group, topic string, wait time.Duration) *member {
-	m := &member{cl: cl, group: group, topic: topic, wait: wait, id: rand.Text()[:22],
+	m := &member{cl: cl, group: group, topic: topic, wait: wait, id: rand.Text()[:22], report: func(error) {},
 		leaders: map[int32]int32{}, sessions: map[int32]*session{}, wake: make(chan struct{})}
 	m.interval.Store(int64(time.Second))
 	m.lock.Store(int64(30 * time.Second))
@@ -316,9 +341,10 @@ func (m *member) targets(ctx context.Context) (map[*session][]int32, <-chan stru
 	return out, m.wake, nil
 }
 
-// acquired is one fetched record with its handle and delivery count.
+// acquired is one fetched record with its handle and delivery count; its
+// headers are in its session's decoder until the session's next request.
 type acquired struct {
-	r     *kgo.Record
+	r     rawRecord
 	h     *handle
 	count int
 }
@@ -372,7 +398,7 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 	if err != nil {
 		s.reset() // a lost response may have opened or moved the session
 		m.stale.Store(true)
-		finish(carry, nil, fmt.Errorf("%w: share fetch from broker %d: %w", errLost, s.node, err))
+		m.finish(carry, nil, fmt.Errorf("%w: share fetch from broker %d: %w", errLost, s.node, err))
 		return nil, fmt.Errorf("kafkaqueue: share fetch from broker %d: %w", s.node, err)
 	}
 	s.bump()
@@ -382,7 +408,7 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 			codes[p.Partition] = p.AcknowledgeErrorCode
 		}
 	}
-	finish(carry, codes, nil)
+	m.finish(carry, codes, nil)
 	for _, p := range add.Partitions {
 		s.in[p.Partition] = true
 	}
@@ -398,9 +424,14 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 // decode returns the acquired records of resp and gives the broker back, as
 // gaps, acquired offsets that hold no record (control records).
 func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, error) {
-	var out []acquired
-	var gaps []*handle
-	var perr error
+	gen := s.gen.Load()
+	s.dec.reset()
+	var (
+		out  []acquired
+		gaps []*handle
+		perr error
+		hs   []handle // the handles of this response, allocated at once
+	)
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
 			rp := &t.Partitions[i]
@@ -413,13 +444,28 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 			if len(rp.AcquiredRecords) == 0 {
 				continue
 			}
-			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: m.topic, Partition: rp.Partition, Offset: rp.AcquiredRecords[0].FirstOffset},
-				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, kgo.DefaultDecompressor(), nil)
+			n := 0
+			for _, ar := range rp.AcquiredRecords {
+				n += int(ar.LastOffset - ar.FirstOffset + 1)
+			}
+			if len(hs) < n {
+				hs = make([]handle, max(n, 64))
+			}
+			out = slices.Grow(out, n)
+			last := rp.AcquiredRecords[len(rp.AcquiredRecords)-1].LastOffset
+			recs := s.dec.partition(m.topic, rp.Partition, batchesUpTo(rp.Records, last), rp.AcquiredRecords[0].FirstOffset, last)
+			j := 0 // recs and the acquired ranges are in offset order
 			for _, ar := range rp.AcquiredRecords {
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
-					h := &handle{s: s, gen: s.gen, partition: rp.Partition, offset: off}
-					if i, ok := slices.BinarySearchFunc(fp.Records, off, func(r *kgo.Record, off int64) int { return cmp.Compare(r.Offset, off) }); ok {
-						out = append(out, acquired{r: fp.Records[i], h: h, count: int(ar.DeliveryCount)})
+					h := &hs[0]
+					hs = hs[1:]
+					h.s, h.gen, h.partition, h.offset = s, gen, rp.Partition, off
+					if j < len(recs) && recs[j].offset < off {
+						j, _ = slices.BinarySearchFunc(recs, off, func(r rawRecord, off int64) int { return cmp.Compare(r.offset, off) })
+					}
+					if j < len(recs) && recs[j].offset == off {
+						out = append(out, acquired{r: recs[j], h: h, count: int(ar.DeliveryCount)})
+						j++
 					} else {
 						gaps = append(gaps, h)
 					}
@@ -434,6 +480,25 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 		return nil, perr
 	}
 	return out, nil
+}
+
+// batchesUpTo cuts the record batches of b after the last one that starts
+// at or before offset last: the broker sends whole batches, and those
+// after the last acquired offset hold no acquired record (they would be
+// decoded for nothing). A batch it cannot read is left to the decoder.
+func batchesUpTo(b []byte, last int64) []byte {
+	at := 0
+	for at+12 <= len(b) {
+		size := int(int32(binary.BigEndian.Uint32(b[at+8:])))
+		if int64(binary.BigEndian.Uint64(b[at:])) > last {
+			return b[:at]
+		}
+		if size < 0 || at+12+size > len(b) {
+			return b
+		}
+		at += 12 + size
+	}
+	return b
 }
 
 func (m *member) lockDuration() time.Duration { return time.Duration(m.lock.Load()) }
@@ -470,40 +535,162 @@ func (m *member) ack(hs []*handle, typ int8) error {
 	return errors.Join(errs...)
 }
 
+// accept queues the Accept of hs on their sessions, deferred: the next
+// request of each session carries it (a ShareFetch, or a ShareAcknowledge
+// of the subscription's flush) and a failure is reported. A record whose
+// session was reset or whose lock has lapsed is not queued: the broker
+// took it back, and the error wraps driver.ErrRecordsLost.
+func (m *member) accept(hs []*handle, now time.Time) error {
+	var (
+		a    *acks
+		lost int
+	)
+	for _, h := range hs {
+		if h.gen != h.s.gen.Load() || h.lapsed(now) {
+			lost++
+			continue
+		}
+		if a != nil && a.hs[0].s != h.s { // another session: rare (one leader each)
+			a.hs[0].s.queue(a)
+			a = nil
+		}
+		if a == nil {
+			a = &acks{typ: ackAccept, deferred: true, hs: make([]*handle, 0, len(hs)), fin: make(chan struct{})}
+		}
+		a.hs = append(a.hs, h)
+	}
+	if a != nil {
+		a.hs[0].s.queue(a)
+	}
+	if lost > 0 {
+		return fmt.Errorf("%w: %d record(s) whose lock lapsed or whose share session closed", errLost, lost)
+	}
+	return nil
+}
+
+// flush completes the deferred accepts pending now on every session: a
+// session with no request in flight sends them on a ShareAcknowledge of
+// their own; on a busy one they ride on the request in flight or the
+// next one, and flush waits for their answer rather than for the session
+// (whose next request may be a long poll), trying the session again every
+// ackLinger (a renewal in flight carries no accept). It returns the
+// failures of the accepts it sent; the others are reported.
+func (m *member) flush(ctx context.Context) error {
+	m.mu.Lock()
+	sessions := slices.Collect(maps.Values(m.sessions))
+	m.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		s.pmu.Lock()
+		wait := slices.Clone(s.pending)
+		s.pmu.Unlock()
+		for _, a := range wait {
+			for a.fin != nil {
+				select {
+				case <-a.fin:
+				default:
+					if s.mu.TryLock() { // no request in flight: a is answered, or pending
+						as := s.take()
+						for _, a := range as {
+							a.deferred = false // this call returns the failure
+						}
+						_ = m.acknowledge(s, as, s.epoch)
+						s.mu.Unlock()
+						for _, a := range as {
+							errs = append(errs, a.err)
+						}
+						continue
+					}
+					t := time.NewTimer(ackLinger)
+					select {
+					case <-a.fin:
+					case <-t.C:
+					case <-ctx.Done():
+						t.Stop()
+						return errors.Join(append(errs, ctx.Err())...)
+					}
+					t.Stop()
+					continue
+				}
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pending reports whether acknowledgements wait on a session.
+func (m *member) pending() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.sessions {
+		if s.hasPending() {
+			return true
+		}
+	}
+	return false
+}
+
 // batch is an acknowledgement batch: contiguous offsets of one partition
 // acknowledged with one type.
 type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
 
-// ranges returns the batches of the handles of as by partition; a handle
-// of an earlier session is lost (an error on its acks).
+// ackTypes holds the one-type AcknowledgeTypes of each acknowledge type,
+// shared by every batch (the request only reads them).
+var ackTypes = [...][]int8{{ackGap}, {ackAccept}, {ackRelease}, {ackReject}, {ackRenew}}
+
+// ranges returns the batches of the handles of as by partition: runs of
+// contiguous offsets acknowledged with one type. A handle of an earlier
+// session is lost (an error on its acks).
 func ranges(s *session, as []*acks) map[int32][]batch {
-	out := map[int32][]batch{}
+	type one struct {
+		p   int32
+		off int64
+		typ int8
+	}
+	n := 0
+	for _, a := range as {
+		n += len(a.hs)
+	}
+	all := make([]one, 0, n)
+	gen := s.gen.Load()
 	for _, a := range as {
 		lost := 0
 		for _, h := range a.hs {
-			if h.gen != s.gen || s.epoch == 0 {
+			if h.gen != gen || s.epoch == 0 {
 				lost++
 			} else {
-				out[h.partition] = append(out[h.partition], batch{FirstOffset: h.offset, LastOffset: h.offset, AcknowledgeTypes: []int8{a.typ}})
+				all = append(all, one{h.partition, h.offset, a.typ})
 			}
 		}
 		if lost > 0 {
 			a.err = fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
 		}
 	}
-	for p, bs := range out {
-		slices.SortFunc(bs, func(x, y batch) int { return cmp.Compare(x.FirstOffset, y.FirstOffset) })
-		merged := bs[:1]
-		for _, b := range bs[1:] {
-			if l := &merged[len(merged)-1]; l.LastOffset == b.FirstOffset-1 && l.AcknowledgeTypes[0] == b.AcknowledgeTypes[0] {
-				l.LastOffset = b.LastOffset
-			} else {
-				merged = append(merged, b)
-			}
+	slices.SortFunc(all, func(x, y one) int {
+		return cmp.Or(cmp.Compare(x.p, y.p), cmp.Compare(x.off, y.off))
+	})
+	out := map[int32][]batch{}
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].p == all[i].p && all[j].off == all[j-1].off+1 && all[j].typ == all[i].typ {
+			j++
 		}
-		out[p] = merged
+		out[all[i].p] = append(out[all[i].p], batch{FirstOffset: all[i].off, LastOffset: all[j-1].off, AcknowledgeTypes: ackTypes[all[i].typ]})
+		i = j
 	}
 	return out
+}
+
+// finish completes as (see finish) and reports the failures of the
+// deferred ones.
+func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
+	finish(as, codes, err)
+	for _, a := range as {
+		if a.deferred && a.err != nil {
+			m.report(fmt.Errorf("kafkaqueue: deferred accept of %d record(s) failed (the broker redelivers them): %w", len(a.hs), a.err))
+		}
+	}
 }
 
 // finish completes as with the error of the request that carried them
@@ -521,6 +708,9 @@ func finish(as []*acks, codes map[int32]int16, err error) {
 			errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, e))
 		}
 		a.err, a.done = errors.Join(errs...), true
+		if a.fin != nil {
+			close(a.fin)
+		}
 	}
 }
 
@@ -529,7 +719,7 @@ func finish(as []*acks, codes map[int32]int16, err error) {
 func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 	acked := ranges(s, as)
 	if len(acked) == 0 && epoch != -1 {
-		finish(as, nil, nil)
+		m.finish(as, nil, nil)
 		return nil
 	}
 	req := &kmsg.ShareAcknowledgeRequest{GroupID: &m.group, MemberID: &m.id, ShareSessionEpoch: epoch, IsRenewAck: len(as) > 0 && as[0].typ == ackRenew}
@@ -555,7 +745,7 @@ func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 		if err != nil {
 			err = fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err)
 		}
-		finish(as, nil, err)
+		m.finish(as, nil, err)
 		return err
 	}
 	s.bump()
@@ -565,7 +755,7 @@ func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 			codes[p.Partition] = p.ErrorCode
 		}
 	}
-	finish(as, codes, nil)
+	m.finish(as, codes, nil)
 	return nil
 }
 

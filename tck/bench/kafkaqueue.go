@@ -16,6 +16,8 @@ import (
 
 	"github.com/sluicemq/sluice/adapters"
 	_ "github.com/sluicemq/sluice/adapters/kafkaqueue" // registers kafkaqueue://
+	"github.com/sluicemq/sluice/flow"
+	"github.com/sluicemq/sluice/operators"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -44,8 +46,10 @@ import (
 //	                  acknowledgement waits for the fetch in flight on its
 //	                  share session, a long poll once the backlog is drained)
 //
-// A record counts when its accept was handed to the client (franz-go) or
-// when Settle returned (sluice, after the broker answered). After the
+// A record counts when its accept was handed to the client (franz-go's
+// MarkAcks) or when Settle returned (sluice: kafkaqueue:// defers accepts
+// too); the last accepts are flushed inside the timed section on both
+// sides (FlushAcks, ports.Flusher.Flush). After the
 // timed section each run reads its share group's state back
 // (DescribeShareGroupOffsets) and fails unless every partition's start
 // offset reached its end with no lag: all N records settled, none left
@@ -98,27 +102,95 @@ func setupKafkaQueue(ctx context.Context, cfg Config) (Env, func(), error) {
 		kfake.BrokerConfigs(map[string]string{"group.share.heartbeat.interval.ms": "200"}))
 }
 
-// runKafkaQueue is the generic sluice pipeline over kafkaqueue:// (the
-// default or the batch one), then the share group's state check; params
-// are more URL parameters.
+// runKafkaQueue is the generic sluice pipeline (target.runPipeline's)
+// over kafkaqueue:// (the default or the batch one), then the share
+// group's state check; params are more URL parameters. The adapter defers
+// its accepts (ports.Flusher): the last ones are flushed inside the timed
+// section, as franz-share's final FlushAcks is.
 func runKafkaQueue(batch bool, params ...string) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
-		var group string
-		t := target{prepublished: true, open: func(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
-			a, err := adapters.Open(ctx, kafkaQueueURL(env, params...), adapters.WithLogger(quiet))
-			if err != nil {
-				return nil, ports.SubscriptionSpec{}, nil, err
-			}
-			group = freshGroup()
-			return a, ports.SubscriptionSpec{Topic: "bench", Group: group, InFlight: cfg.InFlight}, func() { _ = a.Close(context.Background()) }, nil
-		}}
-		res, err := t.runPipeline(batch)(ctx, env, cfg)
+		a, err := adapters.Open(ctx, kafkaQueueURL(env, params...), adapters.WithLogger(quiet))
 		if err != nil {
-			return res, err
+			return Result{}, err
+		}
+		defer a.Close(context.Background())
+		fa, group := &flushedAdapter{Adapter: a}, freshGroup()
+		spec := ports.SubscriptionSpec{Topic: "bench", Group: group, InFlight: cfg.InFlight}
+		tl := newTally(cfg.N)
+		m := newMeter(tl)
+		p := flow.New(fa, spec, flow.WithObserver(func(e flow.Event) {
+			if e.Received {
+				m.begin()
+			} else if e.Action == ports.Ack {
+				tl.markHeaders(e.Delivery.Headers)
+			}
+		}))
+		decoded := flow.Decode[benchMsg](p.Source())
+		if batch {
+			flow.Sink(operators.Batch(decoded, operators.BatchOptions{Size: cfg.Batch, Window: 5 * time.Millisecond}),
+				func(_ context.Context, b operators.Batched[benchMsg]) error {
+					for _, v := range b.Values {
+						_ = scale(v)
+					}
+					return nil
+				})
+		} else {
+			flow.Sink(decoded, func(_ context.Context, v benchMsg) error { _ = scale(v); return nil })
+		}
+		if err := p.Start(ctx); err != nil {
+			return Result{}, err
+		}
+		defer p.Stop(context.Background())
+		if err := waitAll(ctx, "sluice", tl, nil); err != nil {
+			return Result{}, err
+		}
+		if err := fa.flush(ctx); err != nil {
+			return Result{}, err
+		}
+		res, err := m.finish("sluice")
+		if err != nil {
+			return Result{}, err
+		}
+		calls := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
+		res.Note = fmt.Sprintf("flow.New → Decode → Sink, 1 worker, in-flight %d; %.1f msgs per Settle; final Flush timed", cfg.InFlight, calls)
+		if batch {
+			res.Note = fmt.Sprintf("flow.New → Decode → operators.Batch(%d, 5ms) → Sink; %.1f msgs per Settle; final Flush timed", cfg.Batch, calls)
 		}
 		// The adapter names a LoadBalance group's share group <namespace>.<group>.
 		return res, verifyShareGroup(ctx, env, env["ns"]+"."+group, cfg.N)
 	}
+}
+
+// flushedAdapter keeps the subscription it made, to flush its deferred
+// settlements (ports.Flusher) before the timed section ends.
+type flushedAdapter struct {
+	ports.Adapter
+	mu  sync.Mutex
+	sub ports.Subscription
+}
+
+// Unwrap lets ports.ApplySpecDefaults see the wrapped adapter.
+func (f *flushedAdapter) Unwrap() ports.Adapter { return f.Adapter }
+
+func (f *flushedAdapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	s, err := f.Adapter.Subscribe(ctx, spec)
+	if err == nil {
+		f.mu.Lock()
+		f.sub = s
+		f.mu.Unlock()
+	}
+	return s, err
+}
+
+func (f *flushedAdapter) flush(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fl, ok := f.sub.(ports.Flusher); ok {
+		if err := fl.Flush(ctx); err != nil {
+			return fmt.Errorf("kafkaqueue: flush: %w", err)
+		}
+	}
+	return nil
 }
 
 // runFranzShare is franz-go's share consumer with every record accepted
