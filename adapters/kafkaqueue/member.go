@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -33,12 +34,13 @@ const (
 // member is one share-group member on one topic: each record stays
 // acquired until it is settled on its own (see the package doc).
 type member struct {
-	cl    *kgo.Client
-	group string
-	id    string // the member id, made by the client
-	topic string // the physical topic
-	tid   [16]byte
-	wait  time.Duration // ShareFetch MaxWait
+	cl      *kgo.Client
+	group   string
+	id      string // the member id, made by the client
+	topic   string // the physical topic
+	logical ports.Topic
+	tid     [16]byte
+	wait    time.Duration // ShareFetch MaxWait
 
 	interval atomic.Int64 // heartbeat interval the coordinator asks for
 	lock     atomic.Int64 // the broker's acquisition lock duration
@@ -60,19 +62,18 @@ type member struct {
 // each request's epoch and bumps it on success, so requests go one at a
 // time (mu is held by the request in flight). A reset loses every record
 // acquired in the session. Acknowledgements wait in pending for the next
-// request on the session: a ShareFetch carries them, or a ShareAcknowledge
-// of their own when the session is free first.
+// request on the session: a ShareFetch, or a ShareAcknowledge (wait).
 type session struct {
 	mu    sync.Mutex
 	node  int32
 	epoch int32          // the next request's; 0 opens a session
-	gen   atomic.Uint32  // counts resets (read without mu by SendAcks)
+	gen   atomic.Uint32  // counts resets
 	in    map[int32]bool // partitions in the session
+	dec   decoder        // the last answer's records
+	kd    kafkawire.Decoder
 
 	pmu     sync.Mutex
 	pending []*acks
-
-	dec decoder // the last answer's records (s.mu)
 }
 
 // reset forgets the session: a new one opens with the next request.
@@ -84,39 +85,28 @@ func (s *session) reset() {
 
 func (s *session) bump() { s.epoch = max(s.epoch+1, 1) }
 
-// queue adds a to the acknowledgements the next request carries.
-func (s *session) queue(a *acks) {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	s.pending = append(s.pending, a)
-}
-
-// hasPending reports whether acknowledgements wait for a request.
-func (s *session) hasPending() bool {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	return len(s.pending) > 0
-}
-
-// take removes and returns the pending acknowledgements.
-func (s *session) take() []*acks {
+// take removes and returns the pending acknowledgements (all: false,
+// returns a copy and leaves them).
+func (s *session) take(all bool) []*acks {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	p := s.pending
+	if !all {
+		return slices.Clone(p)
+	}
 	s.pending = nil
 	return p
 }
 
-// acks is one call's acknowledgements of one type on one session; done
-// (with err) once the broker answered the request that carried them.
-// Deferred acks have no caller waiting: their failure is reported.
+// acks is one call's acknowledgements of one type on one session; fin is
+// closed (with err) once the broker answered the request that carried
+// them. Deferred acks have no caller waiting: their failure is reported.
 type acks struct {
 	hs       []*handle
 	typ      int8
-	done     bool
 	deferred bool
 	err      error
-	fin      chan struct{} // deferred acks: closed when done
+	fin      chan struct{}
 }
 
 // handle is a record's settlement handle.
@@ -125,21 +115,15 @@ type handle struct {
 	gen       uint32
 	partition int32
 	offset    int64
-
-	until atomic.Int64 // when its lock ends, as far as the member knows (UnixNano)
-	link  link         // its place in the subscription's holds
+	until     atomic.Int64 // when its lock ends, as far as the member knows (UnixNano)
 
 	msg          ports.Message // what a dead-letter copy is made of
 	id           string        // BrokerID
 	redeliveries int
 }
 
-// lapsed reports whether h's lock has ended by now: the broker took the
-// record back.
-func (h *handle) lapsed(now time.Time) bool { return now.UnixNano() >= h.until.Load() }
-
-func newMember(cl *kgo.Client, group, topic string, wait time.Duration) *member {
-	m := &member{cl: cl, group: group, topic: topic, wait: wait, id: rand.Text()[:22], report: func(error) {},
+func newMember(cl *kgo.Client, group string, logical ports.Topic, topic string, wait time.Duration) *member {
+	m := &member{cl: cl, group: group, logical: logical, topic: topic, wait: wait, id: rand.Text()[:22], report: func(error) {},
 		leaders: map[int32]int32{}, sessions: map[int32]*session{}, wake: make(chan struct{})}
 	m.interval.Store(int64(time.Second))
 	m.lock.Store(int64(30 * time.Second))
@@ -341,24 +325,15 @@ func (m *member) targets(ctx context.Context) (map[*session][]int32, <-chan stru
 	return out, m.wake, nil
 }
 
-// acquired is one fetched record with its handle and delivery count; its
-// headers are in its session's decoder until the session's next request.
-type acquired struct {
-	r     rawRecord
-	h     *handle
-	count int
-}
-
 // fetch sends one ShareFetch on s for parts (the session is opened or
 // changed to hold exactly parts), carrying the pending acknowledgements,
 // and returns the records it acquired. It long-polls up to wait, not at
-// all when it carries acknowledgements (their callers wait for its
-// answer). It is not cancelled with the caller's ctx: records the broker
-// acquired for the member are never dropped on the way.
-func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) ([]acquired, error) {
+// all when it carries acknowledgements. It is not cancelled with the
+// caller's ctx: records the broker acquired are never dropped on the way.
+func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) ([]driver.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	carry := s.take()
+	carry := s.take(true)
 	if slices.ContainsFunc(carry, func(a *acks) bool {
 		return slices.ContainsFunc(a.hs, func(h *handle) bool { return !slices.Contains(parts, h.partition) })
 	}) { // a partition leaving the session: acknowledge before
@@ -423,14 +398,13 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 
 // decode returns the acquired records of resp and gives the broker back, as
 // gaps, acquired offsets that hold no record (control records).
-func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, error) {
-	gen := s.gen.Load()
-	s.dec.reset()
+func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Record, error) {
 	var (
-		out  []acquired
-		gaps []*handle
-		perr error
-		hs   []handle // the handles of this response, allocated at once
+		out   []driver.Record
+		gaps  []*handle
+		perr  error
+		hs    []handle // the handles of this answer, allocated at once
+		until = time.Now().Add(m.lockDuration()).UnixNano()
 	)
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
@@ -448,24 +422,20 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 			for _, ar := range rp.AcquiredRecords {
 				n += int(ar.LastOffset - ar.FirstOffset + 1)
 			}
-			if len(hs) < n {
-				hs = make([]handle, max(n, 64))
-			}
-			out = slices.Grow(out, n)
-			last := rp.AcquiredRecords[len(rp.AcquiredRecords)-1].LastOffset
-			recs := s.dec.partition(m.topic, rp.Partition, batchesUpTo(rp.Records, last), rp.AcquiredRecords[0].FirstOffset, last)
-			j := 0 // recs and the acquired ranges are in offset order
+			hs, out = make([]handle, n), slices.Grow(out, n)
+			s.dec.read(rp.Records, rp.AcquiredRecords[0].FirstOffset, rp.AcquiredRecords[len(rp.AcquiredRecords)-1].LastOffset)
+			recs, j := s.dec.recs, 0 // recs and the acquired ranges are in offset order
 			for _, ar := range rp.AcquiredRecords {
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
 					h := &hs[0]
 					hs = hs[1:]
-					h.s, h.gen, h.partition, h.offset = s, gen, rp.Partition, off
-					if j < len(recs) && recs[j].offset < off {
-						j, _ = slices.BinarySearchFunc(recs, off, func(r rawRecord, off int64) int { return cmp.Compare(r.offset, off) })
+					h.s, h.gen, h.partition, h.offset = s, s.gen.Load(), rp.Partition, off
+					h.until.Store(until)
+					for j < len(recs) && recs[j].offset < off {
+						j++
 					}
 					if j < len(recs) && recs[j].offset == off {
-						out = append(out, acquired{r: recs[j], h: h, count: int(ar.DeliveryCount)})
-						j++
+						out = append(out, m.record(s, &recs[j], h, int(ar.DeliveryCount)))
 					} else {
 						gaps = append(gaps, h)
 					}
@@ -474,7 +444,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 		}
 	}
 	if len(gaps) > 0 {
-		s.queue(&acks{hs: gaps, typ: ackGap})
+		queue(&acks{hs: gaps, typ: ackGap, fin: make(chan struct{})})
 	}
 	if len(out) == 0 && perr != nil {
 		return nil, perr
@@ -482,23 +452,16 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 	return out, nil
 }
 
-// batchesUpTo cuts the record batches of b after the last one that starts
-// at or before offset last: the broker sends whole batches, and those
-// after the last acquired offset hold no acquired record (they would be
-// decoded for nothing). A batch it cannot read is left to the decoder.
-func batchesUpTo(b []byte, last int64) []byte {
-	at := 0
-	for at+12 <= len(b) {
-		size := int(int32(binary.BigEndian.Uint32(b[at+8:])))
-		if int64(binary.BigEndian.Uint64(b[at:])) > last {
-			return b[:at]
-		}
-		if size < 0 || at+12+size > len(b) {
-			return b
-		}
-		at += 12 + size
-	}
-	return b
+// record maps r onto a driver.Record (kafkawire.Decode: its BrokerID is
+// the identity kafka:// gives the same record); the delivery count less
+// one is the redelivery count.
+func (m *member) record(s *session, r *rawRecord, h *handle, count int) driver.Record {
+	d := kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.offset, Key: r.key, Value: r.value,
+		Timestamp: time.UnixMilli(r.ts), Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
+		s.dec.hdrs[r.h0:r.h1], func(h rawHeader, n *kit.Names) (string, []byte, bool) { return n.Intern(h.key), h.value, true })
+	d.RedeliveryCount, d.Handle = max(count-1, 0), h
+	h.msg, h.id, h.redeliveries = d.Message, d.BrokerID, d.RedeliveryCount
+	return d
 }
 
 func (m *member) lockDuration() time.Duration { return time.Duration(m.lock.Load()) }
@@ -506,129 +469,100 @@ func (m *member) lockDuration() time.Duration { return time.Duration(m.lock.Load
 // errLost: the broker took the records back (session reset, lock lapsed).
 var errLost = fmt.Errorf("kafkaqueue: %w", driver.ErrRecordsLost)
 
-// ack acknowledges hs with typ and returns once the broker answered. On
-// each session they ride on the next request: the ShareFetch after the one
-// in flight, or a ShareAcknowledge sent here when the session is free
-// first. A renewal goes on a ShareAcknowledge of its own.
-func (m *member) ack(hs []*handle, typ int8) error {
-	bySession := map[*session]*acks{}
+// group groups the acknowledgement of hs with typ by session. A record
+// whose session was reset or whose lock has lapsed is left out: the broker
+// took it back, and the error wraps driver.ErrRecordsLost.
+func group(hs []*handle, typ int8, deferred bool) ([]*acks, error) {
+	var (
+		out  []*acks
+		lost int
+		now  = time.Now().UnixNano()
+	)
 	for _, h := range hs {
-		if bySession[h.s] == nil {
-			bySession[h.s] = &acks{typ: typ}
+		if h.gen != h.s.gen.Load() || now >= h.until.Load() {
+			lost++
+			continue
 		}
-		bySession[h.s].hs = append(bySession[h.s].hs, h)
+		i := slices.IndexFunc(out, func(a *acks) bool { return a.hs[0].s == h.s }) // one leader per partition: few sessions
+		if i < 0 {
+			i, out = len(out), append(out, &acks{typ: typ, deferred: deferred, hs: make([]*handle, 0, len(hs)), fin: make(chan struct{})})
+		}
+		out[i].hs = append(out[i].hs, h)
 	}
+	if lost > 0 {
+		return out, fmt.Errorf("%w: %d record(s) whose lock lapsed or whose share session closed", errLost, lost)
+	}
+	return out, nil
+}
+
+// queue queues as for the next request of their sessions to carry.
+func queue(as ...*acks) []*acks {
+	for _, a := range as {
+		s := a.hs[0].s
+		s.pmu.Lock()
+		s.pending = append(s.pending, a)
+		s.pmu.Unlock()
+	}
+	return as
+}
+
+// settled returns once the broker answered as, with their failures, or when
+// ctx is done. A session with no request in flight sends what is pending
+// on it on a ShareAcknowledge; on a busy one they ride on the request in
+// flight or the next (a renewal carries none), tried again every ackLinger.
+func (m *member) settled(ctx context.Context, as []*acks) error {
 	var errs []error
-	for s, a := range bySession {
-		if typ != ackRenew {
-			s.queue(a)
+	for _, a := range as {
+		for s, done := a.hs[0].s, false; !done; {
+			if s.mu.TryLock() {
+				_ = m.acknowledge(s, s.take(true), s.epoch)
+				s.mu.Unlock()
+			}
+			t := time.NewTimer(ackLinger)
+			select {
+			case <-a.fin:
+				done = true
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return errors.Join(append(errs, ctx.Err())...)
+			}
+			t.Stop()
 		}
-		s.mu.Lock()
-		if typ == ackRenew {
-			_ = m.acknowledge(s, []*acks{a}, s.epoch)
-		} else if !a.done { // no fetch took it
-			_ = m.acknowledge(s, s.take(), s.epoch)
-		}
-		s.mu.Unlock()
 		errs = append(errs, a.err)
 	}
 	return errors.Join(errs...)
 }
 
-// accept queues the Accept of hs on their sessions, deferred: the next
-// request of each session carries it (a ShareFetch, or a ShareAcknowledge
-// of the subscription's flush) and a failure is reported. A record whose
-// session was reset or whose lock has lapsed is not queued: the broker
-// took it back, and the error wraps driver.ErrRecordsLost.
-func (m *member) accept(hs []*handle, now time.Time) error {
-	var (
-		a    *acks
-		lost int
-	)
-	for _, h := range hs {
-		if h.gen != h.s.gen.Load() || h.lapsed(now) {
-			lost++
-			continue
-		}
-		if a != nil && a.hs[0].s != h.s { // another session: rare (one leader each)
-			a.hs[0].s.queue(a)
-			a = nil
-		}
-		if a == nil {
-			a = &acks{typ: ackAccept, deferred: true, hs: make([]*handle, 0, len(hs)), fin: make(chan struct{})}
-		}
-		a.hs = append(a.hs, h)
-	}
-	if a != nil {
-		a.hs[0].s.queue(a)
-	}
-	if lost > 0 {
-		return fmt.Errorf("%w: %d record(s) whose lock lapsed or whose share session closed", errLost, lost)
-	}
-	return nil
-}
-
-// flush completes the deferred accepts pending now on every session: a
-// session with no request in flight sends them on a ShareAcknowledge of
-// their own; on a busy one they ride on the request in flight or the
-// next one, and flush waits for their answer rather than for the session
-// (whose next request may be a long poll), trying the session again every
-// ackLinger (a renewal in flight carries no accept). It returns the
-// failures of the accepts it sent; the others are reported.
+// flush waits for the acknowledgements pending now on every session.
 func (m *member) flush(ctx context.Context) error {
 	m.mu.Lock()
-	sessions := slices.Collect(maps.Values(m.sessions))
-	m.mu.Unlock()
-	var errs []error
-	for _, s := range sessions {
-		s.pmu.Lock()
-		wait := slices.Clone(s.pending)
-		s.pmu.Unlock()
-		for _, a := range wait {
-			for a.fin != nil {
-				select {
-				case <-a.fin:
-				default:
-					if s.mu.TryLock() { // no request in flight: a is answered, or pending
-						as := s.take()
-						for _, a := range as {
-							a.deferred = false // this call returns the failure
-						}
-						_ = m.acknowledge(s, as, s.epoch)
-						s.mu.Unlock()
-						for _, a := range as {
-							errs = append(errs, a.err)
-						}
-						continue
-					}
-					t := time.NewTimer(ackLinger)
-					select {
-					case <-a.fin:
-					case <-t.C:
-					case <-ctx.Done():
-						t.Stop()
-						return errors.Join(append(errs, ctx.Err())...)
-					}
-					t.Stop()
-					continue
-				}
-				break
-			}
-		}
+	var as []*acks
+	for _, s := range m.sessions {
+		as = append(as, s.take(false)...)
 	}
-	return errors.Join(errs...)
+	m.mu.Unlock()
+	return m.settled(ctx, as)
 }
 
-// pending reports whether acknowledgements wait on a session.
-func (m *member) pending() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, s := range m.sessions {
-		if s.hasPending() {
-			return true
+// renew renews the locks of hs, to end at until, on a ShareAcknowledge
+// per session.
+func (m *member) renew(hs []*handle, until time.Time) error {
+	as, err := group(hs, ackRenew, false)
+	errs := []error{err}
+	for _, a := range as {
+		s := a.hs[0].s
+		s.mu.Lock()
+		_ = m.acknowledge(s, []*acks{a}, s.epoch)
+		s.mu.Unlock()
+		for _, h := range a.hs {
+			if a.err == nil {
+				h.until.Store(until.UnixNano())
+			}
 		}
+		errs = append(errs, a.err)
 	}
-	return false
+	return errors.Join(errs...)
 }
 
 // batch is an acknowledgement batch: contiguous offsets of one partition
@@ -648,16 +582,11 @@ func ranges(s *session, as []*acks) map[int32][]batch {
 		off int64
 		typ int8
 	}
-	n := 0
-	for _, a := range as {
-		n += len(a.hs)
-	}
-	all := make([]one, 0, n)
-	gen := s.gen.Load()
+	var all []one
 	for _, a := range as {
 		lost := 0
 		for _, h := range a.hs {
-			if h.gen != gen || s.epoch == 0 {
+			if h.gen != s.gen.Load() || s.epoch == 0 {
 				lost++
 			} else {
 				all = append(all, one{h.partition, h.offset, a.typ})
@@ -667,9 +596,7 @@ func ranges(s *session, as []*acks) map[int32][]batch {
 			a.err = fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
 		}
 	}
-	slices.SortFunc(all, func(x, y one) int {
-		return cmp.Or(cmp.Compare(x.p, y.p), cmp.Compare(x.off, y.off))
-	})
+	slices.SortFunc(all, func(x, y one) int { return cmp.Or(cmp.Compare(x.p, y.p), cmp.Compare(x.off, y.off)) })
 	out := map[int32][]batch{}
 	for i := 0; i < len(all); {
 		j := i + 1
@@ -682,20 +609,10 @@ func ranges(s *session, as []*acks) map[int32][]batch {
 	return out
 }
 
-// finish completes as (see finish) and reports the failures of the
-// deferred ones.
-func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
-	finish(as, codes, err)
-	for _, a := range as {
-		if a.deferred && a.err != nil {
-			m.report(fmt.Errorf("kafkaqueue: deferred accept of %d record(s) failed (the broker redelivers them): %w", len(a.hs), a.err))
-		}
-	}
-}
-
 // finish completes as with the error of the request that carried them
-// (err) or the acknowledgement error codes of their partitions.
-func finish(as []*acks, codes map[int32]int16, err error) {
+// (err) or the acknowledgement error codes of their partitions, and
+// reports the failures of deferred ones.
+func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
 	for _, a := range as {
 		errs := []error{a.err, err}
 		for p, code := range codes {
@@ -707,10 +624,10 @@ func finish(as []*acks, codes map[int32]int16, err error) {
 			}
 			errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, e))
 		}
-		a.err, a.done = errors.Join(errs...), true
-		if a.fin != nil {
-			close(a.fin)
+		if a.err = errors.Join(errs...); a.deferred && a.err != nil {
+			m.report(fmt.Errorf("kafkaqueue: deferred accept of %d record(s) failed (the broker redelivers them): %w", len(a.hs), a.err))
 		}
+		close(a.fin)
 	}
 }
 
@@ -769,7 +686,7 @@ func (m *member) close(ctx context.Context) error {
 	for _, s := range sessions {
 		s.mu.Lock()
 		if s.epoch != 0 {
-			errs = append(errs, m.acknowledge(s, s.take(), -1))
+			errs = append(errs, m.acknowledge(s, s.take(true), -1))
 		}
 		s.mu.Unlock()
 	}

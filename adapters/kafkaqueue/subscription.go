@@ -5,17 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
-	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -27,30 +24,20 @@ type sub struct {
 	topic       ports.Topic
 	inFlight    int
 	timers      *kit.Periodic // the heartbeat and the lock renewal
+	held        kit.Renewals[*handle]
 
-	// The fetcher: one background goroutine at a time (busy) fetches into
-	// buf or flushes the deferred accepts; see run.
-	ctx     context.Context // ends at Close
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	fmu     sync.Mutex
-	buf     []driver.Record // acquired, not handed out yet
-	out     []driver.Record // ReceiveBatch's result, reused
-	outH    []*handle       // their handles, reused
-	busy    bool            // the fetcher runs
-	waiting bool            // ReceiveBatch waits for records
-	want    int             // ReceiveBatch's max (renewal off: what a fetch asks for)
-	window  int             // what a fetch asks for (renewal on), see grow
-	full    bool            // the last fetch brought all it asked for: a backlog
-	ferr    error           // the fetcher's failure, for ReceiveBatch
-	failed  bool            // the last fetch failed: no prefetch until ReceiveBatch asks
-	flushAt *time.Timer     // a flush of the deferred accepts is due
-	due     bool            // the flush is due now
-	closed  bool
-	arrived chan struct{} // the fetcher ended a turn (capacity 1)
-
-	dec  kafkawire.Decoder
-	held holds
+	// The fetcher (run) fetches into buf while ReceiveBatch waits or a
+	// window can be prefetched; kick wakes it, arrived ReceiveBatch.
+	stop          context.CancelFunc
+	done          chan struct{}
+	kick, arrived chan struct{} // capacity 1
+	fmu           sync.Mutex
+	buf, out      []driver.Record // acquired, not handed out yet; ReceiveBatch's result
+	outH          []*handle
+	waiting       bool  // ReceiveBatch waits for records
+	want          int   // its max
+	window        int   // what a fetch asks for with the renewal on, see run
+	ferr          error // the fetcher's failure, for ReceiveBatch
 }
 
 var (
@@ -84,15 +71,17 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
-	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, timers: kit.NewPeriodic(), arrived: make(chan struct{}, 1)}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, timers: kit.NewPeriodic(),
+		done: make(chan struct{}), kick: make(chan struct{}, 1), arrived: make(chan struct{}, 1)}
 	m.report = func(err error) { s.Report(err) }
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
 		if err := s.start(ctx, parts, spec.InFlight, earliest); err != nil {
-			s.cancel()
 			return nil, errors.Join(err, m.heartbeat(ctx, true))
 		}
 	}
+	fctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	go s.run(fctx)
 	s.timers.Every(time.Minute, s.heartbeat)
 	s.timers.Every(time.Second, s.renew)
 	return s, nil
@@ -141,7 +130,7 @@ func (c *conn) member(ctx context.Context, spec ports.SubscriptionSpec) (*member
 	if err := c.ensureTopic(ctx, phys); err != nil {
 		return nil, nil, err
 	}
-	m := newMember(c.cl, c.group(spec), phys, c.opts.FetchMaxWait)
+	m := newMember(c.cl, c.group(spec), spec.Topic, phys, c.opts.FetchMaxWait)
 	parts, err := m.meta(ctx)
 	return m, parts, err
 }
@@ -163,22 +152,15 @@ func (s *sub) heartbeat(ctx context.Context) time.Duration {
 // even when ctx is done.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	s.fmu.Lock()
-	if len(s.buf) == 0 && s.full {
-		s.grow()
-	}
 	for len(s.buf) == 0 {
-		if err := s.ferr; err != nil {
+		if err := cmp.Or(s.ferr, ctx.Err()); err != nil {
 			s.ferr = nil
 			s.fmu.Unlock()
 			return nil, err
 		}
-		if err := ctx.Err(); err != nil {
-			s.fmu.Unlock()
-			return nil, err
-		}
-		s.waiting, s.want, s.failed = true, max, false
-		s.startLocked()
+		s.waiting, s.want = true, max
 		s.fmu.Unlock()
+		signal(s.kick)
 		select {
 		case <-s.arrived:
 		case <-ctx.Done():
@@ -187,140 +169,86 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		s.waiting = false
 	}
 	n := min(max, len(s.buf))
-	out := append(s.out[:0], s.buf[:n]...)
-	s.out = out
-	m := copy(s.buf, s.buf[n:])
-	clear(s.buf[m:])
-	s.buf = s.buf[:m]
-	s.kickLocked()
+	s.out = append(s.out[:0], s.buf[:n]...)
+	clear(s.buf[copy(s.buf, s.buf[n:]):])
+	s.buf = s.buf[:len(s.buf)-n]
+	out, hs := s.out, s.outH[:0]
 	s.fmu.Unlock()
-	hs := s.outH[:0]
 	for _, r := range out {
 		hs = append(hs, r.Handle.(*handle))
 	}
 	s.outH = hs
 	s.held.Out(time.Now(), hs...)
+	signal(s.kick) // a window may be prefetched
 	return out, nil
 }
 
-// outWait bounds a ShareFetch long poll while records are out with
-// handlers: their acknowledgements wait for the fetch in flight.
-const outWait = 10 * time.Millisecond
-
-// ackLinger is how long a deferred accept waits for a fetch to carry it
-// before the fetcher sends it on a ShareAcknowledge of its own.
-const ackLinger = 10 * time.Millisecond
-
-// maxWindow bounds what a fetch asks for (franz-go's default, KIP-1206's),
-// unless the in-flight window is larger.
-const maxWindow = 500
-
-// prefetchLocked reports whether the fetcher should fetch ahead of
-// ReceiveBatch: only while the fetch window has grown past the in-flight
-// window (see grow), with the lock renewal on, and while at most one
-// fetch window of records is acquired and not settled, so that the next
-// window is fetched while the handlers work on this one (and the fetch
-// carries their accepts). Otherwise a fetch waits for ReceiveBatch to
-// find nothing buffered: a record released (requeued) then comes back
-// before the records after it, as the broker hands them out.
-func (s *sub) prefetchLocked() bool {
-	return s.c.opts.RenewFor >= 0 && !s.failed && s.window > s.inFlight && s.held.Len() <= s.window+s.inFlight
-}
-
-// windowLocked is what a fetch asks for (the lock renewal on).
-func (s *sub) windowLocked() int { return max(s.window, s.inFlight) }
-
-// grow doubles the fetch window, up to max(maxWindow, InFlight): the
-// handlers took every record the last fetch brought, and it brought all
-// it asked for (a backlog), so that one fetch at a time on a share
-// session holds the handlers up. A window a fetch brings is then consumed
-// within about a fetch's round trip, so the records it holds ahead of the
-// handlers (from the group's other members) wait no longer than that. A
-// fetch that brings less than it asked for (the backlog is drained)
-// shrinks the window back to the in-flight window, and prefetching stops.
-func (s *sub) grow() {
-	if s.c.opts.RenewFor >= 0 {
-		s.window = min(2*s.windowLocked(), max(maxWindow, s.inFlight))
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
-// kickLocked starts the fetcher if it has work: a window to prefetch, or
-// deferred accepts to carry (then at once only with a fetch, else after
-// ackLinger).
-func (s *sub) kickLocked() {
-	if s.busy || s.closed {
-		return
-	}
-	if s.prefetchLocked() {
-		s.startLocked()
-	} else if s.flushAt == nil && s.m.pending() {
-		s.flushAt = time.AfterFunc(ackLinger, s.flushDue)
-	}
-}
+const (
+	// outWait bounds a ShareFetch long poll while records are out with
+	// handlers: their acknowledgements wait for the fetch in flight.
+	outWait = 10 * time.Millisecond
+	// ackLinger is how long a deferred accept waits for a fetch to carry
+	// it before the fetcher sends it on a ShareAcknowledge of its own.
+	ackLinger = 10 * time.Millisecond
+	// maxWindow bounds the fetch window (franz-go's default), unless the
+	// in-flight window is larger.
+	maxWindow = 500
+)
 
-// flushDue starts the fetcher to send the deferred accepts no fetch took.
-func (s *sub) flushDue() {
-	s.fmu.Lock()
-	defer s.fmu.Unlock()
-	s.flushAt, s.due = nil, true
-	s.startLocked()
-}
-
-// startLocked starts the fetcher unless it runs.
-func (s *sub) startLocked() {
-	if s.busy || s.closed {
-		return
-	}
-	s.busy = true
-	s.wg.Add(1)
-	go s.run()
-}
-
-// run is the fetcher: it fetches while ReceiveBatch waits with nothing
-// buffered or a window can be prefetched, then sends the deferred
-// accepts no fetch took once ackLinger has passed.
-func (s *sub) run() {
-	defer s.wg.Done()
-	s.fmu.Lock()
-	defer s.fmu.Unlock()
-	for !s.closed {
-		if s.waiting && len(s.buf) == 0 || s.prefetchLocked() {
-			want := s.windowLocked()
-			if s.c.opts.RenewFor < 0 {
-				want = s.want
-			}
-			s.due = false
-			s.fmu.Unlock()
-			recs, err := s.poll(s.ctx, want)
+// run is the fetcher, from Subscribe to Close. It fetches while
+// ReceiveBatch waits with nothing buffered, or to prefetch: while the
+// window has grown past the in-flight window (a backlog) and at most a
+// window and an in-flight window are acquired and not settled, so that
+// the next window comes (carrying the accepts) while the handlers work on
+// this one. A fetch that brings all it asked for doubles the window, up
+// to maxWindow; one that brings less (the backlog is drained) shrinks it
+// back, so that the group's other members get records too. With the
+// renewal off a fetch asks for ReceiveBatch's max and never prefetches.
+// After a kick it flushes, within ackLinger, the accepts no fetch took.
+func (s *sub) run(ctx context.Context) {
+	defer close(s.done)
+	var linger <-chan time.Time
+	for ctx.Err() == nil {
+		s.fmu.Lock()
+		want := max(s.window, s.inFlight)
+		if s.c.opts.RenewFor < 0 {
+			want = s.want
+		}
+		if !(s.waiting && len(s.buf) == 0) && (s.window <= s.inFlight || s.held.Len() > want+s.inFlight) {
+			want = 0
+		}
+		s.fmu.Unlock()
+		if want > 0 {
+			recs, err := s.poll(ctx, want)
 			s.fmu.Lock()
-			s.buf = append(s.buf, recs...)
-			if s.full = len(recs) >= want; !s.full {
-				s.window = s.inFlight
+			s.buf, s.window = append(s.buf, recs...), s.inFlight
+			if len(recs) >= want && s.c.opts.RenewFor >= 0 {
+				s.window = min(2*want, max(maxWindow, s.inFlight))
 			}
-			if err != nil && len(recs) == 0 && s.ctx.Err() == nil {
-				s.ferr, s.failed = err, true
+			if err != nil && len(recs) == 0 && ctx.Err() == nil {
+				s.ferr, s.waiting = err, false
 			}
-			select {
-			case s.arrived <- struct{}{}:
-			default:
-			}
-			if err != nil {
-				break
-			}
+			s.fmu.Unlock()
+			signal(s.arrived)
 			continue
 		}
-		if s.due {
-			s.due = false
-			s.fmu.Unlock()
-			_ = s.m.flush(s.ctx) // failures are reported
-			s.fmu.Lock()
-			continue
+		select {
+		case <-ctx.Done():
+		case <-s.kick:
+			if linger == nil {
+				linger = time.After(ackLinger)
+			}
+		case <-linger:
+			linger = nil
+			_ = s.m.flush(ctx) // failures are reported
 		}
-		break
-	}
-	s.busy = false
-	if !s.closed && s.flushAt == nil && s.m.pending() {
-		s.flushAt = time.AfterFunc(ackLinger, s.flushDue)
 	}
 }
 
@@ -357,10 +285,7 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		errs = append(errs, err)
-		recs = slices.Grow(recs, len(got))
-		for _, a := range got {
-			recs = append(recs, s.record(a))
-		}
+		recs = append(recs, got...)
 	}
 	if len(targets) == 1 {
 		for ses, parts := range targets {
@@ -384,58 +309,43 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 	return nil, errors.Join(errs...)
 }
 
-// record maps a Kafka record onto a driver.Record (kafkawire.Decode: its
-// BrokerID is the identity kafka:// gives the same record); the delivery
-// count less one is the redelivery count.
-func (s *sub) record(a acquired) driver.Record {
-	r := &a.r
-	d := kafkawire.Decode(&s.dec, s.topic, kafkawire.Fields{Topic: s.m.topic, Partition: a.h.partition, Offset: r.offset, Key: r.key, Value: r.value,
-		Timestamp: time.UnixMilli(r.ts), Member: kafkawire.MemberFacts{ShareGroup: s.m.group, DeliveryCount: a.count}},
-		a.h.s.dec.hdrs[r.h0:r.h1], func(h rawHeader, _ *kit.Names) (string, []byte, bool) { return h.key, h.value, true })
-	d.RedeliveryCount, d.Handle = max(a.count-1, 0), a.h
-	a.h.msg, a.h.id, a.h.redeliveries = d.Message, d.BrokerID, d.RedeliveryCount
-	return d
-}
-
-// settle acknowledges handles with typ and stops renewing them.
+// settle acknowledges handles with typ (Release, Reject) and returns once
+// the broker answered; it stops renewing them.
 func (s *sub) settle(handles []any, typ int8) error {
-	hs := make([]*handle, len(handles))
-	for i, h := range handles {
-		hs[i] = h.(*handle)
-	}
-	err := s.m.ack(hs, typ)
-	if err == nil || errors.Is(err, driver.ErrRecordsLost) {
+	hs := handlesOf(handles)
+	as, err := group(hs, typ, false)
+	if err = errors.Join(err, s.m.settled(context.Background(), queue(as...))); err == nil || errors.Is(err, driver.ErrRecordsLost) {
 		s.held.Drop(hs...)
-		s.fmu.Lock()
-		s.kickLocked()
-		s.fmu.Unlock()
+		signal(s.kick)
 	}
 	return err
 }
 
-// SendAcks accepts the records (Accept), deferred: the next request of
-// their share session carries the acknowledgement — the next ShareFetch,
-// or a ShareAcknowledge when no fetch takes it within ackLinger — and a
-// failure is reported on Errors. It returns at once; a record whose lock
-// has lapsed or whose share session closed fails with
+func handlesOf(handles []any) []*handle {
+	hs := make([]*handle, len(handles))
+	for i, h := range handles {
+		hs[i] = h.(*handle)
+	}
+	return hs
+}
+
+// SendAcks accepts the records (Accept), deferred: it queues the accepts
+// on their share sessions and returns. The next request of a session
+// carries them (a ShareFetch, or a ShareAcknowledge when no fetch took
+// them within ackLinger); a failure is reported on Errors. A record whose
+// lock has lapsed or whose share session closed fails at once with
 // driver.ErrRecordsLost.
 func (s *sub) SendAcks(_ context.Context, handles []any) error {
-	hs := make([]*handle, len(handles))
-	for i, h := range handles {
-		hs[i] = h.(*handle)
-	}
-	err := s.m.accept(hs, time.Now())
+	hs := handlesOf(handles)
+	as, err := group(hs, ackAccept, true)
+	queue(as...)
 	s.held.Drop(hs...)
-	s.fmu.Lock()
-	s.kickLocked()
-	s.fmu.Unlock()
+	signal(s.kick)
 	return err
 }
 
-// FlushAcks returns once the broker answered every deferred accept
-// SendAcks returned before, with the failures of those it sent itself
-// (the failures of accepts a fetch carried go to Errors), or when ctx is
-// done.
+// FlushAcks returns once the broker answered every accept SendAcks
+// returned before, with their failures, or when ctx is done.
 func (s *sub) FlushAcks(ctx context.Context) error { return s.m.flush(ctx) }
 
 // SendRequeues releases the records (Release): the broker delivers them
@@ -466,20 +376,12 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	return s.settle(handles, ackReject)
 }
 
-// Close stops the heartbeat and the renewal, closes the share sessions
-// (the broker releases every record still acquired: redelivered to another
-// member at once) and leaves the group.
+// Close stops the fetcher, the heartbeat and the renewal, closes the
+// share sessions (the broker releases every record still acquired:
+// redelivered to another member at once) and leaves the group.
 func (s *sub) Close(ctx context.Context) error {
-
-	s.fmu.Lock()
-	s.closed = true
-	if s.flushAt != nil {
-		s.flushAt.Stop()
-		s.flushAt = nil
-	}
-	s.fmu.Unlock()
-	s.cancel()
-	s.wg.Wait() // the fetch in flight, at most FetchMaxWait
+	s.stop()
+	<-s.done // the fetch in flight, at most FetchMaxWait
 	err := s.timers.Stop(ctx)
 	s.buf = nil
 	return errors.Join(err, s.m.close(ctx))
@@ -492,7 +394,7 @@ func (s *sub) Close(ctx context.Context) error {
 func (s *sub) renew(context.Context) time.Duration {
 	now, lock := time.Now(), s.m.lockDuration()
 	if due := s.held.Due(now, lock/2, s.c.opts.RenewFor); len(due) > 0 {
-		if err := s.m.ack(due, ackRenew); err != nil {
+		if err := s.m.renew(due, now.Add(lock)); err != nil {
 			s.Report(fmt.Errorf("kafkaqueue: renew the locks of %d record(s): %w", len(due), err))
 		} else {
 			s.held.Renewed(now.Add(lock), due...)
