@@ -46,9 +46,7 @@ type member struct {
 	lock     atomic.Int64 // the broker's acquisition lock duration
 	stale    atomic.Bool  // leaders need a metadata refresh
 
-	// report receives the failures of deferred acknowledgements (acks
-	// whose SendAcks returned before a request carried them).
-	report func(error)
+	report func(error) // the failures of deferred accepts
 
 	mu       sync.Mutex
 	epoch    int32           // member epoch; 0: join
@@ -62,14 +60,13 @@ type member struct {
 // each request's epoch and bumps it on success, so requests go one at a
 // time (mu is held by the request in flight). A reset loses every record
 // acquired in the session. Acknowledgements wait in pending for the next
-// request on the session: a ShareFetch, or a ShareAcknowledge (wait).
+// request on the session.
 type session struct {
 	mu    sync.Mutex
 	node  int32
 	epoch int32          // the next request's; 0 opens a session
 	gen   atomic.Uint32  // counts resets
 	in    map[int32]bool // partitions in the session
-	dec   decoder        // the last answer's records
 	kd    kafkawire.Decoder
 
 	pmu     sync.Mutex
@@ -84,6 +81,13 @@ func (s *session) reset() {
 }
 
 func (s *session) bump() { s.epoch = max(s.epoch+1, 1) }
+
+// queue queues a for the next request on s to carry.
+func (s *session) queue(a *acks) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	s.pending = append(s.pending, a)
+}
 
 // take removes and returns the pending acknowledgements (all: false,
 // returns a copy and leaves them).
@@ -226,27 +230,17 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 	alter := &kmsg.AlterShareGroupOffsetsRequest{GroupID: m.group, Topics: []kmsg.AlterShareGroupOffsetsRequestTopic{at}}
 	aresp, err := alter.RequestWith(ctx, m.cl)
 	if err == nil {
-		err = alterError(m.group, aresp)
+		err = kerr.ErrorForCode(aresp.ErrorCode)
+		for _, t := range aresp.Topics {
+			for _, p := range t.Partitions {
+				err = cmp.Or(err, kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
 	}
 	if errors.Is(err, kerr.NonEmptyGroup) {
 		return true, nil
 	}
 	return false, err
-}
-
-// alterError is the group's error in resp, or else the first partition's.
-func alterError(group string, resp *kmsg.AlterShareGroupOffsetsResponse) error {
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return err
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return fmt.Errorf("set the start offset of %s/%d for share group %s: %w", t.Topic, p.Partition, group, err)
-			}
-		}
-	}
-	return nil
 }
 
 // members returns how many members the group has.
@@ -423,19 +417,20 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 				n += int(ar.LastOffset - ar.FirstOffset + 1)
 			}
 			hs, out = make([]handle, n), slices.Grow(out, n)
-			s.dec.read(rp.Records, rp.AcquiredRecords[0].FirstOffset, rp.AcquiredRecords[len(rp.AcquiredRecords)-1].LastOffset)
-			recs, j := s.dec.recs, 0 // recs and the acquired ranges are in offset order
+			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: m.topic, Partition: rp.Partition, Offset: rp.AcquiredRecords[0].FirstOffset},
+				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, decompressor, nil)
+			recs, j := fp.Records, 0 // recs and the acquired ranges are in offset order
 			for _, ar := range rp.AcquiredRecords {
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
 					h := &hs[0]
 					hs = hs[1:]
 					h.s, h.gen, h.partition, h.offset = s, s.gen.Load(), rp.Partition, off
 					h.until.Store(until)
-					for j < len(recs) && recs[j].offset < off {
+					for j < len(recs) && recs[j].Offset < off {
 						j++
 					}
-					if j < len(recs) && recs[j].offset == off {
-						out = append(out, m.record(s, &recs[j], h, int(ar.DeliveryCount)))
+					if j < len(recs) && recs[j].Offset == off {
+						out = append(out, m.record(s, recs[j], h, int(ar.DeliveryCount)))
 					} else {
 						gaps = append(gaps, h)
 					}
@@ -444,7 +439,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 		}
 	}
 	if len(gaps) > 0 {
-		queue(&acks{hs: gaps, typ: ackGap, fin: make(chan struct{})})
+		s.queue(&acks{hs: gaps, typ: ackGap, fin: make(chan struct{})})
 	}
 	if len(out) == 0 && perr != nil {
 		return nil, perr
@@ -455,10 +450,10 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 // record maps r onto a driver.Record (kafkawire.Decode: its BrokerID is
 // the identity kafka:// gives the same record); the delivery count less
 // one is the redelivery count.
-func (m *member) record(s *session, r *rawRecord, h *handle, count int) driver.Record {
-	d := kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.offset, Key: r.key, Value: r.value,
-		Timestamp: time.UnixMilli(r.ts), Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
-		s.dec.hdrs[r.h0:r.h1], func(h rawHeader, n *kit.Names) (string, []byte, bool) { return n.Intern(h.key), h.value, true })
+func (m *member) record(s *session, r *kgo.Record, h *handle, count int) driver.Record {
+	d := kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+		Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
+		r.Headers, func(h kgo.RecordHeader, _ *kit.Names) (string, []byte, bool) { return h.Key, h.Value, true })
 	d.RedeliveryCount, d.Handle = max(count-1, 0), h
 	h.msg, h.id, h.redeliveries = d.Message, d.BrokerID, d.RedeliveryCount
 	return d
@@ -466,12 +461,15 @@ func (m *member) record(s *session, r *rawRecord, h *handle, count int) driver.R
 
 func (m *member) lockDuration() time.Duration { return time.Duration(m.lock.Load()) }
 
+var decompressor = kgo.DefaultDecompressor()
+
 // errLost: the broker took the records back (session reset, lock lapsed).
 var errLost = fmt.Errorf("kafkaqueue: %w", driver.ErrRecordsLost)
 
-// group groups the acknowledgement of hs with typ by session. A record
-// whose session was reset or whose lock has lapsed is left out: the broker
-// took it back, and the error wraps driver.ErrRecordsLost.
+// group groups the acknowledgement of hs with typ by session and, but for
+// a renewal, queues it for the next request of its session to carry. A
+// record whose session was reset or whose lock has lapsed is left out:
+// the broker took it back, and the error wraps driver.ErrRecordsLost.
 func group(hs []*handle, typ int8, deferred bool) ([]*acks, error) {
 	var (
 		out  []*acks
@@ -489,27 +487,21 @@ func group(hs []*handle, typ int8, deferred bool) ([]*acks, error) {
 		}
 		out[i].hs = append(out[i].hs, h)
 	}
+	for _, a := range out {
+		if typ != ackRenew {
+			a.hs[0].s.queue(a)
+		}
+	}
 	if lost > 0 {
 		return out, fmt.Errorf("%w: %d record(s) whose lock lapsed or whose share session closed", errLost, lost)
 	}
 	return out, nil
 }
 
-// queue queues as for the next request of their sessions to carry.
-func queue(as ...*acks) []*acks {
-	for _, a := range as {
-		s := a.hs[0].s
-		s.pmu.Lock()
-		s.pending = append(s.pending, a)
-		s.pmu.Unlock()
-	}
-	return as
-}
-
 // settled returns once the broker answered as, with their failures, or when
 // ctx is done. A session with no request in flight sends what is pending
 // on it on a ShareAcknowledge; on a busy one they ride on the request in
-// flight or the next (a renewal carries none), tried again every ackLinger.
+// flight or the next, tried again every ackLinger.
 func (m *member) settled(ctx context.Context, as []*acks) error {
 	var errs []error
 	for _, a := range as {
@@ -518,16 +510,13 @@ func (m *member) settled(ctx context.Context, as []*acks) error {
 				_ = m.acknowledge(s, s.take(true), s.epoch)
 				s.mu.Unlock()
 			}
-			t := time.NewTimer(ackLinger)
 			select {
 			case <-a.fin:
 				done = true
-			case <-t.C:
+			case <-time.After(ackLinger):
 			case <-ctx.Done():
-				t.Stop()
 				return errors.Join(append(errs, ctx.Err())...)
 			}
-			t.Stop()
 		}
 		errs = append(errs, a.err)
 	}
@@ -553,14 +542,13 @@ func (m *member) renew(hs []*handle, until time.Time) error {
 	for _, a := range as {
 		s := a.hs[0].s
 		s.mu.Lock()
-		_ = m.acknowledge(s, []*acks{a}, s.epoch)
+		_ = m.acknowledge(s, []*acks{a}, s.epoch) // its error is a.err
 		s.mu.Unlock()
-		for _, h := range a.hs {
-			if a.err == nil {
+		if errs = append(errs, a.err); a.err == nil {
+			for _, h := range a.hs {
 				h.until.Store(until.UnixNano())
 			}
 		}
-		errs = append(errs, a.err)
 	}
 	return errors.Join(errs...)
 }

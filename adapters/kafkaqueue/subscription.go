@@ -32,12 +32,11 @@ type sub struct {
 	done          chan struct{}
 	kick, arrived chan struct{} // capacity 1
 	fmu           sync.Mutex
-	buf, out      []driver.Record // acquired, not handed out yet; ReceiveBatch's result
-	outH          []*handle
-	waiting       bool  // ReceiveBatch waits for records
-	want          int   // its max
-	window        int   // what a fetch asks for with the renewal on, see run
-	ferr          error // the fetcher's failure, for ReceiveBatch
+	buf           []driver.Record // acquired, not handed out yet
+	waiting       bool            // ReceiveBatch waits for records
+	want          int             // its max
+	window        int             // what a fetch asks for with the renewal on, see run
+	ferr          error           // the fetcher's failure, for ReceiveBatch
 }
 
 var (
@@ -169,18 +168,21 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		s.waiting = false
 	}
 	n := min(max, len(s.buf))
-	s.out = append(s.out[:0], s.buf[:n]...)
-	clear(s.buf[copy(s.buf, s.buf[n:]):])
-	s.buf = s.buf[:len(s.buf)-n]
-	out, hs := s.out, s.outH[:0]
+	out := s.buf[:n:n]
+	s.buf = s.buf[n:]
 	s.fmu.Unlock()
-	for _, r := range out {
-		hs = append(hs, r.Handle.(*handle))
-	}
-	s.outH = hs
-	s.held.Out(time.Now(), hs...)
+	s.held.Out(time.Now(), handles(out)...)
 	signal(s.kick) // a window may be prefetched
 	return out, nil
+}
+
+// handles returns the handles of recs.
+func handles(recs []driver.Record) []*handle {
+	hs := make([]*handle, len(recs))
+	for i, r := range recs {
+		hs[i] = r.Handle.(*handle)
+	}
+	return hs
 }
 
 func signal(c chan struct{}) {
@@ -280,69 +282,49 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 		errs []error
 		recs []driver.Record
 	)
-	fetch := func(ses *session, parts []int32) {
-		got, err := s.m.fetch(ses, parts, want, wait)
-		mu.Lock()
-		defer mu.Unlock()
-		errs = append(errs, err)
-		recs = append(recs, got...)
+	for ses, parts := range targets {
+		wg.Go(func() {
+			got, err := s.m.fetch(ses, parts, want, wait)
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, err)
+			recs = append(recs, got...)
+		})
 	}
-	if len(targets) == 1 {
-		for ses, parts := range targets {
-			fetch(ses, parts)
-		}
-	} else {
-		for ses, parts := range targets {
-			wg.Go(func() { fetch(ses, parts) })
-		}
-		wg.Wait()
-	}
+	wg.Wait()
 	if len(recs) > 0 {
 		now := time.Now()
-		hs := make([]*handle, len(recs))
-		for i, r := range recs {
-			hs[i] = r.Handle.(*handle)
-		}
-		s.held.Hold(now, now.Add(s.m.lockDuration()), hs...)
+		s.held.Hold(now, now.Add(s.m.lockDuration()), handles(recs)...)
 		return recs, nil
 	}
 	return nil, errors.Join(errs...)
 }
 
-// settle acknowledges handles with typ (Release, Reject) and returns once
-// the broker answered; it stops renewing them.
+// settle acknowledges handles with typ and stops renewing them. Release
+// and Reject return once the broker answered.
 func (s *sub) settle(handles []any, typ int8) error {
-	hs := handlesOf(handles)
-	as, err := group(hs, typ, false)
-	if err = errors.Join(err, s.m.settled(context.Background(), queue(as...))); err == nil || errors.Is(err, driver.ErrRecordsLost) {
-		s.held.Drop(hs...)
-		signal(s.kick)
-	}
-	return err
-}
-
-func handlesOf(handles []any) []*handle {
 	hs := make([]*handle, len(handles))
 	for i, h := range handles {
 		hs[i] = h.(*handle)
 	}
-	return hs
-}
-
-// SendAcks accepts the records (Accept), deferred: it queues the accepts
-// on their share sessions and returns. The next request of a session
-// carries them (a ShareFetch, or a ShareAcknowledge when no fetch took
-// them within ackLinger); a failure is reported on Errors. A record whose
-// lock has lapsed or whose share session closed fails at once with
-// driver.ErrRecordsLost.
-func (s *sub) SendAcks(_ context.Context, handles []any) error {
-	hs := handlesOf(handles)
-	as, err := group(hs, ackAccept, true)
-	queue(as...)
-	s.held.Drop(hs...)
+	as, err := group(hs, typ, typ == ackAccept)
+	if typ != ackAccept {
+		err = errors.Join(err, s.m.settled(context.Background(), as))
+	}
+	if err == nil || errors.Is(err, driver.ErrRecordsLost) {
+		s.held.Drop(hs...)
+	}
 	signal(s.kick)
 	return err
 }
+
+// SendAcks accepts the records (Accept), deferred: the accepts are queued
+// on their share sessions for the next request there to carry (a
+// ShareFetch, or a ShareAcknowledge when no fetch took them within
+// ackLinger); a failure is reported on Errors. A record whose lock has
+// lapsed or whose share session closed fails at once with
+// driver.ErrRecordsLost.
+func (s *sub) SendAcks(_ context.Context, handles []any) error { return s.settle(handles, ackAccept) }
 
 // FlushAcks returns once the broker answered every accept SendAcks
 // returned before, with their failures, or when ctx is done.
