@@ -3,7 +3,6 @@ package kafkaqueue
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -57,10 +56,8 @@ type member struct {
 }
 
 // session is the member's share session on one broker: the broker checks
-// each request's epoch and bumps it on success, so requests go one at a
-// time (mu is held by the request in flight). A reset loses every record
-// acquired in the session. Acknowledgements wait in pending for the next
-// request on the session.
+// each request's epoch, so requests go one at a time (mu held). A reset
+// loses every record acquired in the session.
 type session struct {
 	mu    sync.Mutex
 	node  int32
@@ -89,8 +86,7 @@ func (s *session) queue(a *acks) {
 	s.pending = append(s.pending, a)
 }
 
-// take removes and returns the pending acknowledgements (all: false,
-// returns a copy and leaves them).
+// take returns the pending acknowledgements, removed (all) or left.
 func (s *session) take(all bool) []*acks {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
@@ -103,8 +99,7 @@ func (s *session) take(all bool) []*acks {
 }
 
 // acks is one call's acknowledgements of one type on one session; fin is
-// closed (with err) once the broker answered the request that carried
-// them. Deferred acks have no caller waiting: their failure is reported.
+// closed (with err) once the broker answered. Deferred: no caller waits.
 type acks struct {
 	hs       []*handle
 	typ      int8
@@ -121,17 +116,7 @@ type handle struct {
 	offset    int64
 	until     atomic.Int64 // when its lock ends, as far as the member knows (UnixNano)
 
-	msg          ports.Message // what a dead-letter copy is made of
-	id           string        // BrokerID
-	redeliveries int
-}
-
-func newMember(cl *kgo.Client, group string, logical ports.Topic, topic string, wait time.Duration) *member {
-	m := &member{cl: cl, group: group, logical: logical, topic: topic, wait: wait, id: rand.Text()[:22], report: func(error) {},
-		leaders: map[int32]int32{}, sessions: map[int32]*session{}, wake: make(chan struct{})}
-	m.interval.Store(int64(time.Second))
-	m.lock.Store(int64(30 * time.Second))
-	return m
+	d driver.Record // what a dead-letter copy is made of
 }
 
 // meta refreshes the topic id and the partition leaders.
@@ -162,8 +147,7 @@ func (m *member) meta(ctx context.Context) ([]int32, error) {
 }
 
 // unstarted returns the partitions of parts that have no start offset in
-// the group yet; an error the broker answers for the group or for one of
-// them fails it.
+// the group yet.
 func (m *member) unstarted(ctx context.Context, parts []int32) ([]int32, error) {
 	desc := &kmsg.DescribeShareGroupOffsetsRequest{Groups: []kmsg.DescribeShareGroupOffsetsRequestGroup{
 		{GroupID: m.group, Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: m.topic, Partitions: parts}}}}}
@@ -190,10 +174,8 @@ func (m *member) unstarted(ctx context.Context, parts []int32) ([]int32, error) 
 }
 
 // initialize sets the start of every partition the group has not started
-// on yet to the topic's end (or its oldest record), so that the group
-// keeps what is published from now on even before its first member
-// fetches. A group with members (on another topic) refuses: then fetch
-// reports that a member must start the partitions (sub.start).
+// on yet to the topic's end (or its oldest record). A group with members
+// (on another topic) refuses: then fetch says a member must (sub.start).
 func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (fetch bool, err error) {
 	todo, err := m.unstarted(ctx, parts)
 	if err != nil {
@@ -241,20 +223,6 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 		return true, nil
 	}
 	return false, err
-}
-
-// members returns how many members the group has.
-func (m *member) members(ctx context.Context) (int, error) {
-	req := &kmsg.ShareGroupDescribeRequest{GroupIDs: []string{m.group}}
-	resp, err := req.RequestWith(ctx, m.cl)
-	if err != nil || len(resp.Groups) == 0 {
-		return 0, err
-	}
-	g := resp.Groups[0]
-	if err := kerr.ErrorForCode(g.ErrorCode); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return 0, err
-	}
-	return len(g.Members), nil
 }
 
 // heartbeat joins (epoch 0), heartbeats, or leaves (epoch -1) and takes the
@@ -319,11 +287,10 @@ func (m *member) targets(ctx context.Context) (map[*session][]int32, <-chan stru
 	return out, m.wake, nil
 }
 
-// fetch sends one ShareFetch on s for parts (the session is opened or
-// changed to hold exactly parts), carrying the pending acknowledgements,
-// and returns the records it acquired. It long-polls up to wait, not at
-// all when it carries acknowledgements. It is not cancelled with the
-// caller's ctx: records the broker acquired are never dropped on the way.
+// fetch sends a ShareFetch on s for parts (the session changed to hold
+// exactly them) carrying the pending acknowledgements, and returns the
+// records it acquired. It long-polls up to wait, not at all when it
+// carries acknowledgements. No ctx: acquired records are never dropped.
 func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) ([]driver.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -447,15 +414,14 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 	return out, nil
 }
 
-// record maps r onto a driver.Record (kafkawire.Decode: its BrokerID is
-// the identity kafka:// gives the same record); the delivery count less
-// one is the redelivery count.
+// record maps r onto a driver.Record as kafka:// does (kafkawire.Decode);
+// the delivery count less one is the redelivery count.
 func (m *member) record(s *session, r *kgo.Record, h *handle, count int) driver.Record {
 	d := kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
 		Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
 		r.Headers, func(h kgo.RecordHeader, _ *kit.Names) (string, []byte, bool) { return h.Key, h.Value, true })
 	d.RedeliveryCount, d.Handle = max(count-1, 0), h
-	h.msg, h.id, h.redeliveries = d.Message, d.BrokerID, d.RedeliveryCount
+	h.d = d
 	return d
 }
 
@@ -499,9 +465,8 @@ func group(hs []*handle, typ int8, deferred bool) ([]*acks, error) {
 }
 
 // settled returns once the broker answered as, with their failures, or when
-// ctx is done. A session with no request in flight sends what is pending
-// on it on a ShareAcknowledge; on a busy one they ride on the request in
-// flight or the next, tried again every ackLinger.
+// ctx is done; what is pending on a session with no request in flight is
+// sent at once, on a busy one tried again every ackLinger.
 func (m *member) settled(ctx context.Context, as []*acks) error {
 	var errs []error
 	for _, a := range as {
@@ -534,8 +499,7 @@ func (m *member) flush(ctx context.Context) error {
 	return m.settled(ctx, as)
 }
 
-// renew renews the locks of hs, to end at until, on a ShareAcknowledge
-// per session.
+// renew renews the locks of hs, to end at until.
 func (m *member) renew(hs []*handle, until time.Time) error {
 	as, err := group(hs, ackRenew, false)
 	errs := []error{err}
@@ -553,17 +517,15 @@ func (m *member) renew(hs []*handle, until time.Time) error {
 	return errors.Join(errs...)
 }
 
+// ackTypes are the AcknowledgeTypes of a batch of each type, shared.
+var ackTypes = [...][]int8{{ackGap}, {ackAccept}, {ackRelease}, {ackReject}, {ackRenew}}
+
 // batch is an acknowledgement batch: contiguous offsets of one partition
 // acknowledged with one type.
 type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
 
-// ackTypes holds the one-type AcknowledgeTypes of each acknowledge type,
-// shared by every batch (the request only reads them).
-var ackTypes = [...][]int8{{ackGap}, {ackAccept}, {ackRelease}, {ackReject}, {ackRenew}}
-
-// ranges returns the batches of the handles of as by partition: runs of
-// contiguous offsets acknowledged with one type. A handle of an earlier
-// session is lost (an error on its acks).
+// ranges returns the batches of the handles of as by partition. A handle
+// of an earlier session is lost (an error on its acks).
 func ranges(s *session, as []*acks) map[int32][]batch {
 	type one struct {
 		p   int32
@@ -608,7 +570,7 @@ func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
 			if e == nil || !slices.ContainsFunc(a.hs, func(h *handle) bool { return h.partition == p }) {
 				continue
 			} else if errors.Is(e, kerr.InvalidRecordState) || errors.Is(e, kerr.NotLeaderForPartition) {
-				e = fmt.Errorf("%w: partition %d: %w", errLost, p, e)
+				e = fmt.Errorf("%w: %w", errLost, e)
 			}
 			errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, e))
 		}
@@ -619,8 +581,9 @@ func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
 	}
 }
 
-// acknowledge sends as on a ShareAcknowledge of their own (s locked);
-// epoch -1 closes the session (the broker releases what it holds).
+// acknowledge sends as on a ShareAcknowledge of their own (s locked; none
+// when nothing is left to send); epoch -1 closes the session (the broker
+// releases what it holds).
 func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 	acked := ranges(s, as)
 	if len(acked) == 0 && epoch != -1 {

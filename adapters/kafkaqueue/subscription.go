@@ -3,9 +3,11 @@ package kafkaqueue
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,13 +23,11 @@ type sub struct {
 	kit.Reports // failed heartbeats, renewals and deferred accepts go to Errors
 	c           *conn
 	m           *member
-	topic       ports.Topic
 	inFlight    int
 	timers      *kit.Periodic // the heartbeat and the lock renewal
 	held        kit.Renewals[*handle]
 
-	// The fetcher (run) fetches into buf while ReceiveBatch waits or a
-	// window can be prefetched; kick wakes it, arrived ReceiveBatch.
+	// The fetcher (run) fills buf; kick wakes it, arrived ReceiveBatch.
 	stop          context.CancelFunc
 	done          chan struct{}
 	kick, arrived chan struct{} // capacity 1
@@ -35,7 +35,8 @@ type sub struct {
 	buf           []driver.Record // acquired, not handed out yet
 	waiting       bool            // ReceiveBatch waits for records
 	want          int             // its max
-	window        int             // what a fetch asks for with the renewal on, see run
+	window        int             // what a fetch asks for (see run)
+	settled       atomic.Int64    // records settled since the last fetch
 	ferr          error           // the fetcher's failure, for ReceiveBatch
 }
 
@@ -55,11 +56,17 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err != nil {
 		return nil, err
 	}
-	if spec.Mode == ports.Broadcast {
-		if n, err := m.members(ctx); err != nil {
+	if spec.Mode == ports.Broadcast { // an instance's share group must have no member
+		resp, err := (&kmsg.ShareGroupDescribeRequest{GroupIDs: []string{m.group}}).RequestWith(ctx, c.cl)
+		if err != nil {
 			return nil, err
-		} else if n > 0 {
-			return nil, &ports.InstanceSharedError{Instance: spec.Instance, Where: "share group " + m.group + " has a member already"}
+		}
+		for _, g := range resp.Groups {
+			if err := kerr.ErrorForCode(g.ErrorCode); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+				return nil, err
+			} else if len(g.Members) > 0 {
+				return nil, &ports.InstanceSharedError{Instance: spec.Instance, Where: "share group " + m.group + " has a member already"}
+			}
 		}
 	}
 	earliest := spec.Start == ports.StartEarliest || c.opts.StartOldest
@@ -70,7 +77,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
-	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, timers: kit.NewPeriodic(),
+	s := &sub{c: c, m: m, inFlight: spec.InFlight, timers: kit.NewPeriodic(),
 		done: make(chan struct{}), kick: make(chan struct{}, 1), arrived: make(chan struct{}, 1)}
 	m.report = func(err error) { s.Report(err) }
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
@@ -88,10 +95,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 
 // start sets the group's share.auto.offset.reset and fetches until every
 // partition of parts has a start offset (a fetch made before the group
-// assigned them to this member starts nothing). The reset is the group's,
-// for all its topics: a start of the group with the other reset, made
-// between this setting and that fetch, chooses this topic's start too. It
-// gives up after 30 s.
+// assigned them to this member starts nothing), for at most 30 s.
 func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -107,13 +111,12 @@ func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool)
 	}
 	for err == nil {
 		var recs []driver.Record
-		if recs, err = s.poll(ctx, want); err != nil {
-			break
-		}
-		s.buf = append(s.buf, recs...)
 		var todo []int32
-		if todo, err = s.m.unstarted(ctx, parts); err == nil && len(todo) == 0 {
-			return nil
+		if recs, err = s.poll(ctx, want); err == nil {
+			s.buf = append(s.buf, recs...)
+			if todo, err = s.m.unstarted(ctx, parts); err == nil && len(todo) == 0 {
+				return nil
+			}
 		}
 		if err = cmp.Or(err, ctx.Err()); err == nil {
 			err = s.m.heartbeat(ctx, false) // fetch for the assignment
@@ -125,11 +128,13 @@ func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool)
 // member makes the share-group member of spec, creating its topic if
 // needed, and returns the topic's partitions.
 func (c *conn) member(ctx context.Context, spec ports.SubscriptionSpec) (*member, []int32, error) {
-	phys := c.topic(spec.Topic)
-	if err := c.ensureTopic(ctx, phys); err != nil {
+	m := &member{cl: c.cl, group: c.group(spec), logical: spec.Topic, topic: c.topic(spec.Topic), wait: c.opts.FetchMaxWait, id: rand.Text()[:22],
+		leaders: map[int32]int32{}, sessions: map[int32]*session{}, wake: make(chan struct{})}
+	m.interval.Store(int64(time.Second))
+	m.lock.Store(int64(30 * time.Second))
+	if err := c.ensureTopic(ctx, m.topic); err != nil {
 		return nil, nil, err
 	}
-	m := newMember(c.cl, c.group(spec), spec.Topic, phys, c.opts.FetchMaxWait)
 	parts, err := m.meta(ctx)
 	return m, parts, err
 }
@@ -139,11 +144,12 @@ func (c *conn) member(ctx context.Context, spec ports.SubscriptionSpec) (*member
 func (s *sub) heartbeat(ctx context.Context) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	next := time.Duration(s.m.interval.Load())
 	if err := s.m.heartbeat(ctx, false); err != nil {
 		s.Report(err)
-		return min(time.Duration(s.m.interval.Load()), time.Second)
+		next = min(next, time.Second)
 	}
-	return time.Duration(s.m.interval.Load())
+	return next
 }
 
 // ReceiveBatch returns acquired records, waiting for the fetcher until at
@@ -171,18 +177,11 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	out := s.buf[:n:n]
 	s.buf = s.buf[n:]
 	s.fmu.Unlock()
-	s.held.Out(time.Now(), handles(out)...)
+	for now, i := time.Now(), 0; i < n; i++ {
+		s.held.Out(now, out[i].Handle.(*handle))
+	}
 	signal(s.kick) // a window may be prefetched
 	return out, nil
-}
-
-// handles returns the handles of recs.
-func handles(recs []driver.Record) []*handle {
-	hs := make([]*handle, len(recs))
-	for i, r := range recs {
-		hs[i] = r.Handle.(*handle)
-	}
-	return hs
 }
 
 func signal(c chan struct{}) {
@@ -196,12 +195,10 @@ const (
 	// outWait bounds a ShareFetch long poll while records are out with
 	// handlers: their acknowledgements wait for the fetch in flight.
 	outWait = 10 * time.Millisecond
-	// ackLinger is how long a deferred accept waits for a fetch to carry
-	// it before the fetcher sends it on a ShareAcknowledge of its own.
+	// ackLinger is how long an accept waits for a fetch to carry it
+	// before the fetcher sends it on a ShareAcknowledge of its own.
 	ackLinger = 10 * time.Millisecond
-	// maxWindow bounds the fetch window (franz-go's default), unless the
-	// in-flight window is larger.
-	maxWindow = 500
+	maxWindow = 500 // the largest fetch window (franz-go's), or the in-flight one
 )
 
 // run is the fetcher, from Subscribe to Close. It fetches while
@@ -209,11 +206,12 @@ const (
 // window has grown past the in-flight window (a backlog) and at most a
 // window and an in-flight window are acquired and not settled, so that
 // the next window comes (carrying the accepts) while the handlers work on
-// this one. A fetch that brings all it asked for doubles the window, up
-// to maxWindow; one that brings less (the backlog is drained) shrinks it
-// back, so that the group's other members get records too. With the
-// renewal off a fetch asks for ReceiveBatch's max and never prefetches.
-// After a kick it flushes, within ackLinger, the accepts no fetch took.
+// this one. A fetch that brings all it asked for while the handlers
+// settle records doubles the window, up to maxWindow; one that brings less
+// (the backlog is drained) shrinks it back, so that the group's other
+// members get records too. With the renewal off a fetch asks for
+// ReceiveBatch's max and never prefetches. After a kick it sends, within
+// ackLinger, the acknowledgements no fetch took.
 func (s *sub) run(ctx context.Context) {
 	defer close(s.done)
 	var linger <-chan time.Time
@@ -231,7 +229,7 @@ func (s *sub) run(ctx context.Context) {
 			recs, err := s.poll(ctx, want)
 			s.fmu.Lock()
 			s.buf, s.window = append(s.buf, recs...), s.inFlight
-			if len(recs) >= want && s.c.opts.RenewFor >= 0 {
+			if len(recs) >= want && s.settled.Swap(0) > 0 && s.c.opts.RenewFor >= 0 {
 				s.window = min(2*want, max(maxWindow, s.inFlight))
 			}
 			if err != nil && len(recs) == 0 && ctx.Err() == nil {
@@ -254,20 +252,18 @@ func (s *sub) run(ctx context.Context) {
 	}
 }
 
-// poll runs one ShareFetch on each leader's session (at once) and returns
-// what they acquired, held (its locks renewed) before it is returned; with
-// no partition assigned it waits for an assignment, at most FetchMaxWait.
+// poll fetches on each leader's session at once and returns what they
+// acquired, held (its locks renewed); with no partition assigned it waits
+// for an assignment, at most FetchMaxWait.
 func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 	targets, wake, err := s.m.targets(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if len(targets) == 0 {
-		t := time.NewTimer(s.m.wait)
-		defer t.Stop()
 		select {
 		case <-wake:
-		case <-t.C:
+		case <-time.After(s.m.wait):
 		case <-ctx.Done():
 		}
 		return nil, nil
@@ -292,9 +288,10 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 		})
 	}
 	wg.Wait()
+	for now, i := time.Now(), 0; i < len(recs); i++ {
+		s.held.Hold(now, now.Add(s.m.lockDuration()), recs[i].Handle.(*handle))
+	}
 	if len(recs) > 0 {
-		now := time.Now()
-		s.held.Hold(now, now.Add(s.m.lockDuration()), handles(recs)...)
 		return recs, nil
 	}
 	return nil, errors.Join(errs...)
@@ -313,17 +310,16 @@ func (s *sub) settle(handles []any, typ int8) error {
 	}
 	if err == nil || errors.Is(err, driver.ErrRecordsLost) {
 		s.held.Drop(hs...)
+		s.settled.Add(int64(len(hs)))
 	}
 	signal(s.kick)
 	return err
 }
 
-// SendAcks accepts the records (Accept), deferred: the accepts are queued
-// on their share sessions for the next request there to carry (a
-// ShareFetch, or a ShareAcknowledge when no fetch took them within
-// ackLinger); a failure is reported on Errors. A record whose lock has
-// lapsed or whose share session closed fails at once with
-// driver.ErrRecordsLost.
+// SendAcks accepts the records (Accept), deferred: it queues the accepts
+// for the next request of their session (failures are reported on
+// Errors). A record whose lock lapsed or whose session closed fails at
+// once.
 func (s *sub) SendAcks(_ context.Context, handles []any) error { return s.settle(handles, ackAccept) }
 
 // FlushAcks returns once the broker answered every accept SendAcks
@@ -332,7 +328,7 @@ func (s *sub) FlushAcks(ctx context.Context) error { return s.m.flush(ctx) }
 
 // SendRequeues releases the records (Release): the broker delivers them
 // again, to any member, with the delivery count one higher. delay is 0
-// (DelayedRequeue is false: the portable layer holds a delayed requeue).
+// (the portable layer holds a delayed requeue).
 func (s *sub) SendRequeues(_ context.Context, handles []any, _ time.Duration) error {
 	return s.settle(handles, ackRelease)
 }
@@ -346,9 +342,9 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	now := time.Now()
 	for i, x := range handles {
 		h := x.(*handle)
-		d := &ports.Delivery{Message: h.msg, RedeliveryCount: h.redeliveries}
+		d := &ports.Delivery{Message: h.d.Message, RedeliveryCount: h.d.RedeliveryCount}
 		if d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers); d.ID == "" {
-			d.ID, d.IDSource = h.id, ports.IDBroker
+			d.ID, d.IDSource = h.d.BrokerID, ports.IDBroker
 		}
 		ds[i], copies[i] = d, kit.DeadLetterCopy(d, disp, now)
 	}
@@ -369,10 +365,9 @@ func (s *sub) Close(ctx context.Context) error {
 	return errors.Join(err, s.m.close(ctx))
 }
 
-// renew renews the lock of every record acquired and not settled (in buf
-// or out with a handler) once half of it has passed, until RenewFor after
-// its acquisition or its delivery; a record whose lock lapsed is forgotten
-// (the broker delivers it again).
+// renew renews the lock of every record held (in buf or out with a
+// handler) once half of it has passed, until RenewFor after its
+// acquisition or its delivery; one whose lock lapsed is forgotten.
 func (s *sub) renew(context.Context) time.Duration {
 	now, lock := time.Now(), s.m.lockDuration()
 	if due := s.held.Due(now, lock/2, s.c.opts.RenewFor); len(due) > 0 {
