@@ -433,9 +433,8 @@ var decompressor = kgo.DefaultDecompressor()
 var errLost = fmt.Errorf("kafkaqueue: %w", driver.ErrRecordsLost)
 
 // group groups the acknowledgement of hs with typ by session and, but for
-// a renewal, queues it for the next request of its session to carry. A
-// record whose session was reset or whose lock has lapsed is left out:
-// the broker took it back, and the error wraps driver.ErrRecordsLost.
+// a renewal, queues it. A record whose session was reset or whose lock
+// lapsed is left out: the error wraps driver.ErrRecordsLost.
 func group(hs []*handle, typ int8, deferred bool) ([]*acks, error) {
 	var (
 		out  []*acks
@@ -520,8 +519,7 @@ func (m *member) renew(hs []*handle, until time.Time) error {
 // ackTypes are the AcknowledgeTypes of a batch of each type, shared.
 var ackTypes = [...][]int8{{ackGap}, {ackAccept}, {ackRelease}, {ackReject}, {ackRenew}}
 
-// batch is an acknowledgement batch: contiguous offsets of one partition
-// acknowledged with one type.
+// batch is a run of contiguous offsets of one partition, one type.
 type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
 
 // ranges returns the batches of the handles of as by partition. A handle
@@ -559,8 +557,7 @@ func ranges(s *session, as []*acks) map[int32][]batch {
 	return out
 }
 
-// finish completes as with the error of the request that carried them
-// (err) or the acknowledgement error codes of their partitions, and
+// finish completes as with err or else their partitions' error codes, and
 // reports the failures of deferred ones.
 func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
 	for _, a := range as {
@@ -581,9 +578,8 @@ func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
 	}
 }
 
-// acknowledge sends as on a ShareAcknowledge of their own (s locked; none
-// when nothing is left to send); epoch -1 closes the session (the broker
-// releases what it holds).
+// acknowledge sends as on a ShareAcknowledge (s locked); epoch -1 closes
+// the session (the broker releases what it holds).
 func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 	acked := ranges(s, as)
 	if len(acked) == 0 && epoch != -1 {

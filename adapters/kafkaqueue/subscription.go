@@ -47,10 +47,9 @@ var (
 	_ driver.Reporter     = (*sub)(nil)
 )
 
-// Subscribe joins the share group of spec: the topic is created if needed,
+// Subscribe joins the share group of spec, creating the topic if needed;
 // a new group starts at the topic's end (StartEarliest: its oldest record)
-// before the member joins, so a message sent after Subscribe returns
-// reaches it.
+// before the member joins.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	m, parts, err := c.member(ctx, spec)
 	if err != nil {
@@ -152,9 +151,8 @@ func (s *sub) heartbeat(ctx context.Context) time.Duration {
 	return next
 }
 
-// ReceiveBatch returns acquired records, waiting for the fetcher until at
-// least one comes or ctx is done. Records already acquired are returned
-// even when ctx is done.
+// ReceiveBatch returns buffered records, waiting for the fetcher until
+// one comes or ctx is done.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	s.fmu.Lock()
 	for len(s.buf) == 0 {
@@ -316,10 +314,8 @@ func (s *sub) settle(handles []any, typ int8) error {
 	return err
 }
 
-// SendAcks accepts the records (Accept), deferred: it queues the accepts
-// for the next request of their session (failures are reported on
-// Errors). A record whose lock lapsed or whose session closed fails at
-// once.
+// SendAcks accepts the records (Accept), deferred: queued for the next
+// request of their session; failures are reported on Errors.
 func (s *sub) SendAcks(_ context.Context, handles []any) error { return s.settle(handles, ackAccept) }
 
 // FlushAcks returns once the broker answered every accept SendAcks
@@ -355,8 +351,7 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 }
 
 // Close stops the fetcher, the heartbeat and the renewal, closes the
-// share sessions (the broker releases every record still acquired:
-// redelivered to another member at once) and leaves the group.
+// share sessions (the broker releases what they hold) and leaves.
 func (s *sub) Close(ctx context.Context) error {
 	s.stop()
 	<-s.done // the fetch in flight, at most FetchMaxWait
@@ -381,9 +376,7 @@ func (s *sub) renew(context.Context) time.Duration {
 }
 
 // DeclareGroup starts the share group of group on topic at the topic's
-// end, so that it keeps what is published before its first member joins.
-// A group with members cannot be started here: it sets nothing, and the
-// topic starts where its first Subscribe asks.
+// end; a group with members is left for its first Subscribe to start.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	m, parts, err := c.member(ctx, ports.SubscriptionSpec{Topic: topic, Group: group})
 	if err == nil {
