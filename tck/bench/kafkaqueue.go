@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,8 +17,6 @@ import (
 
 	"github.com/sluicemq/sluice/adapters"
 	_ "github.com/sluicemq/sluice/adapters/kafkaqueue" // registers kafkaqueue://
-	"github.com/sluicemq/sluice/flow"
-	"github.com/sluicemq/sluice/operators"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -105,68 +104,36 @@ func setupKafkaQueue(ctx context.Context, cfg Config) (Env, func(), error) {
 // runKafkaQueue is the generic sluice pipeline (target.runPipeline's)
 // over kafkaqueue:// (the default or the batch one), then the share
 // group's state check; params are more URL parameters. The adapter defers
-// its accepts (ports.Flusher): the last ones are flushed inside the timed
-// section, as franz-share's final FlushAcks is.
+// its accepts (ports.Flusher): the Settle that accepts the last record
+// flushes them, inside the timed section, as franz-share's final
+// FlushAcks is.
 func runKafkaQueue(batch bool, params ...string) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
-		a, err := adapters.Open(ctx, kafkaQueueURL(env, params...), adapters.WithLogger(quiet))
-		if err != nil {
-			return Result{}, err
-		}
-		defer a.Close(context.Background())
-		fa, group := &flushedAdapter{Adapter: a}, freshGroup()
-		spec := ports.SubscriptionSpec{Topic: "bench", Group: group, InFlight: cfg.InFlight}
-		tl := newTally(cfg.N)
-		m := newMeter(tl)
-		p := flow.New(fa, spec, flow.WithObserver(func(e flow.Event) {
-			if e.Received {
-				m.begin()
-			} else if e.Action == ports.Ack {
-				tl.markHeaders(e.Delivery.Headers)
+		var group string
+		t := target{prepublished: true, open: func(ctx context.Context, env Env, cfg Config) (ports.Adapter, ports.SubscriptionSpec, func(), error) {
+			a, err := adapters.Open(ctx, kafkaQueueURL(env, params...), adapters.WithLogger(quiet))
+			if err != nil {
+				return nil, ports.SubscriptionSpec{}, nil, err
 			}
-		}))
-		decoded := flow.Decode[benchMsg](p.Source())
-		if batch {
-			flow.Sink(operators.Batch(decoded, operators.BatchOptions{Size: cfg.Batch, Window: 5 * time.Millisecond}),
-				func(_ context.Context, b operators.Batched[benchMsg]) error {
-					for _, v := range b.Values {
-						_ = scale(v)
-					}
-					return nil
-				})
-		} else {
-			flow.Sink(decoded, func(_ context.Context, v benchMsg) error { _ = scale(v); return nil })
-		}
-		if err := p.Start(ctx); err != nil {
-			return Result{}, err
-		}
-		defer p.Stop(context.Background())
-		if err := waitAll(ctx, "sluice", tl, nil); err != nil {
-			return Result{}, err
-		}
-		if err := fa.flush(ctx); err != nil {
-			return Result{}, err
-		}
-		res, err := m.finish("sluice")
+			group = freshGroup()
+			spec := ports.SubscriptionSpec{Topic: "bench", Group: group, InFlight: cfg.InFlight}
+			return &flushedAdapter{Adapter: a, n: int64(cfg.N)}, spec, func() { _ = a.Close(context.Background()) }, nil
+		}}
+		res, err := t.runPipeline(batch)(ctx, env, cfg)
 		if err != nil {
-			return Result{}, err
+			return res, err
 		}
-		calls := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
-		res.Note = fmt.Sprintf("flow.New → Decode → Sink, 1 worker, in-flight %d; %.1f msgs per Settle; final Flush timed", cfg.InFlight, calls)
-		if batch {
-			res.Note = fmt.Sprintf("flow.New → Decode → operators.Batch(%d, 5ms) → Sink; %.1f msgs per Settle; final Flush timed", cfg.Batch, calls)
-		}
+		res.Note += "; final Flush timed"
 		// The adapter names a LoadBalance group's share group <namespace>.<group>.
 		return res, verifyShareGroup(ctx, env, env["ns"]+"."+group, cfg.N)
 	}
 }
 
-// flushedAdapter keeps the subscription it made, to flush its deferred
-// settlements (ports.Flusher) before the timed section ends.
+// flushedAdapter's subscriptions flush their deferred settlements
+// (ports.Flusher) in the Settle that accepts the n-th record.
 type flushedAdapter struct {
 	ports.Adapter
-	mu  sync.Mutex
-	sub ports.Subscription
+	n int64
 }
 
 // Unwrap lets ports.ApplySpecDefaults see the wrapped adapter.
@@ -174,23 +141,37 @@ func (f *flushedAdapter) Unwrap() ports.Adapter { return f.Adapter }
 
 func (f *flushedAdapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
 	s, err := f.Adapter.Subscribe(ctx, spec)
-	if err == nil {
-		f.mu.Lock()
-		f.sub = s
-		f.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return s, err
+	fs := &flushedSub{Subscription: s}
+	fs.left.Store(f.n)
+	return fs, nil
 }
 
-func (f *flushedAdapter) flush(ctx context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if fl, ok := f.sub.(ports.Flusher); ok {
-		if err := fl.Flush(ctx); err != nil {
-			return fmt.Errorf("kafkaqueue: flush: %w", err)
+// flushedSub keeps the optional interfaces flow looks for (ports.Flusher,
+// ports.ReceiveAppender) of the subscription it wraps.
+type flushedSub struct {
+	ports.Subscription
+	left atomic.Int64 // records to accept before the flush
+}
+
+func (s *flushedSub) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	err := s.Subscription.Settle(ctx, ds, disp)
+	if err == nil && disp.Action == ports.Ack && s.left.Add(-int64(len(ds))) == 0 {
+		if err = s.Flush(ctx); err != nil {
+			err = fmt.Errorf("kafkaqueue: flush: %w", err)
 		}
 	}
-	return nil
+	return err
+}
+
+func (s *flushedSub) Flush(ctx context.Context) error {
+	return s.Subscription.(ports.Flusher).Flush(ctx)
+}
+
+func (s *flushedSub) ReceiveAppend(ctx context.Context, dst []*ports.Delivery, max int) ([]*ports.Delivery, error) {
+	return s.Subscription.(ports.ReceiveAppender).ReceiveAppend(ctx, dst, max)
 }
 
 // runFranzShare is franz-go's share consumer with every record accepted
