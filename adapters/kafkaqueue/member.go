@@ -178,7 +178,7 @@ func (m *member) unstarted(ctx context.Context, parts []int32) ([]int32, error) 
 // (on another topic) refuses: then fetch says a member must (sub.start).
 func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (fetch bool, err error) {
 	todo, err := m.unstarted(ctx, parts)
-	if err != nil {
+	if err != nil || len(todo) == 0 {
 		return false, err
 	}
 	lo := kmsg.NewPtrListOffsetsRequest()
@@ -191,9 +191,6 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 			lp.Timestamp = -2
 		}
 		lt.Partitions = append(lt.Partitions, lp)
-	}
-	if len(lt.Partitions) == 0 {
-		return false, nil
 	}
 	lo.Topics = append(lo.Topics, lt)
 	lresp, err := lo.RequestWith(ctx, m.cl)
@@ -516,9 +513,6 @@ func (m *member) renew(hs []*handle, until time.Time) error {
 	return errors.Join(errs...)
 }
 
-// ackTypes are the AcknowledgeTypes of a batch of each type, shared.
-var ackTypes = [...][]int8{{ackGap}, {ackAccept}, {ackRelease}, {ackReject}, {ackRenew}}
-
 // batch is a run of contiguous offsets of one partition, one type.
 type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
 
@@ -551,7 +545,7 @@ func ranges(s *session, as []*acks) map[int32][]batch {
 		for j < len(all) && all[j].p == all[i].p && all[j].off == all[j-1].off+1 && all[j].typ == all[i].typ {
 			j++
 		}
-		out[all[i].p] = append(out[all[i].p], batch{FirstOffset: all[i].off, LastOffset: all[j-1].off, AcknowledgeTypes: ackTypes[all[i].typ]})
+		out[all[i].p] = append(out[all[i].p], batch{FirstOffset: all[i].off, LastOffset: all[j-1].off, AcknowledgeTypes: []int8{all[i].typ}})
 		i = j
 	}
 	return out

@@ -356,7 +356,6 @@ func (s *sub) Close(ctx context.Context) error {
 	s.stop()
 	<-s.done // the fetch in flight, at most FetchMaxWait
 	err := s.timers.Stop(ctx)
-	s.buf = nil
 	return errors.Join(err, s.m.close(ctx))
 }
 
