@@ -184,23 +184,23 @@ func (s *subscription) lose(cur *stompConn, m *stomp.Message) error {
 }
 
 // SendAcks writes an ACK frame per record (no receipt in STOMP):
-// deferred, completed by FlushAcks. A record of a lost connection is
-// skipped: the broker took it back and hands it out again.
+// deferred, completed by FlushAcks. A round with a record of a lost
+// connection acks none of them (ErrRecordsLost): flow settles each again,
+// the broker hands the lost one out again, and no record is acked twice
+// (ActiveMQ refuses a second ACK with an ERROR frame).
 func (s *subscription) SendAcks(_ context.Context, handles []any) error {
-	cur, stale := s.current(), 0
+	cur := s.current()
+	for _, h := range handles { // all or none: flow settles a failed round's members again, one by one
+		if m := h.(*stomp.Message); cur == nil || cur.isDead() || m.Conn != cur.c {
+			return fmt.Errorf("activemq: ACK on %s: a message was received on a lost connection: %w", s.queue, driver.ErrRecordsLost)
+		}
+	}
 	for _, h := range handles {
-		m := h.(*stomp.Message)
-		// a message received on a connection that is gone cannot be acked now
-		if cur == nil || cur.isDead() || m.Conn != cur.c {
-			stale++
-		} else if err := cur.c.Ack(m); errors.Is(err, stomp.ErrClosedUnexpectedly) {
-			stale++
+		if err := cur.c.Ack(h.(*stomp.Message)); errors.Is(err, stomp.ErrClosedUnexpectedly) {
+			return fmt.Errorf("activemq: ACK on %s: the connection was lost: %w", s.queue, driver.ErrRecordsLost)
 		} else if err != nil {
 			return fmt.Errorf("activemq: ACK on %s: %w", s.queue, err)
 		}
-	}
-	if stale > 0 {
-		return fmt.Errorf("activemq: ACK on %s: %d message(s) were received on a lost connection: %w", s.queue, stale, driver.ErrRecordsLost)
 	}
 	return nil
 }
