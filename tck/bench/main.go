@@ -37,6 +37,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -166,6 +167,10 @@ func main() {
 	from := flag.String("from", "", "with -markdown: write the tables from this saved bench output instead of running")
 	child := flag.String("child", "", "internal: run one contender (suite/contender) in this process")
 	flag.Parse()
+	// The bench's output is its report: the adapters' Info lines (each
+	// contender process logs "adapter ready") would only bury it, and a
+	// table's header lines are read back from it (-from).
+	slog.SetLogLoggerLevel(slog.LevelWarn)
 	if *child != "" {
 		os.Exit(runChild(*child))
 	}
