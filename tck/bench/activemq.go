@@ -36,11 +36,12 @@ import (
 //	activemq            sluice default pipeline
 //	activemq-latency    default pipeline with a paced concurrent producer
 //
-// The consume denominator is the faster of raw-cumulative-ack and
-// raw-individual-ack. Measured on ActiveMQ 5.17 (5,000 messages,
-// in-flight 100), ack:client was about five times slower than
-// ack:client-individual, acking every 50 or every 10 deliveries alike, so
-// raw-individual-ack stays the denominator there.
+// The consume denominator is raw-individual-ack+env, go-stomp reading the
+// envelope the adapter reads (as on the other suites); activemq/bare-raw
+// divides by the faster of the two bare contenders. Measured on ActiveMQ
+// 5.17 (5,000 messages, in-flight 100), ack:client was about five times
+// slower than ack:client-individual, acking every 50 or every 10
+// deliveries alike, so the individual ack is the best raw configuration.
 //
 // confirmed publish of N messages to a consumer queue:
 //
@@ -71,9 +72,8 @@ func init() {
 			{Name: "activemq-latency", Latency: true, Run: t.runLatency()},
 		},
 		Ratios: []Ratio{
-			{Label: "activemq/best-raw", Num: "activemq", Den: []string{"raw-cumulative-ack", "raw-individual-ack"}},
-			{Label: "activemq/raw-individual-ack", Num: "activemq", Den: []string{"raw-individual-ack"}},
-			{Label: "activemq/raw+env", Num: "activemq", Den: []string{"raw-individual-ack+env"}},
+			{Label: "activemq/best-raw", Num: "activemq", Den: []string{"raw-individual-ack+env"}},
+			{Label: "activemq/bare-raw", Num: "activemq", Den: []string{"raw-cumulative-ack", "raw-individual-ack"}},
 			{Label: "activemq-publish/best-raw", Num: "activemq-publish", Den: []string{"raw-publish-tx"}},
 		},
 	})
