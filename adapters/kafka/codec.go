@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"time"
 
@@ -16,15 +15,13 @@ import (
 // HeaderNotBefore (kit.HeaderNotBefore) is a delayed message's due time.
 const HeaderNotBefore = kit.HeaderNotBefore
 
-// producerMessage converts m, its payload copied (sarama keeps it until it
-// is sent, after a cancelled Send too), and creates its topic if need be.
+// producerMessage converts m, its payload and headers copied (kit.Packed),
+// and creates its topic if need be.
 // One above MaxMessageBytes as sarama counts it (envelope too) is refused.
 func (c *conn) producerMessage(ctx context.Context, m *ports.Message) (*sarama.ProducerMessage, error) {
 	hs := make([]sarama.RecordHeader, 0, len(m.Headers))
-	for k, v := range m.Headers {
-		hs = append(hs, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
-	}
-	pm := &sarama.ProducerMessage{Topic: c.topic(m.Topic), Value: sarama.ByteEncoder(bytes.Clone(m.Payload)), Headers: hs}
+	value := kit.Packed(m, func(k, v []byte) { hs = append(hs, sarama.RecordHeader{Key: k, Value: v}) })
+	pm := &sarama.ProducerMessage{Topic: c.topic(m.Topic), Value: sarama.ByteEncoder(value), Headers: hs}
 	if m.Key != "" {
 		pm.Key = sarama.StringEncoder(m.Key)
 	}

@@ -50,7 +50,8 @@ func NewTransactions[P comparable, M any](o PartitionsOptions[P], commit func(mo
 }
 
 // Stage holds msgs until the record of handle is committed (the
-// transaction publishes them) or discarded. It returns an error wrapping
+// transaction publishes them) or discarded; it keeps msgs itself, so the
+// caller hands it over. It returns an error wrapping
 // driver.ErrRecordsLost when the record can no longer be committed: its
 // partition was released, or the session's transaction failed.
 func (t *Transactions[P, M]) Stage(handle any, msgs []M) error {
@@ -61,7 +62,10 @@ func (t *Transactions[P, M]) Stage(handle any, msgs []M) error {
 	if released || t.failed {
 		return fmt.Errorf("partition %v no longer claimed: %w", h.p.ID, driver.ErrRecordsLost)
 	}
-	t.staged[h] = append(t.staged[h], msgs...)
+	if cur, ok := t.staged[h]; ok {
+		msgs = append(cur, msgs...)
+	}
+	t.staged[h] = msgs
 	return nil
 }
 
