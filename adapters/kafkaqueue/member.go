@@ -56,57 +56,28 @@ type member struct {
 }
 
 // session is the member's share session on one broker: the broker checks
-// each request's epoch, so requests go one at a time (mu held). A reset
-// loses every record acquired in the session.
+// each request's epoch, so requests go one at a time (locked), and each
+// carries the acknowledgements pending (kit.AckSession). A reset loses
+// every record acquired in the session.
 type session struct {
-	mu    sync.Mutex
+	kit.AckSession[*handle, int8]
 	node  int32
 	epoch int32          // the next request's; 0 opens a session
-	gen   atomic.Uint32  // counts resets
 	in    map[int32]bool // partitions in the session
 	kd    kafkawire.Decoder
-
-	pmu     sync.Mutex
-	pending []*acks
 }
 
 // reset forgets the session: a new one opens with the next request.
 func (s *session) reset() {
 	s.epoch = 0
-	s.gen.Add(1)
+	s.Reset()
 	clear(s.in)
 }
 
 func (s *session) bump() { s.epoch = max(s.epoch+1, 1) }
 
-// queue queues a for the next request on s to carry.
-func (s *session) queue(a *acks) {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	s.pending = append(s.pending, a)
-}
-
-// take returns the pending acknowledgements, removed (all) or left.
-func (s *session) take(all bool) []*acks {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	p := s.pending
-	if !all {
-		return slices.Clone(p)
-	}
-	s.pending = nil
-	return p
-}
-
-// acks is one call's acknowledgements of one type on one session; fin is
-// closed (with err) once the broker answered. Deferred: no caller waits.
-type acks struct {
-	hs       []*handle
-	typ      int8
-	deferred bool
-	err      error
-	fin      chan struct{}
-}
+// acks is one call's acknowledgements of one type on one session.
+type acks = kit.AckBatch[*handle, int8]
 
 // handle is a record's settlement handle.
 type handle struct {
@@ -276,12 +247,22 @@ func (m *member) targets(ctx context.Context) (map[*session][]int32, <-chan stru
 		node := m.leaders[p]
 		s := m.sessions[node]
 		if s == nil {
-			s = &session{node: node, in: map[int32]bool{}}
-			m.sessions[node] = s
+			s = m.session(node)
 		}
 		out[s] = append(out[s], p)
 	}
 	return out, m.wake, nil
+}
+
+// session opens the member's share session on node.
+func (m *member) session(node int32) *session {
+	s := &session{node: node, in: map[int32]bool{}}
+	s.Send = func(as []*acks) { _ = m.acknowledge(s, as, s.epoch) }
+	s.Report = func(a *acks, err error) {
+		m.report(fmt.Errorf("kafkaqueue: deferred accept of %d record(s) failed (the broker redelivers them): %w", len(a.Handles), err))
+	}
+	m.sessions[node] = s
+	return s
 }
 
 // fetch sends a ShareFetch on s for parts (the session changed to hold
@@ -289,11 +270,11 @@ func (m *member) targets(ctx context.Context) (map[*session][]int32, <-chan stru
 // records it acquired. It long-polls up to wait, not at all when it
 // carries acknowledgements. No ctx: acquired records are never dropped.
 func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) ([]driver.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	carry := s.take(true)
+	s.Lock()
+	defer s.Unlock()
+	carry := s.Take(true)
 	if slices.ContainsFunc(carry, func(a *acks) bool {
-		return slices.ContainsFunc(a.hs, func(h *handle) bool { return !slices.Contains(parts, h.partition) })
+		return slices.ContainsFunc(a.Handles, func(h *handle) bool { return !slices.Contains(parts, h.partition) })
 	}) { // a partition leaving the session: acknowledge before
 		_ = m.acknowledge(s, carry, s.epoch)
 		carry = nil
@@ -388,7 +369,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
 					h := &hs[0]
 					hs = hs[1:]
-					h.s, h.gen, h.partition, h.offset = s, s.gen.Load(), rp.Partition, off
+					h.s, h.gen, h.partition, h.offset = s, s.Gen(), rp.Partition, off
 					h.until.Store(until)
 					for j < len(recs) && recs[j].Offset < off {
 						j++
@@ -403,7 +384,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 		}
 	}
 	if len(gaps) > 0 {
-		s.queue(&acks{hs: gaps, typ: ackGap, fin: make(chan struct{})})
+		s.Queue(gaps, ackGap, false)
 	}
 	if len(out) == 0 && perr != nil {
 		return nil, perr
@@ -433,66 +414,26 @@ var errLost = fmt.Errorf("kafkaqueue: %w", driver.ErrRecordsLost)
 // a renewal, queues it. A record whose session was reset or whose lock
 // lapsed is left out: the error wraps driver.ErrRecordsLost.
 func group(hs []*handle, typ int8, deferred bool) ([]*acks, error) {
-	var (
-		out  []*acks
-		lost int
-		now  = time.Now().UnixNano()
-	)
-	for _, h := range hs {
-		if h.gen != h.s.gen.Load() || now >= h.until.Load() {
-			lost++
-			continue
-		}
-		i := slices.IndexFunc(out, func(a *acks) bool { return a.hs[0].s == h.s }) // one leader per partition: few sessions
-		if i < 0 {
-			i, out = len(out), append(out, &acks{typ: typ, deferred: deferred, hs: make([]*handle, 0, len(hs)), fin: make(chan struct{})})
-		}
-		out[i].hs = append(out[i].hs, h)
-	}
-	for _, a := range out {
-		if typ != ackRenew {
-			a.hs[0].s.queue(a)
-		}
-	}
+	now := time.Now().UnixNano()
+	as, lost := kit.GroupAcks(hs, typ, deferred, typ != ackRenew, func(h *handle) (*kit.AckSession[*handle, int8], bool) {
+		return &h.s.AckSession, h.gen == h.s.Gen() && now < h.until.Load()
+	})
 	if lost > 0 {
-		return out, fmt.Errorf("%w: %d record(s) whose lock lapsed or whose share session closed", errLost, lost)
+		return as, fmt.Errorf("%w: %d record(s) whose lock lapsed or whose share session closed", errLost, lost)
 	}
-	return out, nil
+	return as, nil
 }
 
-// settled returns once the broker answered as, with their failures, or when
-// ctx is done; what is pending on a session with no request in flight is
-// sent at once, on a busy one tried again every ackLinger.
-func (m *member) settled(ctx context.Context, as []*acks) error {
-	var errs []error
-	for _, a := range as {
-		for s, done := a.hs[0].s, false; !done; {
-			if s.mu.TryLock() {
-				_ = m.acknowledge(s, s.take(true), s.epoch)
-				s.mu.Unlock()
-			}
-			select {
-			case <-a.fin:
-				done = true
-			case <-time.After(ackLinger):
-			case <-ctx.Done():
-				return errors.Join(append(errs, ctx.Err())...)
-			}
-		}
-		errs = append(errs, a.err)
-	}
-	return errors.Join(errs...)
-}
-
-// flush waits for the acknowledgements pending now on every session.
+// flush waits for the acknowledgements pending now on every session; what
+// no fetch takes goes on a ShareAcknowledge, tried every ackLinger.
 func (m *member) flush(ctx context.Context) error {
 	m.mu.Lock()
 	var as []*acks
 	for _, s := range m.sessions {
-		as = append(as, s.take(false)...)
+		as = append(as, s.Take(false)...)
 	}
 	m.mu.Unlock()
-	return m.settled(ctx, as)
+	return kit.SettledAcks(ctx, as, ackLinger)
 }
 
 // renew renews the locks of hs, to end at until.
@@ -500,12 +441,12 @@ func (m *member) renew(hs []*handle, until time.Time) error {
 	as, err := group(hs, ackRenew, false)
 	errs := []error{err}
 	for _, a := range as {
-		s := a.hs[0].s
-		s.mu.Lock()
-		_ = m.acknowledge(s, []*acks{a}, s.epoch) // its error is a.err
-		s.mu.Unlock()
-		if errs = append(errs, a.err); a.err == nil {
-			for _, h := range a.hs {
+		s := a.Handles[0].s
+		s.Lock()
+		_ = m.acknowledge(s, []*acks{a}, s.epoch) // its error is a.Err()
+		s.Unlock()
+		if errs = append(errs, a.Err()); a.Err() == nil {
+			for _, h := range a.Handles {
 				h.until.Store(until.UnixNano())
 			}
 		}
@@ -519,56 +460,42 @@ type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
 // ranges returns the batches of the handles of as by partition. A handle
 // of an earlier session is lost (an error on its acks).
 func ranges(s *session, as []*acks) map[int32][]batch {
-	type one struct {
-		p   int32
-		off int64
-		typ int8
-	}
-	var all []one
+	var marks []kit.Mark[int32, int8]
 	for _, a := range as {
 		lost := 0
-		for _, h := range a.hs {
-			if h.gen != s.gen.Load() || s.epoch == 0 {
+		for _, h := range a.Handles {
+			if h.gen != s.Gen() || s.epoch == 0 {
 				lost++
 			} else {
-				all = append(all, one{h.partition, h.offset, a.typ})
+				marks = append(marks, kit.Mark[int32, int8]{Log: h.partition, Off: h.offset, V: a.Kind})
 			}
 		}
 		if lost > 0 {
-			a.err = fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
+			a.Fail(fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost))
 		}
 	}
-	slices.SortFunc(all, func(x, y one) int { return cmp.Or(cmp.Compare(x.p, y.p), cmp.Compare(x.off, y.off)) })
 	out := map[int32][]batch{}
-	for i := 0; i < len(all); {
-		j := i + 1
-		for j < len(all) && all[j].p == all[i].p && all[j].off == all[j-1].off+1 && all[j].typ == all[i].typ {
-			j++
-		}
-		out[all[i].p] = append(out[all[i].p], batch{FirstOffset: all[i].off, LastOffset: all[j-1].off, AcknowledgeTypes: []int8{all[i].typ}})
-		i = j
+	for _, r := range kit.Runs(marks) {
+		out[r.Log] = append(out[r.Log], batch{FirstOffset: r.First, LastOffset: r.Last, AcknowledgeTypes: []int8{r.V}})
 	}
 	return out
 }
 
-// finish completes as with err or else their partitions' error codes, and
-// reports the failures of deferred ones.
+// finish completes as with err or else their partitions' error codes (a
+// failed deferred one is reported).
 func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
 	for _, a := range as {
-		errs := []error{a.err, err}
+		errs := []error{err}
 		for p, code := range codes {
 			e := kerr.ErrorForCode(code)
-			if e == nil || !slices.ContainsFunc(a.hs, func(h *handle) bool { return h.partition == p }) {
+			if e == nil || !slices.ContainsFunc(a.Handles, func(h *handle) bool { return h.partition == p }) {
 				continue
 			} else if errors.Is(e, kerr.InvalidRecordState) || errors.Is(e, kerr.NotLeaderForPartition) {
 				e = fmt.Errorf("%w: %w", errLost, e)
 			}
 			errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, e))
 		}
-		if a.err = errors.Join(errs...); a.deferred && a.err != nil {
-			m.report(fmt.Errorf("kafkaqueue: deferred accept of %d record(s) failed (the broker redelivers them): %w", len(a.hs), a.err))
-		}
-		close(a.fin)
+		a.Finish(errors.Join(errs...))
 	}
 }
 
@@ -580,7 +507,7 @@ func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 		m.finish(as, nil, nil)
 		return nil
 	}
-	req := &kmsg.ShareAcknowledgeRequest{GroupID: &m.group, MemberID: &m.id, ShareSessionEpoch: epoch, IsRenewAck: len(as) > 0 && as[0].typ == ackRenew}
+	req := &kmsg.ShareAcknowledgeRequest{GroupID: &m.group, MemberID: &m.id, ShareSessionEpoch: epoch, IsRenewAck: len(as) > 0 && as[0].Kind == ackRenew}
 	rt := kmsg.ShareAcknowledgeRequestTopic{TopicID: m.tid}
 	for p, bs := range acked {
 		rp := kmsg.ShareAcknowledgeRequestTopicPartition{Partition: p}
@@ -625,11 +552,11 @@ func (m *member) close(ctx context.Context) error {
 	m.mu.Unlock()
 	var errs []error
 	for _, s := range sessions {
-		s.mu.Lock()
+		s.Lock()
 		if s.epoch != 0 {
-			errs = append(errs, m.acknowledge(s, s.take(true), -1))
+			errs = append(errs, m.acknowledge(s, s.Take(true), -1))
 		}
-		s.mu.Unlock()
+		s.Unlock()
 	}
 	return errors.Join(append(errs, m.heartbeat(ctx, true))...)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,21 +22,19 @@ type sub struct {
 	kit.Reports // failed heartbeats, renewals and deferred accepts go to Errors
 	c           *conn
 	m           *member
-	inFlight    int
 	timers      *kit.Periodic // the heartbeat and the lock renewal
 	held        kit.Renewals[*handle]
 
-	// The fetcher (run) fills buf; kick wakes it, arrived ReceiveBatch.
-	stop          context.CancelFunc
-	done          chan struct{}
-	kick, arrived chan struct{} // capacity 1
-	fmu           sync.Mutex
-	buf           []driver.Record // acquired, not handed out yet
-	waiting       bool            // ReceiveBatch waits for records
-	want          int             // its max
-	window        int             // what a fetch asks for (see run)
-	settled       atomic.Int64    // records settled since the last fetch
-	ferr          error           // the fetcher's failure, for ReceiveBatch
+	// fetcher, from Subscribe to Close, fetches while ReceiveBatch waits
+	// with nothing buffered, and prefetches while the window has grown past
+	// the in-flight window (a backlog the handlers keep up with), the next
+	// window carrying the accepts of this one: a fetch that brings all it
+	// asked for while the handlers settle records doubles the window, up to
+	// maxWindow; one that brings less shrinks it back, so that the group's
+	// other members get records too. With the renewal off a fetch asks for
+	// ReceiveBatch's max and never prefetches. After a receive or a
+	// settlement it sends, within ackLinger, the accepts no fetch took.
+	fetcher *kit.Prefetcher[driver.Record]
 }
 
 var (
@@ -76,17 +73,17 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
-	s := &sub{c: c, m: m, inFlight: spec.InFlight, timers: kit.NewPeriodic(),
-		done: make(chan struct{}), kick: make(chan struct{}, 1), arrived: make(chan struct{}, 1)}
+	s := &sub{c: c, m: m, timers: kit.NewPeriodic()}
 	m.report = func(err error) { s.Report(err) }
+	var buf []driver.Record
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
-		if err := s.start(ctx, parts, spec.InFlight, earliest); err != nil {
+		if buf, err = s.start(ctx, parts, spec.InFlight, earliest); err != nil {
 			return nil, errors.Join(err, m.heartbeat(ctx, true))
 		}
 	}
-	fctx, stop := context.WithCancel(context.Background())
-	s.stop = stop
-	go s.run(fctx)
+	s.fetcher = kit.NewPrefetcher(kit.PrefetchOptions[driver.Record]{Fetch: s.poll, Held: s.held.Len, Linger: ackLinger,
+		Idle:     func(ctx context.Context) { _ = m.flush(ctx) }, // failures are reported
+		InFlight: spec.InFlight, Max: maxWindow, Grow: c.opts.RenewFor >= 0}, buf)
 	s.timers.Every(time.Minute, s.heartbeat)
 	s.timers.Every(time.Second, s.renew)
 	return s, nil
@@ -94,8 +91,9 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 
 // start sets the group's share.auto.offset.reset and fetches until every
 // partition of parts has a start offset (a fetch made before the group
-// assigned them to this member starts nothing), for at most 30 s.
-func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) error {
+// assigned them to this member starts nothing), for at most 30 s, and
+// returns what the fetches acquired.
+func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) ([]driver.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	reset := "latest"
@@ -108,20 +106,21 @@ func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool)
 	if err == nil && len(resp.Resources) > 0 {
 		err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
 	}
+	var buf []driver.Record
 	for err == nil {
 		var recs []driver.Record
 		var todo []int32
 		if recs, err = s.poll(ctx, want); err == nil {
-			s.buf = append(s.buf, recs...)
+			buf = append(buf, recs...)
 			if todo, err = s.m.unstarted(ctx, parts); err == nil && len(todo) == 0 {
-				return nil
+				return buf, nil
 			}
 		}
 		if err = cmp.Or(err, ctx.Err()); err == nil {
 			err = s.m.heartbeat(ctx, false) // fetch for the assignment
 		}
 	}
-	return fmt.Errorf("kafkaqueue: start the partitions of %s in share group %s: %w", s.m.topic, s.m.group, err)
+	return buf, fmt.Errorf("kafkaqueue: start the partitions of %s in share group %s: %w", s.m.topic, s.m.group, err)
 }
 
 // member makes the share-group member of spec, creating its topic if
@@ -154,39 +153,11 @@ func (s *sub) heartbeat(ctx context.Context) time.Duration {
 // ReceiveBatch returns buffered records, waiting for the fetcher until
 // one comes or ctx is done.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
-	s.fmu.Lock()
-	for len(s.buf) == 0 {
-		if err := cmp.Or(s.ferr, ctx.Err()); err != nil {
-			s.ferr = nil
-			s.fmu.Unlock()
-			return nil, err
-		}
-		s.waiting, s.want = true, max
-		s.fmu.Unlock()
-		signal(s.kick)
-		select {
-		case <-s.arrived:
-		case <-ctx.Done():
-		}
-		s.fmu.Lock()
-		s.waiting = false
-	}
-	n := min(max, len(s.buf))
-	out := s.buf[:n:n]
-	s.buf = s.buf[n:]
-	s.fmu.Unlock()
-	for now, i := time.Now(), 0; i < n; i++ {
+	out, err := s.fetcher.Receive(ctx, max)
+	for now, i := time.Now(), 0; i < len(out); i++ {
 		s.held.Out(now, out[i].Handle.(*handle))
 	}
-	signal(s.kick) // a window may be prefetched
-	return out, nil
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
+	return out, err
 }
 
 const (
@@ -198,57 +169,6 @@ const (
 	ackLinger = 10 * time.Millisecond
 	maxWindow = 500 // the largest fetch window (franz-go's), or the in-flight one
 )
-
-// run is the fetcher, from Subscribe to Close. It fetches while
-// ReceiveBatch waits with nothing buffered, or to prefetch: while the
-// window has grown past the in-flight window (a backlog) and at most a
-// window and an in-flight window are acquired and not settled, so that
-// the next window comes (carrying the accepts) while the handlers work on
-// this one. A fetch that brings all it asked for while the handlers
-// settle records doubles the window, up to maxWindow; one that brings less
-// (the backlog is drained) shrinks it back, so that the group's other
-// members get records too. With the renewal off a fetch asks for
-// ReceiveBatch's max and never prefetches. After a kick it sends, within
-// ackLinger, the acknowledgements no fetch took.
-func (s *sub) run(ctx context.Context) {
-	defer close(s.done)
-	var linger <-chan time.Time
-	for ctx.Err() == nil {
-		s.fmu.Lock()
-		want := max(s.window, s.inFlight)
-		if s.c.opts.RenewFor < 0 {
-			want = s.want
-		}
-		if !(s.waiting && len(s.buf) == 0) && (s.window <= s.inFlight || s.held.Len() > want+s.inFlight) {
-			want = 0
-		}
-		s.fmu.Unlock()
-		if want > 0 {
-			recs, err := s.poll(ctx, want)
-			s.fmu.Lock()
-			s.buf, s.window = append(s.buf, recs...), s.inFlight
-			if len(recs) >= want && s.settled.Swap(0) > 0 && s.c.opts.RenewFor >= 0 {
-				s.window = min(2*want, max(maxWindow, s.inFlight))
-			}
-			if err != nil && len(recs) == 0 && ctx.Err() == nil {
-				s.ferr, s.waiting = err, false
-			}
-			s.fmu.Unlock()
-			signal(s.arrived)
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-s.kick:
-			if linger == nil {
-				linger = time.After(ackLinger)
-			}
-		case <-linger:
-			linger = nil
-			_ = s.m.flush(ctx) // failures are reported
-		}
-	}
-}
 
 // poll fetches on each leader's session at once and returns what they
 // acquired, held (its locks renewed); with no partition assigned it waits
@@ -304,13 +224,14 @@ func (s *sub) settle(handles []any, typ int8) error {
 	}
 	as, err := group(hs, typ, typ == ackAccept)
 	if typ != ackAccept {
-		err = errors.Join(err, s.m.settled(context.Background(), as))
+		err = errors.Join(err, kit.SettledAcks(context.Background(), as, ackLinger))
 	}
+	settled := 0
 	if err == nil || errors.Is(err, driver.ErrRecordsLost) {
 		s.held.Drop(hs...)
-		s.settled.Add(int64(len(hs)))
+		settled = len(hs)
 	}
-	signal(s.kick)
+	s.fetcher.Settled(settled)
 	return err
 }
 
@@ -353,8 +274,7 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 // Close stops the fetcher, the heartbeat and the renewal, closes the
 // share sessions (the broker releases what they hold) and leaves.
 func (s *sub) Close(ctx context.Context) error {
-	s.stop()
-	<-s.done // the fetch in flight, at most FetchMaxWait
+	s.fetcher.Stop() // the fetch in flight, at most FetchMaxWait
 	err := s.timers.Stop(ctx)
 	return errors.Join(err, s.m.close(ctx))
 }
