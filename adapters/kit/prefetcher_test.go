@@ -28,14 +28,22 @@ func (f *fetches) fetch(_ context.Context, want int) ([]int, error) {
 
 func (f *fetches) next(t *testing.T, want int) {
 	t.Helper()
-	select {
-	case got := <-f.wants:
-		if got != want {
-			t.Fatalf("a fetch asked for %d, want %d", got, want)
-		}
-	case <-time.After(wait):
-		t.Fatalf("no fetch of %d within %v", want, wait)
+	if got := within(t, f.wants, "fetch"); got != want {
+		t.Fatalf("a fetch asked for %d, want %d", got, want)
 	}
+}
+
+// within returns the next value of c, failing t when none comes within
+// wait.
+func within[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	var v T
+	select {
+	case v = <-c:
+	case <-time.After(wait):
+		t.Fatalf("no %s within %v", what, wait)
+	}
+	return v
 }
 
 func receive(t *testing.T, p *kit.Prefetcher[int], max, want int) {
@@ -87,11 +95,7 @@ func TestPrefetcherNoGrow(t *testing.T) {
 	receive(t, p, 3, 3)
 	f.next(t, 3)
 	p.Settled(3)
-	select {
-	case <-idle:
-	case <-time.After(wait):
-		t.Fatalf("Idle did not run within %v of a settlement", wait)
-	}
+	within(t, idle, "Idle after a settlement")
 	f.err = errors.New("boom") // no fetch is in flight: the buffer was empty and nothing waits
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
