@@ -3,7 +3,6 @@ package kafkaqueue
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -32,16 +33,19 @@ const (
 // member is one share-group member on one topic: each record stays
 // acquired until it is settled on its own (see the package doc).
 type member struct {
-	cl    *kgo.Client
-	group string
-	id    string // the member id, made by the client
-	topic string // the physical topic
-	tid   [16]byte
-	wait  time.Duration // ShareFetch MaxWait
+	cl      *kgo.Client
+	group   string
+	id      string // the member id, made by the client
+	topic   string // the physical topic
+	logical ports.Topic
+	tid     [16]byte
+	wait    time.Duration // ShareFetch MaxWait
 
 	interval atomic.Int64 // heartbeat interval the coordinator asks for
 	lock     atomic.Int64 // the broker's acquisition lock duration
 	stale    atomic.Bool  // leaders need a metadata refresh
+
+	report func(error) // the failures of deferred accepts
 
 	mu       sync.Mutex
 	epoch    int32           // member epoch; 0: join
@@ -52,54 +56,28 @@ type member struct {
 }
 
 // session is the member's share session on one broker: the broker checks
-// each request's epoch and bumps it on success, so requests go one at a
-// time (mu is held by the request in flight). A reset loses every record
-// acquired in the session. Acknowledgements wait in pending for the next
-// request on the session: a ShareFetch carries them, or a ShareAcknowledge
-// of their own when the session is free first.
+// each request's epoch, so requests go one at a time (locked), and each
+// carries the acknowledgements pending (kit.AckSession). A reset loses
+// every record acquired in the session.
 type session struct {
-	mu    sync.Mutex
+	kit.AckSession[*handle, int8]
 	node  int32
 	epoch int32          // the next request's; 0 opens a session
-	gen   uint32         // counts resets
 	in    map[int32]bool // partitions in the session
-
-	pmu     sync.Mutex
-	pending []*acks
+	kd    kafkawire.Decoder
 }
 
 // reset forgets the session: a new one opens with the next request.
 func (s *session) reset() {
-	s.epoch, s.gen = 0, s.gen+1
+	s.epoch = 0
+	s.Reset()
 	clear(s.in)
 }
 
 func (s *session) bump() { s.epoch = max(s.epoch+1, 1) }
 
-// queue adds a to the acknowledgements the next request carries.
-func (s *session) queue(a *acks) {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	s.pending = append(s.pending, a)
-}
-
-// take removes and returns the pending acknowledgements.
-func (s *session) take() []*acks {
-	s.pmu.Lock()
-	defer s.pmu.Unlock()
-	p := s.pending
-	s.pending = nil
-	return p
-}
-
-// acks is one call's acknowledgements of one type on one session; done
-// (with err) once the broker answered the request that carried them.
-type acks struct {
-	hs   []*handle
-	typ  int8
-	done bool
-	err  error
-}
+// acks is one call's acknowledgements of one type on one session.
+type acks = kit.AckBatch[*handle, int8]
 
 // handle is a record's settlement handle.
 type handle struct {
@@ -107,18 +85,9 @@ type handle struct {
 	gen       uint32
 	partition int32
 	offset    int64
+	until     atomic.Int64 // when its lock ends, as far as the member knows (UnixNano)
 
-	msg          ports.Message // what a dead-letter copy is made of
-	id           string        // BrokerID
-	redeliveries int
-}
-
-func newMember(cl *kgo.Client, group, topic string, wait time.Duration) *member {
-	m := &member{cl: cl, group: group, topic: topic, wait: wait, id: rand.Text()[:22],
-		leaders: map[int32]int32{}, sessions: map[int32]*session{}, wake: make(chan struct{})}
-	m.interval.Store(int64(time.Second))
-	m.lock.Store(int64(30 * time.Second))
-	return m
+	d driver.Record // what a dead-letter copy is made of
 }
 
 // meta refreshes the topic id and the partition leaders.
@@ -149,8 +118,7 @@ func (m *member) meta(ctx context.Context) ([]int32, error) {
 }
 
 // unstarted returns the partitions of parts that have no start offset in
-// the group yet; an error the broker answers for the group or for one of
-// them fails it.
+// the group yet.
 func (m *member) unstarted(ctx context.Context, parts []int32) ([]int32, error) {
 	desc := &kmsg.DescribeShareGroupOffsetsRequest{Groups: []kmsg.DescribeShareGroupOffsetsRequestGroup{
 		{GroupID: m.group, Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: m.topic, Partitions: parts}}}}}
@@ -177,13 +145,11 @@ func (m *member) unstarted(ctx context.Context, parts []int32) ([]int32, error) 
 }
 
 // initialize sets the start of every partition the group has not started
-// on yet to the topic's end (or its oldest record), so that the group
-// keeps what is published from now on even before its first member
-// fetches. A group with members (on another topic) refuses: then fetch
-// reports that a member must start the partitions (sub.start).
+// on yet to the topic's end (or its oldest record). A group with members
+// (on another topic) refuses: then fetch says a member must (sub.start).
 func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (fetch bool, err error) {
 	todo, err := m.unstarted(ctx, parts)
-	if err != nil {
+	if err != nil || len(todo) == 0 {
 		return false, err
 	}
 	lo := kmsg.NewPtrListOffsetsRequest()
@@ -196,9 +162,6 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 			lp.Timestamp = -2
 		}
 		lt.Partitions = append(lt.Partitions, lp)
-	}
-	if len(lt.Partitions) == 0 {
-		return false, nil
 	}
 	lo.Topics = append(lo.Topics, lt)
 	lresp, err := lo.RequestWith(ctx, m.cl)
@@ -217,41 +180,17 @@ func (m *member) initialize(ctx context.Context, parts []int32, earliest bool) (
 	alter := &kmsg.AlterShareGroupOffsetsRequest{GroupID: m.group, Topics: []kmsg.AlterShareGroupOffsetsRequestTopic{at}}
 	aresp, err := alter.RequestWith(ctx, m.cl)
 	if err == nil {
-		err = alterError(m.group, aresp)
+		err = kerr.ErrorForCode(aresp.ErrorCode)
+		for _, t := range aresp.Topics {
+			for _, p := range t.Partitions {
+				err = cmp.Or(err, kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
 	}
 	if errors.Is(err, kerr.NonEmptyGroup) {
 		return true, nil
 	}
 	return false, err
-}
-
-// alterError is the group's error in resp, or else the first partition's.
-func alterError(group string, resp *kmsg.AlterShareGroupOffsetsResponse) error {
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return err
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return fmt.Errorf("set the start offset of %s/%d for share group %s: %w", t.Topic, p.Partition, group, err)
-			}
-		}
-	}
-	return nil
-}
-
-// members returns how many members the group has.
-func (m *member) members(ctx context.Context) (int, error) {
-	req := &kmsg.ShareGroupDescribeRequest{GroupIDs: []string{m.group}}
-	resp, err := req.RequestWith(ctx, m.cl)
-	if err != nil || len(resp.Groups) == 0 {
-		return 0, err
-	}
-	g := resp.Groups[0]
-	if err := kerr.ErrorForCode(g.ErrorCode); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return 0, err
-	}
-	return len(g.Members), nil
 }
 
 // heartbeat joins (epoch 0), heartbeats, or leaves (epoch -1) and takes the
@@ -308,33 +247,34 @@ func (m *member) targets(ctx context.Context) (map[*session][]int32, <-chan stru
 		node := m.leaders[p]
 		s := m.sessions[node]
 		if s == nil {
-			s = &session{node: node, in: map[int32]bool{}}
-			m.sessions[node] = s
+			s = m.session(node)
 		}
 		out[s] = append(out[s], p)
 	}
 	return out, m.wake, nil
 }
 
-// acquired is one fetched record with its handle and delivery count.
-type acquired struct {
-	r     *kgo.Record
-	h     *handle
-	count int
+// session opens the member's share session on node.
+func (m *member) session(node int32) *session {
+	s := &session{node: node, in: map[int32]bool{}}
+	s.Send = func(as []*acks) { _ = m.acknowledge(s, as, s.epoch) }
+	s.Report = func(a *acks, err error) {
+		m.report(fmt.Errorf("kafkaqueue: deferred accept of %d record(s) failed (the broker redelivers them): %w", len(a.Handles), err))
+	}
+	m.sessions[node] = s
+	return s
 }
 
-// fetch sends one ShareFetch on s for parts (the session is opened or
-// changed to hold exactly parts), carrying the pending acknowledgements,
-// and returns the records it acquired. It long-polls up to wait, not at
-// all when it carries acknowledgements (their callers wait for its
-// answer). It is not cancelled with the caller's ctx: records the broker
-// acquired for the member are never dropped on the way.
-func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) ([]acquired, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	carry := s.take()
+// fetch sends a ShareFetch on s for parts (the session changed to hold
+// exactly them) carrying the pending acknowledgements, and returns the
+// records it acquired. It long-polls up to wait, not at all when it
+// carries acknowledgements. No ctx: acquired records are never dropped.
+func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) ([]driver.Record, error) {
+	s.Lock()
+	defer s.Unlock()
+	carry := s.Take(true)
 	if slices.ContainsFunc(carry, func(a *acks) bool {
-		return slices.ContainsFunc(a.hs, func(h *handle) bool { return !slices.Contains(parts, h.partition) })
+		return slices.ContainsFunc(a.Handles, func(h *handle) bool { return !slices.Contains(parts, h.partition) })
 	}) { // a partition leaving the session: acknowledge before
 		_ = m.acknowledge(s, carry, s.epoch)
 		carry = nil
@@ -372,7 +312,7 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 	if err != nil {
 		s.reset() // a lost response may have opened or moved the session
 		m.stale.Store(true)
-		finish(carry, nil, fmt.Errorf("%w: share fetch from broker %d: %w", errLost, s.node, err))
+		m.finish(carry, nil, fmt.Errorf("%w: share fetch from broker %d: %w", errLost, s.node, err))
 		return nil, fmt.Errorf("kafkaqueue: share fetch from broker %d: %w", s.node, err)
 	}
 	s.bump()
@@ -382,7 +322,7 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 			codes[p.Partition] = p.AcknowledgeErrorCode
 		}
 	}
-	finish(carry, codes, nil)
+	m.finish(carry, codes, nil)
 	for _, p := range add.Partitions {
 		s.in[p.Partition] = true
 	}
@@ -397,10 +337,14 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 
 // decode returns the acquired records of resp and gives the broker back, as
 // gaps, acquired offsets that hold no record (control records).
-func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, error) {
-	var out []acquired
-	var gaps []*handle
-	var perr error
+func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Record, error) {
+	var (
+		out   []driver.Record
+		gaps  []*handle
+		perr  error
+		hs    []handle // the handles of this answer, allocated at once
+		until = time.Now().Add(m.lockDuration()).UnixNano()
+	)
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
 			rp := &t.Partitions[i]
@@ -413,13 +357,25 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 			if len(rp.AcquiredRecords) == 0 {
 				continue
 			}
+			n := 0
+			for _, ar := range rp.AcquiredRecords {
+				n += int(ar.LastOffset - ar.FirstOffset + 1)
+			}
+			hs, out = make([]handle, n), slices.Grow(out, n)
 			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: m.topic, Partition: rp.Partition, Offset: rp.AcquiredRecords[0].FirstOffset},
-				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, kgo.DefaultDecompressor(), nil)
+				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, decompressor, nil)
+			recs, j := fp.Records, 0 // recs and the acquired ranges are in offset order
 			for _, ar := range rp.AcquiredRecords {
 				for off := ar.FirstOffset; off <= ar.LastOffset; off++ {
-					h := &handle{s: s, gen: s.gen, partition: rp.Partition, offset: off}
-					if i, ok := slices.BinarySearchFunc(fp.Records, off, func(r *kgo.Record, off int64) int { return cmp.Compare(r.Offset, off) }); ok {
-						out = append(out, acquired{r: fp.Records[i], h: h, count: int(ar.DeliveryCount)})
+					h := &hs[0]
+					hs = hs[1:]
+					h.s, h.gen, h.partition, h.offset = s, s.Gen(), rp.Partition, off
+					h.until.Store(until)
+					for j < len(recs) && recs[j].Offset < off {
+						j++
+					}
+					if j < len(recs) && recs[j].Offset == off {
+						out = append(out, m.record(s, recs[j], h, int(ar.DeliveryCount)))
 					} else {
 						gaps = append(gaps, h)
 					}
@@ -428,7 +384,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 		}
 	}
 	if len(gaps) > 0 {
-		s.queue(&acks{hs: gaps, typ: ackGap})
+		s.Queue(gaps, ackGap, false)
 	}
 	if len(out) == 0 && perr != nil {
 		return nil, perr
@@ -436,103 +392,122 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]acquired, 
 	return out, nil
 }
 
+// record maps r onto a driver.Record as kafka:// does (kafkawire.Decode);
+// the delivery count less one is the redelivery count.
+func (m *member) record(s *session, r *kgo.Record, h *handle, count int) driver.Record {
+	d := kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+		Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
+		r.Headers, func(h kgo.RecordHeader, _ *kit.Names) (string, []byte, bool) { return h.Key, h.Value, true })
+	d.RedeliveryCount, d.Handle = max(count-1, 0), h
+	h.d = d
+	return d
+}
+
 func (m *member) lockDuration() time.Duration { return time.Duration(m.lock.Load()) }
+
+var decompressor = kgo.DefaultDecompressor()
 
 // errLost: the broker took the records back (session reset, lock lapsed).
 var errLost = fmt.Errorf("kafkaqueue: %w", driver.ErrRecordsLost)
 
-// ack acknowledges hs with typ and returns once the broker answered. On
-// each session they ride on the next request: the ShareFetch after the one
-// in flight, or a ShareAcknowledge sent here when the session is free
-// first. A renewal goes on a ShareAcknowledge of its own.
-func (m *member) ack(hs []*handle, typ int8) error {
-	bySession := map[*session]*acks{}
-	for _, h := range hs {
-		if bySession[h.s] == nil {
-			bySession[h.s] = &acks{typ: typ}
-		}
-		bySession[h.s].hs = append(bySession[h.s].hs, h)
+// group groups the acknowledgement of hs with typ by session and, but for
+// a renewal, queues it. A record whose session was reset or whose lock
+// lapsed is left out: the error wraps driver.ErrRecordsLost.
+func group(hs []*handle, typ int8, deferred bool) ([]*acks, error) {
+	now := time.Now().UnixNano()
+	as, lost := kit.GroupAcks(hs, typ, deferred, typ != ackRenew, func(h *handle) (*kit.AckSession[*handle, int8], bool) {
+		return &h.s.AckSession, h.gen == h.s.Gen() && now < h.until.Load()
+	})
+	if lost > 0 {
+		return as, fmt.Errorf("%w: %d record(s) whose lock lapsed or whose share session closed", errLost, lost)
 	}
-	var errs []error
-	for s, a := range bySession {
-		if typ != ackRenew {
-			s.queue(a)
+	return as, nil
+}
+
+// flush waits for the acknowledgements pending now on every session; what
+// no fetch takes goes on a ShareAcknowledge, tried every ackLinger.
+func (m *member) flush(ctx context.Context) error {
+	m.mu.Lock()
+	var as []*acks
+	for _, s := range m.sessions {
+		as = append(as, s.Take(false)...)
+	}
+	m.mu.Unlock()
+	return kit.SettledAcks(ctx, as, ackLinger)
+}
+
+// renew renews the locks of hs, to end at until.
+func (m *member) renew(hs []*handle, until time.Time) error {
+	as, err := group(hs, ackRenew, false)
+	errs := []error{err}
+	for _, a := range as {
+		s := a.Handles[0].s
+		s.Lock()
+		_ = m.acknowledge(s, []*acks{a}, s.epoch) // its error is a.Err()
+		s.Unlock()
+		if errs = append(errs, a.Err()); a.Err() == nil {
+			for _, h := range a.Handles {
+				h.until.Store(until.UnixNano())
+			}
 		}
-		s.mu.Lock()
-		if typ == ackRenew {
-			_ = m.acknowledge(s, []*acks{a}, s.epoch)
-		} else if !a.done { // no fetch took it
-			_ = m.acknowledge(s, s.take(), s.epoch)
-		}
-		s.mu.Unlock()
-		errs = append(errs, a.err)
 	}
 	return errors.Join(errs...)
 }
 
-// batch is an acknowledgement batch: contiguous offsets of one partition
-// acknowledged with one type.
+// batch is a run of contiguous offsets of one partition, one type.
 type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
 
-// ranges returns the batches of the handles of as by partition; a handle
+// ranges returns the batches of the handles of as by partition. A handle
 // of an earlier session is lost (an error on its acks).
 func ranges(s *session, as []*acks) map[int32][]batch {
-	out := map[int32][]batch{}
+	var marks []kit.Mark[int32, int8]
 	for _, a := range as {
 		lost := 0
-		for _, h := range a.hs {
-			if h.gen != s.gen || s.epoch == 0 {
+		for _, h := range a.Handles {
+			if h.gen != s.Gen() || s.epoch == 0 {
 				lost++
 			} else {
-				out[h.partition] = append(out[h.partition], batch{FirstOffset: h.offset, LastOffset: h.offset, AcknowledgeTypes: []int8{a.typ}})
+				marks = append(marks, kit.Mark[int32, int8]{Log: h.partition, Off: h.offset, V: a.Kind})
 			}
 		}
 		if lost > 0 {
-			a.err = fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost)
+			a.Fail(fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost))
 		}
 	}
-	for p, bs := range out {
-		slices.SortFunc(bs, func(x, y batch) int { return cmp.Compare(x.FirstOffset, y.FirstOffset) })
-		merged := bs[:1]
-		for _, b := range bs[1:] {
-			if l := &merged[len(merged)-1]; l.LastOffset == b.FirstOffset-1 && l.AcknowledgeTypes[0] == b.AcknowledgeTypes[0] {
-				l.LastOffset = b.LastOffset
-			} else {
-				merged = append(merged, b)
-			}
-		}
-		out[p] = merged
+	out := map[int32][]batch{}
+	for _, r := range kit.Runs(marks) {
+		out[r.Log] = append(out[r.Log], batch{FirstOffset: r.First, LastOffset: r.Last, AcknowledgeTypes: []int8{r.V}})
 	}
 	return out
 }
 
-// finish completes as with the error of the request that carried them
-// (err) or the acknowledgement error codes of their partitions.
-func finish(as []*acks, codes map[int32]int16, err error) {
+// finish completes as with err or else their partitions' error codes (a
+// failed deferred one is reported).
+func (m *member) finish(as []*acks, codes map[int32]int16, err error) {
 	for _, a := range as {
-		errs := []error{a.err, err}
+		errs := []error{err}
 		for p, code := range codes {
 			e := kerr.ErrorForCode(code)
-			if e == nil || !slices.ContainsFunc(a.hs, func(h *handle) bool { return h.partition == p }) {
+			if e == nil || !slices.ContainsFunc(a.Handles, func(h *handle) bool { return h.partition == p }) {
 				continue
 			} else if errors.Is(e, kerr.InvalidRecordState) || errors.Is(e, kerr.NotLeaderForPartition) {
-				e = fmt.Errorf("%w: partition %d: %w", errLost, p, e)
+				e = fmt.Errorf("%w: %w", errLost, e)
 			}
 			errs = append(errs, fmt.Errorf("kafkaqueue: share acknowledge partition %d: %w", p, e))
 		}
-		a.err, a.done = errors.Join(errs...), true
+		a.Finish(errors.Join(errs...))
 	}
 }
 
-// acknowledge sends as on a ShareAcknowledge of their own (s locked);
-// epoch -1 closes the session (the broker releases what it holds).
+// acknowledge sends as on a ShareAcknowledge (s locked); epoch -1 closes
+// the session (the broker releases what it holds).
 func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 	acked := ranges(s, as)
 	if len(acked) == 0 && epoch != -1 {
-		finish(as, nil, nil)
+		m.finish(as, nil, nil)
 		return nil
 	}
-	req := &kmsg.ShareAcknowledgeRequest{GroupID: &m.group, MemberID: &m.id, ShareSessionEpoch: epoch, IsRenewAck: len(as) > 0 && as[0].typ == ackRenew}
+	req := &kmsg.ShareAcknowledgeRequest{GroupID: &m.group, MemberID: &m.id, ShareSessionEpoch: epoch, IsRenewAck: len(as) > 0 && as[0].Kind == ackRenew}
 	rt := kmsg.ShareAcknowledgeRequestTopic{TopicID: m.tid}
 	for p, bs := range acked {
 		rp := kmsg.ShareAcknowledgeRequestTopicPartition{Partition: p}
@@ -555,7 +530,7 @@ func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 		if err != nil {
 			err = fmt.Errorf("%w: share acknowledge on broker %d: %w", errLost, s.node, err)
 		}
-		finish(as, nil, err)
+		m.finish(as, nil, err)
 		return err
 	}
 	s.bump()
@@ -565,7 +540,7 @@ func (m *member) acknowledge(s *session, as []*acks, epoch int32) error {
 			codes[p.Partition] = p.ErrorCode
 		}
 	}
-	finish(as, codes, nil)
+	m.finish(as, codes, nil)
 	return nil
 }
 
@@ -577,11 +552,11 @@ func (m *member) close(ctx context.Context) error {
 	m.mu.Unlock()
 	var errs []error
 	for _, s := range sessions {
-		s.mu.Lock()
+		s.Lock()
 		if s.epoch != 0 {
-			errs = append(errs, m.acknowledge(s, s.take(), -1))
+			errs = append(errs, m.acknowledge(s, s.Take(true), -1))
 		}
-		s.mu.Unlock()
+		s.Unlock()
 	}
 	return errors.Join(append(errs, m.heartbeat(ctx, true))...)
 }

@@ -3,55 +3,66 @@ package kafkaqueue
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
-	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
 // sub is one share-group member consuming one topic.
 type sub struct {
-	kit.Reports // failed heartbeats and renewals go to Errors
+	kit.Reports // failed heartbeats, renewals and deferred accepts go to Errors
 	c           *conn
 	m           *member
-	topic       ports.Topic
-	inFlight    int
 	timers      *kit.Periodic // the heartbeat and the lock renewal
+	held        kit.Renewals[*handle]
 
-	buf  []driver.Record // acquired, not handed out yet (ReceiveBatch only)
-	dec  kafkawire.Decoder
-	held kit.Renewals[*handle]
+	// fetcher, from Subscribe to Close, fetches while ReceiveBatch waits
+	// with nothing buffered, and prefetches while the window has grown past
+	// the in-flight window (a backlog the handlers keep up with), the next
+	// window carrying the accepts of this one: a fetch that brings all it
+	// asked for while the handlers settle records doubles the window, up to
+	// maxWindow; one that brings less shrinks it back, so that the group's
+	// other members get records too. With the renewal off a fetch asks for
+	// ReceiveBatch's max and never prefetches. After a receive or a
+	// settlement it sends, within ackLinger, the accepts no fetch took.
+	fetcher *kit.Prefetcher[driver.Record]
 }
 
 var (
+	_ driver.AckFlusher   = (*sub)(nil)
 	_ driver.Requeuer     = (*sub)(nil)
 	_ driver.DeadLetterer = (*sub)(nil)
 	_ driver.Reporter     = (*sub)(nil)
 )
 
-// Subscribe joins the share group of spec: the topic is created if needed,
+// Subscribe joins the share group of spec, creating the topic if needed;
 // a new group starts at the topic's end (StartEarliest: its oldest record)
-// before the member joins, so a message sent after Subscribe returns
-// reaches it.
+// before the member joins.
 func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driver.Subscription, error) {
 	m, parts, err := c.member(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	if spec.Mode == ports.Broadcast {
-		if n, err := m.members(ctx); err != nil {
+	if spec.Mode == ports.Broadcast { // an instance's share group must have no member
+		resp, err := (&kmsg.ShareGroupDescribeRequest{GroupIDs: []string{m.group}}).RequestWith(ctx, c.cl)
+		if err != nil {
 			return nil, err
-		} else if n > 0 {
-			return nil, &ports.InstanceSharedError{Instance: spec.Instance, Where: "share group " + m.group + " has a member already"}
+		}
+		for _, g := range resp.Groups {
+			if err := kerr.ErrorForCode(g.ErrorCode); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+				return nil, err
+			} else if len(g.Members) > 0 {
+				return nil, &ports.InstanceSharedError{Instance: spec.Instance, Where: "share group " + m.group + " has a member already"}
+			}
 		}
 	}
 	earliest := spec.Start == ports.StartEarliest || c.opts.StartOldest
@@ -62,12 +73,17 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
-	s := &sub{c: c, m: m, topic: spec.Topic, inFlight: spec.InFlight, timers: kit.NewPeriodic()}
+	s := &sub{c: c, m: m, timers: kit.NewPeriodic()}
+	m.report = func(err error) { s.Report(err) }
+	var buf []driver.Record
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
-		if err := s.start(ctx, parts, spec.InFlight, earliest); err != nil {
+		if buf, err = s.start(ctx, parts, spec.InFlight, earliest); err != nil {
 			return nil, errors.Join(err, m.heartbeat(ctx, true))
 		}
 	}
+	s.fetcher = kit.NewPrefetcher(kit.PrefetchOptions[driver.Record]{Fetch: s.poll, Held: s.held.Len, Linger: ackLinger,
+		Idle:     func(ctx context.Context) { _ = m.flush(ctx) }, // failures are reported
+		InFlight: spec.InFlight, Max: maxWindow, Grow: c.opts.RenewFor >= 0}, buf)
 	s.timers.Every(time.Minute, s.heartbeat)
 	s.timers.Every(time.Second, s.renew)
 	return s, nil
@@ -75,11 +91,9 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 
 // start sets the group's share.auto.offset.reset and fetches until every
 // partition of parts has a start offset (a fetch made before the group
-// assigned them to this member starts nothing). The reset is the group's,
-// for all its topics: a start of the group with the other reset, made
-// between this setting and that fetch, chooses this topic's start too. It
-// gives up after 30 s.
-func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) error {
+// assigned them to this member starts nothing), for at most 30 s, and
+// returns what the fetches acquired.
+func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) ([]driver.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	reset := "latest"
@@ -92,29 +106,33 @@ func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool)
 	if err == nil && len(resp.Resources) > 0 {
 		err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
 	}
+	var buf []driver.Record
 	for err == nil {
-		if err = s.poll(ctx, want); err != nil {
-			break
-		}
+		var recs []driver.Record
 		var todo []int32
-		if todo, err = s.m.unstarted(ctx, parts); err == nil && len(todo) == 0 {
-			return nil
+		if recs, err = s.poll(ctx, want); err == nil {
+			buf = append(buf, recs...)
+			if todo, err = s.m.unstarted(ctx, parts); err == nil && len(todo) == 0 {
+				return buf, nil
+			}
 		}
 		if err = cmp.Or(err, ctx.Err()); err == nil {
 			err = s.m.heartbeat(ctx, false) // fetch for the assignment
 		}
 	}
-	return fmt.Errorf("kafkaqueue: start the partitions of %s in share group %s: %w", s.m.topic, s.m.group, err)
+	return buf, fmt.Errorf("kafkaqueue: start the partitions of %s in share group %s: %w", s.m.topic, s.m.group, err)
 }
 
 // member makes the share-group member of spec, creating its topic if
 // needed, and returns the topic's partitions.
 func (c *conn) member(ctx context.Context, spec ports.SubscriptionSpec) (*member, []int32, error) {
-	phys := c.topic(spec.Topic)
-	if err := c.ensureTopic(ctx, phys); err != nil {
+	m := &member{cl: c.cl, group: c.group(spec), logical: spec.Topic, topic: c.topic(spec.Topic), wait: c.opts.FetchMaxWait, id: rand.Text()[:22],
+		leaders: map[int32]int32{}, sessions: map[int32]*session{}, wake: make(chan struct{})}
+	m.interval.Store(int64(time.Second))
+	m.lock.Store(int64(30 * time.Second))
+	if err := c.ensureTopic(ctx, m.topic); err != nil {
 		return nil, nil, err
 	}
-	m := newMember(c.cl, c.group(spec), phys, c.opts.FetchMaxWait)
 	parts, err := m.meta(ctx)
 	return m, parts, err
 }
@@ -124,65 +142,51 @@ func (c *conn) member(ctx context.Context, spec ports.SubscriptionSpec) (*member
 func (s *sub) heartbeat(ctx context.Context) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	next := time.Duration(s.m.interval.Load())
 	if err := s.m.heartbeat(ctx, false); err != nil {
 		s.Report(err)
-		return min(time.Duration(s.m.interval.Load()), time.Second)
+		next = min(next, time.Second)
 	}
-	return time.Duration(s.m.interval.Load())
+	return next
 }
 
-// ReceiveBatch returns acquired records, fetching from the leaders of the
-// assigned partitions until at least one comes or ctx is done. Records
-// already acquired are returned even when ctx is done.
+// ReceiveBatch returns buffered records, waiting for the fetcher until
+// one comes or ctx is done.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
-	for len(s.buf) == 0 {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if err := s.poll(ctx, max); err != nil {
-			return nil, err
-		}
+	out, err := s.fetcher.Receive(ctx, max)
+	for now, i := time.Now(), 0; i < len(out); i++ {
+		s.held.Out(now, out[i].Handle.(*handle))
 	}
-	n := min(max, len(s.buf))
-	out := make([]driver.Record, n)
-	copy(out, s.buf)
-	s.buf = append(s.buf[:0], s.buf[n:]...)
-	now := time.Now()
-	for _, r := range out {
-		s.held.Out(now, r.Handle.(*handle))
-	}
-	return out, nil
+	return out, err
 }
 
-// outWait bounds a ShareFetch long poll while records are out with
-// handlers: their acknowledgements wait for the fetch in flight.
-const outWait = 10 * time.Millisecond
+const (
+	// outWait bounds a ShareFetch long poll while records are out with
+	// handlers: their acknowledgements wait for the fetch in flight.
+	outWait = 10 * time.Millisecond
+	// ackLinger is how long an accept waits for a fetch to carry it
+	// before the fetcher sends it on a ShareAcknowledge of its own.
+	ackLinger = 10 * time.Millisecond
+	maxWindow = 500 // the largest fetch window (franz-go's), or the in-flight one
+)
 
-// poll runs one ShareFetch on each leader's session (at once) and buffers
-// what they acquired (buf is empty); with no partition assigned it waits
-// for an assignment, at most FetchMaxWait. With the lock renewal on, a
-// fetch asks for a whole in-flight window however few slots are free: the
-// records not handed out yet wait in buf, their locks renewed. (More would
-// keep records from the group's other members.)
-func (s *sub) poll(ctx context.Context, want int) error {
+// poll fetches on each leader's session at once and returns what they
+// acquired, held (its locks renewed); with no partition assigned it waits
+// for an assignment, at most FetchMaxWait.
+func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 	targets, wake, err := s.m.targets(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(targets) == 0 {
-		t := time.NewTimer(s.m.wait)
-		defer t.Stop()
 		select {
 		case <-wake:
-		case <-t.C:
+		case <-time.After(s.m.wait):
 		case <-ctx.Done():
 		}
-		return nil
+		return nil, nil
 	}
 	wait := s.m.wait
-	if s.c.opts.RenewFor >= 0 {
-		want = max(want, s.inFlight)
-	}
 	if s.held.Len() > 0 { // an acknowledgement comes soon: no long poll ahead of it
 		wait = min(wait, outWait)
 	}
@@ -190,64 +194,58 @@ func (s *sub) poll(ctx context.Context, want int) error {
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
+		recs []driver.Record
 	)
 	for ses, parts := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			got, err := s.m.fetch(ses, parts, want, wait)
 			mu.Lock()
 			defer mu.Unlock()
 			errs = append(errs, err)
-			for _, a := range got {
-				s.buf = append(s.buf, s.record(a))
-			}
-		}()
+			recs = append(recs, got...)
+		})
 	}
 	wg.Wait()
-	if len(s.buf) > 0 {
-		now := time.Now()
-		until := now.Add(s.m.lockDuration())
-		for _, r := range s.buf {
-			s.held.Hold(now, until, r.Handle.(*handle))
-		}
-		return nil
+	for now, i := time.Now(), 0; i < len(recs); i++ {
+		s.held.Hold(now, now.Add(s.m.lockDuration()), recs[i].Handle.(*handle))
 	}
-	return errors.Join(errs...)
+	if len(recs) > 0 {
+		return recs, nil
+	}
+	return nil, errors.Join(errs...)
 }
 
-// record maps a Kafka record onto a driver.Record (kafkawire.Decode: its
-// BrokerID is the identity kafka:// gives the same record); the delivery
-// count less one is the redelivery count.
-func (s *sub) record(a acquired) driver.Record {
-	r := a.r
-	d := kafkawire.Decode(&s.dec, s.topic, kafkawire.Fields{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
-		Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: s.m.group, DeliveryCount: a.count}},
-		r.Headers, func(h kgo.RecordHeader, _ *kit.Names) (string, []byte, bool) { return h.Key, h.Value, true })
-	d.RedeliveryCount, d.Handle = max(a.count-1, 0), a.h
-	a.h.msg, a.h.id, a.h.redeliveries = d.Message, d.BrokerID, d.RedeliveryCount
-	return d
-}
-
-// settle acknowledges handles with typ and stops renewing them.
+// settle acknowledges handles with typ and stops renewing them. Release
+// and Reject return once the broker answered.
 func (s *sub) settle(handles []any, typ int8) error {
 	hs := make([]*handle, len(handles))
 	for i, h := range handles {
 		hs[i] = h.(*handle)
 	}
-	err := s.m.ack(hs, typ)
+	as, err := group(hs, typ, typ == ackAccept)
+	if typ != ackAccept {
+		err = errors.Join(err, kit.SettledAcks(context.Background(), as, ackLinger))
+	}
+	settled := 0
 	if err == nil || errors.Is(err, driver.ErrRecordsLost) {
 		s.held.Drop(hs...)
+		settled = len(hs)
 	}
+	s.fetcher.Settled(settled)
 	return err
 }
 
-// SendAcks accepts the records (Accept).
+// SendAcks accepts the records (Accept), deferred: queued for the next
+// request of their session; failures are reported on Errors.
 func (s *sub) SendAcks(_ context.Context, handles []any) error { return s.settle(handles, ackAccept) }
+
+// FlushAcks returns once the broker answered every accept SendAcks
+// returned before, with their failures, or when ctx is done.
+func (s *sub) FlushAcks(ctx context.Context) error { return s.m.flush(ctx) }
 
 // SendRequeues releases the records (Release): the broker delivers them
 // again, to any member, with the delivery count one higher. delay is 0
-// (DelayedRequeue is false: the portable layer holds a delayed requeue).
+// (the portable layer holds a delayed requeue).
 func (s *sub) SendRequeues(_ context.Context, handles []any, _ time.Duration) error {
 	return s.settle(handles, ackRelease)
 }
@@ -261,9 +259,9 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	now := time.Now()
 	for i, x := range handles {
 		h := x.(*handle)
-		d := &ports.Delivery{Message: h.msg, RedeliveryCount: h.redeliveries}
+		d := &ports.Delivery{Message: h.d.Message, RedeliveryCount: h.d.RedeliveryCount}
 		if d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers); d.ID == "" {
-			d.ID, d.IDSource = h.id, ports.IDBroker
+			d.ID, d.IDSource = h.d.BrokerID, ports.IDBroker
 		}
 		ds[i], copies[i] = d, kit.DeadLetterCopy(d, disp, now)
 	}
@@ -273,23 +271,21 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	return s.settle(handles, ackReject)
 }
 
-// Close stops the heartbeat and the renewal, closes the share sessions
-// (the broker releases every record still acquired: redelivered to another
-// member at once) and leaves the group.
+// Close stops the fetcher, the heartbeat and the renewal, closes the
+// share sessions (the broker releases what they hold) and leaves.
 func (s *sub) Close(ctx context.Context) error {
+	s.fetcher.Stop() // the fetch in flight, at most FetchMaxWait
 	err := s.timers.Stop(ctx)
-	s.buf = nil
 	return errors.Join(err, s.m.close(ctx))
 }
 
-// renew renews the lock of every record acquired and not settled (in buf
-// or out with a handler) once half of it has passed, until RenewFor after
-// its acquisition or its delivery; a record whose lock lapsed is forgotten
-// (the broker delivers it again).
+// renew renews the lock of every record held (in buf or out with a
+// handler) once half of it has passed, until RenewFor after its
+// acquisition or its delivery; one whose lock lapsed is forgotten.
 func (s *sub) renew(context.Context) time.Duration {
 	now, lock := time.Now(), s.m.lockDuration()
 	if due := s.held.Due(now, lock/2, s.c.opts.RenewFor); len(due) > 0 {
-		if err := s.m.ack(due, ackRenew); err != nil {
+		if err := s.m.renew(due, now.Add(lock)); err != nil {
 			s.Report(fmt.Errorf("kafkaqueue: renew the locks of %d record(s): %w", len(due), err))
 		} else {
 			s.held.Renewed(now.Add(lock), due...)
@@ -299,9 +295,7 @@ func (s *sub) renew(context.Context) time.Duration {
 }
 
 // DeclareGroup starts the share group of group on topic at the topic's
-// end, so that it keeps what is published before its first member joins.
-// A group with members cannot be started here: it sets nothing, and the
-// topic starts where its first Subscribe asks.
+// end; a group with members is left for its first Subscribe to start.
 func (c *conn) DeclareGroup(ctx context.Context, topic ports.Topic, group string) error {
 	m, parts, err := c.member(ctx, ports.SubscriptionSpec{Topic: topic, Group: group})
 	if err == nil {

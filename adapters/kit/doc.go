@@ -25,6 +25,11 @@
 //     ([Held]), a claim one holder has at a time across processes
 //     ([Lease]), a driver's background timers ([Periodic]), a foreign
 //     encoding kept until the last holder lets go ([Originals]);
+//   - pulled records: one fetching goroutine whose window grows while
+//     the handlers settle a backlog ([Prefetcher]), acknowledgements that
+//     ride on the next request of their session ([AckSession],
+//     [GroupAcks], [SettledAcks]), settlements sent as ranges of
+//     contiguous offsets ([Runs]);
 //   - names and configuration: adopted names and their validation
 //     ([ExistingGroup], [CheckExistingNames]), a one-to-one escape of a
 //     forbidden byte ([EscapeByte]), a client's process-wide logger
@@ -34,6 +39,7 @@
 // A new adapter writes a driver over the portable layer (see
 // docs/writing-an-adapter.md) and takes from here what fits its broker.
 // Acknowledgements are batched in one place only, flow's settlement engine;
-// there is no second coalescer here. The package imports no broker client
-// and nothing of flow.
+// there is no second coalescer here: what is here carries a settled batch
+// to the wire (on a request the driver makes anyway, as a cumulative ack,
+// as ranges). The package imports no broker client and nothing of flow.
 package kit

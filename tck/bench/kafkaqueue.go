@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -44,8 +45,10 @@ import (
 //	                  acknowledgement waits for the fetch in flight on its
 //	                  share session, a long poll once the backlog is drained)
 //
-// A record counts when its accept was handed to the client (franz-go) or
-// when Settle returned (sluice, after the broker answered). After the
+// A record counts when its accept was handed to the client (franz-go's
+// MarkAcks) or when Settle returned (sluice: kafkaqueue:// defers accepts
+// too); the last accepts are flushed inside the timed section on both
+// sides (FlushAcks, ports.Flusher.Flush). After the
 // timed section each run reads its share group's state back
 // (DescribeShareGroupOffsets) and fails unless every partition's start
 // offset reached its end with no lag: all N records settled, none left
@@ -98,9 +101,12 @@ func setupKafkaQueue(ctx context.Context, cfg Config) (Env, func(), error) {
 		kfake.BrokerConfigs(map[string]string{"group.share.heartbeat.interval.ms": "200"}))
 }
 
-// runKafkaQueue is the generic sluice pipeline over kafkaqueue:// (the
-// default or the batch one), then the share group's state check; params
-// are more URL parameters.
+// runKafkaQueue is the generic sluice pipeline (target.runPipeline's)
+// over kafkaqueue:// (the default or the batch one), then the share
+// group's state check; params are more URL parameters. The adapter defers
+// its accepts (ports.Flusher): the Settle that accepts the last record
+// flushes them, inside the timed section, as franz-share's final
+// FlushAcks is.
 func runKafkaQueue(batch bool, params ...string) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
 		var group string
@@ -110,15 +116,62 @@ func runKafkaQueue(batch bool, params ...string) func(context.Context, Env, Conf
 				return nil, ports.SubscriptionSpec{}, nil, err
 			}
 			group = freshGroup()
-			return a, ports.SubscriptionSpec{Topic: "bench", Group: group, InFlight: cfg.InFlight}, func() { _ = a.Close(context.Background()) }, nil
+			spec := ports.SubscriptionSpec{Topic: "bench", Group: group, InFlight: cfg.InFlight}
+			return &flushedAdapter{Adapter: a, n: int64(cfg.N)}, spec, func() { _ = a.Close(context.Background()) }, nil
 		}}
 		res, err := t.runPipeline(batch)(ctx, env, cfg)
 		if err != nil {
 			return res, err
 		}
+		res.Note += "; final Flush timed"
 		// The adapter names a LoadBalance group's share group <namespace>.<group>.
 		return res, verifyShareGroup(ctx, env, env["ns"]+"."+group, cfg.N)
 	}
+}
+
+// flushedAdapter's subscriptions flush their deferred settlements
+// (ports.Flusher) in the Settle that accepts the n-th record.
+type flushedAdapter struct {
+	ports.Adapter
+	n int64
+}
+
+// Unwrap lets ports.ApplySpecDefaults see the wrapped adapter.
+func (f *flushedAdapter) Unwrap() ports.Adapter { return f.Adapter }
+
+func (f *flushedAdapter) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	s, err := f.Adapter.Subscribe(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	fs := &flushedSub{Subscription: s}
+	fs.left.Store(f.n)
+	return fs, nil
+}
+
+// flushedSub keeps the optional interfaces flow looks for (ports.Flusher,
+// ports.ReceiveAppender) of the subscription it wraps.
+type flushedSub struct {
+	ports.Subscription
+	left atomic.Int64 // records to accept before the flush
+}
+
+func (s *flushedSub) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	err := s.Subscription.Settle(ctx, ds, disp)
+	if err == nil && disp.Action == ports.Ack && s.left.Add(-int64(len(ds))) == 0 {
+		if err = s.Flush(ctx); err != nil {
+			err = fmt.Errorf("kafkaqueue: flush: %w", err)
+		}
+	}
+	return err
+}
+
+func (s *flushedSub) Flush(ctx context.Context) error {
+	return s.Subscription.(ports.Flusher).Flush(ctx)
+}
+
+func (s *flushedSub) ReceiveAppend(ctx context.Context, dst []*ports.Delivery, max int) ([]*ports.Delivery, error) {
+	return s.Subscription.(ports.ReceiveAppender).ReceiveAppend(ctx, dst, max)
 }
 
 // runFranzShare is franz-go's share consumer with every record accepted
