@@ -32,15 +32,15 @@ type Gatherer[In any] interface {
 //
 // start is called once, when the pipeline starts and before the first
 // Push, with the items' parent context (cancelled when the pipeline
-// cancels its in-flight work: the gatherer then cancels what it holds,
-// and the items pushed after that) and emit, the stage's output. emit
-// sends over a channel (Buffer sets its capacity, default 16) to the next
-// stage, which runs on goroutines of its own; it blocks while that stage
-// is busy (backpressure) and always completes, since the next stage reads
-// until Close has returned. emit may be called from any goroutine (a
-// timer's), by one goroutine at a time: the gatherer serializes its
-// emits and its pushes itself (a mutex), so that downstream sees them in
-// order.
+// cancels its in-flight work: the gatherer then cancels what it holds and
+// every item pushed afterwards) and emit, the stage's output. emit sends
+// over a channel (Buffer sets its capacity, default 16; of the stage
+// options only Buffer applies) to the next stage, which runs on
+// goroutines of its own; it blocks while that stage is busy
+// (backpressure) and always completes, since the next stage reads until
+// Close has returned. emit may be called from any goroutine (a timer's),
+// by one goroutine at a time: the gatherer serializes its emits and its
+// pushes itself (a mutex), so that downstream sees them in order.
 //
 // An item whose context is done is cancelled instead of being pushed. A
 // panic in Push or Close is fatal, as an error of an Operate loop: the
