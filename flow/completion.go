@@ -246,7 +246,11 @@ func severity(k Kind) int {
 // that was already completed reports its own conflict; the others still
 // complete.
 func Join(members ...*Completion) *Completion {
-	j := &Completion{next: joined(members)}
+	// One allocation for the Completion and its members: next points into
+	// it (a slice stored in the interface would be boxed apart).
+	jc := &joinCompletion{js: members}
+	j := &jc.c
+	j.next = &jc.js
 	for _, m := range members {
 		if m.report != nil {
 			j.report = m.report
@@ -254,6 +258,12 @@ func Join(members ...*Completion) *Completion {
 		}
 	}
 	return j
+}
+
+// joinCompletion is a Join's Completion together with its members.
+type joinCompletion struct {
+	c  Completion
+	js joined
 }
 
 type joined []*Completion
@@ -280,6 +290,9 @@ func (js joined) completed(o Outcome) {
 				roots = roots[:0]
 			}
 			p = n.p
+			if roots == nil {
+				roots = make([]*root, 0, len(js))
+			}
 			roots = append(roots, n)
 		default:
 			n.completed(o)

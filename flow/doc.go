@@ -2,8 +2,9 @@
 // completion alone settles each broker delivery.
 //
 // A Pipeline consumes one subscription. Its Source is a Stream of
-// deliveries; generic stages (Decode, Map, Filter, FlatMap, Via, Operate)
-// turn it into streams of typed values, and a terminal Sink handles them.
+// deliveries; generic stages (Decode, Map, Filter, FlatMap, Via, Operate,
+// Gather) turn it into streams of typed values, and a terminal Sink
+// handles them.
 // Every item carries a *Completion: the future that settles the delivery it
 // came from, once everything derived from it has completed.
 //

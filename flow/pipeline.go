@@ -28,6 +28,7 @@ type Pipeline struct {
 	buildErr error
 	open     int      // streams made and not yet consumed
 	runs     []func() // stage goroutine bodies, started by Start
+	inits    []func() // called by Start before any goroutine (atStart)
 	source   chan Item[*ports.Delivery]
 	srcFuse  fused[*ports.Delivery] // the source's consumer, when it runs inline
 	srcTaken bool
@@ -172,6 +173,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	p.eng = newEngine(p, sub)
 	go p.eng.run()
 	p.workCtx, p.work = context.WithCancel(context.Background())
+	for _, f := range p.inits {
+		f()
+	}
 	p.settleC, p.settleX = context.WithCancel(context.Background())
 	recvCtx, recv := context.WithCancel(context.Background())
 	p.recv = recv

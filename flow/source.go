@@ -173,10 +173,11 @@ func (p *Pipeline) settle(r *root, o Outcome) {
 // settleBatch hands the members of a batch (a Join whose members are the
 // pipeline's own deliveries) to the engine together, so that the batch is
 // carried out with one Settle call per disposition: one for an ACK, one
-// per redelivery count for a REQUEUE or DEAD_LETTER.
+// per redelivery count for a REQUEUE or DEAD_LETTER. It may overwrite rs
+// (the engine copies what it keeps).
 func (p *Pipeline) settleBatch(rs []*root, o Outcome) {
 	if o.Kind == Succeeded {
-		keep := rs[:0:0]
+		keep := rs[:0] // filtered in place: no slice grown per batch
 		for _, r := range rs {
 			if p.unsettled(r, o) {
 				keep = append(keep, r)

@@ -144,6 +144,10 @@ func newStream[T any](p *Pipeline, buffer int) Stream[T] {
 // spawn registers a goroutine body started by Start.
 func (p *Pipeline) spawn(run func()) { p.runs = append(p.runs, run) }
 
+// atStart registers f, called by Start once the items' parent context
+// (workCtx) exists and before any stage goroutine runs.
+func (p *Pipeline) atStart(f func()) { p.inits = append(p.inits, f) }
+
 // workers runs body on n goroutines and then calls after once.
 func (p *Pipeline) workers(n int, body func(), after func()) {
 	var wg sync.WaitGroup

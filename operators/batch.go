@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/flow"
@@ -67,6 +68,12 @@ func (b Batched[T]) Len() int { return len(b.Values) }
 // members of the batch being built are cancelled. A batch item's context is
 // the pipeline's and carries no single delivery (Item.Msg is nil).
 //
+// Goroutines: members are added on the goroutine of the stage before
+// Batch (flow.Gather: the source's, after one-worker stages), with no
+// hand-off per item; each batch crosses over a channel to the stage
+// after Batch, which runs on goroutines of its own, so the source goes
+// on receiving while a batch is handled.
+//
 // A negative option makes the pipeline's Start fail with ports.ErrInvalid.
 func Batch[T any](in flow.Stream[T], opts BatchOptions) flow.Stream[Batched[T]] {
 	if opts.Size < 0 || opts.Window < 0 || opts.MaxBytes < 0 {
@@ -77,9 +84,8 @@ func Batch[T any](in flow.Stream[T], opts BatchOptions) flow.Stream[Batched[T]] 
 	// A batch holds only deliveries in flight: a smaller limit would cut
 	// every batch short and make it wait out its window.
 	p.NeedInFlight(o.Size, "operators.Batch")
-	return flow.Operate(in, func(ctx context.Context, src <-chan flow.Item[T], out chan<- flow.Item[Batched[T]]) error {
-		b := batcher[T]{o: o, ctx: ctx, out: out}
-		return b.run(src)
+	return flow.Gather(in, func(ctx context.Context, emit flow.Emit[Batched[T]]) flow.Gatherer[T] {
+		return newBatcher(ctx, o, emit)
 	})
 }
 
@@ -102,57 +108,127 @@ func batchDefaults(o BatchOptions, sp ports.SubscriptionSpec) BatchOptions {
 	return o
 }
 
+// batcher builds the batches of a Batch stage. Push runs on the goroutine
+// of the stage before it (flow.Gather); the window timer's flush and the
+// cancellation run on goroutines of their own, so every step takes mu:
+// a batch is emitted by one of them at a time, in order, and never while
+// a member is being added.
 type batcher[T any] struct {
-	o     BatchOptions
-	ctx   context.Context
-	out   chan<- flow.Item[Batched[T]]
-	held  []flow.Item[T]
-	bytes int
+	o    BatchOptions
+	ctx  context.Context
+	emit flow.Emit[Batched[T]]
+
+	mu sync.Mutex
+	// The batch being built: its members' values, deliveries and
+	// completions, handed on as they are (no copy) when it closes.
+	values []T
+	msgs   []*ports.Delivery
+	cs     []*flow.Completion
+	bytes  int
+	hint   int       // capacity of the next batch's slices: the last one's length
+	due    time.Time // when the batch being built closes by its window
+	timer  *time.Timer
+	armed  bool // timer will fire (and take mu)
+	over   bool // cancelled or closed: hold nothing more
+
+	unhook    func() bool   // stops the cancellation callback
+	cancelled chan struct{} // closed when the cancellation callback returned
 }
 
-func (b *batcher[T]) run(src <-chan flow.Item[T]) error {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	var window <-chan time.Time
-	for {
-		select {
-		case it, ok := <-src:
-			if !ok {
-				b.flush()
-				return nil
-			}
-			if cancelled(it) {
-				continue
-			}
-			n := b.size(it)
-			if b.o.MaxBytes > 0 && len(b.held) > 0 && b.bytes+n > b.o.MaxBytes {
-				b.flush()
-				timer.Stop()
-				window = nil
-			}
-			b.held = append(b.held, it)
-			b.bytes += n
-			if len(b.held) == 1 {
-				timer.Reset(b.o.Window)
-				window = timer.C
-			}
-			if len(b.held) >= b.o.Size || (b.o.MaxBytes > 0 && b.bytes >= b.o.MaxBytes) {
-				b.flush()
-				timer.Stop()
-				window = nil
-			}
-		case <-window:
-			window = nil
-			b.flush()
-		case <-b.ctx.Done():
-			timer.Stop()
-			for _, it := range b.held {
-				_ = it.Completion.Cancel(b.ctx.Err())
-			}
-			b.held = nil
-			cancelRest(src, b.ctx.Err())
-			return nil
-		}
+func newBatcher[T any](ctx context.Context, o BatchOptions, emit flow.Emit[Batched[T]]) *batcher[T] {
+	b := &batcher[T]{o: o, ctx: ctx, emit: emit, hint: min(o.Size, 64), cancelled: make(chan struct{})}
+	b.timer = time.AfterFunc(time.Hour, b.fire)
+	b.timer.Stop()
+	b.unhook = context.AfterFunc(ctx, b.cancel)
+	return b
+}
+
+// Push adds it to the batch being built, closing that batch first when
+// it would pass MaxBytes, and after when it is full.
+func (b *batcher[T]) Push(it flow.Item[T]) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.over {
+		_ = it.Completion.Cancel(b.ctx.Err())
+		return
+	}
+	n := b.size(it)
+	if b.o.MaxBytes > 0 && len(b.cs) > 0 && b.bytes+n > b.o.MaxBytes {
+		b.flush()
+	}
+	if len(b.cs) == 0 {
+		b.open()
+	}
+	b.values = append(b.values, it.Value)
+	b.msgs = append(b.msgs, it.Msg)
+	b.cs = append(b.cs, it.Completion)
+	b.bytes += n
+	if len(b.cs) >= b.o.Size || (b.o.MaxBytes > 0 && b.bytes >= b.o.MaxBytes) {
+		b.flush()
+	}
+}
+
+// open starts a batch: its slices, and its window. The timer is re-armed
+// only when it is not armed already: a pending fire for an earlier batch
+// (which can only be earlier than this one's window) finds this batch not
+// due yet and re-arms for the rest, so that batches that fill before
+// their window cost no timer operation each.
+func (b *batcher[T]) open() {
+	b.values = make([]T, 0, b.hint)
+	b.msgs = make([]*ports.Delivery, 0, b.hint)
+	b.cs = make([]*flow.Completion, 0, b.hint)
+	b.due = time.Now().Add(b.o.Window)
+	if !b.armed {
+		b.armed = true
+		b.timer.Reset(b.o.Window)
+	}
+}
+
+// fire is the window timer: it closes the batch being built when its
+// window has passed, else waits for the rest of it.
+func (b *batcher[T]) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.armed = false
+	if b.over || len(b.cs) == 0 {
+		return
+	}
+	if wait := time.Until(b.due); wait > 0 {
+		b.armed = true
+		b.timer.Reset(wait)
+		return
+	}
+	b.flush()
+}
+
+// cancel runs when the pipeline cancels its work: the members of the
+// batch being built are cancelled (not settled), and so is every item
+// pushed afterwards.
+func (b *batcher[T]) cancel() {
+	defer close(b.cancelled)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.over = true
+	b.timer.Stop()
+	for _, c := range b.cs {
+		_ = c.Cancel(b.ctx.Err())
+	}
+	b.values, b.msgs, b.cs, b.bytes = nil, nil, nil, 0
+}
+
+// Close flushes the partial batch when the input closes (the pipeline is
+// stopping: it is handled within the drain), and waits for a cancellation
+// already under way, so that nothing of the batcher outlives the stage.
+func (b *batcher[T]) Close() {
+	b.mu.Lock()
+	if !b.over {
+		b.flush()
+		b.over = true
+		b.timer.Stop()
+	}
+	b.mu.Unlock()
+	if !b.unhook() {
+		<-b.cancelled
 	}
 }
 
@@ -166,29 +242,22 @@ func (b *batcher[T]) size(it flow.Item[T]) int {
 	return 0
 }
 
+// flush emits the batch being built, if any (b.mu held).
 func (b *batcher[T]) flush() {
-	if len(b.held) == 0 {
+	if len(b.cs) == 0 {
 		return
 	}
-	members := b.held
-	v := Batched[T]{Values: make([]T, len(members)), Msgs: make([]*ports.Delivery, len(members))}
-	cs := make([]*flow.Completion, len(members))
-	for i, it := range members {
-		v.Values[i], v.Msgs[i], cs[i] = it.Value, it.Msg, it.Completion
-	}
-	// The batch item keeps copies, not members: the next batch reuses the
-	// slice (cleared, so that it does not keep settled items alive)
-	// instead of growing a new one by appends, about 200 bytes of garbage
-	// per member at a size of 50.
-	clear(members)
-	b.held, b.bytes = members[:0], 0
+	v := Batched[T]{Values: b.values, Msgs: b.msgs}
+	cs := b.cs
+	b.hint = len(cs)
+	b.values, b.msgs, b.cs, b.bytes = nil, nil, nil, 0
 	var c *flow.Completion
 	if b.o.IsolatePoison {
 		c = cs[0].Derive(func(o flow.Outcome) { completeIsolated(cs, o) })
 	} else {
 		c = flow.Join(cs...)
 	}
-	b.out <- flow.Item[Batched[T]]{Ctx: b.ctx, Value: v, Completion: c}
+	b.emit(flow.Item[Batched[T]]{Ctx: b.ctx, Value: v, Completion: c})
 }
 
 // completeIsolated completes the members of an IsolatePoison batch: the
