@@ -1,11 +1,16 @@
 package kafkawire_test
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
@@ -115,5 +120,27 @@ func BenchmarkDecode(b *testing.B) {
 	for i := range b.N {
 		f.Offset = int64(i)
 		_ = kafkawire.Decode(&d, "bench", f, hs, read)
+	}
+}
+
+func TestFranzOpts(t *testing.T) {
+	for _, f := range []kafkawire.Franz{{Password: "p"}, {Mechanism: "plain"}, {User: "u", Mechanism: "gssapi"}} {
+		if _, err := f.Opts(); err == nil {
+			t.Errorf("Franz%+v.Opts() = nil error, want a refusal", f)
+		}
+	}
+	// A dialer of its own and TLS: franz-go takes one option for both.
+	dial := func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("no") }
+	for _, f := range []kafkawire.Franz{{User: "u"}, {User: "u", Mechanism: "scram-sha-512"}, {TLS: &tls.Config{}, Dial: dial}} {
+		f.Brokers = []string{"127.0.0.1:1"}
+		opts, err := f.Opts()
+		if err != nil {
+			t.Fatalf("Franz%+v.Opts(): %v", f, err)
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatalf("Franz%+v: kgo.NewClient: %v", f, err)
+		}
+		cl.Close()
 	}
 }
