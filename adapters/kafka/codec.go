@@ -2,9 +2,12 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"time"
+	"unsafe"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -16,8 +19,7 @@ import (
 const HeaderNotBefore = kit.HeaderNotBefore
 
 // producerMessage converts m, its payload and headers copied (kit.Packed),
-// and creates its topic if need be.
-// One above MaxMessageBytes as sarama counts it (envelope too) is refused.
+// and creates its topic if need be (sendable).
 func (c *conn) producerMessage(ctx context.Context, m *ports.Message) (*sarama.ProducerMessage, error) {
 	hs := make([]sarama.RecordHeader, 0, len(m.Headers))
 	value := kit.Packed(m, func(k, v []byte) { hs = append(hs, sarama.RecordHeader{Key: k, Value: v}) })
@@ -25,11 +27,34 @@ func (c *conn) producerMessage(ctx context.Context, m *ports.Message) (*sarama.P
 	if m.Key != "" {
 		pm.Key = sarama.StringEncoder(m.Key)
 	}
-	err := m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload))
-	if err == nil {
-		err = c.ensureTopic(ctx, pm.Topic)
+	return pm, c.sendable(ctx, m, pm.Topic)
+}
+
+// record is producerMessage's record for the transactional producer
+// (franz-go). A header key is a string over its copy, which nothing writes.
+func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error) {
+	r := &kgo.Record{Topic: c.topic(m.Topic), Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
+	r.Value = kit.Packed(m, func(k, v []byte) {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: unsafe.String(unsafe.SliceData(k), len(k)), Value: v})
+	})
+	if m.Key != "" {
+		r.Key = []byte(m.Key)
 	}
-	return pm, err
+	return r, c.sendable(ctx, m, r.Topic)
+}
+
+// sendable refuses m above MaxMessageBytes as sarama counts a record
+// (ProducerMessage.ByteSize: the record overhead, key, headers and
+// payload), then creates topic if need be.
+func (c *conn) sendable(ctx context.Context, m *ports.Message, topic string) error {
+	envelope := 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1 + len(m.Key)
+	for k, v := range m.Headers {
+		envelope += len(k) + len(v) + 2*binary.MaxVarintLen32
+	}
+	if err := m.CheckSize(c.opts.MaxMessageBytes, envelope); err != nil {
+		return err
+	}
+	return c.ensureTopic(ctx, topic)
 }
 
 // decode reads a record of p (kafkawire.Decode) and adds the generation

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -58,5 +59,36 @@ func TestDecodeFacts(t *testing.T) {
 	cm.Timestamp = time.Time{}
 	if r := decode(cm, "t", p, time.Now()); r.Facts.Get("timestamp") != "" {
 		t.Fatalf("no timestamp: facts %v", r.Facts)
+	}
+}
+
+// TestRecordsSizedAsSarama: both producers' records carry m's key, payload
+// and headers, and MaxMessageBytes counts them as sarama's ByteSize does.
+func TestRecordsSizedAsSarama(t *testing.T) {
+	ctx := context.Background()
+	c := &conn{opts: Options{Namespace: "ns"}.withDefaults()}
+	m := ports.Message{Topic: "t", Key: "k-1", Payload: []byte("payload"), Headers: ports.Headers{"a": "1", "bb": "22"}}
+	c.topics.Store(c.topic(m.Topic), true) // no broker: the topic is known
+	pm, err := c.producerMessage(ctx, &m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.record(ctx, &m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Topic != pm.Topic || string(r.Key) != m.Key || string(r.Value) != "payload" || len(r.Headers) != 2 {
+		t.Fatalf("record %+v", r)
+	}
+	for _, h := range r.Headers {
+		if m.Headers[h.Key] != string(h.Value) {
+			t.Fatalf("header %s=%s, want %s", h.Key, h.Value, m.Headers[h.Key])
+		}
+	}
+	for limit, fits := range map[int]bool{pm.ByteSize(2): true, pm.ByteSize(2) - 1: false} {
+		c.opts.MaxMessageBytes = limit
+		if err := c.sendable(ctx, &m, pm.Topic); (err == nil) != fits || (err != nil && !errors.As(err, new(*ports.SizeError))) {
+			t.Errorf("MaxMessageBytes %d: sendable = %v, want fits=%v", limit, err, fits)
+		}
 	}
 }

@@ -2,14 +2,19 @@ package kafka
 
 import (
 	"cmp"
+	"context"
 	"crypto/tls"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -128,4 +133,21 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 		c.Sarama(s)
 	}
 	return s
+}
+
+// franz is the franz-go configuration of a transactional producer: the
+// brokers, client id, TLS and SASL as kafkaqueue maps them
+// (kafkawire.Franz), the dialer of a proxy Options.Sarama sets, acks=all,
+// room for a MaxMessageBytes record, and sarama's key hash (a key's records
+// share a partition whichever producer sent them).
+func (c Options) franz() ([]kgo.Opt, error) {
+	f := kafkawire.Franz{Brokers: c.Brokers, ClientID: c.ClientID, TLS: c.TLS,
+		Mechanism: string(c.SASL.Mechanism), User: c.SASL.User, Password: c.SASL.Password}
+	if p := c.config("producer", 0).Net.Proxy; p.Enable {
+		f.Dial = func(_ context.Context, network, addr string) (net.Conn, error) { return p.Dialer.Dial(network, addr) }
+	}
+	opts, err := f.Opts()
+	fnv32a := func(b []byte) uint32 { h := fnv.New32a(); _, _ = h.Write(b); return h.Sum32() }
+	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(c.MaxMessageBytes)+4096),
+		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a)))), err
 }
