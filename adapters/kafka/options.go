@@ -70,7 +70,8 @@ type Options struct {
 	TLS             *tls.Config // nil: plaintext
 	SASL            SASL
 	// Sarama is called on each sarama configuration after the adapter's
-	// settings; it must not turn off acks=all or Return.Successes.
+	// settings; it must not turn off acks=all or Return.Successes. The
+	// transactional producers are franz-go's: they take only its Net.Proxy.
 	Sarama func(*sarama.Config)
 }
 
@@ -135,19 +136,19 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 	return s
 }
 
-// franz is the franz-go configuration of a transactional producer: the
-// brokers, client id, TLS and SASL as kafkaqueue maps them
-// (kafkawire.Franz), the dialer of a proxy Options.Sarama sets, acks=all,
-// room for a MaxMessageBytes record, and sarama's key hash (a key's records
-// share a partition whichever producer sent them).
-func (c Options) franz() ([]kgo.Opt, error) {
+// franz is a transactional producer's franz-go configuration:
+// kafkawire.Franz's, as kafkaqueue's (validate refused what it refuses), a
+// proxy dialer set by Options.Sarama, acks=all, no compression, and
+// sarama's key hash (a key's records share a partition whichever producer
+// sent them).
+func (c Options) franz() []kgo.Opt {
 	f := kafkawire.Franz{Brokers: c.Brokers, ClientID: c.ClientID, TLS: c.TLS,
 		Mechanism: string(c.SASL.Mechanism), User: c.SASL.User, Password: c.SASL.Password}
 	if p := c.config("producer", 0).Net.Proxy; p.Enable {
 		f.Dial = func(_ context.Context, network, addr string) (net.Conn, error) { return p.Dialer.Dial(network, addr) }
 	}
-	opts, err := f.Opts()
+	opts, _ := f.Opts()
 	fnv32a := func(b []byte) uint32 { h := fnv.New32a(); _, _ = h.Write(b); return h.Sum32() }
 	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(c.MaxMessageBytes)+4096),
-		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a)))), err
+		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))))
 }

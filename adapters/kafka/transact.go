@@ -33,14 +33,11 @@ type txnProducer struct {
 // TransactionalSend).
 func (c *conn) SubscribeTransactional(ctx context.Context, spec ports.SubscriptionSpec) (driver.TransactionalSubscription, error) {
 	t := &txnProducer{id: c.group(spec) + "-txn-" + ports.NewID()}
-	opts, err := c.opts.franz()
-	if err == nil {
-		v := kversion.Stable() // TxnOffsetCommit v6 names a topic by its id, txnOffsets by its name
-		v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
-		t.opts = append(opts, kgo.TransactionalID(t.id), kgo.TransactionTimeout(c.opts.TransactionTimeout), kgo.MaxVersions(v))
-		t.Client, err = kgo.NewClient(t.opts...)
-	}
-	if err != nil {
+	v := kversion.Stable() // TxnOffsetCommit v6 names a topic by its id, txnOffsets by its name
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
+	t.opts = append(c.opts.franz(), kgo.TransactionalID(t.id), kgo.TransactionTimeout(c.opts.TransactionTimeout), kgo.MaxVersions(v))
+	var err error
+	if t.Client, err = kgo.NewClient(t.opts...); err != nil {
 		return nil, fmt.Errorf("kafka: transactional producer: %w", err)
 	}
 	s, err := c.subscribe(ctx, spec, t)
@@ -69,10 +66,9 @@ func (s *sub) Stage(ctx context.Context, handle any, _ ports.Facts, msgs []ports
 func (s *sub) Discard(handles []any) { s.tx.Discard(handles) }
 
 // commitTxn publishes rs and commits moved in one transaction, with the
-// generation and member id that claimed them; a round with nothing to
-// publish is a plain commit, fenced alike. On failure it aborts. A client
-// that cannot begin (fenced, or its abort failed) is replaced first.
-// TransactionTimeout bounds it: the broker aborts the transaction then.
+// generation and member id that claimed them (nothing to publish: a plain
+// commit, fenced alike); on failure it aborts. A client that cannot begin
+// (fenced, or its abort failed) is replaced. TransactionTimeout bounds it.
 func (s *sub) commitTxn(moved []kit.Position[*claim], rs []*kgo.Record) error {
 	if len(rs) == 0 {
 		return s.commit(moved)
@@ -83,15 +79,12 @@ func (s *sub) commitTxn(moved []kit.Position[*claim], rs []*kgo.Record) error {
 	err := t.BeginTransaction()
 	if err != nil {
 		t.Close()
-		var cl *kgo.Client
-		if cl, err = kgo.NewClient(t.opts...); err == nil {
-			t.Client, err = cl, cl.BeginTransaction()
-		}
-		if err != nil {
-			return fmt.Errorf("kafka: transaction of %s: %w", s.group, err)
-		}
+		t.Client, _ = kgo.NewClient(t.opts...) // these options made a client before
+		err = t.BeginTransaction()
 	}
-	err = t.ProduceSync(ctx, rs...).FirstErr()
+	if err == nil {
+		err = t.ProduceSync(ctx, rs...).FirstErr()
+	}
 	if err == nil {
 		err = s.txnOffsets(ctx, moved)
 	}
@@ -105,10 +98,9 @@ func (s *sub) commitTxn(moved []kit.Position[*claim], rs []*kgo.Record) error {
 	return nil
 }
 
-// txnOffsets adds moved to the open transaction: AddOffsetsToTxn to the
-// transaction coordinator, then TxnOffsetCommit to the group's, with the
-// producer's id and epoch and the generation and member id that claimed
-// them (franz-go sends them itself only for a group it consumes in).
+// txnOffsets adds moved to the open transaction (AddOffsetsToTxn, then
+// TxnOffsetCommit with the producer's id and epoch and the claim's
+// generation and member id): franz-go does it only for a group of its own.
 func (s *sub) txnOffsets(ctx context.Context, moved []kit.Position[*claim]) error {
 	id, epoch, err := s.txp.ProducerID(ctx)
 	if err != nil {
@@ -135,13 +127,12 @@ func (s *sub) txnOffsets(ctx context.Context, moved []kit.Position[*claim]) erro
 	if err != nil {
 		return fmt.Errorf("TxnOffsetCommit: %w", err)
 	}
-	var errs []error
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				errs = append(errs, fmt.Errorf("TxnOffsetCommit %s/%d: %w", t.Topic, p.Partition, err))
+				return fmt.Errorf("TxnOffsetCommit %s/%d: %w", t.Topic, p.Partition, err)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
