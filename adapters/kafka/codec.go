@@ -18,43 +18,25 @@ import (
 // HeaderNotBefore (kit.HeaderNotBefore) is a delayed message's due time.
 const HeaderNotBefore = kit.HeaderNotBefore
 
-// producerMessage converts m, its payload and headers copied (kit.Packed),
-// and creates its topic if need be (sendable).
-func (c *conn) producerMessage(ctx context.Context, m *ports.Message) (*sarama.ProducerMessage, error) {
-	hs := make([]sarama.RecordHeader, 0, len(m.Headers))
-	value := kit.Packed(m, func(k, v []byte) { hs = append(hs, sarama.RecordHeader{Key: k, Value: v}) })
-	pm := &sarama.ProducerMessage{Topic: c.topic(m.Topic), Value: sarama.ByteEncoder(value), Headers: hs}
-	if m.Key != "" {
-		pm.Key = sarama.StringEncoder(m.Key)
-	}
-	return pm, c.sendable(ctx, m, pm.Topic)
-}
-
-// record is producerMessage's record for the transactional producer
-// (franz-go). A header key is a string over its copy, which nothing writes.
+// record converts m, its payload and headers copied (kit.Packed; a header
+// key is a string over its copy, which nothing writes), and creates its
+// topic if need be. One above MaxMessageBytes as sarama counts a record
+// (ProducerMessage.ByteSize: overhead, key, headers, payload) is refused.
 func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error) {
 	r := &kgo.Record{Topic: c.topic(m.Topic), Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
+	envelope := 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1 + len(m.Key)
 	r.Value = kit.Packed(m, func(k, v []byte) {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: unsafe.String(unsafe.SliceData(k), len(k)), Value: v})
+		envelope += len(k) + len(v) + 2*binary.MaxVarintLen32
 	})
 	if m.Key != "" {
 		r.Key = []byte(m.Key)
 	}
-	return r, c.sendable(ctx, m, r.Topic)
-}
-
-// sendable refuses m above MaxMessageBytes as sarama counts a record
-// (ProducerMessage.ByteSize: the record overhead, key, headers and
-// payload), then creates topic if need be.
-func (c *conn) sendable(ctx context.Context, m *ports.Message, topic string) error {
-	envelope := 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1 + len(m.Key)
-	for k, v := range m.Headers {
-		envelope += len(k) + len(v) + 2*binary.MaxVarintLen32
+	err := m.CheckSize(c.opts.MaxMessageBytes, envelope)
+	if err == nil {
+		err = c.ensureTopic(ctx, r.Topic)
 	}
-	if err := m.CheckSize(c.opts.MaxMessageBytes, envelope); err != nil {
-		return err
-	}
-	return c.ensureTopic(ctx, topic)
+	return r, err
 }
 
 // decode reads a record of p (kafkawire.Decode) and adds the generation

@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -33,9 +32,7 @@ type txnProducer struct {
 // TransactionalSend).
 func (c *conn) SubscribeTransactional(ctx context.Context, spec ports.SubscriptionSpec) (driver.TransactionalSubscription, error) {
 	t := &txnProducer{id: c.group(spec) + "-txn-" + ports.NewID()}
-	v := kversion.Stable() // TxnOffsetCommit v6 names a topic by its id, txnOffsets by its name
-	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
-	t.opts = append(c.opts.franz(), kgo.TransactionalID(t.id), kgo.TransactionTimeout(c.opts.TransactionTimeout), kgo.MaxVersions(v))
+	t.opts = append(c.opts.franz(), kgo.TransactionalID(t.id), kgo.TransactionTimeout(c.opts.TransactionTimeout))
 	var err error
 	if t.Client, err = kgo.NewClient(t.opts...); err != nil {
 		return nil, fmt.Errorf("kafka: transactional producer: %w", err)
