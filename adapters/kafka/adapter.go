@@ -204,8 +204,8 @@ func (c *conn) Classify(err error) driver.Class {
 func (c *conn) Close(ctx context.Context) error {
 	_, err := kit.Await(ctx, func() (struct{}, error) {
 		var es []error
-		if c.prod != nil { // what was handed over is sent first
-			es = append(es, c.prod.Flush(context.Background()))
+		if c.prod != nil { // what was handed over is sent first, within ctx
+			es = append(es, c.prod.Flush(ctx))
 			c.prod.Close()
 		}
 		if c.admin != nil {
