@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -26,12 +27,23 @@ type Franz struct {
 	// Dial, when not nil, opens each connection (TLS is then set up over
 	// it); nil: franz-go's dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DeliveryTimeout bounds how long a produced record may wait for the
+	// brokers' acknowledgement, retries included, before it fails (it may
+	// still have been stored); 0: DefaultDeliveryTimeout; at least 1s
+	// (franz-go's floor). A caller's ctx ends the wait earlier. Without a
+	// bound franz-go retries a record until its ctx is done: a Send with
+	// a context that never ends would hang while the brokers are
+	// unreachable.
+	DeliveryTimeout time.Duration
 }
+
+// DefaultDeliveryTimeout is Franz.DeliveryTimeout's default.
+const DefaultDeliveryTimeout = 30 * time.Second
 
 // Opts returns the franz-go options of f. A mechanism or a password
 // without a user is refused, as an unknown mechanism is.
 func (f Franz) Opts() ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(f.Brokers...), kgo.ClientID(f.ClientID)}
+	opts := []kgo.Opt{kgo.SeedBrokers(f.Brokers...), kgo.ClientID(f.ClientID), kgo.RecordDeliveryTimeout(cmp.Or(f.DeliveryTimeout, DefaultDeliveryTimeout))}
 	switch {
 	case f.Dial != nil && f.TLS != nil:
 		opts = append(opts, kgo.Dialer(func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -144,3 +144,36 @@ func TestFranzOpts(t *testing.T) {
 		cl.Close()
 	}
 }
+
+// TestFranzDeliveryTimeoutBoundsAProduce: with the brokers unreachable, a
+// produce whose context never ends fails after DeliveryTimeout instead
+// of being retried for ever.
+func TestFranzDeliveryTimeoutBoundsAProduce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every dial is refused
+	opts, err := kafkawire.Franz{Brokers: []string{addr}, DeliveryTimeout: time.Second}.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- cl.ProduceSync(context.Background(), &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr()
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a produce to unreachable brokers succeeded")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a produce to unreachable brokers with a context that never ends still waits after 20s: the delivery timeout does not bound it")
+	}
+}
