@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -19,15 +20,15 @@ import (
 )
 
 // Adapter is the Kafka ports.Adapter: the portable layer over a driver with
-// one client, an idempotent acks=all producer and a consumer group per
-// subscription.
+// one sarama client, an idempotent acks=all franz-go producer and a
+// consumer group per subscription.
 type Adapter struct{ *portable.Adapter }
 
 // conn is the driver.
 type conn struct {
 	opts     Options
 	client   sarama.Client
-	prod     *producer
+	prod     *kgo.Client
 	admin    sarama.ClusterAdmin
 	declared kit.Declared
 	topics   sync.Map // physical topics known to exist
@@ -72,10 +73,10 @@ func connect(opts Options) (*conn, error) {
 		return fail("connect", err)
 	}
 	var err error
-	if c.client, err = sarama.NewClient(opts.Brokers, opts.config("producer", 0)); err != nil {
+	if c.client, err = sarama.NewClient(opts.Brokers, opts.config("client", 0)); err != nil {
 		return fail("connect", opts.explainConnect(err))
 	}
-	if c.prod, err = newProducer(c.client); err != nil {
+	if c.prod, err = kgo.NewClient(opts.franz()...); err != nil {
 		return fail("producer", err)
 	}
 	if c.admin, err = sarama.NewClusterAdmin(opts.Brokers, opts.config("admin", 0)); err != nil {
@@ -110,10 +111,25 @@ func (c *conn) Capabilities() ports.Capabilities {
 }
 
 // SendBatch publishes msgs with acks=all and returns when each is
-// confirmed. A message producerMessage refuses is not sent.
+// confirmed, else one error per message (kit.Confirms.Wait; ctx.Err() for
+// one not handed over in time). A message record refuses is not sent.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	return kit.SendPrepared(msgs, func(m *ports.Message) (*sarama.ProducerMessage, error) { return c.producerMessage(ctx, m) },
-		func(pms []*sarama.ProducerMessage) []error { return c.prod.publish(ctx, pms) })
+	return kit.SendPrepared(msgs, func(m *ports.Message) (*kgo.Record, error) { return c.record(ctx, m) }, func(rs []*kgo.Record) []error {
+		cf := kit.NewConfirms(len(rs))
+		for i, r := range rs {
+			if err := ctx.Err(); err != nil {
+				cf.Resolve(i, err)
+				continue
+			}
+			c.prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil {
+					err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+				}
+				cf.Resolve(i, err)
+			})
+		}
+		return cf.Wait(ctx, 0)
+	})
 }
 
 // createTopic creates phys unless NoCreateTopics or Existing adopts it;
@@ -154,8 +170,8 @@ func (c *conn) ensureTopic(ctx context.Context, phys string) error {
 	}
 }
 
-// Classify maps the portable sentinels (portable.ClassifyNet), sarama's
-// client errors, then the Kafka error codes (kafkawire.Class) and the
+// Classify maps the portable sentinels (portable.ClassifyNet), the
+// clients' errors, then the Kafka error codes (kafkawire.Class) and the
 // network's (portable.ClassifyNet).
 func (c *conn) Classify(err error) driver.Class {
 	var se *sessionError
@@ -171,7 +187,7 @@ func (c *conn) Classify(err error) driver.Class {
 		return portable.ClassifyNet(err, c.opts.TLS != nil)
 	case errors.Is(err, ports.ErrUnconfirmed):
 		return driver.Class{Code: ports.ErrUnconfirmed, Retryable: true}
-	case errors.Is(err, sarama.ErrClosedClient) || errors.Is(err, sarama.ErrClosedConsumerGroup) || errors.Is(err, sarama.ErrShuttingDown):
+	case errors.Is(err, sarama.ErrClosedClient) || errors.Is(err, sarama.ErrClosedConsumerGroup) || errors.Is(err, kgo.ErrClientClosed):
 		return driver.Class{Code: ports.ErrClosed}
 	case errors.As(err, &code):
 		if class, ok := kafkawire.Class(int16(code)); ok {
@@ -188,8 +204,9 @@ func (c *conn) Classify(err error) driver.Class {
 func (c *conn) Close(ctx context.Context) error {
 	_, err := kit.Await(ctx, func() (struct{}, error) {
 		var es []error
-		if c.prod != nil {
-			c.prod.close()
+		if c.prod != nil { // what was handed over is sent first, within ctx
+			es = append(es, c.prod.Flush(ctx))
+			c.prod.Close()
 		}
 		if c.admin != nil {
 			es = append(es, c.admin.Close())

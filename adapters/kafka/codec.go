@@ -2,9 +2,12 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"time"
+	"unsafe"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -15,21 +18,25 @@ import (
 // HeaderNotBefore (kit.HeaderNotBefore) is a delayed message's due time.
 const HeaderNotBefore = kit.HeaderNotBefore
 
-// producerMessage converts m, its payload and headers copied (kit.Packed),
-// and creates its topic if need be.
-// One above MaxMessageBytes as sarama counts it (envelope too) is refused.
-func (c *conn) producerMessage(ctx context.Context, m *ports.Message) (*sarama.ProducerMessage, error) {
-	hs := make([]sarama.RecordHeader, 0, len(m.Headers))
-	value := kit.Packed(m, func(k, v []byte) { hs = append(hs, sarama.RecordHeader{Key: k, Value: v}) })
-	pm := &sarama.ProducerMessage{Topic: c.topic(m.Topic), Value: sarama.ByteEncoder(value), Headers: hs}
+// record converts m, its payload and headers copied (kit.Packed; a header
+// key is a string over its copy, which nothing writes), and creates its
+// topic if need be. One above MaxMessageBytes as sarama counts a record
+// (ProducerMessage.ByteSize: overhead, key, headers, payload) is refused.
+func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error) {
+	r := &kgo.Record{Topic: c.topic(m.Topic), Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
+	envelope := 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1 + len(m.Key)
+	r.Value = kit.Packed(m, func(k, v []byte) {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: unsafe.String(unsafe.SliceData(k), len(k)), Value: v})
+		envelope += len(k) + len(v) + 2*binary.MaxVarintLen32
+	})
 	if m.Key != "" {
-		pm.Key = sarama.StringEncoder(m.Key)
+		r.Key = []byte(m.Key)
 	}
-	err := m.CheckSize(c.opts.MaxMessageBytes, pm.ByteSize(2)-len(m.Payload))
+	err := m.CheckSize(c.opts.MaxMessageBytes, envelope)
 	if err == nil {
-		err = c.ensureTopic(ctx, pm.Topic)
+		err = c.ensureTopic(ctx, r.Topic)
 	}
-	return pm, err
+	return r, err
 }
 
 // decode reads a record of p (kafkawire.Decode) and adds the generation

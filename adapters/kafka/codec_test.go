@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -58,5 +59,33 @@ func TestDecodeFacts(t *testing.T) {
 	cm.Timestamp = time.Time{}
 	if r := decode(cm, "t", p, time.Now()); r.Facts.Get("timestamp") != "" {
 		t.Fatalf("no timestamp: facts %v", r.Facts)
+	}
+}
+
+// TestRecordSizedAsSarama: a record carries m's key, payload and headers,
+// and MaxMessageBytes counts it as sarama's ProducerMessage.ByteSize does.
+func TestRecordSizedAsSarama(t *testing.T) {
+	ctx := context.Background()
+	c := &conn{opts: Options{Namespace: "ns"}.withDefaults()}
+	m := ports.Message{Topic: "t", Key: "k-1", Payload: []byte("payload"), Headers: ports.Headers{"a": "1", "bb": "22"}}
+	c.topics.Store(c.topic(m.Topic), true) // no broker: the topic is known
+	pm := &sarama.ProducerMessage{Key: sarama.StringEncoder(m.Key), Value: sarama.ByteEncoder(m.Payload)}
+	for k, v := range m.Headers {
+		pm.Headers = append(pm.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+	}
+	for limit, fits := range map[int]bool{pm.ByteSize(2): true, pm.ByteSize(2) - 1: false} {
+		c.opts.MaxMessageBytes = limit
+		r, err := c.record(ctx, &m)
+		if (err == nil) != fits || (err != nil && !errors.As(err, new(*ports.SizeError))) {
+			t.Fatalf("MaxMessageBytes %d: record = %v, want fits=%v", limit, err, fits)
+		}
+		if r.Topic != "ns.t" || string(r.Key) != m.Key || string(r.Value) != "payload" || len(r.Headers) != 2 {
+			t.Fatalf("record %+v", r)
+		}
+		for _, h := range r.Headers {
+			if m.Headers[h.Key] != string(h.Value) {
+				t.Fatalf("header %s=%s, want %s", h.Key, h.Value, m.Headers[h.Key])
+			}
+		}
 	}
 }

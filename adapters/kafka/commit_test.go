@@ -107,7 +107,7 @@ func TestBatchOneCommit(t *testing.T) {
 	for i := range 50 {
 		all = append(all, strconv.Itoa(i))
 	}
-	send(t, a, "t", nil, all...)
+	send(t, a, "t", all, all...) // keyed: an unkeyed batch sticks to one partition
 	ds := receiveN(t, s, len(all), 10*time.Second)
 	want := lastOffsets(t, ds)
 	if len(want) != 2 {

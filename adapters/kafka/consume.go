@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -48,7 +49,7 @@ type sub struct {
 	out       []driver.Record                          // reused by ReceiveBatch
 	parts     map[int32]*partition                     // the session's, by Setup for its ConsumeClaims (sarama starts them after it)
 
-	tx  *kit.Transactions[*claim, *sarama.ProducerMessage] // a transactional subscription's (transact.go)
+	tx  *kit.Transactions[*claim, *kgo.Record] // a transactional subscription's (transact.go)
 	txp *txnProducer
 }
 
@@ -278,7 +279,7 @@ func (s *sub) Close(ctx context.Context) error {
 			}
 		}
 		if s.txp != nil {
-			errs = append(errs, s.txp.Close())
+			s.txp.Close()
 		}
 		if err := errors.Join(append(errs, s.client.Close(), s.commitClient.Close())...); err != nil {
 			return struct{}{}, fmt.Errorf("kafka: stop %s: %w", s.group, err)

@@ -2,14 +2,21 @@ package kafka
 
 import (
 	"cmp"
+	"context"
 	"crypto/tls"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -32,7 +39,7 @@ type Options struct {
 	Brokers            []string            // bootstrap addresses ("127.0.0.1:9092")
 	Namespace          string              `default:"sluice"` // prefixes every topic and group
 	ClientID           string              `url:"client_id" default:"sluice"`
-	Version            sarama.KafkaVersion // at least 0.11 for the idempotent producer; default 2.8.0
+	Version            sarama.KafkaVersion // of sarama's clients (the producers' is negotiated); default 2.8.0
 	Partitions         int32               `url:"partitions,1..10000" default:"4"`       // of the topics the adapter creates
 	ReplicationFactor  int16               `url:"replication_factor,1..100" default:"1"` // of the topics the adapter creates
 	NoCreateTopics     bool                // the adapter creates no topic itself
@@ -58,14 +65,13 @@ type Options struct {
 	TransactionTimeout time.Duration `url:"txn_timeout,1s..15m" default:"10s"`
 	Existing           *Existing     // adopted topics and groups
 	// MaxMessageBytes bounds a record as sarama counts it (envelope and
-	// overhead included); raise it only with sarama's
-	// Producer.MaxMessageBytes and the broker's message.max.bytes.
+	// overhead included); raise it only with the broker's message.max.bytes.
 	MaxMessageBytes int `default:"1000000"` // DefaultMaxMessageBytes (a test holds them equal)
 	Logger          *slog.Logger
 	TLS             *tls.Config // nil: plaintext
 	SASL            SASL
-	// Sarama is called on each sarama configuration after the adapter's
-	// settings; it must not turn off acks=all or Return.Successes.
+	// Sarama is called on each sarama configuration (consumers, metadata,
+	// admin) after the adapter's; the franz-go producers take its Net.Proxy.
 	Sarama func(*sarama.Config)
 }
 
@@ -82,12 +88,10 @@ func (c Options) validate() error {
 	if err := c.Existing.validate(); err != nil {
 		return err
 	}
-	producerMax, nsErr := c.config("producer", 0).Producer.MaxMessageBytes, ports.Topic(c.Namespace).Validate()
+	nsErr := ports.Topic(c.Namespace).Validate()
 	if err := kit.FirstBroken("kafka.Options.",
-		kit.Rule{Broken: c.MaxMessageBytes > producerMax, Field: "MaxMessageBytes", Reason: fmt.Sprintf("%d is above the producer's Producer.MaxMessageBytes %d: raise that too (Options.Sarama), and the broker's message.max.bytes", c.MaxMessageBytes, producerMax)},
 		kit.Rule{Broken: len(c.Brokers) == 0, Field: "Brokers", Reason: "is required"},
 		kit.Rule{Broken: nsErr != nil, Field: "Namespace", Reason: fmt.Sprint(nsErr)},
-		kit.Rule{Broken: !c.DisableIdempotence && !c.Version.IsAtLeast(sarama.V0_11_0_0), Field: "Version", Reason: "must be at least 0.11 for the idempotent producer"},
 		kit.Rule{Broken: c.HeartbeatInterval >= c.SessionTimeout, Field: "HeartbeatInterval", Reason: "must be shorter than SessionTimeout"},
 	); err != nil {
 		return err
@@ -95,8 +99,8 @@ func (c Options) validate() error {
 	return c.SASL.validate()
 }
 
-// config is the sarama configuration of a "producer", "consumer" or
-// other client, then Options.Sarama.
+// config is the sarama configuration of a "consumer" or other client,
+// then Options.Sarama.
 func (c Options) config(kind string, inFlight int) *sarama.Config {
 	s := sarama.NewConfig()
 	s.ClientID, s.Version = c.ClientID, c.Version
@@ -104,13 +108,6 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 	s.Net.DialTimeout, s.Net.ReadTimeout, s.Net.WriteTimeout = 5*time.Second, 10*time.Second, 10*time.Second
 	c.applySecurity(s)
 	switch kind {
-	case "producer":
-		s.Producer.RequiredAcks = sarama.WaitForAll
-		s.Producer.Return.Successes = true // Return.Errors and the hash partitioner: sarama's defaults
-		s.Producer.Retry.Max, s.Producer.Retry.Backoff = 5, 50*time.Millisecond
-		if !c.DisableIdempotence {
-			s.Producer.Idempotent, s.Net.MaxOpenRequests = true, 1
-		}
 	case "consumer":
 		s.Consumer.Offsets.AutoCommit.Enable = false
 		s.Consumer.IsolationLevel = sarama.ReadCommitted // output of aborted transactions is never read
@@ -128,4 +125,28 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 		c.Sarama(s)
 	}
 	return s
+}
+
+// franz is the producers' franz-go configuration: kafkawire.Franz's, as
+// kafkaqueue's (validate refused what it refuses), a proxy dialer set by
+// Options.Sarama, acks=all, idempotence unless DisableIdempotence, no
+// compression, sarama's key hash (a key keeps its partition), and topics
+// named by name (TxnOffsetCommit v6 and Produce v13 take ids: txnOffsets
+// sends names, the tests' fault hooks match them).
+func (c Options) franz() []kgo.Opt {
+	f := kafkawire.Franz{Brokers: c.Brokers, ClientID: c.ClientID, TLS: c.TLS,
+		Mechanism: string(c.SASL.Mechanism), User: c.SASL.User, Password: c.SASL.Password}
+	if p := c.config("client", 0).Net.Proxy; p.Enable {
+		f.Dial = func(_ context.Context, network, addr string) (net.Conn, error) { return p.Dialer.Dial(network, addr) }
+	}
+	opts, _ := f.Opts()
+	if c.DisableIdempotence {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
+	v.SetMaxKeyVersion(int16(kmsg.Produce), 12)
+	fnv32a := func(b []byte) uint32 { h := fnv.New32a(); _, _ = h.Write(b); return h.Sum32() }
+	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(c.MaxMessageBytes)+4096),
+		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))), kgo.MaxVersions(v))
 }

@@ -37,7 +37,7 @@ type SASL struct {
 func ParseSASLMechanism(s string) (SASLMechanism, error) {
 	m, err := kafkawire.ParseMechanism(s)
 	if err != nil {
-		return "", &ports.ValueError{Field: "kafka.SASL.Mechanism", Reason: err.Error() + " (OAUTHBEARER and GSSAPI: configure sarama with Options.Sarama)"}
+		return "", &ports.ValueError{Field: "kafka.SASL.Mechanism", Reason: err.Error() + " (the producers, franz-go's, authenticate with these three only)"}
 	}
 	return SASLMechanism(m), nil
 }

@@ -4,56 +4,56 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
-// txnProducer is a transactional subscription's producer: its commit
-// rounds are transactions of it (kit.Transactions keeps what is staged
-// and fails the session when one aborts). Its transactional id is the
-// group's plus a random suffix: a zombie (a member of an older generation)
-// is fenced by the group generation its offsets carry (TxnOffsetCommit v3,
-// KIP-447), not by the id; an open transaction of a crashed member is
-// aborted by the broker after Options.TransactionTimeout.
+// txnProducer is a transactional subscription's producer, a franz-go
+// client: its commit rounds are transactions of it (kit.Transactions keeps
+// what is staged and fails the session when one aborts). Its transactional
+// id is the group's plus a random suffix: a zombie (a member of an older
+// generation) is fenced by the group generation its offsets carry
+// (TxnOffsetCommit v3, KIP-447), not by the id; an open transaction of a
+// crashed member is aborted by the broker after Options.TransactionTimeout.
 type txnProducer struct {
-	sarama.SyncProducer
-	conf *sarama.Config
+	*kgo.Client
+	id   string
+	opts []kgo.Opt // to replace a client in a fatal state
 }
 
 // SubscribeTransactional subscribes with a transactional producer. The
 // portable layer calls it only with the idempotent producer (Capabilities'
 // TransactionalSend).
 func (c *conn) SubscribeTransactional(ctx context.Context, spec ports.SubscriptionSpec) (driver.TransactionalSubscription, error) {
-	t := &txnProducer{conf: c.opts.config("producer", 0)}
-	t.conf.Producer.Transaction.ID = c.group(spec) + "-txn-" + ports.NewID()
-	t.conf.Producer.Transaction.Timeout = c.opts.TransactionTimeout
-	t.conf.Producer.Transaction.Retry.Backoff = 10 * time.Millisecond // sarama's 100ms stalls every busy coordinator answer
+	t := &txnProducer{id: c.group(spec) + "-txn-" + ports.NewID()}
+	t.opts = append(c.opts.franz(), kgo.TransactionalID(t.id), kgo.TransactionTimeout(c.opts.TransactionTimeout))
 	var err error
-	if t.SyncProducer, err = sarama.NewSyncProducer(c.opts.Brokers, t.conf); err != nil {
+	if t.Client, err = kgo.NewClient(t.opts...); err != nil {
 		return nil, fmt.Errorf("kafka: transactional producer: %w", err)
 	}
 	s, err := c.subscribe(ctx, spec, t)
 	if err != nil {
-		_ = t.Close()
+		t.Close()
 	}
 	return s, err
 }
 
 // Stage converts msgs and holds them with the record of handle.
 func (s *sub) Stage(ctx context.Context, handle any, _ ports.Facts, msgs []ports.Message) error {
-	pms := make([]*sarama.ProducerMessage, len(msgs))
+	rs := make([]*kgo.Record, len(msgs))
 	for i := range msgs {
 		var err error
-		if pms[i], err = s.c.producerMessage(ctx, &msgs[i]); err != nil {
+		if rs[i], err = s.c.record(ctx, &msgs[i]); err != nil {
 			return err
 		}
 	}
-	if err := s.tx.Stage(handle, pms); err != nil {
+	if err := s.tx.Stage(handle, rs); err != nil {
 		return fmt.Errorf("kafka: stage for %s: %w", s.phys, err)
 	}
 	return nil
@@ -62,39 +62,74 @@ func (s *sub) Stage(ctx context.Context, handle any, _ ports.Facts, msgs []ports
 // Discard drops what was staged for handles.
 func (s *sub) Discard(handles []any) { s.tx.Discard(handles) }
 
-// commitTxn publishes msgs and commits moved in one transaction, with the
-// generation and member id that claimed them. On failure it aborts and
-// replaces a producer in a fatal state.
-func (s *sub) commitTxn(moved []kit.Position[*claim], msgs []*sarama.ProducerMessage) error {
+// commitTxn publishes rs and commits moved in one transaction, with the
+// generation and member id that claimed them (nothing to publish: a plain
+// commit, fenced alike); on failure it aborts. A client that cannot begin
+// (fenced, or its abort failed) is replaced. TransactionTimeout bounds it.
+func (s *sub) commitTxn(moved []kit.Position[*claim], rs []*kgo.Record) error {
+	if len(rs) == 0 {
+		return s.commit(moved)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.TransactionTimeout)
+	defer cancel()
 	t := s.txp
-	offsets := map[string][]*sarama.PartitionOffsetMetadata{}
+	err := t.BeginTransaction()
+	if err != nil {
+		t.Close()
+		t.Client, _ = kgo.NewClient(t.opts...) // these options made a client before
+		err = t.BeginTransaction()
+	}
+	if err == nil {
+		err = t.ProduceSync(ctx, rs...).FirstErr()
+	}
+	if err == nil {
+		err = s.txnOffsets(ctx, moved)
+	}
+	if err == nil {
+		err = t.EndTransaction(ctx, kgo.TryCommit)
+	}
+	if err != nil {
+		err = errors.Join(err, t.AbortBufferedRecords(ctx), t.EndTransaction(ctx, kgo.TryAbort))
+		return fmt.Errorf("kafka: transaction of %s: %w", s.group, err)
+	}
+	return nil
+}
+
+// txnOffsets adds moved to the open transaction (AddOffsetsToTxn, then
+// TxnOffsetCommit with the producer's id and epoch and the claim's
+// generation and member id): franz-go does it only for a group of its own.
+func (s *sub) txnOffsets(ctx context.Context, moved []kit.Position[*claim]) error {
+	id, epoch, err := s.txp.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = s.txp.id, id, epoch, s.group
+	added, err := add.RequestWith(ctx, s.txp)
+	if err == nil {
+		err = kerr.ErrorForCode(added.ErrorCode)
+	}
+	if err != nil {
+		return fmt.Errorf("AddOffsetsToTxn: %w", err)
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = s.txp.id, s.group, id, epoch
+	req.Generation, req.MemberID = moved[0].ID.gen, moved[0].ID.member
+	topic := kmsg.TxnOffsetCommitRequestTopic{Topic: s.phys}
 	for _, m := range moved {
-		offsets[m.ID.topic] = append(offsets[m.ID.topic], &sarama.PartitionOffsetMetadata{Partition: m.ID.id, Offset: m.Offset, LeaderEpoch: -1})
+		topic.Partitions = append(topic.Partitions, kmsg.TxnOffsetCommitRequestTopicPartition{Partition: m.ID.id, Offset: m.Offset, LeaderEpoch: -1})
 	}
-	group := &sarama.ConsumerGroupMetadata{GroupID: s.group, GenerationID: moved[0].ID.gen, MemberID: moved[0].ID.member}
-	err := t.BeginTxn()
-	if err == nil && len(msgs) > 0 {
-		err = t.SendMessages(msgs)
+	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{topic}
+	resp, err := req.RequestWith(ctx, s.txp)
+	if err != nil {
+		return fmt.Errorf("TxnOffsetCommit: %w", err)
 	}
-	if err == nil {
-		err = t.AddOffsetsToTxnWithGroupMetadata(offsets, group)
-	}
-	if err == nil {
-		err = t.CommitTxn()
-	}
-	if err == nil {
-		return nil
-	}
-	if t.TxnStatus()&sarama.ProducerTxnFlagInTransaction != 0 {
-		_ = t.AbortTxn()
-	}
-	if t.TxnStatus()&sarama.ProducerTxnFlagFatalError != 0 {
-		_ = t.Close()
-		if p, perr := sarama.NewSyncProducer(s.c.opts.Brokers, t.conf); perr == nil {
-			t.SyncProducer = p
-		} else {
-			err = errors.Join(err, perr)
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("TxnOffsetCommit %s/%d: %w", t.Topic, p.Partition, err)
+			}
 		}
 	}
-	return fmt.Errorf("kafka: transaction of %s: %w", s.group, err)
+	return nil
 }

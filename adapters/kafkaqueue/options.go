@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluicemq/sluice/adapters"
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -75,7 +72,7 @@ func (o Options) withDefaults() Options {
 
 func (o Options) validate() error {
 	err := ports.Topic(o.Namespace).Validate()
-	if _, merr := o.SASL.mechanism(); merr != nil {
+	if _, merr := o.franz().Opts(); merr != nil {
 		err = merr
 	} else if len(o.Brokers) == 0 {
 		err = errors.New("no Brokers")
@@ -88,40 +85,20 @@ func (o Options) validate() error {
 	return nil
 }
 
-// clientOpts are the franz-go options every client of the adapter shares:
-// acks=all and the idempotent producer are franz-go's defaults, kept.
-func (o Options) clientOpts() []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(o.Brokers...), kgo.ClientID(o.ClientID), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchMaxBytes(int32(o.MaxMessageBytes) + 4096), kgo.ProducerLinger(0),
-		kgo.RequestRetries(2), kgo.RetryTimeout(10 * time.Second)}
-	if o.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(o.TLS))
-	}
-	if m, _ := o.SASL.mechanism(); m != nil {
-		opts = append(opts, kgo.SASL(m))
-	}
-	return opts
+// franz is how the adapter's clients connect (kafkawire.Franz).
+func (o Options) franz() kafkawire.Franz {
+	return kafkawire.Franz{Brokers: o.Brokers, ClientID: o.ClientID, TLS: o.TLS,
+		Mechanism: o.SASL.Mechanism, User: o.SASL.User, Password: o.SASL.Password}
 }
 
-// mechanism is the franz-go SASL mechanism, nil without a user; a
-// mechanism or a password without a user is refused, as kafka:// does.
-func (s SASL) mechanism() (sasl.Mechanism, error) {
-	if s.User == "" {
-		if s.Mechanism != "" || s.Password != "" {
-			return nil, errors.New("SASL.User is required when a SASL mechanism or password is given")
-		}
-		return nil, nil
-	}
-	m, err := kafkawire.ParseMechanism(cmp.Or(s.Mechanism, "plain"))
-	switch {
-	case err != nil:
-		return nil, err
-	case m == "SCRAM-SHA-256":
-		return scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism(), nil
-	case m == "SCRAM-SHA-512":
-		return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism(), nil
-	}
-	return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism(), nil
+// clientOpts are the franz-go options every client of the adapter shares:
+// acks=all and the idempotent producer are franz-go's defaults, kept.
+// validate refused what kafkawire.Franz refuses.
+func (o Options) clientOpts() []kgo.Opt {
+	opts, _ := o.franz().Opts()
+	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchMaxBytes(int32(o.MaxMessageBytes)+4096), kgo.ProducerLinger(0),
+		kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second))
 }
 
 // kafkaqueue:// and kafkaqueues:// (TLS) open the adapter; the parameters

@@ -1,11 +1,16 @@
 package kafkawire_test
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
@@ -115,5 +120,60 @@ func BenchmarkDecode(b *testing.B) {
 	for i := range b.N {
 		f.Offset = int64(i)
 		_ = kafkawire.Decode(&d, "bench", f, hs, read)
+	}
+}
+
+func TestFranzOpts(t *testing.T) {
+	for _, f := range []kafkawire.Franz{{Password: "p"}, {Mechanism: "plain"}, {User: "u", Mechanism: "gssapi"}} {
+		if _, err := f.Opts(); err == nil {
+			t.Errorf("Franz%+v.Opts() = nil error, want a refusal", f)
+		}
+	}
+	// A dialer of its own and TLS: franz-go takes one option for both.
+	dial := func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("no") }
+	for _, f := range []kafkawire.Franz{{User: "u"}, {User: "u", Mechanism: "scram-sha-512"}, {TLS: &tls.Config{}, Dial: dial}} {
+		f.Brokers = []string{"127.0.0.1:1"}
+		opts, err := f.Opts()
+		if err != nil {
+			t.Fatalf("Franz%+v.Opts(): %v", f, err)
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatalf("Franz%+v: kgo.NewClient: %v", f, err)
+		}
+		cl.Close()
+	}
+}
+
+// TestFranzDeliveryTimeoutBoundsAProduce: with the brokers unreachable, a
+// produce whose context never ends fails after DeliveryTimeout instead
+// of being retried for ever.
+func TestFranzDeliveryTimeoutBoundsAProduce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every dial is refused
+	opts, err := kafkawire.Franz{Brokers: []string{addr}, DeliveryTimeout: time.Second}.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- cl.ProduceSync(context.Background(), &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr()
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a produce to unreachable brokers succeeded")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a produce to unreachable brokers with a context that never ends still waits after 20s: the delivery timeout does not bound it")
 	}
 }

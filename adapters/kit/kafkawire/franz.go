@@ -1,0 +1,90 @@
+package kafkawire
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// Franz is how an adapter's franz-go client connects: the kafkaqueue
+// adapter's clients and the kafka adapter's transactional producer map
+// their options alike.
+type Franz struct {
+	Brokers  []string // the seed brokers
+	ClientID string
+	TLS      *tls.Config // nil: plaintext
+	// Mechanism (as ParseMechanism reads it; "plain" when empty), User and
+	// Password authenticate by SASL; a User turns it on.
+	Mechanism, User, Password string
+	// Dial, when not nil, opens each connection (TLS is then set up over
+	// it); nil: franz-go's dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DeliveryTimeout bounds how long a produced record may wait for the
+	// brokers' acknowledgement, retries included, before it fails (it may
+	// still have been stored); 0: DefaultDeliveryTimeout; at least 1s
+	// (franz-go's floor). A caller's ctx ends the wait earlier. Without a
+	// bound franz-go retries a record until its ctx is done: a Send with
+	// a context that never ends would hang while the brokers are
+	// unreachable.
+	DeliveryTimeout time.Duration
+}
+
+// DefaultDeliveryTimeout is Franz.DeliveryTimeout's default.
+const DefaultDeliveryTimeout = 30 * time.Second
+
+// Opts returns the franz-go options of f. A mechanism or a password
+// without a user is refused, as an unknown mechanism is.
+func (f Franz) Opts() ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(f.Brokers...), kgo.ClientID(f.ClientID), kgo.RecordDeliveryTimeout(cmp.Or(f.DeliveryTimeout, DefaultDeliveryTimeout))}
+	switch {
+	case f.Dial != nil && f.TLS != nil:
+		opts = append(opts, kgo.Dialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := f.Dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			conf := f.TLS.Clone()
+			if conf.ServerName == "" {
+				conf.ServerName, _, _ = net.SplitHostPort(addr)
+			}
+			return tls.Client(c, conf), nil
+		}))
+	case f.Dial != nil:
+		opts = append(opts, kgo.Dialer(f.Dial))
+	case f.TLS != nil:
+		opts = append(opts, kgo.DialTLSConfig(f.TLS))
+	}
+	m, err := f.mechanism()
+	if m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, err
+}
+
+// mechanism is the SASL mechanism of f, nil without a user.
+func (f Franz) mechanism() (sasl.Mechanism, error) {
+	if f.User == "" {
+		if f.Mechanism != "" || f.Password != "" {
+			return nil, errors.New("SASL.User is required when a SASL mechanism or password is given")
+		}
+		return nil, nil
+	}
+	m, err := ParseMechanism(cmp.Or(f.Mechanism, "plain"))
+	switch {
+	case err != nil:
+		return nil, err
+	case m == "SCRAM-SHA-256":
+		return scram.Auth{User: f.User, Pass: f.Password}.AsSha256Mechanism(), nil
+	case m == "SCRAM-SHA-512":
+		return scram.Auth{User: f.User, Pass: f.Password}.AsSha512Mechanism(), nil
+	}
+	return plain.Auth{User: f.User, Pass: f.Password}.AsMechanism(), nil
+}
