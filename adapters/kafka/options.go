@@ -128,13 +128,13 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 }
 
 // franz is the producers' franz-go configuration: kafkawire.Franz's, as
-// kafkaqueue's (validate refused what it refuses), a proxy dialer set by
-// Options.Sarama, acks=all, idempotence unless DisableIdempotence, no
+// kafkaqueue's (validate refused what it refuses; acks=all), a proxy
+// dialer set by Options.Sarama, idempotence unless DisableIdempotence, no
 // compression, sarama's key hash (a key keeps its partition), and topics
 // named by name (TxnOffsetCommit v6 and Produce v13 take ids: txnOffsets
 // sends names, the tests' fault hooks match them).
 func (c Options) franz() []kgo.Opt {
-	f := kafkawire.Franz{Brokers: c.Brokers, ClientID: c.ClientID, TLS: c.TLS,
+	f := kafkawire.Franz{Brokers: c.Brokers, ClientID: c.ClientID, TLS: c.TLS, MaxMessageBytes: c.MaxMessageBytes,
 		Mechanism: string(c.SASL.Mechanism), User: c.SASL.User, Password: c.SASL.Password}
 	if p := c.config("client", 0).Net.Proxy; p.Enable {
 		f.Dial = func(_ context.Context, network, addr string) (net.Conn, error) { return p.Dialer.Dial(network, addr) }
@@ -147,6 +147,6 @@ func (c Options) franz() []kgo.Opt {
 	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
 	v.SetMaxKeyVersion(int16(kmsg.Produce), 12)
 	fnv32a := func(b []byte) uint32 { h := fnv.New32a(); _, _ = h.Write(b); return h.Sum32() }
-	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(c.MaxMessageBytes)+4096),
-		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))), kgo.MaxVersions(v))
+	return append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))), kgo.MaxVersions(v))
 }

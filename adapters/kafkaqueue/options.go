@@ -87,18 +87,17 @@ func (o Options) validate() error {
 
 // franz is how the adapter's clients connect (kafkawire.Franz).
 func (o Options) franz() kafkawire.Franz {
-	return kafkawire.Franz{Brokers: o.Brokers, ClientID: o.ClientID, TLS: o.TLS,
+	return kafkawire.Franz{Brokers: o.Brokers, ClientID: o.ClientID, TLS: o.TLS, MaxMessageBytes: o.MaxMessageBytes,
 		Mechanism: o.SASL.Mechanism, User: o.SASL.User, Password: o.SASL.Password}
 }
 
 // clientOpts are the franz-go options every client of the adapter shares:
-// acks=all and the idempotent producer are franz-go's defaults, kept.
-// validate refused what kafkawire.Franz refuses.
+// kafkawire.Franz's (acks=all; the idempotent producer is franz-go's
+// default, kept) and bounded request retries. validate refused what
+// kafkawire.Franz refuses.
 func (o Options) clientOpts() []kgo.Opt {
 	opts, _ := o.franz().Opts()
-	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchMaxBytes(int32(o.MaxMessageBytes)+4096), kgo.ProducerLinger(0),
-		kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second))
+	return append(opts, kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second))
 }
 
 // kafkaqueue:// and kafkaqueues:// (TLS) open the adapter; the parameters

@@ -14,8 +14,10 @@
 //
 //   - publishing: per-message confirms that arrive asynchronously
 //     ([Confirms]), one call per message where the client has no batch
-//     ([SendEach]), a connect timeout whose error says what to check
-//     ([DialTimeout]), a blocking call bounded by ctx ([Await]);
+//     ([SendEach]), a message's payload and headers copied in one
+//     allocation for a client that keeps them ([Packed]), a connect
+//     timeout whose error says what to check ([DialTimeout]), a blocking
+//     call bounded by ctx ([Await]);
 //   - partitioned logs: offsets committed without gaps ([Offsets],
 //     [Partitions]), one record per key out at a time ([KeyHold]), the
 //     records of several partitions decoded in parallel and handed to one

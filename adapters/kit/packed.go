@@ -4,8 +4,9 @@ import "github.com/sluicemq/sluice/ports"
 
 // Packed copies m's payload and the key and value of each of its headers
 // into one allocation, for a client that keeps byte slices after the call
-// that took them returns (sarama's producer keeps a record's until it is
-// sent, also after a cancelled Send): header is called with the copies of
+// that took them returns (a Kafka producer keeps a record's until it is
+// sent, also after a cancelled Send, while the portable layer may reuse
+// the Send's batch): header is called with the copies of
 // each header, and the payload's copy is returned (nil for a nil payload,
 // which Kafka tells from an empty one). One allocation instead of one per
 // slice: an envelope of six headers made thirteen per record.

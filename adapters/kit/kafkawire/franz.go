@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// Franz is how an adapter's franz-go client connects: the kafkaqueue
-// adapter's clients and the kafka adapter's transactional producer map
-// their options alike.
+// Franz is how an adapter's franz-go client connects and produces: the
+// kafkaqueue adapter's clients and the kafka adapter's producers map their
+// options alike. Records are produced with acks=all and no linger.
 type Franz struct {
 	Brokers  []string // the seed brokers
 	ClientID string
@@ -35,6 +35,9 @@ type Franz struct {
 	// a context that never ends would hang while the brokers are
 	// unreachable.
 	DeliveryTimeout time.Duration
+	// MaxMessageBytes, when positive, is the largest record the adapter
+	// lets through (envelope included): a produce batch may hold it.
+	MaxMessageBytes int
 }
 
 // DefaultDeliveryTimeout is Franz.DeliveryTimeout's default.
@@ -43,7 +46,11 @@ const DefaultDeliveryTimeout = 30 * time.Second
 // Opts returns the franz-go options of f. A mechanism or a password
 // without a user is refused, as an unknown mechanism is.
 func (f Franz) Opts() ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(f.Brokers...), kgo.ClientID(f.ClientID), kgo.RecordDeliveryTimeout(cmp.Or(f.DeliveryTimeout, DefaultDeliveryTimeout))}
+	opts := []kgo.Opt{kgo.SeedBrokers(f.Brokers...), kgo.ClientID(f.ClientID), kgo.RecordDeliveryTimeout(cmp.Or(f.DeliveryTimeout, DefaultDeliveryTimeout)),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0)}
+	if f.MaxMessageBytes > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(f.MaxMessageBytes)+4096))
+	}
 	switch {
 	case f.Dial != nil && f.TLS != nil:
 		opts = append(opts, kgo.Dialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
