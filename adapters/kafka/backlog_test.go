@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -45,9 +44,6 @@ var (
 	backlogMode     = flag.String("backlog.mode", "flow", "flow or raw")
 	backlogKeyed    = flag.Bool("backlog.keyed", false, "give records one of 64 keys")
 	backlogWindow   = flag.Duration("backlog.window", time.Second, "measurement window (SECOND lines when 1s)")
-	backlogChanBuf  = flag.Int("backlog.chanbuf", 0, "override sarama ChannelBufferSize (experiments)")
-	backlogMaxProc  = flag.Duration("backlog.maxproc", 0, "override sarama Consumer.MaxProcessingTime (experiments)")
-	backlogFetch    = flag.Int("backlog.fetch", 0, "override sarama Consumer.Fetch.Default bytes (experiments)")
 	backlogRequests = flag.Bool("backlog.requests", false, "count Fetch and OffsetCommit requests per second")
 )
 
@@ -71,18 +67,7 @@ func TestBacklog(t *testing.T) {
 		})
 	}
 	ctx := context.Background()
-	cfg := kafka.Options{Brokers: c.ListenAddrs(), Namespace: "bl", Partitions: 4, StartFrom: kafka.StartOldest,
-		Sarama: func(sc *sarama.Config) {
-			if *backlogChanBuf > 0 {
-				sc.ChannelBufferSize = *backlogChanBuf
-			}
-			if *backlogMaxProc > 0 {
-				sc.Consumer.MaxProcessingTime = *backlogMaxProc
-			}
-			if *backlogFetch > 0 {
-				sc.Consumer.Fetch.Default = int32(*backlogFetch)
-			}
-		}}
+	cfg := kafka.Options{Brokers: c.ListenAddrs(), Namespace: "bl", Partitions: 4, StartFrom: kafka.StartOldest}
 	a, err := kafka.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

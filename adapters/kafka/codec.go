@@ -6,7 +6,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/driver"
@@ -40,18 +39,10 @@ func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error
 }
 
 // decode reads a record of p (kafkawire.Decode) and adds the generation
-// and member facts. Only ReceiveBatch calls it.
-func decode(cm *sarama.ConsumerMessage, topic ports.Topic, p *claim, now time.Time) driver.Record {
-	r := kafkawire.Decode(&p.dec, topic, kafkawire.Fields{Topic: p.topic, Partition: p.id, Offset: cm.Offset, Key: cm.Key, Value: cm.Value,
-		Timestamp: cm.Timestamp, Member: kafkawire.MemberFacts{Generation: p.genText, Member: p.member}}, cm.Headers, saramaHeader)
+// and member facts. Only the poll loop calls it.
+func decode(kr *kgo.Record, topic ports.Topic, p *claim, now time.Time) driver.Record {
+	r := kafkawire.Decode(&p.dec, topic, kafkawire.Fields{Topic: p.topic, Partition: p.id, Offset: kr.Offset, Key: kr.Key, Value: kr.Value,
+		Timestamp: kr.Timestamp, Member: kafkawire.MemberFacts{Generation: p.genText, Member: p.member}}, kr.Headers, kafkawire.FranzHeader)
 	r.ReceivedAt = now
 	return r
-}
-
-// saramaHeader reads a header for kafkawire.Decode, passing over a nil one.
-func saramaHeader(h *sarama.RecordHeader, names *kit.Names) (string, []byte, bool) {
-	if h == nil {
-		return "", nil, false
-	}
-	return names.Intern(h.Key), h.Value, true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -19,9 +20,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add("", []byte{0xff}, []byte{0})
 	p := &claim{topic: "ns.t", genText: "1"}
 	f.Fuzz(func(t *testing.T, count string, key, value []byte) {
-		cm := &sarama.ConsumerMessage{Key: key, Value: value, Headers: []*sarama.RecordHeader{
-			{Key: []byte(ports.HeaderRedeliveryCount), Value: []byte(count)},
-			nil,
+		cm := &kgo.Record{Key: key, Value: value, Headers: []kgo.RecordHeader{
+			{Key: ports.HeaderRedeliveryCount, Value: []byte(count)},
 		}}
 		r := decode(cm, "t", p, time.Now())
 		if r.Message.Key != string(key) {
@@ -40,10 +40,10 @@ func FuzzDecode(f *testing.F) {
 // topic, partition, offset and timestamp.
 func TestDecodeFacts(t *testing.T) {
 	ts := time.Date(2026, 12, 1, 22, 3, 4, 500600700, time.FixedZone("X", 3600))
-	cm := &sarama.ConsumerMessage{Key: []byte("key-1"), Value: []byte(`{}`), Offset: 1234567890123, Timestamp: ts,
-		Headers: []*sarama.RecordHeader{
-			{Key: []byte(ports.HeaderID), Value: []byte("id-9")},
-			{Key: []byte("x-other"), Value: []byte("v")},
+	cm := &kgo.Record{Key: []byte("key-1"), Value: []byte(`{}`), Offset: 1234567890123, Timestamp: ts,
+		Headers: []kgo.RecordHeader{
+			{Key: ports.HeaderID, Value: []byte("id-9")},
+			{Key: "x-other", Value: []byte("v")},
 		}}
 	p := &claim{topic: "ns.t", id: 3, genText: "7", member: "m"}
 	r := decode(cm, "t", p, time.Now())

@@ -57,7 +57,8 @@ type Options struct {
 	CommitThreshold int
 	CommitRetry     time.Duration `default:"200ms"`
 	// Buffer bounds the records pulled and not handed out, as a multiple of
-	// SubscriptionSpec.InFlight.
+	// SubscriptionSpec.InFlight; besides, the poll loop decodes up to
+	// max(Buffer×InFlight, 4096) records ahead.
 	Buffer int `default:"4"`
 	// TransactionTimeout bounds a transaction of a transactional
 	// subscription: one left open by a crashed consumer is aborted by the

@@ -3,50 +3,67 @@ package kafka
 import (
 	"slices"
 
-	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/kit"
 )
 
-// singleActive is the balance strategy of a SingleActive group: one
-// member gets every partition (kit.SingleActive elects it from the join
-// metadata). Every member of the group must use it.
+// singleActive is the group balancer of a SingleActive group: one member
+// gets every partition (kit.SingleActive elects it from the join
+// metadata's user data). Every member of the group must use it.
 type singleActive struct{ *kit.SingleActive }
 
-var (
-	_ sarama.SubscriptionUserDataBalanceStrategy = singleActive{}
-	_ sarama.OnAssignmentBalanceStrategy         = singleActive{}
-)
+var _ kgo.GroupBalancer = singleActive{}
 
-func (singleActive) Name() string { return "sluice-single-active" }
+func (singleActive) ProtocolName() string { return "sluice-single-active" }
 
-func (s singleActive) SubscriptionUserData([]string) ([]byte, error) { return s.Claim(), nil }
+func (singleActive) IsCooperative() bool { return false }
 
-func (s singleActive) OnAssignment(a *sarama.ConsumerGroupMemberAssignment, _ int32) {
+func (s singleActive) JoinGroupMetadata(topics []string, _ map[string][]int32, generation int32) []byte {
+	m := kmsg.NewConsumerMemberMetadata()
+	m.Version, m.Topics, m.UserData, m.Generation = 3, topics, s.Claim(), generation
+	return m.AppendTo(nil)
+}
+
+// ParseSyncAssignment also tells the kit.SingleActive whether this member
+// holds the partitions.
+func (s singleActive) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	a, err := kgo.ParseConsumerSyncAssignment(assignment)
 	held := false
-	if a != nil {
-		for _, ps := range a.Topics {
-			held = held || len(ps) > 0
-		}
+	for _, ps := range a {
+		held = held || len(ps) > 0
 	}
 	s.SetActive(held)
+	return a, err
 }
 
-func (singleActive) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, topics map[string][]int32) (sarama.BalanceStrategyPlan, error) {
-	claims := make(map[string][]byte, len(members))
-	for id, m := range members {
-		claims[id] = m.UserData
-	}
+func (s singleActive) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
+	b, err := kgo.NewConsumerBalancer(s, members)
+	return b, b.MemberTopics(), err
+}
+
+// Balance gives every partition of a topic to the best-ranked member that
+// subscribes to it.
+func (singleActive) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
+	claims := make(map[string][]byte, len(b.Members()))
+	b.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
+		claims[m.MemberID] = meta.UserData
+	})
 	ranked := kit.RankSingleActive(claims)
-	plan := sarama.BalanceStrategyPlan{}
-	for topic, ps := range topics {
-		if i := slices.IndexFunc(ranked, func(id string) bool { return slices.Contains(members[id].Topics, topic) }); i >= 0 {
-			plan.Add(ranked[i], topic, ps...)
+	plan := b.NewPlan()
+	for topic, n := range topics {
+		for _, id := range ranked {
+			i := slices.IndexFunc(b.Members(), func(m kmsg.JoinGroupResponseMember) bool { return m.MemberID == id })
+			if _, meta := b.MemberAt(i); slices.Contains(meta.Topics, topic) {
+				ps := make([]int32, n)
+				for p := range ps {
+					ps[p] = int32(p)
+				}
+				plan.AddPartitions(&b.Members()[i], topic, ps)
+				break
+			}
 		}
 	}
-	return plan, nil
-}
-
-func (singleActive) AssignmentData(string, map[string][]int32, int32) ([]byte, error) {
-	return nil, nil
+	return plan
 }

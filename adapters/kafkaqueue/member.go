@@ -397,7 +397,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 func (m *member) record(s *session, r *kgo.Record, h *handle, count int) driver.Record {
 	d := kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
 		Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
-		r.Headers, func(h kgo.RecordHeader, _ *kit.Names) (string, []byte, bool) { return h.Key, h.Value, true })
+		r.Headers, kafkawire.FranzHeader)
 	d.RedeliveryCount, d.Handle = max(count-1, 0), h
 	h.d = d
 	return d

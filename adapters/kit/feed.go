@@ -3,21 +3,26 @@ package kit
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
-// Feed carries the records of several partitions, each read on a
-// goroutine of its own (a client's partition claim: sarama's
-// ConsumeClaim), to the one goroutine that receives them (the driver's
+// Feed carries records decoded on a client's goroutine (franz-go's poll
+// loop) to the one goroutine that receives them (the driver's
 // ReceiveBatch), in batches: the work per record (decoding, filtering)
-// runs in parallel on the partitions' goroutines, and the receiver takes
-// a batch per channel operation. The receiver gets the records oldest
-// first across partitions and never out of a partition's order: they are
-// ordered by their partition's latest timestamp so far, which a
-// producer's clock cannot move back. [Pump] is a partition's side (any
-// number at once); [Feed.Take] and [Feed.Wait] are the receiver's (one
-// goroutine). Create it with [NewFeed].
+// runs beside the receiver's, and the receiver takes a batch per channel
+// operation. The receiver gets the records oldest first across partitions
+// and never out of a partition's order: they are ordered by the time the
+// sender gives each, its partition's latest timestamp so far, which a
+// producer's clock cannot move back. [Feed.Room] and [Feed.Reserve] are
+// the sender's side (one goroutine), [Feed.Send] too or, with what it
+// reserved, goroutines it hands records to (one per partition, say);
+// [Feed.Take] and [Feed.Wait] are the receiver's (one goroutine). Create
+// it with [NewFeed].
 type Feed[T any] struct {
+	limit         int
+	queued        atomic.Int64 // reserved, not received
+	room          chan struct{}
 	batches, free chan []fed[T]
 	held          [][]fed[T] // received by Wait
 	sorted        []*fed[T]  // Take's, reused
@@ -28,59 +33,58 @@ type fed[T any] struct {
 	v  T
 }
 
-// FeedBatch bounds the records [Pump] hands over at once.
+// FeedBatch bounds the records one batch of [Feed.Send] holds.
 const FeedBatch = 64
 
-// NewFeed returns a Feed that holds up to depth batches the receiver has
-// not taken; a [Pump] waits when it is full.
-func NewFeed[T any](depth int) *Feed[T] {
-	return &Feed[T]{batches: make(chan []fed[T], depth), free: make(chan []fed[T], 2*depth)}
+// NewFeed returns a Feed that holds up to limit records the receiver has
+// not taken.
+func NewFeed[T any](limit int) *Feed[T] {
+	limit = max(limit, 1)
+	return &Feed[T]{limit: limit, room: make(chan struct{}, 1),
+		batches: make(chan []fed[T], limit), free: make(chan []fed[T], min(limit, 64))}
 }
 
-// Pump hands what in delivers to f until in is closed or done or stop
-// is: what arrives first at once, with what in holds by then, up to
-// [FeedBatch]. convert makes the record of m on Pump's goroutine and
-// returns m's timestamp; now is when m's batch began.
-func Pump[M, T any](f *Feed[T], in <-chan M, done, stop <-chan struct{}, convert func(m M, now time.Time) (T, time.Time)) {
-	var latest time.Time
+// Room returns how many records the Feed can take now, waiting while it
+// is full; 0 once ctx is done.
+func (f *Feed[T]) Room(ctx context.Context) int {
 	for {
-		var m M
-		ok := false
+		if n := f.limit - int(f.queued.Load()); n > 0 {
+			return n
+		}
 		select {
-		case m, ok = <-in:
-		case <-done:
-		case <-stop:
+		case <-f.room:
+		case <-ctx.Done():
+			return 0
 		}
-		if !ok {
-			return
-		}
+	}
+}
+
+// Reserve holds room for n records, as many as Room returned or fewer,
+// for the Send calls that follow (of n records in all).
+func (f *Feed[T]) Reserve(n int) { f.queued.Add(int64(n)) }
+
+// Send hands n reserved records to the receiver, made by convert(i) on the
+// caller's goroutine, each with the time that orders it. It never waits.
+func (f *Feed[T]) Send(n int, convert func(i int) (v T, at time.Time)) {
+	for i := 0; i < n; {
 		var b []fed[T]
 		select {
 		case b = <-f.free:
 		default:
 			b = make([]fed[T], 0, FeedBatch)
 		}
-		for now := time.Now(); ok; {
-			v, at := convert(m, now)
-			if at.After(latest) {
-				latest = at
-			}
-			b, ok = append(b, fed[T]{latest, v}), false
-			if len(b) < FeedBatch {
-				select {
-				case m, ok = <-in:
-				default:
-				}
-			}
+		for ; i < n && len(b) < FeedBatch; i++ {
+			v, at := convert(i)
+			b = append(b, fed[T]{at, v})
 		}
-		select {
-		case f.batches <- b:
-		case <-done:
-			return
-		case <-stop:
-			return
-		}
+		f.batches <- b // room for it: a batch holds a reserved record or more, the channel limit batches
 	}
+}
+
+// received accounts for b leaving the channel and wakes a waiting Room.
+func (f *Feed[T]) received(b []fed[T]) {
+	f.queued.Add(-int64(len(b)))
+	Signal(f.room)
 }
 
 // Take takes batches without waiting until, with those Wait received,
@@ -95,6 +99,7 @@ drain:
 	for n < room {
 		select {
 		case b := <-f.batches:
+			f.received(b)
 			f.held, n = append(f.held, b), n+len(b)
 		default:
 			break drain
@@ -133,6 +138,7 @@ func (f *Feed[T]) Wait(ctx context.Context, receive bool, wake <-chan struct{}, 
 	}
 	select {
 	case b := <-in:
+		f.received(b)
 		f.held = append(f.held, b)
 	case <-wake:
 	case err := <-failed:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,21 +15,13 @@ type stamped struct {
 	at   int // seconds
 }
 
-// pumpAll runs a Pump per partition over a closed channel holding its
-// records and returns once every Pump has handed them all over.
-func pumpAll(f *kit.Feed[string], parts ...[]stamped) {
-	var wg sync.WaitGroup
+// sendAll sends each partition's records, a batch a partition, as one
+// sender goroutine does.
+func sendAll(f *kit.Feed[string], parts ...[]stamped) {
 	for _, recs := range parts {
-		in := make(chan stamped, len(recs))
-		for _, r := range recs {
-			in <- r
-		}
-		close(in)
-		wg.Go(func() {
-			kit.Pump(f, in, nil, nil, func(r stamped, _ time.Time) (string, time.Time) { return r.name, time.Unix(int64(r.at), 0) })
-		})
+		f.Reserve(len(recs))
+		f.Send(len(recs), func(i int) (string, time.Time) { return recs[i].name, time.Unix(int64(recs[i].at), 0) })
 	}
-	wg.Wait()
 }
 
 func takeAll(f *kit.Feed[string], room int) []string {
@@ -40,9 +31,9 @@ func takeAll(f *kit.Feed[string], room int) []string {
 }
 
 func TestFeedMergesByTimeAndKeepsEachPartitionsOrder(t *testing.T) {
-	f := kit.NewFeed[string](4)
-	pumpAll(f,
-		[]stamped{{"a0", 10}, {"a1", 5}, {"a2", 20}}, // a producer's clock went back
+	f := kit.NewFeed[string](100)
+	sendAll(f,
+		[]stamped{{"a0", 10}, {"a1", 10}, {"a2", 20}}, // a1's producer clock went back: its partition's latest so far
 		[]stamped{{"b0", 7}, {"b1", 15}})
 	if got, want := takeAll(f, 100), []string{"b0", "a0", "a1", "b1", "a2"}; !slices.Equal(got, want) {
 		t.Fatalf("took %q, want %q (a1 stays after a0)", got, want)
@@ -50,12 +41,12 @@ func TestFeedMergesByTimeAndKeepsEachPartitionsOrder(t *testing.T) {
 }
 
 func TestFeedHandsOverBatchesUpToRoom(t *testing.T) {
-	f := kit.NewFeed[string](4)
+	f := kit.NewFeed[string](150)
 	recs := make([]stamped, 150)
 	for i := range recs {
 		recs[i] = stamped{string(rune('0' + i%10)), i}
 	}
-	pumpAll(f, recs) // batches of 64, 64 and 22: all were in the channel
+	sendAll(f, recs) // batches of 64, 64 and 22
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := f.Wait(ctx, true, nil, nil); err != nil {
@@ -72,29 +63,35 @@ func TestFeedHandsOverBatchesUpToRoom(t *testing.T) {
 	}
 }
 
-func TestPumpEndsWhenDoneOrStopped(t *testing.T) {
-	for _, which := range []string{"done", "stop"} {
-		f := kit.NewFeed[string](1)
-		in := make(chan stamped, 200)
-		for i := range 200 {
-			in <- stamped{"r", i}
+func TestFeedRoomWaitsForTheReceiver(t *testing.T) {
+	f := kit.NewFeed[string](10)
+	if n := f.Room(context.Background()); n != 10 {
+		t.Fatalf("Room of an empty feed of 10 = %d", n)
+	}
+	sendAll(f, make([]stamped, 10))
+	got := make(chan int, 1)
+	go func() { got <- f.Room(context.Background()) }()
+	select {
+	case n := <-got:
+		t.Fatalf("Room of a full feed returned %d without waiting", n)
+	default:
+	}
+	if took := takeAll(f, 3); len(took) != 10 {
+		t.Fatalf("took %d records, want the 10 sent (one batch)", len(took))
+	}
+	select {
+	case n := <-got:
+		if n != 10 {
+			t.Fatalf("Room after the receiver took everything = %d, want 10", n)
 		}
-		done, stop := make(chan struct{}), make(chan struct{})
-		ended := make(chan struct{})
-		go func() {
-			defer close(ended)
-			kit.Pump(f, in, done, stop, func(r stamped, _ time.Time) (string, time.Time) { return r.name, time.Time{} })
-		}()
-		if which == "done" {
-			close(done)
-		} else {
-			close(stop)
-		}
-		select {
-		case <-ended:
-		case <-time.After(wait):
-			t.Fatalf("Pump still running %v after %s was closed (the feed full, the channel open)", wait, which)
-		}
+	case <-time.After(wait):
+		t.Fatalf("Room still waiting %v after the receiver took every record", wait)
+	}
+	sendAll(f, make([]stamped, 10))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n := f.Room(ctx); n != 0 {
+		t.Fatalf("Room of a full feed with its context done = %d, want 0", n)
 	}
 }
 

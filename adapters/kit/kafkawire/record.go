@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
@@ -123,4 +125,9 @@ func Decode[H any](d *Decoder, t ports.Topic, f Fields, hs []H, read func(h H, n
 		r.Err, fs.headerError = err, err
 	}
 	return r
+}
+
+// FranzHeader reads a franz-go record header for Decode.
+func FranzHeader(h kgo.RecordHeader, _ *kit.Names) (string, []byte, bool) {
+	return h.Key, h.Value, true
 }
