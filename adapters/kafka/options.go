@@ -39,7 +39,7 @@ type Options struct {
 	Brokers            []string            // bootstrap addresses ("127.0.0.1:9092")
 	Namespace          string              `default:"sluice"` // prefixes every topic and group
 	ClientID           string              `url:"client_id" default:"sluice"`
-	Version            sarama.KafkaVersion // of sarama's clients (the producers' is negotiated); default 2.8.0
+	Version            sarama.KafkaVersion // of sarama's clients (commits, admin; the franz-go clients' is negotiated); default 2.8.0
 	Partitions         int32               `url:"partitions,1..10000" default:"4"`       // of the topics the adapter creates
 	ReplicationFactor  int16               `url:"replication_factor,1..100" default:"1"` // of the topics the adapter creates
 	NoCreateTopics     bool                // the adapter creates no topic itself
@@ -71,8 +71,9 @@ type Options struct {
 	Logger          *slog.Logger
 	TLS             *tls.Config // nil: plaintext
 	SASL            SASL
-	// Sarama is called on each sarama configuration (consumers, metadata,
-	// admin) after the adapter's; the franz-go producers take its Net.Proxy.
+	// Sarama is called on each sarama configuration (commits, start
+	// offsets, metadata, admin) after the adapter's; the franz-go consumers
+	// and producers take its Net.Proxy only.
 	Sarama func(*sarama.Config)
 }
 
@@ -128,7 +129,8 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 	return s
 }
 
-// franz is the producers' franz-go configuration: kafkawire.Franz's, as
+// franz is the franz-go clients' configuration (the producers', and the
+// consumers' under their group options): kafkawire.Franz's, as
 // kafkaqueue's (validate refused what it refuses; acks=all), a proxy
 // dialer set by Options.Sarama, idempotence unless DisableIdempotence, no
 // compression, sarama's key hash (a key keeps its partition), and topics
