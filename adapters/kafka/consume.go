@@ -54,7 +54,7 @@ type sub struct {
 	// and read by the poll loop between a poll and AllowRebalance only
 	// (BlockRebalanceOnPoll); end ends the session.
 	parts    map[int32]*partition
-	end      context.CancelFunc
+	end      context.CancelCauseFunc
 	decoding sync.WaitGroup // jobs handed to decode workers; revoked waits for them
 
 	tx  *kit.Transactions[*claim, *kgo.Record] // a transactional subscription's (transact.go)
@@ -169,19 +169,19 @@ func (s *sub) consumeLoop(ctx context.Context) {
 // until ctx is done, a failed transaction or a failed start of the
 // session ends it, then it leaves the group (its partitions revoked and
 // released) and the next session joins anew.
-func (s *sub) session(ctx context.Context) error {
-	ctx, end := context.WithCancel(ctx)
-	defer end()
+func (s *sub) session(parent context.Context) error {
+	ctx, end := context.WithCancelCause(parent)
+	defer end(nil)
 	s.end = end // read by assigned, on the client's goroutine, after NewClient
 	cl, err := kgo.NewClient(s.opts...)
 	if err != nil {
-		return kit.Permanent(err) // the options made a client at Subscribe
+		return err
 	}
 	if ending := s.tx.Ending(); ending != nil {
 		go func() {
 			select {
 			case <-ending:
-				end()
+				end(nil) // kit.Transactions reported it
 			case <-ctx.Done():
 			}
 		}()
@@ -204,6 +204,9 @@ func (s *sub) session(ctx context.Context) error {
 	}
 	running.Wait()
 	s.log.ReleaseAll()
+	if err := context.Cause(ctx); parent.Err() == nil && !errors.Is(err, context.Canceled) {
+		return err // rejoin after a backoff
+	}
 	return nil
 }
 
@@ -333,7 +336,7 @@ func (s *sub) commit(moved []kit.Position[*claim]) error {
 // offset of each without a commit first, so that what is sent while every
 // member is down is kept. franz-go calls it before it fetches their
 // offsets, and on every join, with no partition too. A failed commit ends
-// the session (the next one joins anew).
+// the session with it (reported; the next one joins after a backoff).
 func (s *sub) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	member, gen := cl.GroupMetadata()
 	ids := assigned[s.phys]
@@ -341,8 +344,7 @@ func (s *sub) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]
 	if len(ids) > 0 {
 		starts, err := pinStarts(s.commitClient, s.group, s.phys, ids, s.startAt, gen, member)
 		if err != nil {
-			s.sessionFailed(fmt.Errorf("committing start offsets failed: %w", err))
-			s.end()
+			s.end(fmt.Errorf("committing start offsets failed: %w", err))
 			return
 		}
 		for _, id := range ids {
