@@ -2,12 +2,19 @@ package kafka_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/ports"
@@ -231,4 +238,32 @@ func lastOffsets(t *testing.T, ds []*ports.Delivery) map[int32]int64 {
 		}
 	}
 	return want
+}
+
+// TestStartOffsetsNotCommittedFailsSubscribe: a subscription whose first
+// session cannot commit its start offsets is not established: Subscribe
+// returns why; once the coordinator accepts commits it subscribes and
+// receives.
+func TestStartOffsetsNotCommittedFailsSubscribe(t *testing.T) {
+	b := newBroker(t)
+	if b.cluster == nil {
+		t.Skip("fault injection needs kfake; KAFKA_BROKERS is set")
+	}
+	a := b.adapter(t, b.config("pin", 2))
+	spec := ports.SubscriptionSpec{Topic: "t", Group: "g"}
+	fault := b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: "pin.g", Err: kerr.GroupAuthorizationFailed, Count: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if s, err := a.Subscribe(ctx, spec); err == nil {
+		_ = s.Stop(ctx)
+		t.Fatal("Subscribe succeeded while every OffsetCommit of the group was refused")
+	} else if !strings.Contains(err.Error(), "committing start offsets failed") || !errors.Is(err, sarama.ErrGroupAuthorizationFailed) {
+		t.Fatalf("Subscribe: %v, want the refused start-offset commit", err)
+	}
+	fault.Remove()
+	s := subscribe(t, a, spec)
+	send(t, a, "t", nil, "after")
+	if got := payloads(receiveN(t, s, 1, 10*time.Second)); got[0] != "after" {
+		t.Fatalf("received %q", got)
+	}
 }
