@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -176,5 +177,6 @@ func Send[T any](ctx context.Context, s ports.Sender, topic ports.Topic, v T, op
 	if err != nil {
 		return err
 	}
+	m.StampInPlace(time.Now()) // its headers are this call's: the adapter's Stamp need not copy them
 	return s.Send(ctx, m)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -68,6 +69,7 @@ func TransactSink[T any](in Stream[T], build func(ctx context.Context, v T) ([]p
 func TransactTo[T any](in Stream[T], topic ports.Topic, opts ...MessageOption) {
 	TransactSink(in, func(ctx context.Context, v T) ([]ports.Message, error) {
 		m, err := NewMessage(ctx, topic, v, opts...)
+		m.StampInPlace(time.Now()) // its headers are this call's: the adapter's Stamp need not copy them
 		return []ports.Message{m}, err
 	})
 }

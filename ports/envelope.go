@@ -39,16 +39,35 @@ func appendID(b []byte) []byte {
 
 // Stamp fills the envelope headers a sender owns when they are missing:
 // HeaderID, HeaderSpecVersion, HeaderTime, and HeaderPartitionKey from Key.
-// It copies Headers first so the caller's map is never modified. Adapters
-// call it at the top of Send.
+// It copies Headers first, when one is missing, so the caller's map is
+// never modified. Adapters call it at the top of Send.
 func (m *Message) Stamp(now time.Time) {
-	var h Headers
+	if m.stamped() {
+		return
+	}
 	if len(m.Headers) == 0 {
-		h = make(Headers, 4)
+		m.Headers = make(Headers, 4)
 	} else {
 		// Clone copies the map's table as it is (no rehashing of every
 		// entry); the few stamped headers fit in it or grow it once.
-		h = maps.Clone(m.Headers)
+		m.Headers = maps.Clone(m.Headers)
+	}
+	m.StampInPlace(now)
+}
+
+// stamped reports whether m has every header Stamp fills.
+func (m *Message) stamped() bool {
+	h := m.Headers
+	return h[HeaderID] != "" && h[HeaderTime] != "" && h[HeaderSpecVersion] != "" && (m.Key == "" || h[HeaderPartitionKey] != "")
+}
+
+// StampInPlace is Stamp without the copy, for a message whose Headers the
+// caller made for it and shares with nothing (flow.Send's, say): it fills
+// the map itself (a nil one is made).
+func (m *Message) StampInPlace(now time.Time) {
+	h := m.Headers
+	if h == nil {
+		h = make(Headers, 4)
 	}
 	// The id and the time are written into one string (one allocation
 	// for both).

@@ -80,6 +80,26 @@ func TestStampFillsEnvelopeWithoutTouchingCallerHeaders(t *testing.T) {
 	}
 }
 
+// TestStampKeepsACompleteEnvelopeAndStampInPlaceFills: Stamp leaves a
+// message with every envelope header as it is (its map, no allocation);
+// StampInPlace fills the message's own map.
+func TestStampKeepsACompleteEnvelopeAndStampInPlaceFills(t *testing.T) {
+	h := ports.Headers{"x": "1"}
+	m := ports.Message{Topic: "t", Key: "k", Headers: h}
+	m.StampInPlace(time.Unix(0, 0))
+	if len(h) != 5 || m.Headers[ports.HeaderPartitionKey] != "k" || m.Headers[ports.HeaderID] == "" {
+		t.Fatalf("StampInPlace left the message's own map %v", h)
+	}
+	id := m.Headers[ports.HeaderID]
+	if allocs := testing.AllocsPerRun(100, func() { m.Stamp(time.Unix(1, 0)) }); allocs != 0 {
+		t.Fatalf("Stamp of a stamped message allocated %v times", allocs)
+	}
+	m.Stamp(time.Unix(1, 0))
+	if m.Headers[ports.HeaderID] != id || len(m.Headers) != 5 {
+		t.Fatalf("Stamp changed a stamped message: %v", m.Headers)
+	}
+}
+
 // TestStampValues: the id and the time Stamp writes (sharing one string)
 // are each exactly what was asked, whichever of them was missing.
 func TestStampValues(t *testing.T) {

@@ -32,6 +32,7 @@ type conn struct {
 	admin    sarama.ClusterAdmin
 	declared kit.Declared
 	topics   sync.Map // physical topics known to exist
+	names    sync.Map // ports.Topic → its physical topic (topic)
 }
 
 var (

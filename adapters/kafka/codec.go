@@ -22,7 +22,15 @@ const HeaderNotBefore = kit.HeaderNotBefore
 // topic if need be. One above MaxMessageBytes as sarama counts a record
 // (ProducerMessage.ByteSize: overhead, key, headers, payload) is refused.
 func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error) {
-	r := &kgo.Record{Topic: c.topic(m.Topic), Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
+	var r *kgo.Record
+	if len(m.Headers) <= len(recordWithHeaders{}.hs) { // the record and its header list in one allocation
+		rh := new(recordWithHeaders)
+		r = &rh.r
+		r.Headers = rh.hs[:0]
+	} else {
+		r = &kgo.Record{Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
+	}
+	r.Topic = c.topic(m.Topic)
 	envelope := 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1 + len(m.Key)
 	r.Value = kit.Packed(m, func(k, v []byte) {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: unsafe.String(unsafe.SliceData(k), len(k)), Value: v})
@@ -36,6 +44,14 @@ func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error
 		err = c.ensureTopic(ctx, r.Topic)
 	}
 	return r, err
+}
+
+// recordWithHeaders is a record with room for the envelope's headers
+// (type, content type, id, time, spec version, partition key, causation
+// and correlation ids).
+type recordWithHeaders struct {
+	r  kgo.Record
+	hs [8]kgo.RecordHeader
 }
 
 // decode reads a record of p (kafkawire.Decode) and adds the generation

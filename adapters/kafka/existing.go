@@ -55,12 +55,18 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 	return nil
 }
 
-// topic is the Kafka topic of t: adopted, or kafkawire.Topic.
+// topic is the Kafka topic of t: adopted, or kafkawire.Topic (built once
+// per topic, not per record).
 func (c *conn) topic(t ports.Topic) string {
 	if e := c.opts.Existing; e != nil && e.Topics[t] != "" {
 		return e.Topics[t]
 	}
-	return kafkawire.Topic(c.opts.Namespace, t)
+	if phys, ok := c.names.Load(t); ok {
+		return phys.(string)
+	}
+	phys := kafkawire.Topic(c.opts.Namespace, t)
+	c.names.Store(t, phys)
+	return phys
 }
 
 // group is the consumer group of spec: adopted, or kafkawire.Group.
