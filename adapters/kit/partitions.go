@@ -45,7 +45,8 @@ type Partitions[P any] struct {
 
 	mu      sync.Mutex
 	claimed map[*Partition[P]]struct{}
-	ready   []driver.Record
+	ready   []driver.Record // ready[head:] wait to be taken; the storage is reused, never slid off
+	head    int
 	held    int // records waiting behind their key
 }
 
@@ -140,7 +141,7 @@ func (ps *Partitions[P]) Add(p *Partition[P], off int64, r driver.Record, skip b
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if p.hold.Admit(h.key, r) {
-		ps.ready = append(ps.ready, r)
+		ps.push(r)
 	} else {
 		ps.held++
 	}
@@ -150,22 +151,38 @@ func (ps *Partitions[P]) Add(p *Partition[P], off int64, r driver.Record, skip b
 func (ps *Partitions[P]) Take(out []driver.Record, max int) []driver.Record {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	n := min(max, len(ps.ready))
-	out = append(out, ps.ready[:n]...)
-	clear(ps.ready[:n])
-	if n == len(ps.ready) {
-		ps.ready = ps.ready[:0] // its storage again, from the start
-	} else {
-		ps.ready = ps.ready[n:]
+	n := min(max, len(ps.ready)-ps.head)
+	out = append(out, ps.ready[ps.head:ps.head+n]...)
+	clear(ps.ready[ps.head : ps.head+n])
+	ps.head += n
+	if ps.head == len(ps.ready) {
+		ps.ready, ps.head = ps.ready[:0], 0 // its storage again, from the start
 	}
 	return out
+}
+
+// push appends r to the ready queue, moving what waits to the front of its
+// storage when it is full (under ps.mu): a queue that is never empty when
+// taken from does not grow into new storage on every append.
+func (ps *Partitions[P]) push(r driver.Record) {
+	if len(ps.ready) == cap(ps.ready) && ps.head > 0 {
+		ps.compact()
+	}
+	ps.ready = append(ps.ready, r)
+}
+
+// compact moves the waiting records to the front of ready's storage.
+func (ps *Partitions[P]) compact() {
+	n := copy(ps.ready, ps.ready[ps.head:])
+	clear(ps.ready[n:])
+	ps.ready, ps.head = ps.ready[:n], 0
 }
 
 // Pending is the number of records added and not taken yet.
 func (ps *Partitions[P]) Pending() int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	return ps.held + len(ps.ready)
+	return ps.held + len(ps.ready) - ps.head
 }
 
 // Ack marks the offsets of handles done, for the next commit round; the
@@ -186,7 +203,7 @@ func (ps *Partitions[P]) Ack(handles []any) error {
 		h := x.(*partitionHandle[P])
 		if next, ok := h.p.done(h); ok {
 			ps.mu.Lock()
-			ps.ready = append(ps.ready, next)
+			ps.push(next)
 			ps.held--
 			ps.mu.Unlock()
 			Signal(ps.o.Wake)
@@ -312,6 +329,7 @@ func (ps *Partitions[P]) Release(list ...*Partition[P]) {
 		delete(ps.claimed, p)
 	}
 	ps.held -= dropped
+	ps.compact()
 	ps.ready = slices.DeleteFunc(ps.ready, func(r driver.Record) bool {
 		return slices.Contains(list, r.Handle.(*partitionHandle[P]).p)
 	})

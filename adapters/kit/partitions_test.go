@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -241,5 +242,54 @@ func TestPartitionsNilCommitStoresAll(t *testing.T) {
 	}
 	if rounds != 1 {
 		t.Fatalf("%d commit rounds, want 1", rounds)
+	}
+}
+
+// TestPartitionsTakeInOrderAcrossPartialTakes: a ready queue that is never
+// emptied by a Take (its storage reused, what waits moved to the front)
+// hands out every record once, in the order added.
+func TestPartitionsTakeInOrderAcrossPartialTakes(t *testing.T) {
+	ps, _ := newPartitions(t)
+	p := ps.Claim("t/0", 0, -1)
+	next, want := int64(0), 0
+	add := func(n int) {
+		for range n {
+			ps.Add(p, next, driver.Record{BrokerID: strconv.FormatInt(next, 10)}, false)
+			next++
+		}
+	}
+	add(100)
+	for round := range 50 {
+		rs := ps.Take(nil, 7+round%5)
+		for _, r := range rs {
+			if r.BrokerID != strconv.Itoa(want) {
+				t.Fatalf("round %d: took %s, want %d", round, r.BrokerID, want)
+			}
+			want++
+		}
+		add(len(rs) + round%3)
+	}
+	if got, left := ps.Pending(), int(next)-want; got != left {
+		t.Fatalf("Pending %d, want %d", got, left)
+	}
+}
+
+// BenchmarkPartitionsAddTakeBacklog: one record added and one taken per
+// operation with a backlog of 300 ready: the ready queue's storage is
+// reused, not regrown.
+func BenchmarkPartitionsAddTakeBacklog(b *testing.B) {
+	ps := kit.NewPartitions(kit.PartitionsOptions[string]{Commit: func([]kit.Position[string]) error { return nil }, Interval: time.Hour, Threshold: 1 << 30})
+	defer ps.Close()
+	p := ps.Claim("t/0", 0, -1)
+	off := int64(0)
+	for ; off < 300; off++ {
+		ps.Add(p, off, driver.Record{}, false)
+	}
+	out := make([]driver.Record, 0, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		ps.Add(p, off, driver.Record{}, false)
+		off++
+		out = ps.Take(out[:0], 1)
 	}
 }
