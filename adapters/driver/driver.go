@@ -260,7 +260,7 @@ type AckFlusher interface {
 }
 
 // Predecoder is implemented by a Subscription that fetches on goroutines
-// of its own, one per stream (a Kafka partition claim): it runs decode on
+// of its own, one per stream (a Kafka partition's decode worker): it runs decode on
 // each record's payload there and puts the result in Record.Decoded, so
 // that the pipeline's decoding runs in parallel and off its receive loop
 // (ports.Predecoder). decode is safe for concurrent use; Predecode may be
