@@ -65,9 +65,10 @@
 // the settle worker that frees slots also wakes the receive loop. The
 // engine is the only acknowledgement batcher; a driver must not batch
 // acknowledgements again behind SendAcks (it may defer them, see
-// [AckFlusher]). Goroutines a broker client owns (a socket reader,
-// sarama's partition claims, on which kafka decodes its records and hands
-// them to ReceiveBatch in batches) are the driver's and are not counted.
+// [AckFlusher]). Goroutines a broker client owns (a socket reader) and
+// those a driver runs beside it (kafka's decode workers, which decode a
+// poll's records per partition and hand them to ReceiveBatch in batches)
+// are the driver's and are not counted.
 package driver
 
 import (
