@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
@@ -105,6 +106,9 @@ func runChild(which string) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if job.Cfg.MemProfileDir != "" {
+		runtime.MemProfileRate = memProfileRate // before the run allocates: a finer sample than the default 512 KiB
+	}
 	if dir := job.Cfg.TraceDir; dir != "" {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.trace", suiteName, name, os.Getpid())))
 		if err != nil {
@@ -153,3 +157,6 @@ func writeHeapProfile(path string) error {
 	}
 	return f.Close()
 }
+
+// memProfileRate is runtime.MemProfileRate in a child run with -memprofile.
+const memProfileRate = 4096

@@ -159,7 +159,7 @@ func main() {
 	flag.IntVar(&cfg.Rate, "rate", 2000, "latency contenders: paced publish rate, messages/s")
 	flag.IntVar(&cfg.LatencyN, "latency-n", 6000, "latency contenders: messages per run")
 	flag.DurationVar(&cfg.Timeout, "timeout", 3*time.Minute, "bound on one contender run")
-	flag.StringVar(&cfg.MemProfileDir, "memprofile", "", "write the allocation profile of every contender run to <dir>/<suite>-<contender>-<pid>.alloc.pprof (untimed preparation included)")
+	flag.StringVar(&cfg.MemProfileDir, "memprofile", "", "write the allocation profile of every contender run to <dir>/<suite>-<contender>-<pid>.alloc.pprof (untimed preparation included; sampled every 4 KiB allocated, which slows the run)")
 	flag.StringVar(&cfg.TraceDir, "trace", "", "write an execution trace of every contender run to <dir>/<suite>-<contender>-<pid>.trace (go tool trace)")
 	flag.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write a CPU profile of every contender run to <dir>/<suite>-<contender>-<pid>.pprof")
 	svgDir := flag.String("svg", "", "write a chart per suite to <dir>/<suite>.svg")
