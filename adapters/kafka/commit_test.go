@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -265,5 +266,46 @@ func TestStartOffsetsNotCommittedFailsSubscribe(t *testing.T) {
 	send(t, a, "t", nil, "after")
 	if got := payloads(receiveN(t, s, 1, 10*time.Second)); got[0] != "after" {
 		t.Fatalf("received %q", got)
+	}
+}
+
+// TestCommittedPositionRetentionDeletedResumesAtTheOldest: a group whose
+// committed position lies before what the partition still holds (the
+// records were deleted) resumes at the oldest record left: none of those
+// is skipped.
+func TestCommittedPositionRetentionDeletedResumesAtTheOldest(t *testing.T) {
+	b := newBroker(t)
+	a := b.adapter(t, b.config("gone", 1))
+	spec := ports.SubscriptionSpec{Topic: "t", Group: "g"}
+	s := subscribe(t, a, spec)
+	var all []string
+	for i := range 10 {
+		all = append(all, fmt.Sprintf("m%d", i))
+	}
+	send(t, a, "t", nil, all...)
+	ds := receiveN(t, s, 10, 10*time.Second)
+	settle(t, s, ack, ds[:3]...) // committed position 3
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.committed(t, "gone.g", kafka.PhysicalTopic("gone", "t"), 0); got != 3 {
+		t.Fatalf("committed %d before the deletion, want 3", got)
+	}
+	conf := sarama.NewConfig()
+	conf.Version = sarama.V2_8_0_0
+	adm, err := sarama.NewClusterAdmin(b.addrs, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if err := adm.DeleteRecords(kafka.PhysicalTopic("gone", "t"), map[int32]int64{0: 6}); err != nil {
+		t.Fatalf("delete records below offset 6: %v", err)
+	}
+	s2 := subscribe(t, a, spec)
+	got := receiveN(t, s2, 4, 10*time.Second)
+	if p := payloads(got); !slices.Equal(p, all[6:]) {
+		t.Fatalf("after the deletion received %q, want %q (the oldest record left on)", p, all[6:])
 	}
 }

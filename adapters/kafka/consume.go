@@ -139,7 +139,8 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *
 // (Options.franz), the group with no commits of franz-go's own (the
 // subscription commits, kit.Partitions), rebalances held while a poll's
 // records are handed over, read_committed (the output of an aborted
-// transaction is never read), the range balancer (a sarama member's
+// transaction is never read), a committed position the log no longer
+// holds resumed at its oldest record, the range balancer (a sarama member's
 // default: groups shared with sarama consumers keep working) or the
 // single-active one.
 func (s *sub) consumerOpts(single bool) []kgo.Opt {
@@ -152,6 +153,7 @@ func (s *sub) consumerOpts(single bool) []kgo.Opt {
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.SessionTimeout(o.SessionTimeout), kgo.HeartbeatInterval(o.HeartbeatInterval), kgo.RebalanceTimeout(o.RebalanceTimeout),
 		kgo.FetchMaxWait(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), // a committed position retention deleted: the oldest record left, none skipped
 		kgo.OnPartitionsAssigned(s.assigned), kgo.OnPartitionsRevoked(s.revoked), kgo.OnPartitionsLost(s.revoked))
 }
 
