@@ -20,7 +20,8 @@ import (
 )
 
 // sub is one consumer-group member on one topic: a franz-go client per
-// group session. Its poll loop decodes the records and hands them to
+// group session. Its poll loop hands each poll's records to decode
+// workers, a partition's always to the same one, which hand them to
 // ReceiveBatch through a kit.Feed; the acknowledgements and the gap-free
 // commits are kit.Partitions'.
 type sub struct {
