@@ -18,11 +18,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -143,10 +145,10 @@ var (
 		regexp.MustCompile("^`[^`]+`$"),
 		regexp.MustCompile(`^` + numberCell + `$`),
 		regexp.MustCompile(`^` + numberCell + `\.\.` + numberCell + `$`),
-		// "= 1.00 (best raw)", or one or more "0.86 (denominator)" joined
-		// by ", " (a contender divided by the best raw and by the bare
-		// raw), or nothing.
-		regexp.MustCompile(`^(?:= 1\.00 \(best raw\)|\d+\.\d\d \([^()|]+\)(?:, \d+\.\d\d \([^()|]+\))*|)$`),
+		// "= 1.00 (best raw)", one or more "0.86 (denominator)" joined by
+		// ", " (a contender divided by the best raw and by the bare raw),
+		// the two (the best raw divided by another raw), or nothing.
+		regexp.MustCompile(`^(?:= 1\.00 \(best raw\)(?:, \d+\.\d\d \([^()|]+\))*|\d+\.\d\d \([^()|]+\)(?:, \d+\.\d\d \([^()|]+\))*|)$`),
 		regexp.MustCompile(`^\d+\.\d\d$`),
 		regexp.MustCompile(`^(?:\d+\.\dµs|-)$`),
 		regexp.MustCompile(`^(?:\d+\.\dµs|-)$`),
@@ -174,10 +176,15 @@ func renderSuite(info map[string]string, s suiteRecord, chart string) string {
 		b.WriteString(strings.Join(s.About, "; ") + ".\n")
 	}
 	b.WriteString("\n" + tableHeader + "\n" + tableRule + "\n")
-	dens := map[string]bool{}
+	// The best raw is the denominator of the "<suite>/best-raw" ratios
+	// (the faster of several raw configurations, in this run); a suite
+	// without such a ratio marks each denominator without a ratio of its own.
+	best, dens := map[string]bool{}, map[string]bool{}
 	for _, q := range s.Ratios {
 		dens[q.Den] = true
+		best[q.Den] = best[q.Den] || strings.HasSuffix(q.Label, "/best-raw")
 	}
+	anyBest := slices.Contains(slices.Collect(maps.Values(best)), true)
 	for _, r := range s.Rows {
 		var ratios []string
 		for _, q := range s.Ratios {
@@ -185,10 +192,10 @@ func renderSuite(info map[string]string, s suiteRecord, chart string) string {
 				ratios = append(ratios, fmt.Sprintf("%s (%s)", q.Value, q.Den))
 			}
 		}
-		ratio := strings.Join(ratios, ", ")
-		if ratio == "" && dens[r.Name] {
-			ratio = "= 1.00 (best raw)"
+		if best[r.Name] || (!anyBest && dens[r.Name] && len(ratios) == 0) {
+			ratios = append([]string{"= 1.00 (best raw)"}, ratios...)
 		}
+		ratio := strings.Join(ratios, ", ")
 		note := strings.ReplaceAll(r.Note, "|", "/")
 		if r.Redelivered > 0 {
 			note += fmt.Sprintf(" (%d redelivered)", r.Redelivered)

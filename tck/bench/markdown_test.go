@@ -200,3 +200,33 @@ func TestRowDividedTwiceHasTheTableFormat(t *testing.T) {
 		t.Errorf("the amqp row does not carry both ratios:\n%s", block)
 	}
 }
+
+// TestBestRawIsTheBestRawRatiosDenominator: the row marked "= 1.00 (best
+// raw)" is the denominator of the <suite>/best-raw ratios (here the
+// faster of two raw contenders, itself divided by the other), not a raw
+// contender only another raw is divided by.
+func TestBestRawIsTheBestRawRatiosDenominator(t *testing.T) {
+	s := suiteRecord{Name: "kafka", Params: "n=1 inflight=1 k=1 batch=1 payload=1B rounds=1",
+		Rows: []resultRecord{
+			{Name: "slow-raw", Median: 500, Min: 500, Max: 500, Allocs: "1.00", CPU: "1.0µs", BrokerCPU: "-", PeakHeap: "1.0MiB"},
+			{Name: "fast-raw", Median: 600, Min: 600, Max: 600, Allocs: "1.00", CPU: "1.0µs", BrokerCPU: "-", PeakHeap: "1.0MiB"},
+			{Name: "kafka", Median: 300, Min: 300, Max: 300, Allocs: "1.00", CPU: "1.0µs", BrokerCPU: "-", PeakHeap: "1.0MiB"},
+		},
+		Ratios: []ratioRecord{
+			{Label: "kafka/best-raw", Value: "0.50", Num: "kafka", Den: "fast-raw"},
+			{Label: "fast-raw/slow-raw", Value: "1.20", Num: "fast-raw", Den: "slow-raw"},
+		}}
+	info := map[string]string{"date": "2026-12-05 22:00 UTC", "commit": "abc1234", "machine": "linux/amd64, 2 CPUs (test), go1.26",
+		"command": "go run ./tck/bench -adapter kafka"}
+	block := renderSuite(info, s, "")
+	for _, want := range []string{
+		"| `slow-raw` | 500 | 500..500 |  |",
+		"| `fast-raw` | 600 | 600..600 | = 1.00 (best raw), 1.20 (slow-raw) |",
+		"| `kafka` | 300 | 300..300 | 0.50 (fast-raw) |",
+	} {
+		if !strings.Contains(block, want) {
+			t.Errorf("rendered table lacks %q:\n%s", want, block)
+		}
+	}
+	checkBlock(t, "rendered kafka", block, "")
+}
