@@ -112,25 +112,11 @@ func (c *conn) Capabilities() ports.Capabilities {
 }
 
 // SendBatch publishes msgs with acks=all and returns when each is
-// confirmed, else one error per message (kit.Confirms.Wait; ctx.Err() for
-// one not handed over in time). A message record refuses is not sent.
+// confirmed, else one error per message (kafkawire.Produce). A message
+// record refuses is not sent.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	return kit.SendPrepared(msgs, func(m *ports.Message) (*kgo.Record, error) { return c.record(ctx, m) }, func(rs []*kgo.Record) []error {
-		cf := kit.NewConfirms(len(rs))
-		for i, r := range rs {
-			if err := ctx.Err(); err != nil {
-				cf.Resolve(i, err)
-				continue
-			}
-			c.prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
-				if err != nil {
-					err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
-				}
-				cf.Resolve(i, err)
-			})
-		}
-		return cf.Wait(ctx, 0)
-	})
+	return kit.SendPrepared(msgs, func(m *ports.Message) (*kgo.Record, error) { return c.record(ctx, m) },
+		func(rs []*kgo.Record) []error { return kafkawire.Produce(ctx, c.prod, rs) })
 }
 
 // createTopic creates phys unless NoCreateTopics or Existing adopts it;

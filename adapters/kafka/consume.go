@@ -56,7 +56,7 @@ type sub struct {
 	// (BlockRebalanceOnPoll); end ends the session.
 	parts    map[int32]*partition
 	end      context.CancelCauseFunc
-	decoding sync.WaitGroup // jobs handed to decode workers; revoked waits for them
+	decoders *kit.Lanes // the decode workers, a partition's records on one; revoked waits for them
 
 	tx  *kit.Transactions[*claim, *kgo.Record] // a transactional subscription's (transact.go)
 	txp *txnProducer
@@ -149,7 +149,7 @@ func (s *sub) consumerOpts(single bool) []kgo.Opt {
 	o := s.c.opts
 	var balancer kgo.GroupBalancer = kgo.RangeBalancer()
 	if single {
-		balancer = singleActive{kit.NewSingleActive()}
+		balancer = kafkawire.SingleActive{SingleActive: kit.NewSingleActive()}
 	}
 	return append(o.franz(), kgo.ConsumerGroup(s.group), kgo.ConsumeTopics(s.phys), kgo.Balancers(balancer),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -177,6 +177,7 @@ func (s *sub) session(parent context.Context) error {
 	ctx, end := context.WithCancelCause(parent)
 	defer end(nil)
 	s.end = end // read by assigned, on the client's goroutine, after NewClient
+	s.decoders = kit.NewLanes(min(runtime.GOMAXPROCS(0), int(s.c.opts.Partitions)))
 	cl, err := kgo.NewClient(s.opts...)
 	if err != nil {
 		return err
@@ -190,23 +191,9 @@ func (s *sub) session(parent context.Context) error {
 			}
 		}()
 	}
-	workers := make([]chan decodeJob, min(runtime.GOMAXPROCS(0), int(s.c.opts.Partitions)))
-	var running sync.WaitGroup
-	for i := range workers {
-		workers[i] = make(chan decodeJob, 16)
-		running.Go(func() {
-			for j := range workers[i] {
-				s.feed.Send(len(j.recs), func(i int) (fetched, time.Time) { return s.accept(j.p, j.recs[i], j.now) })
-				s.decoding.Done()
-			}
-		})
-	}
-	s.poll(ctx, cl, workers)
+	s.poll(ctx, cl)
 	cl.Close()
-	for _, w := range workers {
-		close(w)
-	}
-	running.Wait()
+	s.decoders.Close()
 	s.log.ReleaseAll()
 	if err := context.Cause(ctx); parent.Err() == nil && !errors.Is(err, context.Canceled) {
 		return err // rejoin after a backoff
@@ -214,18 +201,11 @@ func (s *sub) session(parent context.Context) error {
 	return nil
 }
 
-// decodeJob is a poll's records of one partition, for a decode worker.
-type decodeJob struct {
-	p    *partition
-	recs []*kgo.Record
-	now  time.Time
-}
-
 // poll hands the records of each poll to the decode workers, a
 // partition's always to the same one (its order kept), never more than
 // the feed has room for: nothing waits between a poll and AllowRebalance,
 // so a rebalance waits on no pipeline, and the workers' Send never waits.
-func (s *sub) poll(ctx context.Context, cl *kgo.Client, workers []chan decodeJob) {
+func (s *sub) poll(ctx context.Context, cl *kgo.Client) {
 	for {
 		room := s.feed.Room(ctx)
 		if room == 0 {
@@ -239,10 +219,11 @@ func (s *sub) poll(ctx context.Context, cl *kgo.Client, workers []chan decodeJob
 			}
 		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if p := s.parts[fp.Partition]; p != nil && len(fp.Records) > 0 {
-				s.feed.Reserve(len(fp.Records))
-				s.decoding.Add(1)
-				workers[int(fp.Partition)%len(workers)] <- decodeJob{p, fp.Records, now}
+			if p, recs := s.parts[fp.Partition], fp.Records; p != nil && len(recs) > 0 {
+				s.feed.Reserve(len(recs))
+				s.decoders.Do(int(fp.Partition), func() {
+					s.feed.Send(len(recs), func(i int) (fetched, time.Time) { return s.accept(p, recs[i], now) })
+				})
 			}
 		})
 		cl.AllowRebalance()
@@ -363,7 +344,7 @@ func (s *sub) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]
 // revoked releases the partitions a rebalance took (or the session lost):
 // nothing of them is committed or handed out afterwards.
 func (s *sub) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	s.decoding.Wait()
+	s.decoders.Wait()
 	for _, id := range revoked[s.phys] {
 		if p := s.parts[id]; p != nil {
 			s.log.Release(p)

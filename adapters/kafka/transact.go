@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -95,41 +94,15 @@ func (s *sub) commitTxn(moved []kit.Position[*claim], rs []*kgo.Record) error {
 	return nil
 }
 
-// txnOffsets adds moved to the open transaction (AddOffsetsToTxn, then
-// TxnOffsetCommit with the producer's id and epoch and the claim's
-// generation and member id): franz-go does it only for a group of its own.
+// txnOffsets adds moved to the open transaction (kafkawire.TxnOffsets),
+// with the generation and member id that claimed them.
 func (s *sub) txnOffsets(ctx context.Context, moved []kit.Position[*claim]) error {
-	id, epoch, err := s.txp.ProducerID(ctx)
-	if err != nil {
-		return err
-	}
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = s.txp.id, id, epoch, s.group
-	added, err := add.RequestWith(ctx, s.txp)
-	if err == nil {
-		err = kerr.ErrorForCode(added.ErrorCode)
-	}
-	if err != nil {
-		return fmt.Errorf("AddOffsetsToTxn: %w", err)
-	}
-	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = s.txp.id, s.group, id, epoch
-	req.Generation, req.MemberID = moved[0].ID.gen, moved[0].ID.member
-	topic := kmsg.TxnOffsetCommitRequestTopic{Topic: s.phys}
-	for _, m := range moved {
-		topic.Partitions = append(topic.Partitions, kmsg.TxnOffsetCommitRequestTopicPartition{Partition: m.ID.id, Offset: m.Offset, LeaderEpoch: -1})
-	}
-	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{topic}
-	resp, err := req.RequestWith(ctx, s.txp)
-	if err != nil {
-		return fmt.Errorf("TxnOffsetCommit: %w", err)
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return fmt.Errorf("TxnOffsetCommit %s/%d: %w", t.Topic, p.Partition, err)
+	return kafkawire.TxnOffsets(ctx, s.txp.Client, s.txp.id, s.group, moved[0].ID.gen, moved[0].ID.member, s.phys,
+		func(yield func(int32, int64) bool) {
+			for _, m := range moved {
+				if !yield(m.ID.id, m.Offset) {
+					return
+				}
 			}
-		}
-	}
-	return nil
+		})
 }

@@ -147,36 +147,17 @@ func (c *conn) group(spec ports.SubscriptionSpec) string {
 }
 
 // SendBatch publishes msgs (acks=all, idempotent) and returns when each
-// is confirmed: the payload is the record value, the partition key the
-// record key, the envelope the record headers.
+// is confirmed: the record is kafka://'s (kafkawire.Record), produced by
+// kafkawire.Produce.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	return kit.SendPrepared(msgs, func(m *ports.Message) (*kgo.Record, error) {
-		r := &kgo.Record{Topic: c.topic(m.Topic), Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
-		envelope := len(m.Key) + 70 // the record batch and record overhead
-		if m.Key != "" {
-			r.Key = []byte(m.Key)
-		}
-		for k, v := range m.Headers {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
-			envelope += len(k) + len(v) + 4
-		}
+		r, envelope := kafkawire.Record(c.topic(m.Topic), m)
 		err := m.CheckSize(c.opts.MaxMessageBytes, envelope)
 		if err == nil {
 			err = c.ensureTopic(ctx, r.Topic)
 		}
 		return r, err
-	}, func(recs []*kgo.Record) []error {
-		errs := make([]error, len(recs))
-		for _, res := range c.cl.ProduceSync(ctx, recs...) { // in the order of completion
-			if err := res.Err; err != nil {
-				if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed) {
-					err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
-				}
-				errs[slices.Index(recs, res.Record)] = err
-			}
-		}
-		return errs
-	})
+	}, func(rs []*kgo.Record) []error { return kafkawire.Produce(ctx, c.cl, rs) })
 }
 
 // ensureTopic creates phys unless NoCreateTopics or Existing adopts it.

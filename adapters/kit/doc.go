@@ -21,7 +21,7 @@
 //   - partitioned logs: offsets committed without gaps ([Offsets],
 //     [Partitions]), one record per key out at a time ([KeyHold]), the
 //     records of several partitions decoded in parallel and handed to one
-//     receiver in order ([Feed]), members that rank themselves for a
+//     receiver in order ([Feed], fed from [Lanes]), members that rank themselves for a
 //     single-active group ([SingleActive]);
 //   - held records and leases: a subscription's table of records out
 //     ([Held]), a claim one holder has at a time across processes

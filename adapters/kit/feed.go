@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// Feed carries records decoded on a client's goroutine (franz-go's poll
-// loop) to the one goroutine that receives them (the driver's
-// ReceiveBatch), in batches: the work per record (decoding, filtering)
-// runs beside the receiver's, and the receiver takes a batch per channel
-// operation. The receiver gets the records oldest first across partitions
+// Feed carries records decoded on goroutines beside the receiver's (the
+// Kafka consumer's decode workers, one [Lanes]) to the one goroutine that
+// receives them (the driver's ReceiveBatch), in batches: the work per
+// record (decoding, filtering) runs in parallel with the receiver's, and
+// the receiver takes a batch per channel operation. The receiver gets the records oldest first across partitions
 // and never out of a partition's order: they are ordered by the time the
 // sender gives each, its partition's latest timestamp so far, which a
 // producer's clock cannot move back. [Feed.Room] and [Feed.Reserve] are

@@ -1,4 +1,4 @@
-package kafka
+package kafkawire
 
 import (
 	"slices"
@@ -9,18 +9,18 @@ import (
 	"github.com/sluicemq/sluice/adapters/kit"
 )
 
-// singleActive is the group balancer of a SingleActive group: one member
-// gets every partition (kit.SingleActive elects it from the join
-// metadata's user data). Every member of the group must use it.
-type singleActive struct{ *kit.SingleActive }
+// SingleActive is the franz-go group balancer of a SingleActive consumer
+// group: one member gets every partition (kit.SingleActive elects it from
+// the join metadata's user data). Every member of the group must use it.
+type SingleActive struct{ *kit.SingleActive }
 
-var _ kgo.GroupBalancer = singleActive{}
+var _ kgo.GroupBalancer = SingleActive{}
 
-func (singleActive) ProtocolName() string { return "sluice-single-active" }
+func (SingleActive) ProtocolName() string { return "sluice-single-active" }
 
-func (singleActive) IsCooperative() bool { return false }
+func (SingleActive) IsCooperative() bool { return false }
 
-func (s singleActive) JoinGroupMetadata(topics []string, _ map[string][]int32, generation int32) []byte {
+func (s SingleActive) JoinGroupMetadata(topics []string, _ map[string][]int32, generation int32) []byte {
 	m := kmsg.NewConsumerMemberMetadata()
 	m.Version, m.Topics, m.UserData, m.Generation = 3, topics, s.Claim(), generation
 	return m.AppendTo(nil)
@@ -28,7 +28,7 @@ func (s singleActive) JoinGroupMetadata(topics []string, _ map[string][]int32, g
 
 // ParseSyncAssignment also tells the kit.SingleActive whether this member
 // holds the partitions.
-func (s singleActive) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+func (s SingleActive) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
 	a, err := kgo.ParseConsumerSyncAssignment(assignment)
 	held := false
 	for _, ps := range a {
@@ -38,14 +38,14 @@ func (s singleActive) ParseSyncAssignment(assignment []byte) (map[string][]int32
 	return a, err
 }
 
-func (s singleActive) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
+func (s SingleActive) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
 	b, err := kgo.NewConsumerBalancer(s, members)
 	return b, b.MemberTopics(), err
 }
 
 // Balance gives every partition of a topic to the best-ranked member that
 // subscribes to it.
-func (singleActive) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
+func (SingleActive) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
 	claims := make(map[string][]byte, len(b.Members()))
 	b.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
 		claims[m.MemberID] = meta.UserData

@@ -1,0 +1,114 @@
+package kafkawire
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/ports"
+)
+
+// Record converts m to a record of topic, the same for every Kafka
+// adapter: the payload is the value, the partition key the key, the
+// envelope the headers; the payload and headers are copied into one
+// allocation (kit.Packed: a header key is a string over its copy, which
+// nothing writes). envelope is what the record adds to its payload as
+// sarama's ProducerMessage.ByteSize counts it (overhead, key, headers),
+// for Message.CheckSize.
+func Record(topic string, m *ports.Message) (r *kgo.Record, envelope int) {
+	if len(m.Headers) <= len(recordWithHeaders{}.hs) { // the record and its header list in one allocation
+		rh := new(recordWithHeaders)
+		r = &rh.r
+		r.Headers = rh.hs[:0]
+	} else {
+		r = &kgo.Record{Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
+	}
+	r.Topic = topic
+	envelope = 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1 + len(m.Key)
+	r.Value = kit.Packed(m, func(k, v []byte) {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: unsafe.String(unsafe.SliceData(k), len(k)), Value: v})
+		envelope += len(k) + len(v) + 2*binary.MaxVarintLen32
+	})
+	if m.Key != "" {
+		r.Key = []byte(m.Key)
+	}
+	return r, envelope
+}
+
+// recordWithHeaders is a record with room for the envelope's headers
+// (type, content type, id, time, spec version, partition key, causation
+// and correlation ids).
+type recordWithHeaders struct {
+	r  kgo.Record
+	hs [8]kgo.RecordHeader
+}
+
+// Produce produces rs on cl and returns when each is confirmed, else one
+// error per record (kit.Confirms.Wait): ctx.Err() for one not handed over
+// in time, ports.ErrUnconfirmed wrapping why for one that failed after
+// (it may have been written).
+func Produce(ctx context.Context, cl *kgo.Client, rs []*kgo.Record) []error {
+	cf := kit.NewConfirms(len(rs))
+	for i, r := range rs {
+		if err := ctx.Err(); err != nil {
+			cf.Resolve(i, err)
+			continue
+		}
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+			}
+			cf.Resolve(i, err)
+		})
+	}
+	return cf.Wait(ctx, 0)
+}
+
+// TxnOffsets adds the offsets of topic's partitions to the open
+// transaction of the transactional producer cl, whose id is txnID:
+// AddOffsetsToTxn, then TxnOffsetCommit with the producer's id and epoch
+// and the consumer group member's generation and id, so that a member of
+// an older generation is fenced (KIP-447). franz-go does it itself only
+// for a group its GroupTransactSession consumes in.
+func TxnOffsets(ctx context.Context, cl *kgo.Client, txnID, group string, gen int32, member, topic string, offsets iter.Seq2[int32, int64]) error {
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, id, epoch, group
+	added, err := add.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(added.ErrorCode)
+	}
+	if err != nil {
+		return fmt.Errorf("AddOffsetsToTxn: %w", err)
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, group, id, epoch
+	req.Generation, req.MemberID = gen, member
+	t := kmsg.TxnOffsetCommitRequestTopic{Topic: topic}
+	for p, off := range offsets {
+		t.Partitions = append(t.Partitions, kmsg.TxnOffsetCommitRequestTopicPartition{Partition: p, Offset: off, LeaderEpoch: -1})
+	}
+	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{t}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("TxnOffsetCommit: %w", err)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("TxnOffsetCommit %s/%d: %w", t.Topic, p.Partition, err)
+			}
+		}
+	}
+	return nil
+}
