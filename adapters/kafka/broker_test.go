@@ -237,9 +237,8 @@ func payloads(ds []*ports.Delivery) []string {
 
 var ack = ports.Disposition{Action: ports.Ack}
 
-// committed returns the committed offset of group on topic/partition (-1:
-// none), read with a separate admin client.
-func (b *broker) committed(t testing.TB, group, topic string, partition int32) int64 {
+// admin is a sarama admin client of its own, for the caller to close.
+func (b *broker) admin(t testing.TB) sarama.ClusterAdmin {
 	t.Helper()
 	conf := sarama.NewConfig()
 	conf.Version = sarama.V2_8_0_0
@@ -247,6 +246,14 @@ func (b *broker) committed(t testing.TB, group, topic string, partition int32) i
 	if err != nil {
 		t.Fatalf("admin: %v", err)
 	}
+	return adm
+}
+
+// committed returns the committed offset of group on topic/partition (-1:
+// none), read with a separate admin client.
+func (b *broker) committed(t testing.TB, group, topic string, partition int32) int64 {
+	t.Helper()
+	adm := b.admin(t)
 	defer adm.Close()
 	resp, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: {partition}})
 	if err != nil {

@@ -293,12 +293,7 @@ func TestCommittedPositionRetentionDeletedResumesAtTheOldest(t *testing.T) {
 	if got := b.committed(t, "gone.g", kafka.PhysicalTopic("gone", "t"), 0); got != 3 {
 		t.Fatalf("committed %d before the deletion, want 3", got)
 	}
-	conf := sarama.NewConfig()
-	conf.Version = sarama.V2_8_0_0
-	adm, err := sarama.NewClusterAdmin(b.addrs, conf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm := b.admin(t)
 	defer adm.Close()
 	if err := adm.DeleteRecords(kafka.PhysicalTopic("gone", "t"), map[int32]int64{0: 6}); err != nil {
 		t.Fatalf("delete records below offset 6: %v", err)
