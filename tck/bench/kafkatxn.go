@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -22,8 +23,13 @@ import (
 // own, and commits the outputs with the consumed offsets in one Kafka
 // transaction per batch:
 //
-//	franz-txn   best raw: franz-go GroupTransactSession (KIP-447 fencing,
-//	            read-committed fetches), one transaction per poll
+//	franz-txn+env  best raw: franz-go GroupTransactSession (KIP-447
+//	            fencing, read-committed fetches), one transaction per poll;
+//	            each output carries the envelope sluice's carries (type,
+//	            content type, id, time, spec version, causation and
+//	            correlation ids from the input's id)
+//	franz-txn   the same with bare outputs (a value, no headers): the
+//	            denominator of RATIO kafka-txn/bare-raw
 //	kafka-txn   sluice: flow.Decode → Map → TransactTo, one transaction
 //	            per commit round (CommitInterval, CommitThreshold)
 //	kafka-txn-inflight10x  diagnostic: the same with 10× the in-flight
@@ -45,7 +51,8 @@ func init() {
 		DefaultN: 20000,
 		Setup:    setupKafka,
 		Contenders: []Contender{
-			{Name: "franz-txn", Run: runFranzTxn},
+			{Name: "franz-txn+env", Run: runFranzTxn(true)},
+			{Name: "franz-txn", Run: runFranzTxn(false)},
 			{Name: "kafka-txn", Run: runSluiceTxn},
 			{Name: "kafka-txn-inflight10x", Run: func(ctx context.Context, env Env, cfg Config) (Result, error) {
 				cfg.InFlight *= 10
@@ -53,8 +60,10 @@ func init() {
 			}},
 		},
 		Ratios: []Ratio{
-			{Label: "kafka-txn/best-raw", Num: "kafka-txn", Den: []string{"franz-txn"}},
-			{Label: "kafka-txn-inflight10x/best-raw", Num: "kafka-txn-inflight10x", Den: []string{"franz-txn"}},
+			{Label: "kafka-txn/best-raw", Num: "kafka-txn", Den: []string{"franz-txn+env"}},
+			{Label: "kafka-txn-inflight10x/best-raw", Num: "kafka-txn-inflight10x", Den: []string{"franz-txn+env"}},
+			{Label: "franz-txn/best-raw", Num: "franz-txn", Den: []string{"franz-txn+env"}},
+			{Label: "kafka-txn/bare-raw", Num: "kafka-txn", Den: []string{"franz-txn"}},
 		},
 	})
 }
@@ -72,7 +81,21 @@ func outTopic(env Env) (ports.Topic, string) {
 	return ports.Topic(name), env["ns"] + "." + name
 }
 
-func runFranzTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
+// runFranzTxn is franz-go's GroupTransactSession, its outputs carrying
+// sluice's envelope when envelope.
+func runFranzTxn(envelope bool) func(context.Context, Env, Config) (Result, error) {
+	name, note := "franz-txn", "franz-go GroupTransactSession: Begin, Produce per record, End(TryCommit) per poll"
+	if envelope {
+		name, note = name+"+env", note+"; outputs carry sluice's envelope headers"
+	} else {
+		note += "; bare outputs"
+	}
+	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
+		return franzTxn(ctx, env, cfg, name, note, envelope)
+	}
+}
+
+func franzTxn(ctx context.Context, env Env, cfg Config, name, note string, envelope bool) (Result, error) {
 	_, out := outTopic(env)
 	brokers := strings.Split(env["brokers"], ",")
 	if err := createTopic(brokers, out); err != nil {
@@ -100,25 +123,25 @@ func runFranzTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 	for {
 		select {
 		case <-tl.done:
-			res, err := finishNote(m, "franz-txn", "franz-go GroupTransactSession: Begin, Produce per record, End(TryCommit) per poll")
+			res, err := finishNote(m, name, note)
 			if err == nil {
-				err = verifyOutput(ctx, brokers, out, cfg.N)
+				err = verifyOutput(ctx, brokers, out, cfg.N, map[bool]int{true: envelopeLen}[envelope])
 			}
 			return res, err
 		default:
 		}
 		fs := sess.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return Result{}, tl.wait(ctx, "franz-txn")
+			return Result{}, tl.wait(ctx, name)
 		}
 		if errs := fs.Errors(); len(errs) > 0 {
-			return Result{}, fmt.Errorf("franz-txn: fetch: %v", errs[0].Err)
+			return Result{}, fmt.Errorf("%s: fetch: %v", name, errs[0].Err)
 		}
 		if fs.NumRecords() == 0 {
 			continue
 		}
 		if err := sess.Begin(); err != nil {
-			return Result{}, fmt.Errorf("franz-txn: begin: %w", err)
+			return Result{}, fmt.Errorf("%s: begin: %w", name, err)
 		}
 		marks = marks[:0]
 		var ferr error
@@ -131,7 +154,11 @@ func runFranzTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 			}
 			o := scale(v)
 			b, _ := json.Marshal(txnOut{In: int(v.Value), Scaled: o.Scaled})
-			sess.Produce(ctx, &kgo.Record{Value: b}, nil) // End flushes and fails on any produce error
+			rec := &kgo.Record{Value: b}
+			if envelope {
+				rec.Headers = envelopeHeaders(r)
+			}
+			sess.Produce(ctx, rec, nil) // End flushes and fails on any produce error
 			marks = append(marks, int(v.Value))
 		})
 		if ferr != nil {
@@ -139,7 +166,7 @@ func runFranzTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 		}
 		committed, err := sess.End(ctx, kgo.TryCommit)
 		if err != nil {
-			return Result{}, fmt.Errorf("franz-txn: end: %w", err)
+			return Result{}, fmt.Errorf("%s: end: %w", name, err)
 		}
 		if committed {
 			for _, i := range marks {
@@ -148,6 +175,40 @@ func runFranzTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 		}
 	}
 }
+
+// envelopeHeaders are the headers flow.TransactTo writes on the output of
+// input r: NewMessage's type, content type, causation and correlation ids
+// (the input's id), then Stamp's id, time and spec version. The constant
+// values are shared; the id and the time share one buffer.
+func envelopeHeaders(r *kgo.Record) []kgo.RecordHeader {
+	var in []byte
+	for _, h := range r.Headers {
+		if h.Key == ports.HeaderID {
+			in = h.Value
+		}
+	}
+	b := make([]byte, 0, 64)
+	b = append(b, ports.NewID()...)
+	id := len(b)
+	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
+	return []kgo.RecordHeader{
+		{Key: ports.HeaderType, Value: txnOutType},
+		{Key: ports.HeaderContentType, Value: jsonType},
+		{Key: ports.HeaderCausationID, Value: in},
+		{Key: ports.HeaderCorrelationID, Value: in},
+		{Key: ports.HeaderID, Value: b[:id:id]},
+		{Key: ports.HeaderTime, Value: b[id:]},
+		{Key: ports.HeaderSpecVersion, Value: specVersion},
+	}
+}
+
+// The constant header values, which the client only reads: the type
+// flow.NewMessage writes for a txnOut, the content type, the spec version.
+var (
+	txnOutType  = []byte(reflect.TypeFor[txnOut]().String())
+	jsonType    = []byte("application/json")
+	specVersion = []byte("1.0")
+)
 
 func runSluiceTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 	a, spec, closeFn, err := openKafka(ctx, env, cfg)
@@ -198,7 +259,7 @@ func runSluiceTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 	}
 	rounds := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
 	res.Note = fmt.Sprintf("flow.Decode → Map → TransactTo, in-flight %d; %.1f records per ACK round; counted when the input offsets committed with the results reach the end; final Flush timed", cfg.InFlight, rounds)
-	return res, verifyOutput(ctx, brokers, phys, cfg.N)
+	return res, verifyOutput(ctx, brokers, phys, cfg.N, envelopeLen)
 }
 
 // awaitInputCommitted marks every input of tl once the committed offsets
@@ -274,9 +335,13 @@ func createTopic(brokers []string, topic string) error {
 	return admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: kafkaPartitions, ReplicationFactor: 1}, false)
 }
 
+// envelopeLen is how many headers an output with the envelope carries.
+const envelopeLen = 7
+
 // verifyOutput reads topic read-committed from its start and fails unless
-// it holds exactly n distinct results, none twice (untimed).
-func verifyOutput(ctx context.Context, brokers []string, topic string, n int) error {
+// it holds exactly n distinct results, none twice, each with headers
+// headers (untimed).
+func verifyOutput(ctx context.Context, brokers []string, topic string, n, headers int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
@@ -292,7 +357,7 @@ func verifyOutput(ctx context.Context, brokers []string, topic string, n int) er
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
 			var o txnOut
-			if json.Unmarshal(r.Value, &o) != nil || o.In < 0 || o.In >= n {
+			if json.Unmarshal(r.Value, &o) != nil || o.In < 0 || o.In >= n || len(r.Headers) != headers {
 				bad++
 				return
 			}
@@ -308,7 +373,7 @@ func verifyOutput(ctx context.Context, brokers []string, topic string, n int) er
 	cl.PollFetches(pctx).EachRecord(func(*kgo.Record) { dups++ })
 	cancel()
 	if distinct != n || dups != 0 || bad != 0 {
-		return fmt.Errorf("output %s read committed: %d distinct results of %d, %d duplicates, %d foreign: the contender is broken, its figure is void", topic, distinct, n, dups, bad)
+		return fmt.Errorf("output %s read committed: %d distinct results of %d, %d duplicates, %d foreign or without %d headers: the contender is broken, its figure is void", topic, distinct, n, dups, bad, headers)
 	}
 	return nil
 }

@@ -95,6 +95,38 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+func TestRecordCopiesThePayloadOnly(t *testing.T) {
+	payload := []byte(`{"v":1}`)
+	m := ports.Message{Topic: "t", Key: "k", Payload: payload, Headers: ports.Headers{"a": "1", "empty": "", ports.HeaderID: "id-1"}}
+	r, envelope := kafkawire.Record("ns.t", &m)
+	copy(payload, "XXXXXXX") // the caller reuses its buffer once Send returns
+	if r.Topic != "ns.t" || string(r.Key) != "k" || string(r.Value) != `{"v":1}` {
+		t.Fatalf("record %+v", r)
+	}
+	got := map[string]string{}
+	for _, h := range r.Headers {
+		if h.Value == nil {
+			t.Fatalf("header %q has a nil (Kafka null) value", h.Key)
+		}
+		got[h.Key] = string(h.Value)
+	}
+	if len(got) != 3 || got["a"] != "1" || got["empty"] != "" || got[ports.HeaderID] != "id-1" {
+		t.Fatalf("headers %v", got)
+	}
+	if want := 5*5 + 10 + 1 + len("k") + 3*2*5 + len("a1emptyid") + len(ports.HeaderID) + len("-1"); envelope != want {
+		t.Fatalf("envelope %d, want %d (sarama's count)", envelope, want)
+	}
+	if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t"}); r.Value != nil || r.Key != nil {
+		t.Fatalf("a nil payload and no key: value %v, key %v, want nil (Kafka's null)", r.Value, r.Key)
+	}
+	if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t", Payload: []byte{}}); r.Value == nil {
+		t.Fatal("an empty payload became nil (Kafka's null)")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { kafkawire.Record("ns.t", &m) }); allocs != 2 {
+		t.Fatalf("%v allocations per record, want 2 (the record with its headers, the payload)", allocs)
+	}
+}
+
 func TestCheckTopics(t *testing.T) {
 	if err := kafkawire.CheckTopics("f", map[ports.Topic]string{"orders": "legacy.orders"}); err != nil {
 		t.Fatal(err)

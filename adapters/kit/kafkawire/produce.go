@@ -1,6 +1,7 @@
 package kafkawire
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -17,11 +18,13 @@ import (
 
 // Record converts m to a record of topic, the same for every Kafka
 // adapter: the payload is the value, the partition key the key, the
-// envelope the headers; the payload and headers are copied into one
-// allocation (kit.Packed: a header key is a string over its copy, which
-// nothing writes). envelope is what the record adds to its payload as
-// sarama's ProducerMessage.ByteSize counts it (overhead, key, headers),
-// for Message.CheckSize.
+// envelope the headers. Only the payload is copied (the caller may reuse
+// its buffer once Send returns, also a cancelled Send, while the client
+// still holds the record): the key and the header values are bytes over
+// m's strings, which nothing writes, and a header key is m's string
+// itself. envelope is what the record adds to its payload as sarama's
+// ProducerMessage.ByteSize counts it (overhead, key, headers), for
+// Message.CheckSize.
 func Record(topic string, m *ports.Message) (r *kgo.Record, envelope int) {
 	if len(m.Headers) <= len(recordWithHeaders{}.hs) { // the record and its header list in one allocation
 		rh := new(recordWithHeaders)
@@ -32,14 +35,25 @@ func Record(topic string, m *ports.Message) (r *kgo.Record, envelope int) {
 	}
 	r.Topic = topic
 	envelope = 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1 + len(m.Key)
-	r.Value = kit.Packed(m, func(k, v []byte) {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: unsafe.String(unsafe.SliceData(k), len(k)), Value: v})
+	for k, v := range m.Headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: stringBytes(v)})
 		envelope += len(k) + len(v) + 2*binary.MaxVarintLen32
-	})
-	if m.Key != "" {
-		r.Key = []byte(m.Key)
 	}
+	if m.Key != "" {
+		r.Key = stringBytes(m.Key)
+	}
+	r.Value = bytes.Clone(m.Payload) // nil stays nil: Kafka tells it from empty
 	return r, envelope
+}
+
+// stringBytes returns s's bytes without a copy, for the client to read
+// only; an empty s gives an empty, not a nil, slice (a nil header value is
+// Kafka's null).
+func stringBytes(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // recordWithHeaders is a record with room for the envelope's headers
