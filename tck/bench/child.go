@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
-	"strconv"
 	"strings"
 )
 
@@ -88,7 +87,7 @@ func runChild(which string) int {
 		fmt.Fprintf(os.Stderr, "bench child: %s not set or unreadable (the child is started by the bench itself): %v\n", childEnv, err)
 		return 2
 	}
-	brokerPID, _ = strconv.Atoi(job.Env[brokerPIDEnv])
+	brokerPIDs = parsePIDs(job.Env[brokerPIDEnv])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, job.Cfg.Timeout)

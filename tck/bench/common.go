@@ -209,7 +209,7 @@ func (t target) runPipeline(batch bool, opts ...flow.Option) func(context.Contex
 			return Result{}, err
 		}
 		calls := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
-		res.Note = fmt.Sprintf("flow.New → Decode → Sink, 1 worker, in-flight %d; %.1f msgs per Settle", cfg.InFlight, calls)
+		res.Note = fmt.Sprintf("flow.New → Decode → Sink, 1 worker, in-flight %d; %.1f msgs per Settle", spec.InFlight, calls)
 		if batch {
 			res.Note = fmt.Sprintf("flow.New → Decode → operators.Batch(%d, 5ms) → Sink; %.1f msgs per Settle", cfg.Batch, calls)
 		}

@@ -9,13 +9,24 @@ import (
 )
 
 // brokerPIDEnv is the Env key under which a suite's Setup names the
-// broker's process (its CPU time is read from /proc), when the broker is
-// a process of its own.
+// broker's processes, comma-separated (their CPU time is read from /proc),
+// when the broker is a process of its own.
 const brokerPIDEnv = "broker-pid"
 
-// brokerPID is the broker process of the running contender (0: none);
-// runChild sets it from the job's Env.
-var brokerPID int
+// brokerPIDs are the broker processes of the running contender (none: no
+// broker process); runChild sets them from the job's Env.
+var brokerPIDs []int
+
+// parsePIDs reads brokerPIDEnv's value.
+func parsePIDs(s string) []int {
+	var pids []int
+	for _, f := range strings.Split(s, ",") {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
 
 // processCPU is this process's CPU time so far (user + system).
 func processCPU() time.Duration {
@@ -26,13 +37,10 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// brokerCPU is the CPU time so far of brokerPID and its descendants (a
+// brokerCPU is the CPU time so far of brokerPIDs and their descendants (a
 // server script's broker is its child), from /proc (clock ticks, 100 per
 // second on Linux); 0 when there is no broker process or no /proc.
 func brokerCPU() time.Duration {
-	if brokerPID <= 0 {
-		return 0
-	}
 	var ticks int64
 	seen := map[int]bool{}
 	var walk func(pid int)
@@ -52,7 +60,9 @@ func brokerCPU() time.Duration {
 			}
 		}
 	}
-	walk(brokerPID)
+	for _, pid := range brokerPIDs {
+		walk(pid)
+	}
 	return time.Duration(ticks) * (time.Second / 100)
 }
 

@@ -216,7 +216,7 @@ func (m *Meter) finish(name string) (Result, error) {
 	res := Result{Name: name, Deliveries: n, Elapsed: el, AllocsPerDelivery: float64(allocs-m.allocs0) / float64(max(n, 1)),
 		PeakHeap: m.peak.Load(), Redelivered: m.t.dups.Load(), PerSecond: m.perSec,
 		CPUPerDelivery: cpu / time.Duration(max(n, 1)), BrokerCPUPerDelivery: -1}
-	if brokerPID > 0 {
+	if len(brokerPIDs) > 0 {
 		res.BrokerCPUPerDelivery = bcpu / time.Duration(max(n, 1))
 	}
 	return res, nil

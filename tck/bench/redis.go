@@ -47,6 +47,8 @@ import (
 //	                   redis/bare-raw's denominator (on a loaded machine
 //	                   the sequential one has measured fastest)
 //	redis, redis-batch sluice default and batch pipelines
+//	redis-inflight4x   diagnostic: the default pipeline, 4× in-flight
+//	                   (each XREADGROUP and XACK carries more entries)
 //	watermill          Watermill router over watermill-redisstream's
 //	                   subscriber
 //	redis-latency      default pipeline with a paced concurrent producer
@@ -77,6 +79,7 @@ func init() {
 			{Name: "raw-xreadgroup-bare", Run: runRawXReadGroup(false)},
 			{Name: "redis", Run: t.runPipeline(false)},
 			{Name: "redis-batch", Run: t.runPipeline(true)},
+			{Name: "redis-inflight4x", Run: t.scaledInFlight(4).runPipeline(false)},
 			{Name: "watermill", Run: runRedisWatermill},
 			{Name: "raw-xadd-pipe", Run: runRawXAdd("addr", "raw-xadd-pipe")},
 			{Name: "raw-xadd-pipe-envelope", Run: runRawXAddEnvelope},
@@ -88,6 +91,7 @@ func init() {
 		Ratios: []Ratio{
 			{Label: "redis/best-raw", Num: "redis", Den: rawXReadGroups},
 			{Label: "redis-batch/best-raw", Num: "redis-batch", Den: rawXReadGroups},
+			{Label: "redis-inflight4x/best-raw", Num: "redis-inflight4x", Den: rawXReadGroups},
 			{Label: "watermill/best-raw", Num: "watermill", Den: rawXReadGroups},
 			{Label: "redis/raw-sequential", Num: "redis", Den: []string{"raw-xreadgroup"}},
 			{Label: "raw-xreadgroup-pipelined-bare/best-raw", Num: "raw-xreadgroup-pipelined-bare", Den: rawXReadGroups},
@@ -117,7 +121,7 @@ func setupRedis(ctx context.Context, _ Config) (Env, func(), error) {
 		return nil, nil, fmt.Errorf("no private durable redis-server could start: %w", err)
 	}
 	fmt.Println("broker: private redis-server 7.0 processes on 127.0.0.1 (no persistence; appendfsync always)")
-	return Env{"addr": mem.Addr, "addr_fsync": durable.Addr, "fsync": "yes"},
+	return Env{"addr": mem.Addr, "addr_fsync": durable.Addr, "fsync": "yes", brokerPIDEnv: fmt.Sprintf("%d,%d", mem.PID(), durable.PID())},
 		func() { _ = mem.Stop(); _ = durable.Stop() }, nil
 }
 

@@ -256,6 +256,16 @@ func (s *Server) Restart(ctx context.Context) error {
 	return s.launch(ctx)
 }
 
+// PID is the process id of the server's last start (0 before one).
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Stop kills the server and removes its directory. It is idempotent.
 func (s *Server) Stop() error {
 	s.kill()
