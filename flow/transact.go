@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/ports"
@@ -38,6 +39,29 @@ var ErrTransactNotOneDelivery = errors.New("flow: TransactSink got an item that 
 // delivery (after operators.Batch, Join or FlatMap) is cancelled and the
 // pipeline fails with ErrTransactNotOneDelivery.
 func TransactSink[T any](in Stream[T], build func(ctx context.Context, v T) ([]ports.Message, error), opts ...StageOption) {
+	transactSink(in, func(ctx context.Context, v T, st stager) error {
+		msgs, err := build(ctx, v)
+		if err != nil || len(msgs) == 0 {
+			return err
+		}
+		return st.stage(ctx, msgs)
+	}, opts)
+}
+
+// stager stages messages against one delivery of a transactional
+// subscription.
+type stager struct {
+	sub ports.TransactionalSubscription
+	d   *ports.Delivery
+}
+
+func (st stager) stage(ctx context.Context, msgs []ports.Message) error {
+	return st.sub.Stage(ctx, st.d, msgs)
+}
+
+// transactSink is TransactSink with send, which stages what it builds for
+// v with st.
+func transactSink[T any](in Stream[T], send func(ctx context.Context, v T, st stager) error, opts []StageOption) {
 	src := in.take()
 	cfg := in.p.sinkOptions(opts)
 	p := in.p
@@ -52,13 +76,8 @@ func TransactSink[T any](in Stream[T], build func(ctx context.Context, v T) ([]p
 			p.fail(ErrTransactNotOneDelivery)
 			return
 		}
-		_ = it.Settle(callSink(p, func(ctx context.Context, v T) error {
-			msgs, err := build(ctx, v)
-			if err != nil || len(msgs) == 0 {
-				return err
-			}
-			return p.sub.(ports.TransactionalSubscription).Stage(ctx, it.Msg, msgs)
-		}, it.Ctx, it.Value))
+		st := stager{p.sub.(ports.TransactionalSubscription), it.Msg}
+		_ = it.Settle(callSink(p, func(ctx context.Context, v T) error { return send(ctx, v, st) }, it.Ctx, it.Value))
 	}
 	runTerminal(in, src, cfg.workers, body)
 }
@@ -67,12 +86,23 @@ func TransactSink[T any](in Stream[T], build func(ctx context.Context, v T) ([]p
 // topic, built by NewMessage from the item's context (so it carries the
 // input's request, correlation and causation ids) with opts applied.
 func TransactTo[T any](in Stream[T], topic ports.Topic, opts ...MessageOption) {
-	TransactSink(in, func(ctx context.Context, v T) ([]ports.Message, error) {
+	transactSink(in, func(ctx context.Context, v T, st stager) error {
 		m, err := NewMessage(ctx, topic, v, opts...)
+		if err != nil {
+			return err
+		}
 		m.StampInPlace(time.Now()) // its headers are this call's: the adapter's Stamp need not copy them
-		return []ports.Message{m}, err
-	})
+		one := oneMessage.Get().(*[1]ports.Message)
+		one[0] = m
+		err = st.stage(ctx, one[:]) // Stage does not keep the slice
+		one[0] = ports.Message{}
+		oneMessage.Put(one)
+		return err
+	}, nil)
 }
+
+// oneMessage holds the slices TransactTo stages its messages in.
+var oneMessage = sync.Pool{New: func() any { return new([1]ports.Message) }}
 
 // subscribe opens the pipeline's subscription: a transactional one when a
 // sink is TransactSink, on the adapter or the one it wraps (Unwrap).

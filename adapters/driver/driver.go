@@ -343,7 +343,8 @@ type Transactor interface {
 type TransactionalSubscription interface {
 	Subscription
 	// Stage holds msgs (validated and stamped by the portable layer; the
-	// driver may keep them and their Headers, not modify their Payloads)
+	// driver may keep the messages and their Headers, not the slice, and
+	// must not modify their Payloads)
 	// until the record of handle is acknowledged or discarded; facts are
 	// the Record.Facts the driver returned with it. It returns an error
 	// wrapping ErrRecordsLost when the record can no longer be committed

@@ -45,12 +45,14 @@ func (c *conn) SubscribeTransactional(ctx context.Context, spec ports.Subscripti
 
 // Stage converts msgs and holds them with the record of handle.
 func (s *sub) Stage(ctx context.Context, handle any, _ ports.Facts, msgs []ports.Message) error {
-	rs := make([]*kgo.Record, len(msgs))
+	var few [4]*kgo.Record // tx.Stage copies them: no allocation for a few
+	rs := few[:0]
 	for i := range msgs {
-		var err error
-		if rs[i], err = s.c.record(ctx, &msgs[i]); err != nil {
+		r, err := s.c.record(ctx, &msgs[i])
+		if err != nil {
 			return err
 		}
+		rs = append(rs, r)
 	}
 	if err := s.tx.Stage(handle, rs); err != nil {
 		return fmt.Errorf("kafka: stage for %s: %w", s.phys, err)

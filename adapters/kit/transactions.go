@@ -31,6 +31,7 @@ type Transactions[P comparable, M any] struct {
 
 	mu     sync.Mutex
 	staged map[*partitionHandle[P]][]M
+	slab   []M           // where Stage copies a record's messages to, a chunk at a time
 	end    chan struct{} // closed after a failed transaction
 	failed bool          // this session's transaction failed
 	lost   error         // a failed transaction, until Flush returns it
@@ -49,11 +50,11 @@ func NewTransactions[P comparable, M any](o PartitionsOptions[P], commit func(mo
 	return t
 }
 
-// Stage holds msgs until the record of handle is committed (the
-// transaction publishes them) or discarded; it keeps msgs itself, so the
-// caller hands it over. It returns an error wrapping
-// driver.ErrRecordsLost when the record can no longer be committed: its
-// partition was released, or the session's transaction failed.
+// Stage holds copies of msgs until the record of handle is committed (the
+// transaction publishes them) or discarded; it does not keep msgs. It
+// returns an error wrapping driver.ErrRecordsLost when the record can no
+// longer be committed: its partition was released, or the session's
+// transaction failed.
 func (t *Transactions[P, M]) Stage(handle any, msgs []M) error {
 	h := handle.(*partitionHandle[P])
 	released := h.p.isReleased()
@@ -63,10 +64,25 @@ func (t *Transactions[P, M]) Stage(handle any, msgs []M) error {
 		return fmt.Errorf("partition %v no longer claimed: %w", h.p.ID, driver.ErrRecordsLost)
 	}
 	if cur, ok := t.staged[h]; ok {
-		msgs = append(cur, msgs...)
+		t.staged[h] = append(cur, msgs...)
+		return nil
 	}
-	t.staged[h] = msgs
+	if len(t.slab) < len(msgs) { // consecutive records' copies share a chunk
+		t.slab = make([]M, max(stageChunk, len(msgs)))
+	}
+	n := copy(t.slab, msgs)
+	t.staged[h], t.slab = t.slab[:n:n], t.slab[n:]
 	return nil
+}
+
+// stageChunk is how many staged messages one allocation holds.
+const stageChunk = 256
+
+// drop forgets what was staged for h, clearing its copies (their chunk
+// may outlive them); t.mu is held.
+func (t *Transactions[P, M]) drop(h *partitionHandle[P]) {
+	clear(t.staged[h])
+	delete(t.staged, h)
 }
 
 // Discard drops what was staged for handles. It does nothing on a nil
@@ -78,7 +94,7 @@ func (t *Transactions[P, M]) Discard(handles []any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, h := range handles {
-		delete(t.staged, h.(*partitionHandle[P]))
+		t.drop(h.(*partitionHandle[P]))
 	}
 }
 
@@ -133,7 +149,7 @@ func (t *Transactions[P, M]) Renew() {
 func (t *Transactions[P, M]) prune() {
 	for h := range t.staged {
 		if h.p.isReleased() {
-			delete(t.staged, h)
+			t.drop(h)
 		}
 	}
 }
@@ -164,7 +180,7 @@ func (t *Transactions[P, M]) round(moved []Position[P]) error {
 	}
 	t.mu.Lock()
 	for _, h := range in {
-		delete(t.staged, h)
+		t.drop(h)
 	}
 	t.mu.Unlock()
 	return nil

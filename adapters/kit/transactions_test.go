@@ -90,6 +90,38 @@ func TestTransactionsCommitStagedBelowThePosition(t *testing.T) {
 	}
 }
 
+// TestTransactionsStageCopies: Stage does not keep the caller's slice (a
+// driver stages from a buffer it reuses), and the copies of consecutive
+// records, which share an allocation, stay apart when one grows.
+func TestTransactionsStageCopies(t *testing.T) {
+	tx, l := newTransactions(t)
+	p := tx.Claim("t/0", 0, 0)
+	for off := range int64(3) {
+		tx.Add(p, off, rec(""), false)
+	}
+	rs := take(tx.Partitions)
+	buf := make([]string, 1)
+	for i, m := range []string{"a", "b", "c"} {
+		buf[0] = m
+		if err := tx.Stage(rs[i].Handle, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf[0] = "overwritten"
+	if err := tx.Stage(rs[0].Handle, []string{"a2"}); err != nil { // a's copy grows
+		t.Fatal(err)
+	}
+	if err := tx.Ack(handles(rs...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if pub, _ := l.state(); !slices.Equal(pub, []string{"a", "a2", "b", "c"}) {
+		t.Fatalf("published %v, want a a2 b c", pub)
+	}
+}
+
 // TestTransactionsFailureEndsTheSession: an aborted transaction is
 // reported, closes Ending, refuses acknowledgements and stages, and is
 // returned by Flush once the session ended; after Renew the next

@@ -3,6 +3,7 @@ package portable
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/ports"
@@ -52,8 +53,14 @@ func (s *Subscription) stage(ctx context.Context, d *ports.Delivery, msgs []port
 		return err
 	}
 	now := s.a.clock.Now()
-	out := make([]ports.Message, len(msgs))
-	for i, m := range msgs {
+	buf := stagedPool.Get().(*[]ports.Message)
+	defer func() { // the driver does not keep the slice
+		clear(*buf)
+		stagedPool.Put(buf)
+	}()
+	out := append((*buf)[:0], msgs...)
+	*buf = out
+	for i, m := range out {
 		err := m.Validate()
 		if err == nil {
 			err = m.CheckSize(s.a.caps.MaxMessageBytes, 0)
@@ -74,6 +81,10 @@ func (s *Subscription) stage(ctx context.Context, d *ports.Delivery, msgs []port
 	}
 	return s.a.classify("stage", s.ds.(driver.TransactionalSubscription).Stage(ctx, d.Handle.(*handle).h, d.Facts, out))
 }
+
+// stagedPool holds the slices stage hands the driver its stamped copies
+// in.
+var stagedPool = sync.Pool{New: func() any { return new([]ports.Message) }}
 
 // discard drops what was staged for the deliveries of ds that are this
 // subscription's, before they are requeued or dead-lettered.
