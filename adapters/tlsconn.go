@@ -31,21 +31,32 @@ type AlertConn struct {
 // state; the caller hands it to its broker client and calls Dialed when
 // the client's dial returned.
 func DialTLS(ctx context.Context, network, addr string, cfg *tls.Config) (*AlertConn, error) {
+	conn, err := DialPlain(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &AlertConn{Conn: tc, dialing: true}, nil
+}
+
+// DialPlain connects to addr and sets ctx's deadline on the socket, for a
+// broker client that clears it once its handshake is done.
+func DialPlain(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
 	deadline, _ := ctx.Deadline()
-	tc := tls.Client(conn, cfg)
-	if err = conn.SetDeadline(deadline); err == nil {
-		err = tc.HandshakeContext(ctx)
-	}
-	if err != nil {
+	if err := conn.SetDeadline(deadline); err != nil {
 		conn.Close()
 		return nil, err
 	}
-	return &AlertConn{Conn: tc, dialing: true}, nil
+	return conn, nil
 }
 
 func (r *AlertConn) Read(p []byte) (int, error) {

@@ -76,20 +76,20 @@ func (c *connector) with(ctx context.Context, f func(*amqp.Channel) error) error
 func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 	cfg, addr := c.cfg, c.addr
 	var ac *adapters.AlertConn
-	cfg.Dial = func(network, a string) (net.Conn, error) {
-		if c.tls != nil {
-			var err error
-			ac, err = adapters.DialTLS(ctx, network, a, c.tls)
-			return ac, err
+	var raw net.Conn // amqp091 leaves it open when the answer to its header was no connection.start
+	cfg.Dial = func(network, a string) (conn net.Conn, err error) {
+		if c.tls == nil {
+			conn, err = adapters.DialPlain(ctx, network, a) // amqp091 clears the deadline once the connection is open
+		} else if ac, err = adapters.DialTLS(ctx, network, a, c.tls); err == nil {
+			conn = ac
 		}
-		conn, err := new(net.Dialer).DialContext(ctx, network, a)
-		if err == nil {
-			d, _ := ctx.Deadline() // amqp091 clears it once the connection is open
-			err = conn.SetDeadline(d)
-		}
+		raw = conn
 		return conn, err
 	}
 	conn, err := amqp.DialConfig(c.dialURL, cfg)
+	if err != nil && raw != nil {
+		defer raw.Close() // after the TLS alert is read
+	}
 	if ac != nil {
 		ac.Dialed()
 		if alert := ac.Alert(addr); err != nil && alert != nil {
@@ -99,8 +99,7 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 	if err == nil {
 		return conn, nil
 	}
-	ext := c.cfg.SASL != nil
-	switch {
+	switch ext := c.cfg.SASL != nil; {
 	case errors.Is(err, amqp.ErrCredentials) && ext:
 		err = fmt.Errorf("RabbitMQ refused the SASL EXTERNAL login: it takes the user name from the client certificate (ssl_cert_login_from, the common name by default), and that user must exist and have access to the virtual host: %w", err)
 	case errors.Is(err, amqp.ErrCredentials):
@@ -111,9 +110,9 @@ func (c *connector) dial(ctx context.Context) (*amqp.Connection, error) {
 		err = fmt.Errorf("the user has no access to this virtual host: %w", err)
 	case c.tls != nil:
 		return nil, adapters.ExplainTLS(addr, err)
-	case adapters.ClosedEarly(err) || errors.Is(err, amqp.ErrFrame) || errors.Is(err, amqp.ErrSyntax) || strings.Contains(err.Error(), "frame could not be parsed"):
-		// amqp091 reports a TLS listener's alert or close, and a handshake
-		// timeout, as a frame error, at times by its text only.
+	case adapters.ClosedEarly(err) || errors.Is(err, amqp.ErrFrame) || errors.Is(err, amqp.ErrSyntax) || errors.Is(err, amqp.ErrCommandInvalid) ||
+		strings.Contains(err.Error(), "frame could not be parsed"):
+		// amqp091's report of a TLS listener's alert, close or answer, or of a handshake timeout
 		return nil, fmt.Errorf("%w: %w", adapters.ErrTLS, adapters.NotPlaintext(addr, "AMQP", "amqps", err))
 	default:
 		return nil, err

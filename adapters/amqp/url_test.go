@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -110,5 +112,45 @@ func TestOpenUnreachableNamesAddressAndWhatToCheck(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "check that RabbitMQ listens") {
 		t.Fatalf("Open = %v, want the address and what to check", err)
+	}
+}
+
+// A plaintext client whose handshake gets an answer that is AMQP but not
+// connection.start (amqp091's "unexpected command received", which a TLS
+// listener's answer can become on a loaded machine) is told the port may
+// be a TLS one, as for a close or an unreadable frame.
+func TestOpenUnexpectedAnswerSaysNotAPlaintextPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				header := make([]byte, 8) // "AMQP" 0 0 9 1
+				if _, err := io.ReadFull(c, header); err != nil {
+					return
+				}
+				// connection.close-ok (class 10, method 51) where connection.start belongs
+				_, _ = c.Write([]byte{1, 0, 0, 0, 0, 0, 4, 0, 10, 0, 51, 0xCE})
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := adapters.Open(ctx, "amqp://"+l.Addr().String()+"/?dial_timeout=5s", adapters.NotExclusive())
+	if err == nil {
+		_ = a.Close(context.Background())
+		t.Fatal("Open against a peer that does not answer connection.start succeeded")
+	}
+	if !errors.Is(err, adapters.ErrTLS) || !strings.Contains(err.Error(), "not a plaintext port?") || !strings.Contains(err.Error(), "use amqps://") {
+		t.Fatalf("Open = %v, want ErrTLS saying it may not be a plaintext port", err)
 	}
 }
