@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicemq/sluice/adapters"
+	"github.com/sluicemq/sluice/adapters/internal/opentest"
 )
 
 func TestExplainPlaintextNamesATLSListener(t *testing.T) {
@@ -27,21 +28,8 @@ func TestExplainPlaintextNamesATLSListener(t *testing.T) {
 }
 
 func TestExplainPlaintextKeepsAPlaintextListener(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-	if got := adapters.ExplainPlaintext(ln.Addr().String(), "kafka+tls", io.EOF); got != io.EOF {
+	addr := opentest.Peer(t, func(net.Conn) {}) // closes at once
+	if got := adapters.ExplainPlaintext(addr, "kafka+tls", io.EOF); got != io.EOF {
 		t.Fatalf("ExplainPlaintext on a plaintext listener = %v, want io.EOF", got)
 	}
 }

@@ -120,32 +120,21 @@ func TestOpenUnreachableNamesAddressAndWhatToCheck(t *testing.T) {
 // listener's answer can become on a loaded machine) is told the port may
 // be a TLS one, as for a close or an unreadable frame.
 func TestOpenUnexpectedAnswerSaysNotAPlaintextPort(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				header := make([]byte, 8) // "AMQP" 0 0 9 1
-				if _, err := io.ReadFull(c, header); err != nil {
-					return
-				}
-				// connection.close-ok (class 10, method 51) where connection.start belongs
-				_, _ = c.Write([]byte{1, 0, 0, 0, 0, 0, 4, 0, 10, 0, 51, 0xCE})
-				_, _ = io.Copy(io.Discard, c)
-			}()
+	addr := opentest.Peer(t, func(c net.Conn) {
+		if _, err := io.ReadFull(c, make([]byte, 8)); err != nil { // "AMQP" 0 0 9 1
+			return
 		}
-	}()
+		// connection.close-ok (class 10, method 51) where connection.start belongs
+		_, _ = c.Write([]byte{1, 0, 0, 0, 0, 0, 4, 0, 10, 0, 51, 0xCE})
+		// Left open, the socket would close only at the dial timeout (10s).
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("the client left the socket of the failed handshake open: %v", err)
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a, err := adapters.Open(ctx, "amqp://"+l.Addr().String()+"/?dial_timeout=5s", adapters.NotExclusive())
+	a, err := adapters.Open(ctx, "amqp://"+addr+"/?dial_timeout=10s", adapters.NotExclusive())
 	if err == nil {
 		_ = a.Close(context.Background())
 		t.Fatal("Open against a peer that does not answer connection.start succeeded")

@@ -110,25 +110,13 @@ func TestOpenRefusedFailsAtOnce(t *testing.T) {
 // without a TLS label: only an mqtts:// connection has a TLS handshake to
 // fail. The error still hints at the TLS port.
 func TestOpenNonMQTTPortIsNotTLS(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Read(make([]byte, 512))
-			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
-			c.Close()
-		}
-	}()
+	addr := opentest.Peer(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 512))
+		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a, err := adapters.Open(ctx, "mqtt://"+l.Addr().String()+"?connect_timeout=1s", adapters.NotExclusive())
+	a, err := adapters.Open(ctx, "mqtt://"+addr+"?connect_timeout=1s", adapters.NotExclusive())
 	if err == nil {
 		_ = a.Close(context.Background())
 		t.Fatal("Open of an HTTP port succeeded")
@@ -136,7 +124,7 @@ func TestOpenNonMQTTPortIsNotTLS(t *testing.T) {
 	if errors.Is(err, ports.ErrTLS) || errors.Is(err, adapters.ErrTLS) || strings.Contains(err.Error(), "TLS handshake failed") {
 		t.Fatalf("Open of a plaintext non-MQTT port = %v; want no TLS label on an mqtt:// URL", err)
 	}
-	if !strings.Contains(err.Error(), "not a plaintext port?") || !strings.Contains(err.Error(), l.Addr().String()) {
+	if !strings.Contains(err.Error(), "not a plaintext port?") || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("Open = %v, want the address and the hint about a TLS port", err)
 	}
 }
