@@ -31,8 +31,8 @@ type conn struct {
 	prod     *kgo.Client
 	admin    sarama.ClusterAdmin
 	declared kit.Declared
-	topics   sync.Map // physical topics known to exist
-	names    sync.Map // ports.Topic → its physical topic (topic)
+	topics   sync.Map         // physical topics known to exist
+	names    kafkawire.Topics // the physical topics (topic)
 }
 
 var (

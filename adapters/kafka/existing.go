@@ -56,17 +56,12 @@ func (e *Existing) check(admin sarama.ClusterAdmin) error {
 }
 
 // topic is the Kafka topic of t: adopted, or kafkawire.Topic (built once
-// per topic, not per record).
+// per topic, kafkawire.Topics).
 func (c *conn) topic(t ports.Topic) string {
 	if e := c.opts.Existing; e != nil && e.Topics[t] != "" {
 		return e.Topics[t]
 	}
-	if phys, ok := c.names.Load(t); ok {
-		return phys.(string)
-	}
-	phys := kafkawire.Topic(c.opts.Namespace, t)
-	c.names.Store(t, phys)
-	return phys
+	return c.names.Topic(c.opts.Namespace, t)
 }
 
 // group is the consumer group of spec: adopted, or kafkawire.Group.

@@ -36,7 +36,8 @@ type Adapter struct {
 type conn struct {
 	opts   Options
 	cl     *kgo.Client
-	topics sync.Map // physical topics known to exist
+	topics sync.Map         // physical topics known to exist
+	names  kafkawire.Topics // the physical topics (topic)
 }
 
 var (
@@ -135,7 +136,7 @@ func (c *conn) topic(t ports.Topic) string {
 	if e := c.opts.Existing; e != nil && e.Topics[t] != "" {
 		return e.Topics[t]
 	}
-	return kafkawire.Topic(c.opts.Namespace, t)
+	return c.names.Topic(c.opts.Namespace, t)
 }
 
 // group is the share group of spec: adopted, or kafkawire.Group.

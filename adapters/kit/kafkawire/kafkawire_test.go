@@ -61,6 +61,16 @@ func TestNames(t *testing.T) {
 
 // TestDecode: one buffer serves record after record, a header read
 // passes over is left out, and a malformed redelivery count is poison.
+func TestTopicsBuildEachNameOnce(t *testing.T) {
+	var names kafkawire.Topics
+	if got, want := names.Topic("ns", "a.b_c"), kafkawire.Topic("ns", "a.b_c"); got != want {
+		t.Fatalf("Topics.Topic = %q, want %q", got, want)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { names.Topic("ns", "a.b_c") }); allocs != 0 {
+		t.Fatalf("%v allocations naming a known topic, want 0", allocs)
+	}
+}
+
 func TestDecode(t *testing.T) {
 	type hdr struct{ k, v string }
 	read := func(h hdr, names *kit.Names) (string, []byte, bool) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
@@ -15,6 +16,21 @@ import (
 // others' topics.
 func Topic(ns string, t ports.Topic) string {
 	return ns + "." + kit.EscapeByte(t.Physical(".."), '_', '-', 'u')
+}
+
+// Topics is Topic for one namespace, each topic's name built once (a
+// sender names one per record). The zero value is ready; it is safe for
+// concurrent use.
+type Topics struct{ names sync.Map } // ports.Topic → string
+
+// Topic returns Topic(ns, t); ns must be the same on every call.
+func (n *Topics) Topic(ns string, t ports.Topic) string {
+	if phys, ok := n.names.Load(t); ok {
+		return phys.(string)
+	}
+	phys := Topic(ns, t)
+	n.names.Store(t, phys)
+	return phys
 }
 
 // Group is the group of spec: the namespace and the group for LoadBalance,
