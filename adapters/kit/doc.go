@@ -14,15 +14,14 @@
 //
 //   - publishing: per-message confirms that arrive asynchronously
 //     ([Confirms]), one call per message where the client has no batch
-//     ([SendEach]), a message's payload and headers copied in one
-//     allocation for a client that keeps them ([Packed]), a connect
-//     timeout whose error says what to check ([DialTimeout]), a blocking
-//     call bounded by ctx ([Await]);
+//     ([SendEach]), a connect timeout whose error says what to check
+//     ([DialTimeout]), a blocking call bounded by ctx ([Await]);
 //   - partitioned logs: offsets committed without gaps ([Offsets],
 //     [Partitions]), one record per key out at a time ([KeyHold]), the
 //     records of several partitions decoded in parallel and handed to one
 //     receiver in order ([Feed], fed from [Lanes]), members that rank themselves for a
-//     single-active group ([SingleActive]);
+//     single-active group ([SingleActive]), small per-record values
+//     carved from chunks that consecutive records share ([Carve]);
 //   - held records and leases: a subscription's table of records out
 //     ([Held]), a claim one holder has at a time across processes
 //     ([Lease]), a driver's background timers ([Periodic]), a foreign

@@ -126,11 +126,7 @@ func (ps *Partitions[P]) Add(p *Partition[P], off int64, r driver.Record, skip b
 	if p.released {
 		return
 	}
-	if len(p.handles) == 0 {
-		p.handles = make([]partitionHandle[P], 32)
-	}
-	h := &p.handles[0]
-	p.handles = p.handles[1:]
+	h := &Carve(&p.handles, 1, 32)[0]
 	*h = partitionHandle[P]{p: p, off: off, key: r.Message.Key}
 	r.Handle = h
 	p.offs.Add(off, skip)

@@ -67,11 +67,9 @@ func (t *Transactions[P, M]) Stage(handle any, msgs []M) error {
 		t.staged[h] = append(cur, msgs...)
 		return nil
 	}
-	if len(t.slab) < len(msgs) { // consecutive records' copies share a chunk
-		t.slab = make([]M, max(stageChunk, len(msgs)))
-	}
-	n := copy(t.slab, msgs)
-	t.staged[h], t.slab = t.slab[:n:n], t.slab[n:]
+	cp := Carve(&t.slab, len(msgs), stageChunk) // consecutive records' copies share a chunk
+	copy(cp, msgs)
+	t.staged[h] = cp
 	return nil
 }
 

@@ -114,11 +114,7 @@ func Decode[H any](d *Decoder, t ports.Topic, f Fields, hs []H, read func(h H, n
 	for _, n := range ends {
 		h[n.name], at = all[at:n.end], n.end
 	}
-	if len(d.facts) == 0 {
-		d.facts = make([]facts, factsChunk)
-	}
-	fs := &d.facts[0]
-	d.facts = d.facts[1:]
+	fs := &kit.Carve(&d.facts, 1, factsChunk)[0]
 	*fs = facts{topic: f.Topic, partition: all[part : off-1], offset: all[off:], timestamp: f.Timestamp, member: f.Member}
 	r := driver.Record{Message: ports.Message{Topic: t, Key: all[:len(f.Key)], Payload: f.Value, Headers: h}, BrokerID: all[id:], Facts: ports.NewFacts(fs)}
 	if _, err := ports.RedeliveryCountFrom(h); err != nil {
