@@ -96,6 +96,10 @@ func runFranzTxn(envelope bool) func(context.Context, Env, Config) (Result, erro
 }
 
 func franzTxn(ctx context.Context, env Env, cfg Config, name, note string, envelope bool) (Result, error) {
+	headers := 0 // on each output
+	if envelope {
+		headers = envelopeLen
+	}
 	_, out := outTopic(env)
 	brokers := strings.Split(env["brokers"], ",")
 	if err := createTopic(brokers, out); err != nil {
@@ -125,7 +129,7 @@ func franzTxn(ctx context.Context, env Env, cfg Config, name, note string, envel
 		case <-tl.done:
 			res, err := finishNote(m, name, note)
 			if err == nil {
-				err = verifyOutput(ctx, brokers, out, cfg.N, map[bool]int{true: envelopeLen}[envelope])
+				err = verifyOutput(ctx, brokers, out, cfg.N, headers)
 			}
 			return res, err
 		default:

@@ -386,10 +386,7 @@ func (b *Broker) ping() error {
 func (b *Broker) PID() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.cmd == nil || b.cmd.Process == nil {
-		return 0
-	}
-	return b.cmd.Process.Pid
+	return testbroker.PID(b.cmd)
 }
 
 // Restart stops the JVM (SIGTERM: ActiveMQ's shutdown hook stops the

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
@@ -102,4 +103,12 @@ func Terminate(p *os.Process, exited <-chan struct{}, grace time.Duration) error
 	}
 	<-exited
 	return fmt.Errorf("pid %d did not stop within %v; killed", p.Pid, grace)
+}
+
+// PID is cmd's process id, 0 when cmd has not started one.
+func PID(cmd *exec.Cmd) int {
+	if cmd == nil || cmd.Process == nil {
+		return 0
+	}
+	return cmd.Process.Pid
 }

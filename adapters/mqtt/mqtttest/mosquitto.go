@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/adapters/internal/freeport"
+	"github.com/sluicemq/sluice/adapters/internal/testbroker"
 )
 
 // MosquittoBinary returns the mosquitto executable: $MOSQUITTO when set,
@@ -282,10 +283,7 @@ func (m *Mosquitto) URL() string { return "mqtt://" + m.Addr() }
 func (m *Mosquitto) PID() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd == nil || m.cmd.Process == nil {
-		return 0
-	}
-	return m.cmd.Process.Pid
+	return testbroker.PID(m.cmd)
 }
 
 // Dir is the broker's config, persistence and log directory.

@@ -260,10 +260,7 @@ func (s *Server) Restart(ctx context.Context) error {
 func (s *Server) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
+	return testbroker.PID(s.cmd)
 }
 
 // Stop kills the server and removes its directory. It is idempotent.
