@@ -31,6 +31,8 @@ type conn struct {
 	declared    kit.Declared  // DeclareTopic's record (retention and class at Send)
 	instanceSet bool          // Options.Instance was given (DeclareGroup needs it)
 	maxPacket   atomic.Uint32 // the sender's CONNACK Maximum Packet Size (0: none announced)
+	senderSeen  chan struct{} // closed once senderUp read the sender's first CONNACK
+	seenOnce    sync.Once
 
 	publishFault func(topic string) error  // tests: fails publishes before they are written
 	arrived      func(id string, dup bool) // tests: sees every PUBLISH a subscription receives
@@ -56,7 +58,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &conn{opts: opts, instanceSet: instanceSet, subs: map[string]*subscription{}}
+	c := &conn{opts: opts, instanceSet: instanceSet, subs: map[string]*subscription{}, senderSeen: make(chan struct{})}
 	if opts.Embedded {
 		b, err := embedded.Start(embedded.Options{})
 		if err != nil {
@@ -72,6 +74,12 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 		return nil, err
 	}
 	c.pub = pub
+	select { // autopaho says the connection is up before it hands senderUp the CONNACK: the broker's limit is known after
+	case <-c.senderSeen:
+	case <-ctx.Done():
+		_ = c.Close(context.Background())
+		return nil, ctx.Err()
+	}
 	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{opts.Password}}), c: c}, nil
 }
 
@@ -188,4 +196,5 @@ func (c *conn) senderUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 	if ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
 		c.maxPacket.Store(*ca.Properties.MaximumPacketSize)
 	}
+	c.seenOnce.Do(func() { close(c.senderSeen) })
 }
