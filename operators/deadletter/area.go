@@ -51,8 +51,9 @@ type Options struct {
 	// most Batch and the subscription's InFlight is Batch. It bounds what a
 	// crash in the middle of a redrive duplicates. Default 100.
 	Batch int
-	// Idle ends a pass when a Receive waited this long for nothing (the
-	// area is empty, or everything left was put back). Default 1s.
+	// Idle ends a pass when nothing new (a message the pass had not
+	// seen) came for this long: the area is empty, or everything left
+	// was put back. Default 1s.
 	Idle time.Duration
 	// FirstWait bounds the first Receive of a pass instead of Idle: a new
 	// subscription may need a consumer-group join first. Default 5s.

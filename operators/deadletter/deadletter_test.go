@@ -370,3 +370,74 @@ func TestRedriveTakesWhatThePassDidNotSee(t *testing.T) {
 		t.Fatalf("received %d redriven messages, want 6", len(got))
 	}
 }
+
+// lagging is an adapter whose dead-letter subscriptions hand out the
+// messages keyed "late…" only from their third Receive on, as a Kafka
+// consumer does with a partition whose first fetch is slow while another
+// partition's put-back copies already came round.
+type lagging struct{ ports.Adapter }
+
+func (l lagging) Unwrap() ports.Adapter { return l.Adapter }
+
+func (l lagging) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	sub, err := l.Adapter.Subscribe(ctx, spec)
+	if err != nil || spec.Topic != ports.DeadLetterTopic(source) {
+		return sub, err
+	}
+	return &laggingSub{Subscription: sub}, nil
+}
+
+type laggingSub struct {
+	ports.Subscription
+	calls int
+	late  []*ports.Delivery
+}
+
+func (s *laggingSub) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
+	s.calls++
+	for {
+		if s.calls >= 3 && len(s.late) > 0 {
+			n := min(max, len(s.late))
+			ds := s.late[:n:n]
+			s.late = s.late[n:]
+			return ds, nil
+		}
+		ds, err := s.Subscription.Receive(ctx, max)
+		ds = slices.DeleteFunc(ds, func(d *ports.Delivery) bool {
+			if strings.HasPrefix(d.Key, "late") {
+				s.late = append(s.late, d)
+				return true
+			}
+			return false
+		})
+		if err != nil || len(ds) > 0 {
+			return ds, err
+		}
+	}
+}
+
+// A pass that receives its own put-back copies before another stream's
+// first message does not end there: it waits for Options.Idle with
+// nothing new, and lists the late stream too.
+func TestListWaitsForALateStream(t *testing.T) {
+	for name, pb := range map[string]deadletter.PutBack{"republish": deadletter.PutBackRepublish, "requeue": deadletter.PutBackRequeue} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, deadletter.Options{})
+			f.deadLetter(keys(2, "early"), func(string) string { return "poison" })
+			f.deadLetter(keys(3, "late"), func(string) string { return "poison" })
+			area, err := deadletter.New(lagging{f.a}, source, group, deadletter.Options{Batch: 4, PutBack: pb,
+				Idle: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(f.log, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, pass, err := area.List(f.ctx, deadletter.Filter{})
+			if err != nil || len(all) != 5 || pass.Examined != 5 || pass.End != deadletter.EndWrapped {
+				t.Fatalf("listed %d (pass %+v), %v; want all 5, wrapped", len(all), pass, err)
+			}
+			again, _, err := f.area.List(f.ctx, deadletter.Filter{})
+			if err != nil || len(again) != 5 {
+				t.Fatalf("after the pass the area lists %d, %v; want the 5 still there", len(again), err)
+			}
+		})
+	}
+}

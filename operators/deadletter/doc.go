@@ -47,23 +47,26 @@
 // Options.Batch deliveries held at once) and settles every batch before
 // it receives the next. A delivery it leaves in the area is settled with
 // Requeue, which puts it back behind the others, so the pass moves on to
-// the rest. A pass ends when it
+// the rest. A message the pass put back and receives again (it went
+// round) is held, not put back again at once, and the pass goes on: on a
+// topic of several streams (Kafka partitions, RocketMQ queues) one
+// stream's copies can come round before another stream's first message,
+// so only time shows that nothing is left. A pass ends when it
 //
-//   - receives a message it already put back in this pass (it went round:
-//     "wrapped"),
+//   - received nothing new for Options.Idle after it went round
+//     ("wrapped"; what it holds goes back once, at the end),
 //   - waits Options.Idle with nothing to receive ("idle"; the first
 //     receive of a pass waits Options.FirstWait, for a group join), or
 //   - examined Options.Limit deliveries ("limit": the listing is partial).
 //
 // The cost is honest: listing changes the area's order and raises each
-// dead letter's redelivery count by one on every pass (the count that
+// dead letter's redelivery count by one or two on every pass (the count that
 // matters, sluice-attempts, is a header and does not change); a pass is as
 // long as the area, or Limit; and on an area consumed by something else at
-// the same time (a dead-letter receiver) a pass sees only its share. Two
-// copies of one message (the same ce-id, dead-lettered twice) end a pass
-// early as "wrapped"; the next pass after one of them was handled sees the
-// rest. A broker-native browse (a RabbitMQ get-with-requeue, a Kafka
-// offset read) would avoid the requeues but is broker-specific; the Port
+// the same time (a dead-letter receiver) a pass sees only its share; a
+// pass lasts at least Options.Idle. Two copies of one message (the same
+// ce-id, dead-lettered twice) are listed once. A broker-native browse (a
+// RabbitMQ get-with-requeue, a Kafka offset read) would avoid the requeues but is broker-specific; the Port
 // has none, and this package does not reach behind it.
 //
 // # Redrive and purge

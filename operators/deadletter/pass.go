@@ -11,7 +11,7 @@ import (
 
 // Why a pass ended.
 const (
-	EndWrapped = "wrapped" // it received a message it had put back: it went round
+	EndWrapped = "wrapped" // it went round (received a message it had put back), then nothing new for Options.Idle
 	EndIdle    = "idle"    // nothing to receive for Options.Idle
 	EndLimit   = "limit"   // Options.Limit deliveries examined: partial
 	EndDone    = "done"    // everything asked for was found
@@ -87,35 +87,56 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 	}()
 
 	putBack := map[string]bool{}
+	// held are deliveries this pass put back once and received again (it
+	// went round). They are held, not put back again at once: only time
+	// shows that nothing is left, because a topic of several streams
+	// (Kafka partitions, RocketMQ queues) can hand back one stream's
+	// copies before another stream's first message. They go back once,
+	// when the window is full of them and at the end of the pass.
+	var held []*ports.Delivery
 	var prevKept map[string]bool // put back by the previous batch
 	prevFull := false            // the previous Receive returned all it was asked for
-	wait := ar.o.FirstWait
+	wentRound := false
+	// The pass ends when nothing new (a message it had not seen) came for
+	// Idle, FirstWait before the first one.
+	deadline := time.Now().Add(ar.o.FirstWait)
+	end := func(why string) (Pass, error) {
+		if err := ar.putBack(ctx, sub, topic, held); err != nil {
+			return p, err
+		}
+		p.End = why
+		return p, nil
+	}
 	for {
 		if p.Examined >= ar.o.Limit {
-			p.End = EndLimit
-			return p, nil
+			return end(EndLimit)
 		}
 		if v.done != nil && v.done() {
-			p.End = EndDone
-			return p, nil
+			return end(EndDone)
 		}
-		rctx, cancel := context.WithTimeout(ctx, wait)
-		asked := min(ar.o.Batch, ar.o.Limit-p.Examined)
+		if len(held) >= ar.o.Batch {
+			if err := ar.putBack(ctx, sub, topic, held); err != nil {
+				return p, err
+			}
+			held = held[:0]
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		asked := min(ar.o.Batch-len(held), ar.o.Limit-p.Examined)
 		ds, err := sub.Receive(rctx, asked)
 		cancel()
-		wait = ar.o.Idle
 		if err != nil {
 			if ctx.Err() != nil {
 				return p, ctx.Err()
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
-				p.End = EndIdle
-				return p, nil
+				if wentRound {
+					return end(EndWrapped)
+				}
+				return end(EndIdle)
 			}
 			return p, fmt.Errorf("receiving from %q: %w", string(spec.Topic), err)
 		}
-		var taken, kept []*ports.Delivery
-		wrapped, stalled := false, ar.putBackMode() == PutBackRequeue && prevFull
+		stalled := ar.putBackMode() == PutBackRequeue && prevFull
 		for _, d := range ds {
 			stalled = stalled && prevKept[entryOf(d).ID]
 		}
@@ -132,13 +153,14 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 			prevKept, prevFull = nil, false
 			continue
 		}
+		var taken, kept []*ports.Delivery
 		kept0 := map[string]bool{}
 		for _, d := range ds {
 			id := entryOf(d).ID
 			switch {
 			case putBack[id]:
-				wrapped = true
-				kept = append(kept, d)
+				wentRound = true
+				held = append(held, d)
 			case v.take != nil && v.take(d):
 				p.Examined++
 				taken = append(taken, d)
@@ -150,6 +172,9 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 			}
 		}
 		prevKept, prevFull = kept0, len(ds) == asked
+		if len(kept)+len(taken) > 0 {
+			deadline = time.Now().Add(ar.o.Idle)
+		}
 		if len(kept) > 0 {
 			if err := ar.putBack(ctx, sub, topic, kept); err != nil {
 				return p, err
@@ -159,13 +184,6 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 			if err := v.act(ctx, sub, taken); err != nil {
 				return p, err
 			}
-		}
-		// Wrapped: a whole batch of messages this pass already put back.
-		// One put back among new ones is not enough on a broker that is
-		// not first-in first-out (partitions, queues of a topic).
-		if wrapped && len(kept0) == 0 && len(taken) == 0 {
-			p.End = EndWrapped
-			return p, nil
 		}
 	}
 }
@@ -185,6 +203,9 @@ func (ar *Area) putBackMode() PutBack {
 
 // putBack leaves ds in the area (see PutBack).
 func (ar *Area) putBack(ctx context.Context, sub ports.Subscription, topic ports.Topic, ds []*ports.Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
 	if ar.putBackMode() == PutBackRequeue {
 		if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Requeue}); err != nil {
 			return fmt.Errorf("putting %d dead letters back: %w", len(ds), err)
