@@ -441,3 +441,57 @@ func TestListWaitsForALateStream(t *testing.T) {
 		})
 	}
 }
+
+// eager is an adapter whose dead-letter subscriptions return what they
+// hold even after the caller's deadline, as a client that answers from
+// its buffer does; after 100 receives they fail: a pass over a few
+// messages that keeps putting back what went round does not end.
+type eager struct{ ports.Adapter }
+
+func (e eager) Unwrap() ports.Adapter { return e.Adapter }
+
+func (e eager) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	sub, err := e.Adapter.Subscribe(ctx, spec)
+	if err != nil || spec.Topic != ports.DeadLetterTopic(source) {
+		return sub, err
+	}
+	return &eagerSub{Subscription: sub}, nil
+}
+
+type eagerSub struct {
+	ports.Subscription
+	calls int
+}
+
+func (s *eagerSub) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
+	if s.calls++; s.calls > 100 {
+		return nil, errors.New("received 100 times: the pass keeps putting back what went round")
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Millisecond)
+	defer cancel()
+	ds, err := s.Subscription.Receive(rctx, max)
+	if len(ds) > 0 {
+		return ds, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, err
+}
+
+// An area larger than a batch, on a broker whose requeue puts a message
+// behind the others, keeps handing the pass what went round: the pass
+// puts a window of them back once, not again and again, and ends.
+func TestPassOverABusyAreaEnds(t *testing.T) {
+	f := newFixture(t, deadletter.Options{})
+	f.deadLetter(keys(10, "k"), func(string) string { return "poison" })
+	area, err := deadletter.New(eager{f.a}, source, group, deadletter.Options{Batch: 4, PutBack: deadletter.PutBackRequeue,
+		Idle: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(f.log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, pass, err := area.List(f.ctx, deadletter.Filter{})
+	if err != nil || len(all) != 10 || pass.End != deadletter.EndWrapped {
+		t.Fatalf("listed %d (pass %+v), %v; want all 10, wrapped", len(all), pass, err)
+	}
+}

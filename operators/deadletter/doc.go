@@ -53,8 +53,9 @@
 // stream's copies can come round before another stream's first message,
 // so only time shows that nothing is left. A pass ends when it
 //
-//   - received nothing new for Options.Idle after it went round
-//     ("wrapped"; what it holds goes back once, at the end),
+//   - went round, then received nothing new for Options.Idle, or held a
+//     full window (Options.Batch) of what went round twice with nothing
+//     new in between ("wrapped"; what it holds goes back at the end),
 //   - waits Options.Idle with nothing to receive ("idle"; the first
 //     receive of a pass waits Options.FirstWait, for a group join), or
 //   - examined Options.Limit deliveries ("limit": the listing is partial).

@@ -11,7 +11,7 @@ import (
 
 // Why a pass ended.
 const (
-	EndWrapped = "wrapped" // it went round (received a message it had put back), then nothing new for Options.Idle
+	EndWrapped = "wrapped" // it went round (received a message it had put back), then nothing new came
 	EndIdle    = "idle"    // nothing to receive for Options.Idle
 	EndLimit   = "limit"   // Options.Limit deliveries examined: partial
 	EndDone    = "done"    // everything asked for was found
@@ -92,11 +92,12 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 	// shows that nothing is left, because a topic of several streams
 	// (Kafka partitions, RocketMQ queues) can hand back one stream's
 	// copies before another stream's first message. They go back once,
-	// when the window is full of them and at the end of the pass.
+	// when the window is full of them (once, unless something new came
+	// since) and at the end of the pass.
 	var held []*ports.Delivery
 	var prevKept map[string]bool // put back by the previous batch
 	prevFull := false            // the previous Receive returned all it was asked for
-	wentRound := false
+	wentRound, newSinceFlush := false, false
 	// The pass ends when nothing new (a message it had not seen) came for
 	// Idle, FirstWait before the first one.
 	deadline := time.Now().Add(ar.o.FirstWait)
@@ -114,11 +115,24 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 		if v.done != nil && v.done() {
 			return end(EndDone)
 		}
+		if wentRound && !time.Now().Before(deadline) {
+			// Only what went round came for Idle (a Receive that always
+			// has something never times out).
+			return end(EndWrapped)
+		}
 		if len(held) >= ar.o.Batch {
+			// The window is full of what went round. Put it back once
+			// after something new came, to make room for what may still
+			// come; twice in a row would send the same messages round
+			// and round, each time raising their delivery counts (a
+			// broker may drop a message past its delivery limit).
+			if !newSinceFlush {
+				return end(EndWrapped)
+			}
 			if err := ar.putBack(ctx, sub, topic, held); err != nil {
 				return p, err
 			}
-			held = held[:0]
+			held, newSinceFlush = held[:0], false
 		}
 		rctx, cancel := context.WithDeadline(ctx, deadline)
 		asked := min(ar.o.Batch-len(held), ar.o.Limit-p.Examined)
@@ -173,7 +187,7 @@ func (ar *Area) walkTopic(ctx context.Context, topic ports.Topic, group string, 
 		}
 		prevKept, prevFull = kept0, len(ds) == asked
 		if len(kept)+len(taken) > 0 {
-			deadline = time.Now().Add(ar.o.Idle)
+			deadline, newSinceFlush = time.Now().Add(ar.o.Idle), true
 		}
 		if len(kept) > 0 {
 			if err := ar.putBack(ctx, sub, topic, kept); err != nil {
