@@ -1,12 +1,14 @@
 package flow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -134,16 +136,18 @@ func Type(t string) MessageOption { return Header(ports.HeaderType, t) }
 // NewMessage encodes v as JSON into a message for topic and fills the
 // envelope from ctx: the request id and tenant id (WithRequestID,
 // WithTenantID, or the delivery being handled), the correlation id and, when
-// ctx belongs to a delivery, the causation id (that delivery's id).
+// ctx belongs to a delivery, the causation id (that delivery's id). It
+// stamps the message as Send would (ports.Message.StampInPlace: id, time
+// and spec version, unless opts set them), so that Send need not copy its
+// headers.
 func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...MessageOption) (ports.Message, error) {
-	b, err := json.Marshal(v)
+	payload, id, at, err := encodeStamped(v)
 	if err != nil {
 		return ports.Message{}, fmt.Errorf("flow: encode %s: %w", typeName[T](), err)
 	}
-	m := ports.Message{Topic: topic, Payload: b, Headers: ports.Headers{
-		ports.HeaderType:        typeName[T](),
-		ports.HeaderContentType: "application/json",
-	}}
+	m := ports.Message{Topic: topic, Payload: payload, Headers: make(ports.Headers, 8)}
+	m.Headers[ports.HeaderType] = typeName[T]()
+	m.Headers[ports.HeaderContentType] = "application/json"
 	if id := RequestID(ctx); id != "" {
 		m.Headers[ports.HeaderRequestID] = id
 	}
@@ -164,10 +168,59 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 			m.Headers[ports.HeaderCorrelationID] = corr
 		}
 	}
-	for _, o := range opts {
-		o(&m)
+	if len(opts) > 0 {
+		o := m // escapes to the options: only a message with options pays for it
+		for _, opt := range opts {
+			opt(&o)
+		}
+		m = o
 	}
+	if m.Headers[ports.HeaderID] == "" {
+		m.Headers[ports.HeaderID] = id
+	}
+	if m.Headers[ports.HeaderTime] == "" {
+		m.Headers[ports.HeaderTime] = at
+	}
+	m.StampInPlace(time.Time{}) // the spec version and partition key: nothing left to format
 	return m, nil
+}
+
+// jsonBuffer is an encoder with its buffer, reused through jsonBuffers.
+type jsonBuffer struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var jsonBuffers = sync.Pool{New: func() any {
+	b := new(jsonBuffer)
+	b.enc = json.NewEncoder(&b.buf)
+	return b
+}}
+
+// encodeStamped encodes v as json.Marshal does and makes a new message id
+// and the current time as HeaderTime holds it, all three in one
+// allocation: the id and the time are strings over the bytes after the
+// payload, which the payload's capacity does not reach.
+func encodeStamped(v any) (payload []byte, id, at string, err error) {
+	jb := jsonBuffers.Get().(*jsonBuffer)
+	defer func() {
+		if jb.buf.Cap() <= 64<<10 { // a rare large value does not stay in the pool
+			jsonBuffers.Put(jb)
+		}
+	}()
+	jb.buf.Reset()
+	if err := jb.enc.Encode(v); err != nil {
+		return nil, "", "", err
+	}
+	js := jb.buf.Bytes()
+	js = js[:len(js)-1]  // Encode ends the value with a newline
+	const stampRoom = 80 // an id (about 30 bytes) and a time (at most 35)
+	b := append(make([]byte, 0, len(js)+stampRoom), js...)
+	n := len(b)
+	b = ports.AppendNewID(b)
+	idEnd := len(b)
+	b = ports.AppendTime(b, time.Now())
+	return b[:n:n], unsafe.String(&b[n], idEnd-n), unsafe.String(&b[idEnd], len(b)-idEnd), nil
 }
 
 // Send encodes v with NewMessage and sends it with confirms; it returns

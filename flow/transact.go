@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -91,7 +90,6 @@ func TransactTo[T any](in Stream[T], topic ports.Topic, opts ...MessageOption) {
 		if err != nil {
 			return err
 		}
-		m.StampInPlace(time.Now()) // its headers are this call's: the adapter's Stamp need not copy them
 		one := oneMessage.Get().(*[1]ports.Message)
 		one[0] = m
 		err = st.stage(ctx, one[:]) // Stage does not keep the slice

@@ -28,10 +28,12 @@ func newIDPrefix() string {
 // probability message id.
 func NewID() string {
 	var b [64]byte
-	return string(appendID(b[:0]))
+	return string(AppendNewID(b[:0]))
 }
 
-func appendID(b []byte) []byte {
+// AppendNewID appends a new id (as NewID returns) to b, for a caller
+// that builds the id into a buffer of its own.
+func AppendNewID(b []byte) []byte {
 	b = append(b, idPrefix...)
 	b = append(b, '-')
 	return strconv.AppendUint(b, idCounter.Add(1), 36)
@@ -75,11 +77,11 @@ func (m *Message) StampInPlace(now time.Time) {
 	text := b[:0]
 	needID, needTime := h[HeaderID] == "", h[HeaderTime] == ""
 	if needID {
-		text = appendID(text)
+		text = AppendNewID(text)
 	}
 	idLen := len(text)
 	if needTime {
-		text = appendRFC3339Nano(text, now)
+		text = AppendTime(text, now)
 	}
 	if len(text) > 0 {
 		all := string(text)
@@ -108,10 +110,10 @@ type stampSecond struct {
 
 var lastStampSecond atomic.Pointer[stampSecond]
 
-// appendRFC3339Nano appends t in UTC as time.RFC3339Nano formats it. The
-// date and time of day are formatted once per second and reused; only the
-// fraction is written per call.
-func appendRFC3339Nano(b []byte, t time.Time) []byte {
+// AppendTime appends t as HeaderTime holds it: in UTC, as
+// time.RFC3339Nano formats it. The date and time of day are formatted once
+// per second and reused; only the fraction is written per call.
+func AppendTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
 	if y := t.Year(); y < 0 || y > 9999 {
 		return t.AppendFormat(b, time.RFC3339Nano)

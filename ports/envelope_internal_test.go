@@ -31,10 +31,10 @@ func TestAppendRFC3339NanoMatchesFormat(t *testing.T) {
 	}
 	for _, at := range times {
 		want := at.UTC().Format(time.RFC3339Nano)
-		if got := string(appendRFC3339Nano(nil, at)); got != want {
+		if got := string(AppendTime(nil, at)); got != want {
 			t.Fatalf("%v: %q, want %q", at, got, want)
 		}
-		if got := string(appendRFC3339Nano([]byte("id-"), at)); got != "id-"+want {
+		if got := string(AppendTime([]byte("id-"), at)); got != "id-"+want {
 			t.Fatalf("%v after a prefix: %q, want %q", at, got, "id-"+want)
 		}
 	}

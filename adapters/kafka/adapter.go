@@ -33,6 +33,7 @@ type conn struct {
 	declared kit.Declared
 	topics   sync.Map         // physical topics known to exist
 	names    kafkawire.Topics // the physical topics (topic)
+	payloads kafkawire.Payloads
 }
 
 var (

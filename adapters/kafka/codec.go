@@ -18,7 +18,7 @@ const HeaderNotBefore = kit.HeaderNotBefore
 // record converts m (kafkawire.Record), refuses it above MaxMessageBytes
 // as sarama counts a record, and creates its topic if need be.
 func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error) {
-	r, envelope := kafkawire.Record(c.topic(m.Topic), m)
+	r, envelope := kafkawire.Record(c.topic(m.Topic), m, &c.payloads)
 	err := m.CheckSize(c.opts.MaxMessageBytes, envelope)
 	if err == nil {
 		err = c.ensureTopic(ctx, r.Topic)

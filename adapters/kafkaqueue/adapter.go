@@ -38,6 +38,7 @@ type conn struct {
 	cl     *kgo.Client
 	topics sync.Map         // physical topics known to exist
 	names  kafkawire.Topics // the physical topics (topic)
+	pay    kafkawire.Payloads
 }
 
 var (
@@ -152,7 +153,7 @@ func (c *conn) group(spec ports.SubscriptionSpec) string {
 // kafkawire.Produce.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	return kit.SendPrepared(msgs, func(m *ports.Message) (*kgo.Record, error) {
-		r, envelope := kafkawire.Record(c.topic(m.Topic), m)
+		r, envelope := kafkawire.Record(c.topic(m.Topic), m, &c.pay)
 		err := m.CheckSize(c.opts.MaxMessageBytes, envelope)
 		if err == nil {
 			err = c.ensureTopic(ctx, r.Topic)

@@ -108,7 +108,8 @@ func TestDecode(t *testing.T) {
 func TestRecordCopiesThePayloadOnly(t *testing.T) {
 	payload := []byte(`{"v":1}`)
 	m := ports.Message{Topic: "t", Key: "k", Payload: payload, Headers: ports.Headers{"a": "1", "empty": "", ports.HeaderID: "id-1"}}
-	r, envelope := kafkawire.Record("ns.t", &m)
+	var pay kafkawire.Payloads
+	r, envelope := kafkawire.Record("ns.t", &m, &pay)
 	copy(payload, "XXXXXXX") // the caller reuses its buffer once Send returns
 	if r.Topic != "ns.t" || string(r.Key) != "k" || string(r.Value) != `{"v":1}` {
 		t.Fatalf("record %+v", r)
@@ -126,14 +127,29 @@ func TestRecordCopiesThePayloadOnly(t *testing.T) {
 	if want := 5*5 + 10 + 1 + len("k") + 3*2*5 + len("a1emptyid") + len(ports.HeaderID) + len("-1"); envelope != want {
 		t.Fatalf("envelope %d, want %d (sarama's count)", envelope, want)
 	}
-	if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t"}); r.Value != nil || r.Key != nil {
-		t.Fatalf("a nil payload and no key: value %v, key %v, want nil (Kafka's null)", r.Value, r.Key)
+	for _, pay := range []*kafkawire.Payloads{nil, &pay} {
+		if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t"}, pay); r.Value != nil || r.Key != nil {
+			t.Fatalf("a nil payload and no key: value %v, key %v, want nil (Kafka's null)", r.Value, r.Key)
+		}
+		if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t", Payload: []byte{}}, pay); r.Value == nil {
+			t.Fatal("an empty payload became nil (Kafka's null)")
+		}
 	}
-	if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t", Payload: []byte{}}); r.Value == nil {
-		t.Fatal("an empty payload became nil (Kafka's null)")
+	// Consecutive payloads share a chunk, and never overlap.
+	r2, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t", Payload: []byte("second")}, &pay)
+	r2.Value = append(r2.Value, "!"...)
+	if string(r.Value) != `{"v":1}` || string(r2.Value) != "second!" {
+		t.Fatalf("payloads %q and %q, want {\"v\":1} and second!", r.Value, r2.Value)
 	}
-	if allocs := testing.AllocsPerRun(100, func() { kafkawire.Record("ns.t", &m) }); allocs != 2 {
-		t.Fatalf("%v allocations per record, want 2 (the record with its headers, the payload)", allocs)
+	big := ports.Message{Topic: "t", Payload: make([]byte, 64<<10)}
+	if rb, _ := kafkawire.Record("ns.t", &big, &pay); len(rb.Value) != len(big.Payload) || &rb.Value[0] == &big.Payload[0] {
+		t.Fatal("a large payload was not copied whole")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { kafkawire.Record("ns.t", &m, nil) }); allocs != 2 {
+		t.Fatalf("%v allocations per record without Payloads, want 2 (the record with its headers, the payload)", allocs)
+	}
+	if allocs := testing.AllocsPerRun(1000, func() { kafkawire.Record("ns.t", &m, &pay) }); allocs > 1.01 {
+		t.Fatalf("%v allocations per record with Payloads, want 1 (the record with its headers) and a chunk now and then", allocs)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"sync"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -20,12 +21,13 @@ import (
 // adapter: the payload is the value, the partition key the key, the
 // envelope the headers. Only the payload is copied (the caller may reuse
 // its buffer once Send returns, also a cancelled Send, while the client
-// still holds the record): the key and the header values are bytes over
-// m's strings, which nothing writes, and a header key is m's string
-// itself. envelope is what the record adds to its payload as sarama's
+// still holds the record), into pay's shared chunks (a nil pay: its own
+// allocation): the key and the header values are bytes over m's strings,
+// which nothing writes, and a header key is m's string itself. envelope
+// is what the record adds to its payload as sarama's
 // ProducerMessage.ByteSize counts it (overhead, key, headers), for
 // Message.CheckSize.
-func Record(topic string, m *ports.Message) (r *kgo.Record, envelope int) {
+func Record(topic string, m *ports.Message, pay *Payloads) (r *kgo.Record, envelope int) {
 	if len(m.Headers) <= len(recordWithHeaders{}.hs) { // the record and its header list in one allocation
 		rh := new(recordWithHeaders)
 		r = &rh.r
@@ -42,8 +44,34 @@ func Record(topic string, m *ports.Message) (r *kgo.Record, envelope int) {
 	if m.Key != "" {
 		r.Key = stringBytes(m.Key)
 	}
-	r.Value = bytes.Clone(m.Payload) // nil stays nil: Kafka tells it from empty
+	r.Value = pay.copy(m.Payload) // nil stays nil: Kafka tells it from empty
 	return r, envelope
+}
+
+// Payloads holds the copies of the payloads Record takes: consecutive
+// small payloads share a chunk (one allocation per chunk instead of one
+// per record; a record the client still holds keeps its chunk in
+// memory). The zero Payloads is ready; it is safe for concurrent use.
+type Payloads struct {
+	mu   sync.Mutex
+	slab []byte
+}
+
+const (
+	payloadChunk = 16 << 10
+	payloadSmall = payloadChunk / 16 // larger payloads get their own allocation
+)
+
+// copy returns a copy of b; nil stays nil, empty stays empty.
+func (p *Payloads) copy(b []byte) []byte {
+	if p == nil || len(b) == 0 || len(b) > payloadSmall {
+		return bytes.Clone(b)
+	}
+	p.mu.Lock()
+	c := kit.Carve(&p.slab, len(b), payloadChunk)
+	p.mu.Unlock()
+	copy(c, b)
+	return c
 }
 
 // stringBytes returns s's bytes without a copy, for the client to read
