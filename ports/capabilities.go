@@ -86,6 +86,15 @@ type Capabilities struct {
 	MaxMessageBytes    int
 	SizeCountsEnvelope bool
 
+	// DeliveryLimit is how many times the broker delivers a message
+	// before it stops by itself (archives, drops or dead-letters it),
+	// whatever the subscription's RetryPolicy says (0: no such limit; a
+	// Kafka share group's group.share.delivery.count.limit). The core
+	// never lets a message reach it: a requeue of a delivery at the limit
+	// is a counted copy (the original acknowledged), as on a broker
+	// without a native requeue.
+	DeliveryLimit int
+
 	// InstanceGuard is how a second running Broadcast subscription with
 	// the same Instance is refused or detected.
 	InstanceGuard InstanceGuard
@@ -134,6 +143,9 @@ func (c Capabilities) String() string {
 	fmt.Fprintf(&b, " ordering=%s instance-guard=%s", c.Ordering, c.InstanceGuard)
 	if c.MaxMessageBytes > 0 {
 		fmt.Fprintf(&b, " max-message-bytes=%d", c.MaxMessageBytes)
+	}
+	if c.DeliveryLimit > 0 {
+		fmt.Fprintf(&b, " delivery-limit=%d", c.DeliveryLimit)
 	}
 	return b.String()
 }

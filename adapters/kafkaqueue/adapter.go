@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -39,6 +40,7 @@ type conn struct {
 	topics sync.Map         // physical topics known to exist
 	names  kafkawire.Topics // the physical topics (topic)
 	pay    kafkawire.Payloads
+	limit  int // group.share.delivery.count.limit
 }
 
 var (
@@ -85,12 +87,54 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if len(need) > 0 {
 		return fail("connect", errors.New("the broker does not serve share groups (KIP-932: Kafka 4.x with share groups enabled)"))
 	}
+	if c.limit = opts.DeliveryLimit; c.limit == 0 {
+		if c.limit, err = c.readDeliveryLimit(ctx); err != nil {
+			return fail("reading group.share.delivery.count.limit (set Options.DeliveryLimit, delivery_limit in the URL, to the brokers' value instead)", err)
+		}
+	}
 	var secrets []string
 	if opts.SASL.Password != "" {
 		secrets = []string{opts.SASL.Password}
 	}
 	return &Adapter{c: c, Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: secrets})}, nil
 }
+
+// readDeliveryLimit asks a broker for its group.share.delivery.count.limit.
+func (c *conn) readDeliveryLimit(ctx context.Context) (int, error) {
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, c.cl)
+	if err != nil {
+		return 0, err
+	}
+	if len(meta.Brokers) == 0 {
+		return 0, errors.New("the metadata lists no broker")
+	}
+	id := meta.Brokers[0].NodeID
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName, res.ConfigNames = kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(id)), []string{deliveryLimitConfig}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, c.cl.Broker(int(id)))
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return 0, err
+		}
+		for _, e := range r.Configs {
+			if e.Name == deliveryLimitConfig && e.Value != nil {
+				n, err := strconv.Atoi(*e.Value)
+				if err != nil || n < 1 {
+					return 0, fmt.Errorf("broker %d answered %s=%q", id, deliveryLimitConfig, *e.Value)
+				}
+				return n, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("broker %d did not answer %s", id, deliveryLimitConfig)
+}
+
+const deliveryLimitConfig = "group.share.delivery.count.limit"
 
 // answersWithoutSASL reports whether the brokers answer a client that does
 // not authenticate: then a connection closed during authentication means
@@ -127,9 +171,13 @@ func (c *conn) Capabilities() ports.Capabilities {
 		Broadcast: true, PerMessageAck: true, PublisherConfirm: true, NativeBatch: true, DurableGroups: true,
 		CompetingConsumers: true, ExactRedeliveryCount: true, Ordering: ports.OrderNone, StartEarliest: true,
 		MaxMessageBytes: cmp.Or(c.opts.MaxMessageBytes, DefaultMaxMessageBytes), SizeCountsEnvelope: true,
-		InstanceGuard: ports.InstanceRefused,
+		InstanceGuard: ports.InstanceRefused, DeliveryLimit: cmp.Or(c.limit, defaultDeliveryLimit),
 	}
 }
+
+// defaultDeliveryLimit is Kafka's default group.share.delivery.count.limit,
+// what the zero Adapter declares (New reads the brokers' value).
+const defaultDeliveryLimit = 5
 
 // topic is the Kafka topic of t: adopted, or kafkawire.Topic — the same
 // name kafka:// uses, so both read each other's topics.

@@ -3,8 +3,11 @@ package kafkaqueue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/kafka"
@@ -87,6 +90,48 @@ func TestReleaseRedeliversWithCountPlusOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	none(t, s, 2*testLock, "an accepted record must not come back")
+}
+
+// The broker archives a record delivered group.share.delivery.count.limit
+// times; the adapter reads the limit and requeues a record at it by a
+// counted copy, so that a requeue never loses it, whatever the retry
+// policy. The copy goes to the topic, read by every share group: the other
+// groups accept it unseen.
+func TestRequeueAtTheDeliveryLimitIsACopy(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"group.share.delivery.count.limit": "3"}))
+	if err != nil {
+		t.Fatalf("start kfake (a Kafka wire-protocol peer, not Apache Kafka): %v", err)
+	}
+	t.Cleanup(c.Close)
+	b := &broker{cluster: c, addrs: c.ListenAddrs()}
+	a := b.adapter(t, b.options("limit", 1))
+	if got := a.Capabilities().DeliveryLimit; got != 3 {
+		t.Fatalf("Capabilities().DeliveryLimit = %d, want the broker's 3", got)
+	}
+	if got := b.adapter(t, kafkaqueue.Options{Brokers: b.addrs, Namespace: "limit", DeliveryLimit: 7}).Capabilities().DeliveryLimit; got != 7 {
+		t.Fatalf("with Options.DeliveryLimit 7 the adapter declares %d", got)
+	}
+	s, other := subscribe(t, a, "orders", "g"), subscribe(t, a, "orders", "h")
+	send(t, a, "orders", "m-1")
+	for n := range 7 { // past the limit twice over
+		d := receive(t, s, 10*time.Second, fmt.Sprintf("delivery %d", n+1))
+		if d.ID != "m-1" || d.RedeliveryCount != n {
+			t.Fatalf("delivery %d: %s with redelivery count %d, want m-1 with %d", n+1, d.ID, d.RedeliveryCount, n)
+		}
+		if err := settle(t, s, d, ports.Disposition{Action: ports.Requeue}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := receive(t, s, 10*time.Second, "delivery 8")
+	if err := settle(t, s, d, ports.Disposition{Action: ports.Ack}); err != nil || d.RedeliveryCount != 7 {
+		t.Fatalf("delivery 8: redelivery count %d, ack %v; want 7, nil", d.RedeliveryCount, err)
+	}
+	none(t, s, 2*time.Second, "an accepted record must not come back")
+	d = receive(t, other, 10*time.Second, "the other group's delivery")
+	if err := settle(t, other, d, ports.Disposition{Action: ports.Ack}); err != nil || d.ID != "m-1" || d.RedeliveryCount != 0 {
+		t.Fatalf("the other group got %s with count %d (ack %v), want m-1 with 0", d.ID, d.RedeliveryCount, err)
+	}
+	none(t, other, 2*time.Second, "the other group must not see the first group's requeue copies")
 }
 
 // A dead letter is a confirmed copy on "<topic>.dlq", then Reject: the copy

@@ -40,6 +40,12 @@ type Options struct {
 	// renewed (KIP-1222, Kafka 4.2+); then it lapses and the broker
 	// redelivers the record. Default 5m; negative: never renew.
 	RenewFor time.Duration `url:"renew_for,-1s..24h"`
+	// DeliveryLimit is the brokers' group.share.delivery.count.limit: a
+	// record delivered that many times is archived. 0: New reads it from
+	// a broker (DescribeConfigs, which needs DESCRIBE_CONFIGS on the
+	// cluster); set it where that is not allowed. The adapter requeues a
+	// record at the limit by a copy, so none is archived unread.
+	DeliveryLimit int `url:"delivery_limit,1..1000"`
 	// MaxMessageBytes bounds a record: payload, key and headers. Raise it
 	// only with the broker's message.max.bytes.
 	MaxMessageBytes int `default:"1000000"` // DefaultMaxMessageBytes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/ports"
@@ -43,7 +44,8 @@ type NativeDeadLetter interface {
 // Settler carries out ports.Subscription.Settle over a Broker:
 //
 //   - Ack: Broker.Ack.
-//   - Requeue: NativeRequeue.Requeue when the broker has it; otherwise one
+//   - Requeue: NativeRequeue.Requeue when the broker has it (but for a
+//     delivery at DeliveryLimit); otherwise one
 //     RequeueCopy per delivery is published with confirms and, only when
 //     every copy is confirmed, the originals are acked. With a Delay and a
 //     Delayer, the whole requeue is held until the delay is over and
@@ -77,6 +79,10 @@ type Settler struct {
 	// Now stamps each dead-letter copy with the time it is made
 	// (ports.HeaderDeadLetterTime). Default: time.Now.
 	Now func() time.Time
+	// DeliveryLimit is the broker's (ports.Capabilities.DeliveryLimit):
+	// a NativeRequeue of a delivery delivered that many times is a
+	// RequeueCopy and an Ack instead.
+	DeliveryLimit int
 }
 
 // NewSettler returns a Settler over b with the default Tracker.
@@ -111,7 +117,16 @@ func (s *Settler) apply(ctx context.Context, ds []*ports.Delivery, disp ports.Di
 	switch disp.Action {
 	case ports.Requeue:
 		if n, ok := s.Broker.(NativeRequeue); ok {
-			return n.Requeue(ctx, ds, disp.Delay)
+			native, last := s.atLimit(ds)
+			if len(last) == 0 {
+				return n.Requeue(ctx, ds, disp.Delay)
+			}
+			if len(native) > 0 {
+				if err := n.Requeue(ctx, native, disp.Delay); err != nil {
+					return err
+				}
+			}
+			ds = last // copies, or the broker would deliver them no more
 		}
 		if err := s.publish(ctx, ds, disp, func(d *ports.Delivery) ports.Message { return RequeueCopy(d, disp.Delay) }); err != nil {
 			return err
@@ -131,6 +146,26 @@ func (s *Settler) apply(ctx context.Context, ds []*ports.Delivery, disp ports.Di
 	}
 	return s.Broker.Ack(ctx, ds)
 }
+
+// atLimit splits ds into the deliveries a native requeue may return and
+// those delivered DeliveryLimit times already, whose requeue must be a
+// copy (the broker would not deliver them again). A copy's delay travels
+// in its not-before header, which the receiving side holds it for.
+func (s *Settler) atLimit(ds []*ports.Delivery) (native, last []*ports.Delivery) {
+	if s.DeliveryLimit <= 0 || !slices.ContainsFunc(ds, s.reached) {
+		return ds, nil
+	}
+	for _, d := range ds {
+		if s.reached(d) {
+			last = append(last, d)
+		} else {
+			native = append(native, d)
+		}
+	}
+	return native, last
+}
+
+func (s *Settler) reached(d *ports.Delivery) bool { return d.RedeliveryCount+1 >= s.DeliveryLimit }
 
 // hold keeps a delayed requeue in the Delayer until it is due, then
 // publishes the copies and acks the originals, retrying on failure.

@@ -259,6 +259,34 @@ func TestSettlerPrefersNativeRequeueAndDeadLetter(t *testing.T) {
 	}
 }
 
+// A broker that stops delivering a message after DeliveryLimit
+// deliveries gets a counted copy of each delivery at the limit (and an
+// ack of the original) instead of its native requeue; the others are
+// requeued natively.
+func TestSettlerCopiesWhatReachedTheDeliveryLimit(t *testing.T) {
+	b := &nativeBroker{}
+	s := kit.NewSettler(b)
+	s.DeliveryLimit = 3
+	ds := deliveries(4)
+	for i, n := range []int{0, 2, 1, 5} { // deliveries 1, 3, 2 and 6
+		ds[i].RedeliveryCount = n
+	}
+	if err := s.Settle(context.Background(), ds, ports.Disposition{Action: ports.Requeue}); err != nil {
+		t.Fatal(err)
+	}
+	if b.requeued != 2 || len(b.published) != 2 || len(b.acks) != 1 || len(b.acks[0]) != 2 || b.acks[0][0] != "m1" || b.acks[0][1] != "m3" {
+		t.Fatalf("requeued %d natively, published %d copies, acked %v: want m0 and m2 requeued, m1 and m3 copied and acked", b.requeued, len(b.published), b.acks)
+	}
+	if got := b.published[0].Headers[ports.HeaderRedeliveryCount] + "," + b.published[1].Headers[ports.HeaderRedeliveryCount]; got != "3,6" {
+		t.Fatalf("the copies count %s redeliveries, want 3,6", got)
+	}
+	for _, d := range ds {
+		if state(d) != kit.Done {
+			t.Fatalf("%s is %v after the requeue, want Done", d.ID, state(d))
+		}
+	}
+}
+
 func TestCopiesHeaderRules(t *testing.T) {
 	d := deliveries(1)[0]
 	d.Headers[kit.HeaderNotBefore] = "1"

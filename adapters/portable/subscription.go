@@ -76,8 +76,9 @@ var (
 func newSubscription(a *Adapter, ds driver.Subscription, spec ports.SubscriptionSpec) *Subscription {
 	s := &Subscription{a: a, ds: ds, spec: spec, errs: kit.NewErrors(16), room: make(chan struct{}, 1), done: make(chan struct{})}
 	_, native := ds.(driver.Requeuer)
-	s.copies = !native
-	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report, Now: a.clock.Now}
+	// A broker with a delivery limit gets a copy of what reaches it.
+	s.copies = !native || a.caps.DeliveryLimit > 0
+	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report, Now: a.clock.Now, DeliveryLimit: a.caps.DeliveryLimit}
 	s.settler.Tracker.Lookup = s.claim
 	if r, ok := ds.(driver.Reporter); ok {
 		r.SetReport(s.report)

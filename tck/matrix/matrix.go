@@ -50,6 +50,7 @@ var capabilities = []capability{
 	{"MaxLength", "max length", "`TopicSpec.MaxLength` caps a group's backlog, the oldest dropped (refused without it)"},
 	{"MaxMessageBytes", "max message bytes", "the largest message `Send` accepts; a larger one fails with a `*ports.SizeError` before touching the broker (— : no limit known)"},
 	{"SizeCountsEnvelope", "size counts envelope", "the size limit counts the encoded headers as well as the payload"},
+	{"DeliveryLimit", "delivery limit", "the broker stops delivering a message delivered this many times (archives, drops or dead-letters it), whatever the retry policy; the core requeues a delivery at the limit by a counted copy instead, so none is stopped (— : no such limit)"},
 	{"InstanceGuard", "instance guard", "a second running Broadcast subscription with the same `SubscriptionSpec.Instance` is `refused` at Subscribe, `refused-in-process` (among one process's subscriptions only) or `detected` (one of the two reports `ports.ErrInstanceShared`)"},
 	{"TransactionalSend", "transactional send", "a consumed position and the messages produced for it commit in one broker transaction, so `flow.TransactSink` is exactly once (refused at `Start` without it)"},
 }
