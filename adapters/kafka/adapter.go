@@ -42,7 +42,6 @@ var (
 	_ driver.GroupDeclarer = (*conn)(nil)
 	_ driver.Transactor    = (*conn)(nil)
 	_ driver.AckFlusher    = (*sub)(nil)
-	_ driver.RequeueCopier = (*sub)(nil)
 	_ driver.Predecoder    = (*sub)(nil)
 )
 

@@ -279,8 +279,7 @@ type fetched struct {
 func (s *sub) accept(p *partition, kr *kgo.Record, now time.Time) (fetched, time.Time) {
 	c := p.ID
 	r := decode(kr, s.spec.Topic, c, now)
-	skip := !s.spec.MatchKey(r.Message.Key) || (s.retention > 0 && !kr.Timestamp.IsZero() && now.Sub(kr.Timestamp) > s.retention) ||
-		kit.ForeignCopy(r.Message.Headers, s.group)
+	skip := !s.spec.MatchKey(r.Message.Key) || (s.retention > 0 && !kr.Timestamp.IsZero() && now.Sub(kr.Timestamp) > s.retention)
 	if pd := s.predecode.Load(); pd != nil && !skip && r.Err == nil {
 		r.Decoded = (*pd)(r.Message.Payload)
 	}
@@ -376,12 +375,4 @@ func (s *sub) Close(ctx context.Context) error {
 		return struct{}{}, nil
 	}, nil)
 	return err
-}
-
-// SendRequeueCopies publishes the portable layer's counted requeue copies
-// to the topic, which every group reads: each is addressed to this
-// subscription's group (kit.AddressCopies).
-func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
-	kit.AddressCopies(msgs, s.group)
-	return s.c.SendBatch(ctx, msgs)
 }

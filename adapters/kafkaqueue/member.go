@@ -339,12 +339,11 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 // gaps, acquired offsets that hold no record (control records).
 func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Record, error) {
 	var (
-		out     []driver.Record
-		gaps    []*handle
-		foreign []*handle // requeue copies of other groups, accepted unseen
-		perr    error
-		hs      []handle // the handles of this answer, allocated at once
-		until   = time.Now().Add(m.lockDuration()).UnixNano()
+		out   []driver.Record
+		gaps  []*handle
+		perr  error
+		hs    []handle // the handles of this answer, allocated at once
+		until = time.Now().Add(m.lockDuration()).UnixNano()
 	)
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
@@ -375,14 +374,9 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 					for j < len(recs) && recs[j].Offset < off {
 						j++
 					}
-					switch {
-					case j < len(recs) && recs[j].Offset == off:
-						if d := m.record(s, recs[j], h, int(ar.DeliveryCount)); !kit.ForeignCopy(d.Message.Headers, m.group) {
-							out = append(out, d)
-						} else { // another group's requeue copy: done here
-							foreign = append(foreign, h)
-						}
-					default:
+					if j < len(recs) && recs[j].Offset == off {
+						out = append(out, m.record(s, recs[j], h, int(ar.DeliveryCount)))
+					} else {
 						gaps = append(gaps, h)
 					}
 				}
@@ -391,9 +385,6 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 	}
 	if len(gaps) > 0 {
 		s.Queue(gaps, ackGap, false)
-	}
-	if len(foreign) > 0 {
-		s.Queue(foreign, ackAccept, false)
 	}
 	if len(out) == 0 && perr != nil {
 		return nil, perr

@@ -250,15 +250,6 @@ func (s *sub) SendRequeues(_ context.Context, handles []any, _ time.Duration) er
 	return s.settle(handles, ackRelease)
 }
 
-// SendRequeueCopies publishes the portable layer's requeue copies of
-// records at the delivery limit to the topic, which every share group
-// reads: each is addressed to this subscription's group
-// (kit.AddressCopies), and the other groups accept it unseen.
-func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
-	kit.AddressCopies(msgs, s.m.group)
-	return s.c.SendBatch(ctx, msgs)
-}
-
 // SendDeadLetters publishes a copy of each record to the dead-letter topic
 // (kit.DeadLetterCopy's rules) and, once every copy is confirmed, rejects
 // the originals (Reject): the broker never delivers them again.

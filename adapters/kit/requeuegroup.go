@@ -6,7 +6,8 @@ import "github.com/sluicemq/sluice/ports"
 // copy republished to the topic reaches every group that reads it (a
 // Kafka topic): the members of the other groups pass over it, since they
 // handled the original already. A transport header, written by
-// AddressCopies and removed by ForeignCopy.
+// AddressCopies and removed by ForeignCopy; the portable layer does both
+// for every subscription whose requeues are copies.
 const HeaderRequeueGroup = "sluice-requeue-group"
 
 // AddressCopies marks msgs, requeue copies (RequeueCopy), for group.

@@ -25,9 +25,13 @@ func (b broker) Ack(ctx context.Context, ds []*ports.Delivery) error {
 func (b broker) Publish(ctx context.Context, msgs []ports.Message) []error {
 	send := b.s.a.d.SendBatch
 	// The Settler publishes either requeue copies, on the subscription's
-	// topic, or dead-letter copies, on its dead-letter topic.
-	if rc, ok := b.s.ds.(driver.RequeueCopier); ok && len(msgs) > 0 && msgs[0].Topic == b.s.spec.Topic {
-		send = rc.SendRequeueCopies
+	// topic (addressed to its group), or dead-letter copies, on its
+	// dead-letter topic.
+	if len(msgs) > 0 && msgs[0].Topic == b.s.spec.Topic {
+		kit.AddressCopies(msgs, b.s.group)
+		if rc, ok := b.s.ds.(driver.RequeueCopier); ok {
+			send = rc.SendRequeueCopies
+		}
 	}
 	errs := send(ctx, msgs)
 	for i, err := range errs {

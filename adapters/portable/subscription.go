@@ -1,6 +1,7 @@
 package portable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,10 @@ type Subscription struct {
 	delayer *kit.Delayer // delayed requeues and not-before holds, on the adapter's scheduler; nil where the broker delays both
 	errs    *kit.Errors
 	copies  bool // requeues are republished copies counted in HeaderRedeliveryCount
+	// group names the subscription's group in the requeue copies it
+	// republishes to its topic (kit.AddressCopies): the other groups that
+	// read the topic pass over them, having handled the original.
+	group string
 
 	recvMu sync.Mutex   // held by Receive: Stop waits for it before closing the driver
 	chunk  []received   // deliveries not handed out yet (carve); under recvMu
@@ -78,6 +83,10 @@ func newSubscription(a *Adapter, ds driver.Subscription, spec ports.Subscription
 	_, native := ds.(driver.Requeuer)
 	// A broker with a delivery limit gets a copy of what reaches it.
 	s.copies = !native || a.caps.DeliveryLimit > 0
+	s.group = spec.Group
+	if spec.Mode == ports.Broadcast { // each instance is a group of its own
+		s.group += "#" + cmp.Or(spec.Instance, ports.NewID())
+	}
 	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report, Now: a.clock.Now, DeliveryLimit: a.caps.DeliveryLimit}
 	s.settler.Tracker.Lookup = s.claim
 	if r, ok := ds.(driver.Reporter); ok {
@@ -295,6 +304,7 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 		return now
 	}
 	var slab []received
+	var foreign []any
 	switch {
 	case cap(out)-len(out) >= len(recs):
 		slab = s.carve(len(recs))
@@ -318,6 +328,10 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 		if d.ID == "" && r.BrokerID != "" {
 			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
 		}
+		if s.copies && kit.ForeignCopy(d.Headers, s.group) {
+			foreign = append(foreign, r.Handle) // another group's requeue copy
+			continue
+		}
 		if s.copies { // the requeue copies' count: a malformed one is poison
 			n, err := ports.RedeliveryCountFrom(d.Headers)
 			d.RedeliveryCount += n
@@ -337,7 +351,12 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 		}
 		out = append(out, d)
 	}
-	s.out.Add(int64(len(recs)))
+	s.out.Add(int64(len(recs) - len(foreign)))
+	if len(foreign) > 0 {
+		if err := s.ds.SendAcks(context.Background(), foreign); err != nil {
+			s.report(fmt.Errorf("acknowledging %d requeue copies of other groups (they come back, and are passed over again): %w", len(foreign), s.a.classify("ack", err)))
+		}
+	}
 	return out
 }
 

@@ -21,6 +21,7 @@ import (
 // SimpleConsumer per subscription.
 type Adapter struct {
 	*portable.Adapter
+	c *conn
 }
 
 // conn is the driver: one producer and the settings of the consumers.
@@ -62,7 +63,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err := c.check(ctx); err != nil {
 		return nil, err
 	}
-	return &Adapter{portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.AccessSecret}})}, nil
+	return &Adapter{portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.AccessSecret}}), c}, nil
 }
 
 // Name returns "rocketmq". It works on the zero Adapter.
@@ -70,7 +71,12 @@ func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 
 // Capabilities declares what RocketMQ 5 does natively (see
 // docs/adapters/rocketmq.md). It works on the zero Adapter.
-func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
+func (a *Adapter) Capabilities() ports.Capabilities {
+	if a == nil || a.c == nil {
+		return (&conn{}).Capabilities()
+	}
+	return a.c.Capabilities()
+}
 
 func (c *conn) Name() string { return "rocketmq" }
 
@@ -86,7 +92,8 @@ func (c *conn) Capabilities() ports.Capabilities {
 		NativeBatch:          false, // the client sends one message per RPC
 		SubscriptionExpiry:   false, // RocketMQ keeps a group until an admin deletes it
 		DurableGroups:        true,
-		ExactRedeliveryCount: true, // DeliveryAttempt - 1
+		ExactRedeliveryCount: true,                                            // DeliveryAttempt - 1
+		DeliveryLimit:        cmp.Or(c.o.DeliveryLimit, DefaultDeliveryLimit), // then %DLQ%<group>
 		Ordering:             ports.OrderNone,
 		StartEarliest:        false, // no consume-from-where in the v5 client
 		SingleActive:         false,

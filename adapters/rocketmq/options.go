@@ -32,7 +32,8 @@ const (
 	// receipt handle per RPC.
 	DefaultParallelism = 32
 	// DefaultSendAttempts is the client's own number of tries per send.
-	DefaultSendAttempts = 3
+	DefaultSendAttempts  = 3
+	DefaultDeliveryLimit = 17 // a group's deliveries in RocketMQ's default: the first and 16 retries
 	// MaxNameLength is RocketMQ's limit on topic names (127 characters).
 	MaxNameLength = 127
 )
@@ -80,6 +81,8 @@ type Options struct {
 	// SendAttempts is how many times the client tries one send before
 	// reporting the failure (default 3, the client's own default).
 	SendAttempts int
+	// DeliveryLimit: deliveries before %DLQ%<group>; a requeue at it is a copy (default 17).
+	DeliveryLimit int `url:"delivery_limit,1..1000"`
 	// Existing adopts names other programs already use (see [Existing]).
 	Existing []Existing
 	// Logger receives the adapter's log lines. Default: slog.Default().
@@ -115,6 +118,7 @@ func (o Options) withDefaults() (Options, error) {
 		orDefault("ConnectTimeout", &o.ConnectTimeout, DefaultConnectTimeout),
 		orDefault("Parallelism", &o.Parallelism, DefaultParallelism),
 		orDefault("SendAttempts", &o.SendAttempts, DefaultSendAttempts),
+		orDefault("DeliveryLimit", &o.DeliveryLimit, DefaultDeliveryLimit),
 	); err != nil {
 		return o, err
 	}

@@ -371,22 +371,25 @@ func TestRedriveTakesWhatThePassDidNotSee(t *testing.T) {
 	}
 }
 
-// lagging is an adapter whose dead-letter subscriptions hand out the
-// messages keyed "late…" only from their third Receive on, as a Kafka
-// consumer does with a partition whose first fetch is slow while another
-// partition's put-back copies already came round.
-type lagging struct{ ports.Adapter }
+// dlqWrapper is an adapter whose dead-letter subscriptions wrap makes.
+type dlqWrapper struct {
+	ports.Adapter
+	wrap func(ports.Subscription) ports.Subscription
+}
 
-func (l lagging) Unwrap() ports.Adapter { return l.Adapter }
+func (w dlqWrapper) Unwrap() ports.Adapter { return w.Adapter }
 
-func (l lagging) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
-	sub, err := l.Adapter.Subscribe(ctx, spec)
+func (w dlqWrapper) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	sub, err := w.Adapter.Subscribe(ctx, spec)
 	if err != nil || spec.Topic != ports.DeadLetterTopic(source) {
 		return sub, err
 	}
-	return &laggingSub{Subscription: sub}, nil
+	return w.wrap(sub), nil
 }
 
+// laggingSub hands out the messages keyed "late…" only from its third
+// Receive on, as a Kafka consumer does with a partition whose first fetch
+// is slow while another partition's put-back copies already came round.
 type laggingSub struct {
 	ports.Subscription
 	calls int
@@ -425,7 +428,7 @@ func TestListWaitsForALateStream(t *testing.T) {
 			f := newFixture(t, deadletter.Options{})
 			f.deadLetter(keys(2, "early"), func(string) string { return "poison" })
 			f.deadLetter(keys(3, "late"), func(string) string { return "poison" })
-			area, err := deadletter.New(lagging{f.a}, source, group, deadletter.Options{Batch: 4, PutBack: pb,
+			area, err := deadletter.New(dlqWrapper{f.a, func(s ports.Subscription) ports.Subscription { return &laggingSub{Subscription: s} }}, source, group, deadletter.Options{Batch: 4, PutBack: pb,
 				Idle: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(f.log, nil))})
 			if err != nil {
 				t.Fatal(err)
@@ -442,22 +445,10 @@ func TestListWaitsForALateStream(t *testing.T) {
 	}
 }
 
-// eager is an adapter whose dead-letter subscriptions return what they
-// hold even after the caller's deadline, as a client that answers from
-// its buffer does; after 100 receives they fail: a pass over a few
-// messages that keeps putting back what went round does not end.
-type eager struct{ ports.Adapter }
-
-func (e eager) Unwrap() ports.Adapter { return e.Adapter }
-
-func (e eager) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
-	sub, err := e.Adapter.Subscribe(ctx, spec)
-	if err != nil || spec.Topic != ports.DeadLetterTopic(source) {
-		return sub, err
-	}
-	return &eagerSub{Subscription: sub}, nil
-}
-
+// eagerSub returns what it holds even after the caller's deadline, as a
+// client that answers from its buffer does; after 100 receives it fails:
+// a pass over a few messages that keeps putting back what went round does
+// not end.
 type eagerSub struct {
 	ports.Subscription
 	calls int
@@ -485,7 +476,7 @@ func (s *eagerSub) Receive(ctx context.Context, max int) ([]*ports.Delivery, err
 func TestPassOverABusyAreaEnds(t *testing.T) {
 	f := newFixture(t, deadletter.Options{})
 	f.deadLetter(keys(10, "k"), func(string) string { return "poison" })
-	area, err := deadletter.New(eager{f.a}, source, group, deadletter.Options{Batch: 4, PutBack: deadletter.PutBackRequeue,
+	area, err := deadletter.New(dlqWrapper{f.a, func(s ports.Subscription) ports.Subscription { return &eagerSub{Subscription: s} }}, source, group, deadletter.Options{Batch: 4, PutBack: deadletter.PutBackRequeue,
 		Idle: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(f.log, nil))})
 	if err != nil {
 		t.Fatal(err)
