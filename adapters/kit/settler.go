@@ -118,13 +118,13 @@ func (s *Settler) apply(ctx context.Context, ds []*ports.Delivery, disp ports.Di
 	case ports.Requeue:
 		if n, ok := s.Broker.(NativeRequeue); ok {
 			native, last := s.atLimit(ds)
-			if len(last) == 0 {
-				return n.Requeue(ctx, ds, disp.Delay)
-			}
 			if len(native) > 0 {
 				if err := n.Requeue(ctx, native, disp.Delay); err != nil {
 					return err
 				}
+			}
+			if len(last) == 0 {
+				return nil
 			}
 			ds = last // copies, or the broker would deliver them no more
 		}

@@ -49,17 +49,22 @@ func newTransactions(t *testing.T) (*kit.Transactions[string, string], *txnLog) 
 	return tx, l
 }
 
+// claimed claims partition t/0 with n records, and takes them.
+func claimed(tx *kit.Transactions[string, string], n int64) (*kit.Partition[string], []driver.Record) {
+	p := tx.Claim("t/0", 0, 0)
+	for off := range n {
+		tx.Add(p, off, rec(""), false)
+	}
+	return p, take(tx.Partitions)
+}
+
 // TestTransactionsCommitStagedBelowThePosition: a round publishes the
 // messages staged for the records below each moved position, oldest
 // first, and keeps those of records still out for a later round; a
 // discarded record's messages are never published.
 func TestTransactionsCommitStagedBelowThePosition(t *testing.T) {
 	tx, l := newTransactions(t)
-	p := tx.Claim("t/0", 0, 0)
-	for off := range int64(4) {
-		tx.Add(p, off, rec(""), false)
-	}
-	rs := take(tx.Partitions)
+	p, rs := claimed(tx, 4)
 	for i, msgs := range [][]string{{"a"}, {"b1", "b2"}, {"c"}, {"d"}} {
 		if err := tx.Stage(rs[i].Handle, msgs); err != nil {
 			t.Fatal(err)
@@ -95,11 +100,7 @@ func TestTransactionsCommitStagedBelowThePosition(t *testing.T) {
 // records, which share an allocation, stay apart when one grows.
 func TestTransactionsStageCopies(t *testing.T) {
 	tx, l := newTransactions(t)
-	p := tx.Claim("t/0", 0, 0)
-	for off := range int64(3) {
-		tx.Add(p, off, rec(""), false)
-	}
-	rs := take(tx.Partitions)
+	_, rs := claimed(tx, 3)
 	buf := make([]string, 1)
 	for i, m := range []string{"a", "b", "c"} {
 		buf[0] = m
@@ -130,9 +131,7 @@ func TestTransactionsFailureEndsTheSession(t *testing.T) {
 	tx, l := newTransactions(t)
 	aborted := errors.New("aborted")
 	l.refuse = aborted
-	p := tx.Claim("t/0", 0, 0)
-	tx.Add(p, 0, rec(""), false)
-	rs := take(tx.Partitions)
+	_, rs := claimed(tx, 1)
 	if err := tx.Stage(rs[0].Handle, []string{"lost"}); err != nil {
 		t.Fatal(err)
 	}

@@ -328,11 +328,11 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 		if d.ID == "" && r.BrokerID != "" {
 			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
 		}
-		if s.copies && kit.ForeignCopy(d.Headers, s.group) {
-			foreign = append(foreign, r.Handle) // another group's requeue copy
-			continue
-		}
 		if s.copies { // the requeue copies' count: a malformed one is poison
+			if kit.ForeignCopy(d.Headers, s.group) {
+				foreign = append(foreign, r.Handle) // another group's copy
+				continue
+			}
 			n, err := ports.RedeliveryCountFrom(d.Headers)
 			d.RedeliveryCount += n
 			if err != nil && d.Err == nil {

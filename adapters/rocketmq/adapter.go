@@ -21,7 +21,6 @@ import (
 // SimpleConsumer per subscription.
 type Adapter struct {
 	*portable.Adapter
-	c *conn
 }
 
 // conn is the driver: one producer and the settings of the consumers.
@@ -63,7 +62,7 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	if err := c.check(ctx); err != nil {
 		return nil, err
 	}
-	return &Adapter{portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.AccessSecret}}), c}, nil
+	return &Adapter{portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.AccessSecret}})}, nil
 }
 
 // Name returns "rocketmq". It works on the zero Adapter.
@@ -72,10 +71,10 @@ func (a *Adapter) Name() string { return (*conn)(nil).Name() }
 // Capabilities declares what RocketMQ 5 does natively (see
 // docs/adapters/rocketmq.md). It works on the zero Adapter.
 func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.c == nil {
+	if a == nil || a.Adapter == nil {
 		return (&conn{}).Capabilities()
 	}
-	return a.c.Capabilities()
+	return a.Adapter.Capabilities()
 }
 
 func (c *conn) Name() string { return "rocketmq" }
