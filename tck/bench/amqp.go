@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -39,15 +38,21 @@ import (
 // checked to be N afterwards):
 //
 //	raw-publish-4096    best raw: amqp091-go, one channel, 4096 outstanding
-//	                    confirms (the adapter's default confirm window)
+//	                    confirms (the adapter's default confirm window),
+//	                    each message the adapter's envelope (enveloped)
 //	raw-publish-256     weaker: the same with 256 outstanding confirms
+//	raw-publish-4096-bare  raw-publish-4096 with bare messages (body and
+//	                    content type): RATIO amqp-publish/bare-raw
 //	amqp-publish        Adapter.Send from 16 goroutines × 16 messages
 //	amqp-publish-1send  one Adapter.Send of all N
 //
-// Every consume contender but raw-multiack-bare reads the same messages:
+// Every publisher makes and encodes each message inside its timed section
+// (the raw ones with json.Marshal, the adapter's with flow.NewMessage).
+//
+// Every contender but the two bare ones reads or writes the same messages:
 // the raw ones are published with the properties and headers the adapter
 // writes for the same benchMessage (see enveloped), so the client library
-// parses the same frames for each.
+// and the broker handle the same frames for each.
 func init() {
 	t := target{open: openAMQP, prepare: prepareAMQP}
 	register(Suite{
@@ -66,6 +71,7 @@ func init() {
 			{Name: "watermill", Run: runAMQPWatermill},
 			{Name: "raw-publish-4096", Run: runRawPublish(4096)},
 			{Name: "raw-publish-256", Run: runRawPublish(256)},
+			{Name: "raw-publish-4096-bare", Run: runRawPublishBare(4096)},
 			{Name: "amqp-publish", Run: runAdapterPublish(16, 16)},
 			{Name: "amqp-publish-1send", Run: runAdapterPublish(1, 0)},
 			{Name: "amqp-latency", Latency: true, Run: t.runLatency()},
@@ -84,6 +90,7 @@ func init() {
 			{Label: "amqp-publish/best-raw", Num: "amqp-publish", Den: []string{"raw-publish-4096", "raw-publish-256"}},
 			{Label: "amqp-publish-1send/best-raw", Num: "amqp-publish-1send", Den: []string{"raw-publish-4096", "raw-publish-256"}},
 			{Label: "amqp-publish/raw-publish-256", Num: "amqp-publish", Den: []string{"raw-publish-256"}},
+			{Label: "amqp-publish/bare-raw", Num: "amqp-publish", Den: []string{"raw-publish-4096-bare"}},
 		}, profileRatios("amqp", "raw-multiack")...),
 	})
 }
@@ -299,10 +306,19 @@ func rawConsume(ctx context.Context, env Env, cfg Config, name string, k int, pu
 	return finishNote(m, name, note)
 }
 
-// runRawPublish: one channel, window outstanding confirms.
+// runRawPublish: one channel, window outstanding confirms, the adapter's
+// envelope.
 func runRawPublish(window int) func(context.Context, Env, Config) (Result, error) {
+	return rawPublishContender("raw-publish-"+strconv.Itoa(window), window, enveloped, "")
+}
+
+// runRawPublishBare: runRawPublish with bare messages.
+func runRawPublishBare(window int) func(context.Context, Env, Config) (Result, error) {
+	return rawPublishContender("raw-publish-"+strconv.Itoa(window)+"-bare", window, persistent, ", bare messages")
+}
+
+func rawPublishContender(name string, window int, publishing func([]byte, int) amqp091.Publishing, note string) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
-		name := "raw-publish-" + strconv.Itoa(window)
 		conn, err := amqp091.Dial(env["url"])
 		if err != nil {
 			return Result{}, err
@@ -324,10 +340,10 @@ func runRawPublish(window int) func(context.Context, Env, Config) (Result, error
 		tl := newTally(cfg.N)
 		m := newMeter(tl)
 		m.begin()
-		if err := rawPublish(ctx, conn, exchange, "bench", cfg.N, window, cfg.Payload, persistent, tl.mark); err != nil {
+		if err := rawPublish(ctx, conn, exchange, "bench", cfg.N, window, cfg.Payload, publishing, tl.mark); err != nil {
 			return Result{}, err
 		}
-		res, err := finishNote(m, name, fmt.Sprintf("amqp091: one channel, %d outstanding confirms, persistent", window))
+		res, err := finishNote(m, name, fmt.Sprintf("amqp091: one channel, %d outstanding confirms, persistent", window)+note)
 		if err != nil {
 			return Result{}, err
 		}
@@ -369,39 +385,11 @@ func runAdapterPublish(goroutines, chunk int) func(context.Context, Env, Config)
 		if chunk == 0 {
 			chunk, name = cfg.N, "amqp-publish-1send"
 		}
-		padding := pad(cfg.Payload)
-		msgs := make([]ports.Message, cfg.N)
-		for i := range msgs {
-			msgs[i] = benchMessage("bench", i, padding, false)
-		}
 		tl := newTally(cfg.N)
 		m := newMeter(tl)
 		m.begin()
-		var next atomic.Int64
-		errs := make(chan error, goroutines)
-		for range goroutines {
-			go func() {
-				for {
-					first := int(next.Add(int64(chunk))) - chunk
-					if first >= cfg.N {
-						errs <- nil
-						return
-					}
-					last := min(first+chunk, cfg.N)
-					if err := a.Send(ctx, msgs[first:last]...); err != nil {
-						errs <- err
-						return
-					}
-					for i := first; i < last; i++ {
-						tl.mark(i)
-					}
-				}
-			}()
-		}
-		for range goroutines {
-			if err := <-errs; err != nil {
-				return Result{}, fmt.Errorf("%s: %w", name, err)
-			}
+		if err := produce(ctx, a, "bench", cfg.N, goroutines, chunk, cfg.Payload, 0, tl.mark); err != nil {
+			return Result{}, fmt.Errorf("%s: %w", name, err)
 		}
 		res, err := finishNote(m, name, fmt.Sprintf("Adapter.Send: %d goroutine(s) × %d messages per Send", goroutines, chunk))
 		if err != nil {

@@ -63,15 +63,24 @@ func encodeMsg(i int, padding string) []byte {
 	return b
 }
 
-// benchMessage is message i as the sluice contenders publish it: JSON
-// payload, the index in seqHeader and, when stamp is set, the send time
-// in sentHeader.
+// benchMessage is message i as the sluice contenders publish it, made
+// the way an application makes a message (flow.NewMessage: JSON payload,
+// id, time, spec version, content type), with the index in seqHeader and,
+// when stamp is set, the send time in sentHeader. The type header
+// NewMessage adds is taken out: the raw contenders' envelope
+// (enveloped, raw-xadd-pipe-envelope, ...) has none, and both sides
+// carry the same headers.
 func benchMessage(topic ports.Topic, i int, padding string, stamp bool) ports.Message {
-	h := ports.Headers{ports.HeaderContentType: "application/json", seqHeader: strconv.Itoa(i)}
-	if stamp {
-		h[sentHeader] = strconv.FormatInt(time.Now().UnixNano(), 10)
+	m, err := flow.NewMessage(context.Background(), topic, benchMsg{Device: "dev-" + strconv.Itoa(i%64), Value: float64(i), Pad: padding})
+	if err != nil {
+		panic(err) // a struct of strings and a float always encodes
 	}
-	return ports.Message{Topic: topic, Payload: encodeMsg(i, padding), Headers: h}
+	delete(m.Headers, ports.HeaderType)
+	m.Headers[seqHeader] = strconv.Itoa(i)
+	if stamp {
+		m.Headers[sentHeader] = strconv.FormatInt(time.Now().UnixNano(), 10)
+	}
+	return m
 }
 
 // target is how the generic sluice contenders of a suite reach its broker.
@@ -112,9 +121,11 @@ func prepublish(ctx context.Context, s ports.Sender, topic ports.Topic, n, chunk
 }
 
 // produce publishes messages 0..n-1 from publishers goroutines, chunk per
-// Send. With rate > 0 message i is sent no earlier than i/rate seconds
-// after the start, stamped with its send time.
-func produce(ctx context.Context, s ports.Sender, topic ports.Topic, n, publishers, chunk, payload, rate int) error {
+// Send, each message made (benchMessage) just before its Send, and calls
+// confirmed, when not nil, with the index of each message its Send
+// confirmed. With rate > 0 message i is sent no earlier than i/rate
+// seconds after the start, stamped with its send time.
+func produce(ctx context.Context, s ports.Sender, topic ports.Topic, n, publishers, chunk, payload, rate int, confirmed func(int)) error {
 	padding := pad(payload)
 	publishers, chunk = max(publishers, 1), max(chunk, 1)
 	var next atomic.Int64
@@ -143,6 +154,11 @@ func produce(ctx context.Context, s ports.Sender, topic ports.Topic, n, publishe
 				if err := s.Send(ctx, batch...); err != nil {
 					errs <- fmt.Errorf("publish: %w", err)
 					return
+				}
+				if confirmed != nil {
+					for i := first; i < first+len(batch); i++ {
+						confirmed(i)
+					}
 				}
 			}
 		}()
@@ -199,7 +215,7 @@ func (t target) runPipeline(batch bool, opts ...flow.Option) func(context.Contex
 		defer p.Stop(context.Background())
 		produced := make(chan error, 1)
 		if t.prepare == nil && !t.prepublished {
-			go func() { produced <- produce(ctx, a, spec.Topic, cfg.N, t.publishers, t.chunk, cfg.Payload, 0) }()
+			go func() { produced <- produce(ctx, a, spec.Topic, cfg.N, t.publishers, t.chunk, cfg.Payload, 0, nil) }()
 		}
 		if err := waitAll(ctx, "sluice", tl, produced); err != nil {
 			return Result{}, err
@@ -267,7 +283,7 @@ func (t target) runLatency(opts ...flow.Option) func(context.Context, Env, Confi
 		m := newMeter(tl)
 		m.begin()
 		produced := make(chan error, 1)
-		go func() { produced <- produce(ctx, a, spec.Topic, n, 4, 1, cfg.Payload, cfg.Rate) }()
+		go func() { produced <- produce(ctx, a, spec.Topic, n, 4, 1, cfg.Payload, cfg.Rate, nil) }()
 		if err := waitAll(ctx, "sluice-latency", tl, produced); err != nil {
 			return Result{}, err
 		}
