@@ -149,6 +149,9 @@ func rawQueue(ch *amqp091.Channel, ns string) (exchange, queue string, err error
 
 // rawPublish publishes messages 0..n-1 on one confirm-mode channel with
 // up to window confirms outstanding, calling confirmed(i) for each ack.
+// Every publish is mandatory, as the adapter's are: a message no queue
+// took comes back (basic.return) and fails the run rather than being
+// counted as published.
 func rawPublish(ctx context.Context, conn *amqp091.Connection, exchange, key string, n, window, payload int, publishing func([]byte, int) amqp091.Publishing, confirmed func(int)) error {
 	ch, err := conn.Channel()
 	if err != nil {
@@ -159,23 +162,49 @@ func rawPublish(ctx context.Context, conn *amqp091.Connection, exchange, key str
 		return err
 	}
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, window+1))
+	// Unbuffered: amqp091 hands a basic.return over before the confirm of
+	// the same message, so the loop below sees the return first.
+	returns := ch.NotifyReturn(make(chan amqp091.Return))
 	slots := make(chan struct{}, window)
 	done := make(chan error, 1)
 	go func() {
+		// Reads both channels until the channel closes (after an error
+		// too: amqp091 blocks on a notification nobody reads), reporting
+		// the first error or the n-th confirm on done.
 		var got int
-		for c := range confirms {
-			if !c.Ack {
-				done <- fmt.Errorf("publish %d nacked by the broker", c.DeliveryTag)
-				return
-			}
-			confirmed(int(c.DeliveryTag) - 1)
-			<-slots
-			if got++; got == n {
-				done <- nil
-				return
+		var returned error
+		report := func(err error) {
+			select {
+			case done <- err:
+			default:
 			}
 		}
-		done <- fmt.Errorf("confirm channel closed after %d of %d confirms", got, n)
+		for confirms != nil {
+			select {
+			case r, ok := <-returns:
+				if !ok {
+					returns = nil
+				} else if returned == nil {
+					returned = fmt.Errorf("publish returned by the broker: %s (%s → %s)", r.ReplyText, r.Exchange, r.RoutingKey)
+				}
+			case c, ok := <-confirms:
+				switch {
+				case !ok:
+					confirms = nil
+					report(fmt.Errorf("confirm channel closed after %d of %d confirms", got, n))
+				case returned != nil:
+					report(returned)
+				case !c.Ack:
+					report(fmt.Errorf("publish %d nacked by the broker", c.DeliveryTag))
+				default:
+					confirmed(int(c.DeliveryTag) - 1)
+					<-slots
+					if got++; got == n {
+						report(nil)
+					}
+				}
+			}
+		}
 	}()
 	padding := pad(payload)
 	for i := range n {
@@ -186,7 +215,7 @@ func rawPublish(ctx context.Context, conn *amqp091.Connection, exchange, key str
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if err := ch.PublishWithContext(ctx, exchange, key, false, false, publishing(encodeMsg(i, padding), i)); err != nil {
+		if err := ch.PublishWithContext(ctx, exchange, key, true, false, publishing(encodeMsg(i, padding), i)); err != nil {
 			return err
 		}
 	}
