@@ -136,13 +136,9 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	errs := make([]error, len(msgs))
 	cmds := make([]goredis.Cmder, len(msgs))
 	pipe, now := c.rc.Pipeline(), time.Now()
-	var topic ports.Topic
-	var stream string
 	for i := range msgs {
 		m := &msgs[i]
-		if i == 0 || m.Topic != topic { // a batch is mostly one topic's: one key
-			topic, stream = m.Topic, c.streamKey(m.Topic)
-		}
+		stream := c.streamKey(m.Topic)
 		tr, err := c.trimFor(ctx, m.Topic, stream)
 		switch {
 		case c.o.faults != nil && c.o.faults.refuse(m.Topic):

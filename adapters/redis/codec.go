@@ -57,33 +57,14 @@ func encodeFor(w Wire, m *ports.Message) []any {
 	return appendHeaders(out, m)
 }
 
-// envelopeFields are the "h:<name>" fields of the envelope headers, each
-// made into an interface value once.
-var envelopeFields = func() map[string]any {
-	f := map[string]any{}
-	for _, h := range [...]string{ports.HeaderSpecVersion, ports.HeaderID, ports.HeaderType, ports.HeaderSource, ports.HeaderTime,
-		ports.HeaderContentType, ports.HeaderRequestID, ports.HeaderTenantID, ports.HeaderCorrelationID, ports.HeaderCausationID,
-		ports.HeaderPartitionKey, ports.HeaderTraceParent, ports.HeaderTraceState, ports.HeaderRedeliveryCount,
-		ports.HeaderDeadLetterReason, ports.HeaderDeadLetterTopic, ports.HeaderAttempts, ports.HeaderDeadLetterTime, ports.HeaderIDSource} {
-		f[h] = headerPrefix + h
-	}
-	return f
-}()
-
-// appendHeaders appends one "h:<name>" field per header of m. The values
-// (and the names of other headers) go in as *string, which go-redis
-// writes as the string: pointers into one slice per message, instead of
-// an allocation for each string made into an interface value.
+// appendHeaders appends one "h:<name>" field per header of m: the names
+// and values as *string, which go-redis writes as the string, pointing
+// into one slice, not one allocation per interface value.
 func appendHeaders(out []any, m *ports.Message) []any {
 	strs := make([]string, 0, 2*len(m.Headers)) // never grown: out points into it
 	for k, v := range m.Headers {
-		name, ok := envelopeFields[k]
-		if !ok {
-			strs = append(strs, headerPrefix+k)
-			name = &strs[len(strs)-1]
-		}
-		strs = append(strs, v)
-		out = append(out, name, &strs[len(strs)-1])
+		strs = append(strs, headerPrefix+k, v)
+		out = append(out, &strs[len(strs)-2], &strs[len(strs)-1])
 	}
 	return out
 }
