@@ -114,3 +114,24 @@ func TestEverySuiteIsWellFormed(t *testing.T) {
 		}
 	}
 }
+
+// procCPU reads a process's CPU time to well under a clock tick (10 ms):
+// a few milliseconds of spinning show, as they did not when it read
+// /proc/<pid>/stat.
+func TestProcCPUResolvesMilliseconds(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc: broker CPU is not measured on this system")
+	}
+	pid := os.Getpid()
+	before, cpu0 := procCPU(pid), processCPU()
+	deadline := time.Now().Add(10 * time.Second)
+	for processCPU()-cpu0 < 3*time.Millisecond { // 3 ms of this process's CPU, however loaded the machine
+		if time.Now().After(deadline) {
+			t.Fatal("this process got under 3 ms of CPU in 10 s")
+		}
+	}
+	spent := procCPU(pid) - before
+	if spent < time.Millisecond || spent > 5*time.Second {
+		t.Fatalf("procCPU advanced %v over a spin of at least 3 ms of CPU; want about that (at ms resolution)", spent)
+	}
+}
