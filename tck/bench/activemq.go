@@ -305,32 +305,28 @@ func stompConsume(ctx context.Context, env Env, cfg Config, name string, envelop
 // envelope each message carries the adapter's envelope.
 func runStompPublish(envelope bool) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
-		return stompPublishRun(ctx, env, cfg, envelope)
+		name, note := "raw-publish-tx", ""
+		if envelope {
+			name, note = name+"+env", ", the adapter's envelope"
+		}
+		conns, closeAll, err := stompConns(env["addr"], amqConns)
+		if err != nil {
+			return Result{}, err
+		}
+		defer closeAll()
+		queue := "/queue/Consumer.bench.VirtualTopic." + amqNamespace("rawpub")
+		tl := newTally(cfg.N)
+		m := newMeter(tl)
+		m.begin()
+		if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, envelope, tl.mark); err != nil {
+			return Result{}, err
+		}
+		res, err := finishNote(m, name, fmt.Sprintf("go-stomp: %d goroutines × %d SENDs per transaction, %d connections, persistent", amqPublishers, amqChunk, amqConns)+note)
+		if err != nil {
+			return Result{}, err
+		}
+		return res, stompDrain(ctx, env["addr"], queue, cfg.N)
 	}
-}
-
-func stompPublishRun(ctx context.Context, env Env, cfg Config, envelope bool) (Result, error) {
-	name, note := "raw-publish-tx", ""
-	if envelope {
-		name, note = name+"+env", ", the adapter's envelope"
-	}
-	conns, closeAll, err := stompConns(env["addr"], amqConns)
-	if err != nil {
-		return Result{}, err
-	}
-	defer closeAll()
-	queue := "/queue/Consumer.bench.VirtualTopic." + amqNamespace("rawpub")
-	tl := newTally(cfg.N)
-	m := newMeter(tl)
-	m.begin()
-	if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, envelope, tl.mark); err != nil {
-		return Result{}, err
-	}
-	res, err := finishNote(m, name, fmt.Sprintf("go-stomp: %d goroutines × %d SENDs per transaction, %d connections, persistent", amqPublishers, amqChunk, amqConns)+note)
-	if err != nil {
-		return Result{}, err
-	}
-	return res, stompDrain(ctx, env["addr"], queue, cfg.N)
 }
 
 // stompDrain consumes the n messages a publish contender left in queue
