@@ -67,6 +67,35 @@ func (ls links) resume() { ls.each(func(p *Proxy) int { p.Resume(); return 0 }) 
 // live counts the open proxied connections.
 func (ls links) live() hits { return ls.each(func(p *Proxy) int { return p.Stats().Live }) }
 
+// awaitLive waits until a fault would hit what mustHaveHit asks for: an
+// open connection of the producer and one of the consumer (two on a
+// shared proxy). A client connects again after a fault only when it next
+// needs the broker, so one that had its fill before the fault may have
+// none yet when the flow resumed: a second fault then would prove nothing.
+func (ls links) awaitLive(e *env, what string) {
+	e.t.Helper()
+	ctx, cancel := withTimeout(e.ctx, e.target)
+	defer cancel()
+	for {
+		// The signals are taken before counting: a connection linked in
+		// between wakes the wait.
+		cons, prod := ls.cons.nextLink(), ls.cons.nextLink()
+		if ls.prod != nil {
+			prod = ls.prod.nextLink()
+		}
+		missed := ls.missed(ls.live())
+		if missed == "" {
+			return
+		}
+		select {
+		case <-cons:
+		case <-prod:
+		case <-ctx.Done():
+			e.t.Fatalf("%s would have %s; no more connections came within %v", what, missed, e.target.Timeout)
+		}
+	}
+}
+
 // mustHaveHit fails the scenario unless fault (what) hit at least one
 // connection of the producer and one of the consumer: a fault that hit
 // nothing (an adapter that bypassed the proxy, an address rewrite that

@@ -37,6 +37,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	conns   map[*link]struct{}
 	flowing chan struct{} // closed while forwarding; replaced by Stall
+	linked  chan struct{} // closed, and replaced, when a connection is linked
 	refuse  bool
 	resetOn []byte // ResetOn's pattern until it fired
 	closed  bool
@@ -107,7 +108,7 @@ func NewRewritingProxy(upstream string) (*Proxy, error) {
 }
 
 func startProxy(ln net.Listener, upstream string, from, to []byte) *Proxy {
-	p := &Proxy{ln: ln, upstream: upstream, from: from, to: to, conns: map[*link]struct{}{}, flowing: make(chan struct{})}
+	p := &Proxy{ln: ln, upstream: upstream, from: from, to: to, conns: map[*link]struct{}{}, flowing: make(chan struct{}), linked: make(chan struct{})}
 	close(p.flowing)
 	p.wg.Add(1)
 	go p.accept()
@@ -124,6 +125,13 @@ func (p *Proxy) Stats() ProxyStats {
 	s := p.stats
 	s.Live = len(p.conns)
 	return s
+}
+
+// nextLink returns a channel closed when the next connection is linked.
+func (p *Proxy) nextLink() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.linked
 }
 
 func (p *Proxy) accept() {
@@ -169,6 +177,8 @@ func (p *Proxy) serve(client net.Conn) {
 	}
 	p.conns[l] = struct{}{}
 	p.stats.Linked++
+	close(p.linked)
+	p.linked = make(chan struct{})
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -139,6 +139,31 @@ func TestProxyForwards(t *testing.T) {
 	}
 }
 
+// nextLink's channel closes once a connection is linked through, and the
+// next call returns a fresh one (what links.awaitLive waits on).
+func TestProxyNextLinkSignalsEachConnection(t *testing.T) {
+	up := startEcho(t)
+	p := newTestProxy(t, up.ln.Addr().String(), false)
+	next := p.nextLink()
+	select {
+	case <-next:
+		t.Fatal("nextLink signalled before any connection")
+	default:
+	}
+	dialProxy(t, p)
+	select {
+	case <-next:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a connection was linked through the proxy and nextLink's channel stayed open for 10s")
+	}
+	if again := p.nextLink(); again == next {
+		t.Fatal("nextLink returned the closed channel again: a wait for the next connection would not wait")
+	}
+	if s := p.Stats(); s.Live != 1 {
+		t.Fatalf("stats %+v, want one live connection", s)
+	}
+}
+
 func TestProxyResetSendsRST(t *testing.T) {
 	up := startEcho(t)
 	p := newTestProxy(t, up.ln.Addr().String(), false)

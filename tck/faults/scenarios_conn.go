@@ -221,6 +221,7 @@ func scenarioReset(e *env) {
 		ls.mustHaveHit(e, "the first reset", first)
 		e.await("the stream two-thirds acked", func(c tck.Counts) bool { return c.Acked >= 2*n/3 })
 		e.awaitRecovered("reset-1") // producer and consumer connected again
+		ls.awaitLive(e, "the second reset")
 		f = e.begin("reset-2")
 		second := ls.reset()
 		e.heal(f)
