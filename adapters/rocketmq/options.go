@@ -32,8 +32,9 @@ const (
 	// receipt handle per RPC.
 	DefaultParallelism = 32
 	// DefaultSendAttempts is the client's own number of tries per send.
-	DefaultSendAttempts  = 3
-	DefaultDeliveryLimit = 17 // a group's deliveries in RocketMQ's default: the first and 16 retries
+	DefaultSendAttempts = 3
+	// DefaultDeliveryLimit is RocketMQ's default: the first delivery and 16 retries.
+	DefaultDeliveryLimit = 17
 	// MaxNameLength is RocketMQ's limit on topic names (127 characters).
 	MaxNameLength = 127
 )

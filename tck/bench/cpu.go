@@ -79,7 +79,10 @@ func procCPU(pid int) time.Duration {
 	read := false
 	for _, t := range tasks {
 		b, err := os.ReadFile(dir + t.Name() + "/schedstat")
-		if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
 			n, _ := strconv.ParseInt(f[0], 10, 64)
 			ns, read = ns+n, true
 		}

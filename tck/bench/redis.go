@@ -156,9 +156,9 @@ func prepareRedis(ctx context.Context, a ports.Adapter, spec ports.SubscriptionS
 	return prepublish(ctx, a, spec.Topic, cfg.N, 256, cfg.Payload)
 }
 
-// rawXAdd publishes messages 0..n-1 (the fields values makes, in the timed
-// section) to stream with pipelines of chunk XADDs
-// from goroutines goroutines.
+// rawXAdd publishes messages 0..n-1 to stream from goroutines goroutines,
+// in pipelines of chunk XADDs; values makes each message's fields (in the
+// timed section).
 func rawXAdd(ctx context.Context, rc *goredis.Client, stream string, n, goroutines, chunk int, values func(i int) any, done func(i int)) error {
 	var next atomic.Int64
 	errs := make(chan error, goroutines)

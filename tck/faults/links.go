@@ -79,7 +79,8 @@ func (ls links) awaitLive(e *env, what string) {
 	for {
 		// The signals are taken before counting: a connection linked in
 		// between wakes the wait.
-		cons, prod := ls.cons.nextLink(), ls.cons.nextLink()
+		cons := ls.cons.nextLink()
+		prod := cons
 		if ls.prod != nil {
 			prod = ls.prod.nextLink()
 		}

@@ -220,8 +220,8 @@ func scenarioReset(e *env) {
 		e.heal(f)
 		ls.mustHaveHit(e, "the first reset", first)
 		e.await("the stream two-thirds acked", func(c tck.Counts) bool { return c.Acked >= 2*n/3 })
-		e.awaitRecovered("reset-1") // producer and consumer connected again
-		ls.awaitLive(e, "the second reset")
+		e.awaitRecovered("reset-1")         // the flow resumed
+		ls.awaitLive(e, "the second reset") // and every client has a connection to cut
 		f = e.begin("reset-2")
 		second := ls.reset()
 		e.heal(f)
