@@ -32,7 +32,10 @@ import (
 //	raw-individual-ack+env  the same, the messages carrying the headers the
 //	                    adapter's carry (ce-id, ce-specversion, ce-time,
 //	                    content-type, the bench's sequence header), which
-//	                    ActiveMQ stores and delivers as JMS properties
+//	                    ActiveMQ stores and delivers as JMS properties, and
+//	                    taking the adapter's route: published to a virtual
+//	                    topic, read from the group's consumer queue
+//	                    (stompRoute)
 //	activemq            sluice default pipeline
 //	activemq-latency    default pipeline with a paced concurrent producer
 //
@@ -49,7 +52,7 @@ import (
 //	                    16 SENDs committed with a receipt, receipts
 //	                    pipelined over 4 connections (the adapter's
 //	                    default), each message carrying the adapter's
-//	                    envelope (as raw-individual-ack+env's)
+//	                    envelope, by its route (as raw-individual-ack+env's)
 //	raw-publish-tx      the same with bare messages: activemq-publish/bare-raw
 //	activemq-publish    Adapter.Send from 16 goroutines × 16 messages (one
 //	                    transaction per Send, 4 publish connections)
@@ -99,12 +102,17 @@ func setupActiveMQ(ctx context.Context, _ Config) (Env, func(), error) {
 	// trips ActiveMQ's producer flow control (the queue's memory limit),
 	// which blocks a transacted producer until a consumer drains it: the
 	// bench broker turns it off for queues and lets them spool to KahaDB.
-	b, err := activemqtest.Start(ctx, activemqtest.Options{PolicyEntries: `<policyEntry queue=">" producerFlowControl="false"/>`})
+	// With it off a queue still caches messages in the broker's heap up to
+	// its memory limit, which is, by default, 70% of the heap (256 MiB):
+	// 100,000 of them filled it and the JVM failed with OutOfMemoryError,
+	// its journal with it. 32 MiB a queue keeps the default N cached and
+	// leaves the rest in KahaDB only.
+	b, err := activemqtest.Start(ctx, activemqtest.Options{PolicyEntries: `<policyEntry queue=">" producerFlowControl="false" memoryLimit="32mb"/>`})
 	if err != nil {
 		return nil, nil, fmt.Errorf("no ACTIVEMQ_ADDR and no private ActiveMQ could start: %w", err)
 	}
-	fmt.Println("broker: private ActiveMQ 5.17 (activemqtest) on 127.0.0.1, STOMP, producerFlowControl=false for queues")
-	return Env{"addr": b.StompAddr}, func() { b.Stop() }, nil
+	fmt.Println("broker: private ActiveMQ 5.17 (activemqtest) on 127.0.0.1, STOMP, producerFlowControl=false, 32 MiB cached a queue")
+	return Env{"addr": b.StompAddr, brokerPIDEnv: strconv.Itoa(b.PID())}, func() { b.Stop() }, nil
 }
 
 func amqNamespace(name string) string {
@@ -241,18 +249,44 @@ func runStompCumulative(ctx context.Context, env Env, cfg Config) (Result, error
 	return stompConsume(ctx, env, cfg, "raw-cumulative-ack", false, true)
 }
 
+// stompRoute returns where a raw contender publishes and the queue it
+// reads. A bare contender publishes straight to the queue. One with the
+// envelope takes the adapter's route as well: it publishes to a virtual
+// topic, which ActiveMQ forwards to the group's consumer queue (made here
+// first, as the adapter's Subscribe makes it), so the broker does the same
+// work and delivers the same frames (original-destination added) as to the
+// sluice contenders.
+func stompRoute(c *stomp.Conn, name string, envelope bool) (dest, queue string, err error) {
+	topic := "VirtualTopic." + amqNamespace(name)
+	queue = "/queue/Consumer.bench." + topic
+	if !envelope {
+		return queue, queue, nil
+	}
+	sub, err := c.Subscribe(queue, stomp.AckAuto)
+	if err != nil {
+		return "", "", err
+	}
+	if err := sub.Unsubscribe(); err != nil {
+		return "", "", err
+	}
+	return "/topic/" + topic, queue, nil
+}
+
 // stompConsume pre-publishes N to a queue and consumes them with prefetch
 // = in-flight: one ACK per delivery (ack:client-individual), or, when
 // cumulative, one ACK (ack:client) every in-flight/2 deliveries and the
 // last, each acknowledging everything delivered before it.
 func stompConsume(ctx context.Context, env Env, cfg Config, name string, envelope, cumulative bool) (Result, error) {
-	queue := "/queue/Consumer.bench.VirtualTopic." + amqNamespace("raw")
 	conns, closeAll, err := stompConns(env["addr"], amqConns)
 	if err != nil {
 		return Result{}, err
 	}
 	defer closeAll()
-	if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, envelope, func(int) {}); err != nil {
+	dest, queue, err := stompRoute(conns[0], "raw", envelope)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := stompPublish(ctx, conns, dest, cfg.N, cfg.Payload, envelope, func(int) {}); err != nil {
 		return Result{}, fmt.Errorf("pre-publish: %w", err)
 	}
 	c := conns[0]
@@ -314,11 +348,14 @@ func runStompPublish(envelope bool) func(context.Context, Env, Config) (Result, 
 			return Result{}, err
 		}
 		defer closeAll()
-		queue := "/queue/Consumer.bench.VirtualTopic." + amqNamespace("rawpub")
+		dest, queue, err := stompRoute(conns[0], "rawpub", envelope)
+		if err != nil {
+			return Result{}, err
+		}
 		tl := newTally(cfg.N)
 		m := newMeter(tl)
 		m.begin()
-		if err := stompPublish(ctx, conns, queue, cfg.N, cfg.Payload, envelope, tl.mark); err != nil {
+		if err := stompPublish(ctx, conns, dest, cfg.N, cfg.Payload, envelope, tl.mark); err != nil {
 			return Result{}, err
 		}
 		res, err := finishNote(m, name, fmt.Sprintf("go-stomp: %d goroutines × %d SENDs per transaction, %d connections, persistent", amqPublishers, amqChunk, amqConns)+note)
