@@ -65,7 +65,7 @@ func init() {
 		About:     "consume + settle of pre-published records, timed from the first record received",
 		Shared:    true,
 		PerSecond: true,
-		DefaultN:  30000,
+		DefaultN:  300000,
 		Setup:     setupKafkaAndBare,
 		Contenders: []Contender{
 			{Name: "sarama-mark-autocommit", Run: runSaramaAuto("topic")},

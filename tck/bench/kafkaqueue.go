@@ -61,7 +61,7 @@ func init() {
 		About:     "share-group consume + explicit accept of pre-published records, timed from the first record received; share-group state verified after each run",
 		Shared:    true,
 		PerSecond: true,
-		DefaultN:  30000,
+		DefaultN:  150000,
 		Setup:     setupKafkaQueue,
 		Contenders: []Contender{
 			{Name: "franz-share", Run: runFranzShare(0)},

@@ -48,7 +48,7 @@ func init() {
 		Name:     "kafka-txn",
 		About:    "consume + transform + produce + commit in one transaction per batch, timed from the first record received; outputs verified read-committed",
 		Shared:   true,
-		DefaultN: 20000,
+		DefaultN: 100000,
 		Setup:    setupKafka,
 		Contenders: []Contender{
 			{Name: "franz-txn+env", Run: runFranzTxn(true)},

@@ -39,7 +39,7 @@ func init() {
 	register(Suite{
 		Name:     "mem",
 		About:    "in-process: encode → hand-off → decode → map → settle; producer runs concurrently and unpaced; timed from the first delivery",
-		DefaultN: 100000, // -n 300000 for the figure; Watermill's run takes ~10s per 100k
+		DefaultN: 300000,
 		Contenders: append([]Contender{
 			{Name: "channel", Run: runChannel(true)},
 			{Name: "channel-bare", Run: runChannel(false)},

@@ -68,7 +68,7 @@ func init() {
 	register(Suite{
 		Name:     "redis",
 		About:    "consume suites pre-publish N entries per run and time consume + settle from the first delivery; servers are private redis-server 7.0 processes",
-		DefaultN: 30000,
+		DefaultN: 100000,
 		Setup:    setupRedis,
 		Contenders: []Contender{
 			{Name: "raw-xreadgroup-pipelined", Run: runRawXReadGroupPipelined(true)},
