@@ -252,10 +252,13 @@ func runStompCumulative(ctx context.Context, env Env, cfg Config) (Result, error
 // stompRoute returns where a raw contender publishes and the queue it
 // reads. A bare contender publishes straight to the queue. One with the
 // envelope takes the adapter's route as well: it publishes to a virtual
-// topic, which ActiveMQ forwards to the group's consumer queue (made here
-// first, as the adapter's Subscribe makes it), so the broker does the same
-// work and delivers the same frames (original-destination added) as to the
-// sluice contenders.
+// topic, which ActiveMQ forwards to the group's consumer queue, so the
+// broker does the same work and delivers the same frames
+// (original-destination added) as to the sluice contenders. The queue is
+// made first, as the adapter's Subscribe makes it: go-stomp's Unsubscribe
+// waits for the broker's receipt, which it sends after the SUBSCRIBE
+// before it on the connection, so the queue exists before the first
+// publish.
 func stompRoute(c *stomp.Conn, name string, envelope bool) (dest, queue string, err error) {
 	topic := "VirtualTopic." + amqNamespace(name)
 	queue = "/queue/Consumer.bench." + topic
