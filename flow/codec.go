@@ -128,7 +128,7 @@ type MessageOption func(*ports.Message)
 func Key(k string) MessageOption { return func(m *ports.Message) { m.Key = k } }
 
 // Header sets one header.
-func Header(k, v string) MessageOption { return func(m *ports.Message) { m.Headers[k] = v } }
+func Header(k, v string) MessageOption { return func(m *ports.Message) { m.Headers.Set(k, v) } }
 
 // Type sets the payload type header (default: the Go type name).
 func Type(t string) MessageOption { return Header(ports.HeaderType, t) }
@@ -145,27 +145,27 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 	if err != nil {
 		return ports.Message{}, fmt.Errorf("flow: encode %s: %w", typeName[T](), err)
 	}
-	m := ports.Message{Topic: topic, Payload: payload, Headers: make(ports.Headers, 8)}
-	m.Headers[ports.HeaderType] = typeName[T]()
-	m.Headers[ports.HeaderContentType] = "application/json"
+	m := ports.Message{Topic: topic, Payload: payload, Headers: make(ports.Headers, 0, 8)}
+	m.Headers.Set(ports.HeaderType, typeName[T]())
+	m.Headers.Set(ports.HeaderContentType, "application/json")
 	if id := RequestID(ctx); id != "" {
-		m.Headers[ports.HeaderRequestID] = id
+		m.Headers.Set(ports.HeaderRequestID, id)
 	}
 	if id := TenantID(ctx); id != "" {
-		m.Headers[ports.HeaderTenantID] = id
+		m.Headers.Set(ports.HeaderTenantID, id)
 	}
 	if d := DeliveryFrom(ctx); d != nil {
 		// A delivery without identity (ports.IDNone) causes no causation
 		// id; its correlation id, if it carries one, is still inherited.
 		if d.ID != "" {
-			m.Headers[ports.HeaderCausationID] = d.ID
+			m.Headers.Set(ports.HeaderCausationID, d.ID)
 		}
-		corr := d.Headers[ports.HeaderCorrelationID]
+		corr := d.Headers.Get(ports.HeaderCorrelationID)
 		if corr == "" {
 			corr = d.ID
 		}
 		if corr != "" {
-			m.Headers[ports.HeaderCorrelationID] = corr
+			m.Headers.Set(ports.HeaderCorrelationID, corr)
 		}
 	}
 	if len(opts) > 0 {
@@ -175,11 +175,11 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 		}
 		m = o
 	}
-	if m.Headers[ports.HeaderID] == "" {
-		m.Headers[ports.HeaderID] = id
+	if m.Headers.Get(ports.HeaderID) == "" {
+		m.Headers.Set(ports.HeaderID, id)
 	}
-	if m.Headers[ports.HeaderTime] == "" {
-		m.Headers[ports.HeaderTime] = at
+	if m.Headers.Get(ports.HeaderTime) == "" {
+		m.Headers.Set(ports.HeaderTime, at)
 	}
 	m.StampInPlace(time.Time{}) // the spec version and partition key: nothing left to format
 	return m, nil

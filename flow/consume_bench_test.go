@@ -40,7 +40,7 @@ func newRecycler(pool, perReceive, target int) *recycler {
 	for i := range pool {
 		id := fmt.Sprintf("m%d", i)
 		r.free = append(r.free, &ports.Delivery{
-			Message: ports.Message{Topic: "bench", Payload: []byte(`{"id":"o-1","total":42}`), Headers: ports.Headers{ports.HeaderID: id}},
+			Message: ports.Message{Topic: "bench", Payload: []byte(`{"id":"o-1","total":42}`), Headers: ports.NewHeaders(ports.HeaderID, id)},
 			ID:      id, IDSource: ports.IDProducer,
 		})
 	}

@@ -51,11 +51,11 @@ type deliveryCtx struct {
 func (c *deliveryCtx) Value(key any) any {
 	switch key.(type) {
 	case requestIDKey:
-		if v := c.d.Headers[ports.HeaderRequestID]; v != "" {
+		if v := c.d.Headers.Get(ports.HeaderRequestID); v != "" {
 			return v
 		}
 	case tenantIDKey:
-		if v := c.d.Headers[ports.HeaderTenantID]; v != "" {
+		if v := c.d.Headers.Get(ports.HeaderTenantID); v != "" {
 			return v
 		}
 	case deliveryKey:

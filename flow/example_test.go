@@ -37,7 +37,7 @@ func ExampleNewMessage() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(m.Topic, m.Key, string(m.Payload), m.Headers[ports.HeaderRequestID], m.Headers[ports.HeaderType])
+	fmt.Println(m.Topic, m.Key, string(m.Payload), m.Headers.Get(ports.HeaderRequestID), m.Headers.Get(ports.HeaderType))
 	// Output: orders customer-9 {"id":"o-1","total":12} req-7 flow_test.order
 }
 

@@ -168,7 +168,7 @@ func delivery(payload string, redeliveries int) *ports.Delivery {
 	seq++
 	id := fmt.Sprintf("m%d", seq)
 	return &ports.Delivery{
-		Message:         ports.Message{Topic: "t", Payload: []byte(payload), Headers: ports.Headers{ports.HeaderID: id}},
+		Message:         ports.Message{Topic: "t", Payload: []byte(payload), Headers: ports.NewHeaders(ports.HeaderID, id)},
 		ID:              id,
 		RedeliveryCount: redeliveries,
 	}

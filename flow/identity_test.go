@@ -46,16 +46,16 @@ func TestNewMessageFromDeliveryWithoutIdentity(t *testing.T) {
 	}
 	h := next(ctx, t, made)
 	for _, k := range []string{ports.HeaderCausationID, ports.HeaderCorrelationID} {
-		if v, ok := h[k]; ok {
+		if v, ok := h.Lookup(k); ok {
 			t.Errorf("header %s = %q on a message caused by a delivery without identity; want it absent", k, v)
 		}
 	}
-	if err := a.Send(ctx, ports.Message{Topic: "in", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: "m-1"}}); err != nil {
+	if err := a.Send(ctx, ports.Message{Topic: "in", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m-1")}); err != nil {
 		t.Fatal(err)
 	}
 	h = next(ctx, t, made)
-	if h[ports.HeaderCausationID] != "m-1" || h[ports.HeaderCorrelationID] != "m-1" {
-		t.Errorf("causation %q correlation %q, want m-1 and m-1", h[ports.HeaderCausationID], h[ports.HeaderCorrelationID])
+	if h.Get(ports.HeaderCausationID) != "m-1" || h.Get(ports.HeaderCorrelationID) != "m-1" {
+		t.Errorf("causation %q correlation %q, want m-1 and m-1", h.Get(ports.HeaderCausationID), h.Get(ports.HeaderCorrelationID))
 	}
 }
 

@@ -40,7 +40,7 @@ func keptAfterSettlement(t *testing.T, rounds, per, push int) {
 	f, p := start(t, spec, func(p *flow.Pipeline) {
 		out := flow.Via(p.Source(), func(it flow.Item[*ports.Delivery], _ flow.Emit[*ports.Delivery]) {
 			mu.Lock()
-			ks = append(ks, kept{d: it.Value, ctx: it.Ctx, c: it.Completion, id: it.Value.ID, req: it.Value.Headers[ports.HeaderRequestID]})
+			ks = append(ks, kept{d: it.Value, ctx: it.Ctx, c: it.Completion, id: it.Value.ID, req: it.Value.Headers.Get(ports.HeaderRequestID)})
 			mu.Unlock()
 			_ = it.Succeed()
 		})
@@ -51,7 +51,7 @@ func keptAfterSettlement(t *testing.T, rounds, per, push int) {
 		for i := range batch {
 			id := fmt.Sprintf("r%d-%d", r, i)
 			batch[i] = &ports.Delivery{
-				Message: ports.Message{Topic: "t", Payload: []byte(id), Headers: ports.Headers{ports.HeaderID: id, ports.HeaderRequestID: "req-" + id}},
+				Message: ports.Message{Topic: "t", Payload: []byte(id), Headers: ports.NewHeaders(ports.HeaderID, id, ports.HeaderRequestID, "req-"+id)},
 				ID:      id,
 			}
 		}

@@ -32,14 +32,14 @@ func TestNewMessageEncodesAndStamps(t *testing.T) {
 		t.Fatalf("payload %s, want json.Marshal's %s", m.Payload, want)
 	}
 	h := m.Headers
-	if h[ports.HeaderID] == "" || h[ports.HeaderTime] == "" || h[ports.HeaderSpecVersion] != "1.0" || h[ports.HeaderPartitionKey] != "d-1" ||
-		h[ports.HeaderContentType] != "application/json" || !strings.HasSuffix(h[ports.HeaderType], "reading") {
+	if h.Get(ports.HeaderID) == "" || h.Get(ports.HeaderTime) == "" || h.Get(ports.HeaderSpecVersion) != "1.0" || h.Get(ports.HeaderPartitionKey) != "d-1" ||
+		h.Get(ports.HeaderContentType) != "application/json" || !strings.HasSuffix(h.Get(ports.HeaderType), "reading") {
 		t.Fatalf("headers %v: want id, time, spec version, partition key, content type and type", h)
 	}
-	id, at := h[ports.HeaderID], h[ports.HeaderTime]
+	id, at := h.Get(ports.HeaderID), h.Get(ports.HeaderTime)
 	m.Payload = append(m.Payload, "trailing bytes the stamp's room would hold"...)
-	if h[ports.HeaderID] != id || h[ports.HeaderTime] != at {
-		t.Fatalf("appending to the payload changed the stamp: %q %q, was %q %q", h[ports.HeaderID], h[ports.HeaderTime], id, at)
+	if h.Get(ports.HeaderID) != id || h.Get(ports.HeaderTime) != at {
+		t.Fatalf("appending to the payload changed the stamp: %q %q, was %q %q", h.Get(ports.HeaderID), h.Get(ports.HeaderTime), id, at)
 	}
 	sent := m
 	sent.Stamp(time.Now()) // what Send does
@@ -47,8 +47,8 @@ func TestNewMessageEncodesAndStamps(t *testing.T) {
 		t.Fatal("Send's Stamp copied the headers of a message NewMessage made")
 	}
 	mine, err := flow.NewMessage(context.Background(), "out", v, flow.Header(ports.HeaderID, "mine"))
-	if err != nil || mine.Headers[ports.HeaderID] != "mine" {
-		t.Fatalf("id %q, %v: want the option's", mine.Headers[ports.HeaderID], err)
+	if err != nil || mine.Headers.Get(ports.HeaderID) != "mine" {
+		t.Fatalf("id %q, %v: want the option's", mine.Headers.Get(ports.HeaderID), err)
 	}
 	if _, err := flow.NewMessage(context.Background(), "out", func() {}); err == nil || !strings.Contains(err.Error(), "unsupported type") {
 		t.Fatalf("encoding a func: %v, want json's unsupported type error", err)

@@ -39,7 +39,7 @@ func benchPipeline(b *testing.B, build func(p *flow.Pipeline, done func())) {
 	const chunk = 128
 	msgs := make([]ports.Message, chunk)
 	for i := range msgs {
-		msgs[i] = ports.Message{Topic: "bench", Payload: []byte(`{"id":"o-1","total":42}`), Headers: ports.Headers{ports.HeaderID: "x"}}
+		msgs[i] = ports.Message{Topic: "bench", Payload: []byte(`{"id":"o-1","total":42}`), Headers: ports.NewHeaders(ports.HeaderID, "x")}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

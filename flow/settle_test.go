@@ -231,7 +231,7 @@ func TestRequestIDRestoredInHandlerContext(t *testing.T) {
 		return nil
 	}))
 	d := delivery(`{}`, 0)
-	d.Headers[ports.HeaderRequestID] = "req-42"
+	d.Headers.Set(ports.HeaderRequestID, "req-42")
 	f.push(d)
 	select {
 	case s := <-got:

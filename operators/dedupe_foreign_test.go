@@ -64,7 +64,7 @@ func TestDedupeNeverDropsMessagesWithoutIdentity(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := ports.Message{Topic: "readings", Payload: []byte(`{"t":23}`), Headers: ports.Headers{ports.HeaderID: "reading-1"}}
+	m := ports.Message{Topic: "readings", Payload: []byte(`{"t":23}`), Headers: ports.NewHeaders(ports.HeaderID, "reading-1")}
 	if err := a.Send(ctx, m, m); err != nil {
 		t.Fatal(err)
 	}

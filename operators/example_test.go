@@ -56,7 +56,7 @@ func demo(sp ports.SubscriptionSpec, n int, build func(p *flow.Pipeline), msgs .
 
 func order(id string, total int) ports.Message {
 	b, _ := json.Marshal(Order{ID: id, Total: total})
-	return ports.Message{Topic: "orders", Key: id, Payload: b, Headers: ports.Headers{ports.HeaderID: id}}
+	return ports.Message{Topic: "orders", Key: id, Payload: b, Headers: ports.NewHeaders(ports.HeaderID, id)}
 }
 
 func reading(device string, v float64) ports.Message {

@@ -138,7 +138,7 @@ var seq atomic.Int64
 func msg(payload, key string) *ports.Delivery {
 	id := fmt.Sprintf("m%d", seq.Add(1))
 	return &ports.Delivery{
-		Message: ports.Message{Topic: "t", Key: key, Payload: []byte(payload), Headers: ports.Headers{ports.HeaderID: id}},
+		Message: ports.Message{Topic: "t", Key: key, Payload: []byte(payload), Headers: ports.NewHeaders(ports.HeaderID, id)},
 		ID:      id,
 	}
 }

@@ -60,7 +60,7 @@ func sendN(t *testing.T, a *mem.Adapter, topic ports.Topic, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = ports.NewID()
-		m := ports.Message{Topic: topic, Key: "k" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i)), Headers: ports.Headers{ports.HeaderID: ids[i]}}
+		m := ports.Message{Topic: topic, Key: "k" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i)), Headers: ports.NewHeaders(ports.HeaderID, ids[i])}
 		if err := a.Send(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
@@ -159,10 +159,10 @@ func TestMemBoundedRetryThenDeadLetterWithAttempts(t *testing.T) {
 		t.Fatalf("no dead letter within 10s: %v (stats %+v)", err, p.Stats())
 	}
 	h := dead[0].Headers
-	if dead[0].ID != id || h[ports.HeaderAttempts] != strconv.Itoa(bound) {
-		t.Fatalf("dead letter %s attempts %q, want %s after %d", dead[0].ID, h[ports.HeaderAttempts], id, bound)
+	if dead[0].ID != id || h.Get(ports.HeaderAttempts) != strconv.Itoa(bound) {
+		t.Fatalf("dead letter %s attempts %q, want %s after %d", dead[0].ID, h.Get(ports.HeaderAttempts), id, bound)
 	}
-	if r := h[ports.HeaderDeadLetterReason]; !strings.Contains(r, "downstream unavailable") || !strings.Contains(r, "2 local attempts") {
+	if r := h.Get(ports.HeaderDeadLetterReason); !strings.Contains(r, "downstream unavailable") || !strings.Contains(r, "2 local attempts") {
 		t.Fatalf("dead-letter reason %q, want the last error and the local attempts", r)
 	}
 	if calls.Load() != bound*local || len(deliveries) != bound {

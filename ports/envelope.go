@@ -3,7 +3,6 @@ package ports
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"maps"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -41,41 +40,36 @@ func AppendNewID(b []byte) []byte {
 
 // Stamp fills the envelope headers a sender owns when they are missing:
 // HeaderID, HeaderSpecVersion, HeaderTime, and HeaderPartitionKey from Key.
-// It copies Headers first, when one is missing, so the caller's map is
-// never modified. Adapters call it at the top of Send.
+// It copies Headers first, when one is missing, so the caller's headers
+// are never modified. Adapters call it at the top of Send.
 func (m *Message) Stamp(now time.Time) {
 	if m.stamped() {
 		return
 	}
-	if len(m.Headers) == 0 {
-		m.Headers = make(Headers, 4)
-	} else {
-		// Clone copies the map's table as it is (no rehashing of every
-		// entry); the few stamped headers fit in it or grow it once.
-		m.Headers = maps.Clone(m.Headers)
-	}
+	// A copy with room for the four Stamp may add.
+	m.Headers = append(make(Headers, 0, len(m.Headers)+4), m.Headers...)
 	m.StampInPlace(now)
 }
 
 // stamped reports whether m has every header Stamp fills.
 func (m *Message) stamped() bool {
 	h := m.Headers
-	return h[HeaderID] != "" && h[HeaderTime] != "" && h[HeaderSpecVersion] != "" && (m.Key == "" || h[HeaderPartitionKey] != "")
+	return h.Get(HeaderID) != "" && h.Get(HeaderTime) != "" && h.Get(HeaderSpecVersion) != "" && (m.Key == "" || h.Get(HeaderPartitionKey) != "")
 }
 
 // StampInPlace is Stamp without the copy, for a message whose Headers the
-// caller made for it and shares with nothing (flow.Send's, say): it fills
-// the map itself (a nil one is made).
+// caller made for it and shares with nothing (flow.Send's, say): it sets
+// them in place (nil ones are made).
 func (m *Message) StampInPlace(now time.Time) {
 	h := m.Headers
 	if h == nil {
-		h = make(Headers, 4)
+		h = make(Headers, 0, 4)
 	}
 	// The id and the time are written into one string (one allocation
 	// for both).
 	var b [128]byte
 	text := b[:0]
-	needID, needTime := h[HeaderID] == "", h[HeaderTime] == ""
+	needID, needTime := h.Get(HeaderID) == "", h.Get(HeaderTime) == ""
 	if needID {
 		text = AppendNewID(text)
 	}
@@ -86,17 +80,17 @@ func (m *Message) StampInPlace(now time.Time) {
 	if len(text) > 0 {
 		all := string(text)
 		if needID {
-			h[HeaderID] = all[:idLen]
+			h.Set(HeaderID, all[:idLen])
 		}
 		if needTime {
-			h[HeaderTime] = all[idLen:]
+			h.Set(HeaderTime, all[idLen:])
 		}
 	}
-	if h[HeaderSpecVersion] == "" {
-		h[HeaderSpecVersion] = "1.0"
+	if h.Get(HeaderSpecVersion) == "" {
+		h.Set(HeaderSpecVersion, "1.0")
 	}
-	if m.Key != "" && h[HeaderPartitionKey] == "" {
-		h[HeaderPartitionKey] = m.Key
+	if m.Key != "" && h.Get(HeaderPartitionKey) == "" {
+		h.Set(HeaderPartitionKey, m.Key)
 	}
 	m.Headers = h
 }

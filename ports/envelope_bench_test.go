@@ -11,7 +11,7 @@ import (
 // flow.NewMessage (type and content type) plus one user header, each with
 // its own clock reading, as a Send of one message makes.
 func BenchmarkStamp(b *testing.B) {
-	h := ports.Headers{ports.HeaderType: "main.order", ports.HeaderContentType: "application/json", "x-index": "42"}
+	h := ports.NewHeaders(ports.HeaderType, "main.order", ports.HeaderContentType, "application/json", "x-index", "42")
 	b.ReportAllocs()
 	for b.Loop() {
 		m := ports.Message{Topic: "bench", Headers: h}

@@ -57,11 +57,11 @@ func (d *Delivery) HasIdentity() bool { return d.ID != "" }
 // producer id); "" and IDNone when h has no HeaderID. Adapters start from
 // it and fall back to the broker's identity.
 func IdentityFromHeaders(h Headers) (string, IDSource) {
-	id := h[HeaderID]
+	id := h.Get(HeaderID)
 	switch {
 	case id == "":
 		return "", IDNone
-	case h[HeaderIDSource] == "broker":
+	case h.Get(HeaderIDSource) == "broker":
 		return id, IDBroker
 	default:
 		return id, IDProducer

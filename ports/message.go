@@ -30,7 +30,7 @@ type Message struct {
 }
 
 // ID returns the message id header.
-func (m *Message) ID() string { return m.Headers[HeaderID] }
+func (m *Message) ID() string { return m.Headers.Get(HeaderID) }
 
 // Validate reports whether m can be sent.
 func (m *Message) Validate() error {

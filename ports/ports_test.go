@@ -52,11 +52,11 @@ func TestRedeliveryCountFrom(t *testing.T) {
 	if n, err := ports.RedeliveryCountFrom(ports.Headers{}); n != 0 || err != nil {
 		t.Fatalf("missing header: %d, %v", n, err)
 	}
-	if n, err := ports.RedeliveryCountFrom(ports.Headers{ports.HeaderRedeliveryCount: "3"}); n != 3 || err != nil {
+	if n, err := ports.RedeliveryCountFrom(ports.NewHeaders(ports.HeaderRedeliveryCount, "3")); n != 3 || err != nil {
 		t.Fatalf("3: %d, %v", n, err)
 	}
 	for _, bad := range []string{"-1", "x", "1e3"} {
-		_, err := ports.RedeliveryCountFrom(ports.Headers{ports.HeaderRedeliveryCount: bad})
+		_, err := ports.RedeliveryCountFrom(ports.NewHeaders(ports.HeaderRedeliveryCount, bad))
 		if !ports.IsPoison(err) {
 			t.Errorf("%q: %v, want a poison HeaderError", bad, err)
 		}
@@ -64,14 +64,14 @@ func TestRedeliveryCountFrom(t *testing.T) {
 }
 
 func TestStampFillsEnvelopeWithoutTouchingCallerHeaders(t *testing.T) {
-	h := ports.Headers{"x": "1"}
+	h := ports.NewHeaders("x", "1")
 	m := ports.Message{Topic: "t", Key: "k", Headers: h}
 	m.Stamp(time.Unix(0, 0))
 	if len(h) != 1 {
 		t.Fatalf("Stamp modified the caller's headers: %v", h)
 	}
 	for _, k := range []string{ports.HeaderID, ports.HeaderSpecVersion, ports.HeaderTime, ports.HeaderPartitionKey} {
-		if m.Headers[k] == "" {
+		if m.Headers.Get(k) == "" {
 			t.Errorf("Stamp left %s empty", k)
 		}
 	}
@@ -81,21 +81,21 @@ func TestStampFillsEnvelopeWithoutTouchingCallerHeaders(t *testing.T) {
 }
 
 // TestStampKeepsACompleteEnvelopeAndStampInPlaceFills: Stamp leaves a
-// message with every envelope header as it is (its map, no allocation);
-// StampInPlace fills the message's own map.
+// message with every envelope header as it is (its headers, no
+// allocation); StampInPlace fills the message's own headers.
 func TestStampKeepsACompleteEnvelopeAndStampInPlaceFills(t *testing.T) {
-	h := ports.Headers{"x": "1"}
+	h := ports.NewHeaders("x", "1")
 	m := ports.Message{Topic: "t", Key: "k", Headers: h}
 	m.StampInPlace(time.Unix(0, 0))
-	if len(h) != 5 || m.Headers[ports.HeaderPartitionKey] != "k" || m.Headers[ports.HeaderID] == "" {
-		t.Fatalf("StampInPlace left the message's own map %v", h)
+	if len(m.Headers) != 5 || m.Headers.Get("x") != "1" || m.Headers.Get(ports.HeaderPartitionKey) != "k" || m.Headers.Get(ports.HeaderID) == "" {
+		t.Fatalf("StampInPlace did not fill the message's own headers: %v", m.Headers)
 	}
-	id := m.Headers[ports.HeaderID]
+	id := m.Headers.Get(ports.HeaderID)
 	if allocs := testing.AllocsPerRun(100, func() { m.Stamp(time.Unix(1, 0)) }); allocs != 0 {
 		t.Fatalf("Stamp of a stamped message allocated %v times", allocs)
 	}
 	m.Stamp(time.Unix(1, 0))
-	if m.Headers[ports.HeaderID] != id || len(m.Headers) != 5 {
+	if m.Headers.Get(ports.HeaderID) != id || len(m.Headers) != 5 {
 		t.Fatalf("Stamp changed a stamped message: %v", m.Headers)
 	}
 }
@@ -110,29 +110,29 @@ func TestStampValues(t *testing.T) {
 		h    ports.Headers
 	}{
 		{"both missing", nil},
-		{"id given", ports.Headers{ports.HeaderID: "given-id"}},
-		{"time given", ports.Headers{ports.HeaderTime: "given-time"}},
-		{"both given", ports.Headers{ports.HeaderID: "given-id", ports.HeaderTime: "given-time"}},
+		{"id given", ports.NewHeaders(ports.HeaderID, "given-id")},
+		{"time given", ports.NewHeaders(ports.HeaderTime, "given-time")},
+		{"both given", ports.NewHeaders(ports.HeaderID, "given-id", ports.HeaderTime, "given-time")},
 	} {
 		m := ports.Message{Topic: "t", Headers: c.h}
 		m.Stamp(at)
-		id, tm := m.Headers[ports.HeaderID], m.Headers[ports.HeaderTime]
-		if given := c.h[ports.HeaderID]; given != "" {
+		id, tm := m.Headers.Get(ports.HeaderID), m.Headers.Get(ports.HeaderTime)
+		if given := c.h.Get(ports.HeaderID); given != "" {
 			if id != given {
 				t.Errorf("%s: id %q, want %q", c.name, id, given)
 			}
 		} else if !strings.Contains(id, "-") || strings.Contains(id, "T") || len(id) < 26 {
 			t.Errorf("%s: id %q is not a NewID", c.name, id)
 		}
-		if given := c.h[ports.HeaderTime]; given != "" {
+		if given := c.h.Get(ports.HeaderTime); given != "" {
 			if tm != given {
 				t.Errorf("%s: time %q, want %q", c.name, tm, given)
 			}
 		} else if tm != wantTime {
 			t.Errorf("%s: time %q, want %q", c.name, tm, wantTime)
 		}
-		if m.Headers[ports.HeaderSpecVersion] != "1.0" {
-			t.Errorf("%s: specversion %q", c.name, m.Headers[ports.HeaderSpecVersion])
+		if m.Headers.Get(ports.HeaderSpecVersion) != "1.0" {
+			t.Errorf("%s: specversion %q", c.name, m.Headers.Get(ports.HeaderSpecVersion))
 		}
 	}
 }
@@ -142,7 +142,7 @@ func FuzzRedeliveryCountFrom(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := ports.RedeliveryCountFrom(ports.Headers{ports.HeaderRedeliveryCount: s})
+		n, err := ports.RedeliveryCountFrom(ports.NewHeaders(ports.HeaderRedeliveryCount, s))
 		if err != nil && !ports.IsPoison(err) {
 			t.Fatalf("%q: error %v is not poison", s, err)
 		}

@@ -39,7 +39,7 @@ func caseRoundTrip(k *kit) {
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	m.Headers[ports.HeaderID] = "id-roundtrip-" + randHex(4)
+	m.Headers.Set(ports.HeaderID, "id-roundtrip-"+randHex(4))
 	sent := m.Headers.Clone()
 	if err := k.first.Send(ctx, m); err != nil {
 		k.t.Fatalf("Send: %v", err)
@@ -50,16 +50,16 @@ func caseRoundTrip(k *kit) {
 	if err := json.Unmarshal(d.Payload, &got); err != nil || got != (payload{N: 7, Text: "héllo, 世界"}) {
 		k.t.Fatalf("payload %q decoded to %+v (%v), want the sent value", d.Payload, got, err)
 	}
-	if d.Topic != k.topic || d.Key != "key-1" || d.ID != sent[ports.HeaderID] || d.RedeliveryCount != 0 {
-		k.t.Fatalf("delivery topic=%q key=%q id=%q redeliveries=%d; want %q, key-1, %q, 0", d.Topic, d.Key, d.ID, d.RedeliveryCount, k.topic, sent[ports.HeaderID])
+	if d.Topic != k.topic || d.Key != "key-1" || d.ID != sent.Get(ports.HeaderID) || d.RedeliveryCount != 0 {
+		k.t.Fatalf("delivery topic=%q key=%q id=%q redeliveries=%d; want %q, key-1, %q, 0", d.Topic, d.Key, d.ID, d.RedeliveryCount, k.topic, sent.Get(ports.HeaderID))
 	}
-	for h, v := range sent {
-		if d.Headers[h] != v {
-			k.t.Errorf("header %s = %q, want %q", h, d.Headers[h], v)
+	for _, h := range sent {
+		if got := d.Headers.Get(h.Name); got != h.Value {
+			k.t.Errorf("header %s = %q, want %q", h.Name, got, h.Value)
 		}
 	}
 	for _, h := range []string{ports.HeaderSpecVersion, ports.HeaderTime, ports.HeaderPartitionKey} {
-		if d.Headers[h] == "" {
+		if d.Headers.Get(h) == "" {
 			k.t.Errorf("envelope header %s missing after the hop", h)
 		}
 	}

@@ -123,10 +123,10 @@ func caseDeadLetterRedrive(k *kit) {
 	seen := map[string]int{}
 	for _, r := range c.collect(n, "the redriven messages") {
 		seen[r.d.ID]++
-		if got := r.d.Headers[deadletter.HeaderRedriveAudit]; got != res.AuditID {
+		if got := r.d.Headers.Get(deadletter.HeaderRedriveAudit); got != res.AuditID {
 			k.t.Fatalf("redriven %s carries audit id %q, want %q", r.d.ID, got, res.AuditID)
 		}
-		if got := r.d.Headers[deadletter.HeaderRedriveCount]; got != "1" {
+		if got := r.d.Headers.Get(deadletter.HeaderRedriveCount); got != "1" {
 			k.t.Fatalf("redriven %s carries redrive count %q, want 1", r.d.ID, got)
 		}
 	}

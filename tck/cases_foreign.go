@@ -95,7 +95,7 @@ func caseForeignProducer(k *kit) {
 		if dl.ID != first.ID || dl.IDSource != first.IDSource {
 			k.t.Errorf("foreign message %s: dead-letter copy has ID %q (%s), want the original's %q (%s)", m.Body, dl.ID, dl.IDSource, first.ID, first.IDSource)
 		}
-		if dl.Headers[ports.HeaderDeadLetterReason] == "" || dl.Headers[ports.HeaderDeadLetterTopic] != string(k.topic) {
+		if dl.Headers.Get(ports.HeaderDeadLetterReason) == "" || dl.Headers.Get(ports.HeaderDeadLetterTopic) != string(k.topic) {
 			k.t.Errorf("foreign message %s: dead-letter copy lacks its reason or topic header: %v", m.Body, dl.Headers)
 		}
 	}

@@ -65,7 +65,7 @@ func (k *kit) sendTo(a ports.Adapter, topic ports.Topic, n int, mut func(*ports.
 			k.t.Fatal(err)
 		}
 		ids[i] = ports.NewID()
-		m.Headers[ports.HeaderID] = ids[i]
+		m.Headers.Set(ports.HeaderID, ids[i])
 		if mut != nil {
 			mut(&m)
 		}
@@ -267,7 +267,7 @@ func caseBestEffort(k *kit) {
 			k.t.Fatal(err)
 		}
 		sent[i] = ports.NewID()
-		m.Headers[ports.HeaderID] = sent[i]
+		m.Headers.Set(ports.HeaderID, sent[i])
 		m.QoS = ports.BestEffort
 		msgs[i] = m
 	}

@@ -65,7 +65,7 @@ func caseRequestReply(k *kit) {
 		p := flow.New(a, k.spec(), flow.WithDrainTimeout(0), flow.WithErrorHandler(func(error) {}))
 		s := rpc.Serve(p.Source(), a, func(ctx context.Context, r rpcRequest) (rpcReply, error) {
 			d := flow.DeliveryFrom(ctx)
-			handled <- handledRequest{replier: name, req: r, corr: d.Headers[rpc.HeaderCorrelation], count: d.RedeliveryCount}
+			handled <- handledRequest{replier: name, req: r, corr: d.Headers.Get(rpc.HeaderCorrelation), count: d.RedeliveryCount}
 			switch {
 			case r.Mode == "business":
 				return rpcReply{}, rpc.Errorf("not-found", "no order %d", r.N)
@@ -245,7 +245,7 @@ func caseRequestReply(k *kit) {
 		if err != nil {
 			k.t.Fatal(err)
 		}
-		m.Headers[rpc.HeaderCorrelation] = corr
+		m.Headers.Set(rpc.HeaderCorrelation, corr)
 		if err := k.first.Send(k.ctx, m); err != nil {
 			k.t.Fatalf("sending a stray reply: %v", err)
 		}
@@ -320,7 +320,7 @@ func caseBatchMemberOutcomes(k *kit) {
 			k.t.Fatal(err)
 		}
 		ids[i] = ports.NewID()
-		m.Headers[ports.HeaderID] = ids[i]
+		m.Headers.Set(ports.HeaderID, ids[i])
 		msgs[i] = m
 	}
 	mu.Lock()
@@ -333,7 +333,7 @@ func caseBatchMemberOutcomes(k *kit) {
 	if r.d.ID != bad {
 		k.t.Fatalf("dead letter carries %s, want the member named %s", r.d.ID, bad)
 	}
-	if reason := r.d.Headers[ports.HeaderDeadLetterReason]; !strings.Contains(reason, "unknown customer") {
+	if reason := r.d.Headers.Get(ports.HeaderDeadLetterReason); !strings.Contains(reason, "unknown customer") {
 		k.t.Fatalf("dead-letter reason %q does not carry the member's own error", reason)
 	}
 	deadline := time.Now().Add(k.opts.Timeout)

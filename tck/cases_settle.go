@@ -43,13 +43,13 @@ func casePoison(k *kit) {
 	if r.d.ID != id {
 		k.t.Fatalf("dead letter carries id %q, want %q", r.d.ID, id)
 	}
-	if reason := r.d.Headers[ports.HeaderDeadLetterReason]; !strings.Contains(reason, "order total is negative") {
+	if reason := r.d.Headers.Get(ports.HeaderDeadLetterReason); !strings.Contains(reason, "order total is negative") {
 		k.t.Fatalf("dead-letter reason %q does not carry the handler's error", reason)
 	}
-	if got := r.d.Headers[ports.HeaderDeadLetterTopic]; got != string(k.topic) {
+	if got := r.d.Headers.Get(ports.HeaderDeadLetterTopic); got != string(k.topic) {
 		k.t.Fatalf("dead-letter topic header %q, want %q", got, k.topic)
 	}
-	if got := r.d.Headers[ports.HeaderAttempts]; got != "1" {
+	if got := r.d.Headers.Get(ports.HeaderAttempts); got != "1" {
 		k.t.Fatalf("attempts header %q, want 1 (poison burns no retries)", got)
 	}
 	c.waitStats("the dead-letter settlement", func(s flow.Stats) bool { return s.DeadLettered == 1 })
@@ -170,10 +170,10 @@ func caseBoundedRetry(k *kit) {
 		}
 	}
 	r := dead.next("the message after its retries were exhausted")
-	if r.d.ID != id || r.d.Headers[ports.HeaderAttempts] != strconv.Itoa(bound) {
-		k.t.Fatalf("dead letter id %s attempts %q, want %s after %d", r.d.ID, r.d.Headers[ports.HeaderAttempts], id, bound)
+	if r.d.ID != id || r.d.Headers.Get(ports.HeaderAttempts) != strconv.Itoa(bound) {
+		k.t.Fatalf("dead letter id %s attempts %q, want %s after %d", r.d.ID, r.d.Headers.Get(ports.HeaderAttempts), id, bound)
 	}
-	if reason := r.d.Headers[ports.HeaderDeadLetterReason]; !strings.Contains(reason, "downstream unavailable") {
+	if reason := r.d.Headers.Get(ports.HeaderDeadLetterReason); !strings.Contains(reason, "downstream unavailable") {
 		k.t.Fatalf("dead-letter reason %q does not carry the last error", reason)
 	}
 	c.quiet("no attempt beyond the bound")

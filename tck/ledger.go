@@ -275,10 +275,10 @@ func (l *Ledger) Send(ctx context.Context, s ports.Sender, msgs ...ports.Message
 		if msgs[i].Headers == nil {
 			msgs[i].Headers = ports.Headers{}
 		}
-		if msgs[i].Headers[ports.HeaderID] == "" {
-			msgs[i].Headers[ports.HeaderID] = l.NewID()
+		if msgs[i].Headers.Get(ports.HeaderID) == "" {
+			msgs[i].Headers.Set(ports.HeaderID, l.NewID())
 		}
-		ids[i] = msgs[i].Headers[ports.HeaderID]
+		ids[i] = msgs[i].Headers.Get(ports.HeaderID)
 	}
 	l.Attempted(ids...)
 	err := s.Send(ctx, msgs...)

@@ -114,7 +114,7 @@ func TestLedgerUnconfirmedSendsAreNotLost(t *testing.T) {
 	l := tck.NewLedger("fake", "unit")
 	ms := msgs(3)
 	for i := range ms {
-		ms[i].Headers = ports.Headers{ports.HeaderID: l.NewID()}
+		ms[i].Headers = ports.NewHeaders(ports.HeaderID, l.NewID())
 	}
 	s := &fakeSender{refuse: map[string]bool{ms[1].ID(): true}}
 	err := l.Send(context.Background(), s, ms...)

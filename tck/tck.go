@@ -255,7 +255,7 @@ func (k *kit) sendUnrouted(a ports.Adapter) string {
 		k.t.Fatal(err)
 	}
 	id := ports.NewID()
-	m.Headers[ports.HeaderID] = id
+	m.Headers.Set(ports.HeaderID, id)
 	if err := a.Send(k.ctx, m); err != nil && !errors.Is(err, ports.ErrNoSubscriber) {
 		k.t.Fatalf("Send 1 message: %v", err)
 	}
@@ -273,7 +273,7 @@ func (k *kit) send(a ports.Adapter, n int, opts ...flow.MessageOption) []string 
 			k.t.Fatal(err)
 		}
 		ids[i] = ports.NewID()
-		m.Headers[ports.HeaderID] = ids[i]
+		m.Headers.Set(ports.HeaderID, ids[i])
 		msgs[i] = m
 	}
 	if err := a.Send(k.ctx, msgs...); err != nil {

@@ -41,7 +41,8 @@ func sendOpts(m *ports.Message, extra ...func(*frame.Frame) error) (string, []fu
 	opts := make([]func(*frame.Frame) error, 0, len(m.Headers)+2+len(extra))
 	opts = append(opts, stomp.SendOpt.Header("persistent", "true"))
 	contentType := ""
-	for k, v := range m.Headers {
+	for _, h := range m.Headers {
+		k, v := h.Name, h.Value
 		switch {
 		case k == ports.HeaderContentType:
 			contentType = v
@@ -70,7 +71,7 @@ var brokerHeaders = map[string]bool{
 // broker's identity; redelivered:true (handed back by a lost consumer)
 // counts one.
 func decode(m *stomp.Message, f *frameFacts) driver.Record {
-	h := make(ports.Headers, min(m.Header.Len(), 8)) // most are the broker's: a larger hint allocates more than the envelope needs
+	h := make(ports.Headers, 0, min(m.Header.Len(), 8)) // most are the broker's: a larger hint allocates more than the envelope needs
 	for i := range m.Header.Len() {
 		k, v := m.Header.GetAt(i)
 		if brokerHeaders[k] {
@@ -79,16 +80,16 @@ func decode(m *stomp.Message, f *frameFacts) driver.Record {
 		if orig, ok := strings.CutPrefix(k, escapePrefix); ok {
 			k = orig
 		}
-		if _, dup := h[k]; !dup { // STOMP: the first occurrence wins
-			h[k] = v
+		if _, dup := h.Lookup(k); !dup { // STOMP: the first occurrence wins
+			h.Set(k, v)
 		}
 	}
 	if m.ContentType != "" {
-		h[ports.HeaderContentType] = m.ContentType
+		h.Set(ports.HeaderContentType, m.ContentType)
 	}
 	id := m.Header.Get("message-id")
 	r := driver.Record{
-		Message:  ports.Message{Key: h[ports.HeaderPartitionKey], Payload: m.Body, Headers: h},
+		Message:  ports.Message{Key: h.Get(ports.HeaderPartitionKey), Payload: m.Body, Headers: h},
 		BrokerID: id,
 		Handle:   m,
 	}

@@ -34,7 +34,7 @@ func TestAckRoundWithALostHandleAcksNone(t *testing.T) {
 	s := mustSubscribe(t, ctx, a, ports.SubscriptionSpec{Topic: "acks", Group: "g", InFlight: 8})
 	send := func(id string) {
 		t.Helper()
-		if err := direct.Send(ctx, ports.Message{Topic: "acks", Payload: []byte(id), Headers: ports.Headers{ports.HeaderID: id}}); err != nil {
+		if err := direct.Send(ctx, ports.Message{Topic: "acks", Payload: []byte(id), Headers: ports.NewHeaders(ports.HeaderID, id)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -52,7 +52,7 @@ func receive1(t *testing.T, s ports.Subscription) *ports.Delivery {
 
 func send(t *testing.T, a *amqp.Adapter, topic ports.Topic, id string) {
 	t.Helper()
-	if err := a.Send(testCtx(t), ports.Message{Topic: topic, Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: id}}); err != nil {
+	if err := a.Send(testCtx(t), ports.Message{Topic: topic, Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, id)}); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 }
@@ -241,8 +241,8 @@ func TestMalformedCountIsPoison(t *testing.T) {
 		t.Fatalf("the handler got %s", id)
 	}
 	d := receive1(t, dlq)
-	if d.ID != "bad-1" || !strings.Contains(d.Headers[ports.HeaderDeadLetterReason], "malformed header "+ports.HeaderRedeliveryCount) || d.Err != nil {
-		t.Fatalf("dead letter %s reason %q err %v", d.ID, d.Headers[ports.HeaderDeadLetterReason], d.Err)
+	if d.ID != "bad-1" || !strings.Contains(d.Headers.Get(ports.HeaderDeadLetterReason), "malformed header "+ports.HeaderRedeliveryCount) || d.Err != nil {
+		t.Fatalf("dead letter %s reason %q err %v", d.ID, d.Headers.Get(ports.HeaderDeadLetterReason), d.Err)
 	}
 }
 
@@ -257,7 +257,7 @@ func TestForeignHeadersDelivered(t *testing.T) {
 		"x-death": []any{amqp091.Table{"count": int64(1), "reason": "rejected", "queue": "q"}},
 	}})
 	d := receive1(t, s)
-	if d.ID != "f-1" || d.Headers["count"] != "7" || d.Headers["ok"] != "true" || d.Facts.Get("x-death") == "" {
+	if d.ID != "f-1" || d.Headers.Get("count") != "7" || d.Headers.Get("ok") != "true" || d.Facts.Get("x-death") == "" {
 		t.Fatalf("delivery id %q headers %v facts %v", d.ID, d.Headers, d.Facts)
 	}
 }
@@ -428,7 +428,7 @@ func TestQueueDeletedUnderConsumer(t *testing.T) {
 	// strict adapter reports NO_ROUTE until then) arrives.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := a.Send(testCtx(t), ports.Message{Topic: "c", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: "after"}})
+		err := a.Send(testCtx(t), ports.Message{Topic: "c", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "after")})
 		if err == nil {
 			break
 		}

@@ -20,11 +20,11 @@ const headerDelay = "sluice-delay-ms"
 func encode(h ports.Headers, payload []byte) amqp.Publishing {
 	p := amqp.Publishing{Body: payload, DeliveryMode: amqp.Persistent}
 	t := make(amqp.Table, len(h))
-	for k, v := range h {
-		if f := property(&p, k); f != nil && *f == "" && v != "" && len(v) <= 255 {
-			*f = v
+	for _, x := range h {
+		if f := property(&p, x.Name); f != nil && *f == "" && x.Value != "" && len(x.Value) <= 255 {
+			*f = x.Value
 		} else {
-			t[k] = v
+			t[x.Name] = x.Value
 		}
 	}
 	p.Headers = t
@@ -56,27 +56,27 @@ type decoded struct {
 // decode converts AMQP headers to envelope headers; broker headers
 // (x-death, ...) go to facts, other non-string values are rendered.
 func decode(d *amqp.Delivery) decoded {
-	out := decoded{headers: make(ports.Headers, len(d.Headers)+4)}
+	out := decoded{headers: make(ports.Headers, 0, len(d.Headers)+4)}
 	for k, v := range d.Headers {
 		if s, ok := v.(string); ok && !isBrokerHeader(k) {
-			out.headers[k] = s
+			out.headers = append(out.headers, ports.Header{Name: k, Value: s}) // a table's names are unique
 		} else if n, err := strconv.Atoi(render(v)); k == "x-delivery-count" && err == nil && n >= 0 {
 			out.returns = n
 		} else if strings.HasPrefix(k, "x-") { // RabbitMQ's, or another plugin's
 			out.fact(k, render(v))
 		} else {
-			out.headers[k] = render(v)
+			out.headers = append(out.headers, ports.Header{Name: k, Value: render(v)})
 		}
 	}
-	delete(out.headers, headerDelay)
+	out.headers.Del(headerDelay)
 	if d.Redelivered {
 		out.returns = max(out.returns, 1)
 		out.fact("amqp.redelivered", "true")
 	}
 	p := amqp.Publishing{MessageId: d.MessageId, ContentType: d.ContentType, CorrelationId: d.CorrelationId, Type: d.Type}
 	for _, k := range [...]string{ports.HeaderID, ports.HeaderContentType, ports.HeaderCorrelationID, ports.HeaderType} {
-		if v := *property(&p, k); v != "" && out.headers[k] == "" {
-			out.headers[k] = v
+		if v := *property(&p, k); v != "" && out.headers.Get(k) == "" {
+			out.headers.Set(k, v)
 		}
 	}
 	return out
@@ -151,6 +151,6 @@ func Encode(h ports.Headers, payload []byte) amqp.Publishing { return encode(h, 
 // Decode returns the envelope headers of d, as a subscription reads them.
 func Decode(d *amqp.Delivery) ports.Headers {
 	h := decode(d).headers
-	delete(h, ports.HeaderRedeliveryCount) // the requeue copies' count, which the portable layer takes
+	h.Del(ports.HeaderRedeliveryCount) // the requeue copies' count, which the portable layer takes
 	return h
 }

@@ -26,19 +26,19 @@ func TestDecodeToleratesBrokerAndForeignHeaders(t *testing.T) {
 		headerDelay:                 "120",
 	}}
 	got := decode(d)
-	if got.returns != 3 || got.headers[ports.HeaderRedeliveryCount] != "2" {
-		t.Fatalf("returns %d, count header %q; want 3 and the copies' count left for the portable layer", got.returns, got.headers[ports.HeaderRedeliveryCount])
+	if got.returns != 3 || got.headers.Get(ports.HeaderRedeliveryCount) != "2" {
+		t.Fatalf("returns %d, count header %q; want 3 and the copies' count left for the portable layer", got.returns, got.headers.Get(ports.HeaderRedeliveryCount))
 	}
-	if v, ok := Decode(d)[ports.HeaderRedeliveryCount]; ok {
+	if v, ok := Decode(d).Lookup(ports.HeaderRedeliveryCount); ok {
 		t.Fatalf("Decode (interop) kept the transport's count header (%q)", v)
 	}
-	if got.headers["priority"] != "5" || got.headers["flag"] != "true" || got.headers["at"] != "2024-01-02T03:04:05Z" {
-		t.Fatalf("typed headers rendered as %q %q %q", got.headers["priority"], got.headers["flag"], got.headers["at"])
+	if got.headers.Get("priority") != "5" || got.headers.Get("flag") != "true" || got.headers.Get("at") != "2024-01-02T03:04:05Z" {
+		t.Fatalf("typed headers rendered as %q %q %q", got.headers.Get("priority"), got.headers.Get("flag"), got.headers.Get("at"))
 	}
-	if _, ok := got.headers["x-death"]; ok || got.facts["x-death"] == "" || got.facts["x-first-death-reason"] != "expired" {
+	if _, ok := got.headers.Lookup("x-death"); ok || got.facts["x-death"] == "" || got.facts["x-first-death-reason"] != "expired" {
 		t.Fatalf("broker headers must go to facts: headers %v facts %v", got.headers, got.facts)
 	}
-	if _, ok := got.headers[headerDelay]; ok {
+	if _, ok := got.headers.Lookup(headerDelay); ok {
 		t.Fatal("the transport's delay header leaked into the envelope")
 	}
 	// On a classic queue only the redelivered flag is known.
@@ -58,8 +58,8 @@ func FuzzDecode(f *testing.F) {
 		d := &amqp.Delivery{Redelivered: redelivered, Headers: amqp.Table{
 			ports.HeaderRedeliveryCount: count, "other": other, "x-delivery-count": n, "n": n,
 		}}
-		if got := decode(d); got.returns < 0 || got.headers[ports.HeaderRedeliveryCount] != count {
-			t.Fatalf("count %d, count header %q; want a count of at least 0 and the header %q as sent", got.returns, got.headers[ports.HeaderRedeliveryCount], count)
+		if got := decode(d); got.returns < 0 || got.headers.Get(ports.HeaderRedeliveryCount) != count {
+			t.Fatalf("count %d, count header %q; want a count of at least 0 and the header %q as sent", got.returns, got.headers.Get(ports.HeaderRedeliveryCount), count)
 		}
 	})
 }
@@ -68,7 +68,7 @@ func FuzzDecode(f *testing.F) {
 // them travel as AMQP properties, and decoding gives the envelope back
 // unchanged.
 func TestEnvelopeRoundTrip(t *testing.T) {
-	h := ports.Headers{ports.HeaderType: "t.v1", ports.HeaderCorrelationID: "c", ports.HeaderContentType: "application/json", "user": "u"}
+	h := ports.NewHeaders(ports.HeaderType, "t.v1", ports.HeaderCorrelationID, "c", ports.HeaderContentType, "application/json", "user", "u")
 	m := ports.Message{Headers: h, Key: "k"}
 	m.Stamp(time.Date(2024, 1, 2, 3, 4, 5, 6, time.UTC))
 	p := encode(m.Headers, []byte("{}"))
@@ -79,24 +79,31 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		t.Fatal("a header carried as a property is also in the table")
 	}
 	got := decode(&amqp.Delivery{Headers: p.Headers, MessageId: p.MessageId, Type: p.Type, CorrelationId: p.CorrelationId, ContentType: p.ContentType})
-	want := ports.Headers{
-		ports.HeaderID: p.MessageId, ports.HeaderType: "t.v1", ports.HeaderCorrelationID: "c", ports.HeaderContentType: "application/json",
-		"user": "u", ports.HeaderSpecVersion: "1.0", ports.HeaderTime: "2024-01-02T03:04:05.000000006Z", ports.HeaderPartitionKey: "k",
-	}
+	want := ports.NewHeaders(
+		ports.HeaderID, p.MessageId,
+		ports.HeaderType, "t.v1",
+		ports.HeaderCorrelationID, "c",
+		ports.HeaderContentType, "application/json",
+		"user", "u",
+		ports.HeaderSpecVersion, "1.0",
+		ports.HeaderTime, "2024-01-02T03:04:05.000000006Z",
+		ports.HeaderPartitionKey, "k",
+	)
 	if len(got.headers) != len(want) {
 		t.Fatalf("headers %v, want %v", got.headers, want)
 	}
-	for k, v := range want {
-		if got.headers[k] != v {
-			t.Fatalf("header %s = %q, want %q", k, got.headers[k], v)
+	for _, hdr := range want {
+		k, v := hdr.Name, hdr.Value
+		if got.headers.Get(k) != v {
+			t.Fatalf("header %s = %q, want %q", k, got.headers.Get(k), v)
 		}
 	}
-	if h[ports.HeaderID] != "" {
+	if h.Get(ports.HeaderID) != "" {
 		t.Fatal("encoding modified the caller's headers")
 	}
 	// A value too long for a property stays in the table.
 	long := string(bytes.Repeat([]byte("x"), 300))
-	p = encode(ports.Headers{ports.HeaderID: long}, nil)
+	p = encode(ports.NewHeaders(ports.HeaderID, long), nil)
 	if p.MessageId != "" || p.Headers[ports.HeaderID] != long {
 		t.Fatal("an id longer than 255 bytes must travel in the table")
 	}

@@ -15,7 +15,7 @@ type Faults struct{ sends, deadLetters atomic.Bool }
 func WithFaults(o Options, f *Faults) Options {
 	o.testHook = func(m *ports.Message, it *item) {
 		const faultKey = "~sluice-fault-unroutable"
-		if dl := m.Headers[ports.HeaderDeadLetterTopic]; dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl)) {
+		if dl := m.Headers.Get(ports.HeaderDeadLetterTopic); dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl)) {
 			if f.deadLetters.Load() {
 				it.key = faultKey
 			}

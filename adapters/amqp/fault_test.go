@@ -127,7 +127,7 @@ func (r *faultRun) once(c chan struct{}) {
 func (r *faultRun) send(ctx context.Context, i int) error {
 	id := fmt.Sprintf("m-%05d", i)
 	for {
-		m := ports.Message{Topic: r.topic, Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Headers: ports.Headers{ports.HeaderID: id}}
+		m := ports.Message{Topic: r.topic, Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Headers: ports.NewHeaders(ports.HeaderID, id)}
 		err := r.a.Send(ctx, m)
 		if err == nil {
 			r.mu.Lock()

@@ -77,7 +77,7 @@ func TestInteropRawAMQP091(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := ports.Message{Topic: "paid", Key: "o-1", Payload: []byte(`{"order":"o-1"}`),
-			Headers: ports.Headers{ports.HeaderID: "id-1", ports.HeaderType: "com.example.paid.v1", ports.HeaderContentType: "application/json"}}
+			Headers: ports.NewHeaders(ports.HeaderID, "id-1", ports.HeaderType, "com.example.paid.v1", ports.HeaderContentType, "application/json")}
 		if err := a.Send(ctx, m); err != nil {
 			t.Fatal(err)
 		}

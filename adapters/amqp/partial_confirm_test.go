@@ -28,7 +28,7 @@ func TestCancelledSendReportsTheConfirmedMessages(t *testing.T) {
 	const n = 2000
 	msgs := make([]ports.Message, n)
 	for i := range msgs {
-		msgs[i] = ports.Message{Topic: "partial", Payload: []byte(`{}`), Headers: map[string]string{ports.HeaderID: "m" + strconv.Itoa(i)}}
+		msgs[i] = ports.Message{Topic: "partial", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m"+strconv.Itoa(i))}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
 	defer cancel()
@@ -112,7 +112,7 @@ func TestDeclareGroupKeepsMessagesBeforeTheFirstConsumer(t *testing.T) {
 	if err := ports.DeclareGroup(ctx, a, "early", "g"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Send(ctx, ports.Message{Topic: "early", Payload: []byte(`{}`), Headers: map[string]string{ports.HeaderID: "e1"}}); err != nil {
+	if err := a.Send(ctx, ports.Message{Topic: "early", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "e1")}); err != nil {
 		t.Fatalf("Send after DeclareGroup: %v", err)
 	}
 	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "early", Group: "g"})

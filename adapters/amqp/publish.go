@@ -22,7 +22,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	for i := range msgs {
 		m, it := &msgs[i], &items[i]
 		exch, key := c.topo.target(m.Topic)
-		dl := m.Headers[ports.HeaderDeadLetterTopic]
+		dl := m.Headers.Get(ports.HeaderDeadLetterTopic)
 		*it = item{exch: exch, key: key, pub: encode(m.Headers, m.Payload), mandatory: !c.opts.DropUnroutable || dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl))}
 		if m.QoS == ports.BestEffort {
 			it.pub.DeliveryMode = amqp.Transient

@@ -150,9 +150,9 @@ func TestConfirmedSendsSurviveBrokerRestart(t *testing.T) {
 	done := make(chan error, 1)
 	mk := func(i int) ports.Message {
 		return ports.Message{Topic: topic, Payload: []byte(`{"i":` + fmt.Sprint(i) + `}`),
-			Headers: ports.Headers{ports.HeaderID: fmt.Sprintf("r-%05d", i)}}
+			Headers: ports.NewHeaders(ports.HeaderID, fmt.Sprintf("r-%05d", i))}
 	}
-	idOf := func(m ports.Message) string { return m.Headers[ports.HeaderID] }
+	idOf := func(m ports.Message) string { return m.Headers.Get(ports.HeaderID) }
 	go func() { done <- sendStream(ctx, pub, n, 20, 20*time.Millisecond, mk, idOf, l) }()
 	// Restart once a part of the stream was confirmed.
 	for {

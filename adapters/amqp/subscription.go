@@ -187,7 +187,7 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		dec, h := decode(d), &hs[i]
 		*h = handle{c: cur, tag: d.DeliveryTag}
 		recs = append(recs, driver.Record{
-			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers[ports.HeaderPartitionKey], Payload: d.Body, Headers: dec.headers},
+			Message:         ports.Message{Topic: s.spec.Topic, Key: dec.headers.Get(ports.HeaderPartitionKey), Payload: d.Body, Headers: dec.headers},
 			RedeliveryCount: dec.returns, Facts: ports.NewFacts(dec.facts), ReceivedAt: now,
 			Handle: h,
 		})

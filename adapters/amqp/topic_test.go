@@ -175,7 +175,7 @@ func TestBestEffortQueueAndMessages(t *testing.T) {
 	if !strings.HasPrefix(got, "false") || !strings.Contains(got, `"x-queue-type","classic"`) {
 		t.Fatalf("best-effort queue: %q, want non-durable classic", got)
 	}
-	if err := a.Send(testCtx(t), ports.Message{Topic: "ticks", Payload: []byte("1"), QoS: ports.BestEffort, Headers: ports.Headers{ports.HeaderID: "t1"}}); err != nil {
+	if err := a.Send(testCtx(t), ports.Message{Topic: "ticks", Payload: []byte("1"), QoS: ports.BestEffort, Headers: ports.NewHeaders(ports.HeaderID, "t1")}); err != nil {
 		t.Fatal(err)
 	}
 	d := receive1(t, s)
@@ -220,7 +220,7 @@ func TestOversizedPayloadRefusedBeforeTheBroker(t *testing.T) {
 	if !errors.As(err, &se) || !errors.Is(err, ports.ErrInvalid) || errors.Is(err, ports.ErrUnconfirmed) {
 		t.Fatalf("oversized Send returned %v, want a SizeError", err)
 	}
-	if err := a.Send(testCtx(t), ports.Message{Topic: "big", Payload: make([]byte, 1024), Headers: ports.Headers{ports.HeaderID: "fits"}}); err != nil {
+	if err := a.Send(testCtx(t), ports.Message{Topic: "big", Payload: make([]byte, 1024), Headers: ports.NewHeaders(ports.HeaderID, "fits")}); err != nil {
 		t.Fatalf("Send at the limit: %v", err)
 	}
 	if d := receive1(t, s); d.ID != "fits" {

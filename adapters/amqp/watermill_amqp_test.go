@@ -41,7 +41,7 @@ func TestWatermillAMQPInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := receive1(t, s)
-	if d.ID != "wm-1" || d.Headers[ports.HeaderType] != "order.placed.v1" || d.Headers["x-user"] != "alice" || d.Headers[ports.HeaderSpecVersion] != "1.0" {
+	if d.ID != "wm-1" || d.Headers.Get(ports.HeaderType) != "order.placed.v1" || d.Headers.Get("x-user") != "alice" || d.Headers.Get(ports.HeaderSpecVersion) != "1.0" {
 		t.Fatalf("sluice got id %q headers %v", d.ID, d.Headers)
 	}
 
@@ -57,7 +57,7 @@ func TestWatermillAMQPInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Send(ctx, ports.Message{Topic: "orders", Payload: []byte(`{"n":2}`), Headers: ports.Headers{ports.HeaderID: "sl-2", ports.HeaderTenantID: "t1"}}); err != nil {
+	if err := a.Send(ctx, ports.Message{Topic: "orders", Payload: []byte(`{"n":2}`), Headers: ports.NewHeaders(ports.HeaderID, "sl-2", ports.HeaderTenantID, "t1")}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -17,23 +17,26 @@ func TestRoundTripAckRestart(t *testing.T) {
 	spec := ports.SubscriptionSpec{Topic: "orders", Group: "g"}
 	s := subscribe(t, a, spec)
 
-	msg := ports.Message{Topic: "orders", Key: "k1", Payload: []byte(`{"n":1}`), Headers: ports.Headers{
-		ports.HeaderType: "order.v1", ports.HeaderRequestID: "req-1", "x-user": "u",
-	}}
+	msg := ports.Message{Topic: "orders", Key: "k1", Payload: []byte(`{"n":1}`), Headers: ports.NewHeaders(
+		ports.HeaderType, "order.v1",
+		ports.HeaderRequestID, "req-1",
+		"x-user", "u",
+	)}
 	if err := a.Send(t.Context(), msg); err != nil {
 		t.Fatal(err)
 	}
 	d := receiveN(t, s, 1, 10*time.Second)[0]
-	for k, v := range msg.Headers {
-		if d.Headers[k] != v {
-			t.Errorf("header %s = %q, want %q", k, d.Headers[k], v)
+	for _, hdr := range msg.Headers {
+		k, v := hdr.Name, hdr.Value
+		if d.Headers.Get(k) != v {
+			t.Errorf("header %s = %q, want %q", k, d.Headers.Get(k), v)
 		}
 	}
 	if d.Key != "k1" || string(d.Payload) != `{"n":1}` || d.ID == "" || d.RedeliveryCount != 0 {
 		t.Fatalf("delivery = key %q payload %q id %q count %d", d.Key, d.Payload, d.ID, d.RedeliveryCount)
 	}
-	if d.Headers[ports.HeaderPartitionKey] != "k1" {
-		t.Errorf("partition key header = %q", d.Headers[ports.HeaderPartitionKey])
+	if d.Headers.Get(ports.HeaderPartitionKey) != "k1" {
+		t.Errorf("partition key header = %q", d.Headers.Get(ports.HeaderPartitionKey))
 	}
 	settle(t, s, ack, d)
 	if err := s.Stop(t.Context()); err != nil {

@@ -30,7 +30,7 @@ func FuzzDecode(f *testing.F) {
 		if r.Err != nil && !errors.Is(r.Err, ports.ErrPoison) {
 			t.Fatalf("header error %v is not poison", r.Err)
 		}
-		if _, err := ports.RedeliveryCountFrom(ports.Headers{ports.HeaderRedeliveryCount: count}); (err != nil) != (r.Err != nil) {
+		if _, err := ports.RedeliveryCountFrom(ports.NewHeaders(ports.HeaderRedeliveryCount, count)); (err != nil) != (r.Err != nil) {
 			t.Fatalf("count %q: decode error %v, want %v", count, r.Err, err)
 		}
 	})
@@ -47,7 +47,7 @@ func TestDecodeFacts(t *testing.T) {
 		}}
 	p := &claim{topic: "ns.t", id: 3, genText: "7", member: "m"}
 	r := decode(cm, "t", p, time.Now())
-	if r.Message.Key != "key-1" || r.Message.Headers[ports.HeaderID] != "id-9" || r.Message.Headers["x-other"] != "v" {
+	if r.Message.Key != "key-1" || r.Message.Headers.Get(ports.HeaderID) != "id-9" || r.Message.Headers.Get("x-other") != "v" {
 		t.Fatalf("key %q headers %v", r.Message.Key, r.Message.Headers)
 	}
 	if r.BrokerID != "kafka:ns.t/3/1234567890123" {
@@ -67,10 +67,11 @@ func TestDecodeFacts(t *testing.T) {
 func TestRecordSizedAsSarama(t *testing.T) {
 	ctx := context.Background()
 	c := &conn{opts: Options{Namespace: "ns"}.withDefaults()}
-	m := ports.Message{Topic: "t", Key: "k-1", Payload: []byte("payload"), Headers: ports.Headers{"a": "1", "bb": "22"}}
+	m := ports.Message{Topic: "t", Key: "k-1", Payload: []byte("payload"), Headers: ports.NewHeaders("a", "1", "bb", "22")}
 	c.topics.Store(c.topic(m.Topic), true) // no broker: the topic is known
 	pm := &sarama.ProducerMessage{Key: sarama.StringEncoder(m.Key), Value: sarama.ByteEncoder(m.Payload)}
-	for k, v := range m.Headers {
+	for _, hdr := range m.Headers {
+		k, v := hdr.Name, hdr.Value
 		pm.Headers = append(pm.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
 	}
 	for limit, fits := range map[int]bool{pm.ByteSize(2): true, pm.ByteSize(2) - 1: false} {
@@ -83,8 +84,8 @@ func TestRecordSizedAsSarama(t *testing.T) {
 			t.Fatalf("record %+v", r)
 		}
 		for _, h := range r.Headers {
-			if m.Headers[h.Key] != string(h.Value) {
-				t.Fatalf("header %s=%s, want %s", h.Key, h.Value, m.Headers[h.Key])
+			if m.Headers.Get(h.Key) != string(h.Value) {
+				t.Fatalf("header %s=%s, want %s", h.Key, h.Value, m.Headers.Get(h.Key))
 			}
 		}
 	}

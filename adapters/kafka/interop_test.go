@@ -62,7 +62,7 @@ func TestInteropKcat(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := ports.Message{Topic: "paid", Key: "o-1", Payload: []byte(`{"order":"o-1"}`),
-			Headers: ports.Headers{ports.HeaderID: "id-1", ports.HeaderType: "com.example.paid.v1"}}
+			Headers: ports.NewHeaders(ports.HeaderID, "id-1", ports.HeaderType, "com.example.paid.v1")}
 		if err := a.Send(ctx, m); err != nil {
 			t.Fatal(err)
 		}

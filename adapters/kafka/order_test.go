@@ -128,7 +128,7 @@ func TestDecodeRunsOnThePartitions(t *testing.T) {
 		t.Fatal("the decodable record was not handled within 10s")
 	}
 	dl := receiveN(t, dlq, 1, 10*time.Second)[0]
-	if string(dl.Payload) != `{"device":` || !strings.Contains(dl.Headers[ports.HeaderDeadLetterReason], "decode") {
-		t.Fatalf("dead letter %q with reason %q, want the undecodable payload and a decode error", dl.Payload, dl.Headers[ports.HeaderDeadLetterReason])
+	if string(dl.Payload) != `{"device":` || !strings.Contains(dl.Headers.Get(ports.HeaderDeadLetterReason), "decode") {
+		t.Fatalf("dead letter %q with reason %q, want the undecodable payload and a decode error", dl.Payload, dl.Headers.Get(ports.HeaderDeadLetterReason))
 	}
 }

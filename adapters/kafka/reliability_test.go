@@ -276,7 +276,7 @@ func FuzzRecordFromWire(f *testing.F) {
 		for _, h := range headers {
 			final[string(h.Key)] = string(h.Value)
 		}
-		_, badCount := ports.RedeliveryCountFrom(ports.Headers{ports.HeaderRedeliveryCount: final[ports.HeaderRedeliveryCount]})
+		_, badCount := ports.RedeliveryCountFrom(ports.NewHeaders(ports.HeaderRedeliveryCount, final[ports.HeaderRedeliveryCount]))
 		nbv, hasNB := final[kafka.HeaderNotBefore]
 		_, badNB := time.Parse(time.RFC3339Nano, nbv)
 		if hasNB && badNB == nil {
@@ -296,7 +296,7 @@ func FuzzRecordFromWire(f *testing.F) {
 		for {
 			select {
 			case d := <-handled:
-				if d.Headers["fuzz-seq"] != mark {
+				if d.Headers.Get("fuzz-seq") != mark {
 					continue
 				}
 				if wantPoison {
@@ -305,21 +305,21 @@ func FuzzRecordFromWire(f *testing.F) {
 				if d.Key != key || string(d.Payload) != string(payload) {
 					t.Fatalf("key %q payload %q, sent %q %q", d.Key, d.Payload, key, payload)
 				}
-				if _, ok := d.Headers[kafka.HeaderNotBefore]; ok {
+				if _, ok := d.Headers.Lookup(kafka.HeaderNotBefore); ok {
 					t.Fatalf("the not-before header leaked: %q", d.Headers)
 				}
-				if name != "" && name != kafka.HeaderNotBefore && d.Headers[name] != final[name] {
-					t.Fatalf("header %q = %q, sent %q", name, d.Headers[name], final[name])
+				if name != "" && name != kafka.HeaderNotBefore && d.Headers.Get(name) != final[name] {
+					t.Fatalf("header %q = %q, sent %q", name, d.Headers.Get(name), final[name])
 				}
 				return
 			case d := <-dead:
-				if d.Headers["fuzz-seq"] != mark {
+				if d.Headers.Get("fuzz-seq") != mark {
 					continue
 				}
 				if !wantPoison {
-					t.Fatalf("a well-formed record was dead-lettered: %q", d.Headers[ports.HeaderDeadLetterReason])
+					t.Fatalf("a well-formed record was dead-lettered: %q", d.Headers.Get(ports.HeaderDeadLetterReason))
 				}
-				if reason := d.Headers[ports.HeaderDeadLetterReason]; !strings.Contains(reason, "malformed header") {
+				if reason := d.Headers.Get(ports.HeaderDeadLetterReason); !strings.Contains(reason, "malformed header") {
 					t.Fatalf("dead-letter reason %q does not name the malformed header", reason)
 				}
 				return
@@ -366,9 +366,9 @@ func TestDeadLetterOfMalformedEnvelopeIsReadable(t *testing.T) {
 		if d.Err != nil {
 			t.Fatalf("the dead-letter copy keeps the malformed %s=%q header, so a sluice consumer "+
 				"of the dead-letter topic finds it poison again (%v) and dead-letters it on to %s.dlq.dlq: it can never be handled "+
-				"from the dead-letter topic", ports.HeaderRedeliveryCount, d.Headers[ports.HeaderRedeliveryCount], d.Err, topic)
+				"from the dead-letter topic", ports.HeaderRedeliveryCount, d.Headers.Get(ports.HeaderRedeliveryCount), d.Err, topic)
 		}
-		t.Logf("dead letter readable, reason %q", d.Headers[ports.HeaderDeadLetterReason])
+		t.Logf("dead letter readable, reason %q", d.Headers.Get(ports.HeaderDeadLetterReason))
 	case d := <-handled:
 		t.Fatalf("a record with a malformed redelivery count was handled: %q", d.Headers)
 	case <-ctx.Done():

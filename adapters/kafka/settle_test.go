@@ -47,7 +47,7 @@ func TestPoisonKeyDoesNotBlockOtherKey(t *testing.T) {
 	if string(dl.Payload) != "a1" || dl.Key != "A" {
 		t.Fatalf("dead letter = %q key %q", dl.Payload, dl.Key)
 	}
-	if dl.Headers[ports.HeaderDeadLetterReason] != "bad schema" || dl.Headers[ports.HeaderDeadLetterTopic] != "t" || dl.Headers[ports.HeaderAttempts] != "1" {
+	if dl.Headers.Get(ports.HeaderDeadLetterReason) != "bad schema" || dl.Headers.Get(ports.HeaderDeadLetterTopic) != "t" || dl.Headers.Get(ports.HeaderAttempts) != "1" {
 		t.Fatalf("dead-letter headers = %v", dl.Headers)
 	}
 	if dl.ID != first[0].ID {
@@ -157,7 +157,7 @@ func TestDelayedSend(t *testing.T) {
 	if string(late.Payload) != "late" || time.Since(at) < delay {
 		t.Fatalf("got %q after %v, want late no earlier than %v", late.Payload, time.Since(at), delay)
 	}
-	if _, ok := late.Headers["sluice-not-before"]; ok {
+	if _, ok := late.Headers.Lookup("sluice-not-before"); ok {
 		t.Fatal("the adapter's not-before header leaked into the delivery")
 	}
 	receiveNone(t, s, 100*time.Millisecond)

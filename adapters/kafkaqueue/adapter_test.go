@@ -55,7 +55,7 @@ func send(t *testing.T, a ports.Adapter, topic ports.Topic, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	m := ports.Message{Topic: topic, Key: "k-" + id, Payload: []byte(`{"id":"` + id + `"}`), Headers: ports.Headers{ports.HeaderID: id}}
+	m := ports.Message{Topic: topic, Key: "k-" + id, Payload: []byte(`{"id":"` + id + `"}`), Headers: ports.NewHeaders(ports.HeaderID, id)}
 	if err := a.Send(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +147,8 @@ func TestDeadLetterRejectsAfterConfirmedCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := receive(t, dead, 10*time.Second, "the dead-letter copy")
-	if c.ID != "m-2" || c.Headers[ports.HeaderDeadLetterReason] != "total is negative" || string(c.Payload) != `{"id":"m-2"}` {
-		t.Fatalf("dead-letter copy %s reason %q payload %s", c.ID, c.Headers[ports.HeaderDeadLetterReason], c.Payload)
+	if c.ID != "m-2" || c.Headers.Get(ports.HeaderDeadLetterReason) != "total is negative" || string(c.Payload) != `{"id":"m-2"}` {
+		t.Fatalf("dead-letter copy %s reason %q payload %s", c.ID, c.Headers.Get(ports.HeaderDeadLetterReason), c.Payload)
 	}
 	none(t, s, 2*testLock, "a rejected record must not come back")
 }
@@ -222,7 +222,7 @@ func TestInteropWithKafkaAdapter(t *testing.T) {
 	defer k.Close(context.Background())
 	check := func(d *ports.Delivery, id string) {
 		t.Helper()
-		if d.ID != id || d.Key != "k-"+id || string(d.Payload) != `{"id":"`+id+`"}` || d.Headers[ports.HeaderPartitionKey] != "k-"+id {
+		if d.ID != id || d.Key != "k-"+id || string(d.Payload) != `{"id":"`+id+`"}` || d.Headers.Get(ports.HeaderPartitionKey) != "k-"+id {
 			t.Fatalf("got %s key %q payload %s headers %v; want %s", d.ID, d.Key, d.Payload, d.Headers, id)
 		}
 	}

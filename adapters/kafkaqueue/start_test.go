@@ -162,7 +162,7 @@ func startAndReceive(a ports.Adapter, topic ports.Topic, n int) error {
 	publish := func(prefix string) error {
 		for i := range n {
 			id := fmt.Sprint(prefix, "-", topic, "-", i)
-			if err := a.Send(ctx, ports.Message{Topic: topic, Key: id, Payload: []byte(id), Headers: ports.Headers{ports.HeaderID: id}}); err != nil {
+			if err := a.Send(ctx, ports.Message{Topic: topic, Key: id, Payload: []byte(id), Headers: ports.NewHeaders(ports.HeaderID, id)}); err != nil {
 				return err
 			}
 		}

@@ -23,12 +23,12 @@ const HeaderNotBefore = "sluice-not-before"
 // with d.
 func RequeueCopy(d *ports.Delivery, delay time.Duration) ports.Message {
 	h := copyHeaders(d, 2)
-	h[ports.HeaderRedeliveryCount] = strconv.Itoa(d.RedeliveryCount + 1)
-	delete(h, HeaderNotBefore)
+	h.Set(ports.HeaderRedeliveryCount, strconv.Itoa(d.RedeliveryCount+1))
+	h.Del(HeaderNotBefore)
 	m := ports.Message{Topic: d.Topic, Key: d.Key, Payload: d.Payload, Headers: h}
 	if delay > 0 {
 		m.Delay = delay
-		SetNotBefore(h, time.Now().Add(delay))
+		SetNotBefore(&m.Headers, time.Now().Add(delay))
 	}
 	return m
 }
@@ -48,8 +48,8 @@ const NoReason = "no reason given"
 // d.
 func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition, at time.Time) ports.Message {
 	h := copyHeaders(d, 3)
-	delete(h, ports.HeaderRedeliveryCount)
-	delete(h, HeaderNotBefore)
+	h.Del(ports.HeaderRedeliveryCount)
+	h.Del(HeaderNotBefore)
 	reason := disp.ReasonText()
 	if reason == "" {
 		reason = NoReason
@@ -58,10 +58,10 @@ func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition, at time.Time) por
 	if attempts <= 0 {
 		attempts = d.RedeliveryCount + 1
 	}
-	h[ports.HeaderDeadLetterReason] = reason
-	h[ports.HeaderDeadLetterTopic] = string(d.Topic)
-	h[ports.HeaderAttempts] = strconv.Itoa(attempts)
-	h[ports.HeaderDeadLetterTime] = at.UTC().Format(time.RFC3339Nano)
+	h.Set(ports.HeaderDeadLetterReason, reason)
+	h.Set(ports.HeaderDeadLetterTopic, string(d.Topic))
+	h.Set(ports.HeaderAttempts, strconv.Itoa(attempts))
+	h.Set(ports.HeaderDeadLetterTime, at.UTC().Format(time.RFC3339Nano))
 	return ports.Message{Topic: ports.DeadLetterTopic(d.Topic), Key: d.Key, Payload: d.Payload, Headers: h}
 }
 
@@ -70,24 +70,24 @@ func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition, at time.Time) por
 // delayed message at once with this header and holds it on the consuming
 // side until then (TakeNotBefore, then a Delayer), so the message is on the
 // broker, not in the sender's memory, while it waits.
-func SetNotBefore(h ports.Headers, at time.Time) {
+func SetNotBefore(h *ports.Headers, at time.Time) {
 	ms := at.UnixMilli()
 	if at.After(time.UnixMilli(ms)) {
 		ms++
 	}
-	h[HeaderNotBefore] = strconv.FormatInt(ms, 10)
+	h.Set(HeaderNotBefore, strconv.FormatInt(ms, 10))
 }
 
 // TakeNotBefore removes HeaderNotBefore from h and returns its time (the
 // zero time when absent). It reads Unix milliseconds (SetNotBefore's form)
 // and RFC 3339 (the Kafka adapter's). A malformed value is removed too and returned as
 // a *ports.HeaderError (poison: set it as Delivery.Err).
-func TakeNotBefore(h ports.Headers) (time.Time, error) {
-	s, ok := h[HeaderNotBefore]
+func TakeNotBefore(h *ports.Headers) (time.Time, error) {
+	s, ok := h.Lookup(HeaderNotBefore)
 	if !ok {
 		return time.Time{}, nil
 	}
-	delete(h, HeaderNotBefore)
+	h.Del(HeaderNotBefore)
 	ms, err := strconv.ParseInt(s, 10, 64)
 	if err == nil && ms >= 0 {
 		return time.UnixMilli(ms), nil
@@ -108,14 +108,11 @@ func TakeNotBefore(h ports.Headers) (time.Time, error) {
 // so the copy's delivery reports the same IDSource. A delivery without
 // identity makes a copy without one.
 func copyHeaders(d *ports.Delivery, extra int) ports.Headers {
-	c := make(ports.Headers, len(d.Headers)+extra+2)
-	for k, v := range d.Headers {
-		c[k] = v
-	}
-	if c[ports.HeaderID] == "" && d.ID != "" {
-		c[ports.HeaderID] = d.ID
+	c := append(make(ports.Headers, 0, len(d.Headers)+extra+2), d.Headers...)
+	if c.Get(ports.HeaderID) == "" && d.ID != "" {
+		c.Set(ports.HeaderID, d.ID)
 		if d.IDSource == ports.IDBroker {
-			c[ports.HeaderIDSource] = "broker"
+			c.Set(ports.HeaderIDSource, "broker")
 		}
 	}
 	return c

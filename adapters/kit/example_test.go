@@ -18,7 +18,7 @@ func (logBroker) Ack(_ context.Context, ds []*ports.Delivery) error {
 
 func (logBroker) Publish(_ context.Context, msgs []ports.Message) []error {
 	for _, m := range msgs {
-		fmt.Println("publish", m.Topic, "reason:", m.Headers[ports.HeaderDeadLetterReason])
+		fmt.Println("publish", m.Topic, "reason:", m.Headers.Get(ports.HeaderDeadLetterReason))
 	}
 	return nil
 }

@@ -13,17 +13,17 @@ const HeaderRequeueGroup = "sluice-requeue-group"
 // AddressCopies marks msgs, requeue copies (RequeueCopy), for group.
 func AddressCopies(msgs []ports.Message, group string) {
 	for i := range msgs {
-		msgs[i].Headers[HeaderRequeueGroup] = group
+		msgs[i].Headers.Set(HeaderRequeueGroup, group)
 	}
 }
 
 // ForeignCopy reports whether h are the headers of a requeue copy for a
 // group other than group, and removes the mark from them.
-func ForeignCopy(h ports.Headers, group string) bool {
-	g, ok := h[HeaderRequeueGroup]
+func ForeignCopy(h *ports.Headers, group string) bool {
+	g, ok := h.Lookup(HeaderRequeueGroup)
 	if !ok {
 		return false
 	}
-	delete(h, HeaderRequeueGroup)
+	h.Del(HeaderRequeueGroup)
 	return g != group
 }

@@ -61,7 +61,7 @@ func deliveries(n int) []*ports.Delivery {
 	for i := range ds {
 		id := "m" + strconv.Itoa(i)
 		ds[i] = &ports.Delivery{
-			Message:         ports.Message{Topic: "orders", Key: "k", Payload: []byte(id), Headers: ports.Headers{ports.HeaderID: id, "x": "y"}},
+			Message:         ports.Message{Topic: "orders", Key: "k", Payload: []byte(id), Headers: ports.NewHeaders(ports.HeaderID, id, "x", "y")},
 			ID:              id,
 			RedeliveryCount: 2,
 			Handle:          &handle{},
@@ -103,11 +103,11 @@ func TestSettlerRequeuePublishesCopiesThenAcks(t *testing.T) {
 		t.Fatalf("published %d, ack calls %d; want 3 and 1", len(b.published), len(b.acks))
 	}
 	for i, m := range b.published {
-		if m.Topic != "orders" || m.Headers[ports.HeaderRedeliveryCount] != "3" || m.Delay != time.Second || m.Headers[kit.HeaderNotBefore] == "" || m.ID() != ds[i].ID {
+		if m.Topic != "orders" || m.Headers.Get(ports.HeaderRedeliveryCount) != "3" || m.Delay != time.Second || m.Headers.Get(kit.HeaderNotBefore) == "" || m.ID() != ds[i].ID {
 			t.Fatalf("copy %d = %+v", i, m)
 		}
 	}
-	if _, ok := ds[0].Headers[ports.HeaderRedeliveryCount]; ok {
+	if _, ok := ds[0].Headers.Lookup(ports.HeaderRedeliveryCount); ok {
 		t.Fatal("RequeueCopy changed the original's headers")
 	}
 }
@@ -141,10 +141,10 @@ func TestSettlerDeadLetterFailedPublishLeavesOriginalsUnsettled(t *testing.T) {
 		t.Fatalf("after recovery: %d ack calls, %d published", len(b.acks), len(b.published))
 	}
 	m := b.published[0]
-	if m.Topic != "orders.dlq" || m.Headers[ports.HeaderDeadLetterReason] != "bad" || m.Headers[ports.HeaderAttempts] != "4" || m.Headers[ports.HeaderDeadLetterTopic] != "orders" {
+	if m.Topic != "orders.dlq" || m.Headers.Get(ports.HeaderDeadLetterReason) != "bad" || m.Headers.Get(ports.HeaderAttempts) != "4" || m.Headers.Get(ports.HeaderDeadLetterTopic) != "orders" {
 		t.Fatalf("dead-letter copy = %+v", m)
 	}
-	if got := m.Headers[ports.HeaderDeadLetterTime]; got != "2026-01-05T10:00:00Z" {
+	if got := m.Headers.Get(ports.HeaderDeadLetterTime); got != "2026-01-05T10:00:00Z" {
 		t.Fatalf("dead-letter copy's %s = %q, want the settler's clock", ports.HeaderDeadLetterTime, got)
 	}
 }
@@ -277,7 +277,7 @@ func TestSettlerCopiesWhatReachedTheDeliveryLimit(t *testing.T) {
 	if b.requeued != 2 || len(b.published) != 2 || len(b.acks) != 1 || len(b.acks[0]) != 2 || b.acks[0][0] != "m1" || b.acks[0][1] != "m3" {
 		t.Fatalf("requeued %d natively, published %d copies, acked %v: want m0 and m2 requeued, m1 and m3 copied and acked", b.requeued, len(b.published), b.acks)
 	}
-	if got := b.published[0].Headers[ports.HeaderRedeliveryCount] + "," + b.published[1].Headers[ports.HeaderRedeliveryCount]; got != "3,6" {
+	if got := b.published[0].Headers.Get(ports.HeaderRedeliveryCount) + "," + b.published[1].Headers.Get(ports.HeaderRedeliveryCount); got != "3,6" {
 		t.Fatalf("the copies count %s redeliveries, want 3,6", got)
 	}
 	for _, d := range ds {
@@ -289,24 +289,25 @@ func TestSettlerCopiesWhatReachedTheDeliveryLimit(t *testing.T) {
 
 func TestCopiesHeaderRules(t *testing.T) {
 	d := deliveries(1)[0]
-	d.Headers[kit.HeaderNotBefore] = "1"
+	d.Headers.Set(kit.HeaderNotBefore, "1")
 	r := kit.RequeueCopy(d, 0)
-	if _, ok := r.Headers[kit.HeaderNotBefore]; ok || r.Delay != 0 {
+	if _, ok := r.Headers.Lookup(kit.HeaderNotBefore); ok || r.Delay != 0 {
 		t.Fatal("an undelayed requeue must drop a stale not-before")
 	}
 	dl := kit.DeadLetterCopy(d, ports.Disposition{Action: ports.DeadLetter}, time.Now())
-	if dl.Headers[ports.HeaderDeadLetterReason] != kit.NoReason || dl.Headers[ports.HeaderAttempts] != "3" {
+	if dl.Headers.Get(ports.HeaderDeadLetterReason) != kit.NoReason || dl.Headers.Get(ports.HeaderAttempts) != "3" {
 		t.Fatalf("defaults: %v", dl.Headers)
 	}
-	if _, ok := dl.Headers[ports.HeaderRedeliveryCount]; ok {
+	if _, ok := dl.Headers.Lookup(ports.HeaderRedeliveryCount); ok {
 		t.Fatal("the dead-letter copy must not carry the redelivery count")
 	}
-	h := ports.Headers{kit.HeaderNotBefore: "1700000000000"}
-	at, err := kit.TakeNotBefore(h)
+	h := ports.NewHeaders(kit.HeaderNotBefore, "1700000000000")
+	at, err := kit.TakeNotBefore(&h)
 	if err != nil || at.UnixMilli() != 1700000000000 || len(h) != 0 {
 		t.Fatalf("TakeNotBefore = %v, %v, %v", at, err, h)
 	}
-	if _, err := kit.TakeNotBefore(ports.Headers{kit.HeaderNotBefore: "soon"}); !ports.IsPoison(err) {
+	bad := ports.NewHeaders(kit.HeaderNotBefore, "soon")
+	if _, err := kit.TakeNotBefore(&bad); !ports.IsPoison(err) {
 		t.Fatalf("malformed not-before = %v, want poison", err)
 	}
 }
@@ -344,7 +345,7 @@ func TestSettlerHeldRequeueKeepsOriginalUnackedUntilTheCopyIsPublished(t *testin
 	if len(b.published) != 2 || len(b.acks) != 1 {
 		t.Fatalf("published %d, ack calls %d; want 2 and 1", len(b.published), len(b.acks))
 	}
-	if b.published[0].Delay != 0 || b.published[0].Headers[ports.HeaderRedeliveryCount] != "3" {
+	if b.published[0].Delay != 0 || b.published[0].Headers.Get(ports.HeaderRedeliveryCount) != "3" {
 		t.Fatalf("held copy = %+v, want no delay left and count 3", b.published[0])
 	}
 }
@@ -403,8 +404,8 @@ func TestSettlerHeldRequeueRetriesAFailedPublish(t *testing.T) {
 func TestNotBeforeRoundsUp(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000).Add(time.Microsecond)
 	h := ports.Headers{}
-	kit.SetNotBefore(h, at)
-	got, err := kit.TakeNotBefore(h)
+	kit.SetNotBefore(&h, at)
+	got, err := kit.TakeNotBefore(&h)
 	if err != nil || got.Before(at) || got.Sub(at) > time.Millisecond {
 		t.Fatalf("round trip of %v = %v, %v", at, got, err)
 	}

@@ -14,7 +14,7 @@ func TestDeadLetterPublishesThenRemoves(t *testing.T) {
 	s := subscribe(t, a, lb("orders", "g"))
 	dlq := subscribe(t, a, lb(string(ports.DeadLetterTopic("orders")), "ops"))
 	if err := a.Send(context.Background(), ports.Message{
-		Topic: "orders", Key: "k", Payload: []byte("bad"), Headers: ports.Headers{ports.HeaderType: "order.v1"},
+		Topic: "orders", Key: "k", Payload: []byte("bad"), Headers: ports.NewHeaders(ports.HeaderType, "order.v1"),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -30,14 +30,14 @@ func TestDeadLetterPublishesThenRemoves(t *testing.T) {
 		ports.HeaderID:               d.ID,
 	}
 	for k, v := range want {
-		if got.Headers[k] != v {
-			t.Errorf("dead letter header %s = %q, want %q", k, got.Headers[k], v)
+		if got.Headers.Get(k) != v {
+			t.Errorf("dead letter header %s = %q, want %q", k, got.Headers.Get(k), v)
 		}
 	}
 	if got.Topic != "orders.dlq" || got.Key != "k" || string(got.Payload) != "bad" || got.ID != d.ID {
 		t.Errorf("dead letter = %+v, id %q", got.Message, got.ID)
 	}
-	if _, ok := d.Headers[ports.HeaderDeadLetterReason]; ok {
+	if _, ok := d.Headers.Lookup(ports.HeaderDeadLetterReason); ok {
 		t.Error("dead-lettering modified the original delivery's headers")
 	}
 	if q := queueStats(t, b, "orders", "g"); q.Ready != 0 || q.InFlight != 0 {
@@ -54,10 +54,10 @@ func TestDeadLetterDefaults(t *testing.T) {
 	settle(t, s, requeue, receive(t, s, 1)...)
 	settle(t, s, ports.Disposition{Action: ports.DeadLetter}, receive(t, s, 1)...)
 	got := receive(t, dlq, 1)[0]
-	if got.Headers[ports.HeaderAttempts] != "2" {
-		t.Errorf("attempts = %q, want 2 (redelivery count + 1) when Disposition.Attempts is 0", got.Headers[ports.HeaderAttempts])
+	if got.Headers.Get(ports.HeaderAttempts) != "2" {
+		t.Errorf("attempts = %q, want 2 (redelivery count + 1) when Disposition.Attempts is 0", got.Headers.Get(ports.HeaderAttempts))
 	}
-	if got.Headers[ports.HeaderDeadLetterReason] == "" {
+	if got.Headers.Get(ports.HeaderDeadLetterReason) == "" {
 		t.Error("dead letter without a reason header")
 	}
 }

@@ -50,7 +50,7 @@ func ExampleAdapter_Subscribe_settlement() {
 
 	dead, _ := dlq.Receive(ctx, 1)
 	h := dead[0].Headers
-	fmt.Println(dead[0].Topic, h[ports.HeaderDeadLetterReason], "attempts", h[ports.HeaderAttempts])
+	fmt.Println(dead[0].Topic, h.Get(ports.HeaderDeadLetterReason), "attempts", h.Get(ports.HeaderAttempts))
 	// Output:
 	// redelivered, count 1
 	// orders.dlq poison: bad payload attempts 2

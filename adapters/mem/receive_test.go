@@ -17,10 +17,14 @@ func TestRoundTrip(t *testing.T) {
 	a := newAdapter(t, b)
 	s := subscribe(t, a, lb("orders", "billing"))
 
-	h := ports.Headers{
-		ports.HeaderType: "order.paid.v1", ports.HeaderRequestID: "req-1", ports.HeaderTenantID: "t-1",
-		ports.HeaderCorrelationID: "c-1", ports.HeaderCausationID: "m-0", ports.HeaderTraceParent: "00-abc-def-01",
-	}
+	h := ports.NewHeaders(
+		ports.HeaderType, "order.paid.v1",
+		ports.HeaderRequestID, "req-1",
+		ports.HeaderTenantID, "t-1",
+		ports.HeaderCorrelationID, "c-1",
+		ports.HeaderCausationID, "m-0",
+		ports.HeaderTraceParent, "00-abc-def-01",
+	)
 	if err := a.Send(context.Background(), ports.Message{Topic: "orders", Key: "o-7", Payload: []byte(`{"id":7}`), Headers: h}); err != nil {
 		t.Fatal(err)
 	}
@@ -28,9 +32,10 @@ func TestRoundTrip(t *testing.T) {
 	if d.Topic != "orders" || d.Key != "o-7" || string(d.Payload) != `{"id":7}` || d.Delay != 0 {
 		t.Errorf("delivery message = %+v", d.Message)
 	}
-	for k, v := range h {
-		if d.Headers[k] != v {
-			t.Errorf("header %s = %q, want %q", k, d.Headers[k], v)
+	for _, hdr := range h {
+		k, v := hdr.Name, hdr.Value
+		if d.Headers.Get(k) != v {
+			t.Errorf("header %s = %q, want %q", k, d.Headers.Get(k), v)
 		}
 	}
 	if d.RedeliveryCount != 0 {

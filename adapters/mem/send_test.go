@@ -16,16 +16,16 @@ func TestSendStampsAndCopies(t *testing.T) {
 	a := newAdapter(t, b)
 	s := subscribe(t, a, lb("orders", "g"))
 
-	headers := ports.Headers{ports.HeaderType: "order.v1", "x-user": "u1"}
+	headers := ports.NewHeaders(ports.HeaderType, "order.v1", "x-user", "u1")
 	payload := []byte(`{"n":1}`)
 	msg := ports.Message{Topic: "orders", Key: "k1", Payload: payload, Headers: headers}
 	if err := a.Send(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
 	payload[0] = 'X' // the caller reuses its buffer
-	headers["x-user"] = "changed"
+	headers.Set("x-user", "changed")
 
-	if len(headers) != 2 || headers[ports.HeaderID] != "" {
+	if len(headers) != 2 || headers.Get(ports.HeaderID) != "" {
 		t.Fatalf("Send modified the caller's headers: %v", headers)
 	}
 	d := receive(t, s, 1)[0]
@@ -40,12 +40,12 @@ func TestSendStampsAndCopies(t *testing.T) {
 		ports.HeaderTime:         clock.Now().Format(time.RFC3339Nano),
 	}
 	for k, v := range want {
-		if got := d.Headers[k]; got != v {
+		if got := d.Headers.Get(k); got != v {
 			t.Errorf("header %s = %q, want %q", k, got, v)
 		}
 	}
-	if d.ID == "" || d.ID != d.Headers[ports.HeaderID] {
-		t.Errorf("ID = %q, header %q: want the stamped id in both", d.ID, d.Headers[ports.HeaderID])
+	if d.ID == "" || d.ID != d.Headers.Get(ports.HeaderID) {
+		t.Errorf("ID = %q, header %q: want the stamped id in both", d.ID, d.Headers.Get(ports.HeaderID))
 	}
 }
 
@@ -53,7 +53,7 @@ func TestSendKeepsGivenID(t *testing.T) {
 	b := newBroker(t)
 	a := newAdapter(t, b)
 	s := subscribe(t, a, lb("orders", "g"))
-	msg := ports.Message{Topic: "orders", Headers: ports.Headers{ports.HeaderID: "my-id"}}
+	msg := ports.Message{Topic: "orders", Headers: ports.NewHeaders(ports.HeaderID, "my-id")}
 	if err := a.Send(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}

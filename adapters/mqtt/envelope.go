@@ -12,11 +12,11 @@ const headerDeliverAt = "sluice-deliver-at"
 // toPublish builds the QoS 1 PUBLISH of m, headers as user properties.
 func toPublish(topic string, m *ports.Message) *paho.Publish {
 	props := make([]paho.UserProperty, 0, len(m.Headers))
-	for k, v := range m.Headers {
-		props = append(props, paho.UserProperty{Key: k, Value: v})
+	for _, h := range m.Headers {
+		props = append(props, paho.UserProperty{Key: h.Name, Value: h.Value})
 	}
 	return &paho.Publish{QoS: 1, Topic: topic, Payload: m.Payload,
-		Properties: &paho.PublishProperties{User: props, ContentType: m.Headers[ports.HeaderContentType]}}
+		Properties: &paho.PublishProperties{User: props, ContentType: m.Headers.Get(ports.HeaderContentType)}}
 }
 
 // envelopeBytes is a PUBLISH's size besides its payload, at its largest.
@@ -38,16 +38,16 @@ func envelopeBytes(p *paho.Publish) int {
 // headers (a repeated key keeps its last value), and the content-type
 // property when they have none.
 func headersOf(p *paho.Publish) ports.Headers {
-	h := make(ports.Headers, len(p.Properties.User)+1)
+	h := make(ports.Headers, 0, len(p.Properties.User)+1)
 	for _, u := range p.Properties.User {
-		h[u.Key] = u.Value
+		h.Set(u.Key, u.Value)
 	}
-	if ct := p.Properties.ContentType; ct != "" && h[ports.HeaderContentType] == "" {
-		h[ports.HeaderContentType] = ct
+	if ct := p.Properties.ContentType; ct != "" && h.Get(ports.HeaderContentType) == "" {
+		h.Set(ports.HeaderContentType, ct)
 	}
-	if at, ok := h[headerDeliverAt]; ok {
-		delete(h, headerDeliverAt)
-		h[kit.HeaderNotBefore] = at
+	if at, ok := h.Lookup(headerDeliverAt); ok {
+		h.Del(headerDeliverAt)
+		h.Set(kit.HeaderNotBefore, at)
 	}
 	return h
 }

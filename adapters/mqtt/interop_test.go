@@ -52,7 +52,7 @@ func TestInteropMosquittoClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg := ports.Message{Topic: "paid", Payload: []byte(`{"order":"o-1"}`),
-			Headers: ports.Headers{ports.HeaderID: "id-1", ports.HeaderType: "com.example.paid.v1", ports.HeaderContentType: "application/json"}}
+			Headers: ports.NewHeaders(ports.HeaderID, "id-1", ports.HeaderType, "com.example.paid.v1", ports.HeaderContentType, "application/json")}
 		if err := a.Send(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
@@ -90,8 +90,8 @@ func mosquittoPubToSluice(ctx context.Context, t *testing.T, a *mqtt.Adapter, pu
 		if string(d.Payload) != `{"t":21.5}` || d.ID != "" || d.IDSource != ports.IDNone || d.HasIdentity() || d.Err != nil {
 			t.Fatalf("got payload %s ID %q (%s) err %v; want the body, no identity", d.Payload, d.ID, d.IDSource, d.Err)
 		}
-		if d.Headers[ports.HeaderContentType] != "application/json" {
-			t.Errorf("content-type header %q, want the MQTT 5 property's application/json", d.Headers[ports.HeaderContentType])
+		if d.Headers.Get(ports.HeaderContentType) != "application/json" {
+			t.Errorf("content-type header %q, want the MQTT 5 property's application/json", d.Headers.Get(ports.HeaderContentType))
 		}
 	case <-ctx.Done():
 		t.Fatal("sluice never received what mosquitto_pub published")

@@ -155,7 +155,7 @@ func TestLongMultibyteReasonIsDeadLettered(t *testing.T) {
 			}
 			select {
 			case d := <-arrived:
-				if got := d.Headers[ports.HeaderDeadLetterReason]; !utf8.ValidString(got) {
+				if got := d.Headers.Get(ports.HeaderDeadLetterReason); !utf8.ValidString(got) {
 					t.Fatalf("dead-lettered, but the reason header is not valid UTF-8 (%d bytes)", len(got))
 				}
 			case err := <-settleErrs:

@@ -92,7 +92,7 @@ func produce(ctx context.Context, t *testing.T, a ports.Adapter, topic ports.Top
 	for i := range n {
 		id := fmt.Sprintf("m-%04d", i)
 		for {
-			err := a.Send(ctx, ports.Message{Topic: topic, Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: id}})
+			err := a.Send(ctx, ports.Message{Topic: topic, Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, id)})
 			if err == nil {
 				break
 			}

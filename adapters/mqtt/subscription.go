@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"strconv"
 	"sync"
@@ -237,7 +236,7 @@ func (s *subscription) subscribeOn(up context.Context, cm *autopaho.ConnectionMa
 func (s *subscription) onPublish(pr paho.PublishReceived) (bool, error) {
 	p := pr.Packet
 	h := headersOf(p)
-	id := h[ports.HeaderID]
+	id := h.Get(ports.HeaderID)
 	if s.c.arrived != nil {
 		s.c.arrived(id, p.Duplicate())
 	}
@@ -300,9 +299,9 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]driver.Reco
 func (e *entry) record(topic ports.Topic) driver.Record {
 	h := e.headers
 	if e.requeues > 0 {
-		h = maps.Clone(h)
+		h = h.Clone()
 	}
-	r := driver.Record{Message: ports.Message{Topic: topic, Key: h[ports.HeaderPartitionKey], Payload: e.pub.Payload, Headers: h},
+	r := driver.Record{Message: ports.Message{Topic: topic, Key: h.Get(ports.HeaderPartitionKey), Payload: e.pub.Payload, Headers: h},
 		RedeliveryCount: e.requeues, ReceivedAt: e.received, Handle: e}
 	if e.dup {
 		r.RedeliveryCount++

@@ -45,8 +45,8 @@ func (s *abandonSub) ReceiveBatch(ctx context.Context, _ int) ([]driver.Record, 
 	if !s.sent {
 		s.sent = true
 		return []driver.Record{
-			{Handle: "r1", Message: ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: "m1"}}},
-			{Handle: "r2", Message: ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: "m2"}}},
+			{Handle: "r1", Message: ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m1")}},
+			{Handle: "r2", Message: ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m2")}},
 		}, nil
 	}
 	<-ctx.Done()

@@ -119,7 +119,8 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			m.QoS = ports.AtLeastOnce // documented fallback: travels at-least-once
 		}
 		if m.Delay > 0 && !a.caps.DelayedMessage {
-			kit.SetNotBefore(m.Headers, now.Add(m.Delay))
+			m.Headers = m.Headers.Clone() // Stamp kept the caller's when complete
+			kit.SetNotBefore(&m.Headers, now.Add(m.Delay))
 			m.Delay = 0
 		}
 		batch = append(batch, m)

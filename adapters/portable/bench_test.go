@@ -36,7 +36,7 @@ func (s *benchSub) ReceiveBatch(_ context.Context, max int) ([]driver.Record, er
 }
 
 func newBenchSub(n int) *benchSub {
-	h := ports.Headers{ports.HeaderID: "m", ports.HeaderContentType: "application/json"}
+	h := ports.NewHeaders(ports.HeaderID, "m", ports.HeaderContentType, "application/json")
 	facts := ports.NewFacts(ports.FactMap{"queue": "bench"})
 	s := &benchSub{recs: make([]driver.Record, n)}
 	for i := range s.recs {

@@ -17,7 +17,7 @@ func TestCopyCountHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, count := range []string{"2", "three"} {
-		if err := b.publish(ports.Message{Topic: "t", Payload: []byte(count), Headers: ports.Headers{ports.HeaderRedeliveryCount: count}}); err != nil {
+		if err := b.publish(ports.Message{Topic: "t", Payload: []byte(count), Headers: ports.NewHeaders(ports.HeaderRedeliveryCount, count)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,7 +31,7 @@ func TestCopyCountHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range ds {
-		if _, ok := d.Headers[ports.HeaderRedeliveryCount]; ok {
+		if _, ok := d.Headers.Lookup(ports.HeaderRedeliveryCount); ok {
 			t.Errorf("%s: the count header stayed in the envelope", d.Payload)
 		}
 	}

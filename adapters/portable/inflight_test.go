@@ -18,7 +18,7 @@ func TestFailedSettleGivesTheSlotsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"m1", "m2", "m3"} {
-		if err := a.Send(ctx, ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: id}}); err != nil {
+		if err := a.Send(ctx, ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, id)}); err != nil {
 			t.Fatal(err)
 		}
 	}

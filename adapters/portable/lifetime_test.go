@@ -54,7 +54,7 @@ func TestKeptDeliveryStaysItsOwn(t *testing.T) {
 	buf := make([]*ports.Delivery, 0, 4)
 	for i := range n {
 		id := fmt.Sprintf("m%d", i)
-		if err := a.Send(ctx, ports.Message{Topic: "t", Payload: []byte(id), Headers: ports.Headers{ports.HeaderID: id}}); err != nil {
+		if err := a.Send(ctx, ports.Message{Topic: "t", Payload: []byte(id), Headers: ports.NewHeaders(ports.HeaderID, id)}); err != nil {
 			t.Fatal(err)
 		}
 		ds, err := ra.ReceiveAppend(ctx, buf[:0], 1)

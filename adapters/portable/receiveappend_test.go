@@ -23,9 +23,9 @@ func TestReceiveAppendAppendsToTheCallersSlice(t *testing.T) {
 		t.Fatalf("%T is not a ports.ReceiveAppender", sub)
 	}
 	for _, m := range []ports.Message{
-		{Topic: "t", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: "m1"}},
-		{Topic: "t", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: "m2"}},
-		{Topic: "t", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: "m3"}, Delay: time.Millisecond}, // held, then due
+		{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m1")},
+		{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m2")},
+		{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m3"), Delay: time.Millisecond}, // held, then due
 	} {
 		if err := a.Send(ctx, m); err != nil {
 			t.Fatal(err)

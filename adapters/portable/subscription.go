@@ -329,7 +329,7 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
 		}
 		if s.copies { // the requeue copies' count: a malformed one is poison
-			if kit.ForeignCopy(d.Headers, s.group) {
+			if kit.ForeignCopy(&d.Headers, s.group) {
 				foreign = append(foreign, r.Handle) // another group's copy
 				continue
 			}
@@ -338,9 +338,9 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 			if err != nil && d.Err == nil {
 				d.Err = err
 			}
-			delete(d.Headers, ports.HeaderRedeliveryCount) // transport: the count is RedeliveryCount
+			d.Headers.Del(ports.HeaderRedeliveryCount) // transport: the count is RedeliveryCount
 		}
-		at, err := kit.TakeNotBefore(d.Headers)
+		at, err := kit.TakeNotBefore(&d.Headers)
 		if err != nil && d.Err == nil {
 			d.Err = err
 		}

@@ -69,7 +69,7 @@ func (b *toyBroker) publish(m ports.Message) error {
 	if b.failSends || (b.failDLQ && strings.HasSuffix(string(m.Topic), ports.DeadLetterSuffix)) {
 		return ports.ErrUnconfirmed
 	}
-	m.Headers, m.Payload = maps.Clone(m.Headers), slices.Clone(m.Payload)
+	m.Headers, m.Payload = m.Headers.Clone(), slices.Clone(m.Payload)
 	routed := false
 	for k, q := range b.queues {
 		if k.topic == m.Topic {
@@ -195,7 +195,7 @@ func (s *toySub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, er
 				m.tag = q.next
 				s.unacked[m.tag] = m
 				out[i] = driver.Record{
-					Message:         ports.Message{Topic: m.m.Topic, Key: m.m.Key, Payload: m.m.Payload, Headers: maps.Clone(m.m.Headers), QoS: m.m.QoS},
+					Message:         ports.Message{Topic: m.m.Topic, Key: m.m.Key, Payload: m.m.Payload, Headers: m.m.Headers.Clone(), QoS: m.m.QoS},
 					RedeliveryCount: m.redelivered,
 					Handle:          m.tag,
 				}
@@ -260,7 +260,7 @@ func (s *toySub) SendRequeueCopies(_ context.Context, msgs []ports.Message) []er
 		return errs
 	}
 	for _, m := range msgs {
-		m.Headers, m.Payload = maps.Clone(m.Headers), slices.Clone(m.Payload)
+		m.Headers, m.Payload = m.Headers.Clone(), slices.Clone(m.Payload)
 		s.q.ready = append(s.q.ready, toyMsg{m: m})
 	}
 	close(s.q.wake)

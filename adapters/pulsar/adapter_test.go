@@ -25,24 +25,28 @@ func TestRoundTripKeepsPayloadKeyAndEveryHeader(t *testing.T) {
 	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	m := ports.Message{
 		Topic: "orders", Key: "customer-7", Payload: []byte(`{"total":42}`),
-		Headers: ports.Headers{
-			ports.HeaderType: "com.example.order.paid.v1", ports.HeaderRequestID: "req-1",
-			ports.HeaderTenantID: "t1", ports.HeaderCorrelationID: "c1", ports.HeaderTraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-			"x-custom": "v",
-		},
+		Headers: ports.NewHeaders(
+			ports.HeaderType, "com.example.order.paid.v1",
+			ports.HeaderRequestID, "req-1",
+			ports.HeaderTenantID, "t1",
+			ports.HeaderCorrelationID, "c1",
+			ports.HeaderTraceParent, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+			"x-custom", "v",
+		),
 	}
 	send(t, a, m)
 	d := receiveN(t, s, 1)[0]
-	for k, v := range m.Headers {
-		if d.Headers[k] != v {
-			t.Errorf("header %s = %q, want %q", k, d.Headers[k], v)
+	for _, hdr := range m.Headers {
+		k, v := hdr.Name, hdr.Value
+		if d.Headers.Get(k) != v {
+			t.Errorf("header %s = %q, want %q", k, d.Headers.Get(k), v)
 		}
 	}
-	if d.ID == "" || d.Headers[ports.HeaderID] != d.ID || d.Headers[ports.HeaderSpecVersion] != "1.0" || d.Headers[ports.HeaderTime] == "" {
+	if d.ID == "" || d.Headers.Get(ports.HeaderID) != d.ID || d.Headers.Get(ports.HeaderSpecVersion) != "1.0" || d.Headers.Get(ports.HeaderTime) == "" {
 		t.Errorf("stamped headers missing: id=%q headers=%v", d.ID, d.Headers)
 	}
-	if d.Headers[ports.HeaderPartitionKey] != "customer-7" || d.Key != "customer-7" {
-		t.Errorf("key = %q, partition key header = %q, want customer-7", d.Key, d.Headers[ports.HeaderPartitionKey])
+	if d.Headers.Get(ports.HeaderPartitionKey) != "customer-7" || d.Key != "customer-7" {
+		t.Errorf("key = %q, partition key header = %q, want customer-7", d.Key, d.Headers.Get(ports.HeaderPartitionKey))
 	}
 	if d.Topic != "orders" || string(d.Payload) != `{"total":42}` || d.RedeliveryCount != 0 {
 		t.Errorf("delivery = topic %q payload %s count %d", d.Topic, d.Payload, d.RedeliveryCount)
@@ -50,7 +54,7 @@ func TestRoundTripKeepsPayloadKeyAndEveryHeader(t *testing.T) {
 	if d.Facts.Get("pulsar.topic") != physical("orders") || d.Facts.Get("pulsar.subscription") != "billing" || d.Facts.Get("pulsar.message-id") == "" {
 		t.Errorf("facts = %v", d.Facts)
 	}
-	if m.Headers[ports.HeaderID] != "" {
+	if m.Headers.Get(ports.HeaderID) != "" {
 		t.Error("Send modified the caller's headers")
 	}
 }
@@ -191,7 +195,7 @@ func TestDelayIsNativeAndGuardedAgainstEarlyDispatch(t *testing.T) {
 	if el := time.Since(sent); d.ID != "r1" || el < m.Delay {
 		t.Fatalf("got %s after %v, want r1 no earlier than %v", d.ID, el, m.Delay)
 	}
-	if _, leaked := d.Headers[kit.HeaderNotBefore]; leaked {
+	if _, leaked := d.Headers.Lookup(kit.HeaderNotBefore); leaked {
 		t.Error("the not-before guard leaked into the headers")
 	}
 	sends := ops(env.broker, fakepulsar.OpSend, physical("reminders"))

@@ -89,7 +89,7 @@ func TestChunkedMessageRequeuedTwiceThenAcked(t *testing.T) {
 	b, a := chunkEnv(t)
 	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "big", Group: "g"})
 	body := bigPayload(160_000)
-	m := ports.Message{Topic: "big", Payload: body, Headers: ports.Headers{ports.HeaderID: "big-1"}}
+	m := ports.Message{Topic: "big", Payload: body, Headers: ports.NewHeaders(ports.HeaderID, "big-1")}
 	send(t, a, m)
 
 	st, ok := b.Topic("big")
@@ -139,7 +139,7 @@ func TestChunkedMessageDeadLetteredWhole(t *testing.T) {
 	dlq := subscribe(t, a, ports.SubscriptionSpec{Topic: "big.dlq", Group: "ops"})
 	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "big", Group: "g"})
 	body := bigPayload(160_000)
-	send(t, a, ports.Message{Topic: "big", Payload: body, Key: "k", Headers: ports.Headers{ports.HeaderID: "big-2"}})
+	send(t, a, ports.Message{Topic: "big", Payload: body, Key: "k", Headers: ports.NewHeaders(ports.HeaderID, "big-2")})
 
 	d := receiveN(t, s, 1)[0]
 	reason := ports.Poisonf("too big to handle")
@@ -153,7 +153,7 @@ func TestChunkedMessageDeadLetteredWhole(t *testing.T) {
 	if got.ID != "big-2" || got.Key != "k" || !bytes.Equal(got.Payload, body) {
 		t.Fatalf("dead letter %s key %q with %d bytes, want big-2 key k whole (%d bytes)", got.ID, got.Key, len(got.Payload), len(body))
 	}
-	if got.Headers[ports.HeaderDeadLetterReason] != reason.Error() || got.Headers[ports.HeaderDeadLetterTopic] != "big" {
+	if got.Headers.Get(ports.HeaderDeadLetterReason) != reason.Error() || got.Headers.Get(ports.HeaderDeadLetterTopic) != "big" {
 		t.Errorf("dead letter headers %v, want the reason and source topic", got.Headers)
 	}
 	if sub, ok := b.Subscription("big", "g"); !ok || sub.Backlog != 0 {
@@ -211,7 +211,7 @@ func TestChunkedRequeuePendingAtStop(t *testing.T) {
 	_, a := chunkEnv(t)
 	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "big", Group: "g"})
 	body := bigPayload(160_000)
-	send(t, a, ports.Message{Topic: "big", Payload: body, Headers: ports.Headers{ports.HeaderID: "big-3"}})
+	send(t, a, ports.Message{Topic: "big", Payload: body, Headers: ports.NewHeaders(ports.HeaderID, "big-3")})
 	d := receiveN(t, s, 1)[0]
 	if err := s.Settle(ctxT(t), []*ports.Delivery{d}, ports.Disposition{Action: ports.Requeue, Delay: time.Hour}); err != nil {
 		t.Fatalf("Settle(Requeue, 1h): %v", err)

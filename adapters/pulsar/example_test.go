@@ -42,7 +42,7 @@ func Example_settle() {
 	ctx := context.Background()
 
 	sub, _ := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
-	_ = a.Send(ctx, ports.Message{Topic: "orders", Payload: []byte(`{"total":42}`), Headers: ports.Headers{ports.HeaderID: "order-1"}})
+	_ = a.Send(ctx, ports.Message{Topic: "orders", Payload: []byte(`{"total":42}`), Headers: ports.NewHeaders(ports.HeaderID, "order-1")})
 
 	ds, _ := sub.Receive(ctx, 1)
 	fmt.Println(ds[0].ID, "delivery", ds[0].RedeliveryCount)

@@ -124,7 +124,7 @@ func receiveNone(t *testing.T, s ports.Subscription, d time.Duration) {
 }
 
 func msg(topic ports.Topic, id string) ports.Message {
-	return ports.Message{Topic: topic, Payload: []byte(`{"n":"` + id + `"}`), Headers: ports.Headers{ports.HeaderID: id}}
+	return ports.Message{Topic: topic, Payload: []byte(`{"n":"` + id + `"}`), Headers: ports.NewHeaders(ports.HeaderID, id)}
 }
 
 // ops filters the broker's events by op (and topic when not empty).

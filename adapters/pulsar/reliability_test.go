@@ -210,18 +210,18 @@ func FuzzEnvelopeFromWire(f *testing.F) {
 			if err := sub.Settle(sctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
 				t.Fatal(err)
 			}
-			if ds[0].Headers["fuzz-seq"] == mark {
+			if ds[0].Headers.Get("fuzz-seq") == mark {
 				d = ds[0]
 			}
 		}
 		if d.Key != key || string(d.Payload) != string(payload) {
 			t.Fatalf("key %q payload %q, sent %q %q", d.Key, d.Payload, key, payload)
 		}
-		if _, ok := d.Headers[kit.HeaderNotBefore]; ok {
+		if _, ok := d.Headers.Lookup(kit.HeaderNotBefore); ok {
 			t.Fatalf("the not-before guard leaked into the headers: %q", d.Headers)
 		}
-		if name != "" && d.Headers[name] != value {
-			t.Fatalf("header %q = %q, sent %q", name, d.Headers[name], value)
+		if name != "" && d.Headers.Get(name) != value {
+			t.Fatalf("header %q = %q, sent %q", name, d.Headers.Get(name), value)
 		}
 		want := "pulsar:" + mid.String()
 		if id := props[ports.HeaderID]; id != "" {

@@ -56,11 +56,11 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			continue
 		}
 		bodies = append(bodies, m.Payload...)
-		pm := &pulsarclient.ProducerMessage{Payload: bodies[len(bodies)-len(m.Payload):], Key: m.Key, Properties: m.Headers}
 		if m.Delay > 0 {
-			pm.DeliverAfter = m.Delay
-			kit.SetNotBefore(m.Headers, time.Now().Add(m.Delay))
+			m.Headers = m.Headers.Clone() // the caller's, when Stamp found them complete
+			kit.SetNotBefore(&m.Headers, time.Now().Add(m.Delay))
 		}
+		pm := &pulsarclient.ProducerMessage{Payload: bodies[len(bodies)-len(m.Payload):], Key: m.Key, Properties: m.Headers.Map(), DeliverAfter: m.Delay}
 		sent++
 		p.SendAsync(ctx, pm, func(_ pulsarclient.MessageID, _ *pulsarclient.ProducerMessage, err error) {
 			receipts <- receipt{i, err}

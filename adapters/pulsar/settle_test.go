@@ -84,7 +84,7 @@ func TestDeadLetterPublishesConfirmedThenAcks(t *testing.T) {
 	s := subscribe(t, a, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	m := msg("orders", "m1")
 	m.Key = "k1"
-	m.Headers[ports.HeaderRequestID] = "req-1"
+	m.Headers.Set(ports.HeaderRequestID, "req-1")
 	send(t, a, m)
 
 	d := receiveN(t, s, 1)[0]
@@ -114,8 +114,8 @@ func TestDeadLetterPublishesConfirmedThenAcks(t *testing.T) {
 		ports.HeaderAttempts:         "3",
 	}
 	for k, v := range want {
-		if got.Headers[k] != v {
-			t.Errorf("dead letter header %s = %q, want %q", k, got.Headers[k], v)
+		if got.Headers.Get(k) != v {
+			t.Errorf("dead letter header %s = %q, want %q", k, got.Headers.Get(k), v)
 		}
 	}
 	if got.Key != "k1" || string(got.Payload) != string(m.Payload) {

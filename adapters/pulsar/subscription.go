@@ -3,7 +3,6 @@ package pulsar
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -141,7 +140,7 @@ func (s *sub) add(msg pulsarclient.Message, now time.Time) {
 	}
 	mid := msg.ID().String()
 	s.recs = append(s.recs, driver.Record{
-		Message:         ports.Message{Key: msg.Key(), Payload: msg.Payload(), Headers: maps.Clone(msg.Properties())},
+		Message:         ports.Message{Key: msg.Key(), Payload: msg.Payload(), Headers: ports.HeadersFromMap(msg.Properties())},
 		BrokerID:        "pulsar:" + mid,
 		RedeliveryCount: int(msg.RedeliveryCount()),
 		Facts:           ports.NewFacts(&msgFacts{topic: msg.Topic(), sub: s.name, id: mid}),

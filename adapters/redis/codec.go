@@ -47,8 +47,8 @@ const FactFormat = "format"
 // encodeFor returns the XADD field/value list of m in format w.
 func encodeFor(w Wire, m *ports.Message) []any {
 	if w == WireWatermill {
-		meta, _ := msgpack.Marshal(m.Headers) // a map of strings always encodes
-		return []any{fieldWatermillUUID, m.Headers[ports.HeaderID], fieldWatermillMeta, meta, fieldPayload, m.Payload}
+		meta, _ := msgpack.Marshal(m.Headers.Map()) // a map of strings always encodes
+		return []any{fieldWatermillUUID, m.Headers.Get(ports.HeaderID), fieldWatermillMeta, meta, fieldPayload, m.Payload}
 	}
 	out := append(make([]any, 0, 4+2*len(m.Headers)), fieldPayload, m.Payload)
 	if m.Key != "" {
@@ -62,8 +62,8 @@ func encodeFor(w Wire, m *ports.Message) []any {
 // into one slice, not one allocation per interface value.
 func appendHeaders(out []any, m *ports.Message) []any {
 	strs := make([]string, 0, 2*len(m.Headers)) // never grown: out points into it
-	for k, v := range m.Headers {
-		strs = append(strs, headerPrefix+k, v)
+	for _, h := range m.Headers {
+		strs = append(strs, headerPrefix+h.Name, h.Value)
 		out = append(out, &strs[len(strs)-2], &strs[len(strs)-1])
 	}
 	return out
@@ -75,7 +75,7 @@ func decode(stream, group, id string, values map[string]any, deliveries int64) (
 	f := &entryFacts{stream: stream, group: group, entry: id}
 	r = driver.Record{BrokerID: "redis:" + stream + ":" + id, Facts: ports.NewFacts(f)}
 	m := &r.Message
-	h := make(ports.Headers, len(values))
+	h := make(ports.Headers, 0, len(values))
 	for k, v := range values {
 		s, _ := v.(string)
 		switch {
@@ -84,7 +84,7 @@ func decode(stream, group, id string, values map[string]any, deliveries int64) (
 		case k == fieldKey:
 			m.Key = s
 		case strings.HasPrefix(k, headerPrefix):
-			h[k[len(headerPrefix):]] = s
+			h.Set(k[len(headerPrefix):], s)
 		}
 	}
 	_, hasPayload := values[fieldPayload]
@@ -97,15 +97,17 @@ func decode(stream, group, id string, values map[string]any, deliveries int64) (
 				poison = fmt.Errorf("watermill metadata: %w", err)
 			}
 		}
-		maps.Copy(h, meta)
-		h[ports.HeaderID] = cmp.Or(h[ports.HeaderID], uuid)
-		m.Key = cmp.Or(m.Key, h[ports.HeaderPartitionKey])
+		for _, x := range ports.HeadersFromMap(meta) {
+			h.Set(x.Name, x.Value)
+		}
+		h.Set(ports.HeaderID, cmp.Or(h.Get(ports.HeaderID), uuid))
+		m.Key = cmp.Or(m.Key, h.Get(ports.HeaderPartitionKey))
 		if !hasPayload {
 			poison = cmp.Or(poison, fmt.Errorf("watermill entry has no %q field", fieldPayload))
 		}
 	case !hasPayload:
 		fields, m.Payload = dataFields(values)
-		m.Key = h[ports.HeaderPartitionKey] // a "key" field is data here
+		m.Key = h.Get(ports.HeaderPartitionKey) // a "key" field is data here
 		f.fields = true
 	}
 	m.Headers = h
@@ -162,7 +164,7 @@ func encodeFields(fields []any, m *ports.Message) []any {
 // format.
 func (c *conn) encodeSend(m *ports.Message) []any {
 	if _, dl := m.Topic.DeadLetterOf(); dl {
-		if fields, ok := c.fields.Lookup(m.Headers[ports.HeaderID]); ok {
+		if fields, ok := c.fields.Lookup(m.Headers.Get(ports.HeaderID)); ok {
 			return encodeFields(fields, m)
 		}
 	}

@@ -45,7 +45,7 @@ func FuzzFieldValueEntry(f *testing.F) {
 			}
 		}
 		copied := map[string]any{}
-		out := encodeFields(fields, &ports.Message{Headers: ports.Headers{ports.HeaderDeadLetterReason: "r"}})
+		out := encodeFields(fields, &ports.Message{Headers: ports.NewHeaders(ports.HeaderDeadLetterReason, "r")})
 		for i := 0; i+1 < len(out); i += 2 {
 			copied[argString(t, out[i])] = argString(t, out[i+1])
 		}

@@ -130,7 +130,7 @@ func TestInteropRedisCLI(t *testing.T) {
 
 	t.Run("sluice to redis-cli XRANGE", func(t *testing.T) {
 		_ = consumeOnce(t, a, "paid", func(*ports.Delivery) error { return nil }) // creates the group
-		m := ports.Message{Topic: "paid", Payload: []byte(`{"order":"o-1"}`), Headers: ports.Headers{ports.HeaderID: "id-1", ports.HeaderType: "com.example.paid.v1"}}
+		m := ports.Message{Topic: "paid", Payload: []byte(`{"order":"o-1"}`), Headers: ports.NewHeaders(ports.HeaderID, "id-1", ports.HeaderType, "com.example.paid.v1")}
 		if err := a.Send(ctx, m); err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func TestInteropWatermillRedisstream(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := ports.Message{Topic: ports.Topic(topic), Key: "k-1", Payload: []byte(`{"n":1}`),
-			Headers: ports.Headers{ports.HeaderID: "id-s2w", "tenant": "acme"}}
+			Headers: ports.NewHeaders(ports.HeaderID, "id-s2w", "tenant", "acme")}
 		if err := a.Send(ctx, m); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestInteropWatermillRedisstream(t *testing.T) {
 		}
 		select {
 		case d := <-got:
-			if d.ID != "id-w2s" || string(d.Payload) != `{"n":2}` || d.Headers["tenant"] != "acme" || d.RedeliveryCount != 0 {
+			if d.ID != "id-w2s" || string(d.Payload) != `{"n":2}` || d.Headers.Get("tenant") != "acme" || d.RedeliveryCount != 0 {
 				t.Fatalf("adapter got id %q payload %q headers %v count %d", d.ID, d.Payload, d.Headers, d.RedeliveryCount)
 			}
 		case <-ctx.Done():

@@ -25,24 +25,25 @@ func TestMsgpackRoundTrip(t *testing.T) {
 	}
 	for _, h := range []ports.Headers{
 		{},
-		{"a": "b"},
-		{"long": strings.Repeat("x", 300), "k": strings.Repeat("é", 40000)},
+		ports.NewHeaders("a", "b"),
+		ports.NewHeaders("long", strings.Repeat("x", 300), "k", strings.Repeat("é", 40000)),
 	} {
 		r, _ := decode("s", "g", "1-0", values(h), 1)
 		if r.Err != nil {
 			t.Fatalf("decode: %v", r.Err)
 		}
-		delete(r.Message.Headers, ports.HeaderID) // the UUID field's, empty here
+		r.Message.Headers.Del(ports.HeaderID) // the UUID field's, empty here
 		if len(r.Message.Headers) != len(h) {
 			t.Fatalf("got %d headers, want %d", len(r.Message.Headers), len(h))
 		}
-		for k, v := range h {
-			if r.Message.Headers[k] != v {
-				t.Fatalf("header %q: got %d bytes, want %d", k, len(r.Message.Headers[k]), len(v))
+		for _, hdr := range h {
+			k, v := hdr.Name, hdr.Value
+			if r.Message.Headers.Get(k) != v {
+				t.Fatalf("header %q: got %d bytes, want %d", k, len(r.Message.Headers.Get(k)), len(v))
 			}
 		}
 	}
-	v := values(ports.Headers{"key": "value", "k2": "v2"})
+	v := values(ports.NewHeaders("key", "value", "k2", "v2"))
 	meta := v[fieldWatermillMeta].(string)
 	for i := 1; i < len(meta); i++ { // truncations never panic
 		v[fieldWatermillMeta] = meta[:i]

@@ -186,8 +186,8 @@ func (c *conn) toRocketMQ(m *ports.Message) (*rmq.Message, error) {
 		return nil, err
 	}
 	rm := &rmq.Message{Topic: topic, Body: m.Payload}
-	for k, v := range m.Headers {
-		rm.AddProperty(k, v)
+	for _, h := range m.Headers {
+		rm.AddProperty(h.Name, h.Value)
 	}
 	if m.Key != "" {
 		rm.SetKeys(m.Key)

@@ -33,7 +33,7 @@ func subscribeAndSend(t *testing.T, a *rocketmq.Adapter) (ports.Subscription, co
 		t.Fatalf("Subscribe: %v", err)
 	}
 	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
-	if err := a.Send(ctx, ports.Message{Topic: "lease", Payload: []byte(`{}`), Headers: map[string]string{ports.HeaderID: "m1"}}); err != nil {
+	if err := a.Send(ctx, ports.Message{Topic: "lease", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m1")}); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	return sub, ctx

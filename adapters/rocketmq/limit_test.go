@@ -45,7 +45,7 @@ func TestRequeueAtTheDeliveryLimitIsACopy(t *testing.T) {
 		return s
 	}
 	g, h := subscribe("g"), subscribe("h")
-	if err := a.Send(ctx, ports.Message{Topic: "limited", Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: "m1"}}); err != nil {
+	if err := a.Send(ctx, ports.Message{Topic: "limited", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m1")}); err != nil {
 		t.Fatal(err)
 	}
 	for n := range 7 { // past the limit twice over

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,7 +133,7 @@ func (s *subscription) records(mvs []*rmq.MessageView, sent time.Time) []driver.
 			key = k[0]
 		}
 		recs = append(recs, driver.Record{
-			Message:         ports.Message{Topic: s.spec.Topic, Key: key, Payload: mv.GetBody(), Headers: maps.Clone(mv.GetProperties())},
+			Message:         ports.Message{Topic: s.spec.Topic, Key: key, Payload: mv.GetBody(), Headers: ports.HeadersFromMap(mv.GetProperties())},
 			BrokerID:        mv.GetMessageId(),
 			RedeliveryCount: max(attempt-1, 0),
 			Facts:           ports.NewFacts(&viewFacts{group: s.group, id: mv.GetMessageId(), attempt: attempt}),

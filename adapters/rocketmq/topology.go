@@ -91,8 +91,8 @@ func (c *conn) groupName(spec ports.SubscriptionSpec) (string, error) {
 // envelopeBytes is what a message stores besides its body.
 func envelopeBytes(topic string, m *ports.Message) int {
 	n := len(topic) + len(m.Key)
-	for k, v := range m.Headers {
-		n += len(k) + len(v) + 2 // RocketMQ's separators
+	for _, h := range m.Headers {
+		n += len(h.Name) + len(h.Value) + 2 // RocketMQ's separators
 	}
 	return n
 }

@@ -99,7 +99,7 @@ func TestPublishSubscribeRoundTrip(t *testing.T) {
 	got.Ack()
 
 	conv := wmbridge.Messages("orders", m)
-	if conv[0].Key != "k1" || conv[0].Headers[ports.HeaderID] != "id-1" || conv[0].Topic != "orders" {
+	if conv[0].Key != "k1" || conv[0].Headers.Get(ports.HeaderID) != "id-1" || conv[0].Topic != "orders" {
 		t.Fatalf("Messages: %+v", conv[0])
 	}
 }
@@ -274,7 +274,7 @@ type poisonSub struct {
 func (s *poisonSub) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
 	ds, err := s.Subscription.Receive(ctx, max)
 	for _, d := range ds {
-		if d.Headers["poison"] != "" {
+		if d.Headers.Get("poison") != "" {
 			d.Err = errors.New("malformed envelope")
 		}
 	}

@@ -1,8 +1,6 @@
 package wmbridge
 
 import (
-	"maps"
-
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/sluicemq/sluice/ports"
@@ -17,6 +15,8 @@ func Message(id string, payload []byte, headers ports.Headers) *message.Message 
 		id = ports.NewID()
 	}
 	msg := message.NewMessage(id, payload)
-	maps.Copy(msg.Metadata, headers)
+	for _, x := range headers {
+		msg.Metadata[x.Name] = x.Value
+	}
 	return msg
 }

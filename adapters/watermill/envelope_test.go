@@ -18,10 +18,10 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	in.Metadata.Set(ports.HeaderPartitionKey, "k")
 	in.Metadata.Set("x-user", "alice")
 	m := wmbridge.Messages("orders", in)[0]
-	if m.Topic != "orders" || m.Key != "k" || m.Headers[ports.HeaderID] != "id-1" || m.Headers["x-user"] != "alice" || string(m.Payload) != "p" {
+	if m.Topic != "orders" || m.Key != "k" || m.Headers.Get(ports.HeaderID) != "id-1" || m.Headers.Get("x-user") != "alice" || string(m.Payload) != "p" {
 		t.Fatalf("Messages: %+v", m)
 	}
-	out := wmbridge.Message(m.Headers[ports.HeaderID], m.Payload, m.Headers)
+	out := wmbridge.Message(m.Headers.Get(ports.HeaderID), m.Payload, m.Headers)
 	if out.UUID != "id-1" || out.Metadata.Get("x-user") != "alice" || out.Metadata.Get(ports.HeaderPartitionKey) != "k" || string(out.Payload) != "p" {
 		t.Fatalf("Message: %s %v %s", out.UUID, out.Metadata, out.Payload)
 	}

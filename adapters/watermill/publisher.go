@@ -64,14 +64,14 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 func Messages(topic string, msgs ...*message.Message) []ports.Message {
 	out := make([]ports.Message, len(msgs))
 	for i, m := range msgs {
-		h := make(ports.Headers, len(m.Metadata)+1)
+		h := make(ports.Headers, 0, len(m.Metadata)+1)
 		for k, v := range m.Metadata {
-			h[k] = v
+			h.Set(k, v)
 		}
 		if m.UUID != "" {
-			h[ports.HeaderID] = m.UUID
+			h.Set(ports.HeaderID, m.UUID)
 		}
-		out[i] = ports.Message{Topic: ports.Topic(topic), Key: h[ports.HeaderPartitionKey], Payload: m.Payload, Headers: h}
+		out[i] = ports.Message{Topic: ports.Topic(topic), Key: h.Get(ports.HeaderPartitionKey), Payload: m.Payload, Headers: h}
 	}
 	return out
 }

@@ -266,8 +266,8 @@ func toWatermill(ctx context.Context, d *ports.Delivery) (*message.Message, cont
 		id = ports.NewID()
 	}
 	msg := message.NewMessage(id, d.Payload)
-	for k, v := range d.Headers {
-		msg.Metadata[k] = v
+	for _, h := range d.Headers {
+		msg.Metadata[h.Name] = h.Value
 	}
 	if _, ok := msg.Metadata[ports.HeaderRedeliveryCount]; !ok && d.RedeliveryCount > 0 {
 		msg.Metadata[ports.HeaderRedeliveryCount] = strconv.Itoa(d.RedeliveryCount)

@@ -60,7 +60,7 @@ type shipper struct {
 func (s *shipper) handle(ctx context.Context, c ShipOrder) error {
 	d := flow.DeliveryFrom(ctx)
 	attempt := d.RedeliveryCount + 1
-	raw := d.Headers[HeaderDeadline]
+	raw := d.Headers.Get(HeaderDeadline)
 	deadline, err := time.Parse(time.RFC3339Nano, raw)
 	if err != nil {
 		return &ports.HeaderError{Header: HeaderDeadline, Value: raw} // poison

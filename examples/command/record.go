@@ -48,14 +48,14 @@ func (r *record) shipped(c ShipOrder, attempt int) {
 // deadLettered is the dead-letter receiver's handler.
 func (r *record) deadLettered(ctx context.Context, c ShipOrder) error {
 	d := flow.DeliveryFrom(ctx)
-	attempts, _ := strconv.Atoi(d.Headers[ports.HeaderAttempts])
+	attempts, _ := strconv.Atoi(d.Headers.Get(ports.HeaderAttempts))
 	noun := "attempts"
 	if attempts == 1 {
 		noun = "attempt"
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.dead[c.Order] = fmt.Sprintf("%s after %d %s: %s", c.Order, attempts, noun, d.Headers[ports.HeaderDeadLetterReason])
+	r.dead[c.Order] = fmt.Sprintf("%s after %d %s: %s", c.Order, attempts, noun, d.Headers.Get(ports.HeaderDeadLetterReason))
 	r.checkLocked()
 	return nil
 }

@@ -74,13 +74,9 @@ func (p printer) show(e deadletter.Entry) error {
 	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "id\t%s\nkey\t%s\ntype\t%s\nreason\t%s\nsource\t%s\nattempts\t%d\nredrives\t%d\nwhen\t%s\n",
 		e.ID, dash(e.Key), dash(e.Type), e.Reason, e.Source, e.Attempts, e.Redrives, when(e))
-	keys := make([]string, 0, len(e.Headers))
-	for k := range e.Headers {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(tw, "header\t%s: %s\n", k, e.Headers[k])
+	hs := slices.SortedFunc(slices.Values(e.Headers), func(a, b ports.Header) int { return strings.Compare(a.Name, b.Name) })
+	for _, h := range hs {
+		fmt.Fprintf(tw, "header\t%s: %s\n", h.Name, h.Value)
 	}
 	if e.Masked {
 		fmt.Fprintf(tw, "payload\t%d bytes, masked (--reveal --operator NAME --note WHY shows it, audited)\n", e.Size)

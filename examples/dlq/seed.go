@@ -49,12 +49,12 @@ func seed(ctx context.Context, a ports.Adapter, area *deadletter.Area, n int) er
 		}
 		msgs[i] = ports.Message{Topic: area.Source(), Key: fmt.Sprintf("customer-%d", i%2+1),
 			Payload: fmt.Appendf(nil, `{"id":"order-%d","total":%d,"card":"4111-1111-1111-%04d"}`, i+1, total, i+1),
-			Headers: ports.Headers{
-				ports.HeaderID:          id,
-				ports.HeaderType:        "com.example.order.placed.v1",
-				ports.HeaderContentType: "application/json",
-				ports.HeaderTime:        seedEpoch.Add(time.Duration(i) * time.Minute).Format(time.RFC3339),
-			}}
+			Headers: ports.NewHeaders(
+				ports.HeaderID, id,
+				ports.HeaderType, "com.example.order.placed.v1",
+				ports.HeaderContentType, "application/json",
+				ports.HeaderTime, seedEpoch.Add(time.Duration(i)*time.Minute).Format(time.RFC3339),
+			)}
 	}
 	if err := a.Send(ctx, msgs...); err != nil {
 		return err

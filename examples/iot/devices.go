@@ -58,12 +58,12 @@ func simulate(topic ports.Topic) fleet {
 		default:
 			f.readings++
 		}
-		m := ports.Message{Topic: topic, Key: dev, Payload: payload, Headers: ports.Headers{
-			ports.HeaderID:          fmt.Sprintf("reading-%03d", i),
-			ports.HeaderType:        "com.example.iot.reading",
-			ports.HeaderContentType: "application/json",
-			ports.HeaderSource:      "devices/" + dev,
-		}}
+		m := ports.Message{Topic: topic, Key: dev, Payload: payload, Headers: ports.NewHeaders(
+			ports.HeaderID, fmt.Sprintf("reading-%03d", i),
+			ports.HeaderType, "com.example.iot.reading",
+			ports.HeaderContentType, "application/json",
+			ports.HeaderSource, "devices/"+dev,
+		)}
 		f.msgs = append(f.msgs, m)
 		if i%25 == 0 {
 			f.msgs = append(f.msgs, m) // the retry after a lost confirm: same message id

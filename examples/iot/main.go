@@ -194,7 +194,7 @@ func (in *ingest) observe(e flow.Event) {
 
 func (in *ingest) deadLetter(_ context.Context, d *ports.Delivery) error {
 	in.mu.Lock()
-	in.dead[d.Headers[ports.HeaderDeadLetterReason]]++
+	in.dead[d.Headers.Get(ports.HeaderDeadLetterReason)]++
 	in.deadN++
 	in.checkLocked()
 	in.mu.Unlock()

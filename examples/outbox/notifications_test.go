@@ -45,7 +45,7 @@ func TestNotificationsHandleEveryMessageWithoutIdentity(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := ports.Message{Topic: "orders", Payload: []byte(`{"order":"o-2","customer":"bob","cents":200}`), Headers: ports.Headers{ports.HeaderID: "evt-2"}}
+	m := ports.Message{Topic: "orders", Payload: []byte(`{"order":"o-2","customer":"bob","cents":200}`), Headers: ports.NewHeaders(ports.HeaderID, "evt-2")}
 	if err := a.Send(ctx, m, m); err != nil {
 		t.Fatal(err)
 	}

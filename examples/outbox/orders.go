@@ -84,11 +84,11 @@ func (s *orderService) place(ctx context.Context, o OrderPlaced) (err error) {
 	if err != nil {
 		return err
 	}
-	headers, err := json.Marshal(ports.Headers{
-		ports.HeaderType:        "com.example.order.placed.v1",
-		ports.HeaderContentType: "application/json",
-		ports.HeaderSource:      "order-service",
-	})
+	headers, err := json.Marshal(ports.NewHeaders(
+		ports.HeaderType, "com.example.order.placed.v1",
+		ports.HeaderContentType, "application/json",
+		ports.HeaderSource, "order-service",
+	))
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func (r *relay) round(ctx context.Context) (roundResult, error) {
 			rows.Close()
 			return roundResult{}, fmt.Errorf("outbox row %d: headers: %w", seq, err)
 		}
-		h[ports.HeaderID] = id // stable across every publish of this row
+		h.Set(ports.HeaderID, id) // stable across every publish of this row
 		seqs = append(seqs, seq)
 		msgs = append(msgs, ports.Message{Topic: ports.Topic(topic), Key: key, Payload: payload, Headers: h})
 	}

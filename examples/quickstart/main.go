@@ -121,7 +121,7 @@ func run(ctx context.Context) error {
 	}
 	dlq := flow.New(a, dlqSpec)
 	flow.Sink(dlq.Source(), func(_ context.Context, d *ports.Delivery) error {
-		t.deadLetter(d.ID, d.Headers[ports.HeaderDeadLetterReason])
+		t.deadLetter(d.ID, d.Headers.Get(ports.HeaderDeadLetterReason))
 		return nil
 	})
 

@@ -7,18 +7,18 @@ import (
 )
 
 // carrier reads and writes trace context in envelope headers.
-type carrier ports.Headers
+type carrier struct{ h *ports.Headers }
 
-var _ propagation.TextMapCarrier = carrier(nil)
+var _ propagation.TextMapCarrier = carrier{}
 
-func (c carrier) Get(key string) string { return c[key] }
+func (c carrier) Get(key string) string { return c.h.Get(key) }
 
-func (c carrier) Set(key, value string) { c[key] = value }
+func (c carrier) Set(key, value string) { c.h.Set(key, value) }
 
 func (c carrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
+	keys := make([]string, 0, len(*c.h))
+	for _, x := range *c.h {
+		keys = append(keys, x.Name)
 	}
 	return keys
 }

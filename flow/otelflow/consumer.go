@@ -63,7 +63,7 @@ func Tee(fs ...func(flow.Event)) func(flow.Event) {
 }
 
 func (t *Telemetry) received(pa *pipelineAttrs, d *ports.Delivery) {
-	producer := t.propagator.Extract(context.Background(), carrier(d.Headers))
+	producer := t.propagator.Extract(context.Background(), carrier{&d.Headers})
 	psc := trace.SpanContextFromContext(producer)
 	parent := context.Background()
 	var links []trace.Link

@@ -149,7 +149,7 @@ func TestDeliverySpansLinkToProducerAndRecordSettlement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := sender.Send(reqCtx, ports.Message{Topic: "orders", Payload: []byte("{not json"), Headers: ports.Headers{ports.HeaderID: "poison"}}); err != nil {
+	if err := sender.Send(reqCtx, ports.Message{Topic: "orders", Payload: []byte("{not json"), Headers: ports.NewHeaders(ports.HeaderID, "poison")}); err != nil {
 		t.Fatal(err)
 	}
 	request.End()

@@ -19,10 +19,7 @@ import (
 // written when ctx has no span.
 func (t *Telemetry) Inject(ctx context.Context) flow.MessageOption {
 	return func(m *ports.Message) {
-		if m.Headers == nil {
-			m.Headers = ports.Headers{}
-		}
-		t.propagator.Inject(ctx, carrier(m.Headers))
+		t.propagator.Inject(ctx, carrier{&m.Headers})
 	}
 }
 
@@ -54,12 +51,9 @@ func (s *sender) Send(ctx context.Context, msgs ...ports.Message) error {
 	callerHasSpan := trace.SpanContextFromContext(ctx).IsValid()
 	for i, m := range msgs {
 		h := m.Headers.Clone()
-		if h == nil {
-			h = ports.Headers{}
-		}
 		parent := ctx
 		if !callerHasSpan {
-			parent = t.propagator.Extract(ctx, carrier(h))
+			parent = t.propagator.Extract(ctx, carrier{&h})
 		}
 		_, span := t.tracer.Start(parent, "send "+string(m.Topic),
 			trace.WithSpanKind(trace.SpanKindProducer),
@@ -69,10 +63,10 @@ func (s *sender) Send(ctx context.Context, msgs ...ports.Message) error {
 				semconv.MessagingDestinationName(string(m.Topic)),
 				semconv.MessagingMessageBodySize(len(m.Payload)),
 			))
-		if id := h[ports.HeaderID]; id != "" {
+		if id := h.Get(ports.HeaderID); id != "" {
 			span.SetAttributes(semconv.MessagingMessageID(id))
 		}
-		t.propagator.Inject(trace.ContextWithSpan(ctx, span), carrier(h))
+		t.propagator.Inject(trace.ContextWithSpan(ctx, span), carrier{&h})
 		m.Headers = h
 		out[i], spans[i] = m, span
 	}

@@ -27,11 +27,11 @@ func TestInjectWritesTraceparent(t *testing.T) {
 	}
 	sc := span.SpanContext()
 	want := fmt.Sprintf("00-%s-%s-01", sc.TraceID(), sc.SpanID())
-	if got := m.Headers[ports.HeaderTraceParent]; got != want {
+	if got := m.Headers.Get(ports.HeaderTraceParent); got != want {
 		t.Fatalf("traceparent = %q, want %q", got, want)
 	}
 	none, _ := flow.NewMessage(context.Background(), "orders", 1, r.tel.Inject(context.Background()))
-	if _, ok := none.Headers[ports.HeaderTraceParent]; ok {
+	if _, ok := none.Headers.Lookup(ports.HeaderTraceParent); ok {
 		t.Fatalf("a context without a span wrote traceparent")
 	}
 }
@@ -43,7 +43,7 @@ func TestSenderDoesNotTouchCallerHeadersAndReportsUnconfirmed(t *testing.T) {
 	if err := ports.DeclareGroup(ctx, r.a, "t", "g"); err != nil { // somewhere to keep the messages
 		t.Fatal(err)
 	}
-	h := ports.Headers{"x": "1"}
+	h := ports.NewHeaders("x", "1")
 	if err := sender.Send(ctx, ports.Message{Topic: "t", Payload: []byte("1"), Headers: h}); err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func (t *Telemetry) StartBatch(ctx context.Context, msgs []*ports.Delivery) (con
 			links = append(links, trace.Link{SpanContext: span.SpanContext(), Attributes: []attribute.KeyValue{
 				attribute.String("sluice.link", "delivery"), semconv.MessagingMessageID(d.ID)}})
 		}
-		if psc := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), carrier(d.Headers))); psc.IsValid() {
+		if psc := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), carrier{&d.Headers})); psc.IsValid() {
 			links = append(links, trace.Link{SpanContext: psc, Attributes: []attribute.KeyValue{
 				attribute.String("sluice.link", "producer"), semconv.MessagingMessageID(d.ID)}})
 		}

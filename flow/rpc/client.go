@@ -147,7 +147,7 @@ func (c *Client[Req, Resp]) Start(ctx context.Context) error {
 
 // reply hands a reply to its call, or discards and counts it.
 func (c *Client[Req, Resp]) reply(_ context.Context, d *ports.Delivery) error {
-	id := d.Headers[HeaderCorrelation]
+	id := d.Headers.Get(HeaderCorrelation)
 	c.mu.Lock()
 	w, ok := c.pending[id]
 	if ok {
@@ -203,10 +203,10 @@ func (c *Client[Req, Resp]) Call(ctx context.Context, req Req, opts ...flow.Mess
 		return zero, err
 	}
 	id := ports.NewID()
-	m.Headers[ports.HeaderID] = id
-	m.Headers[HeaderReplyTo] = string(c.o.ReplyTopic)
-	m.Headers[HeaderCorrelation] = id
-	m.Headers[HeaderDeadline] = deadline.UTC().Format(time.RFC3339Nano)
+	m.Headers.Set(ports.HeaderID, id)
+	m.Headers.Set(HeaderReplyTo, string(c.o.ReplyTopic))
+	m.Headers.Set(HeaderCorrelation, id)
+	m.Headers.Set(HeaderDeadline, deadline.UTC().Format(time.RFC3339Nano))
 
 	w := make(chan *ports.Delivery, 1)
 	c.mu.Lock()
@@ -267,7 +267,7 @@ func (c *Client[Req, Resp]) end(id string) bool {
 
 func decodeReply[Resp any](d *ports.Delivery) (Resp, error) {
 	var v Resp
-	if code, isErr := d.Headers[HeaderError]; isErr {
+	if code, isErr := d.Headers.Lookup(HeaderError); isErr {
 		e := &Error{}
 		if err := json.Unmarshal(d.Payload, e); err != nil {
 			return v, fmt.Errorf("rpc: error reply (code %q) does not decode: %w", code, err)

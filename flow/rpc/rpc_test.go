@@ -138,7 +138,7 @@ func TestServeDispositions(t *testing.T) {
 	}
 	select {
 	case d := <-dead:
-		if d.Headers[rpc.HeaderCorrelation] == "" {
+		if d.Headers.Get(rpc.HeaderCorrelation) == "" {
 			t.Fatalf("dead-lettered request lost its headers: %v", d.Headers)
 		}
 	case <-time.After(10 * time.Second):
@@ -151,9 +151,9 @@ func TestServeDispositions(t *testing.T) {
 
 	// A request already past its deadline, sent by hand.
 	m, _ := flow.NewMessage(context.Background(), "sums", sum{A: 1, B: 1})
-	m.Headers[rpc.HeaderReplyTo] = string(c.ReplyTopic())
-	m.Headers[rpc.HeaderCorrelation] = "expired-1"
-	m.Headers[rpc.HeaderDeadline] = time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
+	m.Headers.Set(rpc.HeaderReplyTo, string(c.ReplyTopic()))
+	m.Headers.Set(rpc.HeaderCorrelation, "expired-1")
+	m.Headers.Set(rpc.HeaderDeadline, time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano))
 	if err := a.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func Serve[Req, Resp any](in flow.Stream[*ports.Delivery], replies ports.Sender,
 }
 
 func serveOne[Req, Resp any](ctx context.Context, s *Server, replies ports.Sender, h Handler[Req, Resp], reqType string, d *ports.Delivery) error {
-	replyTo, corr := ports.Topic(d.Headers[HeaderReplyTo]), d.Headers[HeaderCorrelation]
+	replyTo, corr := ports.Topic(d.Headers.Get(HeaderReplyTo)), d.Headers.Get(HeaderCorrelation)
 	if replyTo == "" || corr == "" {
 		s.rejected.Add(1)
 		return ports.Poisonf("rpc: message %s on %q is not a request: it lacks the %s or %s header", d.ID, string(d.Topic), HeaderReplyTo, HeaderCorrelation)
@@ -90,7 +90,7 @@ func serveOne[Req, Resp any](ctx context.Context, s *Server, replies ports.Sende
 		return ports.Poisonf("rpc: request %s names a bad reply topic: %v", d.ID, err)
 	}
 	hctx := ctx
-	if v := d.Headers[HeaderDeadline]; v != "" {
+	if v := d.Headers.Get(HeaderDeadline); v != "" {
 		deadline, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			s.rejected.Add(1)
@@ -158,14 +158,14 @@ func replyMessage[Resp any](ctx context.Context, replyTo ports.Topic, corr strin
 	if rerr != nil {
 		m, err = flow.NewMessage(ctx, replyTo, struct{}{}, flow.Type("sluice.rpc.error"))
 		m.Payload = encodeError(rerr)
-		m.Headers[HeaderError] = rerr.code()
+		m.Headers.Set(HeaderError, rerr.code())
 	} else {
 		m, err = flow.NewMessage(ctx, replyTo, resp)
 	}
 	if err != nil {
 		return m, err
 	}
-	m.Headers[HeaderCorrelation] = corr
+	m.Headers.Set(HeaderCorrelation, corr)
 	return m, nil
 }
 

@@ -102,12 +102,12 @@ func (ar *Area) writeRecord(ctx context.Context, rec Record) error {
 	if err != nil {
 		return err
 	}
-	m := ports.Message{Topic: ar.o.AuditTopic, Key: string(ar.source), Payload: b, Headers: ports.Headers{
-		ports.HeaderID:          rec.ID,
-		ports.HeaderType:        AuditType,
-		ports.HeaderContentType: "application/json",
-		ports.HeaderTime:        rec.At.Format(time.RFC3339Nano),
-	}}
+	m := ports.Message{Topic: ar.o.AuditTopic, Key: string(ar.source), Payload: b, Headers: ports.NewHeaders(
+		ports.HeaderID, rec.ID,
+		ports.HeaderType, AuditType,
+		ports.HeaderContentType, "application/json",
+		ports.HeaderTime, rec.At.Format(time.RFC3339Nano),
+	)}
 	if err := ar.a.Send(ctx, m); err != nil {
 		return fmt.Errorf("writing audit record %s to %q (nothing was changed): %w", rec.ID, string(ar.o.AuditTopic), err)
 	}

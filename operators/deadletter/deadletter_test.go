@@ -73,7 +73,7 @@ func (f *fixture) deadLetter(keys []string, reason func(string) string) {
 	msgs := make([]ports.Message, len(keys))
 	for i, k := range keys {
 		msgs[i] = ports.Message{Topic: source, Key: k, Payload: []byte(`{"secret":"` + k + `"}`),
-			Headers: ports.Headers{ports.HeaderID: "id-" + k, ports.HeaderType: "com.example.order.v1"}}
+			Headers: ports.NewHeaders(ports.HeaderID, "id-"+k, ports.HeaderType, "com.example.order.v1")}
 	}
 	if err := f.a.Send(f.ctx, msgs...); err != nil {
 		f.t.Fatal(err)
@@ -164,7 +164,7 @@ func TestShowMasksUnlessRevealedWithAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !e.Masked || e.Payload != nil || e.Headers[ports.HeaderDeadLetterReason] != "bad" {
+	if !e.Masked || e.Payload != nil || e.Headers.Get(ports.HeaderDeadLetterReason) != "bad" {
 		t.Fatalf("masked show %+v", e)
 	}
 	if _, err := f.area.Show(f.ctx, "id-k", deadletter.ShowOptions{Reveal: true}); !errors.Is(err, ports.ErrInvalid) {
@@ -202,7 +202,7 @@ func TestRedriveConfirmsAuditsAndRefusesAfterMax(t *testing.T) {
 	}
 	got := f.received(10)
 	for _, d := range got {
-		if d.Headers[deadletter.HeaderRedriveCount] != "1" || d.Headers[deadletter.HeaderRedriveAudit] != res.AuditID || d.Headers[ports.HeaderDeadLetterReason] != "" {
+		if d.Headers.Get(deadletter.HeaderRedriveCount) != "1" || d.Headers.Get(deadletter.HeaderRedriveAudit) != res.AuditID || d.Headers.Get(ports.HeaderDeadLetterReason) != "" {
 			t.Fatalf("redriven headers %v", d.Headers)
 		}
 	}
@@ -215,7 +215,7 @@ func TestRedriveConfirmsAuditsAndRefusesAfterMax(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.a.Send(f.ctx, ports.Message{Topic: source, Key: "r", Headers: ports.Headers{ports.HeaderID: "id-r", deadletter.HeaderRedriveCount: "1"}}); err != nil {
+	if err := f.a.Send(f.ctx, ports.Message{Topic: source, Key: "r", Headers: ports.NewHeaders(ports.HeaderID, "id-r", deadletter.HeaderRedriveCount, "1")}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := sub.Receive(f.ctx, 1)
@@ -234,8 +234,8 @@ func TestRedriveConfirmsAuditsAndRefusesAfterMax(t *testing.T) {
 	if err != nil || forced.Done != 1 {
 		t.Fatalf("forced redrive %+v, %v", forced, err)
 	}
-	if d := f.received(1)[0]; d.Headers[deadletter.HeaderRedriveCount] != "2" {
-		t.Fatalf("second redrive count %q, want 2", d.Headers[deadletter.HeaderRedriveCount])
+	if d := f.received(1)[0]; d.Headers.Get(deadletter.HeaderRedriveCount) != "2" {
+		t.Fatalf("second redrive count %q, want 2", d.Headers.Get(deadletter.HeaderRedriveCount))
 	}
 }
 
@@ -342,7 +342,7 @@ type hidingSub struct {
 func (s *hidingSub) Receive(ctx context.Context, max int) ([]*ports.Delivery, error) {
 	for {
 		ds, err := s.Subscription.Receive(ctx, max)
-		kept := slices.DeleteFunc(ds, func(d *ports.Delivery) bool { return d.Headers[ports.HeaderID] == s.id })
+		kept := slices.DeleteFunc(ds, func(d *ports.Delivery) bool { return d.Headers.Get(ports.HeaderID) == s.id })
 		if err != nil || len(kept) > 0 {
 			return kept, err
 		}

@@ -31,8 +31,8 @@ func ExampleArea_Redrive() {
 
 	// The billing consumer dead-letters two orders.
 	_ = a.Send(ctx,
-		ports.Message{Topic: "orders", Headers: ports.Headers{ports.HeaderID: "o-1"}},
-		ports.Message{Topic: "orders", Headers: ports.Headers{ports.HeaderID: "o-2"}})
+		ports.Message{Topic: "orders", Headers: ports.NewHeaders(ports.HeaderID, "o-1")},
+		ports.Message{Topic: "orders", Headers: ports.NewHeaders(ports.HeaderID, "o-2")})
 	sub, _ := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "orders", Group: "billing"})
 	for n := 0; n < 2; {
 		ds, _ := sub.Receive(ctx, 2)
@@ -50,7 +50,7 @@ func ExampleArea_Redrive() {
 	fmt.Println("redriven", res.Done, "audit", res.AuditID)
 
 	ds, _ := sub.Receive(ctx, 1)
-	fmt.Println(ds[0].ID, "redrive count", ds[0].Headers[deadletter.HeaderRedriveCount])
+	fmt.Println(ds[0].ID, "redrive count", ds[0].Headers.Get(deadletter.HeaderRedriveCount))
 	_ = sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack})
 	_ = sub.Stop(ctx)
 	// Output:

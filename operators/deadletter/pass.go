@@ -232,10 +232,10 @@ func (ar *Area) putBack(ctx context.Context, sub ports.Subscription, topic ports
 		if h == nil {
 			h = ports.Headers{}
 		}
-		if h[ports.HeaderID] == "" {
-			h[ports.HeaderID] = d.ID
+		if h.Get(ports.HeaderID) == "" {
+			h.Set(ports.HeaderID, d.ID)
 		}
-		delete(h, ports.HeaderRedeliveryCount)
+		h.Del(ports.HeaderRedeliveryCount)
 		msgs[i] = ports.Message{Topic: topic, Key: d.Key, Payload: d.Payload, Headers: h}
 	}
 	sendErr := ar.a.Send(ctx, msgs...)

@@ -242,8 +242,8 @@ func (ar *Area) redriveCopy(d *ports.Delivery, target ports.Topic, auditID strin
 	if h == nil {
 		h = ports.Headers{}
 	}
-	if h[ports.HeaderID] == "" && d.ID != "" {
-		h[ports.HeaderID] = d.ID
+	if h.Get(ports.HeaderID) == "" && d.ID != "" {
+		h.Set(ports.HeaderID, d.ID)
 	}
 	to := target
 	if to == "" {
@@ -254,9 +254,9 @@ func (ar *Area) redriveCopy(d *ports.Delivery, target ports.Topic, auditID strin
 	}
 	n := redrivesOf(h) + 1
 	for _, k := range []string{ports.HeaderDeadLetterReason, ports.HeaderDeadLetterTopic, ports.HeaderAttempts, ports.HeaderRedeliveryCount, HeaderFailedAt} {
-		delete(h, k)
+		h.Del(k)
 	}
-	h[HeaderRedriveCount] = strconv.Itoa(n)
-	h[HeaderRedriveAudit] = auditID
+	h.Set(HeaderRedriveCount, strconv.Itoa(n))
+	h.Set(HeaderRedriveAudit, auditID)
 	return ports.Message{Topic: to, Key: d.Key, Payload: d.Payload, Headers: h}
 }

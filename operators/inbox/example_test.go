@@ -56,7 +56,7 @@ func ExampleSink() {
 		panic(err)
 	}
 	for range 2 {
-		m := ports.Message{Topic: "orders", Payload: []byte(`{"ID":"o-1","Total":42}`), Headers: ports.Headers{ports.HeaderID: "order-o-1"}}
+		m := ports.Message{Topic: "orders", Payload: []byte(`{"ID":"o-1","Total":42}`), Headers: ports.NewHeaders(ports.HeaderID, "order-o-1")}
 		if err := adapter.Send(ctx, m); err != nil {
 			panic(err)
 		}

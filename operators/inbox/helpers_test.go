@@ -132,7 +132,7 @@ func (s settlements) next(ctx context.Context, t testing.TB) flow.Event {
 
 func send(ctx context.Context, t testing.TB, a ports.Adapter, topic ports.Topic, id, payload string) {
 	t.Helper()
-	if err := a.Send(ctx, ports.Message{Topic: topic, Payload: []byte(payload), Headers: ports.Headers{ports.HeaderID: id}}); err != nil {
+	if err := a.Send(ctx, ports.Message{Topic: topic, Payload: []byte(payload), Headers: ports.NewHeaders(ports.HeaderID, id)}); err != nil {
 		t.Fatal(err)
 	}
 }

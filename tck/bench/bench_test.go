@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/ports"
 )
 
 func TestTallyCountsDistinctAndRejectsForeign(t *testing.T) {
@@ -33,7 +35,7 @@ func TestTallyCountsDistinctAndRejectsForeign(t *testing.T) {
 		t.Fatalf("redelivered = %d, want 1", got)
 	}
 	tl.mark(3)
-	tl.markHeaders(map[string]string{seqHeader: "nope"})
+	tl.markHeaders(ports.NewHeaders(seqHeader, "nope"))
 	if err := tl.check("x"); err == nil || !strings.Contains(err.Error(), "2 foreign") {
 		t.Fatalf("check = %v, want a failure naming 2 foreign messages", err)
 	}

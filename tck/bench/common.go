@@ -75,10 +75,10 @@ func benchMessage(topic ports.Topic, i int, padding string, stamp bool) ports.Me
 	if err != nil {
 		panic(err) // a struct of strings and a float always encodes
 	}
-	delete(m.Headers, ports.HeaderType)
-	m.Headers[seqHeader] = strconv.Itoa(i)
+	m.Headers.Del(ports.HeaderType)
+	m.Headers.Set(seqHeader, strconv.Itoa(i))
 	if stamp {
-		m.Headers[sentHeader] = strconv.FormatInt(time.Now().UnixNano(), 10)
+		m.Headers.Set(sentHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
 	}
 	return m
 }
@@ -256,7 +256,7 @@ func (t target) runLatency(opts ...flow.Option) func(context.Context, Env, Confi
 			if e.Action != ports.Ack {
 				return
 			}
-			if e.Delivery.Headers[seqHeader] == "warm" {
+			if e.Delivery.Headers.Get(seqHeader) == "warm" {
 				once.Do(func() { close(ready) })
 				return
 			}
@@ -271,7 +271,7 @@ func (t target) runLatency(opts ...flow.Option) func(context.Context, Env, Confi
 		// One message through first, so the subscription is live (group
 		// joined, shared subscription made) before latencies are taken.
 		warm := benchMessage(spec.Topic, 0, "", false)
-		warm.Headers[seqHeader] = "warm"
+		warm.Headers.Set(seqHeader, "warm")
 		if err := a.Send(ctx, warm); err != nil {
 			return Result{}, fmt.Errorf("warm-up message: %w", err)
 		}

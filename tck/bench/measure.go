@@ -58,7 +58,7 @@ func (t *tally) mark(i int) {
 
 // markHeaders marks the message whose index is in h[seqHeader].
 func (t *tally) markHeaders(h ports.Headers) {
-	i, err := strconv.Atoi(h[seqHeader])
+	i, err := strconv.Atoi(h.Get(seqHeader))
 	if err != nil {
 		t.bad.Add(1)
 		return
@@ -100,7 +100,7 @@ func (l *Latencies) Add(d time.Duration) {
 
 // AddSince records the latency of a message whose sentHeader is in h.
 func (l *Latencies) AddSince(h ports.Headers) {
-	if ns, err := strconv.ParseInt(h[sentHeader], 10, 64); err == nil {
+	if ns, err := strconv.ParseInt(h.Get(sentHeader), 10, 64); err == nil {
 		l.Add(time.Duration(time.Now().UnixNano() - ns))
 	}
 }

@@ -21,7 +21,7 @@ import (
 //	channel      best raw: json.Marshal → a buffered channel (capacity =
 //	             in-flight) → json.Unmarshal → map → counted (the
 //	             denominator); each message carries the envelope the
-//	             adapter's Send stamps (a header map: id, spec version,
+//	             adapter's Send stamps (ports.Headers: id, spec version,
 //	             time, content type, the bench's sequence header), and
 //	             the consumer checks its content type
 //	channel-bare channel with the payload alone (RATIO mem/bare-raw)
@@ -81,7 +81,7 @@ func openMem(_ context.Context, _ Env, cfg Config) (ports.Adapter, ports.Subscri
 // channel, the envelope headers.
 type chanMsg struct {
 	body    []byte
-	headers map[string]string
+	headers ports.Headers
 }
 
 // runChannel is the best raw in-process configuration, the messages
@@ -102,8 +102,8 @@ func runChannel(envelope bool) func(context.Context, Env, Config) (Result, error
 		go func() {
 			for msg := range ch {
 				m.begin()
-				if envelope && msg.headers[ports.HeaderContentType] != "application/json" {
-					consumed <- fmt.Errorf("%s: content type %q", name, msg.headers[ports.HeaderContentType])
+				if ct := msg.headers.Get(ports.HeaderContentType); envelope && ct != "application/json" {
+					consumed <- fmt.Errorf("%s: content type %q", name, ct)
 					return
 				}
 				i, err := handleJSON(msg.body)
@@ -119,10 +119,10 @@ func runChannel(envelope bool) func(context.Context, Env, Config) (Result, error
 		for i := range cfg.N {
 			msg := chanMsg{body: encodeMsg(i, padding)}
 			if envelope {
-				msg.headers = map[string]string{
-					ports.HeaderContentType: "application/json", seqHeader: strconv.Itoa(i),
-					ports.HeaderID: ports.NewID(), ports.HeaderSpecVersion: "1.0",
-					ports.HeaderTime: time.Now().UTC().Format(time.RFC3339Nano),
+				msg.headers = ports.Headers{
+					{Name: ports.HeaderContentType, Value: "application/json"}, {Name: seqHeader, Value: strconv.Itoa(i)},
+					{Name: ports.HeaderID, Value: ports.NewID()}, {Name: ports.HeaderSpecVersion, Value: "1.0"},
+					{Name: ports.HeaderTime, Value: time.Now().UTC().Format(time.RFC3339Nano)},
 				}
 			}
 			select {

@@ -114,7 +114,7 @@ func (b *batcher) run(e *env, a ports.Sender, mk func(i int) ports.Message) {
 func (e *env) sendBatch(a ports.Sender, msgs []ports.Message, b *batcher) error {
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
-		ids[i] = m.Headers[ports.HeaderID]
+		ids[i] = m.Headers.Get(ports.HeaderID)
 	}
 	e.w.sent(ids...)
 	for {

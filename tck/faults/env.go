@@ -266,10 +266,10 @@ func (e *env) message(i int, poison bool) ports.Message {
 func (e *env) messageOf(b body) ports.Message {
 	b.SentAt = time.Now().UnixNano()
 	p, _ := json.Marshal(b)
-	return ports.Message{Topic: e.topic, Payload: p, Headers: ports.Headers{
-		ports.HeaderID:          e.l.NewID(),
-		ports.HeaderContentType: "application/json",
-	}}
+	return ports.Message{Topic: e.topic, Payload: p, Headers: ports.NewHeaders(
+		ports.HeaderID, e.l.NewID(),
+		ports.HeaderContentType, "application/json",
+	)}
 }
 
 // sendTimeout bounds each send of the kit's producers: a send still
@@ -317,7 +317,7 @@ func (e *env) produce(a ports.Sender, n int, every time.Duration, mk func(i int)
 }
 
 func (e *env) sendRetrying(a ports.Sender, m ports.Message, p *producer) error {
-	e.w.sent(m.Headers[ports.HeaderID])
+	e.w.sent(m.Headers.Get(ports.HeaderID))
 	for {
 		ctx, cancel := context.WithTimeout(e.ctx, sendTimeout)
 		e.delays.sent(m)

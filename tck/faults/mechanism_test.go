@@ -115,7 +115,7 @@ func (a *broken) Send(ctx context.Context, msgs ...ports.Message) error {
 			a.f.signal()
 			continue
 		}
-		if corr := m.Headers[rpc.HeaderCorrelation]; a.f.dropReply != nil && corr != "" && m.Headers[rpc.HeaderReplyTo] == "" && a.f.dropReply(a.f, corr) {
+		if corr := m.Headers.Get(rpc.HeaderCorrelation); a.f.dropReply != nil && corr != "" && m.Headers.Get(rpc.HeaderReplyTo) == "" && a.f.dropReply(a.f, corr) {
 			a.f.signal()
 			continue
 		}

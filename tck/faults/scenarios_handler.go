@@ -148,7 +148,7 @@ func scenarioPanic(e *env) {
 	a := e.adapter()
 	reasons := make(chan string, 16)
 	e.dlq(a, func(_ context.Context, d *ports.Delivery) error {
-		reasons <- d.Headers[ports.HeaderDeadLetterReason]
+		reasons <- d.Headers.Get(ports.HeaderDeadLetterReason)
 		return nil
 	})
 	spec := e.spec()

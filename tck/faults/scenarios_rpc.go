@@ -93,7 +93,7 @@ func (s replySender) Send(ctx context.Context, msgs ...ports.Message) error {
 	failed := tck.UnconfirmedIndexes(err, len(msgs))
 	for i, m := range msgs {
 		if !failed[i] {
-			s.r.confirmed(m.Headers[rpc.HeaderCorrelation])
+			s.r.confirmed(m.Headers.Get(rpc.HeaderCorrelation))
 		}
 	}
 	return err
@@ -162,7 +162,7 @@ func (r *rpcRun) arrived(ev flow.Event) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.arrivals[ev.Delivery.Headers[rpc.HeaderCorrelation]]++
+	r.arrivals[ev.Delivery.Headers.Get(rpc.HeaderCorrelation)]++
 	r.notifyLocked()
 }
 

@@ -82,7 +82,7 @@ func (rig *fuzzRig) outcome(t *testing.T, m ports.Message) (handled, dead *ports
 		m.Headers = ports.Headers{}
 	}
 	id := rig.l.NewID()
-	m.Headers[ports.HeaderID] = id
+	m.Headers.Set(ports.HeaderID, id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := rig.l.Send(ctx, rig.a, m); err != nil {
@@ -133,13 +133,13 @@ func FuzzDecodePayload(f *testing.F) {
 		handled, dead := rig.outcome(t, ports.Message{Payload: payload})
 		switch {
 		case wantErr == nil && handled == nil:
-			t.Fatalf("valid payload %q dead-lettered: %s", payload, dead.Headers[ports.HeaderDeadLetterReason])
+			t.Fatalf("valid payload %q dead-lettered: %s", payload, dead.Headers.Get(ports.HeaderDeadLetterReason))
 		case wantErr != nil && dead == nil:
 			t.Fatalf("invalid payload %q (%v) was handled", payload, wantErr)
 		case dead != nil:
-			reason := dead.Headers[ports.HeaderDeadLetterReason]
-			if !strings.Contains(reason, "decode") || dead.Headers[ports.HeaderAttempts] != "1" {
-				t.Fatalf("dead letter of %q: reason %q, attempts %q; want the decode error on the first attempt", payload, reason, dead.Headers[ports.HeaderAttempts])
+			reason := dead.Headers.Get(ports.HeaderDeadLetterReason)
+			if !strings.Contains(reason, "decode") || dead.Headers.Get(ports.HeaderAttempts) != "1" {
+				t.Fatalf("dead letter of %q: reason %q, attempts %q; want the decode error on the first attempt", payload, reason, dead.Headers.Get(ports.HeaderAttempts))
 			}
 		}
 	})
@@ -168,11 +168,11 @@ func FuzzDeadLetterReason(f *testing.F) {
 			t.Fatal("a poison message was handled")
 		}
 		h := dead.Headers
-		if h[ports.HeaderDeadLetterReason] != want || h[ports.HeaderDeadLetterTopic] != string(rig.topic) {
+		if h.Get(ports.HeaderDeadLetterReason) != want || h.Get(ports.HeaderDeadLetterTopic) != string(rig.topic) {
 			t.Fatalf("dead-letter headers %q, want reason %q from %s", h, want, rig.topic)
 		}
-		if n, err := strconv.Atoi(h[ports.HeaderAttempts]); err != nil || n != 1 {
-			t.Fatalf("attempts header %q", h[ports.HeaderAttempts])
+		if n, err := strconv.Atoi(h.Get(ports.HeaderAttempts)); err != nil || n != 1 {
+			t.Fatalf("attempts header %q", h.Get(ports.HeaderAttempts))
 		}
 	})
 }
@@ -209,14 +209,14 @@ func FuzzEnvelopeRoundTrip(f *testing.F) {
 		if name == ports.HeaderID {
 			name = "x-" + name // the rig owns the id
 		}
-		d, dead := rig.outcome(t, ports.Message{Key: key, Payload: payload, Headers: ports.Headers{name: value}})
+		d, dead := rig.outcome(t, ports.Message{Key: key, Payload: payload, Headers: ports.NewHeaders(name, value)})
 		if d == nil {
-			t.Fatalf("dead-lettered: %q", dead.Headers[ports.HeaderDeadLetterReason])
+			t.Fatalf("dead-lettered: %q", dead.Headers.Get(ports.HeaderDeadLetterReason))
 		}
 		if d.Key != key || string(d.Payload) != string(payload) {
 			t.Fatalf("delivered key %q payload %q, sent %q %q", d.Key, d.Payload, key, payload)
 		}
-		if got := d.Headers[name]; got != value && !(value == "" && stamped(name)) {
+		if got := d.Headers.Get(name); got != value && !(value == "" && stamped(name)) {
 			t.Fatalf("header %q: delivered %q, sent %q", name, got, value)
 		}
 	})

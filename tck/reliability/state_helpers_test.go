@@ -177,7 +177,7 @@ func (w *world) send(a ports.Sender, key, id string, v any) string {
 	if id == "" {
 		id = w.l.NewID()
 	}
-	m.Headers[ports.HeaderID] = id
+	m.Headers.Set(ports.HeaderID, id)
 	if err := w.l.Send(w.ctx, a, m); err != nil {
 		w.t.Fatalf("send: %v", err)
 	}

@@ -216,7 +216,7 @@ func TestPoisonOnOneKeyDoesNotBlockHealthyKey(t *testing.T) {
 	w.start(p)
 
 	undecodable := ports.Message{Topic: w.topic, Key: "A", Payload: []byte(`{"account": "A", "amount": `),
-		Headers: ports.Headers{ports.HeaderID: w.l.NewID()}}
+		Headers: ports.NewHeaders(ports.HeaderID, w.l.NewID())}
 	if err := w.l.Send(w.ctx, a, undecodable); err != nil {
 		t.Fatal(err)
 	}

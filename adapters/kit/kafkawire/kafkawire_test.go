@@ -81,7 +81,7 @@ func TestDecode(t *testing.T) {
 	r := kafkawire.Decode(&d, "t", kafkawire.Fields{Topic: "ns.t", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"), Timestamp: ts},
 		[]hdr{{"a", "1"}, {"", "x"}, {"b", "22"}}, read)
 	if r.BrokerID != "kafka:ns.t/3/42" || r.Message.Key != "k" || string(r.Message.Payload) != "v" || r.Err != nil ||
-		len(r.Message.Headers) != 2 || r.Message.Headers["a"] != "1" || r.Message.Headers["b"] != "22" {
+		len(r.Message.Headers) != 2 || r.Message.Headers.Get("a") != "1" || r.Message.Headers.Get("b") != "22" {
 		t.Fatalf("record %+v", r)
 	}
 	if got, want := r.Facts.String(), "topic=ns.t partition=3 offset=42 timestamp="+ts.Format(time.RFC3339Nano); got != want {
@@ -100,14 +100,14 @@ func TestDecode(t *testing.T) {
 		r2.Facts.Get("delivery-count") != "2" || r2.Facts.Get("share-group") != "g" {
 		t.Fatalf("facts %s", r2.Facts)
 	}
-	if r.BrokerID != "kafka:ns.t/3/42" || r.Message.Headers["b"] != "22" {
+	if r.BrokerID != "kafka:ns.t/3/42" || r.Message.Headers.Get("b") != "22" {
 		t.Fatalf("the next record changed the first: %+v", r)
 	}
 }
 
 func TestRecordCopiesThePayloadOnly(t *testing.T) {
 	payload := []byte(`{"v":1}`)
-	m := ports.Message{Topic: "t", Key: "k", Payload: payload, Headers: ports.Headers{"a": "1", "empty": "", ports.HeaderID: "id-1"}}
+	m := ports.Message{Topic: "t", Key: "k", Payload: payload, Headers: ports.NewHeaders("a", "1", "empty", "", ports.HeaderID, "id-1")}
 	var pay kafkawire.Payloads
 	r, envelope := kafkawire.Record("ns.t", &m, &pay)
 	copy(payload, "XXXXXXX") // the caller reuses its buffer once Send returns

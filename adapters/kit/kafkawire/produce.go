@@ -37,9 +37,9 @@ func Record(topic string, m *ports.Message, pay *Payloads) (r *kgo.Record, envel
 	}
 	r.Topic = topic
 	envelope = 5*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 1 + len(m.Key)
-	for k, v := range m.Headers {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: stringBytes(v)})
-		envelope += len(k) + len(v) + 2*binary.MaxVarintLen32
+	for _, h := range m.Headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Name, Value: stringBytes(h.Value)})
+		envelope += len(h.Name) + len(h.Value) + 2*binary.MaxVarintLen32
 	}
 	if m.Key != "" {
 		r.Key = stringBytes(m.Key)

@@ -1,6 +1,7 @@
 package kafkawire
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -36,14 +37,19 @@ type MemberFacts struct {
 // partition or subscription, not safe for concurrent use. The zero value
 // is ready.
 type Decoder struct {
-	names kit.Names
-	hs    []named
-	buf   []byte
-	facts []facts // carved one a record, a chunk at a time
+	names   kit.Names
+	hs      []named
+	buf     []byte
+	facts   []facts        // carved one a record, a chunk at a time
+	headers []ports.Header // carved a record's at a time
 }
 
-// factsChunk is how many records' facts one allocation holds.
-const factsChunk = 32
+// factsChunk is how many records' facts one allocation holds,
+// headersChunk how many headers.
+const (
+	factsChunk   = 32
+	headersChunk = 256
+)
 
 // facts are a record's facts (a ports.FactSource): slices of Decode's
 // string and the consumer's, walked only when read (the timestamp
@@ -84,6 +90,24 @@ type named struct {
 	end  int
 }
 
+// headers fills h with the headers whose names ends holds and whose values
+// are the slices of all between one end and the next, from at; a repeated
+// name keeps its last value (Kafka allows repeats).
+func headers(h ports.Headers, ends []named, all string, at int) ports.Headers {
+	n := 0
+	for _, e := range ends {
+		v := all[at:e.end]
+		at = e.end
+		if i := slices.IndexFunc(h[:n], func(x ports.Header) bool { return x.Name == e.name }); i >= 0 {
+			h[i].Value = v
+			continue
+		}
+		h[n] = ports.Header{Name: e.name, Value: v}
+		n++
+	}
+	return h[:n:n]
+}
+
 // Decode maps a Kafka record of logical topic t onto a driver.Record alike
 // for every Kafka adapter: value → payload, key → partition key, headers
 // (hs, each read by read, which returns ok false for one to pass over) →
@@ -92,8 +116,9 @@ type named struct {
 // redelivery count is Record.Err (poison) and the fact header-error. The
 // key, the header values and the BrokerID (the partition and offset facts
 // its parts) are slices of one string built in d; header names are what read returns (interned in names where the
-// client has bytes). The facts are no map but a struct carved from a chunk
-// that consecutive records share, walked only when read.
+// client has bytes). Neither the headers nor the facts are a map: the
+// headers are a slice and the facts a struct, each carved from a chunk that
+// consecutive records share; the facts are walked only when read.
 func Decode[H any](d *Decoder, t ports.Topic, f Fields, hs []H, read func(h H, names *kit.Names) (name string, value []byte, ok bool)) driver.Record {
 	b, ends := append(d.buf[:0], f.Key...), d.hs[:0]
 	for _, x := range hs {
@@ -110,9 +135,9 @@ func Decode[H any](d *Decoder, t ports.Topic, f Fields, hs []H, read func(h H, n
 	b = strconv.AppendInt(append(b, '/'), f.Offset, 10)
 	d.buf, d.hs = b, ends
 	all := string(b)
-	h, at := make(ports.Headers, len(ends)), len(f.Key)
-	for _, n := range ends {
-		h[n.name], at = all[at:n.end], n.end
+	var h ports.Headers
+	if len(ends) > 0 {
+		h = headers(kit.Carve(&d.headers, len(ends), headersChunk), ends, all, len(f.Key))
 	}
 	fs := &kit.Carve(&d.facts, 1, factsChunk)[0]
 	*fs = facts{topic: f.Topic, partition: all[part : off-1], offset: all[off:], timestamp: f.Timestamp, member: f.Member}

@@ -97,5 +97,5 @@ func (Marshaler) Marshal(msg *message.Message) (amqp091.Publishing, error) {
 // envelope headers.
 func (Marshaler) Unmarshal(d amqp091.Delivery) (*message.Message, error) {
 	h := amqp.Decode(&d)
-	return wmbridge.Message(h[ports.HeaderID], d.Body, h), nil
+	return wmbridge.Message(h.Get(ports.HeaderID), d.Body, h), nil
 }

@@ -563,7 +563,7 @@ func run(ctx context.Context, c config, self string, node *rabbittest.Node, a po
 				ms := make([]ports.Message, len(batch))
 				for j, i := range batch {
 					ms[j] = ports.Message{Topic: ports.Topic(topic), Key: fmt.Sprintf("d-%02d", i%10), Payload: payload(i),
-						Headers: ports.Headers{ports.HeaderID: msgs[i].ID, ports.HeaderContentType: "application/json"}}
+						Headers: ports.NewHeaders(ports.HeaderID, msgs[i].ID, ports.HeaderContentType, "application/json")}
 				}
 				err := a.Send(sctx, ms...)
 				errs = map[int]error{}

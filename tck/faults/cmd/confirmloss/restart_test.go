@@ -104,7 +104,7 @@ func delayedRequeueRound(ctx context.Context, t *testing.T, node *rabbittest.Nod
 	for i := 0; i < n; i += 20 {
 		msgs := make([]ports.Message, 20)
 		for j := range msgs {
-			msgs[j] = ports.Message{Topic: topic, Payload: []byte(`{}`), Headers: ports.Headers{ports.HeaderID: fmt.Sprintf("m%d-%04d", round, i+j)}}
+			msgs[j] = ports.Message{Topic: topic, Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, fmt.Sprintf("m%d-%04d", round, i+j))}
 		}
 		if err := a.Send(ctx, msgs...); err != nil {
 			t.Fatalf("send: %v", err)
