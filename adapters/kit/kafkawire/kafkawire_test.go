@@ -103,6 +103,13 @@ func TestDecode(t *testing.T) {
 	if r.BrokerID != "kafka:ns.t/3/42" || r.Message.Headers.Get("b") != "22" {
 		t.Fatalf("the next record changed the first: %+v", r)
 	}
+	// Kafka allows a name twice: it appears once, with its last value,
+	// and the headers' storage ends with them (an append copies).
+	r3 := kafkawire.Decode(&d, "t", kafkawire.Fields{Topic: "ns.t", Offset: 8}, []hdr{{"a", "1"}, {"b", "2"}, {"a", "3"}}, read)
+	h := r3.Message.Headers
+	if want := ports.NewHeaders("a", "3", "b", "2"); !slices.Equal(h, want) || cap(h) != len(h) {
+		t.Fatalf("headers %v (cap %d), want %v", h, cap(h), want)
+	}
 }
 
 func TestRecordCopiesThePayloadOnly(t *testing.T) {

@@ -1,7 +1,6 @@
 package kafkawire
 
 import (
-	"slices"
 	"strconv"
 	"time"
 
@@ -95,12 +94,15 @@ type named struct {
 // name keeps its last value (Kafka allows repeats).
 func headers(h ports.Headers, ends []named, all string, at int) ports.Headers {
 	n := 0
+next:
 	for _, e := range ends {
 		v := all[at:e.end]
 		at = e.end
-		if i := slices.IndexFunc(h[:n], func(x ports.Header) bool { return x.Name == e.name }); i >= 0 {
-			h[i].Value = v
-			continue
+		for i := range h[:n] {
+			if h[i].Name == e.name {
+				h[i].Value = v
+				continue next
+			}
 		}
 		h[n] = ports.Header{Name: e.name, Value: v}
 		n++
