@@ -272,9 +272,6 @@ func (l *Ledger) Confirmed(ids ...string) {
 func (l *Ledger) Send(ctx context.Context, s ports.Sender, msgs ...ports.Message) error {
 	ids := make([]string, len(msgs))
 	for i := range msgs {
-		if msgs[i].Headers == nil {
-			msgs[i].Headers = ports.Headers{}
-		}
 		if msgs[i].Headers.Get(ports.HeaderID) == "" {
 			msgs[i].Headers.Set(ports.HeaderID, l.NewID())
 		}

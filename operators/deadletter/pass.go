@@ -229,9 +229,6 @@ func (ar *Area) putBack(ctx context.Context, sub ports.Subscription, topic ports
 	msgs := make([]ports.Message, len(ds))
 	for i, d := range ds {
 		h := d.Headers.Clone()
-		if h == nil {
-			h = ports.Headers{}
-		}
 		if h.Get(ports.HeaderID) == "" {
 			h.Set(ports.HeaderID, d.ID)
 		}

@@ -239,9 +239,6 @@ func (ar *Area) report(r Request, p Progress) {
 // one higher and HeaderRedriveAudit set.
 func (ar *Area) redriveCopy(d *ports.Delivery, target ports.Topic, auditID string) ports.Message {
 	h := d.Headers.Clone()
-	if h == nil {
-		h = ports.Headers{}
-	}
 	if h.Get(ports.HeaderID) == "" && d.ID != "" {
 		h.Set(ports.HeaderID, d.ID)
 	}
