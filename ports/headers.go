@@ -45,9 +45,9 @@ type Header struct {
 }
 
 // Headers are a message's envelope and user headers: each name at most
-// once, in the order they were set (on a delivery, the order the broker
-// gave them). Names are case-sensitive; the Header* constants are lower
-// case.
+// once, in the order they were set (on a delivery, the broker's order
+// where its client keeps one; an AMQP table or a Pulsar property map has
+// none). Names are case-sensitive; the Header* constants are lower case.
 //
 // Headers is a slice, not a map: a message carries a handful of headers,
 // which a scan finds faster than a hash, and an adapter hands a delivery's

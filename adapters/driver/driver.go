@@ -98,8 +98,10 @@ type Driver interface {
 	// On ctx cancellation it returns ctx.Err() for the unconfirmed ones.
 	// It does not retry. It must not keep msgs or a Payload after it
 	// returns (copy what the broker client keeps); each message's Headers
-	// map is a copy the portable layer made for this call (stamped, or
-	// built for a requeue or dead-letter copy) and may be kept.
+	// are the caller's when they were stamped already, otherwise a copy
+	// the portable layer made for this call (stamped, or built for a
+	// requeue or dead-letter copy): they may be kept, not changed (Clone
+	// them first).
 	SendBatch(ctx context.Context, msgs []ports.Message) []error
 
 	// Subscribe creates or joins the physical subscription of spec (a
