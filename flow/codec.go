@@ -145,9 +145,8 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 	if err != nil {
 		return ports.Message{}, fmt.Errorf("flow: encode %s: %w", typeName[T](), err)
 	}
-	m := ports.Message{Topic: topic, Payload: payload, Headers: make(ports.Headers, 0, 8)}
-	m.Headers.Set(ports.HeaderType, typeName[T]())
-	m.Headers.Set(ports.HeaderContentType, "application/json")
+	m := ports.Message{Topic: topic, Payload: payload, Headers: append(make(ports.Headers, 0, 8),
+		ports.Header{Name: ports.HeaderType, Value: typeName[T]()}, ports.Header{Name: ports.HeaderContentType, Value: "application/json"})}
 	if id := RequestID(ctx); id != "" {
 		m.Headers.Set(ports.HeaderRequestID, id)
 	}

@@ -70,12 +70,16 @@ func DeadLetterCopy(d *ports.Delivery, disp ports.Disposition, at time.Time) por
 // delayed message at once with this header and holds it on the consuming
 // side until then (TakeNotBefore, then a Delayer), so the message is on the
 // broker, not in the sender's memory, while it waits.
-func SetNotBefore(h *ports.Headers, at time.Time) {
+func SetNotBefore(h *ports.Headers, at time.Time) { h.Set(HeaderNotBefore, NotBefore(at)) }
+
+// NotBefore is HeaderNotBefore's value for at: Unix milliseconds, rounded
+// up (never early).
+func NotBefore(at time.Time) string {
 	ms := at.UnixMilli()
 	if at.After(time.UnixMilli(ms)) {
 		ms++
 	}
-	h.Set(HeaderNotBefore, strconv.FormatInt(ms, 10))
+	return strconv.FormatInt(ms, 10)
 }
 
 // TakeNotBefore removes HeaderNotBefore from h and returns its time (the

@@ -56,11 +56,10 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			continue
 		}
 		bodies = append(bodies, m.Payload...)
-		if m.Delay > 0 {
-			m.Headers = m.Headers.Clone() // the caller's, when Stamp found them complete
-			kit.SetNotBefore(&m.Headers, time.Now().Add(m.Delay))
-		}
 		pm := &pulsarclient.ProducerMessage{Payload: bodies[len(bodies)-len(m.Payload):], Key: m.Key, Properties: m.Headers.Map(), DeliverAfter: m.Delay}
+		if m.Delay > 0 {
+			pm.Properties[kit.HeaderNotBefore] = kit.NotBefore(time.Now().Add(m.Delay))
+		}
 		sent++
 		p.SendAsync(ctx, pm, func(_ pulsarclient.MessageID, _ *pulsarclient.ProducerMessage, err error) {
 			receipts <- receipt{i, err}

@@ -97,8 +97,8 @@ func decode(stream, group, id string, values map[string]any, deliveries int64) (
 				poison = fmt.Errorf("watermill metadata: %w", err)
 			}
 		}
-		for _, x := range ports.HeadersFromMap(meta) {
-			h.Set(x.Name, x.Value)
+		for k, v := range meta {
+			h.Set(k, v)
 		}
 		h.Set(ports.HeaderID, cmp.Or(h.Get(ports.HeaderID), uuid))
 		m.Key = cmp.Or(m.Key, h.Get(ports.HeaderPartitionKey))
