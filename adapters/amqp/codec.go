@@ -58,9 +58,6 @@ type decoded struct {
 func decode(d *amqp.Delivery) decoded {
 	out := decoded{headers: make(ports.Headers, 0, len(d.Headers)+4)}
 	for k, v := range d.Headers {
-		if k == headerDelay { // the delay queue's, not the envelope's
-			continue
-		}
 		if s, ok := v.(string); ok && !isBrokerHeader(k) {
 			out.headers = append(out.headers, ports.Header{Name: k, Value: s}) // a table's names are unique
 		} else if n, err := strconv.Atoi(render(v)); k == "x-delivery-count" && err == nil && n >= 0 {
@@ -71,6 +68,7 @@ func decode(d *amqp.Delivery) decoded {
 			out.headers = append(out.headers, ports.Header{Name: k, Value: render(v)})
 		}
 	}
+	out.headers.Del(headerDelay)
 	if d.Redelivered {
 		out.returns = max(out.returns, 1)
 		out.fact("amqp.redelivered", "true")
