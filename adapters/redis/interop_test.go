@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -29,7 +30,13 @@ func TestInteropWatermillRedisstream(t *testing.T) {
 
 	t.Run("sluice to watermill-redisstream", func(t *testing.T) {
 		topic := namespace("interop.s2w")
-		sub, err := redisstream.NewSubscriber(redisstream.SubscriberConfig{Client: client(), ConsumerGroup: "wm", OldestId: "0"}, logger)
+		// Its reader returns at once when Close closes its client (instead
+		// of blocking on its first read until then, and sleeping 500 ms
+		// after the error), so no goroutine of it outlives the test.
+		sub, err := redisstream.NewSubscriber(redisstream.SubscriberConfig{Client: client(), ConsumerGroup: "wm", OldestId: "0",
+			DisableIndefiniteInitialBlock: true, ShouldStopOnReadErrors: func(err error) bool {
+				return errors.Is(err, goredis.ErrClosed) || errors.Is(err, context.Canceled)
+			}}, logger)
 		if err != nil {
 			t.Fatal(err)
 		}
