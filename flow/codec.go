@@ -30,7 +30,7 @@ func Decode[T any](in Stream[*ports.Delivery], opts ...StageOption) Stream[T] {
 			return v
 		}
 	}
-	return Via(in, func(it Item[*ports.Delivery], emit Emit[T]) {
+	return via(in, func(it Item[*ports.Delivery], emit Emit[T]) {
 		switch v := it.Value.Decoded.(type) {
 		case *T:
 			emit(With(it, *v))
@@ -107,7 +107,7 @@ func (d *decodeInto[T]) put(p *T) {
 // check, a version switch). Every error it returns is poison.
 func DecodeWith[T any](in Stream[*ports.Delivery], decode func(payload []byte, v *T) error, opts ...StageOption) Stream[T] {
 	typ := typeName[T]()
-	return Via(in, func(it Item[*ports.Delivery], emit Emit[T]) {
+	return via(in, func(it Item[*ports.Delivery], emit Emit[T]) {
 		var v T
 		if err := decode(it.Value.Payload, &v); err != nil {
 			_ = it.Completion.Fail(&ports.DecodeError{Type: typ, Err: err})

@@ -2,6 +2,8 @@ package flow
 
 import (
 	"context"
+	"runtime"
+	"sync/atomic"
 
 	"github.com/sluicemq/sluice/ports"
 )
@@ -35,31 +37,92 @@ func TenantID(ctx context.Context) string {
 }
 
 // DeliveryFrom returns the delivery a handler's ctx belongs to, or nil.
+// The delivery is then the caller's to keep: the pipeline never reuses it
+// for another message (see docs/settlement.md, "Reused deliveries"). Once
+// the delivery of a context was reused, DeliveryFrom returns nil.
 func DeliveryFrom(ctx context.Context) *ports.Delivery {
 	d, _ := ctx.Value(deliveryKey{}).(*ports.Delivery)
 	return d
 }
 
-// deliveryCtx is an item's context without an allocation of its own: it is
-// embedded in the delivery's root record and answers the request id,
-// tenant id and delivery keys from the delivery's headers.
+// deliveryCtx is an item's context: it answers the request id, tenant id
+// and delivery keys from the delivery's headers. Contexts are carved from
+// chunks shared by consecutive deliveries and never reused, so that a
+// handler may keep one. Once its delivery is recycled (see recycle) it
+// answers those keys no more (DeliveryFrom gives nil, the ids are ""); a
+// delivery whose context gave it away (DeliveryFrom) is never recycled.
 type deliveryCtx struct {
 	context.Context
-	d *ports.Delivery
+	d     *ports.Delivery
+	state atomic.Int32 // ctxLive, ctxReading, ctxKept or ctxRecycled
 }
+
+const (
+	ctxLive     int32 = iota // the delivery may be recycled once acknowledged
+	ctxReading               // Value is reading the delivery's headers
+	ctxKept                  // DeliveryFrom gave the delivery away: never recycled
+	ctxRecycled              // the delivery is reused for another message: not read
+)
 
 func (c *deliveryCtx) Value(key any) any {
 	switch key.(type) {
 	case requestIDKey:
-		if v := c.d.Headers.Get(ports.HeaderRequestID); v != "" {
+		if v := c.header(ports.HeaderRequestID); v != "" {
 			return v
 		}
 	case tenantIDKey:
-		if v := c.d.Headers.Get(ports.HeaderTenantID); v != "" {
+		if v := c.header(ports.HeaderTenantID); v != "" {
 			return v
 		}
 	case deliveryKey:
-		return c.d
+		if c.keep() {
+			return c.d
+		}
+		return nil
 	}
 	return c.Context.Value(key)
 }
+
+// header returns the delivery's header name, "" once it was recycled. A
+// read holds off recycling while it lasts, without keeping the delivery.
+func (c *deliveryCtx) header(name string) string {
+	for {
+		switch c.state.Load() {
+		case ctxKept:
+			return c.d.Headers.Get(name)
+		case ctxRecycled:
+			return ""
+		case ctxLive:
+			if c.state.CompareAndSwap(ctxLive, ctxReading) {
+				v := c.d.Headers.Get(name)
+				c.state.Store(ctxLive)
+				return v
+			}
+		default: // another goroutine is reading it
+			runtime.Gosched()
+		}
+	}
+}
+
+// keep marks the delivery given away, never to be recycled, and reports
+// whether it is still this context's (false once recycled).
+func (c *deliveryCtx) keep() bool {
+	for {
+		switch c.state.Load() {
+		case ctxKept:
+			return true
+		case ctxRecycled:
+			return false
+		case ctxLive:
+			if c.state.CompareAndSwap(ctxLive, ctxKept) {
+				return true
+			}
+		default:
+			runtime.Gosched()
+		}
+	}
+}
+
+// release claims the delivery for recycling: false when the context gave
+// it away or is reading it.
+func (c *deliveryCtx) release() bool { return c.state.CompareAndSwap(ctxLive, ctxRecycled) }

@@ -371,6 +371,9 @@ func (e *engine) carry(g group) {
 		}
 	} else {
 		p.settledAll(g.rs, g.disp, err)
+		if err == nil && g.disp.Action == ports.Ack && p.recycler != nil {
+			p.recycle(g.rs, ds)
+		}
 	}
 	n := len(g.rs)
 	if g.buf != nil {

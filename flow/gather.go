@@ -47,6 +47,7 @@ type Gatherer[In any] interface {
 // pipeline stops, the items the gatherer held stay unsettled
 // (redelivered), and the items that arrive afterwards are cancelled.
 func Gather[In, Out any](in Stream[In], start func(ctx context.Context, emit Emit[Out]) Gatherer[In], opts ...StageOption) Stream[Out] {
+	in.expose()
 	cfg := stageOptions(opts)
 	src := in.take()
 	out := newStream[Out](in.p, cfg.buffer)

@@ -37,28 +37,40 @@ type Pipeline struct {
 	predecode func(payload []byte) any
 	inFlight  inFlightNeed // inflight.go
 	sinks     []sinkInfo   // exactlyonce.go
+	// exposed: a stage hands handlers deliveries, items or completions
+	// (Via, Operate, Gather, a stage on the source other than Decode), so
+	// the pipeline does not recycle (see recycle).
+	exposed bool
 
 	// Running state.
-	mu       sync.Mutex
-	started  bool
-	ended    bool // Run or Stop has run: the pipeline is single-use
-	sub      ports.Subscription
-	slots    *slots
-	eng      *engine
-	workCtx  context.Context // items' parent context; cancelled by Stop
-	work     context.CancelFunc
-	recv     context.CancelFunc // stops the source
-	settleC  context.Context
-	settleX  context.CancelFunc
-	closed   atomic.Bool // no settlement any more
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-	stopErr  error
-	failOnce sync.Once
-	failed   chan struct{}
-	fatal    error
-	done     chan struct{}
-	report   func(error)
+	mu      sync.Mutex
+	started bool
+	ended   bool // Run or Stop has run: the pipeline is single-use
+	sub     ports.Subscription
+	slots   *slots
+	// recycler is sub when deliveries and roots are recycled: it reuses
+	// deliveries, and no stage exposes them (exposed), and no observer
+	// sees them. rootsBack holds the roots recycle gave back (under
+	// rootsMu), rootsReuse those the receive loop took over.
+	recycler   ports.Recycler
+	rootsMu    sync.Mutex
+	rootsBack  []*root
+	rootsReuse []*root
+	eng        *engine
+	workCtx    context.Context // items' parent context; cancelled by Stop
+	work       context.CancelFunc
+	recv       context.CancelFunc // stops the source
+	settleC    context.Context
+	settleX    context.CancelFunc
+	closed     atomic.Bool // no settlement any more
+	wg         sync.WaitGroup
+	stopOnce   sync.Once
+	stopErr    error
+	failOnce   sync.Once
+	failed     chan struct{}
+	fatal      error
+	done       chan struct{}
+	report     func(error)
 
 	stats counters
 }
@@ -170,6 +182,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	p.sub = sub
 	p.logInFlightRaise()
 	p.slots = newSlots(p.spec.InFlight)
+	if r, ok := sub.(ports.Recycler); ok && !p.exposed && p.cfg.observer == nil {
+		p.recycler = r
+	}
 	p.eng = newEngine(p, sub)
 	go p.eng.run()
 	p.workCtx, p.work = context.WithCancel(context.Background())

@@ -13,15 +13,17 @@ import (
 // context and its settlement.
 //
 // Roots are allocated in chunks shared by consecutive receives (see
-// carveRoots) and are never reused: handlers see a root's Completion and
-// context and may keep them past the settlement (a late second completion
-// must still find its own delivery and be refused). A root kept that way
-// keeps its chunk's roots in memory with it, as a kept delivery of the
-// portable layer keeps its chunk of deliveries; a root's references are
-// its delivery, its outcome's error and the pipeline.
+// takeRoot). Where handlers see a root's Completion (Via, Operate, the
+// operators) they may keep it past the settlement (a late second
+// completion must still find its own delivery and be refused), so roots
+// are reused only in pipelines whose stages hand handlers values alone
+// (recycle); a root kept keeps its chunk's roots in memory with it, as a
+// kept delivery of the portable layer keeps its chunk of deliveries. A
+// root's references are its delivery, its context, its outcome's error
+// and the pipeline.
 type root struct {
 	Completion
-	ctx deliveryCtx
+	ctx *deliveryCtx
 	one [1]*ports.Delivery // the Settle argument, without allocating a slice
 	me  [1]*root           // the engine's argument, likewise
 	p   *Pipeline
@@ -40,7 +42,8 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 		pd.Predecode(p.predecode)
 	}
 	var buf []*ports.Delivery
-	var slab []root // roots not handed out yet (carveRoots)
+	var slab []root        // roots not handed out yet (takeRoot)
+	var ctxs []deliveryCtx // contexts not handed out yet (takeCtx)
 	for {
 		n, err := p.slots.acquire(ctx, p.spec.InFlight)
 		if err != nil {
@@ -66,10 +69,8 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 			p.stats.inFlight.Add(k)
 			p.eng.handed(k)
 		}
-		var roots []root
-		roots, slab = carveRoots(slab, len(ds))
 		for i, d := range ds {
-			if !p.emit(ctx, d, &roots[i]) {
+			if !p.emit(ctx, d, p.takeRoot(&slab), takeCtx(&ctxs)) {
 				for _, rest := range ds[i+1:] {
 					p.abandon(rest, ctx.Err())
 				}
@@ -91,30 +92,78 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 // rootChunk is how many roots are allocated at once: a receive of fewer
 // deliveries takes its roots from the rest of a chunk, so that a consumer
 // that keeps up (one delivery per receive) does not allocate per delivery.
-const rootChunk = 32
+// ctxChunk is the same for contexts.
+const (
+	rootChunk = 32
+	ctxChunk  = 128
+)
 
-// carveRoots returns n unused roots, taken from the front of slab or, when
-// slab has fewer, from a new chunk, and what is left of the slab.
-//
-// Lifetime: a root is handed out once and never reused (its Completion and
-// context may be kept by user code past the settlement, see root); the
-// slab only remembers which roots of its chunk were not handed out yet.
-// A root kept by user code keeps its whole chunk in memory, at most
-// max(rootChunk, n) roots, as a kept delivery of the portable layer keeps
-// its chunk of deliveries.
-func carveRoots(slab []root, n int) ([]root, []root) {
-	if n > len(slab) {
-		slab = make([]root, max(rootChunk, n))
+// takeRoot returns an unused root: one that recycle gave back, or the next
+// of slab, a chunk refilled when empty. Called by the receive loop only.
+func (p *Pipeline) takeRoot(slab *[]root) *root {
+	if len(p.rootsReuse) == 0 && p.recycler != nil {
+		p.rootsMu.Lock()
+		p.rootsReuse, p.rootsBack = p.rootsBack, p.rootsReuse
+		p.rootsMu.Unlock()
 	}
-	return slab[:n:n], slab[n:]
+	if n := len(p.rootsReuse); n > 0 {
+		r := p.rootsReuse[n-1]
+		p.rootsReuse = p.rootsReuse[:n-1]
+		return r
+	}
+	if len(*slab) == 0 {
+		*slab = make([]root, rootChunk)
+	}
+	r := &(*slab)[0]
+	*slab = (*slab)[1:]
+	return r
+}
+
+// takeCtx returns an unused context, the next of slab, a chunk refilled
+// when empty. Contexts are never reused: a handler may keep its own.
+func takeCtx(slab *[]deliveryCtx) *deliveryCtx {
+	if len(*slab) == 0 {
+		*slab = make([]deliveryCtx, ctxChunk)
+	}
+	c := &(*slab)[0]
+	*slab = (*slab)[1:]
+	return c
+}
+
+// recycle gives the deliveries of an acknowledged round, and their roots,
+// back for reuse (ports.Recycler): the pipeline's stages hand handlers
+// values only (no delivery, item or completion), so once acknowledged a
+// delivery is reachable from its context alone, and one whose context
+// gave it away (DeliveryFrom) or is reading it is left alone. ds is the
+// round's Settle argument, reused here. Called by the engine.
+func (p *Pipeline) recycle(rs []*root, ds []*ports.Delivery) {
+	keep := ds[:0]
+	for _, r := range rs {
+		if r.ctx.release() {
+			keep = append(keep, r.one[0])
+		}
+	}
+	if len(keep) == 0 {
+		return
+	}
+	p.recycler.Recycle(keep)
+	p.rootsMu.Lock()
+	defer p.rootsMu.Unlock()
+	for _, r := range rs {
+		if r.ctx.state.Load() == ctxRecycled && len(p.rootsBack) < 2*p.spec.InFlight {
+			*r = root{}
+			p.rootsBack = append(p.rootsBack, r)
+		}
+	}
 }
 
 // emit hands d to the first stage, with r, unused so far, as its root;
 // false when the source is stopping. The receive loop counted d as
 // received, in flight and active already.
-func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery, r *root) bool {
+func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery, r *root, c *deliveryCtx) bool {
 	r.p = p
-	r.ctx = deliveryCtx{Context: p.workCtx, d: d}
+	c.Context, c.d = p.workCtx, d
+	r.ctx = c
 	r.one[0] = d
 	r.me[0] = r
 	r.next = r
@@ -132,7 +181,7 @@ func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery, r *root) bool {
 		_ = r.Succeed()
 		return true
 	}
-	it := Item[*ports.Delivery]{Ctx: &r.ctx, Value: d, Msg: d, Completion: &r.Completion}
+	it := Item[*ports.Delivery]{Ctx: c, Value: d, Msg: d, Completion: &r.Completion}
 	if p.srcFuse.push != nil {
 		// The first stage runs here, inline (see fused): it is handed
 		// on, as into the channel (which has room for every delivery

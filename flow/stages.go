@@ -7,7 +7,8 @@ import "context"
 // nothing is emitted; otherwise the new value travels on with the same
 // completion.
 func Map[In, Out any](in Stream[In], fn func(ctx context.Context, v In) (Out, error), opts ...StageOption) Stream[Out] {
-	return Via(in, func(it Item[In], emit Emit[Out]) {
+	in.exposeDelivery()
+	return via(in, func(it Item[In], emit Emit[Out]) {
 		v, err := fn(it.Ctx, it.Value)
 		if err != nil {
 			_ = it.Settle(err)
@@ -21,7 +22,8 @@ func Map[In, Out any](in Stream[In], fn func(ctx context.Context, v In) (Out, er
 // completed successfully (it was handled: by deciding it needs nothing),
 // so its delivery is acked. An error completes the item as in Map.
 func Filter[T any](in Stream[T], keep func(ctx context.Context, v T) (bool, error), opts ...StageOption) Stream[T] {
-	return Via(in, func(it Item[T], emit Emit[T]) {
+	in.exposeDelivery()
+	return via(in, func(it Item[T], emit Emit[T]) {
 		ok, err := keep(it.Ctx, it.Value)
 		switch {
 		case err != nil:

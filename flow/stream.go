@@ -175,6 +175,13 @@ type Emit[T any] func(Item[T])
 // before it returns, from its own goroutine (the stage after it may run
 // inline in emit).
 func Via[In, Out any](in Stream[In], fn func(it Item[In], emit Emit[Out]), opts ...StageOption) Stream[Out] {
+	in.expose()
+	return via(in, fn, opts...)
+}
+
+// via is Via for flow's own stages, which hand their functions values
+// only: they leave the pipeline's recycling alone (see exposed).
+func via[In, Out any](in Stream[In], fn func(it Item[In], emit Emit[Out]), opts ...StageOption) Stream[Out] {
 	cfg := stageOptions(opts)
 	src := in.take()
 	out := newStream[Out](in.p, cfg.buffer)
@@ -220,6 +227,7 @@ func callVia[In, Out any](p *Pipeline, fn func(Item[In], Emit[Out]), it Item[In]
 // after run returns. A returned error or a panic is fatal: the pipeline
 // stops and the items run held stay unsettled (redelivered).
 func Operate[In, Out any](in Stream[In], run func(ctx context.Context, in <-chan Item[In], out chan<- Item[Out]) error, opts ...StageOption) Stream[Out] {
+	in.expose()
 	cfg := stageOptions(opts)
 	src := in.take()
 	out := newStream[Out](in.p, cfg.buffer)
@@ -250,10 +258,14 @@ func Operate[In, Out any](in Stream[In], run func(ctx context.Context, in <-chan
 // error requeues, a cancellation of the item's context settles nothing.
 // A panic in fn fails the item with a *ports.PanicError.
 func Sink[T any](in Stream[T], fn func(ctx context.Context, v T) error, opts ...StageOption) {
+	in.exposeDelivery()
 	src := in.take()
 	cfg := in.p.sinkOptions(opts) // profile.go: a profile's worker count
 	p := in.p
 	p.terminal(in.fanOut, cfg.exactlyOnce) // exactlyonce.go
+	if cfg.exactlyOnce {
+		in.expose() // an exactly-once effect records the delivery's identity
+	}
 	body := func(it Item[T]) {
 		if err := it.Ctx.Err(); err != nil {
 			_ = it.Completion.Cancel(err)
@@ -309,4 +321,20 @@ func Invalid[In, Out any](in Stream[In], err error) Stream[Out] {
 	in.take()
 	in.p.buildFail(err)
 	return newStream[Out](in.p, 0)
+}
+
+// expose marks in's pipeline as handing items (and with them deliveries
+// and completions) to user code: it recycles nothing (see recycle).
+func (s Stream[T]) expose() {
+	if s.p != nil {
+		s.p.exposed = true
+	}
+}
+
+// exposeDelivery is expose for a stage whose function gets in's values,
+// when those are deliveries.
+func (s Stream[T]) exposeDelivery() {
+	if _, ok := any((*T)(nil)).(**ports.Delivery); ok {
+		s.expose()
+	}
 }

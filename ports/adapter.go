@@ -126,6 +126,19 @@ type ReceiveAppender interface {
 	ReceiveAppend(ctx context.Context, dst []*Delivery, max int) ([]*Delivery, error)
 }
 
+// Recycler is implemented by a Subscription that can reuse the memory of
+// the deliveries it handed out. The core calls Recycle with deliveries it
+// acknowledged (Settle with Ack returned nil) and that nothing outside the
+// core can reach any more: no handler was given the *Delivery, its item or
+// its completion (flow recycles only pipelines whose stages hand handlers
+// decoded values, and only deliveries whose context did not give their
+// *Delivery away, see flow.DeliveryFrom). The subscription may then hand
+// the same *Delivery out again for another message. Recycle takes no
+// delivery of another subscription and never fails; it must not keep ds.
+type Recycler interface {
+	Recycle(ds []*Delivery)
+}
+
 // Predecoder is implemented by a Subscription that can decode payloads
 // where it fetches them, in parallel where the broker has parallel streams
 // (a Kafka partition's goroutine), before Receive hands them out:

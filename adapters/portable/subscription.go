@@ -30,8 +30,11 @@ type Subscription struct {
 	// read the topic pass over them, having handled the original.
 	group string
 
-	recvMu sync.Mutex   // held by Receive: Stop waits for it before closing the driver
-	chunk  []received   // deliveries not handed out yet (carve); under recvMu
+	recvMu sync.Mutex  // held by Receive: Stop waits for it before closing the driver
+	chunk  []received  // deliveries not handed out yet (take); under recvMu
+	reuse  []*received // given back by Recycle, taken by take; under recvMu
+	backMu sync.Mutex
+	back   []*received  // given back by Recycle since take last looked; under backMu
 	gate   sync.RWMutex // read-held by Settle, write-held by Stop
 
 	mu         sync.Mutex
@@ -272,22 +275,56 @@ type single struct {
 // class, so that the chunk wastes no rounding up.
 const receivedChunk = 8192 / int(unsafe.Sizeof(received{}))
 
-// carve returns n unused deliveries with their handles, from the rest of
-// the current chunk or from a new one. Called under recvMu.
+// A delivery is the first field of its received: Recycle finds the one
+// from the other.
+var _ = [1]struct{}{}[unsafe.Offsetof(received{}.d)]
+
+// take returns an unused delivery with its handle: one the core gave back
+// (Recycle), or the next of the current chunk. Called under recvMu.
 //
-// Lifetime: a delivery and its handle are handed out once and never
-// reused (user code may keep a delivery past its settlement and read it);
-// the chunk only remembers which of its entries were not handed out yet.
-// A delivery kept by user code keeps its chunk in memory, at most
-// max(receivedChunk, n) deliveries, as it kept the deliveries of its
-// ReceiveBatch before.
-func (s *Subscription) carve(n int) []received {
-	if n > len(s.chunk) {
-		s.chunk = make([]received, max(receivedChunk, n))
+// Lifetime: a delivery and its handle are handed out again only after the
+// core gave them back (ports.Recycler: acknowledged, and reachable by no
+// user code); otherwise they are handed out once (user code may keep a
+// delivery past its settlement and read it), and a delivery kept keeps
+// its chunk in memory, at most receivedChunk deliveries.
+func (s *Subscription) take() *received {
+	if len(s.reuse) == 0 {
+		s.backMu.Lock()
+		s.reuse, s.back = s.back, s.reuse
+		s.backMu.Unlock()
 	}
-	out := s.chunk[:n:n]
-	s.chunk = s.chunk[n:]
-	return out
+	if n := len(s.reuse); n > 0 {
+		r := s.reuse[n-1]
+		s.reuse = s.reuse[:n-1]
+		return r
+	}
+	if len(s.chunk) == 0 {
+		s.chunk = make([]received, receivedChunk)
+	}
+	r := &s.chunk[0]
+	s.chunk = s.chunk[1:]
+	return r
+}
+
+// Recycle takes back acknowledged deliveries of this subscription that
+// nothing outside the core can reach (ports.Recycler), cleared, for the
+// next receives: a pipeline that keeps no delivery then allocates none
+// per message. It keeps at most twice the in-flight limit.
+func (s *Subscription) Recycle(ds []*ports.Delivery) {
+	s.backMu.Lock()
+	defer s.backMu.Unlock()
+	for _, d := range ds {
+		x := s.mine(d)
+		if x == nil || len(s.back) >= 2*s.spec.InFlight {
+			continue
+		}
+		if st, a := x.claim.State(); st != kit.Done || a != ports.Ack || !x.freed.Load() {
+			continue // not acknowledged: the broker's, the settler's or the caller's still
+		}
+		r := (*received)(unsafe.Pointer(d))
+		*r = received{} // holds no message until it is handed out again
+		s.back = append(s.back, r)
+	}
 }
 
 // deliveries turns records into deliveries appended to out, counting each
@@ -303,21 +340,25 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 		}
 		return now
 	}
-	var slab []received
+	var one *single
 	var foreign []any
 	switch {
 	case cap(out)-len(out) >= len(recs):
-		slab = s.carve(len(recs))
 	case len(recs) == 1 && len(out) == 0:
-		one := new(single)
-		slab, out = one.x[:], one.out[:0]
+		one = new(single)
+		out = one.out[:0]
 	default:
-		slab = s.carve(len(recs))
 		out = slices.Grow(out, len(recs))
 	}
 	for i := range recs {
 		r := &recs[i]
-		x, d := &slab[i].h, &slab[i].d
+		var rx *received
+		if one != nil {
+			rx = &one.x[0]
+		} else {
+			rx = s.take()
+		}
+		x, d := &rx.h, &rx.d
 		x.h, x.sub, x.d = r.Handle, s, d
 		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: r.ReceivedAt, Handle: x, Err: r.Err, Decoded: r.Decoded}
 		d.Topic = s.spec.Topic

@@ -173,9 +173,14 @@ func produce(ctx context.Context, s ports.Sender, topic ports.Topic, n, publishe
 
 // runPipeline is the sluice contender: flow.New → flow.Decode → flow.Sink
 // (one worker), or with batch flow.Decode → operators.Batch(cfg.Batch,
-// 5ms window) → flow.Sink; the handler maps each message. A message counts
-// as settled when the pipeline observer reports its ACK (after the
-// adapter's Settle accepted it).
+// 5ms window) → flow.Sink; the handler maps each message and marks its
+// index (the payload's value) in the tally, as the raw contenders' handlers
+// do. The clock starts at the first message handled and stops once the
+// pipeline has settled every message handled (WaitSettled, after the
+// adapter's Settle accepted the last); the run is void unless they are
+// ACKs of N distinct messages. The pipeline has no observer: a user's default
+// pipeline has none, and an observer sees every delivery (which keeps the
+// pipeline from reusing them, see flow's recycling).
 //
 // opts are extra pipeline options (for diagnostic contenders, e.g. a
 // different settle linger).
@@ -193,24 +198,25 @@ func (t target) runPipeline(batch bool, opts ...flow.Option) func(context.Contex
 		}
 		tl := newTally(cfg.N)
 		m := newMeter(tl)
-		p := flow.New(a, spec, append([]flow.Option{flow.WithObserver(func(e flow.Event) {
-			if e.Received {
-				m.begin()
-			} else if e.Action == ports.Ack {
-				tl.markHeaders(e.Delivery.Headers)
-			}
-		})}, opts...)...)
+		p := flow.New(a, spec, opts...)
 		decoded := flow.Decode[benchMsg](p.Source())
 		if batch {
 			flow.Sink(operators.Batch(decoded, operators.BatchOptions{Size: cfg.Batch, Window: 5 * time.Millisecond}),
 				func(_ context.Context, b operators.Batched[benchMsg]) error {
+					m.begin()
 					for _, v := range b.Values {
 						_ = scale(v)
+						tl.mark(int(v.Value))
 					}
 					return nil
 				})
 		} else {
-			flow.Sink(decoded, func(_ context.Context, v benchMsg) error { _ = scale(v); return nil })
+			flow.Sink(decoded, func(_ context.Context, v benchMsg) error {
+				m.begin()
+				_ = scale(v)
+				tl.mark(int(v.Value))
+				return nil
+			})
 		}
 		if err := p.Start(ctx); err != nil {
 			return Result{}, err
@@ -223,9 +229,17 @@ func (t target) runPipeline(batch bool, opts ...flow.Option) func(context.Contex
 		if err := waitAll(ctx, "sluice", tl, produced); err != nil {
 			return Result{}, err
 		}
+		// Every message handled (redeliveries too) is settled before the
+		// clock stops.
+		if err := p.WaitSettled(ctx, int64(cfg.N)+tl.dups.Load()); err != nil {
+			return Result{}, fmt.Errorf("sluice: handled all %d, settled fewer: %w", cfg.N, err)
+		}
 		res, err := m.finish("sluice")
 		if err != nil {
 			return Result{}, err
+		}
+		if st := p.Stats(); st.Acked < int64(cfg.N) || st.Requeued != 0 || st.DeadLettered != 0 {
+			return Result{}, fmt.Errorf("sluice: %d acked, %d requeued, %d dead-lettered, want %d acked and nothing else: the contender is broken, its figure is void", st.Acked, st.Requeued, st.DeadLettered, cfg.N)
 		}
 		calls := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
 		res.Note = fmt.Sprintf("flow.New → Decode → Sink, 1 worker, in-flight %d; %.1f msgs per Settle", spec.InFlight, calls)

@@ -150,7 +150,8 @@ func (f *flushedAdapter) Subscribe(ctx context.Context, spec ports.SubscriptionS
 }
 
 // flushedSub keeps the optional interfaces flow looks for (ports.Flusher,
-// ports.ReceiveAppender, ports.Predecoder) of the subscription it wraps.
+// ports.ReceiveAppender, ports.Predecoder, ports.Recycler) of the
+// subscription it wraps.
 type flushedSub struct {
 	ports.Subscription
 	left atomic.Int64 // records to accept before the flush
@@ -168,6 +169,12 @@ func (s *flushedSub) Settle(ctx context.Context, ds []*ports.Delivery, disp port
 
 func (s *flushedSub) Flush(ctx context.Context) error {
 	return s.Subscription.(ports.Flusher).Flush(ctx)
+}
+
+func (s *flushedSub) Recycle(ds []*ports.Delivery) {
+	if r, ok := s.Subscription.(ports.Recycler); ok {
+		r.Recycle(ds)
+	}
 }
 
 func (s *flushedSub) Predecode(decode func(payload []byte) any) {
