@@ -329,9 +329,10 @@ func (s *Subscription) Recycle(ds []*ports.Delivery) {
 
 // deliveries turns records into deliveries appended to out, counting each
 // in the in-flight bound, and holds those whose not-before time is still
-// ahead. The deliveries and their handles are carved from a chunk shared
-// by consecutive calls (and, for a lone record with no room in out, they
-// and the slice are one allocation).
+// ahead. The deliveries and their handles are those the core gave back
+// (Recycle) or carved from a chunk shared by consecutive calls (take); for
+// a lone record with no room in out, they and the slice are one
+// allocation.
 func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) []*ports.Delivery {
 	var now time.Time // read once, when a record needs it
 	clock := func() time.Time {
