@@ -86,27 +86,22 @@ func (c *deliveryCtx) Value(key any) any {
 // header returns the delivery's header name, "" once it was recycled. A
 // read holds off recycling while it lasts, without keeping the delivery.
 func (c *deliveryCtx) header(name string) string {
-	for {
-		switch c.state.Load() {
-		case ctxKept:
-			return c.d.Headers.Get(name)
-		case ctxRecycled:
-			return ""
-		case ctxLive:
-			if c.state.CompareAndSwap(ctxLive, ctxReading) {
-				v := c.d.Headers.Get(name)
-				c.state.Store(ctxLive)
-				return v
-			}
-		default: // another goroutine is reading it
-			runtime.Gosched()
-		}
+	if !c.claim(ctxReading) {
+		return ""
 	}
+	v := c.d.Headers.Get(name)
+	c.state.CompareAndSwap(ctxReading, ctxLive) // a kept one stays kept
+	return v
 }
 
 // keep marks the delivery given away, never to be recycled, and reports
 // whether it is still this context's (false once recycled).
-func (c *deliveryCtx) keep() bool {
+func (c *deliveryCtx) keep() bool { return c.claim(ctxKept) }
+
+// claim moves a live context to state (ctxReading or ctxKept) and reports
+// whether its delivery may be read: true when it was live or kept, false
+// once recycled. It waits out another goroutine's read.
+func (c *deliveryCtx) claim(state int32) bool {
 	for {
 		switch c.state.Load() {
 		case ctxKept:
@@ -114,10 +109,10 @@ func (c *deliveryCtx) keep() bool {
 		case ctxRecycled:
 			return false
 		case ctxLive:
-			if c.state.CompareAndSwap(ctxLive, ctxKept) {
+			if c.state.CompareAndSwap(ctxLive, state) {
 				return true
 			}
-		default:
+		default: // another goroutine is reading it
 			runtime.Gosched()
 		}
 	}

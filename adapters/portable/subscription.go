@@ -62,8 +62,8 @@ type handle struct {
 	claim kit.Claim
 	h     any
 	sub   *Subscription
-	d     *ports.Delivery // the delivery it was handed out with (not a copy)
-	freed atomic.Bool     // its in-flight slot was given back
+	r     *received   // holds the delivery it was handed out with (not a copy)
+	freed atomic.Bool // its in-flight slot was given back
 }
 
 // Settlement misuse errors, the same on every adapter. Both wrap
@@ -121,7 +121,7 @@ func (s *Subscription) claim(d *ports.Delivery) (*kit.Claim, error) {
 // nil.
 func (s *Subscription) mine(d *ports.Delivery) *handle {
 	if d != nil {
-		if x, ok := d.Handle.(*handle); ok && x.sub == s && x.d == d {
+		if x, ok := d.Handle.(*handle); ok && x.sub == s && &x.r.d == d {
 			return x
 		}
 	}
@@ -275,10 +275,6 @@ type single struct {
 // class, so that the chunk wastes no rounding up.
 const receivedChunk = 8192 / int(unsafe.Sizeof(received{}))
 
-// A delivery is the first field of its received: Recycle finds the one
-// from the other.
-var _ = [1]struct{}{}[unsafe.Offsetof(received{}.d)]
-
 // take returns an unused delivery with its handle: one the core gave back
 // (Recycle), or the next of the current chunk. Called under recvMu.
 //
@@ -321,7 +317,7 @@ func (s *Subscription) Recycle(ds []*ports.Delivery) {
 		if st, a := x.claim.State(); st != kit.Done || a != ports.Ack || !x.freed.Load() {
 			continue // not acknowledged: the broker's, the settler's or the caller's still
 		}
-		r := (*received)(unsafe.Pointer(d))
+		r := x.r
 		*r = received{} // holds no message until it is handed out again
 		s.back = append(s.back, r)
 	}
@@ -360,7 +356,7 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 			rx = s.take()
 		}
 		x, d := &rx.h, &rx.d
-		x.h, x.sub, x.d = r.Handle, s, d
+		x.h, x.sub, x.r = r.Handle, s, rx
 		*d = ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount, Facts: r.Facts, ReceivedAt: r.ReceivedAt, Handle: x, Err: r.Err, Decoded: r.Decoded}
 		d.Topic = s.spec.Topic
 		if d.ReceivedAt.IsZero() {
