@@ -54,6 +54,7 @@ func DeliveryFrom(ctx context.Context) *ports.Delivery {
 type deliveryCtx struct {
 	context.Context
 	d     *ports.Delivery
+	p     *Pipeline    // its headers' loader, when they are deferred
 	state atomic.Int32 // ctxLive, ctxReading, ctxKept or ctxRecycled
 }
 
@@ -89,14 +90,31 @@ func (c *deliveryCtx) header(name string) string {
 	if !c.claim(ctxReading) {
 		return ""
 	}
+	c.load()
 	v := c.d.Headers.Get(name)
 	c.state.CompareAndSwap(ctxReading, ctxLive) // a kept one stays kept
 	return v
 }
 
-// keep marks the delivery given away, never to be recycled, and reports
-// whether it is still this context's (false once recycled).
-func (c *deliveryCtx) keep() bool { return c.claim(ctxKept) }
+// keep marks the delivery given away, never to be recycled, with its
+// headers loaded, and reports whether it is still this context's (false
+// once recycled).
+func (c *deliveryCtx) keep() bool {
+	if !c.claim(ctxReading) {
+		return false
+	}
+	c.load()
+	c.state.Store(ctxKept) // from reading, or kept already
+	return true
+}
+
+// load fills in the delivery's headers where the subscription deferred
+// them (ports.HeaderDeferrer); the context is claimed.
+func (c *deliveryCtx) load() {
+	if c.p != nil && c.p.headers != nil {
+		c.p.headers.LoadHeaders(c.d)
+	}
+}
 
 // claim moves a live context to state (ctxReading or ctxKept) and reports
 // whether its delivery may be read: true when it was live or kept, false

@@ -52,7 +52,10 @@ type Pipeline struct {
 	// deliveries, and no stage exposes them (exposed), and no observer
 	// sees them. rootsBack holds the roots recycle gave back (under
 	// rootsMu), rootsReuse those the receive loop took over.
-	recycler   ports.Recycler
+	recycler ports.Recycler
+	// headers is sub when it defers the deliveries' headers
+	// (ports.HeaderDeferrer): a context loads them before it gives them.
+	headers    ports.HeaderDeferrer
 	rootsMu    sync.Mutex
 	rootsBack  []*root
 	rootsReuse []*root
@@ -184,6 +187,13 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	p.slots = newSlots(p.spec.InFlight)
 	if r, ok := sub.(ports.Recycler); ok && !p.exposed && p.cfg.observer == nil {
 		p.recycler = r
+		// Nothing outside the pipeline reads a delivery's headers unless
+		// its context gives them (see deliveryCtx): they may stay in the
+		// broker's record until then.
+		if hd, ok := sub.(ports.HeaderDeferrer); ok {
+			hd.DeferHeaders()
+			p.headers = hd
+		}
 	}
 	p.eng = newEngine(p, sub)
 	go p.eng.run()

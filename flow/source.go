@@ -162,7 +162,7 @@ func (p *Pipeline) recycle(rs []*root, ds []*ports.Delivery) {
 // received, in flight and active already.
 func (p *Pipeline) emit(ctx context.Context, d *ports.Delivery, r *root, c *deliveryCtx) bool {
 	r.p = p
-	c.Context, c.d = p.workCtx, d
+	c.Context, c.d, c.p = p.workCtx, d, p
 	r.ctx = c
 	r.one[0] = d
 	r.me[0] = r

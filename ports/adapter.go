@@ -139,6 +139,23 @@ type Recycler interface {
 	Recycle(ds []*Delivery)
 }
 
+// HeaderDeferrer is implemented by a Subscription that can leave a
+// delivery's Headers unread until they are asked for: after DeferHeaders
+// (called before the first Receive) it may hand out deliveries whose
+// Headers are nil while the broker's record still holds them, and
+// LoadHeaders(d) fills them in. The core defers them only in a pipeline
+// whose handlers see decoded values alone (the pipelines it recycles, see
+// Recycler), and loads them before anything outside the core can read
+// them (flow.DeliveryFrom, a handler's request or tenant id); the
+// subscription loads them itself before it settles a delivery otherwise
+// than with an ACK. A delivery's ID, RedeliveryCount, Key and Payload are
+// never deferred. LoadHeaders is safe for concurrent use and does nothing
+// for a delivery whose Headers are loaded, or another subscription's.
+type HeaderDeferrer interface {
+	DeferHeaders()
+	LoadHeaders(d *Delivery)
+}
+
 // Predecoder is implemented by a Subscription that can decode payloads
 // where it fetches them, in parallel where the broker has parallel streams
 // (a Kafka partition's goroutine), before Receive hands them out:

@@ -173,6 +173,33 @@ type Record struct {
 	// Decoded is the payload decoded by a Predecoder's decode (nil
 	// without one); it becomes Delivery.Decoded.
 	Decoded any
+	// Lazy, set only after HeaderDeferrer.DeferHeaders, holds the
+	// record's headers in the broker's record (Message.Headers is then
+	// nil): the portable layer reads the identity from it and loads the
+	// rest when the core asks (ports.HeaderDeferrer). A driver sets it
+	// only for a record without the portable layer's transport headers
+	// (LazyHeaders).
+	Lazy LazyHeaders
+}
+
+// LazyHeaders are a record's headers left in the broker's record. The
+// driver leaves a record's headers there only when none of them is a
+// transport header of the portable layer's (kit.TransportHeader): those
+// are read as the record arrives.
+type LazyHeaders interface {
+	// Lookup returns the last value of the header name, a string of its
+	// own (it holds none of the record's memory).
+	Lookup(name string) (string, bool)
+	// Load returns every header, as Record.Message.Headers would hold
+	// them, in a slice of their own.
+	Load() ports.Headers
+}
+
+// HeaderDeferrer is implemented by a Subscription that can leave its
+// records' headers in the broker's records (Record.Lazy) from
+// DeferHeaders on (ports.HeaderDeferrer).
+type HeaderDeferrer interface {
+	DeferHeaders()
 }
 
 // Subscription is one running physical consumer.

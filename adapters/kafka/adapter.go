@@ -37,12 +37,13 @@ type conn struct {
 }
 
 var (
-	_ ports.Adapter        = (*Adapter)(nil)
-	_ driver.TopicDeclarer = (*conn)(nil)
-	_ driver.GroupDeclarer = (*conn)(nil)
-	_ driver.Transactor    = (*conn)(nil)
-	_ driver.AckFlusher    = (*sub)(nil)
-	_ driver.Predecoder    = (*sub)(nil)
+	_ ports.Adapter         = (*Adapter)(nil)
+	_ driver.TopicDeclarer  = (*conn)(nil)
+	_ driver.GroupDeclarer  = (*conn)(nil)
+	_ driver.Transactor     = (*conn)(nil)
+	_ driver.AckFlusher     = (*sub)(nil)
+	_ driver.Predecoder     = (*sub)(nil)
+	_ driver.HeaderDeferrer = (*sub)(nil)
 )
 
 // New connects to opts.Brokers, within ctx. A refused connection fails at

@@ -26,9 +26,15 @@ func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error
 	return r, err
 }
 
-// decode reads a record of p (kafkawire.Decode) and adds the generation
-// and member facts, on a decode worker.
-func decode(kr *kgo.Record, topic ports.Topic, p *claim, now time.Time) driver.Record {
+// decode reads a record of p (kafkawire.Decode, or DecodeLazy when lazy)
+// and adds the generation and member facts, on a decode worker.
+func decode(kr *kgo.Record, topic ports.Topic, p *claim, now time.Time, lazy bool) driver.Record {
+	if lazy {
+		if r, ok := kafkawire.DecodeLazy(&p.dec, topic, kr, &p.facts); ok {
+			r.ReceivedAt = now
+			return r
+		}
+	}
 	r := kafkawire.Decode(&p.dec, topic, kafkawire.Fields{Topic: p.topic, Partition: p.id, Offset: kr.Offset, Key: kr.Key, Value: kr.Value,
 		Timestamp: kr.Timestamp, Member: kafkawire.MemberFacts{Generation: p.genText, Member: p.member}}, kr.Headers, kafkawire.FranzHeader)
 	r.ReceivedAt = now

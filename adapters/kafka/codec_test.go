@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -23,42 +24,60 @@ func FuzzDecode(f *testing.F) {
 		cm := &kgo.Record{Key: key, Value: value, Headers: []kgo.RecordHeader{
 			{Key: ports.HeaderRedeliveryCount, Value: []byte(count)},
 		}}
-		r := decode(cm, "t", p, time.Now())
-		if r.Message.Key != string(key) {
-			t.Fatalf("key %q, want %q", r.Message.Key, key)
-		}
-		if r.Err != nil && !errors.Is(r.Err, ports.ErrPoison) {
-			t.Fatalf("header error %v is not poison", r.Err)
-		}
-		if _, err := ports.RedeliveryCountFrom(ports.NewHeaders(ports.HeaderRedeliveryCount, count)); (err != nil) != (r.Err != nil) {
-			t.Fatalf("count %q: decode error %v, want %v", count, r.Err, err)
+		for _, lazy := range []bool{false, true} { // a transport header: read at once either way
+			r := decode(cm, "t", p, time.Now(), lazy)
+			if r.Message.Key != string(key) || r.Lazy != nil {
+				t.Fatalf("key %q, want %q; headers left in the record: %v", r.Message.Key, key, r.Lazy != nil)
+			}
+			if r.Err != nil && !errors.Is(r.Err, ports.ErrPoison) {
+				t.Fatalf("header error %v is not poison", r.Err)
+			}
+			if _, err := ports.RedeliveryCountFrom(ports.NewHeaders(ports.HeaderRedeliveryCount, count)); (err != nil) != (r.Err != nil) {
+				t.Fatalf("count %q: decode error %v, want %v", count, r.Err, err)
+			}
 		}
 	})
 }
 
 // TestDecodeFacts: the record's identity and facts name its physical
-// topic, partition, offset and timestamp.
+// topic, partition, offset and timestamp, alike whether its headers are
+// read at once or left in the record (lazy), which loads the same ones.
 func TestDecodeFacts(t *testing.T) {
-	ts := time.Date(2026, 12, 1, 22, 3, 4, 500600700, time.FixedZone("X", 3600))
-	cm := &kgo.Record{Key: []byte("key-1"), Value: []byte(`{}`), Offset: 1234567890123, Timestamp: ts,
-		Headers: []kgo.RecordHeader{
-			{Key: ports.HeaderID, Value: []byte("id-9")},
-			{Key: "x-other", Value: []byte("v")},
-		}}
-	p := &claim{topic: "ns.t", id: 3, genText: "7", member: "m"}
-	r := decode(cm, "t", p, time.Now())
-	if r.Message.Key != "key-1" || r.Message.Headers.Get(ports.HeaderID) != "id-9" || r.Message.Headers.Get("x-other") != "v" {
-		t.Fatalf("key %q headers %v", r.Message.Key, r.Message.Headers)
-	}
-	if r.BrokerID != "kafka:ns.t/3/1234567890123" {
-		t.Fatalf("broker id %q", r.BrokerID)
-	}
-	if f := r.Facts; f.Get("offset") != "1234567890123" || f.Get("partition") != "3" || f.Get("generation") != "7" || f.Get("member") != "m" || f.Get("timestamp") != ts.UTC().Format(time.RFC3339Nano) {
-		t.Fatalf("facts %v", f)
-	}
-	cm.Timestamp = time.Time{}
-	if r := decode(cm, "t", p, time.Now()); r.Facts.Get("timestamp") != "" {
-		t.Fatalf("no timestamp: facts %v", r.Facts)
+	for _, lazy := range []bool{false, true} {
+		ts := time.Date(2026, 12, 1, 22, 3, 4, 500600700, time.FixedZone("X", 3600))
+		cm := &kgo.Record{Key: []byte("key-1"), Value: []byte(`{}`), Topic: "ns.t", Partition: 3, Offset: 1234567890123, Timestamp: ts,
+			Headers: []kgo.RecordHeader{
+				{Key: ports.HeaderID, Value: []byte("id-9")},
+				{Key: "x-other", Value: []byte("v")},
+				{Key: "x-twice", Value: []byte("1")},
+				{Key: "x-twice", Value: []byte("2")},
+			}}
+		p := &claim{topic: "ns.t", id: 3, genText: "7", member: "m"}
+		p.facts = kafkawire.MemberFacts{Generation: p.genText, Member: p.member}
+		r := decode(cm, "t", p, time.Now(), lazy)
+		h := r.Message.Headers
+		if lazy {
+			if h != nil || r.Lazy == nil {
+				t.Fatalf("lazy: headers %v read at once", h)
+			}
+			if id, ok := r.Lazy.Lookup(ports.HeaderID); !ok || id != "id-9" {
+				t.Fatalf("lazy: id %q %v", id, ok)
+			}
+			h = r.Lazy.Load()
+		}
+		if want := ports.NewHeaders(ports.HeaderID, "id-9", "x-other", "v", "x-twice", "2"); r.Message.Key != "key-1" || !h.Equal(want) || len(h) != 3 {
+			t.Fatalf("lazy %v: key %q headers %v, want %v", lazy, r.Message.Key, h, want)
+		}
+		if r.BrokerID != "kafka:ns.t/3/1234567890123" {
+			t.Fatalf("lazy %v: broker id %q", lazy, r.BrokerID)
+		}
+		if f := r.Facts; f.Get("topic") != "ns.t" || f.Get("offset") != "1234567890123" || f.Get("partition") != "3" || f.Get("generation") != "7" || f.Get("member") != "m" || f.Get("timestamp") != ts.UTC().Format(time.RFC3339Nano) {
+			t.Fatalf("lazy %v: facts %v", lazy, f)
+		}
+		cm.Timestamp = time.Time{}
+		if r := decode(cm, "t", p, time.Now(), lazy); r.Facts.Get("timestamp") != "" {
+			t.Fatalf("lazy %v: no timestamp: facts %v", lazy, r.Facts)
+		}
 	}
 }
 

@@ -48,6 +48,7 @@ type sub struct {
 
 	feed      *kit.Feed[fetched]
 	predecode atomic.Pointer[func(payload []byte) any] // driver.Predecoder
+	lazy      atomic.Bool                              // driver.HeaderDeferrer
 	add       func(fetched)                            // s.log.Add
 	out       []driver.Record                          // reused by ReceiveBatch
 
@@ -77,6 +78,7 @@ type claim struct {
 	id, gen int32
 	member  string
 	genText string
+	facts   kafkawire.MemberFacts // generation and member, for the lazy records' facts
 	dec     kafkawire.Decoder
 	latest  time.Time // the latest record timestamp so far (kit.Feed's order)
 }
@@ -278,7 +280,7 @@ type fetched struct {
 // (done at once).
 func (s *sub) accept(p *partition, kr *kgo.Record, now time.Time) (fetched, time.Time) {
 	c := p.ID
-	r := decode(kr, s.spec.Topic, c, now)
+	r := decode(kr, s.spec.Topic, c, now, s.lazy.Load())
 	skip := !s.spec.MatchKey(r.Message.Key) || (s.retention > 0 && !kr.Timestamp.IsZero() && now.Sub(kr.Timestamp) > s.retention)
 	if pd := s.predecode.Load(); pd != nil && !skip && r.Err == nil {
 		r.Decoded = (*pd)(r.Message.Payload)
@@ -288,6 +290,10 @@ func (s *sub) accept(p *partition, kr *kgo.Record, now time.Time) (fetched, time
 	}
 	return fetched{p, kr.Offset, skip, r}, c.latest
 }
+
+// DeferHeaders leaves the headers of the records decoded from now on in
+// franz-go's records (kafkawire.DecodeLazy).
+func (s *sub) DeferHeaders() { s.lazy.Store(true) }
 
 // Predecode decodes payloads on the poll loop from now on.
 func (s *sub) Predecode(decode func(payload []byte) any) { s.predecode.Store(&decode) }
@@ -333,6 +339,7 @@ func (s *sub) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]
 		}
 		for _, id := range ids {
 			c := &claim{topic: s.phys, id: id, gen: gen, member: member, genText: strconv.Itoa(int(gen))}
+			c.facts = kafkawire.MemberFacts{Generation: c.genText, Member: member}
 			s.parts[id] = s.log.Claim(c, starts[id], starts[id])
 		}
 	}

@@ -156,3 +156,18 @@ func DialTimeout[T any](ctx context.Context, broker, addr string, timeout time.D
 	}
 	return v, nil
 }
+
+// Sleep waits d, cut short by ctx (its error) or by done being closed
+// (ports.ErrClosed): a backoff that Stop and the caller can end.
+func Sleep(ctx context.Context, done <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-done:
+		return ports.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

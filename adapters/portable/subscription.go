@@ -54,6 +54,7 @@ var (
 	_ ports.Subscription    = (*Subscription)(nil)
 	_ ports.ReceiveAppender = (*Subscription)(nil)
 	_ ports.Predecoder      = (*Subscription)(nil)
+	_ ports.HeaderDeferrer  = (*Subscription)(nil)
 )
 
 // handle is a delivery's Delivery.Handle: its settlement claim, the
@@ -62,8 +63,9 @@ type handle struct {
 	claim kit.Claim
 	h     any
 	sub   *Subscription
-	r     *received   // holds the delivery it was handed out with (not a copy)
-	freed atomic.Bool // its in-flight slot was given back
+	r     *received    // holds the delivery it was handed out with (not a copy)
+	freed atomic.Bool  // its in-flight slot was given back
+	lazy  kit.Deferred // headers left in the driver's record (ports.HeaderDeferrer)
 }
 
 // Settlement misuse errors, the same on every adapter. Both wrap
@@ -207,7 +209,7 @@ func (s *Subscription) ReceiveAppend(ctx context.Context, dst []*ports.Delivery,
 			wait := s.a.backoff.Delay(attempt)
 			attempt++
 			s.report(fmt.Errorf("receive from %q failed (attempt %d), retrying in %v: %w", string(s.spec.Topic), attempt, wait, err))
-			if err := s.sleep(ctx, wait); err != nil {
+			if err := kit.Sleep(ctx, s.done, wait); err != nil { // Stop cuts it short
 				return dst, err
 			}
 		}
@@ -233,20 +235,6 @@ func (s *Subscription) receiveCtxLocked(ctx context.Context) context.Context {
 func (s *Subscription) wait(ctx context.Context) error {
 	select {
 	case <-s.room:
-		return nil
-	case <-s.done:
-		return ports.ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// sleep is a backoff wait that Stop and ctx cut short.
-func (s *Subscription) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
 		return nil
 	case <-s.done:
 		return ports.ErrClosed
@@ -362,7 +350,7 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 		if d.ReceivedAt.IsZero() {
 			d.ReceivedAt = clock()
 		}
-		d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers)
+		d.ID, d.IDSource = x.lazy.Identity(d.Headers, r.Lazy)
 		if d.ID == "" && r.BrokerID != "" {
 			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
 		}
@@ -433,6 +421,9 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 	}
 	if disp.Action != ports.Ack {
 		s.discard(ds) // transact.go: nothing staged for them is committed
+		for _, d := range ds {
+			s.LoadHeaders(d) // their copies carry them
+		}
 	}
 	err := settle(ctx, ds, disp)
 	// A settlement attempt gives the slots back whatever its result: a
@@ -529,6 +520,17 @@ func (s *Subscription) Stop(ctx context.Context) error {
 
 // Errors reports asynchronous failures; it is closed by Stop.
 func (s *Subscription) Errors() <-chan error { return s.errs.C() }
+
+// DeferHeaders leaves the headers in the driver's records from now on,
+// if it can (ports.HeaderDeferrer).
+func (s *Subscription) DeferHeaders() { kit.DeferHeaders(s.ds) }
+
+// LoadHeaders fills in d's headers if they were left in its record.
+func (s *Subscription) LoadHeaders(d *ports.Delivery) {
+	if x := s.mine(d); x != nil {
+		x.lazy.Load(d)
+	}
+}
 
 // Predecode passes decode to a driver that fetches on goroutines of its
 // own (driver.Predecoder); without one the pipeline decodes.

@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -182,7 +183,22 @@ type toySub struct {
 	k       toyKey
 	q       *toyQueue
 	unacked map[uint64]toyMsg // guarded by b.mu
+	lazy    bool              // DeferHeaders was called; guarded by b.mu
 }
+
+// DeferHeaders leaves the headers of a record without a transport header
+// in a toyLazy (driver.HeaderDeferrer).
+func (s *toySub) DeferHeaders() {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	s.lazy = true
+}
+
+// toyLazy is a record's headers left in it (driver.LazyHeaders).
+type toyLazy ports.Headers
+
+func (l toyLazy) Lookup(name string) (string, bool) { return ports.Headers(l).Lookup(name) }
+func (l toyLazy) Load() ports.Headers               { return ports.Headers(l).Clone() }
 
 func (s *toySub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	for {
@@ -198,6 +214,9 @@ func (s *toySub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, er
 					Message:         ports.Message{Topic: m.m.Topic, Key: m.m.Key, Payload: m.m.Payload, Headers: m.m.Headers.Clone(), QoS: m.m.QoS},
 					RedeliveryCount: m.redelivered,
 					Handle:          m.tag,
+				}
+				if s.lazy && !slices.ContainsFunc(m.m.Headers, func(h ports.Header) bool { return kit.TransportHeader(h.Name) }) {
+					out[i].Lazy, out[i].Message.Headers = toyLazy(out[i].Message.Headers), nil
 				}
 			}
 			q.ready = slices.Delete(q.ready, 0, n)

@@ -41,6 +41,7 @@ type Decoder struct {
 	buf     []byte
 	facts   []facts        // carved one a record, a chunk at a time
 	headers []ports.Header // carved a record's at a time
+	lazy    []lazy         // carved one a record (DecodeLazy)
 }
 
 // factsChunk is how many records' facts one allocation holds,
