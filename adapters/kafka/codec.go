@@ -30,7 +30,7 @@ func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error
 // and adds the generation and member facts, on a decode worker.
 func decode(kr *kgo.Record, topic ports.Topic, p *claim, now time.Time, lazy bool) driver.Record {
 	if lazy {
-		if r, ok := kafkawire.DecodeLazy(&p.dec, topic, kr, &p.facts); ok {
+		if r, ok := kafkawire.DecodeLazy(&p.dec, topic, kr, &p.facts, 0); ok {
 			r.ReceivedAt = now
 			return r
 		}

@@ -46,6 +46,8 @@ type member struct {
 	stale    atomic.Bool  // leaders need a metadata refresh
 
 	report func(error) // the failures of deferred accepts
+	lazy   atomic.Bool // the records' headers stay in them (driver.HeaderDeferrer)
+	facts  kafkawire.MemberFacts
 
 	mu       sync.Mutex
 	epoch    int32           // member epoch; 0: join
@@ -395,6 +397,13 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 // record maps r onto a driver.Record as kafka:// does (kafkawire.Decode);
 // the delivery count less one is the redelivery count.
 func (m *member) record(s *session, r *kgo.Record, h *handle, count int) driver.Record {
+	if m.lazy.Load() {
+		if d, ok := kafkawire.DecodeLazy(&s.kd, m.logical, r, &m.facts, count); ok {
+			d.RedeliveryCount, d.Handle = max(count-1, 0), h
+			h.d = d
+			return d
+		}
+	}
 	d := kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
 		Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
 		r.Headers, kafkawire.FranzHeader)

@@ -38,10 +38,11 @@ type sub struct {
 }
 
 var (
-	_ driver.AckFlusher   = (*sub)(nil)
-	_ driver.Requeuer     = (*sub)(nil)
-	_ driver.DeadLetterer = (*sub)(nil)
-	_ driver.Reporter     = (*sub)(nil)
+	_ driver.AckFlusher     = (*sub)(nil)
+	_ driver.Requeuer       = (*sub)(nil)
+	_ driver.DeadLetterer   = (*sub)(nil)
+	_ driver.Reporter       = (*sub)(nil)
+	_ driver.HeaderDeferrer = (*sub)(nil)
 )
 
 // Subscribe joins the share group of spec, creating the topic if needed;
@@ -128,6 +129,7 @@ func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool)
 func (c *conn) member(ctx context.Context, spec ports.SubscriptionSpec) (*member, []int32, error) {
 	m := &member{cl: c.cl, group: c.group(spec), logical: spec.Topic, topic: c.topic(spec.Topic), wait: c.opts.FetchMaxWait, id: rand.Text()[:22],
 		leaders: map[int32]int32{}, sessions: map[int32]*session{}, wake: make(chan struct{})}
+	m.facts.ShareGroup = m.group
 	m.interval.Store(int64(time.Second))
 	m.lock.Store(int64(30 * time.Second))
 	if err := c.ensureTopic(ctx, m.topic); err != nil {
@@ -243,6 +245,10 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error { return s.settle
 // returned before, with their failures, or when ctx is done.
 func (s *sub) FlushAcks(ctx context.Context) error { return s.m.flush(ctx) }
 
+// DeferHeaders leaves the headers of the records fetched from now on in
+// franz-go's records (kafkawire.DecodeLazy).
+func (s *sub) DeferHeaders() { s.m.lazy.Store(true) }
+
 // SendRequeues releases the records (Release): the broker delivers them
 // again, to any member, with the delivery count one higher. delay is 0
 // (the portable layer holds a delayed requeue).
@@ -260,6 +266,9 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	for i, x := range handles {
 		h := x.(*handle)
 		d := &ports.Delivery{Message: h.d.Message, RedeliveryCount: h.d.RedeliveryCount}
+		if h.d.Lazy != nil { // left in the record (DeferHeaders)
+			d.Headers = h.d.Lazy.Load()
+		}
 		if d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers); d.ID == "" {
 			d.ID, d.IDSource = h.d.BrokerID, ports.IDBroker
 		}

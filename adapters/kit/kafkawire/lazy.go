@@ -16,8 +16,9 @@ import (
 // string is made, as the record is handed on.
 type lazy struct {
 	rec    *kgo.Record
-	member *MemberFacts
-	id     string // the last HeaderID's value, a slice of Decode's string
+	member *MemberFacts // the consumer's, shared by its records
+	count  int          // the record's delivery count, 0 for none
+	id     string       // the last HeaderID's value, a slice of Decode's string
 	hasID  bool
 }
 
@@ -27,10 +28,11 @@ const lazyChunk = 256
 // DecodeLazy is Decode for a franz-go record whose headers stay in it
 // (driver.Record.Lazy) until the core asks for them: the key and the
 // BrokerID are one string, and the headers and facts are read from kr and
-// member (which must not change) when asked for. A record with a
+// member (which must not change; count, when not 0, is the record's
+// delivery count in them) when asked for. A record with a
 // transport header of the portable layer's (kit.TransportHeader) is
 // not decoded (false): the caller decodes it with Decode.
-func DecodeLazy(d *Decoder, t ports.Topic, kr *kgo.Record, member *MemberFacts) (driver.Record, bool) {
+func DecodeLazy(d *Decoder, t ports.Topic, kr *kgo.Record, member *MemberFacts, count int) (driver.Record, bool) {
 	id := -1
 	for i, h := range kr.Headers {
 		if kit.TransportHeader(h.Key) {
@@ -50,7 +52,7 @@ func DecodeLazy(d *Decoder, t ports.Topic, kr *kgo.Record, member *MemberFacts) 
 	d.buf = b
 	all := string(b)
 	l := &kit.Carve(&d.lazy, 1, lazyChunk)[0]
-	*l = lazy{rec: kr, member: member, id: all[len(kr.Key):at], hasID: id >= 0}
+	*l = lazy{rec: kr, member: member, count: count, id: all[len(kr.Key):at], hasID: id >= 0}
 	return driver.Record{Message: ports.Message{Topic: t, Key: all[:len(kr.Key)], Payload: kr.Value}, BrokerID: all[at:],
 		Facts: ports.NewFacts(l), Lazy: l}, true
 }
@@ -92,6 +94,9 @@ func (l *lazy) Facts(yield func(key, value string) bool) {
 	f := facts{topic: r.Topic, partition: strconv.Itoa(int(r.Partition)), offset: strconv.FormatInt(r.Offset, 10), timestamp: r.Timestamp}
 	if l.member != nil {
 		f.member = *l.member
+	}
+	if l.count != 0 {
+		f.member.DeliveryCount = l.count
 	}
 	f.Facts(yield)
 }
