@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/sluicemq/sluice/flow"
 	"github.com/sluicemq/sluice/ports"
@@ -24,6 +25,7 @@ func init() {
 	}, caseBroadcast)
 	register(7, "Send_ConfirmedOutcomeReported", always, caseSendOutcome)
 	register(8, "RequestID_SurvivesTheHop", always, caseRequestID)
+	register(38, "ValueOnlyPipeline_HeadersReadWhereAsked", always, caseValueOnlyHeaders)
 }
 
 // 1. send → receive round trip: payload and every envelope header intact.
@@ -175,5 +177,75 @@ func caseRequestID(k *kit) {
 		if got, want := flow.RequestID(r.ctx), "req-"+strconv.Itoa(p.N); got != want {
 			k.t.Fatalf("handler context request id %q, want %q", got, want)
 		}
+	}
+}
+
+// 38. A pipeline whose handler sees decoded values only (one whose
+// deliveries the core may reuse, and whose headers a subscription may
+// leave in the broker's record: ports.HeaderDeferrer) still gives each
+// handler its own message's headers where it asks: its request id, and
+// through flow.DeliveryFrom the delivery, read after every message was
+// handled; a poison message's dead letter carries its headers.
+func caseValueOnlyHeaders(k *kit) {
+	const n, poison = 20, 7
+	dead := k.dlq(k.first)
+	var mu sync.Mutex
+	reqs := map[int]string{}
+	kept := map[int]*ports.Delivery{}
+	p := flow.New(k.first, k.spec(), flow.WithDrainTimeout(0))
+	flow.Sink(flow.Decode[payload](p.Source()), func(ctx context.Context, v payload) error {
+		mu.Lock()
+		defer mu.Unlock()
+		reqs[v.N] = flow.RequestID(ctx)
+		if v.N%4 == 0 {
+			kept[v.N] = flow.DeliveryFrom(ctx)
+		}
+		if v.N == poison {
+			return ports.Poisonf("message %d is poison", poison)
+		}
+		return nil
+	})
+	if err := p.Start(k.ctx); err != nil {
+		k.t.Fatalf("starting the value-only pipeline: %v", err)
+	}
+	k.t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := p.Stop(ctx); err != nil && !abandoned(err) {
+			k.t.Errorf("stopping the value-only pipeline: %v", err)
+		}
+	})
+	msgs := make([]ports.Message, n)
+	for i := range msgs {
+		m, err := flow.NewMessage(flow.WithRequestID(k.ctx, "req-"+strconv.Itoa(i)), k.topic, payload{N: i}, flow.Header("x-n", strconv.Itoa(i)))
+		if err != nil {
+			k.t.Fatal(err)
+		}
+		msgs[i] = m
+	}
+	if err := k.first.Send(k.ctx, msgs...); err != nil {
+		k.t.Fatalf("Send %d messages: %v", n, err)
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, k.opts.Timeout)
+	defer cancel()
+	if err := p.WaitSettled(ctx, n); err != nil {
+		k.t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		if want := "req-" + strconv.Itoa(i); reqs[i] != want {
+			k.t.Fatalf("message %d: handler context request id %q, want %q", i, reqs[i], want)
+		}
+		if d, ok := kept[i]; ok && (d == nil || d.Headers.Get("x-n") != strconv.Itoa(i) || d.Headers.Get(ports.HeaderRequestID) != "req-"+strconv.Itoa(i)) {
+			k.t.Fatalf("message %d: the delivery kept with DeliveryFrom reads headers %v, want its own", i, d)
+		}
+	}
+	if len(kept) != (n+3)/4 {
+		k.t.Fatalf("kept %d deliveries, want %d", len(kept), (n+3)/4)
+	}
+	r := dead.next("the poison message's dead letter")
+	if r.d.Headers.Get("x-n") != strconv.Itoa(poison) || r.d.Headers.Get(ports.HeaderRequestID) != "req-"+strconv.Itoa(poison) {
+		k.t.Fatalf("dead letter headers %v, want message %d's", r.d.Headers, poison)
 	}
 }

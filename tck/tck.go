@@ -11,8 +11,11 @@
 // Broadcast instance collision, the Port cases (declared topics, start
 // positions, single-active groups, QoS, tenant scopes, adopted topologies,
 // payload limits; numbered from 20), request/reply and per-member batch
-// outcomes (30, 31), dead-letter redrive (32, 33) and a foreign producer's
-// message (34) as behaviour-named subtests, each with a fresh Harness.
+// outcomes (30, 31), dead-letter redrive (32, 33), a foreign producer's
+// message (34), a requeue kept in its group (35), share-group settlement
+// (36), the exactly-once transform (37) and the headers a value-only
+// pipeline reads (38) as behaviour-named subtests, each with a fresh
+// Harness.
 // A case is skipped only when the adapter's declared Capabilities say it
 // cannot apply, and the skip names the capability.
 //
