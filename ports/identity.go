@@ -57,11 +57,16 @@ func (d *Delivery) HasIdentity() bool { return d.ID != "" }
 // producer id); "" and IDNone when h has no HeaderID. Adapters start from
 // it and fall back to the broker's identity.
 func IdentityFromHeaders(h Headers) (string, IDSource) {
-	id := h.Get(HeaderID)
+	return Identity(h.Get(HeaderID), h.Get(HeaderIDSource))
+}
+
+// Identity is the identity rule of IdentityFromHeaders for the values of
+// HeaderID and HeaderIDSource, read from wherever the headers are.
+func Identity(id, source string) (string, IDSource) {
 	switch {
 	case id == "":
 		return "", IDNone
-	case h.Get(HeaderIDSource) == "broker":
+	case source == "broker":
 		return id, IDBroker
 	default:
 		return id, IDProducer

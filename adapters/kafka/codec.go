@@ -36,7 +36,7 @@ func decode(kr *kgo.Record, topic ports.Topic, p *claim, now time.Time, lazy boo
 		}
 	}
 	r := kafkawire.Decode(&p.dec, topic, kafkawire.Fields{Topic: p.topic, Partition: p.id, Offset: kr.Offset, Key: kr.Key, Value: kr.Value,
-		Timestamp: kr.Timestamp, Member: kafkawire.MemberFacts{Generation: p.genText, Member: p.member}}, kr.Headers, kafkawire.FranzHeader)
+		Timestamp: kr.Timestamp, Member: p.facts}, kr.Headers, kafkawire.FranzHeader)
 	r.ReceivedAt = now
 	return r
 }

@@ -19,7 +19,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add("3", []byte("k"), []byte(`{}`))
 	f.Add("-1", []byte(nil), []byte(nil))
 	f.Add("", []byte{0xff}, []byte{0})
-	p := &claim{topic: "ns.t", genText: "1"}
+	p := &claim{topic: "ns.t", facts: kafkawire.MemberFacts{Generation: "1"}}
 	f.Fuzz(func(t *testing.T, count string, key, value []byte) {
 		cm := &kgo.Record{Key: key, Value: value, Headers: []kgo.RecordHeader{
 			{Key: ports.HeaderRedeliveryCount, Value: []byte(count)},
@@ -52,8 +52,7 @@ func TestDecodeFacts(t *testing.T) {
 				{Key: "x-twice", Value: []byte("1")},
 				{Key: "x-twice", Value: []byte("2")},
 			}}
-		p := &claim{topic: "ns.t", id: 3, genText: "7", member: "m"}
-		p.facts = kafkawire.MemberFacts{Generation: p.genText, Member: p.member}
+		p := &claim{topic: "ns.t", id: 3, member: "m", facts: kafkawire.MemberFacts{Generation: "7", Member: "m"}}
 		r := decode(cm, "t", p, time.Now(), lazy)
 		h := r.Message.Headers
 		if lazy {

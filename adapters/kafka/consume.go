@@ -77,8 +77,7 @@ type claim struct {
 	topic   string // physical
 	id, gen int32
 	member  string
-	genText string
-	facts   kafkawire.MemberFacts // generation and member, for the lazy records' facts
+	facts   kafkawire.MemberFacts // generation and member, for the records' facts
 	dec     kafkawire.Decoder
 	latest  time.Time // the latest record timestamp so far (kit.Feed's order)
 }
@@ -338,8 +337,8 @@ func (s *sub) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]
 			return
 		}
 		for _, id := range ids {
-			c := &claim{topic: s.phys, id: id, gen: gen, member: member, genText: strconv.Itoa(int(gen))}
-			c.facts = kafkawire.MemberFacts{Generation: c.genText, Member: member}
+			c := &claim{topic: s.phys, id: id, gen: gen, member: member,
+				facts: kafkawire.MemberFacts{Generation: strconv.Itoa(int(gen)), Member: member}}
 			s.parts[id] = s.log.Claim(c, starts[id], starts[id])
 		}
 	}

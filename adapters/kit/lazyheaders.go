@@ -23,14 +23,8 @@ func TransportHeader(name string) bool {
 // broker's record.
 func LazyIdentity(h driver.LazyHeaders) (string, ports.IDSource) {
 	id, _ := h.Lookup(ports.HeaderID)
-	switch src, _ := h.Lookup(ports.HeaderIDSource); {
-	case id == "":
-		return "", ports.IDNone
-	case src == "broker":
-		return id, ports.IDBroker
-	default:
-		return id, ports.IDProducer
-	}
+	src, _ := h.Lookup(ports.HeaderIDSource)
+	return ports.Identity(id, src)
 }
 
 // Deferred is a delivery's headers while they are left in the broker's
