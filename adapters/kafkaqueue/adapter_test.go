@@ -134,6 +134,51 @@ func TestRequeueAtTheDeliveryLimitIsACopy(t *testing.T) {
 	none(t, other, 2*time.Second, "the other group must not see the first group's requeue copies")
 }
 
+// A record acquired for its last allowed delivery and not settled when its
+// subscription stops would be archived if released: the subscription
+// requeues it as a counted copy (confirmed, then the original accepted),
+// which the group's next member receives, and which a dead letter then
+// moves, readable, to "<topic>.dlq". The other group sees the record once.
+func TestStopAtTheDeliveryLimitRequeuesACopy(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"group.share.delivery.count.limit": "3"}))
+	if err != nil {
+		t.Fatalf("start kfake (a Kafka wire-protocol peer, not Apache Kafka): %v", err)
+	}
+	t.Cleanup(c.Close)
+	b := &broker{cluster: c, addrs: c.ListenAddrs()}
+	a := b.adapter(t, b.options("limitstop", 1))
+	s, other, dead := subscribe(t, a, "orders", "g"), subscribe(t, a, "orders", "h"), subscribe(t, a, ports.DeadLetterTopic("orders"), "dlq")
+	send(t, a, "orders", "m-1")
+	for n := range 2 {
+		if err := settle(t, s, receive(t, s, 10*time.Second, fmt.Sprintf("delivery %d", n+1)), ports.Disposition{Action: ports.Requeue}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := receive(t, s, 10*time.Second, "the last delivery the broker allows"); d.RedeliveryCount != 2 {
+		t.Fatalf("delivery 3 has redelivery count %d, want 2", d.RedeliveryCount)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop with the record at its limit unsettled: %v", err)
+	}
+	next := subscribe(t, a, "orders", "g")
+	d := receive(t, next, 10*time.Second, "the record stopped unsettled at its limit (archived if released)")
+	if d.ID != "m-1" || d.RedeliveryCount != 3 {
+		t.Fatalf("after the stop: %s with redelivery count %d, want m-1 with 3", d.ID, d.RedeliveryCount)
+	}
+	if err := settle(t, next, d, ports.Disposition{Action: ports.DeadLetter, Reason: errors.New("given up")}); err != nil {
+		t.Fatal(err)
+	}
+	dl := receive(t, dead, 10*time.Second, "the dead letter of the requeue copy")
+	if dl.ID != "m-1" || dl.Headers.Get(ports.HeaderDeadLetterReason) != "given up" {
+		t.Fatalf("dead letter %s reason %q, want m-1 given up", dl.ID, dl.Headers.Get(ports.HeaderDeadLetterReason))
+	}
+	d = receive(t, other, 10*time.Second, "the other group's delivery")
+	if err := settle(t, other, d, ports.Disposition{Action: ports.Ack}); err != nil || d.ID != "m-1" || d.RedeliveryCount != 0 {
+		t.Fatalf("the other group got %s with count %d (ack %v), want m-1 with 0", d.ID, d.RedeliveryCount, err)
+	}
+	none(t, other, 2*time.Second, "the other group must not see the first group's copy")
+}
+
 // A dead letter is a confirmed copy on "<topic>.dlq", then Reject: the copy
 // is readable, the original never comes back.
 func TestDeadLetterRejectsAfterConfirmedCopy(t *testing.T) {

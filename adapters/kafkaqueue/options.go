@@ -43,8 +43,8 @@ type Options struct {
 	// DeliveryLimit is the brokers' group.share.delivery.count.limit: a
 	// record delivered that many times is archived. 0: New reads it from
 	// a broker (DescribeConfigs, which needs DESCRIBE_CONFIGS on the
-	// cluster); set it where that is not allowed. The adapter requeues a
-	// record at the limit by a copy, so none is archived unread.
+	// cluster); set it where that is not allowed. A record requeued at the
+	// limit, or held at it at Stop, is requeued by a copy: none is archived.
 	DeliveryLimit int `url:"delivery_limit,1..1000"`
 	// MaxMessageBytes bounds a record: payload, key and headers. Raise it
 	// only with the broker's message.max.bytes.

@@ -24,6 +24,7 @@ type sub struct {
 	m           *member
 	timers      *kit.Periodic // the heartbeat and the lock renewal
 	held        kit.Renewals[*handle]
+	group       string // the requeue copies' (kit.CopyGroup)
 
 	// fetcher, from Subscribe to Close, fetches while ReceiveBatch waits
 	// with nothing buffered, and prefetches while the window has grown past
@@ -74,7 +75,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	if err := m.heartbeat(ctx, false); err != nil {
 		return nil, err
 	}
-	s := &sub{c: c, m: m, timers: kit.NewPeriodic()}
+	s := &sub{c: c, m: m, timers: kit.NewPeriodic(), group: kit.CopyGroup(spec)}
 	m.report = func(err error) { s.Report(err) }
 	var buf []driver.Record
 	if fetch { // the first fetch starts the partitions; what it acquires is kept
@@ -97,10 +98,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) ([]driver.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	reset := "latest"
-	if earliest {
-		reset = "earliest"
-	}
+	reset := map[bool]string{false: "latest", true: "earliest"}[earliest]
 	cfg := &kmsg.IncrementalAlterConfigsRequest{Resources: []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeGroupConfig,
 		ResourceName: s.m.group, Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &reset}}}}}
 	resp, err := cfg.RequestWith(ctx, s.c.cl)
@@ -260,19 +258,10 @@ func (s *sub) SendRequeues(_ context.Context, handles []any, _ time.Duration) er
 // (kit.DeadLetterCopy's rules) and, once every copy is confirmed, rejects
 // the originals (Reject): the broker never delivers them again.
 func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Disposition) error {
-	copies := make([]ports.Message, len(handles))
-	ds := make([]*ports.Delivery, len(handles))
-	now := time.Now()
+	copies, ds := make([]ports.Message, len(handles)), make([]*ports.Delivery, len(handles))
 	for i, x := range handles {
-		h := x.(*handle)
-		d := &ports.Delivery{Message: h.d.Message, RedeliveryCount: h.d.RedeliveryCount}
-		if h.d.Lazy != nil { // left in the record (DeferHeaders)
-			d.Headers = h.d.Lazy.Load()
-		}
-		if d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers); d.ID == "" {
-			d.ID, d.IDSource = h.d.BrokerID, ports.IDBroker
-		}
-		ds[i], copies[i] = d, kit.DeadLetterCopy(d, disp, now)
+		ds[i], _ = kit.RecordDelivery(&x.(*handle).d)
+		copies[i] = kit.DeadLetterCopy(ds[i], disp, time.Now())
 	}
 	if err := kit.PublishErrors(ports.DeadLetter, ds, s.c.SendBatch(ctx, copies)); err != nil {
 		return err
@@ -280,12 +269,34 @@ func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Dis
 	return s.settle(handles, ackReject)
 }
 
-// Close stops the fetcher, the heartbeat and the renewal, closes the
-// share sessions (the broker releases what they hold) and leaves.
+// Close stops the fetcher and the timers, requeues the records held at
+// their last delivery, closes the share sessions (the broker releases what
+// they hold) and leaves.
 func (s *sub) Close(ctx context.Context) error {
 	s.fetcher.Stop() // the fetch in flight, at most FetchMaxWait
-	err := s.timers.Stop(ctx)
+	err := errors.Join(s.timers.Stop(ctx), s.requeueLast(ctx))
 	return errors.Join(err, s.m.close(ctx))
+}
+
+// requeueLast requeues the records held (buffered, or out unsettled) at
+// the delivery limit, which the broker would archive if released, as the
+// portable layer does: a counted copy addressed to the group, confirmed,
+// then Accept. A broadcast's group of its own ends here: it has none.
+func (s *sub) requeueLast(ctx context.Context) error {
+	var hs []any
+	var ds []*ports.Delivery
+	var msgs []ports.Message
+	for _, h := range s.held.Keys() {
+		if s.group != "" && h.d.RedeliveryCount+1 >= s.c.limit {
+			d, at := kit.RecordDelivery(&h.d)
+			hs, ds, msgs = append(hs, h), append(ds, d), append(msgs, kit.RequeueCopy(d, time.Until(at)))
+		}
+	}
+	kit.AddressCopies(msgs, s.group)
+	if err := kit.PublishErrors(ports.Requeue, ds, s.c.SendBatch(ctx, msgs)); err != nil || len(hs) == 0 {
+		return err
+	}
+	return s.settle(hs, ackAccept) // sent as the session closes
 }
 
 // renew renews the lock of every record held (in buf or out with a

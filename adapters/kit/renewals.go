@@ -61,6 +61,17 @@ func (r *Renewals[K]) Drop(ks ...K) {
 	}
 }
 
+// Keys returns the held records.
+func (r *Renewals[K]) Keys() []K {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ks := make([]K, 0, len(r.m))
+	for k := range r.m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
 // Len returns how many records are held.
 func (r *Renewals[K]) Len() int {
 	r.mu.Lock()

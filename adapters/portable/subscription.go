@@ -88,10 +88,8 @@ func newSubscription(a *Adapter, ds driver.Subscription, spec ports.Subscription
 	_, native := ds.(driver.Requeuer)
 	// A broker with a delivery limit gets a copy of what reaches it.
 	s.copies = !native || a.caps.DeliveryLimit > 0
-	s.group = spec.Group
-	if spec.Mode == ports.Broadcast { // each instance is a group of its own
-		s.group += "#" + cmp.Or(spec.Instance, ports.NewID())
-	}
+	// A broadcast instance is a group of its own.
+	s.group = cmp.Or(kit.CopyGroup(spec), spec.Group+"#"+ports.NewID())
 	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report, Now: a.clock.Now, DeliveryLimit: a.caps.DeliveryLimit}
 	s.settler.Tracker.Lookup = s.claim
 	if r, ok := ds.(driver.Reporter); ok {
