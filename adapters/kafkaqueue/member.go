@@ -83,11 +83,11 @@ type acks = kit.AckBatch[*handle, int8]
 
 // handle is a record's settlement handle.
 type handle struct {
-	s         *session
-	gen       uint32
-	partition int32
-	offset    int64
-	until     atomic.Int64 // when its lock ends, as far as the member knows (UnixNano)
+	s              *session
+	gen            uint32
+	partition      int32
+	offset         int64
+	kit.RecordLock // its acquisition lock, as far as the member knows
 
 	d driver.Record // what a dead-letter copy is made of
 }
@@ -345,7 +345,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 		gaps  []*handle
 		perr  error
 		hs    []handle // the handles of this answer, allocated at once
-		until = time.Now().Add(m.lockDuration()).UnixNano()
+		until = time.Now().Add(m.lockDuration())
 	)
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
@@ -372,7 +372,7 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 					h := &hs[0]
 					hs = hs[1:]
 					h.s, h.gen, h.partition, h.offset = s, s.Gen(), rp.Partition, off
-					h.until.Store(until)
+					h.Ends(until)
 					for j < len(recs) && recs[j].Offset < off {
 						j++
 					}
@@ -423,9 +423,9 @@ var errLost = fmt.Errorf("kafkaqueue: %w", driver.ErrRecordsLost)
 // a renewal, queues it. A record whose session was reset or whose lock
 // lapsed is left out: the error wraps driver.ErrRecordsLost.
 func group(hs []*handle, typ int8, deferred bool) ([]*acks, error) {
-	now := time.Now().UnixNano()
+	now := time.Now()
 	as, lost := kit.GroupAcks(hs, typ, deferred, typ != ackRenew, func(h *handle) (*kit.AckSession[*handle, int8], bool) {
-		return &h.s.AckSession, h.gen == h.s.Gen() && now < h.until.Load()
+		return &h.s.AckSession, h.gen == h.s.Gen() && h.Held(now)
 	})
 	if lost > 0 {
 		return as, fmt.Errorf("%w: %d record(s) whose lock lapsed or whose share session closed", errLost, lost)
@@ -456,7 +456,7 @@ func (m *member) renew(hs []*handle, until time.Time) error {
 		s.Unlock()
 		if errs = append(errs, a.Err()); a.Err() == nil {
 			for _, h := range a.Handles {
-				h.until.Store(until.UnixNano())
+				h.Ends(until)
 			}
 		}
 	}

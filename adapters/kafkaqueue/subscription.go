@@ -206,9 +206,11 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 		})
 	}
 	wg.Wait()
-	for now, i := time.Now(), 0; i < len(recs); i++ {
-		s.held.Hold(now, now.Add(s.m.lockDuration()), recs[i].Handle.(*handle))
+	hs := make([]*handle, len(recs))
+	for i := range recs {
+		hs[i] = recs[i].Handle.(*handle)
 	}
+	s.held.Hold(time.Now(), hs...) // locked until decode's estimate
 	if len(recs) > 0 {
 		return recs, nil
 	}
@@ -305,10 +307,8 @@ func (s *sub) requeueLast(ctx context.Context) error {
 func (s *sub) renew(context.Context) time.Duration {
 	now, lock := time.Now(), s.m.lockDuration()
 	if due := s.held.Due(now, lock/2, s.c.opts.RenewFor); len(due) > 0 {
-		if err := s.m.renew(due, now.Add(lock)); err != nil {
+		if err := s.m.renew(due, now.Add(lock)); err != nil { // renews the locks it could
 			s.Report(fmt.Errorf("kafkaqueue: renew the locks of %d record(s): %w", len(due), err))
-		} else {
-			s.held.Renewed(now.Add(lock), due...)
 		}
 	}
 	return max(lock/4, 50*time.Millisecond)

@@ -15,7 +15,7 @@ import (
 type lazy ports.Headers
 
 func (l lazy) Lookup(name string) (string, bool) { return ports.Headers(l).Lookup(name) }
-func (l lazy) Load() ports.Headers                { return slices.Clone(ports.Headers(l)) }
+func (l lazy) Load() ports.Headers               { return slices.Clone(ports.Headers(l)) }
 
 // A record copied by its driver is the delivery the portable layer made of
 // it: transport headers out (a requeue copy's count added, its group

@@ -2,53 +2,68 @@ package kit
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Renewals is a subscription's table of the records it holds under a lock
-// the broker lets lapse (an acquisition lock, an invisibility timeout):
-// when each was handed out and when its lock ends. Due picks the ones whose
-// lock to renew, up to a bound after they were handed out, and forgets
-// those whose lock has ended, renewed or not: the broker has taken them
-// back, so a record nobody settles is not held for ever. The zero value is
-// ready; it is safe for concurrent use.
-type Renewals[K comparable] struct {
-	mu sync.Mutex
-	m  map[K]renewal
+// RecordLock is the lock a held record is under, kept in its handle
+// (embedded) so that reading or moving it takes no table lock: when the
+// record was last handed out and when its lock ends.
+type RecordLock struct{ out, until atomic.Int64 } // UnixNano
+
+func (l *RecordLock) recordLock() *RecordLock { return l }
+
+// Held reports whether the lock has not ended at now.
+func (l *RecordLock) Held(now time.Time) bool { return now.UnixNano() < l.until.Load() }
+
+// Ends sets when the lock ends (acquired or renewed).
+func (l *RecordLock) Ends(until time.Time) { l.until.Store(until.UnixNano()) }
+
+// Locked is a handle that embeds a RecordLock.
+type Locked interface {
+	comparable
+	recordLock() *RecordLock
 }
 
-type renewal struct{ out, until time.Time }
+// Renewals is a subscription's table of the records it holds under a lock
+// the broker lets lapse (an acquisition lock, an invisibility timeout),
+// each with its RecordLock. Due picks the ones whose lock to renew, up to a
+// bound after they were handed out, and forgets those whose lock has
+// ended, renewed or not: the broker has taken them back, so a record
+// nobody settles is not held for ever. The zero value is ready; it is
+// safe for concurrent use.
+type Renewals[K Locked] struct {
+	mu sync.Mutex
+	m  map[K]struct{}
+}
 
-// Hold holds ks, handed out at out, their locks ending at until.
-func (r *Renewals[K]) Hold(out, until time.Time, ks ...K) {
+// Hold holds ks, handed out at out, each locked until its RecordLock
+// Ends.
+func (r *Renewals[K]) Hold(out time.Time, ks ...K) {
+	for _, k := range ks {
+		k.recordLock().out.Store(out.UnixNano())
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
-		r.m = map[K]renewal{}
+		r.m = map[K]struct{}{}
 	}
 	for _, k := range ks {
-		r.m[k] = renewal{out, until}
+		r.m[k] = struct{}{}
 	}
 }
 
-// Out restarts the bound of the held ks: handed out (again) at at.
+// Out restarts the bound of ks: handed out (again) at at.
 func (r *Renewals[K]) Out(at time.Time, ks ...K) {
-	r.set(ks, func(x *renewal) { x.out = at })
-}
-
-// Renewed moves the end of the locks of the held ks to until.
-func (r *Renewals[K]) Renewed(until time.Time, ks ...K) {
-	r.set(ks, func(x *renewal) { x.until = until })
-}
-
-func (r *Renewals[K]) set(ks []K, f func(*renewal)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, k := range ks {
-		if x, ok := r.m[k]; ok {
-			f(&x)
-			r.m[k] = x
-		}
+		k.recordLock().out.Store(at.UnixNano())
+	}
+}
+
+// Renewed moves the end of the locks of ks to until.
+func (r *Renewals[K]) Renewed(until time.Time, ks ...K) {
+	for _, k := range ks {
+		k.recordLock().Ends(until)
 	}
 }
 
@@ -59,6 +74,13 @@ func (r *Renewals[K]) Drop(ks ...K) {
 	for _, k := range ks {
 		delete(r.m, k)
 	}
+}
+
+// Len returns how many records are held.
+func (r *Renewals[K]) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
 }
 
 // Keys returns the held records.
@@ -72,13 +94,6 @@ func (r *Renewals[K]) Keys() []K {
 	return ks
 }
 
-// Len returns how many records are held.
-func (r *Renewals[K]) Len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.m)
-}
-
 // Due forgets the records whose lock ended by now and returns the held
 // ones whose lock ends within ahead of now and that were handed out less
 // than bound ago (a negative bound: none).
@@ -86,10 +101,12 @@ func (r *Renewals[K]) Due(now time.Time, ahead, bound time.Duration) []K {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var due []K
-	for k, x := range r.m {
-		if !now.Before(x.until) {
+	t := now.UnixNano()
+	for k := range r.m {
+		l := k.recordLock()
+		if until := l.until.Load(); t >= until {
 			delete(r.m, k)
-		} else if x.until.Sub(now) < ahead && now.Sub(x.out) < bound {
+		} else if time.Duration(until-t) < ahead && time.Duration(t-l.out.Load()) < bound {
 			due = append(due, k)
 		}
 	}

@@ -8,46 +8,66 @@ import (
 	"github.com/sluicemq/sluice/adapters/kit"
 )
 
+// held is a held record's handle.
+type held struct {
+	kit.RecordLock
+	name string
+}
+
+func names(rs []*held) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.name
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Due returns the records whose lock ends soon, until the bound after they
 // were handed out, and forgets those whose lock has ended.
 func TestRenewalsDueBoundAndLapse(t *testing.T) {
-	var r kit.Renewals[string]
+	var r kit.Renewals[*held]
+	a, b, c := &held{name: "a"}, &held{name: "b"}, &held{name: "c"}
 	t0 := time.Unix(1000, 0)
 	lock := 10 * time.Second
-	r.Hold(t0, t0.Add(lock), "a", "b", "c")
-	r.Drop("c")
-	if due, held := r.Due(t0.Add(time.Second), lock/2, time.Minute), r.Keys(); len(due) != 0 || r.Len() != 2 || len(held) != 2 || slices.Contains(held, "c") {
-		t.Fatalf("early Due = %v, Len %d, Keys %v; want none due, a and b held", due, r.Len(), held)
+	r.Renewed(t0.Add(lock), a, b, c)
+	r.Hold(t0, a, b, c)
+	r.Drop(c)
+	if due, keys := r.Due(t0.Add(time.Second), lock/2, time.Minute), names(r.Keys()); len(due) != 0 || r.Len() != 2 || !slices.Equal(keys, []string{"a", "b"}) {
+		t.Fatalf("early Due = %v, Len %d, Keys %v; want none due, a and b held", names(due), r.Len(), keys)
+	}
+	if !a.Held(t0.Add(lock-time.Nanosecond)) || a.Held(t0.Add(lock)) {
+		t.Fatalf("a's lease: locked until %v", t0.Add(lock))
 	}
 	now := t0.Add(6 * time.Second)
-	due := r.Due(now, lock/2, time.Minute)
-	slices.Sort(due)
-	if !slices.Equal(due, []string{"a", "b"}) {
+	if due := names(r.Due(now, lock/2, time.Minute)); !slices.Equal(due, []string{"a", "b"}) {
 		t.Fatalf("Due = %v, want a and b", due)
 	}
-	r.Renewed(now.Add(lock), "a")
-	r.Out(now, "a")
+	r.Renewed(now.Add(lock), a)
+	r.Out(now, a)
 	// b's lock ends: forgotten. a is renewed until its bound.
 	if due := r.Due(t0.Add(lock), lock/2, 10*time.Second); len(due) != 0 || r.Len() != 1 {
-		t.Fatalf("Due after b lapsed = %v, Len %d; want none due, only a held", due, r.Len())
+		t.Fatalf("Due after b lapsed = %v, Len %d; want none due, only a held", names(due), r.Len())
 	}
-	if due := r.Due(now.Add(6*time.Second), lock/2, 10*time.Second); !slices.Equal(due, []string{"a"}) {
+	if due := names(r.Due(now.Add(6*time.Second), lock/2, 10*time.Second)); !slices.Equal(due, []string{"a"}) {
 		t.Fatalf("Due = %v, want a (handed out 6s ago, bound 10s)", due)
 	}
 	if due := r.Due(now.Add(9*time.Second), lock/2, 5*time.Second); len(due) != 0 || r.Len() != 1 {
-		t.Fatalf("Due past the bound = %v, Len %d; want none due, a held until its lock ends", due, r.Len())
+		t.Fatalf("Due past the bound = %v, Len %d; want none due, a held until its lock ends", names(due), r.Len())
 	}
 }
 
 // With a negative bound nothing is due, and each record is forgotten when
 // its lock ends.
 func TestRenewalsNoRenewalForgetsAtLockEnd(t *testing.T) {
-	var r kit.Renewals[int]
+	var r kit.Renewals[*held]
 	t0 := time.Unix(1000, 0)
-	r.Hold(t0, t0.Add(time.Second), 1)
-	r.Hold(t0, t0.Add(3*time.Second), 2)
+	one, two := &held{name: "1"}, &held{name: "2"}
+	one.Ends(t0.Add(time.Second))
+	two.Ends(t0.Add(3 * time.Second))
+	r.Hold(t0, one, two)
 	if due := r.Due(t0.Add(900*time.Millisecond), time.Hour, -1); len(due) != 0 || r.Len() != 2 {
-		t.Fatalf("Due = %v, Len %d; want none, 2 held", due, r.Len())
+		t.Fatalf("Due = %v, Len %d; want none, 2 held", names(due), r.Len())
 	}
 	if r.Due(t0.Add(time.Second), time.Hour, -1); r.Len() != 1 {
 		t.Fatalf("Len = %d after the first lock ended, want 1", r.Len())

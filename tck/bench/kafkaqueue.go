@@ -150,8 +150,8 @@ func (f *flushedAdapter) Subscribe(ctx context.Context, spec ports.SubscriptionS
 }
 
 // flushedSub keeps the optional interfaces flow looks for (ports.Flusher,
-// ports.ReceiveAppender, ports.Predecoder, ports.Recycler) of the
-// subscription it wraps.
+// ports.ReceiveAppender, ports.Predecoder, ports.Recycler,
+// ports.HeaderDeferrer) of the subscription it wraps.
 type flushedSub struct {
 	ports.Subscription
 	left atomic.Int64 // records to accept before the flush
@@ -180,6 +180,18 @@ func (s *flushedSub) Recycle(ds []*ports.Delivery) {
 func (s *flushedSub) Predecode(decode func(payload []byte) any) {
 	if p, ok := s.Subscription.(ports.Predecoder); ok {
 		p.Predecode(decode)
+	}
+}
+
+func (s *flushedSub) DeferHeaders() {
+	if h, ok := s.Subscription.(ports.HeaderDeferrer); ok {
+		h.DeferHeaders()
+	}
+}
+
+func (s *flushedSub) LoadHeaders(d *ports.Delivery) {
+	if h, ok := s.Subscription.(ports.HeaderDeferrer); ok {
+		h.LoadHeaders(d)
 	}
 }
 
