@@ -98,7 +98,10 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 func (s *sub) start(ctx context.Context, parts []int32, want int, earliest bool) ([]driver.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	reset := map[bool]string{false: "latest", true: "earliest"}[earliest]
+	reset := "latest"
+	if earliest {
+		reset = "earliest"
+	}
 	cfg := &kmsg.IncrementalAlterConfigsRequest{Resources: []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeGroupConfig,
 		ResourceName: s.m.group, Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: &reset}}}}}
 	resp, err := cfg.RequestWith(ctx, s.c.cl)
@@ -154,9 +157,7 @@ func (s *sub) heartbeat(ctx context.Context) time.Duration {
 // one comes or ctx is done.
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	out, err := s.fetcher.Receive(ctx, max)
-	for now, i := time.Now(), 0; i < len(out); i++ {
-		s.held.Out(now, out[i].Handle.(*handle))
-	}
+	s.held.OutRecords(time.Now(), out)
 	return out, err
 }
 
@@ -206,11 +207,7 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 		})
 	}
 	wg.Wait()
-	hs := make([]*handle, len(recs))
-	for i := range recs {
-		hs[i] = recs[i].Handle.(*handle)
-	}
-	s.held.Hold(time.Now(), hs...) // locked until decode's estimate
+	s.held.HoldRecords(time.Now(), recs) // locked until decode's estimate
 	if len(recs) > 0 {
 		return recs, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicemq/sluice/adapters/driver"
 )
 
 // RecordLock is the lock a held record is under, kept in its handle
@@ -57,6 +59,22 @@ func (r *Renewals[K]) Hold(out time.Time, ks ...K) {
 func (r *Renewals[K]) Out(at time.Time, ks ...K) {
 	for _, k := range ks {
 		k.recordLock().out.Store(at.UnixNano())
+	}
+}
+
+// HoldRecords is Hold of the handles of recs (each a K).
+func (r *Renewals[K]) HoldRecords(out time.Time, recs []driver.Record) {
+	ks := make([]K, len(recs))
+	for i := range recs {
+		ks[i] = recs[i].Handle.(K)
+	}
+	r.Hold(out, ks...)
+}
+
+// OutRecords is Out of the handles of recs (each a K).
+func (r *Renewals[K]) OutRecords(at time.Time, recs []driver.Record) {
+	for i := range recs {
+		recs[i].Handle.(K).recordLock().out.Store(at.UnixNano())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
 )
 
@@ -74,5 +75,20 @@ func TestRenewalsNoRenewalForgetsAtLockEnd(t *testing.T) {
 	}
 	if r.Due(t0.Add(3*time.Second), time.Hour, -1); r.Len() != 0 {
 		t.Fatalf("Len = %d after every lock ended, want 0", r.Len())
+	}
+}
+
+// The record forms hold and hand out the records' handles.
+func TestRenewalsOfRecords(t *testing.T) {
+	var r kit.Renewals[*held]
+	a, b := &held{name: "a"}, &held{name: "b"}
+	t0 := time.Unix(1000, 0)
+	r.Renewed(t0.Add(10*time.Second), a, b)
+	recs := []driver.Record{{Handle: a}, {Handle: b}}
+	r.HoldRecords(t0, recs)
+	r.OutRecords(t0.Add(5*time.Second), recs[1:])
+	// a was handed out at t0, b at t0+5s: with a bound of 7s only b is due.
+	if due := names(r.Due(t0.Add(8*time.Second), 5*time.Second, 7*time.Second)); !slices.Equal(due, []string{"b"}) || r.Len() != 2 {
+		t.Fatalf("Due = %v, Len %d; want b, 2 held", due, r.Len())
 	}
 }
