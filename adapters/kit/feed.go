@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync/atomic"
@@ -11,10 +12,11 @@ import (
 // Kafka consumer's decode workers, one [Lanes]) to the one goroutine that
 // receives them (the driver's ReceiveBatch), in batches: the work per
 // record (decoding, filtering) runs in parallel with the receiver's, and
-// the receiver takes a batch per channel operation. The receiver gets the records oldest first across partitions
-// and never out of a partition's order: they are ordered by the time the
-// sender gives each, its partition's latest timestamp so far, which a
-// producer's clock cannot move back. [Feed.Room] and [Feed.Reserve] are
+// the receiver takes a batch per channel operation. The receiver gets the
+// records oldest first across partitions and never out of a partition's
+// order: they are ordered by the time the sender gives each (to the
+// millisecond, then in the order sent), its partition's latest timestamp
+// so far, which a producer's clock cannot move back. [Feed.Room] and [Feed.Reserve] are
 // the sender's side (one goroutine), [Feed.Send] too or, with what it
 // reserved, goroutines it hands records to (one per partition, say);
 // [Feed.Take] and [Feed.Wait] are the receiver's (one goroutine). Create
@@ -29,7 +31,7 @@ type Feed[T any] struct {
 }
 
 type fed[T any] struct {
-	at time.Time
+	at int64 // UnixMilli: exact for any Kafka timestamp, none overflows
 	v  T
 }
 
@@ -75,7 +77,7 @@ func (f *Feed[T]) Send(n int, convert func(i int) (v T, at time.Time)) {
 		}
 		for ; i < n && len(b) < FeedBatch; i++ {
 			v, at := convert(i)
-			b = append(b, fed[T]{at, v})
+			b = append(b, fed[T]{at.UnixMilli(), v})
 		}
 		f.batches <- b // room for it: a batch holds a reserved record or more, the channel limit batches
 	}
@@ -111,7 +113,9 @@ drain:
 			sorted = append(sorted, &b[i])
 		}
 	}
-	slices.SortStableFunc(sorted, func(a, b *fed[T]) int { return a.at.Compare(b.at) })
+	if byTime := func(a, b *fed[T]) int { return cmp.Compare(a.at, b.at) }; !slices.IsSortedFunc(sorted, byTime) {
+		slices.SortStableFunc(sorted, byTime) // batches of several partitions
+	}
 	for _, r := range sorted {
 		add(r.v)
 	}

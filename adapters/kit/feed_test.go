@@ -108,3 +108,21 @@ func TestFeedWaitReturnsFailureAndContext(t *testing.T) {
 		t.Fatalf("Wait = %v, want context.Canceled", err)
 	}
 }
+
+// Every time a Kafka record can carry orders as time does, from none yet
+// (zero) to the last millisecond of its range; records within one
+// millisecond keep the order they were sent in.
+func TestFeedOrdersEveryKafkaTime(t *testing.T) {
+	f := kit.NewFeed[string](100)
+	send := func(names []string, ats ...time.Time) {
+		f.Reserve(len(names))
+		f.Send(len(names), func(i int) (string, time.Time) { return names[i], ats[i] })
+	}
+	ms := time.UnixMilli(1_700_000_000_000)
+	send([]string{"late", "end"}, time.UnixMilli(1<<62), time.UnixMilli(1<<63-1))
+	send([]string{"none", "first", "same-ms"}, time.Time{}, ms.Add(900*time.Microsecond), ms.Add(900*time.Microsecond))
+	send([]string{"early-in-ms"}, ms)
+	if got, want := takeAll(f, 100), []string{"none", "first", "same-ms", "early-in-ms", "late", "end"}; !slices.Equal(got, want) {
+		t.Fatalf("took %q, want %q", got, want)
+	}
+}
