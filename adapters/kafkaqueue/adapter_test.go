@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/kafka"
@@ -98,12 +97,7 @@ func TestReleaseRedeliversWithCountPlusOne(t *testing.T) {
 // policy. The copy goes to the topic, read by every share group: the other
 // groups accept it unseen.
 func TestRequeueAtTheDeliveryLimitIsACopy(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"group.share.delivery.count.limit": "3"}))
-	if err != nil {
-		t.Fatalf("start kfake (a Kafka wire-protocol peer, not Apache Kafka): %v", err)
-	}
-	t.Cleanup(c.Close)
-	b := &broker{cluster: c, addrs: c.ListenAddrs()}
+	b := newLimitBroker(t, 3)
 	a := b.adapter(t, b.options("limit", 1))
 	if got := a.Capabilities().DeliveryLimit; got != 3 {
 		t.Fatalf("Capabilities().DeliveryLimit = %d, want the broker's 3", got)
@@ -140,12 +134,7 @@ func TestRequeueAtTheDeliveryLimitIsACopy(t *testing.T) {
 // which the group's next member receives, and which a dead letter then
 // moves, readable, to "<topic>.dlq". The other group sees the record once.
 func TestStopAtTheDeliveryLimitRequeuesACopy(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"group.share.delivery.count.limit": "3"}))
-	if err != nil {
-		t.Fatalf("start kfake (a Kafka wire-protocol peer, not Apache Kafka): %v", err)
-	}
-	t.Cleanup(c.Close)
-	b := &broker{cluster: c, addrs: c.ListenAddrs()}
+	b := newLimitBroker(t, 3)
 	a := b.adapter(t, b.options("limitstop", 1))
 	s, other, dead := subscribe(t, a, "orders", "g"), subscribe(t, a, "orders", "h"), subscribe(t, a, ports.DeadLetterTopic("orders"), "dlq")
 	send(t, a, "orders", "m-1")

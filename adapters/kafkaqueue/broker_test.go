@@ -50,6 +50,18 @@ func newBroker(t testing.TB, nodes int) *broker {
 	return &broker{cluster: c, addrs: c.ListenAddrs(), faults: map[string]*kfake.FaultHandle{}}
 }
 
+// newLimitBroker is a one-broker kfake cluster whose share groups
+// deliver a record at most limit times, its other settings the defaults.
+func newLimitBroker(t testing.TB, limit int) *broker {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"group.share.delivery.count.limit": fmt.Sprint(limit)}))
+	if err != nil {
+		t.Fatalf("start kfake (a Kafka wire-protocol peer, not Apache Kafka): %v", err)
+	}
+	t.Cleanup(c.Close)
+	return &broker{cluster: c, addrs: c.ListenAddrs()}
+}
+
 func (b *broker) options(ns string, partitions int32) kafkaqueue.Options {
 	return kafkaqueue.Options{Brokers: b.addrs, Namespace: ns, Partitions: partitions}
 }
