@@ -16,10 +16,11 @@ import (
 // records oldest first across partitions and never out of a partition's
 // order: they are ordered by the time the sender gives each (to the
 // millisecond, then in the order sent), its partition's latest timestamp
-// so far, which a producer's clock cannot move back. [Feed.Room] and [Feed.Reserve] are
-// the sender's side (one goroutine), [Feed.Send] too or, with what it
-// reserved, goroutines it hands records to (one per partition, say);
-// [Feed.Take] and [Feed.Wait] are the receiver's (one goroutine). Create
+// so far, which a producer's clock cannot move back. [Feed.Room] and
+// [Feed.Reserve] are the sender's side (one goroutine), [Feed.Send] too
+// or, with what it reserved, goroutines it hands records to (one per
+// partition, say); [Feed.Take] and [Feed.Wait] are the receiver's (one
+// goroutine). Create
 // it with [NewFeed].
 type Feed[T any] struct {
 	limit         int

@@ -55,13 +55,6 @@ func (r *Renewals[K]) Hold(out time.Time, ks ...K) {
 	}
 }
 
-// Out restarts the bound of ks: handed out (again) at at.
-func (r *Renewals[K]) Out(at time.Time, ks ...K) {
-	for _, k := range ks {
-		k.recordLock().out.Store(at.UnixNano())
-	}
-}
-
 // HoldRecords is Hold of the handles of recs (each a K).
 func (r *Renewals[K]) HoldRecords(out time.Time, recs []driver.Record) {
 	ks := make([]K, len(recs))
@@ -71,17 +64,11 @@ func (r *Renewals[K]) HoldRecords(out time.Time, recs []driver.Record) {
 	r.Hold(out, ks...)
 }
 
-// OutRecords is Out of the handles of recs (each a K).
+// OutRecords restarts the renewal bound of the handles of recs (each a
+// K): handed out (again) at at.
 func (r *Renewals[K]) OutRecords(at time.Time, recs []driver.Record) {
 	for i := range recs {
 		recs[i].Handle.(K).recordLock().out.Store(at.UnixNano())
-	}
-}
-
-// Renewed moves the end of the locks of ks to until.
-func (r *Renewals[K]) Renewed(until time.Time, ks ...K) {
-	for _, k := range ks {
-		k.recordLock().Ends(until)
 	}
 }
 

@@ -31,7 +31,9 @@ func TestRenewalsDueBoundAndLapse(t *testing.T) {
 	a, b, c := &held{name: "a"}, &held{name: "b"}, &held{name: "c"}
 	t0 := time.Unix(1000, 0)
 	lock := 10 * time.Second
-	r.Renewed(t0.Add(lock), a, b, c)
+	for _, x := range []*held{a, b, c} {
+		x.Ends(t0.Add(lock))
+	}
 	r.Hold(t0, a, b, c)
 	r.Drop(c)
 	if due, keys := r.Due(t0.Add(time.Second), lock/2, time.Minute), names(r.Keys()); len(due) != 0 || r.Len() != 2 || !slices.Equal(keys, []string{"a", "b"}) {
@@ -44,8 +46,8 @@ func TestRenewalsDueBoundAndLapse(t *testing.T) {
 	if due := names(r.Due(now, lock/2, time.Minute)); !slices.Equal(due, []string{"a", "b"}) {
 		t.Fatalf("Due = %v, want a and b", due)
 	}
-	r.Renewed(now.Add(lock), a)
-	r.Out(now, a)
+	a.Ends(now.Add(lock))
+	r.OutRecords(now, []driver.Record{{Handle: a}})
 	// b's lock ends: forgotten. a is renewed until its bound.
 	if due := r.Due(t0.Add(lock), lock/2, 10*time.Second); len(due) != 0 || r.Len() != 1 {
 		t.Fatalf("Due after b lapsed = %v, Len %d; want none due, only a held", names(due), r.Len())
@@ -83,7 +85,8 @@ func TestRenewalsOfRecords(t *testing.T) {
 	var r kit.Renewals[*held]
 	a, b := &held{name: "a"}, &held{name: "b"}
 	t0 := time.Unix(1000, 0)
-	r.Renewed(t0.Add(10*time.Second), a, b)
+	a.Ends(t0.Add(10 * time.Second))
+	b.Ends(t0.Add(10 * time.Second))
 	recs := []driver.Record{{Handle: a}, {Handle: b}}
 	r.HoldRecords(t0, recs)
 	r.OutRecords(t0.Add(5*time.Second), recs[1:])
