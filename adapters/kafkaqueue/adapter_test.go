@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluicemq/sluice/adapters/internal/opentest"
 	"github.com/sluicemq/sluice/adapters/kafka"
 	"github.com/sluicemq/sluice/adapters/kafkaqueue"
