@@ -397,16 +397,15 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 // record maps r onto a driver.Record as kafka:// does (kafkawire.Decode);
 // the delivery count less one is the redelivery count.
 func (m *member) record(s *session, r *kgo.Record, h *handle, count int) driver.Record {
+	d, lazy := driver.Record{}, false
 	if m.lazy.Load() {
-		if d, ok := kafkawire.DecodeLazy(&s.kd, m.logical, r, &m.facts, count); ok {
-			d.RedeliveryCount, d.Handle = max(count-1, 0), h
-			h.d = d
-			return d
-		}
+		d, lazy = kafkawire.DecodeLazy(&s.kd, m.logical, r, &m.facts, count)
 	}
-	d := kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
-		Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
-		r.Headers, kafkawire.FranzHeader)
+	if !lazy {
+		d = kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+			Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
+			r.Headers, kafkawire.FranzHeader)
+	}
 	d.RedeliveryCount, d.Handle = max(count-1, 0), h
 	h.d = d
 	return d

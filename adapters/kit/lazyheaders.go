@@ -19,12 +19,23 @@ func TransportHeader(name string) bool {
 	return false
 }
 
-// LazyIdentity is ports.IdentityFromHeaders of headers left in the
-// broker's record.
-func LazyIdentity(h driver.LazyHeaders) (string, ports.IDSource) {
-	id, _ := h.Lookup(ports.HeaderID)
-	src, _ := h.Lookup(ports.HeaderIDSource)
-	return ports.Identity(id, src)
+// RecordIdentity is a record's identity: ports.IdentityFromHeaders of
+// its headers (h, or lazy when they were left in the broker's record),
+// else its broker id (IDNone when it has neither).
+func RecordIdentity(h ports.Headers, lazy driver.LazyHeaders, brokerID string) (string, ports.IDSource) {
+	var id string
+	var src ports.IDSource
+	if lazy != nil {
+		lid, _ := lazy.Lookup(ports.HeaderID)
+		lsrc, _ := lazy.Lookup(ports.HeaderIDSource)
+		id, src = ports.Identity(lid, lsrc)
+	} else {
+		id, src = ports.IdentityFromHeaders(h)
+	}
+	if id == "" && brokerID != "" {
+		return brokerID, ports.IDBroker
+	}
+	return id, src
 }
 
 // Deferred is a delivery's headers while they are left in the broker's
@@ -36,13 +47,10 @@ type Deferred struct {
 }
 
 // Identity keeps lazy (nil: the record's headers are h, none deferred)
-// and returns the identity of the record's headers, as
-// ports.IdentityFromHeaders does.
-func (x *Deferred) Identity(h ports.Headers, lazy driver.LazyHeaders) (string, ports.IDSource) {
-	if x.lazy = lazy; lazy == nil {
-		return ports.IdentityFromHeaders(h)
-	}
-	return LazyIdentity(lazy)
+// and returns the record's identity (RecordIdentity).
+func (x *Deferred) Identity(h ports.Headers, lazy driver.LazyHeaders, brokerID string) (string, ports.IDSource) {
+	x.lazy = lazy
+	return RecordIdentity(h, lazy, brokerID)
 }
 
 // Load fills d.Headers from the record once; safe for concurrent use.

@@ -28,22 +28,20 @@ func CopyGroup(spec ports.SubscriptionSpec) string {
 // the portable layer would the delivery it made of r: r's message with
 // its own headers (loaded if left in the broker's record) less the
 // transport headers, a requeue copy's count added to RedeliveryCount, its
-// identity (r.BrokerID when the headers have none), and when a delayed
-// copy is due (zero: not delayed; a malformed count or due time is
-// taken as absent).
+// identity (RecordIdentity), and when a delayed copy is due (zero: not
+// delayed; a malformed count or due time is taken as absent).
 func RecordDelivery(r *driver.Record) (*ports.Delivery, time.Time) {
 	d := &ports.Delivery{Message: r.Message, RedeliveryCount: r.RedeliveryCount}
 	if r.Lazy != nil {
-		d.Headers = r.Lazy.Load()
+		d.Headers = r.Lazy.Load() // a slice of its own
+	} else {
+		d.Headers = slices.Clone(d.Headers)
 	}
-	d.Headers = slices.Clone(d.Headers)
 	n, _ := ports.RedeliveryCountFrom(d.Headers)
 	d.RedeliveryCount += n
 	d.Headers.Del(ports.HeaderRedeliveryCount)
 	d.Headers.Del(HeaderRequeueGroup)
 	at, _ := TakeNotBefore(&d.Headers)
-	if d.ID, d.IDSource = ports.IdentityFromHeaders(d.Headers); d.ID == "" {
-		d.ID, d.IDSource = r.BrokerID, ports.IDBroker
-	}
+	d.ID, d.IDSource = RecordIdentity(d.Headers, nil, r.BrokerID)
 	return d, at
 }

@@ -348,10 +348,7 @@ func (s *Subscription) deliveries(out []*ports.Delivery, recs []driver.Record) [
 		if d.ReceivedAt.IsZero() {
 			d.ReceivedAt = clock()
 		}
-		d.ID, d.IDSource = x.lazy.Identity(d.Headers, r.Lazy)
-		if d.ID == "" && r.BrokerID != "" {
-			d.ID, d.IDSource = r.BrokerID, ports.IDBroker
-		}
+		d.ID, d.IDSource = x.lazy.Identity(d.Headers, r.Lazy, r.BrokerID)
 		if s.copies { // the requeue copies' count: a malformed one is poison
 			if kit.ForeignCopy(&d.Headers, s.group) {
 				foreign = append(foreign, r.Handle) // another group's copy
