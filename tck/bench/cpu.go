@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -112,4 +116,23 @@ func procTicks(pid int) int64 {
 	u, _ := strconv.ParseInt(f[11], 10, 64) // field 14
 	k, _ := strconv.ParseInt(f[12], 10, 64) // field 15
 	return u + k
+}
+
+// profileBroker starts a CPU profile of this process for round r of
+// contender when cfg asks for profiles and the suite's broker runs in this
+// process (kfake, the embedded MQTT broker): the broker's side of the run.
+// The returned func stops it.
+func profileBroker(cfg Config, env Env, suite, contender string, r int) (func(), error) {
+	if cfg.ProfileDir == "" || !slices.Contains(parsePIDs(env[brokerPIDEnv]), os.Getpid()) {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%s-broker-%d.pprof", suite, contender, r)))
+	if err != nil {
+		return nil, fmt.Errorf("broker cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("broker cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

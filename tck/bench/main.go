@@ -161,7 +161,7 @@ func main() {
 	flag.DurationVar(&cfg.Timeout, "timeout", 3*time.Minute, "bound on one contender run")
 	flag.StringVar(&cfg.MemProfileDir, "memprofile", "", "write the allocation profile of every contender run to <dir>/<suite>-<contender>-<pid>.alloc.pprof (untimed preparation included; sampled every 4 KiB allocated, which slows the run)")
 	flag.StringVar(&cfg.TraceDir, "trace", "", "write an execution trace of every contender run to <dir>/<suite>-<contender>-<pid>.trace (go tool trace)")
-	flag.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write a CPU profile of every contender run to <dir>/<suite>-<contender>-<pid>.pprof")
+	flag.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write a CPU profile of every contender run to <dir>/<suite>-<contender>-<pid>.pprof (and of an in-process broker, kfake or the embedded MQTT broker, during it to <dir>/<suite>-<contender>-broker-<round>.pprof)")
 	svgDir := flag.String("svg", "", "write a chart per suite to <dir>/<suite>.svg")
 	markdown := flag.String("markdown", "", "when every suite passed, write each suite's table into FILE between its <!-- bench:begin <suite> --> and <!-- bench:end <suite> --> markers (see markdown.go)")
 	from := flag.String("from", "", "with -markdown: write the tables from this saved bench output instead of running")
@@ -251,7 +251,12 @@ func runSuite(ctx context.Context, s *Suite, cfg Config, only, svgDir string) er
 	for r := range cfg.Rounds {
 		for i := range contenders { // rotate the order so no contender always runs first
 			c := contenders[(i+r)%len(contenders)]
+			stopProfile, err := profileBroker(cfg, env, s.Name, c.Name, r)
+			if err != nil {
+				return err
+			}
 			res, err := spawn(ctx, s.Name, c.Name, cfg, env)
+			stopProfile()
 			if err != nil {
 				return err
 			}
