@@ -26,6 +26,13 @@ import (
 // itself (takeOver): a busy pipeline's rounds then cost no goroutine
 // hand-off between the engine and its workers.
 //
+// When the in-flight window is full, the receive loop has nothing to do
+// but wait for slots; if no call is running then and the pending round
+// holds ACKs only (it would be flushed at once), the receive loop carries
+// it out itself (settleHere): a full window then costs no hand-off to the
+// engine and back, which on a busy machine means waiting for a processor
+// twice.
+//
 // A round is flushed at once when no Settle call is running; while one is,
 // completions gather until it returns, and the round goes then — or
 // earlier, on another call, when it holds maxBatch deliveries, when no
@@ -46,6 +53,9 @@ type engine struct {
 	// goroutine: starting a goroutine per call cost more than such a call
 	// (measured with go run ./tck/bench -cpuprofile; see docs/benchmarks.md).
 	inlineAcks bool
+	// ackCall holds an inlineAcks ACK call: the engine's and the receive
+	// loop's (settleHere) never overlap, as ports.Flusher promises.
+	ackCall sync.Mutex
 
 	// active counts deliveries handed to the pipeline and not yet
 	// completed; when it drops to zero the pending round is flushed.
@@ -245,7 +255,9 @@ func (e *engine) flush() {
 		if e.inlineAcks && g.disp.Action == ports.Ack {
 			// The ACK group is the round's last: the requeues and dead
 			// letters above go on their own goroutines meanwhile.
+			e.ackCall.Lock()
 			e.call(g)
+			e.ackCall.Unlock()
 			continue
 		}
 		e.dispatch(g)
@@ -298,7 +310,8 @@ func (e *engine) worker(g group) {
 }
 
 // call carries out one group on the calling goroutine (the engine's, for
-// the ACKs of a ports.Flusher) and gives its call token back.
+// the ACKs of a ports.Flusher, or the receive loop's in settleHere) and
+// gives its call token back.
 func (e *engine) call(g group) {
 	e.carry(g)
 	e.finished()
@@ -326,12 +339,50 @@ func (e *engine) takeOver() (group, bool) {
 	if e.inlineAcks || e.running.Load() != 1 {
 		return group{}, false
 	}
+	return e.takeAcks(false)
+}
+
+// settleHere is called by the receive loop when its window is full: if no
+// Settle call is running and the pending round holds ACKs only, it carries
+// the round out on the calling goroutine, as the engine would at once, and
+// reports true (slots were released). It takes a call token, counts the
+// call and, for a ports.Flusher, holds ackCall, like any other call.
+func (e *engine) settleHere() bool {
+	if e.running.Load() != 0 {
+		return false
+	}
+	select {
+	case e.concurrency <- struct{}{}:
+	default:
+		return false
+	}
+	if e.inlineAcks {
+		e.ackCall.Lock()
+		defer e.ackCall.Unlock()
+	}
+	g, ok := e.takeAcks(true)
+	if !ok {
+		<-e.concurrency
+		return false
+	}
+	e.running.Add(1)
+	e.call(g)
+	return true
+}
+
+// takeAcks takes the pending round when it holds ACKs only. A new call
+// (settleHere) is counted under the lock, and refused once the engine is
+// closing, so that close waits for it.
+func (e *engine) takeAcks(newCall bool) (group, bool) {
 	next := e.takeSpare()
 	e.mu.Lock()
-	if e.n == 0 || len(e.groups) > 0 {
+	if e.n == 0 || len(e.groups) > 0 || newCall && e.closing {
 		e.mu.Unlock()
 		e.putSpare(next)
 		return group{}, false
+	}
+	if newCall {
+		e.calls.Add(1)
 	}
 	acks, ends := e.acks, e.ackEnds
 	e.acks, e.ackEnds, e.n = next.rs, next.ends, 0

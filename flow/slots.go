@@ -23,8 +23,10 @@ type slots struct {
 func newSlots(limit int) *slots { return &slots{limit: limit, freed: make(chan struct{}, 1)} }
 
 // acquire blocks until at least one slot is free, then takes up to max.
-// It is called from one goroutine (the receive loop).
-func (s *slots) acquire(ctx context.Context, max int) (int, error) {
+// It is called from one goroutine (the receive loop). While none is free
+// it first calls full, which may release slots itself (the engine's
+// settleHere) and reports whether it did.
+func (s *slots) acquire(ctx context.Context, max int, full func() bool) (int, error) {
 	for {
 		s.mu.Lock()
 		if free := s.limit - s.used; free > 0 {
@@ -34,6 +36,9 @@ func (s *slots) acquire(ctx context.Context, max int) (int, error) {
 			return n, nil
 		}
 		s.mu.Unlock()
+		if full != nil && full() {
+			continue
+		}
 		select {
 		case <-s.freed:
 		case <-ctx.Done():

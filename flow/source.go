@@ -45,7 +45,7 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 	var slab []root        // roots not handed out yet (takeRoot)
 	var ctxs []deliveryCtx // contexts not handed out yet (takeCtx)
 	for {
-		n, err := p.slots.acquire(ctx, p.spec.InFlight)
+		n, err := p.slots.acquire(ctx, p.spec.InFlight, p.eng.settleHere)
 		if err != nil {
 			return
 		}
@@ -209,7 +209,8 @@ func (p *Pipeline) abandon(d *ports.Delivery, cause error) {
 }
 
 // settle hands a delivery's terminal outcome to the settlement engine.
-// It never calls the adapter: the engine does, from its own goroutines.
+// It never calls the adapter: the engine does, from its own goroutines
+// (or the receive loop's, see engine.settleHere).
 func (p *Pipeline) settle(r *root, o Outcome) {
 	if !p.unsettled(r, o) {
 		return

@@ -70,7 +70,8 @@ type Subscription interface {
 	// one outcome). It is safe for concurrent use and may block on broker
 	// I/O; the core never calls it from a handler's goroutine (its
 	// settlement engine coalesces completions and calls Settle from its
-	// own goroutines, several calls at once).
+	// own goroutines, several calls at once, or from the receive loop
+	// when the in-flight window is full and nothing else would run).
 	//
 	// Settle returns nil once the settlement is accepted, in one of two
 	// ways, and the adapter documents which applies to each action:
@@ -87,10 +88,10 @@ type Subscription interface {
 	//     connection, a revoked partition) makes the broker redeliver,
 	//     never lose: the guarantee stays at-least-once. An adapter that
 	//     defers implements Flusher, which the core calls before Stop.
-	//     The core calls Settle(Ack) of a Flusher on its settlement
-	//     engine's own goroutine, one call at a time, so such a Settle must
-	//     not wait for the broker: it records or writes the acknowledgements
-	//     and returns.
+	//     The core calls Settle(Ack) of a Flusher one call at a time, on
+	//     its settlement engine's own goroutine or on the receive loop (see
+	//     above), so such a Settle must not wait for the broker: it records
+	//     or writes the acknowledgements and returns.
 	//
 	// Deferred acceptance is not an error: an adapter must not return one
 	// for a settlement it will still complete. Settle does not retry on its
@@ -175,8 +176,8 @@ type Predecoder interface {
 // adapter also flushes on its own on a rebalance or revoke and on an
 // interval. Flush never settles a delivery that Settle was not asked to
 // settle. A Flusher's Settle(Ack) must not wait for the broker (see
-// Subscription.Settle): the core calls it on its settlement engine's own
-// goroutine.
+// Subscription.Settle): the core calls it one call at a time, on its
+// settlement engine's own goroutine or on the receive loop.
 type Flusher interface {
 	Flush(ctx context.Context) error
 }

@@ -61,8 +61,9 @@
 // out itself, so that a busy pipeline's rounds go from one call to the
 // next on one worker, the engine being woken only to time a round's
 // linger. A stage with more workers (Workers, or a Buffer before it)
-// adds a hand-off to its workers. When the in-flight window was full,
-// the settle worker that frees slots also wakes the receive loop. The
+// adds a hand-off to its workers. When the in-flight window is full and
+// no call is running, the receive loop carries out the pending ACK round
+// itself (it would only wait for slots): no hand-off at all. The
 // engine is the only acknowledgement batcher; a driver must not batch
 // acknowledgements again behind SendAcks (it may defer them, see
 // [AckFlusher]). Goroutines a broker client owns (a socket reader) and
@@ -280,7 +281,8 @@ type RequeueCopier interface {
 // AckFlusher is implemented by a Subscription whose SendAcks defers the
 // acknowledgements (Kafka offsets recorded for the next commit, acks
 // written to a socket without a reply). Such a SendAcks must not wait for
-// the broker: flow calls it on its settlement engine's own goroutine.
+// the broker: flow calls it one call at a time, on its settlement engine's
+// own goroutine or, when the in-flight window is full, on the receive loop.
 // FlushAcks completes every acknowledgement SendAcks accepted before the
 // call and returns when the broker has them or ctx is done; it is called
 // before Close, and the driver also flushes on its own (on an interval, a

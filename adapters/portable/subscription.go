@@ -536,7 +536,8 @@ func (s *Subscription) Predecode(decode func(payload []byte) any) {
 }
 
 // flushing is a Subscription whose driver defers acknowledgements: flow
-// calls its Settle(Ack) on the settlement engine's goroutine and Flush
+// calls its Settle(Ack) one call at a time (on the settlement engine's
+// goroutine, or the receive loop's when its window is full) and Flush
 // before Stop.
 type flushing struct{ *Subscription }
 
