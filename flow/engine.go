@@ -27,11 +27,10 @@ import (
 // hand-off between the engine and its workers.
 //
 // When the in-flight window is full, the receive loop has nothing to do
-// but wait for slots; if no call is running then and the pending round
-// holds ACKs only (it would be flushed at once), the receive loop carries
-// it out itself (settleHere): a full window then costs no hand-off to the
-// engine and back, which on a busy machine means waiting for a processor
-// twice.
+// but wait for slots; if the pending round holds ACKs only and would go
+// now (see gathering), the receive loop carries it out itself
+// (settleHere): a full window then costs no hand-off to the engine and
+// back, which on a busy machine means waiting for a processor twice.
 //
 // A round is flushed at once when no Settle call is running; while one is,
 // completions gather until it returns, and the round goes then — or
@@ -200,14 +199,9 @@ func (e *engine) run() {
 		}
 		e.mu.Lock()
 		n, closing := e.n, e.closing
-		wait := e.linger - time.Since(e.since)
+		wait, gather := e.gathering()
 		e.mu.Unlock()
-		// Wait for more only while a Settle call is running (so the round
-		// grows with the broker's round trip instead of adding latency
-		// when the adapter is idle), deliveries are still being handled,
-		// the round is below its size and its oldest member is younger
-		// than the linger.
-		if n > 0 && !closing && n < e.maxBatch && e.active.Load() > 0 && e.running.Load() > 0 && wait > 0 {
+		if gather {
 			if !armed {
 				timer.Reset(wait)
 				armed = true
@@ -225,6 +219,16 @@ func (e *engine) run() {
 			return
 		}
 	}
+}
+
+// gathering reports whether the pending round waits for more, and for how
+// long at most (e.mu held): only while a Settle call is running (so the
+// round grows with the broker's round trip instead of adding latency when
+// the adapter is idle), deliveries are still being handled, the round is
+// below its size and its oldest member is younger than the linger.
+func (e *engine) gathering() (time.Duration, bool) {
+	wait := e.linger - time.Since(e.since)
+	return wait, e.n > 0 && !e.closing && e.n < e.maxBatch && e.active.Load() > 0 && e.running.Load() > 0 && wait > 0
 }
 
 // flush takes the pending round and starts its Settle calls. It waits for
@@ -342,15 +346,13 @@ func (e *engine) takeOver() (group, bool) {
 	return e.takeAcks(false)
 }
 
-// settleHere is called by the receive loop when its window is full: if no
-// Settle call is running and the pending round holds ACKs only, it carries
-// the round out on the calling goroutine, as the engine would at once, and
-// reports true (slots were released). It takes a call token, counts the
-// call and, for a ports.Flusher, holds ackCall, like any other call.
+// settleHere is called by the receive loop when its window is full: if
+// the pending round holds ACKs only and would go now (it is not gathering
+// more) and a call token is free, it carries the round out on the calling
+// goroutine, as the engine would on a worker, and reports true (slots were
+// released). It counts the call and, for a ports.Flusher, holds ackCall,
+// like any other call.
 func (e *engine) settleHere() bool {
-	if e.running.Load() != 0 {
-		return false
-	}
 	select {
 	case e.concurrency <- struct{}{}:
 	default:
@@ -371,12 +373,13 @@ func (e *engine) settleHere() bool {
 }
 
 // takeAcks takes the pending round when it holds ACKs only. A new call
-// (settleHere) is counted under the lock, and refused once the engine is
-// closing, so that close waits for it.
+// (settleHere) is counted under the lock, and refused while the round is
+// gathering or once the engine is closing (so that close waits for it).
 func (e *engine) takeAcks(newCall bool) (group, bool) {
 	next := e.takeSpare()
 	e.mu.Lock()
-	if e.n == 0 || len(e.groups) > 0 || newCall && e.closing {
+	_, gather := e.gathering()
+	if e.n == 0 || len(e.groups) > 0 || newCall && (e.closing || gather) {
 		e.mu.Unlock()
 		e.putSpare(next)
 		return group{}, false

@@ -55,38 +55,48 @@ func fullWindow(t *testing.T, sub ports.Subscription, disps ...ports.Disposition
 	return p, e
 }
 
-// When the window is full and no Settle call runs, the receive loop
-// carries out the pending ACK round itself: acquire returns with slots
-// although the engine's loop never ran, in one call (also for a
-// ports.Flusher, whose ACK calls stay one at a time).
+// When the window is full and the pending ACK round would go now (no
+// call running, or nothing more coming), the receive loop carries it out
+// itself: acquire returns with slots although the engine's loop never
+// ran, in one call (also for a ports.Flusher, whose ACK calls stay one at
+// a time).
 func TestFullWindowIsSettledByTheReceiveLoop(t *testing.T) {
 	ack := ports.Disposition{Action: ports.Ack}
-	for _, flusher := range []bool{false, true} {
+	for _, c := range []struct {
+		flusher, running bool
+	}{{false, false}, {true, false}, {false, true}} {
+		flusher := c.flusher
 		cs := &callsSub{}
 		var sub ports.Subscription = cs
 		if flusher {
 			sub = flushingCallsSub{cs}
 		}
 		p, e := fullWindow(t, sub, ack, ack)
+		if c.running { // another call is running, but no delivery is being handled: the round goes now
+			e.running.Add(1)
+			e.concurrency <- struct{}{}
+			e.linger = time.Hour
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		n, err := p.slots.acquire(ctx, 2, e.settleHere)
 		cancel()
 		if err != nil || n != 2 {
-			t.Fatalf("flusher=%v: acquire = %d, %v: want both slots back from the receive loop's own Settle call", flusher, n, err)
+			t.Fatalf("%+v: acquire = %d, %v: want both slots back from the receive loop's own Settle call", c, n, err)
 		}
 		if len(cs.calls) != 1 || len(cs.calls[0]) != 2 {
-			t.Fatalf("flusher=%v: Settle calls %v: want one call with both deliveries", flusher, cs.calls)
+			t.Fatalf("%+v: Settle calls %v: want one call with both deliveries", c, cs.calls)
 		}
-		if e.running.Load() != 0 || len(e.concurrency) != 0 {
-			t.Fatalf("flusher=%v: after the call %d running, %d tokens taken: want none", flusher, e.running.Load(), len(e.concurrency))
+		if want := int64(len(e.concurrency)); e.running.Load() != want || !c.running && want != 0 {
+			t.Fatalf("%+v: after the call %d running, %d tokens taken: want none but the other call's", c, e.running.Load(), want)
 		}
 	}
 }
 
-// The receive loop leaves a round to the engine when a call is running
-// (the round waits for it), when the round holds another disposition (a
-// requeue or dead letter may wait for the broker), and once the engine
-// closes.
+// The receive loop leaves a round to the engine when the round is
+// gathering more (a call is running, a delivery is still being handled,
+// the linger has not passed), when every call token is taken, when the
+// round holds another disposition (a requeue or dead letter may wait for
+// the broker), and once the engine closes.
 func TestReceiveLoopLeavesOtherRoundsToTheEngine(t *testing.T) {
 	ack := ports.Disposition{Action: ports.Ack}
 	requeue := ports.Disposition{Action: ports.Requeue}
@@ -95,7 +105,11 @@ func TestReceiveLoopLeavesOtherRoundsToTheEngine(t *testing.T) {
 		disps []ports.Disposition
 		setup func(*engine)
 	}{
-		{"a call running", []ports.Disposition{ack, ack}, func(e *engine) { e.running.Add(1) }},
+		{"gathering", []ports.Disposition{ack, ack}, func(e *engine) {
+			e.running.Add(1)
+			e.active.Add(1)
+			e.linger, e.maxBatch = time.Hour, 10
+		}},
 		{"every call token taken", []ports.Disposition{ack, ack}, func(e *engine) {
 			for range cap(e.concurrency) {
 				e.concurrency <- struct{}{}

@@ -62,7 +62,7 @@
 // next on one worker, the engine being woken only to time a round's
 // linger. A stage with more workers (Workers, or a Buffer before it)
 // adds a hand-off to its workers. When the in-flight window is full and
-// no call is running, the receive loop carries out the pending ACK round
+// the pending ACK round would go now, the receive loop carries it out
 // itself (it would only wait for slots): no hand-off at all. The
 // engine is the only acknowledgement batcher; a driver must not batch
 // acknowledgements again behind SendAcks (it may defer them, see
