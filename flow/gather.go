@@ -35,7 +35,7 @@ type Gatherer[In any] interface {
 // cancels its in-flight work: the gatherer then cancels what it holds and
 // every item pushed afterwards) and emit, the stage's output. emit sends
 // over a channel (Buffer sets its capacity, default 16; of the stage
-// options only Buffer applies) to the next stage, which runs on
+// options only Buffer and ValuesOnly apply) to the next stage, which runs on
 // goroutines of its own; it blocks while that stage is busy
 // (backpressure) and always completes, since the next stage reads until
 // Close has returned. emit may be called from any goroutine (a timer's),
@@ -47,8 +47,10 @@ type Gatherer[In any] interface {
 // pipeline stops, the items the gatherer held stay unsettled
 // (redelivered), and the items that arrive afterwards are cancelled.
 func Gather[In, Out any](in Stream[In], start func(ctx context.Context, emit Emit[Out]) Gatherer[In], opts ...StageOption) Stream[Out] {
-	in.expose()
 	cfg := stageOptions(opts)
+	if !cfg.valuesOnly {
+		in.expose()
+	}
 	src := in.take()
 	out := newStream[Out](in.p, cfg.buffer)
 	out.fanOut = in.fanOut

@@ -185,3 +185,69 @@ func TestDeliveryFromKeepsTheDeliveryOutOfRecycling(t *testing.T) {
 		t.Errorf("the context of a recycled delivery answers %v and request id %q, want nil and \"\"", d, req)
 	}
 }
+
+// totalPairs is a Gather stage's gatherer that emits the totals of two orders
+// at a time (and a last one alone at Close), completed with flow.Join: it
+// hands on values only.
+type totalPairs struct {
+	ctx  context.Context
+	emit flow.Emit[int]
+	held []flow.Item[order]
+}
+
+func (g *totalPairs) Push(it flow.Item[order]) {
+	if g.held = append(g.held, it); len(g.held) == 2 {
+		g.flush()
+	}
+}
+
+func (g *totalPairs) Close() { g.flush() }
+
+func (g *totalPairs) flush() {
+	if len(g.held) == 0 {
+		return
+	}
+	total := 0
+	cs := make([]*flow.Completion, len(g.held))
+	for i, it := range g.held {
+		total += it.Value.Total
+		cs[i] = it.Completion
+	}
+	g.held = nil
+	g.emit(flow.Item[int]{Ctx: g.ctx, Value: total, Completion: flow.Join(cs...)})
+}
+
+// A Gather stage recycles nothing unless its gatherer promises to hand on
+// values only (flow.ValuesOnly, as operators.Batch's ValuesOnly gives):
+// then the pipeline recycles every acknowledged delivery, as a pipeline of
+// flow's own value stages does.
+func TestGatherRecyclesOnlyWhenValuesOnly(t *testing.T) {
+	for _, valuesOnly := range []bool{false, true} {
+		var opts []flow.StageOption
+		if valuesOnly {
+			opts = append(opts, flow.ValuesOnly())
+		}
+		build := func(p *flow.Pipeline) {
+			summed := flow.Gather(flow.Decode[order](p.Source()), func(ctx context.Context, emit flow.Emit[int]) flow.Gatherer[order] {
+				return &totalPairs{ctx: ctx, emit: emit}
+			}, opts...)
+			flow.Sink(summed, func(context.Context, int) error { return nil })
+		}
+		ds := []*ports.Delivery{delivery(`{"id":"a","total":1}`, 0), delivery(`{"id":"b","total":2}`, 0), delivery(`{"id":"c","total":3}`, 0), delivery(`{"id":"d","total":4}`, 0)}
+		want := map[string]bool{}
+		if valuesOnly {
+			for _, d := range ds {
+				want[d.ID] = true
+			}
+		}
+		if got := runRecycling(t, build, ds); len(got) != len(want) {
+			t.Fatalf("valuesOnly=%v: recycled %v, want %v", valuesOnly, got, want)
+		} else {
+			for id := range want {
+				if !got[id] {
+					t.Fatalf("valuesOnly=%v: recycled %v, want %v", valuesOnly, got, want)
+				}
+			}
+		}
+	}
+}

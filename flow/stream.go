@@ -80,6 +80,24 @@ type stageConfig struct {
 	buffer      int
 	bufferSet   bool // Buffer was given: the caller wants the channel
 	exactlyOnce bool // ExactlyOnceEffect was given (exactlyonce.go)
+	valuesOnly  bool // ValuesOnly was given (Gather)
+}
+
+// ValuesOnly is a promise by a Gather stage's gatherer that lets the
+// pipeline keep its fast path: the gatherer reads an item's delivery
+// (Item.Msg) only while it holds the item, emits values made of the items'
+// values only (no delivery, no item, no member's completion), and does not
+// touch a member's completion after completing it or handing it to
+// flow.Join or Completion.Derive. A pipeline whose stages hand their
+// functions no delivery recycles its deliveries once settled and may
+// leave their headers in the broker's records until asked for (see
+// docs/settlement.md); every Gather stage without this option, like Via,
+// Operate and a Sink of deliveries, turns that off for its pipeline.
+// operators.Batch gives it with BatchOptions.ValuesOnly. Other stages
+// ignore it. Breaking the promise hands the gatherer deliveries and
+// completions that already belong to later messages.
+func ValuesOnly() StageOption {
+	return func(c *stageConfig) { c.valuesOnly = true }
 }
 
 // Workers runs a stage's function on n goroutines (default 1; a Sink

@@ -37,11 +37,21 @@ type BatchOptions struct {
 	// rest of the batch is acked. Without it (the default) a batch has one
 	// outcome for all its members, a *BatchError included.
 	IsolatePoison bool
+	// ValuesOnly hands the handler the members' values only: Batched.Msgs
+	// is nil. The pipeline then keeps its fast path (flow.ValuesOnly):
+	// it recycles deliveries once settled and may leave their headers in
+	// the broker's records, which a stage that hands out deliveries turns
+	// off. On Kafka that is most of what a batch pipeline costs over the
+	// default one (docs/benchmarks.md). Leave it false when the handler
+	// reads the members' ids, headers or facts.
+	ValuesOnly bool
 }
 
 // Batched is the value of a batch item: the members' values in arrival
 // order, and the delivery each came from (Msgs[i] belongs to Values[i];
-// nil for a member that had none).
+// nil for a member that had none; Msgs is nil with
+// BatchOptions.ValuesOnly). A delivery in Msgs is the handler's until the
+// batch item is completed, not after.
 type Batched[T any] struct {
 	Values []T
 	Msgs   []*ports.Delivery
@@ -84,9 +94,13 @@ func Batch[T any](in flow.Stream[T], opts BatchOptions) flow.Stream[Batched[T]] 
 	// A batch holds only deliveries in flight: a smaller limit would cut
 	// every batch short and make it wait out its window.
 	p.NeedInFlight(o.Size, "operators.Batch")
+	var gopts []flow.StageOption
+	if o.ValuesOnly {
+		gopts = append(gopts, flow.ValuesOnly()) // the batcher keeps that promise: values out, members' completions joined
+	}
 	return flow.Gather(in, func(ctx context.Context, emit flow.Emit[Batched[T]]) flow.Gatherer[T] {
 		return newBatcher(ctx, o, emit)
-	})
+	}, gopts...)
 }
 
 func batchDefaults(o BatchOptions, sp ports.SubscriptionSpec) BatchOptions {
@@ -160,7 +174,9 @@ func (b *batcher[T]) Push(it flow.Item[T]) {
 		b.open()
 	}
 	b.values = append(b.values, it.Value)
-	b.msgs = append(b.msgs, it.Msg)
+	if !b.o.ValuesOnly {
+		b.msgs = append(b.msgs, it.Msg)
+	}
 	b.cs = append(b.cs, it.Completion)
 	b.bytes += n
 	if len(b.cs) >= b.o.Size || (b.o.MaxBytes > 0 && b.bytes >= b.o.MaxBytes) {
@@ -175,7 +191,9 @@ func (b *batcher[T]) Push(it flow.Item[T]) {
 // their window cost no timer operation each.
 func (b *batcher[T]) open() {
 	b.values = make([]T, 0, b.hint)
-	b.msgs = make([]*ports.Delivery, 0, b.hint)
+	if !b.o.ValuesOnly {
+		b.msgs = make([]*ports.Delivery, 0, b.hint)
+	}
 	b.cs = make([]*flow.Completion, 0, b.hint)
 	b.due = time.Now().Add(b.o.Window)
 	if !b.armed {

@@ -391,3 +391,65 @@ func TestBatchCancelsHeldAndQueuedBatches(t *testing.T) {
 		}
 	}
 }
+
+// recyclingFake is fake whose subscription takes acknowledged deliveries
+// back (ports.Recycler), recording their ids.
+type recyclingFake struct {
+	*fake
+	rmu      sync.Mutex
+	recycled []string
+}
+
+func (r *recyclingFake) Subscribe(context.Context, ports.SubscriptionSpec) (ports.Subscription, error) {
+	return r, nil
+}
+
+func (r *recyclingFake) Recycle(ds []*ports.Delivery) {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	for _, d := range ds {
+		r.recycled = append(r.recycled, d.ID)
+	}
+}
+
+// With ValuesOnly a batch carries no deliveries (Msgs nil) and its
+// pipeline keeps recycling them; without it, the handler gets each
+// member's delivery and nothing is recycled (the handler may keep them).
+func TestBatchValuesOnlyKeepsTheDeliveriesInThePipeline(t *testing.T) {
+	for _, valuesOnly := range []bool{false, true} {
+		r := &recyclingFake{fake: newFake()}
+		p := flow.New(r, spec)
+		got := make(chan operators.Batched[int], 1)
+		batches := operators.Batch(flow.Decode[int](p.Source()), operators.BatchOptions{Size: 3, Window: time.Hour, ValuesOnly: valuesOnly})
+		flow.Sink(batches, func(_ context.Context, b operators.Batched[int]) error { got <- b; return nil })
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		r.push(msgs(3)...)
+		var b operators.Batched[int]
+		select {
+		case b = <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("valuesOnly=%v: no batch of 3 within 5s", valuesOnly)
+		}
+		r.waitSettled(t, 3)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := p.Stop(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("valuesOnly=%v: Stop: %v", valuesOnly, err)
+		}
+		if len(b.Values) != 3 || b.Values[0] != 0 || b.Values[2] != 2 {
+			t.Fatalf("valuesOnly=%v: values %v, want [0 1 2]", valuesOnly, b.Values)
+		}
+		r.rmu.Lock()
+		recycled := len(r.recycled)
+		r.rmu.Unlock()
+		if valuesOnly && (b.Msgs != nil || recycled != 3) {
+			t.Fatalf("ValuesOnly: Msgs %v and %d deliveries recycled, want no Msgs and all 3 recycled", b.Msgs, recycled)
+		}
+		if !valuesOnly && (len(b.Msgs) != 3 || recycled != 0) {
+			t.Fatalf("without ValuesOnly: %d Msgs and %d deliveries recycled, want 3 Msgs and none recycled", len(b.Msgs), recycled)
+		}
+	}
+}

@@ -105,6 +105,9 @@ type target struct {
 	// prepare is nil: that many goroutines, each Send carrying chunk
 	// messages (defaults 1 and 1).
 	publishers, chunk int
+	// batchMsgs: the batch pipeline hands its handler the deliveries
+	// (Batched.Msgs), as operators.Batch does without ValuesOnly.
+	batchMsgs bool
 }
 
 // prepublish sends messages 0..n-1 in confirmed Sends of chunk.
@@ -173,7 +176,7 @@ func produce(ctx context.Context, s ports.Sender, topic ports.Topic, n, publishe
 
 // runPipeline is the sluice contender: flow.New → flow.Decode → flow.Sink
 // (one worker), or with batch flow.Decode → operators.Batch(cfg.Batch,
-// 5ms window) → flow.Sink; the handler maps each message and marks its
+// 5ms window, ValuesOnly unless t.batchMsgs) → flow.Sink; the handler maps each message and marks its
 // index (the payload's value) in the tally, as the raw contenders' handlers
 // do. The clock starts at the first message handled and stops once the
 // pipeline has settled every message handled (WaitSettled, after the
@@ -201,7 +204,7 @@ func (t target) runPipeline(batch bool, opts ...flow.Option) func(context.Contex
 		p := flow.New(a, spec, opts...)
 		decoded := flow.Decode[benchMsg](p.Source())
 		if batch {
-			flow.Sink(operators.Batch(decoded, operators.BatchOptions{Size: cfg.Batch, Window: 5 * time.Millisecond}),
+			flow.Sink(operators.Batch(decoded, operators.BatchOptions{Size: cfg.Batch, Window: 5 * time.Millisecond, ValuesOnly: !t.batchMsgs}),
 				func(_ context.Context, b operators.Batched[benchMsg]) error {
 					m.begin()
 					for _, v := range b.Values {
@@ -244,7 +247,11 @@ func (t target) runPipeline(batch bool, opts ...flow.Option) func(context.Contex
 		calls := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
 		res.Note = fmt.Sprintf("flow.New → Decode → Sink, 1 worker, in-flight %d; %.1f msgs per Settle", spec.InFlight, calls)
 		if batch {
-			res.Note = fmt.Sprintf("flow.New → Decode → operators.Batch(%d, 5ms) → Sink; %.1f msgs per Settle", cfg.Batch, calls)
+			shape := "ValuesOnly"
+			if t.batchMsgs {
+				shape = "with Msgs"
+			}
+			res.Note = fmt.Sprintf("flow.New → Decode → operators.Batch(%d, 5ms, %s) → Sink; %.1f msgs per Settle", cfg.Batch, shape, calls)
 		}
 		return res, nil
 	}

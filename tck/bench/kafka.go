@@ -42,7 +42,10 @@ const kafkaPartitions = 4
 //	                        pre-published once with franz-go to a topic of
 //	                        their own; the faster is RATIO kafka/bare-raw's
 //	                        denominator
-//	kafka, kafka-batch      sluice default and batch pipelines
+//	kafka, kafka-batch      sluice default and batch pipelines (the batch
+//	                        handler reads values only: ValuesOnly)
+//	kafka-batch-msgs        diagnostic: the batch pipeline without
+//	                        ValuesOnly (its handler gets the deliveries)
 //	kafka-linger0           diagnostic: the default pipeline, linger 0
 //	kafka-inflight4x        diagnostic: the default pipeline, 4× in-flight
 //	watermill               Watermill router over watermill-kafka
@@ -75,6 +78,9 @@ func init() {
 			{Name: "franz-automarks-bare", Run: runFranz("topic_bare")},
 			{Name: "kafka", Run: t.runPipeline(false)},
 			{Name: "kafka-batch", Run: t.runPipeline(true)},
+			// Diagnostic: the batch pipeline handing its handler the
+			// deliveries (no recycling, no deferred headers).
+			{Name: "kafka-batch-msgs", Run: target{open: openKafka, prepublished: true, batchMsgs: true}.runPipeline(true)},
 			// Diagnostic: the default pipeline with rounds settled at once.
 			{Name: "kafka-linger0", Run: t.runPipeline(false, flow.WithSettleLinger(0))},
 			// Diagnostic: the default pipeline with 4× the in-flight window.
@@ -86,6 +92,7 @@ func init() {
 			{Label: "kafka-linger0/best-raw", Num: "kafka-linger0", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "kafka/best-raw", Num: "kafka", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "kafka-batch/best-raw", Num: "kafka-batch", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
+			{Label: "kafka-batch-msgs/best-raw", Num: "kafka-batch-msgs", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "kafka-inflight4x/best-raw", Num: "kafka-inflight4x", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "watermill/best-raw", Num: "watermill", Den: []string{"sarama-mark-autocommit", "franz-automarks"}},
 			{Label: "franz-automarks/sarama-mark-autocommit", Num: "franz-automarks", Den: []string{"sarama-mark-autocommit"}},
