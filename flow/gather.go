@@ -48,7 +48,9 @@ type Gatherer[In any] interface {
 // (redelivered), and the items that arrive afterwards are cancelled.
 func Gather[In, Out any](in Stream[In], start func(ctx context.Context, emit Emit[Out]) Gatherer[In], opts ...StageOption) Stream[Out] {
 	cfg := stageOptions(opts)
-	if !cfg.valuesOnly {
+	if cfg.valuesOnly {
+		in.exposeDelivery() // values that are deliveries are handed out all the same
+	} else {
 		in.expose()
 	}
 	src := in.take()

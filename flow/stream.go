@@ -93,8 +93,9 @@ type stageConfig struct {
 // leave their headers in the broker's records until asked for (see
 // docs/settlement.md); every Gather stage without this option, like Via,
 // Operate and a Sink of deliveries, turns that off for its pipeline.
-// operators.Batch gives it with BatchOptions.ValuesOnly. Other stages
-// ignore it. Breaking the promise hands the gatherer deliveries and
+// operators.Batch gives it with BatchOptions.ValuesOnly. A stream whose
+// values are deliveries is handed out all the same. Other stages ignore
+// it. Breaking the promise hands the gatherer deliveries and
 // completions that already belong to later messages.
 func ValuesOnly() StageOption {
 	return func(c *stageConfig) { c.valuesOnly = true }

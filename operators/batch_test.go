@@ -453,3 +453,27 @@ func TestBatchValuesOnlyKeepsTheDeliveriesInThePipeline(t *testing.T) {
 		}
 	}
 }
+
+// A batch of deliveries hands them out as its values: ValuesOnly does not
+// make their pipeline recycle them.
+func TestBatchValuesOnlyOfDeliveriesRecyclesNothing(t *testing.T) {
+	r := &recyclingFake{fake: newFake()}
+	p := flow.New(r, spec)
+	flow.Sink(operators.Batch(p.Source(), operators.BatchOptions{Size: 3, Window: time.Hour, ValuesOnly: true}),
+		func(context.Context, operators.Batched[*ports.Delivery]) error { return nil })
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	r.push(msgs(3)...)
+	r.waitSettled(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if len(r.recycled) != 0 {
+		t.Fatalf("recycled %v: deliveries handed to the handler as values must not be reused", r.recycled)
+	}
+}
