@@ -31,8 +31,9 @@
 // each round with as few Subscription.Settle calls as the dispositions
 // allow (all ACKs of a round in one call; a Join batch in one call), from
 // its own goroutines (or, when the in-flight window is full and the round
-// would go now, from the receive loop, which would only wait). WithSettleLinger, WithSettleBatch and
-// WithSettleConcurrency tune it; docs/settlement.md describes it.
+// would go now, from the receive loop, which would only wait).
+// WithSettleLinger, WithSettleBatch and WithSettleConcurrency tune it;
+// docs/settlement.md describes it.
 //
 // # Exactly once
 //

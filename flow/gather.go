@@ -35,8 +35,8 @@ type Gatherer[In any] interface {
 // cancels its in-flight work: the gatherer then cancels what it holds and
 // every item pushed afterwards) and emit, the stage's output. emit sends
 // over a channel (Buffer sets its capacity, default 16; of the stage
-// options only Buffer and ValuesOnly apply) to the next stage, which runs on
-// goroutines of its own; it blocks while that stage is busy
+// options only Buffer and ValuesOnly apply) to the next stage, which runs
+// on goroutines of its own; it blocks while that stage is busy
 // (backpressure) and always completes, since the next stage reads until
 // Close has returned. emit may be called from any goroutine (a timer's),
 // by one goroutine at a time: the gatherer serializes its emits and its

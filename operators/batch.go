@@ -96,7 +96,9 @@ func Batch[T any](in flow.Stream[T], opts BatchOptions) flow.Stream[Batched[T]] 
 	p.NeedInFlight(o.Size, "operators.Batch")
 	var gopts []flow.StageOption
 	if o.ValuesOnly {
-		gopts = append(gopts, flow.ValuesOnly()) // the batcher keeps that promise: values out, members' completions joined
+		// The batcher keeps that promise: values out, members' completions
+		// joined (or derived) and never touched again.
+		gopts = append(gopts, flow.ValuesOnly())
 	}
 	return flow.Gather(in, func(ctx context.Context, emit flow.Emit[Batched[T]]) flow.Gatherer[T] {
 		return newBatcher(ctx, o, emit)
