@@ -154,8 +154,10 @@ func (c *Client[Req, Resp]) reply(_ context.Context, d *ports.Delivery) error {
 		delete(c.pending, id)
 		c.remember(id, true)
 		c.mu.Unlock()
-		w <- d // buffered 1, and only this reply is sent to it
+		// Counted before the hand-over: a caller whose Call returned sees
+		// its answer in Stats.
 		c.answered.Add(1)
+		w <- d // buffered 1, and only this reply is sent to it
 		return nil
 	}
 	answered, known := c.recent[id]
