@@ -378,8 +378,12 @@ func (e *engine) settleHere() bool {
 func (e *engine) takeAcks(newCall bool) (group, bool) {
 	next := e.takeSpare()
 	e.mu.Lock()
-	_, gather := e.gathering()
-	if e.n == 0 || len(e.groups) > 0 || newCall && (e.closing || gather) {
+	refuse := e.n == 0 || len(e.groups) > 0
+	if !refuse && newCall {
+		_, gather := e.gathering()
+		refuse = e.closing || gather
+	}
+	if refuse {
 		e.mu.Unlock()
 		e.putSpare(next)
 		return group{}, false

@@ -65,10 +65,9 @@ func TestFullWindowIsSettledByTheReceiveLoop(t *testing.T) {
 	for _, c := range []struct {
 		flusher, running bool
 	}{{false, false}, {true, false}, {false, true}} {
-		flusher := c.flusher
 		cs := &callsSub{}
 		var sub ports.Subscription = cs
-		if flusher {
+		if c.flusher {
 			sub = flushingCallsSub{cs}
 		}
 		p, e := fullWindow(t, sub, ack, ack)

@@ -3,6 +3,7 @@ package flow_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -240,14 +241,8 @@ func TestGatherRecyclesOnlyWhenValuesOnly(t *testing.T) {
 				want[d.ID] = true
 			}
 		}
-		if got := runRecycling(t, build, ds); len(got) != len(want) {
+		if got := runRecycling(t, build, ds); !maps.Equal(got, want) {
 			t.Fatalf("valuesOnly=%v: recycled %v, want %v", valuesOnly, got, want)
-		} else {
-			for id := range want {
-				if !got[id] {
-					t.Fatalf("valuesOnly=%v: recycled %v, want %v", valuesOnly, got, want)
-				}
-			}
 		}
 	}
 }

@@ -412,39 +412,43 @@ func (r *recyclingFake) Recycle(ds []*ports.Delivery) {
 	}
 }
 
+// recycledBy runs build over a recyclingFake, pushes n messages, waits
+// for their settlements, stops the pipeline (every recycling is then
+// done) and returns the ids recycled.
+func recycledBy(t *testing.T, n int, build func(*flow.Pipeline)) []string {
+	t.Helper()
+	r := &recyclingFake{fake: newFake()}
+	p := flow.New(r, spec)
+	build(p)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	r.push(msgs(n)...)
+	r.waitSettled(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	return r.recycled
+}
+
 // With ValuesOnly a batch carries no deliveries (Msgs nil) and its
 // pipeline keeps recycling them; without it, the handler gets each
 // member's delivery and nothing is recycled (the handler may keep them).
 func TestBatchValuesOnlyKeepsTheDeliveriesInThePipeline(t *testing.T) {
 	for _, valuesOnly := range []bool{false, true} {
-		r := &recyclingFake{fake: newFake()}
-		p := flow.New(r, spec)
-		got := make(chan operators.Batched[int], 1)
-		batches := operators.Batch(flow.Decode[int](p.Source()), operators.BatchOptions{Size: 3, Window: time.Hour, ValuesOnly: valuesOnly})
-		flow.Sink(batches, func(_ context.Context, b operators.Batched[int]) error { got <- b; return nil })
-		if err := p.Start(context.Background()); err != nil {
-			t.Fatalf("Start: %v", err)
-		}
-		r.push(msgs(3)...)
 		var b operators.Batched[int]
-		select {
-		case b = <-got:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("valuesOnly=%v: no batch of 3 within 5s", valuesOnly)
-		}
-		r.waitSettled(t, 3)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := p.Stop(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("valuesOnly=%v: Stop: %v", valuesOnly, err)
-		}
+		recycled := len(recycledBy(t, 3, func(p *flow.Pipeline) {
+			batches := operators.Batch(flow.Decode[int](p.Source()), operators.BatchOptions{Size: 3, Window: time.Hour, ValuesOnly: valuesOnly})
+			flow.Sink(batches, func(_ context.Context, got operators.Batched[int]) error { b = got; return nil })
+		}))
+		// Stop returned after the handler did: b is set.
 		if len(b.Values) != 3 || b.Values[0] != 0 || b.Values[2] != 2 {
 			t.Fatalf("valuesOnly=%v: values %v, want [0 1 2]", valuesOnly, b.Values)
 		}
-		r.rmu.Lock()
-		recycled := len(r.recycled)
-		r.rmu.Unlock()
 		if valuesOnly && (b.Msgs != nil || recycled != 3) {
 			t.Fatalf("ValuesOnly: Msgs %v and %d deliveries recycled, want no Msgs and all 3 recycled", b.Msgs, recycled)
 		}
@@ -457,23 +461,11 @@ func TestBatchValuesOnlyKeepsTheDeliveriesInThePipeline(t *testing.T) {
 // A batch of deliveries hands them out as its values: ValuesOnly does not
 // make their pipeline recycle them.
 func TestBatchValuesOnlyOfDeliveriesRecyclesNothing(t *testing.T) {
-	r := &recyclingFake{fake: newFake()}
-	p := flow.New(r, spec)
-	flow.Sink(operators.Batch(p.Source(), operators.BatchOptions{Size: 3, Window: time.Hour, ValuesOnly: true}),
-		func(context.Context, operators.Batched[*ports.Delivery]) error { return nil })
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	r.push(msgs(3)...)
-	r.waitSettled(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.Stop(ctx); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	r.rmu.Lock()
-	defer r.rmu.Unlock()
-	if len(r.recycled) != 0 {
-		t.Fatalf("recycled %v: deliveries handed to the handler as values must not be reused", r.recycled)
+	recycled := recycledBy(t, 3, func(p *flow.Pipeline) {
+		flow.Sink(operators.Batch(p.Source(), operators.BatchOptions{Size: 3, Window: time.Hour, ValuesOnly: true}),
+			func(context.Context, operators.Batched[*ports.Delivery]) error { return nil })
+	})
+	if len(recycled) != 0 {
+		t.Fatalf("recycled %v: deliveries handed to the handler as values must not be reused", recycled)
 	}
 }

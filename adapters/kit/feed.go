@@ -20,8 +20,7 @@ import (
 // [Feed.Reserve] are the sender's side (one goroutine), [Feed.Send] too
 // or, with what it reserved, goroutines it hands records to (one per
 // partition, say); [Feed.Take] and [Feed.Wait] are the receiver's (one
-// goroutine). Create
-// it with [NewFeed].
+// goroutine). Create it with [NewFeed].
 type Feed[T any] struct {
 	limit         int
 	queued        atomic.Int64 // reserved, not received

@@ -63,6 +63,8 @@ func init() {
 	// Setup pre-published the N records every contender consumes: the
 	// sluice contenders publish nothing during the timed section.
 	t := target{open: openKafka, prepublished: true, openLatency: openKafkaLatency}
+	withMsgs := t
+	withMsgs.batchMsgs = true
 	register(Suite{
 		Name:      "kafka",
 		About:     "consume + settle of pre-published records, timed from the first record received",
@@ -80,7 +82,7 @@ func init() {
 			{Name: "kafka-batch", Run: t.runPipeline(true)},
 			// Diagnostic: the batch pipeline handing its handler the
 			// deliveries (no recycling, no deferred headers).
-			{Name: "kafka-batch-msgs", Run: target{open: openKafka, prepublished: true, batchMsgs: true}.runPipeline(true)},
+			{Name: "kafka-batch-msgs", Run: withMsgs.runPipeline(true)},
 			// Diagnostic: the default pipeline with rounds settled at once.
 			{Name: "kafka-linger0", Run: t.runPipeline(false, flow.WithSettleLinger(0))},
 			// Diagnostic: the default pipeline with 4× the in-flight window.
