@@ -130,23 +130,53 @@ func Key(k string) MessageOption { return func(m *ports.Message) { m.Key = k } }
 // Header sets one header.
 func Header(k, v string) MessageOption { return func(m *ports.Message) { m.Headers.Set(k, v) } }
 
-// Type sets the payload type header (default: the Go type name).
+// Type sets the payload type header, ce-type (none by default; under
+// CloudEvents, the Go type name unless Type sets one). On RabbitMQ it
+// also travels as the AMQP type property.
 func Type(t string) MessageOption { return Header(ports.HeaderType, t) }
 
-// NewMessage encodes v as JSON into a message for topic and fills the
-// envelope from ctx: the request id and tenant id (WithRequestID,
-// WithTenantID, or the delivery being handled), the correlation id and, when
-// ctx belongs to a delivery, the causation id (that delivery's id). It
-// stamps the message as Send would (ports.Message.StampInPlace: id, time
-// and spec version, unless opts set them), so that Send need not copy its
-// headers.
+// CloudEvents makes the message a CloudEvent in binary content mode: it
+// sets ce-specversion to 1.0, ce-source to source and ce-time to the
+// current time (each unless already set), and NewMessage fills ce-type
+// with the Go type name unless Type sets one. With ce-id, which every
+// message carries, these are the attributes CloudEvents requires of an
+// event. sluice's settlement needs none of them, so a message carries
+// them only when asked: keep one option value for a producer,
+//
+//	ce := flow.CloudEvents("https://orders.example.com")
+//	err := flow.Send(ctx, sender, topic, paid, ce, flow.Type("com.example.order.paid.v1"))
+//
+// source is a URI-reference naming the producer; NewMessage fails on a
+// message that has ce-specversion but no ce-source.
+func CloudEvents(source string) MessageOption {
+	return func(m *ports.Message) {
+		if m.Headers.Get(ports.HeaderSpecVersion) == "" {
+			m.Headers.Set(ports.HeaderSpecVersion, "1.0")
+		}
+		if m.Headers.Get(ports.HeaderSource) == "" && source != "" {
+			m.Headers.Set(ports.HeaderSource, source)
+		}
+		if m.Headers.Get(ports.HeaderTime) == "" {
+			m.Headers.Set(ports.HeaderTime, string(ports.AppendTime(make([]byte, 0, 40), time.Now())))
+		}
+	}
+}
+
+// NewMessage encodes v as JSON into a message for topic: the payload, the
+// content type (application/json) and a new id (ce-id), and from ctx the
+// request id and tenant id (WithRequestID, WithTenantID, or the delivery
+// being handled), the correlation id and, when ctx belongs to a delivery,
+// the causation id (that delivery's id). No other envelope header is
+// written unless opts ask for it (Type, CloudEvents, Header). It stamps
+// the message as Send would (ports.Message.StampInPlace), so that Send
+// need not copy its headers.
 func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...MessageOption) (ports.Message, error) {
-	payload, id, at, err := encodeStamped(v)
+	payload, id, err := encodeWithID(v)
 	if err != nil {
 		return ports.Message{}, fmt.Errorf("flow: encode %s: %w", typeName[T](), err)
 	}
 	m := ports.Message{Topic: topic, Payload: payload, Headers: append(make(ports.Headers, 0, 8),
-		ports.Header{Name: ports.HeaderType, Value: typeName[T]()}, ports.Header{Name: ports.HeaderContentType, Value: "application/json"})}
+		ports.Header{Name: ports.HeaderContentType, Value: "application/json"})}
 	if id := RequestID(ctx); id != "" {
 		m.Headers.Set(ports.HeaderRequestID, id)
 	}
@@ -173,14 +203,19 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 			opt(&o)
 		}
 		m = o
+		if m.Headers.Get(ports.HeaderSpecVersion) != "" {
+			if m.Headers.Get(ports.HeaderSource) == "" {
+				return ports.Message{}, fmt.Errorf("flow: a CloudEvent needs a source (%s): give flow.CloudEvents a non-empty URI-reference naming the producer", ports.HeaderSource)
+			}
+			if m.Headers.Get(ports.HeaderType) == "" {
+				m.Headers.Set(ports.HeaderType, typeName[T]())
+			}
+		}
 	}
 	if m.Headers.Get(ports.HeaderID) == "" {
 		m.Headers.Set(ports.HeaderID, id)
 	}
-	if m.Headers.Get(ports.HeaderTime) == "" {
-		m.Headers.Set(ports.HeaderTime, at)
-	}
-	m.StampInPlace(time.Time{}) // the spec version and partition key: nothing left to format
+	m.StampInPlace() // the partition key: nothing left to allocate
 	return m, nil
 }
 
@@ -196,11 +231,10 @@ var jsonBuffers = sync.Pool{New: func() any {
 	return b
 }}
 
-// encodeStamped encodes v as json.Marshal does and makes a new message id
-// and the current time as HeaderTime holds it, all three in one
-// allocation: the id and the time are strings over the bytes after the
+// encodeWithID encodes v as json.Marshal does and makes a new message id,
+// both in one allocation: the id is a string over the bytes after the
 // payload, which the payload's capacity does not reach.
-func encodeStamped(v any) (payload []byte, id, at string, err error) {
+func encodeWithID(v any) (payload []byte, id string, err error) {
 	jb := jsonBuffers.Get().(*jsonBuffer)
 	defer func() {
 		if jb.buf.Cap() <= 64<<10 { // a rare large value does not stay in the pool
@@ -209,17 +243,15 @@ func encodeStamped(v any) (payload []byte, id, at string, err error) {
 	}()
 	jb.buf.Reset()
 	if err := jb.enc.Encode(v); err != nil {
-		return nil, "", "", err
+		return nil, "", err
 	}
 	js := jb.buf.Bytes()
-	js = js[:len(js)-1]  // Encode ends the value with a newline
-	const stampRoom = 80 // an id (about 30 bytes) and a time (at most 35)
-	b := append(make([]byte, 0, len(js)+stampRoom), js...)
+	js = js[:len(js)-1] // Encode ends the value with a newline
+	const idRoom = 48   // an id: 24 hex digits, '-' and a base-36 counter
+	b := append(make([]byte, 0, len(js)+idRoom), js...)
 	n := len(b)
 	b = ports.AppendNewID(b)
-	idEnd := len(b)
-	b = ports.AppendTime(b, time.Now())
-	return b[:n:n], unsafe.String(&b[n], idEnd-n), unsafe.String(&b[idEnd], len(b)-idEnd), nil
+	return b[:n:n], unsafe.String(&b[n], len(b)-n), nil
 }
 
 // Send encodes v with NewMessage and sends it with confirms; it returns
@@ -229,6 +261,5 @@ func Send[T any](ctx context.Context, s ports.Sender, topic ports.Topic, v T, op
 	if err != nil {
 		return err
 	}
-	m.StampInPlace(time.Now()) // its headers are this call's: the adapter's Stamp need not copy them
 	return s.Send(ctx, m)
 }

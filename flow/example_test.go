@@ -37,8 +37,26 @@ func ExampleNewMessage() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(m.Topic, m.Key, string(m.Payload), m.Headers.Get(ports.HeaderRequestID), m.Headers.Get(ports.HeaderType))
-	// Output: orders customer-9 {"id":"o-1","total":12} req-7 flow_test.order
+	fmt.Println(m.Topic, m.Key, string(m.Payload), m.Headers.Get(ports.HeaderRequestID), m.Headers.Get(ports.HeaderContentType))
+	// Output: orders customer-9 {"id":"o-1","total":12} req-7 application/json
+}
+
+// A CloudEvent in binary content mode: the attributes CloudEvents requires
+// travel as ce-* headers, written only when asked.
+func ExampleCloudEvents() {
+	ce := flow.CloudEvents("https://orders.example.com")
+	m, err := flow.NewMessage(context.Background(), "orders", order{ID: "o-1", Total: 12}, ce, flow.Type("com.example.order.placed.v1"))
+	if err != nil {
+		panic(err)
+	}
+	for _, h := range []string{ports.HeaderSpecVersion, ports.HeaderSource, ports.HeaderType, ports.HeaderContentType} {
+		fmt.Println(h, m.Headers.Get(h))
+	}
+	// Output:
+	// ce-specversion 1.0
+	// ce-source https://orders.example.com
+	// ce-type com.example.order.placed.v1
+	// content-type application/json
 }
 
 func ExamplePipeline() {

@@ -15,9 +15,10 @@ type Sender interface {
 	// is done; on ctx cancellation it returns ctx.Err() (wrapped in
 	// SendErrors) for the messages not yet confirmed — they may still reach
 	// the broker. Send does not retry: the caller decides, knowing a retry
-	// can duplicate. Send fills HeaderID, HeaderSpecVersion and HeaderTime
-	// when missing and mirrors Message.Key into HeaderPartitionKey; it does
-	// not keep msgs or their headers after it returns.
+	// can duplicate. Send fills HeaderID when missing and mirrors
+	// Message.Key into HeaderPartitionKey (Message.Stamp), and writes no
+	// other envelope header of its own; it does not keep msgs or their
+	// headers after it returns.
 	Send(ctx context.Context, msgs ...Message) error
 }
 

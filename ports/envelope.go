@@ -38,56 +38,39 @@ func AppendNewID(b []byte) []byte {
 	return strconv.AppendUint(b, idCounter.Add(1), 36)
 }
 
-// Stamp fills the envelope headers a sender owns when they are missing:
-// HeaderID, HeaderSpecVersion, HeaderTime, and HeaderPartitionKey from Key.
-// It copies Headers first, when one is missing, so the caller's headers
-// are never modified. Adapters call it at the top of Send.
-func (m *Message) Stamp(now time.Time) {
+// Stamp fills the envelope headers the settlement contract needs when
+// they are missing: HeaderID, and HeaderPartitionKey from Key (for the
+// brokers without a key field). Nothing else: the CloudEvents attributes
+// (HeaderSpecVersion, HeaderTime, HeaderType, HeaderSource) and trace
+// context travel when the sender sets them (flow.CloudEvents, a tracing
+// sender), so a message pays on every hop only for what it uses. It copies
+// Headers first, when one is missing, so the caller's headers are never
+// modified. Adapters call it at the top of Send.
+func (m *Message) Stamp() {
 	if m.stamped() {
 		return
 	}
-	// A copy with room for the four Stamp may add.
-	m.Headers = append(make(Headers, 0, len(m.Headers)+4), m.Headers...)
-	m.StampInPlace(now)
+	// A copy with room for the two Stamp may add.
+	m.Headers = append(make(Headers, 0, len(m.Headers)+2), m.Headers...)
+	m.StampInPlace()
 }
 
 // stamped reports whether m has every header Stamp fills.
 func (m *Message) stamped() bool {
 	h := m.Headers
-	return h.Get(HeaderID) != "" && h.Get(HeaderTime) != "" && h.Get(HeaderSpecVersion) != "" && (m.Key == "" || h.Get(HeaderPartitionKey) != "")
+	return h.Get(HeaderID) != "" && (m.Key == "" || h.Get(HeaderPartitionKey) != "")
 }
 
 // StampInPlace is Stamp without the copy, for a message whose Headers the
-// caller made for it and shares with nothing (flow.Send's, say): it sets
-// them in place (nil ones are made).
-func (m *Message) StampInPlace(now time.Time) {
+// caller made for it and shares with nothing (flow.NewMessage's, say): it
+// sets them in place (nil ones are made).
+func (m *Message) StampInPlace() {
 	h := m.Headers
 	if h == nil {
-		h = make(Headers, 0, 4)
+		h = make(Headers, 0, 2)
 	}
-	// The id and the time are written into one string (one allocation
-	// for both).
-	var b [128]byte
-	text := b[:0]
-	needID, needTime := h.Get(HeaderID) == "", h.Get(HeaderTime) == ""
-	if needID {
-		text = AppendNewID(text)
-	}
-	idLen := len(text)
-	if needTime {
-		text = AppendTime(text, now)
-	}
-	if len(text) > 0 {
-		all := string(text)
-		if needID {
-			h.Set(HeaderID, all[:idLen])
-		}
-		if needTime {
-			h.Set(HeaderTime, all[idLen:])
-		}
-	}
-	if h.Get(HeaderSpecVersion) == "" {
-		h.Set(HeaderSpecVersion, "1.0")
+	if h.Get(HeaderID) == "" {
+		h.Set(HeaderID, NewID())
 	}
 	if m.Key != "" && h.Get(HeaderPartitionKey) == "" {
 		h.Set(HeaderPartitionKey, m.Key)

@@ -16,8 +16,8 @@ type Message struct {
 	// caller, or by flow.NewMessage and flow.Send — never by a broker-side
 	// converter).
 	Payload []byte
-	// Headers are the envelope and user headers. Send fills HeaderID,
-	// HeaderSpecVersion and HeaderTime when they are missing.
+	// Headers are the envelope and user headers. Send fills HeaderID when
+	// it is missing (see Stamp).
 	Headers Headers
 	// Delay asks for delivery no earlier than Delay after the broker
 	// confirmed the publish. Zero means now. Adapters without native delay

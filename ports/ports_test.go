@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,17 +64,28 @@ func TestRedeliveryCountFrom(t *testing.T) {
 	}
 }
 
-func TestStampFillsEnvelopeWithoutTouchingCallerHeaders(t *testing.T) {
+// TestStampFillsOnlyWhatSettlementNeeds: Stamp writes the id and the
+// partition key, on a copy of the caller's headers, and nothing else: the
+// CloudEvents attributes are the sender's to ask for.
+func TestStampFillsOnlyWhatSettlementNeeds(t *testing.T) {
 	h := ports.NewHeaders("x", "1")
 	m := ports.Message{Topic: "t", Key: "k", Headers: h}
-	m.Stamp(time.Unix(0, 0))
+	m.Stamp()
 	if len(h) != 1 {
 		t.Fatalf("Stamp modified the caller's headers: %v", h)
 	}
-	for _, k := range []string{ports.HeaderID, ports.HeaderSpecVersion, ports.HeaderTime, ports.HeaderPartitionKey} {
-		if m.Headers.Get(k) == "" {
-			t.Errorf("Stamp left %s empty", k)
-		}
+	id := m.Headers.Get(ports.HeaderID)
+	if !strings.Contains(id, "-") || len(id) < 26 {
+		t.Errorf("id %q is not a NewID", id)
+	}
+	want := ports.NewHeaders("x", "1", ports.HeaderID, id, ports.HeaderPartitionKey, "k")
+	if !slices.Equal(m.Headers, want) {
+		t.Fatalf("Stamp wrote %v, want %v", m.Headers, want)
+	}
+	unkeyed := ports.Message{Topic: "t"}
+	unkeyed.Stamp()
+	if len(unkeyed.Headers) != 1 || unkeyed.Headers.Get(ports.HeaderID) == "" {
+		t.Fatalf("Stamp of an unkeyed message wrote %v, want the id alone", unkeyed.Headers)
 	}
 	if a, b := ports.NewID(), ports.NewID(); a == b {
 		t.Fatalf("NewID repeated %q", a)
@@ -82,58 +94,27 @@ func TestStampFillsEnvelopeWithoutTouchingCallerHeaders(t *testing.T) {
 
 // TestStampKeepsACompleteEnvelopeAndStampInPlaceFills: Stamp leaves a
 // message with every envelope header as it is (its headers, no
-// allocation); StampInPlace fills the message's own headers.
+// allocation); StampInPlace fills the message's own headers, keeping a
+// given id.
 func TestStampKeepsACompleteEnvelopeAndStampInPlaceFills(t *testing.T) {
 	h := ports.NewHeaders("x", "1")
 	m := ports.Message{Topic: "t", Key: "k", Headers: h}
-	m.StampInPlace(time.Unix(0, 0))
-	if len(m.Headers) != 5 || m.Headers.Get("x") != "1" || m.Headers.Get(ports.HeaderPartitionKey) != "k" || m.Headers.Get(ports.HeaderID) == "" {
+	m.StampInPlace()
+	if len(m.Headers) != 3 || m.Headers.Get("x") != "1" || m.Headers.Get(ports.HeaderPartitionKey) != "k" || m.Headers.Get(ports.HeaderID) == "" {
 		t.Fatalf("StampInPlace did not fill the message's own headers: %v", m.Headers)
 	}
 	id := m.Headers.Get(ports.HeaderID)
-	if allocs := testing.AllocsPerRun(100, func() { m.Stamp(time.Unix(1, 0)) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(100, func() { m.Stamp() }); allocs != 0 {
 		t.Fatalf("Stamp of a stamped message allocated %v times", allocs)
 	}
-	m.Stamp(time.Unix(1, 0))
-	if m.Headers.Get(ports.HeaderID) != id || len(m.Headers) != 5 {
+	m.Stamp()
+	if m.Headers.Get(ports.HeaderID) != id || len(m.Headers) != 3 {
 		t.Fatalf("Stamp changed a stamped message: %v", m.Headers)
 	}
-}
-
-// TestStampValues: the id and the time Stamp writes (sharing one string)
-// are each exactly what was asked, whichever of them was missing.
-func TestStampValues(t *testing.T) {
-	at := time.Date(2026, 12, 1, 22, 10, 0, 123456789, time.FixedZone("X", -7200))
-	wantTime := at.UTC().Format(time.RFC3339Nano)
-	for _, c := range []struct {
-		name string
-		h    ports.Headers
-	}{
-		{"both missing", nil},
-		{"id given", ports.NewHeaders(ports.HeaderID, "given-id")},
-		{"time given", ports.NewHeaders(ports.HeaderTime, "given-time")},
-		{"both given", ports.NewHeaders(ports.HeaderID, "given-id", ports.HeaderTime, "given-time")},
-	} {
-		m := ports.Message{Topic: "t", Headers: c.h}
-		m.Stamp(at)
-		id, tm := m.Headers.Get(ports.HeaderID), m.Headers.Get(ports.HeaderTime)
-		if given := c.h.Get(ports.HeaderID); given != "" {
-			if id != given {
-				t.Errorf("%s: id %q, want %q", c.name, id, given)
-			}
-		} else if !strings.Contains(id, "-") || strings.Contains(id, "T") || len(id) < 26 {
-			t.Errorf("%s: id %q is not a NewID", c.name, id)
-		}
-		if given := c.h.Get(ports.HeaderTime); given != "" {
-			if tm != given {
-				t.Errorf("%s: time %q, want %q", c.name, tm, given)
-			}
-		} else if tm != wantTime {
-			t.Errorf("%s: time %q, want %q", c.name, tm, wantTime)
-		}
-		if m.Headers.Get(ports.HeaderSpecVersion) != "1.0" {
-			t.Errorf("%s: specversion %q", c.name, m.Headers.Get(ports.HeaderSpecVersion))
-		}
+	given := ports.Message{Topic: "t", Headers: ports.NewHeaders(ports.HeaderID, "given-id")}
+	given.StampInPlace()
+	if given.Headers.Get(ports.HeaderID) != "given-id" || len(given.Headers) != 1 {
+		t.Fatalf("StampInPlace of a message with an id: %v, want it unchanged", given.Headers)
 	}
 }
 

@@ -68,9 +68,10 @@ func FuzzDecode(f *testing.F) {
 // them travel as AMQP properties, and decoding gives the envelope back
 // unchanged.
 func TestEnvelopeRoundTrip(t *testing.T) {
-	h := ports.NewHeaders(ports.HeaderType, "t.v1", ports.HeaderCorrelationID, "c", ports.HeaderContentType, "application/json", "user", "u")
+	h := ports.NewHeaders(ports.HeaderType, "t.v1", ports.HeaderCorrelationID, "c", ports.HeaderContentType, "application/json", "user", "u",
+		ports.HeaderSpecVersion, "1.0", ports.HeaderTime, "2024-01-02T03:04:05.000000006Z")
 	m := ports.Message{Headers: h, Key: "k"}
-	m.Stamp(time.Date(2024, 1, 2, 3, 4, 5, 6, time.UTC))
+	m.Stamp()
 	p := encode(m.Headers, []byte("{}"))
 	if p.MessageId == "" || p.Type != "t.v1" || p.CorrelationId != "c" || p.ContentType != "application/json" {
 		t.Fatalf("properties %+v", p)

@@ -9,14 +9,21 @@ import (
 // headerDeliverAt is earlier versions' kit.HeaderNotBefore, read as it.
 const headerDeliverAt = "sluice-deliver-at"
 
-// toPublish builds the QoS 1 PUBLISH of m, headers as user properties.
+// toPublish builds the QoS 1 PUBLISH of m: the content type as the MQTT 5
+// content-type property (headersOf reads it back), every other header as
+// a user property.
 func toPublish(topic string, m *ports.Message) *paho.Publish {
 	props := make([]paho.UserProperty, 0, len(m.Headers))
+	var contentType string
 	for _, h := range m.Headers {
+		if h.Name == ports.HeaderContentType {
+			contentType = h.Value
+			continue
+		}
 		props = append(props, paho.UserProperty{Key: h.Name, Value: h.Value})
 	}
 	return &paho.Publish{QoS: 1, Topic: topic, Payload: m.Payload,
-		Properties: &paho.PublishProperties{User: props, ContentType: m.Headers.Get(ports.HeaderContentType)}}
+		Properties: &paho.PublishProperties{User: props, ContentType: contentType}}
 }
 
 // envelopeBytes is a PUBLISH's size besides its payload, at its largest.

@@ -114,7 +114,7 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 			errs, index = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err}), indexOf(index, len(batch))
 			continue
 		}
-		m.Stamp(now)
+		m.Stamp()
 		if m.QoS == ports.BestEffort && !a.caps.BestEffort {
 			m.QoS = ports.AtLeastOnce // documented fallback: travels at-least-once
 		}

@@ -52,7 +52,6 @@ func (s *Subscription) stage(ctx context.Context, d *ports.Delivery, msgs []port
 	if _, err := s.claim(d); err != nil {
 		return err
 	}
-	now := s.a.clock.Now()
 	buf := stagedPool.Get().(*[]ports.Message)
 	defer func() { // the driver does not keep the slice
 		clear(*buf)
@@ -71,7 +70,7 @@ func (s *Subscription) stage(ctx context.Context, d *ports.Delivery, msgs []port
 		if err != nil {
 			return &ports.SendError{Index: i, Topic: m.Topic, Err: err}
 		}
-		m.Stamp(now) // replaces the copy's headers, not the caller's
+		m.Stamp() // replaces the copy's headers, not the caller's
 		out[i] = m
 	}
 	s.gate.RLock()

@@ -73,7 +73,7 @@ func (f *fixture) deadLetter(keys []string, reason func(string) string) {
 	msgs := make([]ports.Message, len(keys))
 	for i, k := range keys {
 		msgs[i] = ports.Message{Topic: source, Key: k, Payload: []byte(`{"secret":"` + k + `"}`),
-			Headers: ports.NewHeaders(ports.HeaderID, "id-"+k, ports.HeaderType, "com.example.order.v1")}
+			Headers: ports.NewHeaders(ports.HeaderID, "id-"+k, ports.HeaderType, "com.example.order.v1", ports.HeaderTime, "2026-01-02T03:04:05Z")}
 	}
 	if err := f.a.Send(f.ctx, msgs...); err != nil {
 		f.t.Fatal(err)

@@ -30,8 +30,8 @@ import (
 //	                    out-of-order settlement needs: STOMP has no
 //	                    multiple-ack for it)
 //	raw-individual-ack+env  the same, the messages carrying the headers the
-//	                    adapter's carry (ce-id, ce-specversion, ce-time,
-//	                    content-type, the bench's sequence header), which
+//	                    adapter's carry (ce-id, content-type, the
+//	                    bench's sequence header), which
 //	                    ActiveMQ stores and delivers as JMS properties, and
 //	                    taking the adapter's route: published to a virtual
 //	                    topic, read from the group's consumer queue
@@ -168,8 +168,6 @@ func stompPublish(ctx context.Context, conns []*stomp.Conn, dest string, n, payl
 					opts := []func(*frame.Frame) error{stomp.SendOpt.Header("persistent", "true")}
 					if envelope {
 						opts = append(opts, stomp.SendOpt.Header(ports.HeaderID, ports.NewID()),
-							stomp.SendOpt.Header(ports.HeaderSpecVersion, "1.0"),
-							stomp.SendOpt.Header(ports.HeaderTime, time.Now().UTC().Format(time.RFC3339Nano)),
 							stomp.SendOpt.Header(seqHeader, strconv.Itoa(i)))
 					}
 					if err := tx.Send(dest, "application/json", encodeMsg(i, padding), opts...); err != nil {

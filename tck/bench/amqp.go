@@ -232,17 +232,13 @@ func persistent(body []byte, _ int) amqp091.Publishing {
 }
 
 // enveloped is the publishing the amqp adapter writes for benchMessage
-// i: the message id and content type as properties, the sequence header,
-// the spec version and the send time in the header table, persistent.
+// i: the message id and content type as properties, the sequence header
+// in the header table, persistent.
 func enveloped(body []byte, i int) amqp091.Publishing {
 	return amqp091.Publishing{
 		Body: body, DeliveryMode: amqp091.Persistent, ContentType: "application/json",
 		MessageId: ports.NewID(),
-		Headers: amqp091.Table{
-			seqHeader:               strconv.Itoa(i),
-			ports.HeaderSpecVersion: "1.0",
-			ports.HeaderTime:        time.Now().UTC().Format(time.RFC3339Nano),
-		},
+		Headers:   amqp091.Table{seqHeader: strconv.Itoa(i)},
 	}
 }
 

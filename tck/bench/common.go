@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,19 +65,14 @@ func encodeMsg(i int, padding string) []byte {
 
 // benchMessage is message i as the sluice contenders publish it, made
 // the way an application makes a message (flow.NewMessage: JSON payload,
-// id, time, spec version, content type), with the index in seqHeader and,
-// when stamp is set, the send time in sentHeader. The type header
-// NewMessage adds is taken out: the raw contenders' envelope
-// (enveloped, raw-xadd-pipe-envelope, ...) has none, and both sides
-// carry the same headers.
+// content type, id), with the index in seqHeader and, when stamp is set,
+// the send time in sentHeader. The raw contenders' envelope (enveloped,
+// raw-xadd-pipe-envelope, ...) carries the same headers.
 func benchMessage(topic ports.Topic, i int, padding string, stamp bool) ports.Message {
 	m, err := flow.NewMessage(context.Background(), topic, benchMsg{Device: "dev-" + strconv.Itoa(i%64), Value: float64(i), Pad: padding})
 	if err != nil {
 		panic(err) // a struct of strings and a float always encodes
 	}
-	// The raw contenders write no type: drop it in place (the headers are
-	// this message's own), as Del would by copying them.
-	m.Headers = slices.DeleteFunc(m.Headers, func(h ports.Header) bool { return h.Name == ports.HeaderType })
 	m.Headers.Set(seqHeader, strconv.Itoa(i))
 	if stamp {
 		m.Headers.Set(sentHeader, strconv.FormatInt(time.Now().UnixNano(), 10))

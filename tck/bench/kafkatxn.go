@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"reflect"
 	"strings"
 	"time"
 
@@ -25,9 +24,9 @@ import (
 //
 //	franz-txn+env  best raw: franz-go GroupTransactSession (KIP-447
 //	            fencing, read-committed fetches), one transaction per poll;
-//	            each output carries the envelope sluice's carries (type,
-//	            content type, id, time, spec version, causation and
-//	            correlation ids from the input's id)
+//	            each output carries the envelope sluice's carries
+//	            (content type, id, causation and correlation ids from
+//	            the input's id)
 //	franz-txn   the same with bare outputs (a value, no headers): the
 //	            denominator of RATIO kafka-txn/bare-raw
 //	kafka-txn   sluice: flow.Decode → Map → TransactTo, one transaction
@@ -181,9 +180,8 @@ func franzTxn(ctx context.Context, env Env, cfg Config, name, note string, envel
 }
 
 // envelopeHeaders are the headers flow.TransactTo writes on the output of
-// input r: NewMessage's type, content type, causation and correlation ids
-// (the input's id), then Stamp's id, time and spec version. The constant
-// values are shared; the id and the time share one buffer.
+// input r: NewMessage's content type, causation and correlation ids (the
+// input's id) and its new id. The constant value is shared.
 func envelopeHeaders(r *kgo.Record) []kgo.RecordHeader {
 	var in []byte
 	for _, h := range r.Headers {
@@ -191,28 +189,16 @@ func envelopeHeaders(r *kgo.Record) []kgo.RecordHeader {
 			in = h.Value
 		}
 	}
-	b := make([]byte, 0, 64)
-	b = append(b, ports.NewID()...)
-	id := len(b)
-	b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
 	return []kgo.RecordHeader{
-		{Key: ports.HeaderType, Value: txnOutType},
 		{Key: ports.HeaderContentType, Value: jsonType},
 		{Key: ports.HeaderCausationID, Value: in},
 		{Key: ports.HeaderCorrelationID, Value: in},
-		{Key: ports.HeaderID, Value: b[:id:id]},
-		{Key: ports.HeaderTime, Value: b[id:]},
-		{Key: ports.HeaderSpecVersion, Value: specVersion},
+		{Key: ports.HeaderID, Value: ports.AppendNewID(make([]byte, 0, 48))},
 	}
 }
 
-// The constant header values, which the client only reads: the type
-// flow.NewMessage writes for a txnOut, the content type, the spec version.
-var (
-	txnOutType  = []byte(reflect.TypeFor[txnOut]().String())
-	jsonType    = []byte("application/json")
-	specVersion = []byte("1.0")
-)
+// jsonType is the content type, which the client only reads.
+var jsonType = []byte("application/json")
 
 func runSluiceTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 	a, spec, closeFn, err := openKafka(ctx, env, cfg)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -21,8 +20,8 @@ import (
 //	channel      best raw: json.Marshal → a buffered channel (capacity =
 //	             in-flight) → json.Unmarshal → map → counted (the
 //	             denominator); each message carries the envelope the
-//	             adapter's Send stamps (ports.Headers: id, spec version,
-//	             time, content type, the bench's sequence header), and
+//	             flow.NewMessage and Send write (ports.Headers: content
+//	             type, id, the bench's sequence header), and
 //	             the consumer checks its content type
 //	channel-bare channel with the payload alone (RATIO mem/bare-raw)
 //	mem          flow.Send-equivalent producer (one goroutine, one message
@@ -120,9 +119,8 @@ func runChannel(envelope bool) func(context.Context, Env, Config) (Result, error
 			msg := chanMsg{body: encodeMsg(i, padding)}
 			if envelope {
 				msg.headers = ports.Headers{
-					{Name: ports.HeaderContentType, Value: "application/json"}, {Name: seqHeader, Value: strconv.Itoa(i)},
-					{Name: ports.HeaderID, Value: ports.NewID()}, {Name: ports.HeaderSpecVersion, Value: "1.0"},
-					{Name: ports.HeaderTime, Value: time.Now().UTC().Format(time.RFC3339Nano)},
+					{Name: ports.HeaderContentType, Value: "application/json"}, {Name: ports.HeaderID, Value: ports.NewID()},
+					{Name: seqHeader, Value: strconv.Itoa(i)},
 				}
 			}
 			select {

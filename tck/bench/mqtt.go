@@ -190,12 +190,10 @@ func pahoPublish(ctx context.Context, pub *paho.Client, topic string, cfg Config
 				}
 				props := &paho.PublishProperties{ContentType: "application/json"}
 				if envelope {
-					// The envelope the adapter puts on the wire, as user properties.
+					// The envelope the adapter puts on the wire: the content
+					// type as the property, the rest as user properties.
 					props.User = []paho.UserProperty{
-						{Key: ports.HeaderContentType, Value: "application/json"},
 						{Key: ports.HeaderID, Value: ports.NewID()},
-						{Key: ports.HeaderSpecVersion, Value: "1.0"},
-						{Key: ports.HeaderTime, Value: time.Now().UTC().Format(time.RFC3339Nano)},
 						{Key: seqHeader, Value: strconv.Itoa(i)},
 					}
 				}

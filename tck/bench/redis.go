@@ -57,8 +57,8 @@ import (
 //
 //	raw-xadd-pipe-envelope  best raw: go-redis, 16 goroutines × pipelines
 //	                     of 16 XADDs, each entry carrying the fields the
-//	                     adapter writes (id, spec version, time, content
-//	                     type, sequence header), made per message
+//	                     adapter writes (content type, id, sequence
+//	                     header), made per message
 //	raw-xadd-pipe        the same with bare entries: redis-publish/bare-raw
 //	redis-publish        Adapter.Send from 16 goroutines × 16 messages
 //	raw-xadd-pipe-fsync  raw-xadd-pipe-envelope on the fsync server
@@ -220,10 +220,9 @@ func rawXReadGroupStream(ctx context.Context, rc *goredis.Client, name string, c
 
 // envelopeFields is the entry the adapter writes for benchMessage i with
 // body as its payload: the payload and one "h:" field per envelope header
-// (a fresh id and time per message).
+// (a fresh id per message).
 func envelopeFields(body []byte, i int) []any {
-	return []any{"payload", body, "h:" + ports.HeaderID, ports.NewID(), "h:" + ports.HeaderSpecVersion, "1.0",
-		"h:" + ports.HeaderTime, time.Now().UTC().Format(time.RFC3339Nano), "h:" + ports.HeaderContentType, "application/json",
+	return []any{"payload", body, "h:" + ports.HeaderContentType, "application/json", "h:" + ports.HeaderID, ports.NewID(),
 		"h:" + seqHeader, strconv.Itoa(i)}
 }
 

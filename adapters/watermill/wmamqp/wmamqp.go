@@ -7,7 +7,6 @@ package wmamqp
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
@@ -89,7 +88,7 @@ var _ wamqp.Marshaler = Marshaler{}
 // Marshal encodes msg with the sluice envelope (stamped like Send).
 func (Marshaler) Marshal(msg *message.Message) (amqp091.Publishing, error) {
 	m := wmbridge.Messages("", msg)[0]
-	m.Stamp(time.Now())
+	m.Stamp()
 	return amqp.Encode(m.Headers, m.Payload), nil
 }
 
