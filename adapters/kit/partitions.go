@@ -92,6 +92,9 @@ type partitionHandle[P any] struct {
 	p   *Partition[P]
 	off int64
 	key string
+	// staged is 1 + the index of the record's entry in the staged list of
+	// a Transactions, 0 when it has none; guarded by that Transactions' mu.
+	staged int
 }
 
 // NewPartitions returns the state of one consumer and starts its commit

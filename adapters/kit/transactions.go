@@ -1,7 +1,6 @@
 package kit
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,21 +29,34 @@ type Transactions[P comparable, M any] struct {
 	report func(error)
 
 	mu     sync.Mutex
-	staged map[*partitionHandle[P]][]M
-	slab   []M           // where Stage copies a record's messages to, a chunk at a time
-	end    chan struct{} // closed after a failed transaction
-	failed bool          // this session's transaction failed
-	lost   error         // a failed transaction, until Flush returns it
+	staged []stagedMsgs[P, M] // in the order the records were first staged; a dropped entry is zero until a round compacts the list
+	slab   []M                // where Stage copies a record's messages to, a chunk at a time
+	parts  partitionLookup[P] // a pass over staged's partitions, under mu
+	end    chan struct{}      // closed after a failed transaction
+	failed bool               // this session's transaction failed
+	lost   error              // a failed transaction, until Flush returns it
+
+	out []M // the messages of the round under way; rounds run one at a time (under the fence)
+}
+
+// stagedMsgs are the copies of the messages staged for the record of h.
+type stagedMsgs[P any, M any] struct {
+	h    *partitionHandle[P]
+	msgs []M
+	in   bool // below its partition's position in the last round that looked
 }
 
 // NewTransactions returns the state of one transactional consumer and
 // starts its commit loop. o.Commit is not used: commit gets the moved
-// positions and the messages staged for the records below them (by
-// offset, oldest first), publishes them and stores the positions in one
-// transaction, or aborts it and returns why. report, when not nil, is
-// told of each failed transaction as it happens.
+// positions and the messages staged for the records below them, publishes
+// them and stores the positions in one transaction, or aborts it and
+// returns why; it must not keep msgs. The messages come in staging
+// order: a record's together, the records in the order of their first
+// Stage (within a key, the order its records were handed out in, since
+// a record's successor is out only once it is acknowledged). report, when
+// not nil, is told of each failed transaction as it happens.
 func NewTransactions[P comparable, M any](o PartitionsOptions[P], commit func(moved []Position[P], msgs []M) error, report func(error)) *Transactions[P, M] {
-	t := &Transactions[P, M]{commit: commit, report: report, staged: map[*partitionHandle[P]][]M{}, end: make(chan struct{})}
+	t := &Transactions[P, M]{commit: commit, report: report, end: make(chan struct{})}
 	o.Commit = t.round
 	t.Partitions = NewPartitions(o)
 	return t
@@ -63,24 +75,29 @@ func (t *Transactions[P, M]) Stage(handle any, msgs []M) error {
 	if released || t.failed {
 		return fmt.Errorf("partition %v no longer claimed: %w", h.p.ID, driver.ErrRecordsLost)
 	}
-	if cur, ok := t.staged[h]; ok {
-		t.staged[h] = append(cur, msgs...)
+	if i := h.staged; i > 0 { // staged before: its messages stay in its place
+		e := &t.staged[i-1]
+		e.msgs = append(e.msgs, msgs...)
 		return nil
 	}
 	cp := Carve(&t.slab, len(msgs), stageChunk) // consecutive records' copies share a chunk
 	copy(cp, msgs)
-	t.staged[h] = cp
+	t.staged = append(t.staged, stagedMsgs[P, M]{h: h, msgs: cp})
+	h.staged = len(t.staged)
 	return nil
 }
 
 // stageChunk is how many staged messages one allocation holds.
 const stageChunk = 256
 
-// drop forgets what was staged for h, clearing its copies (their chunk
-// may outlive them); t.mu is held.
-func (t *Transactions[P, M]) drop(h *partitionHandle[P]) {
-	clear(t.staged[h])
-	delete(t.staged, h)
+// drop forgets the staged entry at i, clearing its copies (their chunk
+// may outlive them) and leaving a zero entry for a round to compact away;
+// t.mu is held.
+func (t *Transactions[P, M]) drop(i int) {
+	e := &t.staged[i]
+	clear(e.msgs)
+	e.h.staged = 0
+	*e = stagedMsgs[P, M]{}
 }
 
 // Discard drops what was staged for handles. It does nothing on a nil
@@ -92,7 +109,9 @@ func (t *Transactions[P, M]) Discard(handles []any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, h := range handles {
-		t.drop(h.(*partitionHandle[P]))
+		if i := h.(*partitionHandle[P]).staged; i > 0 {
+			t.drop(i - 1)
+		}
 	}
 }
 
@@ -145,43 +164,110 @@ func (t *Transactions[P, M]) Renew() {
 
 // prune drops what was staged for records of released partitions.
 func (t *Transactions[P, M]) prune() {
-	for h := range t.staged {
-		if h.p.isReleased() {
-			t.drop(h)
+	defer t.parts.reset()
+	for i := range t.staged {
+		if h := t.staged[i].h; h != nil && t.parts.position(h.p, nil) < 0 {
+			t.drop(i)
 		}
 	}
 }
 
 // round is the Partitions' Commit: one transaction of moved and of the
-// messages staged for the records below each position.
+// messages staged for the records below each position, in staging order.
+// What was staged for a released partition is dropped on the way.
 func (t *Transactions[P, M]) round(moved []Position[P]) error {
 	t.mu.Lock()
 	if t.failed {
 		t.mu.Unlock()
 		return errors.New("session ending after a failed transaction")
 	}
-	t.prune()
-	var in []*partitionHandle[P]
-	for h := range t.staged {
-		if slices.ContainsFunc(moved, func(m Position[P]) bool { return m.ID == h.p.ID && h.off < m.Offset }) {
-			in = append(in, h)
+	out := t.out[:0]
+	for i := range t.staged {
+		e := &t.staged[i]
+		if e.h == nil {
+			continue
+		}
+		switch pos := t.parts.position(e.h.p, moved); {
+		case pos < 0:
+			t.drop(i)
+		case e.h.off < pos:
+			e.in = true
+			out = append(out, e.msgs...)
+		default:
+			e.in = false
 		}
 	}
-	slices.SortFunc(in, func(a, b *partitionHandle[P]) int { return cmp.Compare(a.off, b.off) })
-	var msgs []M
-	for _, h := range in {
-		msgs = append(msgs, t.staged[h]...)
-	}
+	t.parts.reset()
+	n := len(t.staged) // Stage appends while the transaction runs, Discard and prune zero entries
 	t.mu.Unlock()
-	if err := t.commit(moved, msgs); err != nil {
+	err := t.commit(moved, out)
+	clear(out)
+	t.out = out[:0]
+	if err != nil {
 		return t.fail(err)
 	}
 	t.mu.Lock()
-	for _, h := range in {
-		t.drop(h)
-	}
+	t.compact(n)
 	t.mu.Unlock()
 	return nil
+}
+
+// compact removes from the staged list the dropped entries and those of
+// its first n that the round published, the others keeping their order;
+// t.mu is held.
+func (t *Transactions[P, M]) compact(n int) {
+	kept := 0
+	for i := range t.staged {
+		e := t.staged[i]
+		switch {
+		case e.h == nil:
+		case i < n && e.in:
+			clear(e.msgs)
+			e.h.staged = 0
+		default:
+			t.staged[kept] = e
+			e.h.staged = kept + 1
+			kept++
+		}
+	}
+	clear(t.staged[kept:])
+	t.staged = t.staged[:kept]
+}
+
+// partitionLookup is the partitions one pass over the staged list met,
+// each looked up once: whether it was released and the position a round
+// commits for it.
+type partitionLookup[P comparable] struct {
+	parts []*Partition[P]
+	pos   []int64
+	last  int // the index of the partition looked up last
+}
+
+// position is the position moved has for p (0 when none), -1 when p was
+// released.
+func (l *partitionLookup[P]) position(p *Partition[P], moved []Position[P]) int64 {
+	if l.last < len(l.parts) && l.parts[l.last] == p { // a partition's records are often staged in a run
+		return l.pos[l.last]
+	}
+	i := slices.Index(l.parts, p)
+	if i < 0 {
+		pos := int64(0)
+		if p.isReleased() {
+			pos = -1
+		} else if j := slices.IndexFunc(moved, func(m Position[P]) bool { return m.ID == p.ID }); j >= 0 {
+			pos = moved[j].Offset
+		}
+		i = len(l.parts)
+		l.parts, l.pos = append(l.parts, p), append(l.pos, pos)
+	}
+	l.last = i
+	return l.pos[i]
+}
+
+// reset ends a pass, keeping no partition.
+func (l *partitionLookup[P]) reset() {
+	clear(l.parts)
+	l.parts, l.pos, l.last = l.parts[:0], l.pos[:0], 0
 }
 
 // fail fails the session after a transaction that did not commit.
