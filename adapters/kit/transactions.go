@@ -28,13 +28,15 @@ type Transactions[P comparable, M any] struct {
 	commit func(moved []Position[P], msgs []M) error
 	report func(error)
 
-	mu     sync.Mutex
-	staged []stagedMsgs[P, M] // in the order the records were first staged; a dropped entry is zero until a round compacts the list
-	slab   []M                // where Stage copies a record's messages to, a chunk at a time
-	parts  partitionLookup[P] // a pass over staged's partitions, under mu
-	end    chan struct{}      // closed after a failed transaction
-	failed bool               // this session's transaction failed
-	lost   error              // a failed transaction, until Flush returns it
+	mu         sync.Mutex
+	staged     []stagedMsgs[P, M] // in the order the records were first staged; a dropped entry is zero until compact
+	dropped    int                // zero entries in staged
+	publishing bool               // a round publishes from staged: compact waits for it
+	slab       []M                // where Stage copies a record's messages to, a chunk at a time
+	parts      partitionLookup[P] // a pass over staged's partitions, under mu
+	end        chan struct{}      // closed after a failed transaction
+	failed     bool               // this session's transaction failed
+	lost       error              // a failed transaction, until Flush returns it
 
 	out []M // the messages of the round under way; rounds run one at a time (under the fence)
 }
@@ -98,6 +100,16 @@ func (t *Transactions[P, M]) drop(i int) {
 	clear(e.msgs)
 	e.h.staged = 0
 	*e = stagedMsgs[P, M]{}
+	t.dropped++
+}
+
+// tidy compacts the staged list when most of it was dropped and no round
+// publishes from it (records requeued again and again behind one still
+// out would grow it otherwise); t.mu is held.
+func (t *Transactions[P, M]) tidy() {
+	if !t.publishing && 2*t.dropped > len(t.staged) {
+		t.compact(0)
+	}
 }
 
 // Discard drops what was staged for handles. It does nothing on a nil
@@ -113,6 +125,7 @@ func (t *Transactions[P, M]) Discard(handles []any) {
 			t.drop(i - 1)
 		}
 	}
+	t.tidy()
 }
 
 // Ack is [Partitions.Ack], refused after a failed transaction until Renew.
@@ -164,12 +177,13 @@ func (t *Transactions[P, M]) Renew() {
 
 // prune drops what was staged for records of released partitions.
 func (t *Transactions[P, M]) prune() {
-	defer t.parts.reset()
 	for i := range t.staged {
 		if h := t.staged[i].h; h != nil && t.parts.position(h.p, nil) < 0 {
 			t.drop(i)
 		}
 	}
+	t.parts.reset()
+	t.tidy()
 }
 
 // round is the Partitions' Commit: one transaction of moved and of the
@@ -199,22 +213,26 @@ func (t *Transactions[P, M]) round(moved []Position[P]) error {
 	}
 	t.parts.reset()
 	n := len(t.staged) // Stage appends while the transaction runs, Discard and prune zero entries
+	t.publishing = true
 	t.mu.Unlock()
 	err := t.commit(moved, out)
 	clear(out)
 	t.out = out[:0]
+	t.mu.Lock()
+	t.publishing = false
+	if err == nil {
+		t.compact(n)
+	}
+	t.mu.Unlock()
 	if err != nil {
 		return t.fail(err)
 	}
-	t.mu.Lock()
-	t.compact(n)
-	t.mu.Unlock()
 	return nil
 }
 
 // compact removes from the staged list the dropped entries and those of
 // its first n that the round published, the others keeping their order;
-// t.mu is held.
+// t.mu is held and no round is publishing from the list.
 func (t *Transactions[P, M]) compact(n int) {
 	kept := 0
 	for i := range t.staged {
@@ -231,7 +249,7 @@ func (t *Transactions[P, M]) compact(n int) {
 		}
 	}
 	clear(t.staged[kept:])
-	t.staged = t.staged[:kept]
+	t.staged, t.dropped = t.staged[:kept], 0
 }
 
 // partitionLookup is the partitions one pass over the staged list met,

@@ -367,3 +367,54 @@ func TestTransactionsConcurrentStaging(t *testing.T) {
 		}
 	}
 }
+
+// TestTransactionsStageWhilePublishing: what is staged while a transaction
+// runs waits for a later one, what is discarded meanwhile is never
+// published, and the messages a transaction published are not published
+// again.
+func TestTransactionsStageWhilePublishing(t *testing.T) {
+	var published [][]string
+	entered, release := make(chan struct{}), make(chan struct{})
+	tx := kit.NewTransactions(kit.PartitionsOptions[string]{Interval: time.Hour, Threshold: 1 << 30, Retry: time.Millisecond},
+		func(_ []kit.Position[string], msgs []string) error {
+			if published == nil {
+				entered <- struct{}{}
+				<-release
+			}
+			published = append(published, slices.Clone(msgs))
+			return nil
+		}, nil)
+	t.Cleanup(tx.Close)
+	_, rs := claimed(tx, 4)
+	for i, m := range []string{"a", "b"} {
+		if err := tx.Stage(rs[i].Handle, []string{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Ack(handles(rs[0])); err != nil {
+		t.Fatal(err)
+	}
+	flushed := make(chan error)
+	go func() { flushed <- tx.Flush(t.Context()) }()
+	<-entered // the round publishes a
+	tx.Discard(handles(rs[1]))
+	for i, m := range []string{"c", "d"} {
+		if err := tx.Stage(rs[i+2].Handle, []string{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx.Discard(handles(rs[2]))
+	close(release)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Ack(handles(rs[1], rs[2], rs[3])); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{"a"}, {"d"}}; !slices.EqualFunc(published, want, slices.Equal) {
+		t.Fatalf("published %v, want %v", published, want)
+	}
+}
