@@ -326,7 +326,7 @@ func createTopic(brokers []string, topic string) error {
 }
 
 // envelopeLen is how many headers an output with the envelope carries.
-const envelopeLen = 7
+const envelopeLen = 4
 
 // verifyOutput reads topic read-committed from its start and fails unless
 // it holds exactly n distinct results, none twice, each with headers
