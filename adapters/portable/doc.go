@@ -3,9 +3,9 @@
 // (adapters/driver). It owns every rule of the settlement contract that
 // does not depend on the broker, once, for every adapter:
 //
-//   - Send: validation, stamping (HeaderID, spec version, time, partition
-//     key), the size check against Capabilities.MaxMessageBytes, the
-//     delay fallback for brokers without native delay (the message is
+//   - Send: validation, stamping (ports.Message.Stamp: HeaderID and the
+//     partition key's mirror), the size check against
+//     Capabilities.MaxMessageBytes, the delay fallback for brokers without native delay (the message is
 //     stored at once with a not-before header and held on the consuming
 //     side), and one *ports.SendError per unconfirmed message, classified
 //     with a portable code;

@@ -84,9 +84,9 @@ func stringBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// recordWithHeaders is a record with room for the envelope's headers
-// (type, content type, id, time, spec version, partition key, causation
-// and correlation ids).
+// recordWithHeaders is a record with room for eight headers: what a
+// message usually carries (content type, id, partition key, causation and
+// correlation ids) and three more.
 type recordWithHeaders struct {
 	r  kgo.Record
 	hs [8]kgo.RecordHeader
