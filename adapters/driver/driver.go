@@ -150,7 +150,8 @@ type Record struct {
 	// BrokerID is an identity the broker assigned, stable across
 	// redeliveries ("" when the broker assigns none). The portable layer
 	// applies the identity rule: the producer's HeaderID first, then
-	// BrokerID, then none.
+	// BrokerID, then none; so a driver may leave it "" for a record whose
+	// headers carry HeaderID, and save building it.
 	BrokerID string
 	// RedeliveryCount is how often the broker delivered this message
 	// before (exact or a bound, as Capabilities.ExactRedeliveryCount

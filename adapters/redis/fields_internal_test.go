@@ -72,3 +72,19 @@ func argString(t *testing.T, v any) string {
 	t.Fatalf("XADD argument %#v is neither a string nor a *string", v)
 	return ""
 }
+
+// The broker's identity is built only for an entry without the
+// producer's: the identity rule takes the producer's first.
+func TestBrokerIDOnlyWithoutTheProducersID(t *testing.T) {
+	r, _ := decode("s", "g", "1-0", map[string]any{fieldPayload: "{}", headerPrefix + ports.HeaderID: "p-1"}, 1)
+	if r.BrokerID != "" || r.Message.Headers.Get(ports.HeaderID) != "p-1" {
+		t.Fatalf("entry with the producer's id: broker id %q, header id %q; want none and p-1", r.BrokerID, r.Message.Headers.Get(ports.HeaderID))
+	}
+	r, _ = decode("s", "g", "1-0", map[string]any{fieldPayload: "{}"}, 1)
+	if r.BrokerID != "redis:s:1-0" {
+		t.Fatalf("entry without an id: broker id %q, want redis:s:1-0", r.BrokerID)
+	}
+	if got := r.Facts.Get("entry"); got != "1-0" {
+		t.Fatalf("entry fact %q, want 1-0", got)
+	}
+}

@@ -20,6 +20,7 @@ type entry struct {
 	id     string
 	ident  string // the delivery's identity, under which fields are held
 	fields []any  // a field/value entry's data fields (codec.go), else nil
+	facts  entryFacts
 }
 
 // sub is a driver subscription: one consumer of one consumer group.
@@ -215,8 +216,9 @@ func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.R
 // record appends the record of entry id and holds it, unless held already
 // (claimed back from itself).
 func (s *sub) record(recs []driver.Record, id string, values map[string]any, count int64) []driver.Record {
-	r, fields := decode(s.stream, s.group, id, values, count)
-	e := &entry{id: id, fields: fields, ident: r.BrokerID}
+	e := &entry{id: id}
+	r, fields := decodeInto(&e.facts, s.stream, s.group, id, values, count)
+	e.fields, e.ident = fields, r.BrokerID
 	if hid, _ := ports.IdentityFromHeaders(r.Message.Headers); hid != "" {
 		e.ident = hid
 	}
