@@ -67,7 +67,7 @@ func TestBestEffortCaseFallbackBranch(t *testing.T) {
 // where the capability is declared.
 func TestPortCasesSkipByCapability(t *testing.T) {
 	none := Cases(ports.Capabilities{})
-	caps := new(mem.Adapter).Capabilities()
+	caps := mem.Capabilities()
 	caps.TransactionalSend = true // the one capability mem has not: no in-process transaction
 	all := Cases(caps)
 	want := map[string]string{

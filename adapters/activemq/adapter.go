@@ -51,13 +51,10 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	return &Adapter{portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{opts.Passcode}, Backoff: &backoff})}, nil
 }
 
-// Name returns "activemq". It works on the zero Adapter.
-func (a *Adapter) Name() string { return (*conn)(nil).Name() }
-
-// Capabilities declares what ActiveMQ does natively (see
-// conn.Capabilities). It works on the zero Adapter, for the capability
-// matrix.
-func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
+// Capabilities are what ActiveMQ does through this adapter with the
+// default options, as the capability matrix shows them; an open Adapter's
+// Capabilities method gives its own configuration's.
+func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 // Name returns "activemq".
 func (c *conn) Name() string { return "activemq" }

@@ -68,17 +68,10 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	return &Adapter{portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{password}, Backoff: &b})}, nil
 }
 
-// Name returns "amqp". It works on the zero Adapter.
-func (a *Adapter) Name() string { return "amqp" }
-
-// Capabilities declares what RabbitMQ does through this adapter; the zero
-// Adapter reports the defaults' (quorum queues), for capability tables.
-func (a *Adapter) Capabilities() ports.Capabilities {
-	if a.Adapter == nil {
-		return capabilities(Options{}.withDefaults())
-	}
-	return a.Adapter.Capabilities()
-}
+// Capabilities are what RabbitMQ does through this adapter with the
+// default options, as the capability matrix shows them; an open Adapter's
+// Capabilities method gives its own configuration's.
+func Capabilities() ports.Capabilities { return capabilities(Options{}.withDefaults()) }
 
 func (c *conn) Name() string                     { return "amqp" }
 func (c *conn) Capabilities() ports.Capabilities { return c.caps }

@@ -445,7 +445,7 @@ func TestQueueDeletedUnderConsumer(t *testing.T) {
 // TestZeroAdapterCapabilities: the zero Adapter reports the default
 // (quorum) capabilities, for capability tables built without a broker.
 func TestZeroAdapterCapabilities(t *testing.T) {
-	c := new(amqp.Adapter).Capabilities()
+	c := amqp.Capabilities()
 	if !c.ExactRedeliveryCount || !c.PublisherConfirm || !c.DelayedMessage || c.NativeDeadLetter || c.NativeBatch {
 		t.Fatalf("zero adapter capabilities %v", c)
 	}

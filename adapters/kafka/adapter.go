@@ -90,16 +90,10 @@ func connect(opts Options) (*conn, error) {
 	return c, nil
 }
 
-// Name returns "kafka", also on the zero Adapter.
-func (a *Adapter) Name() string { return "kafka" }
-
-// Capabilities works on the zero Adapter, for the capability matrix.
-func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.Adapter == nil {
-		return (&conn{}).Capabilities()
-	}
-	return a.Adapter.Capabilities()
-}
+// Capabilities are what Kafka does through this adapter with the
+// default options, as the capability matrix shows them; an open Adapter's
+// Capabilities method gives its own configuration's.
+func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 func (c *conn) Name() string { return "kafka" }
 

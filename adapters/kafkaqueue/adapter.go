@@ -150,16 +150,10 @@ func (o Options) answersWithoutSASL(ctx context.Context) bool {
 	return err == nil
 }
 
-// Name returns "kafkaqueue", also on the zero Adapter.
-func (a *Adapter) Name() string { return "kafkaqueue" }
-
-// Capabilities works on the zero Adapter, for the capability matrix.
-func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.c == nil {
-		return (&conn{}).Capabilities()
-	}
-	return a.c.Capabilities()
-}
+// Capabilities are what a Kafka share group does through this adapter with the
+// default options, as the capability matrix shows them; an open Adapter's
+// Capabilities method gives its own configuration's.
+func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 func (c *conn) Name() string { return "kafkaqueue" }
 
@@ -176,7 +170,7 @@ func (c *conn) Capabilities() ports.Capabilities {
 }
 
 // defaultDeliveryLimit is Kafka's default group.share.delivery.count.limit,
-// what the zero Adapter declares (New reads the brokers' value).
+// what Capabilities declares (New reads the brokers' value).
 const defaultDeliveryLimit = 5
 
 // topic is the Kafka topic of t: adopted, or kafkawire.Topic — the same

@@ -66,11 +66,10 @@ func Open(opts ...Option) (*Adapter, error) { return New(Default(), opts...) }
 // Broker returns the broker the adapter is connected to.
 func (a *Adapter) Broker() *Broker { return a.c.b }
 
-// Name returns "mem". It works on the zero Adapter.
-func (a *Adapter) Name() string { return (*conn)(nil).Name() }
-
-// Capabilities works on the zero Adapter, for the capability matrix.
-func (a *Adapter) Capabilities() ports.Capabilities { return (*conn)(nil).Capabilities() }
+// Capabilities are what the in-process broker does through this adapter with the
+// default options, as the capability matrix shows them; an open Adapter's
+// Capabilities method gives its own configuration's.
+func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 func (c *conn) Name() string { return "mem" }
 

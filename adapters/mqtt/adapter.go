@@ -83,17 +83,10 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{opts.Password}}), c: c}, nil
 }
 
-// Name is "mqtt", also on the zero Adapter.
-func (a *Adapter) Name() string { return (*conn)(nil).Name() }
-
-// Capabilities declares what MQTT 5 gives natively, also on the zero
-// Adapter (the protocol's packet limit then).
-func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.c == nil {
-		return (*conn)(nil).Capabilities()
-	}
-	return a.c.Capabilities()
-}
+// Capabilities are what an MQTT 5 broker does through this adapter with the
+// default options, as the capability matrix shows them; an open Adapter's
+// Capabilities method gives its own configuration's.
+func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 // Name is "mqtt".
 func (c *conn) Name() string { return "mqtt" }

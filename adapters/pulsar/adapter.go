@@ -70,17 +70,10 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: o.Logger, Secrets: o.Secrets}), c: c}, nil
 }
 
-// Name returns "pulsar". It works on the zero Adapter.
-func (a *Adapter) Name() string { return "pulsar" }
-
-// Capabilities declares what Pulsar does (see conn.Capabilities). It works
-// on the zero Adapter, for the capability matrix.
-func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.c == nil {
-		return (&conn{}).Capabilities()
-	}
-	return a.c.Capabilities()
-}
+// Capabilities are what Pulsar does through this adapter with the
+// default options, as the capability matrix shows them; an open Adapter's
+// Capabilities method gives its own configuration's.
+func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 // PhysicalTopic returns the persistent topic a logical topic maps to, or
 // "" for an invalid or colliding topic.

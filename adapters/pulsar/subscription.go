@@ -9,6 +9,7 @@ import (
 	pulsarclient "github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/sluicemq/sluice/adapters/driver"
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -159,7 +160,7 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 	if id := handles[0].(pulsarclient.Message).ID(); len(handles) == 1 && !isChunked(id) {
 		err = s.consumer.AckID(id)
 	} else {
-		err = s.consumer.AckIDList(ids(handles))
+		err = s.consumer.AckIDList(kit.Keys(handles, pulsarclient.Message.ID))
 	}
 	if err != nil {
 		// The ack command may have reached the broker before its answer
@@ -174,18 +175,10 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 // layer held a longer delay). NackID of a message reassembled from chunks
 // nacks every chunk, so it comes back whole. Nack does no I/O.
 func (s *sub) SendRequeues(_ context.Context, handles []any, _ time.Duration) error {
-	for _, id := range ids(handles) {
+	for _, id := range kit.Keys(handles, pulsarclient.Message.ID) {
 		s.consumer.NackID(id)
 	}
 	return nil
-}
-
-func ids(handles []any) []pulsarclient.MessageID {
-	out := make([]pulsarclient.MessageID, len(handles))
-	for i, h := range handles {
-		out[i] = h.(pulsarclient.Message).ID()
-	}
-	return out
 }
 
 // isChunked reports whether id is the id of a message the client

@@ -86,16 +86,10 @@ func checkFsync(ctx context.Context, rc *goredis.Client, addr string) error {
 	return nil
 }
 
-// Name is "redis". It works on the zero Adapter.
-func (a *Adapter) Name() string { return "redis" }
-
-// Capabilities works on the zero Adapter, for the capability matrix.
-func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.Adapter == nil {
-		return (&conn{}).Capabilities()
-	}
-	return a.Adapter.Capabilities()
-}
+// Capabilities are what Redis Streams does through this adapter with the
+// default options, as the capability matrix shows them; an open Adapter's
+// Capabilities method gives its own configuration's.
+func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 func (c *conn) Name() string { return "redis" }
 

@@ -70,19 +70,13 @@ func appendHeaders(out []any, m *ports.Message) []any {
 	return out
 }
 
-// decode builds the record of an entry delivered deliveries times. fields
-// is the data of a field/value entry, else nil.
-func decode(stream, group, id string, values map[string]any, deliveries int64) (r driver.Record, fields []any) {
-	return decodeInto(new(entryFacts), stream, group, id, values, deliveries)
-}
-
-// decodeInto is decode with the record's facts in f (the held entry's
-// own: one allocation fewer per entry). The payload is the bytes of the
-// string go-redis read it into, not a copy: go-redis reads each string
-// into memory of its own, which only values refers to besides, and a
-// delivery's payload is read-only. The broker's identity is left out when
-// the entry carries the producer's (the identity rule would not use it).
-func decodeInto(f *entryFacts, stream, group, id string, values map[string]any, deliveries int64) (r driver.Record, fields []any) {
+// decode builds the record of an entry delivered deliveries times, its
+// facts in f (the held entry's own: one allocation fewer per entry).
+// fields is the data of a field/value entry, else nil. The payload is the
+// bytes go-redis read its string into (memory only values shares; a
+// delivery's payload is read-only), not a copy. The broker's identity is
+// left out when the entry carries the producer's (the rule would not use it).
+func decode(f *entryFacts, stream, group, id string, values map[string]any, deliveries int64) (r driver.Record, fields []any) {
 	*f = entryFacts{stream: stream, group: group, entry: id}
 	r = driver.Record{Facts: ports.NewFacts(f)}
 	m := &r.Message

@@ -23,7 +23,7 @@ func FuzzFieldValueEntry(f *testing.F) {
 				return // other formats
 			}
 		}
-		d, fields := decode("s", "g", "1-0", values, 1)
+		d, fields := decode(new(entryFacts), "s", "g", "1-0", values, 1)
 		if d.Err != nil && !strings.Contains(d.Err.Error(), ports.HeaderRedeliveryCount) {
 			t.Fatalf("field/value entry %v is poison: %v", values, d.Err)
 		}
@@ -76,11 +76,11 @@ func argString(t *testing.T, v any) string {
 // The broker's identity is built only for an entry without the
 // producer's: the identity rule takes the producer's first.
 func TestBrokerIDOnlyWithoutTheProducersID(t *testing.T) {
-	r, _ := decode("s", "g", "1-0", map[string]any{fieldPayload: "{}", headerPrefix + ports.HeaderID: "p-1"}, 1)
+	r, _ := decode(new(entryFacts), "s", "g", "1-0", map[string]any{fieldPayload: "{}", headerPrefix + ports.HeaderID: "p-1"}, 1)
 	if r.BrokerID != "" || r.Message.Headers.Get(ports.HeaderID) != "p-1" {
 		t.Fatalf("entry with the producer's id: broker id %q, header id %q; want none and p-1", r.BrokerID, r.Message.Headers.Get(ports.HeaderID))
 	}
-	r, _ = decode("s", "g", "1-0", map[string]any{fieldPayload: "{}"}, 1)
+	r, _ = decode(new(entryFacts), "s", "g", "1-0", map[string]any{fieldPayload: "{}"}, 1)
 	if r.BrokerID != "redis:s:1-0" {
 		t.Fatalf("entry without an id: broker id %q, want redis:s:1-0", r.BrokerID)
 	}

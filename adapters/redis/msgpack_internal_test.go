@@ -28,7 +28,7 @@ func TestMsgpackRoundTrip(t *testing.T) {
 		ports.NewHeaders("a", "b"),
 		ports.NewHeaders("long", strings.Repeat("x", 300), "k", strings.Repeat("é", 40000)),
 	} {
-		r, _ := decode("s", "g", "1-0", values(h), 1)
+		r, _ := decode(new(entryFacts), "s", "g", "1-0", values(h), 1)
 		if r.Err != nil {
 			t.Fatalf("decode: %v", r.Err)
 		}
@@ -47,7 +47,7 @@ func TestMsgpackRoundTrip(t *testing.T) {
 	meta := v[fieldWatermillMeta].(string)
 	for i := 1; i < len(meta); i++ { // truncations never panic
 		v[fieldWatermillMeta] = meta[:i]
-		if r, _ := decode("s", "g", "1-0", v, 1); !ports.IsPoison(r.Err) {
+		if r, _ := decode(new(entryFacts), "s", "g", "1-0", v, 1); !ports.IsPoison(r.Err) {
 			t.Fatalf("metadata truncated to %d bytes: Err %v, want poison", i, r.Err)
 		}
 	}

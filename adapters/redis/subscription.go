@@ -217,7 +217,7 @@ func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.R
 // (claimed back from itself).
 func (s *sub) record(recs []driver.Record, id string, values map[string]any, count int64) []driver.Record {
 	e := &entry{id: id}
-	r, fields := decodeInto(&e.facts, s.stream, s.group, id, values, count)
+	r, fields := decode(&e.facts, s.stream, s.group, id, values, count)
 	e.fields, e.ident = fields, r.BrokerID
 	if hid, _ := ports.IdentityFromHeaders(r.Message.Headers); hid != "" {
 		e.ident = hid
@@ -247,7 +247,7 @@ func (s *sub) settle(handles []any, ok bool) {
 // reported failed (its entries would be neither pending nor delivered
 // again).
 func (s *sub) SendAcks(ctx context.Context, handles []any) error {
-	keys := ids(handles)
+	keys := kit.Keys(handles, entryID)
 	err := s.c.rc.XAck(ctx, s.stream, s.group, keys...).Err()
 	if err != nil && s.committed(ctx, keys) {
 		err = nil
@@ -260,7 +260,7 @@ func (s *sub) SendAcks(ctx context.Context, handles []any) error {
 // XAUTOCLAIM of the group hands them out again and counts the delivery.
 // The portable layer holds a delay before.
 func (s *sub) SendRequeues(ctx context.Context, handles []any, _ time.Duration) error {
-	_, err := s.setIdle(ctx, ids(handles), s.c.o.ClaimMinIdle)
+	_, err := s.setIdle(ctx, kit.Keys(handles, entryID), s.c.o.ClaimMinIdle)
 	s.settle(handles, err == nil)
 	return err
 }
@@ -327,13 +327,8 @@ func (s *sub) warn(what string, err error) {
 	}
 }
 
-func ids(handles []any) []string {
-	out := make([]string, len(handles))
-	for i, h := range handles {
-		out[i] = h.(*entry).id
-	}
-	return out
-}
+// entryID is the stream entry id of a handle.
+func entryID(e *entry) string { return e.id }
 
 // Close releases every held entry to the group, acknowledging nothing. A
 // Broadcast instance whose InstanceTTL is zero destroys its group; one

@@ -65,17 +65,10 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	return &Adapter{portable.New(c, portable.Options{Logger: o.Logger, Secrets: []string{o.AccessSecret}})}, nil
 }
 
-// Name returns "rocketmq". It works on the zero Adapter.
-func (a *Adapter) Name() string { return (*conn)(nil).Name() }
-
-// Capabilities declares what RocketMQ 5 does natively (see
-// docs/adapters/rocketmq.md). It works on the zero Adapter.
-func (a *Adapter) Capabilities() ports.Capabilities {
-	if a == nil || a.Adapter == nil {
-		return (&conn{}).Capabilities()
-	}
-	return a.Adapter.Capabilities()
-}
+// Capabilities are what RocketMQ 5 does through this adapter with the
+// default options, as the capability matrix shows them; an open Adapter's
+// Capabilities method gives its own configuration's.
+func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 func (c *conn) Name() string { return "rocketmq" }
 

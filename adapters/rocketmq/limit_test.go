@@ -33,7 +33,7 @@ func TestRequeueAtTheDeliveryLimitIsACopy(t *testing.T) {
 	if got := a.Capabilities().DeliveryLimit; got != 3 {
 		t.Fatalf("Capabilities().DeliveryLimit = %d, want the option's 3", got)
 	}
-	if got := (&rocketmq.Adapter{}).Capabilities().DeliveryLimit; got != rocketmq.DefaultDeliveryLimit {
+	if got := rocketmq.Capabilities().DeliveryLimit; got != rocketmq.DefaultDeliveryLimit {
 		t.Fatalf("the zero Adapter declares a delivery limit of %d, want RocketMQ's default %d", got, rocketmq.DefaultDeliveryLimit)
 	}
 	subscribe := func(group string) ports.Subscription {
