@@ -172,12 +172,13 @@ func produce(ctx context.Context, s ports.Sender, topic ports.Topic, n, publishe
 // (one worker), or with batch flow.Decode → operators.Batch(cfg.Batch,
 // 5ms window, ValuesOnly unless t.batchMsgs) → flow.Sink; the handler
 // maps each message and marks its index (the payload's value) in the
-// tally, as the raw contenders' handlers do. The clock starts at the first message handled and stops once the
-// pipeline has settled every message handled (WaitSettled, after the
-// adapter's Settle accepted the last); the run is void unless they are
-// ACKs of N distinct messages. The pipeline has no observer: a user's default
-// pipeline has none, and an observer sees every delivery (which keeps the
-// pipeline from reusing them, see flow's recycling).
+// tally, as the raw contenders' handlers do. The clock starts at the
+// first message handled and stops once the pipeline has settled every
+// message handled (WaitSettled, after the adapter's Settle accepted the
+// last); the run is void unless they are ACKs of N distinct messages. The
+// pipeline has no observer: a user's default pipeline has none, and an
+// observer sees every delivery (which keeps the pipeline from reusing
+// them, see flow's recycling).
 //
 // opts are extra pipeline options (for diagnostic contenders, e.g. a
 // different settle linger).

@@ -325,8 +325,9 @@ func createTopic(brokers []string, topic string) error {
 	return admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: kafkaPartitions, ReplicationFactor: 1}, false)
 }
 
-// envelopeLen is how many headers an output with the envelope carries.
-const envelopeLen = 4
+// envelopeLen is how many headers an output with the envelope carries:
+// franz-txn+env's, which sluice's outputs must match.
+var envelopeLen = len(envelopeHeaders(&kgo.Record{}))
 
 // verifyOutput reads topic read-committed from its start and fails unless
 // it holds exactly n distinct results, none twice, each with headers
