@@ -352,14 +352,26 @@ func (e *engine) takeOver() (group, bool) {
 // goroutine, as the engine would on a worker, and reports true (slots were
 // released). It counts the call and, for a ports.Flusher, holds ackCall,
 // like any other call.
-func (e *engine) settleHere() bool {
+func (e *engine) settleHere() bool { return e.settleOnLoop(true) }
+
+// settleAhead is settleHere before a receive whose window is not full
+// (Pipeline.settleAhead): it does not wait for an ACK call under way.
+func (e *engine) settleAhead() { e.settleOnLoop(false) }
+
+func (e *engine) settleOnLoop(wait bool) bool {
 	select {
 	case e.concurrency <- struct{}{}:
 	default:
 		return false
 	}
 	if e.inlineAcks {
-		e.ackCall.Lock()
+		if !wait && !e.ackCall.TryLock() {
+			<-e.concurrency
+			return false
+		}
+		if wait {
+			e.ackCall.Lock()
+		}
 		defer e.ackCall.Unlock()
 	}
 	g, ok := e.takeAcks(true)

@@ -131,3 +131,51 @@ func TestReceiveLoopLeavesOtherRoundsToTheEngine(t *testing.T) {
 		}
 	}
 }
+
+// Before a receive that would get less than half the window, the receive
+// loop settles the pending ACK round of a subscription that defers its
+// ACKs (ports.Flusher), unless an ACK call is under way (it does not wait
+// for one); another subscription's round is left to the engine.
+func TestReceiveLoopSettlesDeferredAcksAhead(t *testing.T) {
+	ack := ports.Disposition{Action: ports.Ack}
+	for _, c := range []struct {
+		name     string
+		flusher  bool
+		callOut  bool
+		released int // slots released before, of the two taken
+		settled  bool
+	}{
+		{"flusher, full window", true, false, 0, true},
+		{"flusher, an ACK call under way", true, true, 0, false},
+		{"flusher, half the window free", true, false, 1, false},
+		{"not a flusher", false, false, 0, false},
+	} {
+		cs := &callsSub{}
+		var sub ports.Subscription = cs
+		if c.flusher {
+			sub = flushingCallsSub{cs}
+		}
+		p, e := fullWindow(t, sub, ack, ack)
+		p.slots.release(c.released)
+		if c.callOut {
+			e.ackCall.Lock()
+		}
+		p.settleAhead() // returns without waiting, or the test times out
+		if c.callOut {
+			e.ackCall.Unlock()
+		}
+		if got := len(cs.calls) == 1; got != c.settled {
+			t.Errorf("%s: Settle calls %v: want settled %v", c.name, cs.calls, c.settled)
+		}
+		if want := 2 - c.released; c.settled {
+			if free := p.slots.free(); free != 2 {
+				t.Errorf("%s: %d slots free after the round: want 2", c.name, free)
+			}
+		} else if free := p.slots.free(); free != 2-want {
+			t.Errorf("%s: %d slots free: want %d (nothing settled)", c.name, free, 2-want)
+		}
+		if len(e.concurrency) != 0 {
+			t.Errorf("%s: %d call tokens still taken", c.name, len(e.concurrency))
+		}
+	}
+}

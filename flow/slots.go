@@ -47,6 +47,13 @@ func (s *slots) acquire(ctx context.Context, max int, full func() bool) (int, er
 	}
 }
 
+// free is the number of slots not in use.
+func (s *slots) free() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limit - s.used
+}
+
 func (s *slots) release(n int) {
 	s.mu.Lock()
 	s.used -= n

@@ -45,6 +45,7 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 	var slab []root        // roots not handed out yet (takeRoot)
 	var ctxs []deliveryCtx // contexts not handed out yet (takeCtx)
 	for {
+		p.settleAhead()
 		n, err := p.slots.acquire(ctx, p.spec.InFlight, p.eng.settleHere)
 		if err != nil {
 			return
@@ -86,6 +87,18 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 			}
 			return
 		}
+	}
+}
+
+// settleAhead settles the pending ACK round on the receive loop before a
+// receive that would get less than half the window, when the subscription
+// defers its ACKs (ports.Flusher: recording them costs no I/O) and no ACK
+// call is under way: the receive gets the slots the round frees (and a
+// driver whose reads carry the acks recorded, as Redis's do, sends them
+// with it).
+func (p *Pipeline) settleAhead() {
+	if p.eng.inlineAcks && p.slots.free()*2 < p.spec.InFlight {
+		p.eng.settleAhead()
 	}
 }
 

@@ -63,7 +63,10 @@
 // linger. A stage with more workers (Workers, or a Buffer before it)
 // adds a hand-off to its workers. When the in-flight window is full and
 // the pending ACK round would go now, the receive loop carries it out
-// itself (it would only wait for slots): no hand-off at all. The
+// itself (it would only wait for slots): no hand-off at all; for an
+// AckFlusher it does so before any receive that would get less than half
+// the window (so a driver whose reads carry the acks recorded gets them
+// before it reads). The
 // engine is the only acknowledgement batcher; a driver must not batch
 // acknowledgements again behind SendAcks (it may defer them, see
 // [AckFlusher]). Goroutines a broker client owns (a socket reader) and
@@ -281,7 +284,8 @@ type RequeueCopier interface {
 
 // AckFlusher is implemented by a Subscription whose SendAcks defers the
 // acknowledgements (Kafka offsets recorded for the next commit, acks
-// written to a socket without a reply). Such a SendAcks must not wait for
+// written to a socket without a reply, Redis XACKs sent with the next
+// read: kit.RidingAcks). Such a SendAcks must not wait for
 // the broker: flow calls it one call at a time, on its settlement engine's
 // own goroutine or, when the in-flight window is full, on the receive loop.
 // FlushAcks completes every acknowledgement SendAcks accepted before the

@@ -29,8 +29,9 @@
 //   - pulled records: one fetching goroutine whose window grows while
 //     the handlers settle a backlog ([Prefetcher]), acknowledgements that
 //     ride on the next request of their session ([AckSession],
-//     [GroupAcks], [SettledAcks]), settlements sent as ranges of
-//     contiguous offsets ([Runs]);
+//     [GroupAcks], [SettledAcks]) or, deferred, on the driver's next read
+//     ([RidingAcks]), settlements sent as ranges of contiguous offsets
+//     ([Runs]);
 //   - names and configuration: adopted names and their validation
 //     ([ExistingGroup], [CheckExistingNames]), a one-to-one escape of a
 //     forbidden byte ([EscapeByte]), a client's process-wide logger

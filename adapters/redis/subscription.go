@@ -44,24 +44,30 @@ type sub struct {
 	// settlement failed (pending, not renewed, claimed after ClaimMinIdle).
 	held kit.Held[string, *entry]
 
-	kit.Reports // the Errors channel
+	kit.Reports          // the Errors channel
+	*kit.RidingAcks[any] // SendAcks, FlushAcks: XACKs deferred to the next read (read), or the writer's (sendAcks)
 }
 
 var (
 	_ driver.Subscription = (*sub)(nil)
 	_ driver.Requeuer     = (*sub)(nil)
 	_ driver.Reporter     = (*sub)(nil)
+	_ driver.AckFlusher   = (*sub)(nil)
 )
+
+// ackInterval bounds how long an XACK no read carries waits for the
+// acks' writer.
+const ackInterval = 5 * time.Millisecond
 
 // SetReport implements driver.Reporter: failed renewals (held entries,
 // the heartbeat) and a lost lease are reported on the Errors channel.
 func (s *sub) SetReport(report func(error)) {
 	s.Reports.SetReport(report)
 	if s.instance != nil {
-		s.instance.OnLost(func(err error) { s.warn("keep its broadcast instance claim", err) })
+		s.instance.OnLost(func(err error) { s.warn("renew", "keep its broadcast instance claim", err) })
 	}
 	if s.single != nil {
-		s.single.OnLost(func(err error) { s.warn("keep its single-active lease", err) })
+		s.single.OnLost(func(err error) { s.warn("renew", "keep its single-active lease", err) })
 	}
 }
 
@@ -96,6 +102,7 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 		s.forget()
 		return nil, err
 	}
+	s.RidingAcks = kit.NewRidingAcks(s.sendAcks, func(err error) { s.warn("ack", "acknowledge settled entries", err) }, ackInterval)
 	s.timers = kit.NewPeriodic()
 	s.timers.Every(c.o.ClaimMinIdle/3, s.renew)
 	if s.broadcast {
@@ -198,10 +205,24 @@ func (s *sub) pending(ctx context.Context, recs []driver.Record, mode string, at
 	return recs, nil
 }
 
+// read reads up to n new entries, blocking for ClaimInterval at most, or
+// not at all behind the XACK of the settlements deferred since the last
+// read, which it sends ahead in one round trip (not cut short by ctx).
 func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.Record, error) {
-	res, err := s.c.rc.XReadGroup(ctx, &goredis.XReadGroupArgs{
-		Group: s.group, Consumer: s.consumer, Streams: []string{s.stream, ">"}, Count: int64(n), Block: s.c.o.ClaimInterval,
-	}).Result()
+	args := &goredis.XReadGroupArgs{Group: s.group, Consumer: s.consumer, Streams: []string{s.stream, ">"}, Count: int64(n), Block: s.c.o.ClaimInterval}
+	var rd *goredis.XStreamSliceCmd
+	if acks := s.Take(); len(acks) > 0 {
+		ctx, p := context.WithoutCancel(ctx), s.c.rc.Pipeline()
+		args.Block = -1
+		ack := p.XAck(ctx, s.stream, s.group, kit.Keys(acks, entryID)...)
+		rd = p.XReadGroup(ctx, args)
+		_, _ = p.Exec(ctx)
+		s.settle(acks, ack.Err() == nil)
+		s.Done(acks, ack.Err())
+	} else {
+		rd = s.c.rc.XReadGroup(ctx, args)
+	}
+	res, err := rd.Result()
 	if errors.Is(err, goredis.Nil) {
 		err = nil
 	}
@@ -218,10 +239,8 @@ func (s *sub) read(ctx context.Context, recs []driver.Record, n int) ([]driver.R
 func (s *sub) record(recs []driver.Record, id string, values map[string]any, count int64) []driver.Record {
 	e := &entry{id: id}
 	r, fields := decode(&e.facts, s.stream, s.group, id, values, count)
-	e.fields, e.ident = fields, r.BrokerID
-	if hid, _ := ports.IdentityFromHeaders(r.Message.Headers); hid != "" {
-		e.ident = hid
-	}
+	hid, _ := ports.IdentityFromHeaders(r.Message.Headers)
+	e.fields, e.ident = fields, cmp.Or(hid, r.BrokerID)
 	if !s.held.Add(id, e) {
 		return recs
 	}
@@ -242,16 +261,12 @@ func (s *sub) settle(handles []any, ok bool) {
 	}
 }
 
-// SendAcks is one XACK. An XACK whose answer was lost with its connection
-// may have been applied: committed asks, so that an applied ack is not
-// reported failed (its entries would be neither pending nor delivered
-// again).
-func (s *sub) SendAcks(ctx context.Context, handles []any) error {
-	keys := kit.Keys(handles, entryID)
-	err := s.c.rc.XAck(ctx, s.stream, s.group, keys...).Err()
-	if err != nil && s.committed(ctx, keys) {
-		err = nil
-	}
+// sendAcks is the XACK of what no read carried (the acks' writer) and of
+// FlushAcks. A failed XACK, even one Redis applied and whose answer was
+// lost, leaves its entries held as failed: those still pending are
+// claimed again after ClaimMinIdle (Close releases them at once).
+func (s *sub) sendAcks(ctx context.Context, handles []any) error {
+	err := s.c.rc.XAck(ctx, s.stream, s.group, kit.Keys(handles, entryID)...).Err()
 	s.settle(handles, err == nil)
 	return err
 }
@@ -282,29 +297,11 @@ func (s *sub) setIdle(ctx context.Context, ids []string, idle time.Duration) (n 
 	return n, nil
 }
 
-// committed settles the doubt left by an XACK of ids whose answer was
-// lost: only that XACK removes them, so it ran if and only if none is
-// pending any more. Redis is asked up to six times, 10 ms doubling between
-// tries; false unless it answered that none is pending.
-func (s *sub) committed(ctx context.Context, ids []string) bool {
-	for try, backoff := 0, 10*time.Millisecond; try < 6; try, backoff = try+1, backoff*2 {
-		if n, err := s.setIdle(ctx, ids, 0); err == nil {
-			return n == 0
-		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return false
-}
-
 // renew resets the idle time of the held entries (every ClaimMinIdle/3),
 // so that no other consumer claims the work of a live, slow one.
 func (s *sub) renew(ctx context.Context) time.Duration {
 	if _, err := s.setIdle(ctx, s.held.Keys(false), 0); err != nil && ctx.Err() == nil {
-		s.warn("renew the held entries", err)
+		s.warn("renew", "renew the held entries", err)
 	}
 	return 0
 }
@@ -312,16 +309,16 @@ func (s *sub) renew(ctx context.Context) time.Duration {
 // heartbeat renews a Broadcast instance's heartbeat (every TTL/3).
 func (s *sub) heartbeat(ctx context.Context) time.Duration {
 	if err := s.c.rc.Set(ctx, s.hbKey, "1", s.hbTTL).Err(); err != nil && ctx.Err() == nil {
-		s.warn("renew the heartbeat", err)
+		s.warn("renew", "renew the heartbeat", err)
 	}
 	return 0
 }
 
 // warn reports a failure of what no call returns: on Errors once the
-// portable layer set the report function (a *ports.BrokerError), in the
-// log before.
-func (s *sub) warn(what string, err error) {
-	if !s.Report(&ports.BrokerError{Op: "renew", Code: s.c.Classify(err).Code, Retryable: true, Err: fmt.Errorf(
+// portable layer set the report function (a *ports.BrokerError of op), in
+// the log before.
+func (s *sub) warn(op, what string, err error) {
+	if !s.Report(&ports.BrokerError{Op: op, Code: s.c.Classify(err).Code, Retryable: true, Err: fmt.Errorf(
 		"redis: consumer %s of group %s on stream %s could not %s: %w", s.consumer, s.group, s.stream, what, err)}) {
 		s.c.o.Logger.Warn("sluice redis: "+what, "stream", s.stream, "group", s.group, "consumer", s.consumer, "err", err)
 	}
@@ -330,14 +327,18 @@ func (s *sub) warn(what string, err error) {
 // entryID is the stream entry id of a handle.
 func entryID(e *entry) string { return e.id }
 
-// Close releases every held entry to the group, acknowledging nothing. A
-// Broadcast instance whose InstanceTTL is zero destroys its group; one
-// with a TTL leaves its heartbeat to expire.
+// Close sends the deferred XACKs, then releases every other held entry to
+// the group. A Broadcast instance whose InstanceTTL is zero destroys its
+// group; one with a TTL leaves its heartbeat to expire.
 func (s *sub) Close(ctx context.Context) error {
+	s.RidingAcks.Stop()
 	_ = s.timers.Stop(context.Background()) // each timer's Redis call is bounded by the client's timeouts
 	s.instance.Release()
 	s.single.Release()
 	var errs []error
+	if err := s.FlushAcks(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("acknowledge the settled entries (those Redis did not get are delivered again): %w", err))
+	}
 	held := s.held.Keys(true)
 	if _, err := s.setIdle(ctx, held, s.c.o.ClaimMinIdle); err != nil {
 		errs = append(errs, fmt.Errorf("release %d held entries (they are claimed after ClaimMinIdle instead): %w", len(held), err))
