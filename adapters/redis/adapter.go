@@ -140,10 +140,10 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 		case err != nil:
 			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
 		case m.Delay > 0:
-			args := append([]any{m.Delay.Milliseconds(), stream}, c.encodeSend(m)...)
+			args := c.encodeSend(m, m.Delay.Milliseconds(), stream)
 			cmds[i] = delayAddScript.Eval(ctx, pipe, []string{c.delayedKey() + ":" + ports.NewID(), c.delayedKey()}, args...)
 		default:
-			cmds[i] = xadd(ctx, pipe, stream, c.encodeSend(m), tr, now)
+			cmds[i] = c.xadd(ctx, pipe, stream, m, tr, now)
 		}
 	}
 	if pipe.Len() == 0 {

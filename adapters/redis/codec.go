@@ -45,13 +45,13 @@ const (
 // field/value entry mapped to a JSON payload.
 const FactFormat = "format"
 
-// encodeFor returns the XADD field/value list of m in format w.
-func encodeFor(w Wire, m *ports.Message) []any {
+// encodeFor appends the XADD field/value list of m in format w to out.
+func encodeFor(out []any, w Wire, m *ports.Message) []any {
 	if w == WireWatermill {
 		meta, _ := msgpack.Marshal(m.Headers.Map()) // a map of strings always encodes
-		return []any{fieldWatermillUUID, m.Headers.Get(ports.HeaderID), fieldWatermillMeta, meta, fieldPayload, m.Payload}
+		return append(out, fieldWatermillUUID, m.Headers.Get(ports.HeaderID), fieldWatermillMeta, meta, fieldPayload, m.Payload)
 	}
-	out := append(make([]any, 0, 4+2*len(m.Headers)), fieldPayload, m.Payload)
+	out = append(out, fieldPayload, m.Payload)
 	if m.Key != "" {
 		out = append(out, fieldKey, m.Key)
 	}
@@ -162,19 +162,15 @@ func dataFields(values map[string]any) ([]any, []byte) {
 	return fields, bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
-// encodeFields returns the XADD list of a field/value entry's copy.
-func encodeFields(fields []any, m *ports.Message) []any {
-	return appendHeaders(append(make([]any, 0, len(fields)+2*len(m.Headers)), fields...), m)
-}
-
-// encodeSend returns the XADD list of m: for the dead-letter copy of a
-// held field/value entry its fields and m's headers, else m in Wire's
-// format.
-func (c *conn) encodeSend(m *ports.Message) []any {
+// encodeSend appends the XADD list of m to a command's first arguments
+// (one slice holds the command): for the dead-letter copy of a held
+// field/value entry its fields and m's headers, else m in Wire's format.
+func (c *conn) encodeSend(m *ports.Message, args ...any) []any {
+	out := append(make([]any, 0, len(args)+8+2*len(m.Headers)), args...)
 	if _, dl := m.Topic.DeadLetterOf(); dl {
 		if fields, ok := c.fields.Lookup(m.Headers.Get(ports.HeaderID)); ok {
-			return encodeFields(fields, m)
+			return appendHeaders(append(out, fields...), m)
 		}
 	}
-	return encodeFor(c.o.Wire, m)
+	return encodeFor(out, c.o.Wire, m)
 }

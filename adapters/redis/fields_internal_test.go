@@ -45,7 +45,7 @@ func FuzzFieldValueEntry(f *testing.F) {
 			}
 		}
 		copied := map[string]any{}
-		out := encodeFields(fields, &ports.Message{Headers: ports.NewHeaders(ports.HeaderDeadLetterReason, "r")})
+		out := appendHeaders(fields, &ports.Message{Headers: ports.NewHeaders(ports.HeaderDeadLetterReason, "r")}) // a copy's XADD list
 		for i := 0; i+1 < len(out); i += 2 {
 			copied[argString(t, out[i])] = argString(t, out[i+1])
 		}

@@ -12,7 +12,7 @@ import (
 // never a panic.
 func TestMsgpackRoundTrip(t *testing.T) {
 	values := func(h ports.Headers) map[string]any {
-		out := encodeFor(WireWatermill, &ports.Message{Payload: []byte("p"), Headers: h})
+		out := encodeFor(nil, WireWatermill, &ports.Message{Payload: []byte("p"), Headers: h})
 		m := map[string]any{}
 		for i := 0; i+1 < len(out); i += 2 {
 			v := out[i+1]

@@ -112,16 +112,16 @@ func (c *conn) trimFor(ctx context.Context, t ports.Topic, stream string) (ports
 	return spec, nil
 }
 
-// xadd queues the XADD of fields to stream with spec's trimming, and an
-// XTRIM MAXLEN when both are set (XADD takes one strategy).
-func xadd(ctx context.Context, pipe goredis.Pipeliner, stream string, fields []any, spec ports.TopicSpec, now time.Time) goredis.Cmder {
-	args := &goredis.XAddArgs{Stream: stream, Values: fields}
+// xadd queues the XADD of m to stream with spec's trimming, and an XTRIM
+// MAXLEN when both are set (XADD takes one strategy).
+func (c *conn) xadd(ctx context.Context, pipe goredis.Pipeliner, stream string, m *ports.Message, spec ports.TopicSpec, now time.Time) goredis.Cmder {
+	args := []any{"xadd", stream, "*"}
 	if spec.Retention > 0 {
-		args.MinID = strconv.FormatInt(now.Add(-spec.Retention).UnixMilli(), 10)
-	} else {
-		args.MaxLen = int64(spec.MaxLength)
+		args = []any{"xadd", stream, "minid", strconv.FormatInt(now.Add(-spec.Retention).UnixMilli(), 10), "*"}
+	} else if spec.MaxLength > 0 {
+		args = []any{"xadd", stream, "maxlen", spec.MaxLength, "*"}
 	}
-	cmd := pipe.XAdd(ctx, args)
+	cmd := pipe.Do(ctx, c.encodeSend(m, args...)...) // one slice holds the command: XAdd would copy the fields
 	if spec.Retention > 0 && spec.MaxLength > 0 {
 		pipe.XTrimMaxLen(ctx, stream, int64(spec.MaxLength))
 	}
