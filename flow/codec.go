@@ -175,15 +175,23 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 	if err != nil {
 		return ports.Message{}, fmt.Errorf("flow: encode %s: %w", typeName[T](), err)
 	}
-	m := ports.Message{Topic: topic, Payload: payload, Headers: append(make(ports.Headers, 0, 8),
+	request, tenant, d := RequestID(ctx), TenantID(ctx), DeliveryFrom(ctx)
+	// Room for what is written here and two more (a partition key's
+	// mirror, a header of the caller's) without growing: the content
+	// type, the id, the context's ids.
+	n := 4 + btoi(request != "") + btoi(tenant != "")
+	if d != nil {
+		n += 2 // causation, correlation
+	}
+	m := ports.Message{Topic: topic, Payload: payload, Headers: append(make(ports.Headers, 0, n),
 		ports.Header{Name: ports.HeaderContentType, Value: "application/json"})}
-	if id := RequestID(ctx); id != "" {
-		m.Headers.Set(ports.HeaderRequestID, id)
+	if request != "" {
+		m.Headers.Set(ports.HeaderRequestID, request)
 	}
-	if id := TenantID(ctx); id != "" {
-		m.Headers.Set(ports.HeaderTenantID, id)
+	if tenant != "" {
+		m.Headers.Set(ports.HeaderTenantID, tenant)
 	}
-	if d := DeliveryFrom(ctx); d != nil {
+	if d != nil {
 		// A delivery without identity (ports.IDNone) causes no causation
 		// id; its correlation id, if it carries one, is still inherited.
 		if d.ID != "" {
@@ -217,6 +225,13 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 	}
 	m.StampInPlace() // the partition key: nothing left to allocate
 	return m, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // jsonBuffer is an encoder with its buffer, reused through jsonBuffers.

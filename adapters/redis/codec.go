@@ -166,7 +166,7 @@ func dataFields(values map[string]any) ([]any, []byte) {
 // (one slice holds the command): for the dead-letter copy of a held
 // field/value entry its fields and m's headers, else m in Wire's format.
 func (c *conn) encodeSend(m *ports.Message, args ...any) []any {
-	out := append(make([]any, 0, len(args)+8+2*len(m.Headers)), args...)
+	out := append(make([]any, 0, len(args)+6+2*len(m.Headers)), args...) // a watermill entry's 6, else payload, key, headers
 	if _, dl := m.Topic.DeadLetterOf(); dl {
 		if fields, ok := c.fields.Lookup(m.Headers.Get(ports.HeaderID)); ok {
 			return appendHeaders(append(out, fields...), m)
