@@ -227,6 +227,7 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 	return m, nil
 }
 
+// btoi is 1 for true.
 func btoi(b bool) int {
 	if b {
 		return 1

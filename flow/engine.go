@@ -358,6 +358,8 @@ func (e *engine) settleHere() bool { return e.settleOnLoop(true) }
 // (Pipeline.settleAhead): it does not wait for an ACK call under way.
 func (e *engine) settleAhead() { e.settleOnLoop(false) }
 
+// settleOnLoop is settleHere, waiting for an ACK call under way when wait
+// is true.
 func (e *engine) settleOnLoop(wait bool) bool {
 	select {
 	case e.concurrency <- struct{}{}:

@@ -85,23 +85,32 @@ func (w *AckWriter) Stop() error {
 }
 
 func (w *AckWriter) write() {
-	wait := time.NewTimer(w.interval)
-	defer wait.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-w.due:
-		}
-		wait.Reset(w.interval)
-		select {
-		case <-w.stop:
-			return
-		case <-wait.C:
-		case <-w.full:
-		}
+	writeDeferred(w.stop, w.due, w.full, w.interval, func() {
 		w.mu.Lock()
 		_ = w.acks.AckSettled()
 		w.mu.Unlock()
+	})
+}
+
+// writeDeferred is the loop of a writer of deferred acknowledgements: it
+// calls write within interval of a signal on due, at once on full (nil:
+// never), until stop is closed.
+func writeDeferred(stop, due, full <-chan struct{}, interval time.Duration, write func()) {
+	wait := time.NewTimer(interval)
+	defer wait.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-due:
+		}
+		wait.Reset(interval)
+		select {
+		case <-stop:
+			return
+		case <-wait.C:
+		case <-full:
+		}
+		write()
 	}
 }

@@ -126,8 +126,7 @@ func (a *RidingAcks[H]) FlushAcks(ctx context.Context) error {
 }
 
 // Stop ends the writer; what is pending stays pending (FlushAcks sends
-// it).
-// It is idempotent.
+// it). It is idempotent.
 func (a *RidingAcks[H]) Stop() {
 	a.stopOnce.Do(func() { close(a.stop) })
 	a.done.Wait()
@@ -135,22 +134,9 @@ func (a *RidingAcks[H]) Stop() {
 
 // write sends what no read took within interval of its settlement.
 func (a *RidingAcks[H]) write() {
-	wait := time.NewTimer(a.interval)
-	defer wait.Stop()
-	for {
-		select {
-		case <-a.stop:
-			return
-		case <-a.due:
-		}
-		wait.Reset(a.interval)
-		select {
-		case <-a.stop:
-			return
-		case <-wait.C:
-		}
+	writeDeferred(a.stop, a.due, nil, a.interval, func() {
 		if hs := a.Take(); len(hs) > 0 {
 			a.Done(hs, a.send(context.Background(), hs)) // bounded by the client's timeouts
 		}
-	}
+	})
 }
