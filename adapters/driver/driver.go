@@ -66,8 +66,8 @@
 // itself (it would only wait for slots): no hand-off at all; for an
 // AckFlusher it does so before any receive that would get less than half
 // the window (so a driver whose reads carry the acks recorded gets them
-// before it reads). The
-// engine is the only acknowledgement batcher; a driver must not batch
+// before it reads). The engine is the only acknowledgement batcher; a
+// driver must not batch
 // acknowledgements again behind SendAcks (it may defer them, see
 // [AckFlusher]). Goroutines a broker client owns (a socket reader) and
 // those a driver runs beside it (kafka's decode workers, which decode a
@@ -287,7 +287,8 @@ type RequeueCopier interface {
 // written to a socket without a reply, Redis XACKs sent with the next
 // read: kit.RidingAcks). Such a SendAcks must not wait for
 // the broker: flow calls it one call at a time, on its settlement engine's
-// own goroutine or, when the in-flight window is full, on the receive loop.
+// own goroutine or, when less than half the in-flight window is free, on
+// the receive loop.
 // FlushAcks completes every acknowledgement SendAcks accepted before the
 // call and returns when the broker has them or ctx is done; it is called
 // before Close, and the driver also flushes on its own (on an interval, a
