@@ -31,7 +31,7 @@ type Transactions[P comparable, M any] struct {
 	mu         sync.Mutex
 	staged     []stagedMsgs[P, M] // in the order the records were first staged; a dropped entry is zero until compact
 	dropped    int                // zero entries in staged
-	publishing bool               // a round publishes from staged: compact waits for it
+	publishing bool               // a round publishes from staged: tidy leaves it uncompacted
 	slab       []M                // where Stage copies a record's messages to, a chunk at a time
 	parts      partitionLookup[P] // a pass over staged's partitions, under mu
 	end        chan struct{}      // closed after a failed transaction

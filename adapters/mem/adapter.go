@@ -66,9 +66,9 @@ func Open(opts ...Option) (*Adapter, error) { return New(Default(), opts...) }
 // Broker returns the broker the adapter is connected to.
 func (a *Adapter) Broker() *Broker { return a.c.b }
 
-// Capabilities are what the in-process broker does through this adapter with the
-// default options, as the capability matrix shows them; an open Adapter's
-// Capabilities method gives its own configuration's.
+// Capabilities are what the in-process broker does through this adapter
+// with the default options, as the capability matrix shows them; an open
+// Adapter's Capabilities method gives its own configuration's.
 func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 func (c *conn) Name() string { return "mem" }

@@ -5,10 +5,10 @@
 //
 //   - Send: validation, stamping (ports.Message.Stamp: HeaderID and the
 //     partition key's mirror), the size check against
-//     Capabilities.MaxMessageBytes, the delay fallback for brokers without native delay (the message is
-//     stored at once with a not-before header and held on the consuming
-//     side), and one *ports.SendError per unconfirmed message, classified
-//     with a portable code;
+//     Capabilities.MaxMessageBytes, the delay fallback for brokers without
+//     native delay (the message is stored at once with a not-before header
+//     and held on the consuming side), and one *ports.SendError per
+//     unconfirmed message, classified with a portable code;
 //   - Receive: the one in-flight bound (SubscriptionSpec.InFlight), the
 //     identity rule (ports.IDSource), the redelivery count carried by
 //     requeue copies (poison when malformed), reconnect with backoff for retryable broker
