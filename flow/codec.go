@@ -175,12 +175,13 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 	if err != nil {
 		return ports.Message{}, fmt.Errorf("flow: encode %s: %w", typeName[T](), err)
 	}
-	request, tenant, d := RequestID(ctx), TenantID(ctx), DeliveryFrom(ctx)
+	request, tenant := RequestID(ctx), TenantID(ctx)
+	cause, corr, fromDelivery := causeOf(ctx)
 	// Room for what is written here and two more (a partition key's
 	// mirror, a header of the caller's) without growing: the content
 	// type, the id, the context's ids.
 	n := 4 + btoi(request != "") + btoi(tenant != "")
-	if d != nil {
+	if fromDelivery {
 		n += 2 // causation, correlation
 	}
 	m := ports.Message{Topic: topic, Payload: payload, Headers: append(make(ports.Headers, 0, n),
@@ -191,15 +192,14 @@ func NewMessage[T any](ctx context.Context, topic ports.Topic, v T, opts ...Mess
 	if tenant != "" {
 		m.Headers.Set(ports.HeaderTenantID, tenant)
 	}
-	if d != nil {
+	if fromDelivery {
 		// A delivery without identity (ports.IDNone) causes no causation
 		// id; its correlation id, if it carries one, is still inherited.
-		if d.ID != "" {
-			m.Headers.Set(ports.HeaderCausationID, d.ID)
+		if cause != "" {
+			m.Headers.Set(ports.HeaderCausationID, cause)
 		}
-		corr := d.Headers.Get(ports.HeaderCorrelationID)
 		if corr == "" {
-			corr = d.ID
+			corr = cause
 		}
 		if corr != "" {
 			m.Headers.Set(ports.HeaderCorrelationID, corr)

@@ -11,6 +11,7 @@ import (
 type requestIDKey struct{}
 type tenantIDKey struct{}
 type deliveryKey struct{}
+type deliveryCtxKey struct{} // a handler's context itself (causeOf)
 
 // WithRequestID returns ctx carrying a request id. Messages built from ctx
 // (NewMessage, Send) carry it in ports.HeaderRequestID, and the consumer's
@@ -80,20 +81,46 @@ func (c *deliveryCtx) Value(key any) any {
 			return c.d
 		}
 		return nil
+	case deliveryCtxKey:
+		return c
 	}
 	return c.Context.Value(key)
 }
 
-// header returns the delivery's header name, "" once it was recycled. A
-// read holds off recycling while it lasts, without keeping the delivery.
+// header returns the delivery's header name, "" once it was recycled.
 func (c *deliveryCtx) header(name string) string {
-	if !c.claim(ctxReading) {
-		return ""
-	}
-	c.load()
-	v := c.d.Headers.Get(name)
-	c.state.CompareAndSwap(ctxReading, ctxLive) // a kept one stays kept
+	_, v, _ := c.read(name)
 	return v
+}
+
+// read returns the delivery's ID and its header name, and false once it
+// was recycled. A read holds off recycling while it lasts, without
+// keeping the delivery (as DeliveryFrom does).
+func (c *deliveryCtx) read(name string) (id, value string, ok bool) {
+	if !c.claim(ctxReading) {
+		return "", "", false
+	}
+	if c.p != nil && c.p.lookup != nil {
+		value, _ = c.p.lookup.LookupHeader(c.d, name) // the others left where they are
+	} else {
+		c.load()
+		value = c.d.Headers.Get(name)
+	}
+	id = c.d.ID
+	c.state.CompareAndSwap(ctxReading, ctxLive) // a kept one stays kept
+	return id, value, true
+}
+
+// causeOf returns the ID and the correlation id of the delivery a
+// handler's ctx belongs to, and false when ctx is none's (or its delivery
+// was recycled): what a message built from ctx inherits, read without
+// keeping the delivery from reuse.
+func causeOf(ctx context.Context) (id, correlation string, ok bool) {
+	c, _ := ctx.Value(deliveryCtxKey{}).(*deliveryCtx)
+	if c == nil {
+		return "", "", false
+	}
+	return c.read(ports.HeaderCorrelationID)
 }
 
 // keep marks the delivery given away, never to be recycled, with its

@@ -140,3 +140,65 @@ func TestPipelinesThatShowDeliveriesDeferNoHeaders(t *testing.T) {
 		})
 	}
 }
+
+// lookingUpFake is deferringFake that can read one deferred header
+// (ports.HeaderLookup), counting those reads.
+type lookingUpFake struct {
+	*deferringFake
+	lookups int
+}
+
+func (f *lookingUpFake) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	if _, err := f.deferringFake.Subscribe(ctx, spec); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *lookingUpFake) LookupHeader(d *ports.Delivery, name string) (string, bool) {
+	f.dmu.Lock()
+	defer f.dmu.Unlock()
+	f.lookups++
+	if h, ok := f.held[d]; ok {
+		return h.Lookup(name)
+	}
+	return d.Headers.Lookup(name)
+}
+
+// Where the subscription can read one deferred header, a message built
+// from a handler's context (NewMessage) reads the ids it inherits one by
+// one and loads no delivery's headers.
+func TestNewMessageReadsDeferredIdsWithoutLoadingHeaders(t *testing.T) {
+	f := &lookingUpFake{deferringFake: newDeferringFake()}
+	p := flow.New(f, spec)
+	var mu sync.Mutex
+	var built ports.Message
+	flow.Sink(flow.Decode[order](p.Source()), func(ctx context.Context, o order) error {
+		m, err := flow.NewMessage(ctx, "out", o)
+		mu.Lock()
+		defer mu.Unlock()
+		built = m
+		return err
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	d := delivery(`{"id":"a","total":1}`, 0)
+	d.Headers.Set(ports.HeaderRequestID, "req-a")
+	d.Headers.Set(ports.HeaderCorrelationID, "corr-a")
+	id := d.ID
+	f.pushDeferred(d)
+	f.waitSettled(t, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	h := built.Headers
+	if h.Get(ports.HeaderRequestID) != "req-a" || h.Get(ports.HeaderCorrelationID) != "corr-a" || h.Get(ports.HeaderCausationID) != id {
+		t.Fatalf("built headers %v: want request id req-a, correlation corr-a and causation %s", h, id)
+	}
+	f.dmu.Lock()
+	defer f.dmu.Unlock()
+	if len(f.loaded) != 0 || f.lookups == 0 {
+		t.Fatalf("loads %v and %d lookups: want the ids looked up, no headers loaded", f.loaded, f.lookups)
+	}
+}

@@ -54,8 +54,10 @@ type Pipeline struct {
 	// rootsMu), rootsReuse those the receive loop took over.
 	recycler ports.Recycler
 	// headers is sub when it defers the deliveries' headers
-	// (ports.HeaderDeferrer): a context loads them before it gives them.
+	// (ports.HeaderDeferrer): a context loads them before it gives them,
+	// and reads one through lookup when sub can (ports.HeaderLookup).
 	headers    ports.HeaderDeferrer
+	lookup     ports.HeaderLookup
 	rootsMu    sync.Mutex
 	rootsBack  []*root
 	rootsReuse []*root
@@ -193,6 +195,7 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		if hd, ok := sub.(ports.HeaderDeferrer); ok {
 			hd.DeferHeaders()
 			p.headers = hd
+			p.lookup, _ = hd.(ports.HeaderLookup)
 		}
 	}
 	p.eng = newEngine(p, sub)

@@ -246,3 +246,73 @@ func TestGatherRecyclesOnlyWhenValuesOnly(t *testing.T) {
 		}
 	}
 }
+
+// transactingFake is recyclingFake as a transactional subscription
+// (ports.TransactionalSubscription): Stage records what it was given, by
+// the id its delivery had.
+type transactingFake struct {
+	*recyclingFake
+	smu    sync.Mutex
+	staged map[string][]ports.Message
+}
+
+func (f *transactingFake) Capabilities() ports.Capabilities {
+	c := f.recyclingFake.Capabilities()
+	c.TransactionalSend = true
+	return c
+}
+
+func (f *transactingFake) SubscribeTransactional(ctx context.Context, spec ports.SubscriptionSpec) (ports.TransactionalSubscription, error) {
+	if _, err := f.recyclingFake.Subscribe(ctx, spec); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *transactingFake) Stage(_ context.Context, d *ports.Delivery, msgs []ports.Message) error {
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	for _, m := range msgs {
+		m.Headers = m.Headers.Clone()
+		f.staged[d.ID] = append(f.staged[d.ID], m)
+	}
+	return nil
+}
+
+// A TransactTo pipeline hands handlers values only: its acknowledged
+// deliveries are recycled, and each staged message still inherits its
+// delivery's identity (causation) and correlation id, read from the
+// handler's context without keeping the delivery.
+func TestTransactToRecyclesAndItsMessagesInheritTheirCause(t *testing.T) {
+	f := &transactingFake{recyclingFake: newRecyclingFake(), staged: map[string][]ports.Message{}}
+	p := flow.New(f, spec)
+	flow.TransactTo(flow.Decode[order](p.Source()), "out")
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	plain, correlated := delivery(`{"id":"a","total":1}`, 0), delivery(`{"id":"b","total":2}`, 0)
+	correlated.Headers.Set(ports.HeaderCorrelationID, "corr-b")
+	plainID, correlatedID := plain.ID, correlated.ID
+	f.push(plain, correlated)
+	f.waitSettled(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if got := f.recycledIDs(); !got[plainID] || !got[correlatedID] {
+		t.Errorf("recycled %v: want both acknowledged deliveries, %s and %s", got, plainID, correlatedID)
+	}
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	for id, corr := range map[string]string{plainID: plainID, correlatedID: "corr-b"} {
+		ms := f.staged[id]
+		if len(ms) != 1 {
+			t.Fatalf("staged for %s: %v, want one message", id, ms)
+		}
+		if h := ms[0].Headers; h.Get(ports.HeaderCausationID) != id || h.Get(ports.HeaderCorrelationID) != corr {
+			t.Errorf("the message staged for %s has causation %q and correlation %q, want %q and %q",
+				id, h.Get(ports.HeaderCausationID), h.Get(ports.HeaderCorrelationID), id, corr)
+		}
+	}
+}

@@ -61,7 +61,6 @@ func (st stager) stage(ctx context.Context, msgs []ports.Message) error {
 // transactSink is TransactSink with send, which stages what it builds for
 // v with st.
 func transactSink[T any](in Stream[T], send func(ctx context.Context, v T, st stager) error, opts []StageOption) {
-	in.expose() // the subscription stages against deliveries until they commit
 	src := in.take()
 	cfg := in.p.sinkOptions(opts)
 	p := in.p

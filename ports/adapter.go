@@ -158,6 +158,17 @@ type HeaderDeferrer interface {
 	LoadHeaders(d *Delivery)
 }
 
+// HeaderLookup is implemented by a HeaderDeferrer that can read one header
+// of a delivery without loading the others: LookupHeader returns what
+// d.Headers.Lookup(name) returns once they are loaded, and builds no
+// string for a header d has not. The core reads the ids a handler's
+// context answers (flow.RequestID, flow.TenantID, flow.NewMessage's) with
+// it. It is safe for concurrent use; another subscription's delivery is
+// read from its Headers.
+type HeaderLookup interface {
+	LookupHeader(d *Delivery, name string) (string, bool)
+}
+
 // Predecoder is implemented by a Subscription that can decode payloads
 // where it fetches them, in parallel where the broker has parallel streams
 // (a Kafka partition's goroutine), before Receive hands them out:

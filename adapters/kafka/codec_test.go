@@ -63,6 +63,9 @@ func TestDecodeFacts(t *testing.T) {
 				t.Fatalf("lazy: id %q %v", id, ok)
 			}
 			h = r.Lazy.Load()
+			if allocs := testing.AllocsPerRun(100, func() { r.Lazy.Load() }); allocs > 2 {
+				t.Fatalf("lazy: Load allocates %.1f times, want the values' string and the list alone", allocs)
+			}
 		}
 		if want := ports.NewHeaders(ports.HeaderID, "id-9", "x-other", "v", "x-twice", "2"); r.Message.Key != "key-1" || !h.Equal(want) || len(h) != 3 {
 			t.Fatalf("lazy %v: key %q headers %v, want %v", lazy, r.Message.Key, h, want)

@@ -62,6 +62,17 @@ func (x *Deferred) Load(d *ports.Delivery) {
 	}
 }
 
+// Lookup returns d's header name, from the record while its headers are
+// left in it; safe for concurrent use.
+func (x *Deferred) Lookup(d *ports.Delivery, name string) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.lazy != nil {
+		return x.lazy.Lookup(name)
+	}
+	return d.Headers.Lookup(name)
+}
+
 // DeferHeaders calls ds's DeferHeaders when it is a driver.HeaderDeferrer.
 func DeferHeaders(ds driver.Subscription) {
 	if hd, ok := ds.(driver.HeaderDeferrer); ok {

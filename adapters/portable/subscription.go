@@ -55,6 +55,7 @@ var (
 	_ ports.ReceiveAppender = (*Subscription)(nil)
 	_ ports.Predecoder      = (*Subscription)(nil)
 	_ ports.HeaderDeferrer  = (*Subscription)(nil)
+	_ ports.HeaderLookup    = (*Subscription)(nil)
 )
 
 // handle is a delivery's Delivery.Handle: its settlement claim, the
@@ -525,6 +526,15 @@ func (s *Subscription) LoadHeaders(d *ports.Delivery) {
 	if x := s.mine(d); x != nil {
 		x.lazy.Load(d)
 	}
+}
+
+// LookupHeader reads d's header name, from its record while they are left
+// there (ports.HeaderLookup).
+func (s *Subscription) LookupHeader(d *ports.Delivery, name string) (string, bool) {
+	if x := s.mine(d); x != nil {
+		return x.lazy.Lookup(d, name)
+	}
+	return d.Headers.Lookup(name)
 }
 
 // Predecode passes decode to a driver that fetches on goroutines of its

@@ -151,7 +151,7 @@ func (f *flushedAdapter) Subscribe(ctx context.Context, spec ports.SubscriptionS
 
 // flushedSub keeps the optional interfaces flow looks for (ports.Flusher,
 // ports.ReceiveAppender, ports.Predecoder, ports.Recycler,
-// ports.HeaderDeferrer) of the subscription it wraps.
+// ports.HeaderDeferrer, ports.HeaderLookup) of the subscription it wraps.
 type flushedSub struct {
 	ports.Subscription
 	left atomic.Int64 // records to accept before the flush
@@ -193,6 +193,13 @@ func (s *flushedSub) LoadHeaders(d *ports.Delivery) {
 	if h, ok := s.Subscription.(ports.HeaderDeferrer); ok {
 		h.LoadHeaders(d)
 	}
+}
+
+func (s *flushedSub) LookupHeader(d *ports.Delivery, name string) (string, bool) {
+	if h, ok := s.Subscription.(ports.HeaderLookup); ok {
+		return h.LookupHeader(d, name)
+	}
+	return d.Headers.Lookup(name)
 }
 
 func (s *flushedSub) ReceiveAppend(ctx context.Context, dst []*ports.Delivery, max int) ([]*ports.Delivery, error) {

@@ -2,6 +2,7 @@ package kafkawire
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -75,16 +76,23 @@ func (l *lazy) Lookup(name string) (string, bool) {
 // Load returns the headers as Decode would have: the values one string
 // of their own, a repeated name once with its last value.
 func (l *lazy) Load() ports.Headers {
-	if len(l.rec.Headers) == 0 {
+	hs := l.rec.Headers
+	if len(hs) == 0 {
 		return nil
 	}
-	var b []byte
-	ends := make([]named, 0, len(l.rec.Headers))
-	for _, h := range l.rec.Headers {
-		b = append(b, h.Value...)
-		ends = append(ends, named{name: h.Key, end: len(b)})
+	size := 0
+	for _, h := range hs {
+		size += len(h.Value)
 	}
-	return headers(make(ports.Headers, len(ends)), ends, string(b), 0)
+	var b strings.Builder // the values' string, built in place: one allocation
+	b.Grow(size)
+	var few [16]named
+	ends := few[:0]
+	for _, h := range hs {
+		b.Write(h.Value)
+		ends = append(ends, named{name: h.Key, end: b.Len()})
+	}
+	return headers(make(ports.Headers, len(ends)), ends, b.String(), 0)
 }
 
 // Facts yields what Decode's facts do: topic, partition, offset,
