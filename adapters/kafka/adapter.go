@@ -110,7 +110,7 @@ func (c *conn) Capabilities() ports.Capabilities {
 // confirmed, else one error per message (kafkawire.Produce). A message
 // record refuses is not sent.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	return kit.SendPrepared(msgs, func(m *ports.Message) (*kgo.Record, error) { return c.record(ctx, m) },
+	return kit.SendPrepared(msgs, func(m *ports.Message) (*kgo.Record, error) { return c.record(ctx, m, nil) },
 		func(rs []*kgo.Record) []error { return kafkawire.Produce(ctx, c.prod, rs) })
 }
 

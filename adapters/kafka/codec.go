@@ -15,10 +15,11 @@ import (
 // HeaderNotBefore (kit.HeaderNotBefore) is a delayed message's due time.
 const HeaderNotBefore = kit.HeaderNotBefore
 
-// record converts m (kafkawire.Record), refuses it above MaxMessageBytes
-// as sarama counts a record, and creates its topic if need be.
-func (c *conn) record(ctx context.Context, m *ports.Message) (*kgo.Record, error) {
-	r, envelope := kafkawire.Record(c.topic(m.Topic), m, &c.payloads)
+// record converts m (kafkawire.Record, from free when not nil), refuses
+// it above MaxMessageBytes as sarama counts a record, and creates its
+// topic if need be.
+func (c *conn) record(ctx context.Context, m *ports.Message, free *kafkawire.Records) (*kgo.Record, error) {
+	r, envelope := kafkawire.Record(c.topic(m.Topic), m, &c.payloads, free)
 	err := m.CheckSize(c.opts.MaxMessageBytes, envelope)
 	if err == nil {
 		err = c.ensureTopic(ctx, r.Topic)

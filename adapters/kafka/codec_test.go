@@ -97,7 +97,7 @@ func TestRecordSizedAsSarama(t *testing.T) {
 	}
 	for limit, fits := range map[int]bool{pm.ByteSize(2): true, pm.ByteSize(2) - 1: false} {
 		c.opts.MaxMessageBytes = limit
-		r, err := c.record(ctx, &m)
+		r, err := c.record(ctx, &m, nil)
 		if (err == nil) != fits || (err != nil && !errors.As(err, new(*ports.SizeError))) {
 			t.Fatalf("MaxMessageBytes %d: record = %v, want fits=%v", limit, err, fits)
 		}

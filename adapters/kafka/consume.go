@@ -59,8 +59,9 @@ type sub struct {
 	end      context.CancelCauseFunc
 	decoders *kit.Lanes // the decode workers, a partition's records on one; revoked waits for them
 
-	tx  *kit.Transactions[*claim, *kgo.Record] // a transactional subscription's (transact.go)
-	txp *txnProducer
+	tx      *kit.Transactions[*claim, *kgo.Record] // a transactional subscription's (transact.go)
+	txp     *txnProducer
+	records kafkawire.Records // staged, reused once their transaction committed
 }
 
 type partition = kit.Partition[*claim]

@@ -48,7 +48,7 @@ func (s *sub) Stage(ctx context.Context, handle any, _ ports.Facts, msgs []ports
 	var few [4]*kgo.Record // tx.Stage copies them: no allocation for a few
 	rs := few[:0]
 	for i := range msgs {
-		r, err := s.c.record(ctx, &msgs[i])
+		r, err := s.c.record(ctx, &msgs[i], &s.records)
 		if err != nil {
 			return err
 		}
@@ -93,6 +93,7 @@ func (s *sub) commitTxn(moved []kit.Position[*claim], rs []*kgo.Record) error {
 		err = errors.Join(err, t.AbortBufferedRecords(ctx), t.EndTransaction(ctx, kgo.TryAbort))
 		return fmt.Errorf("kafka: transaction of %s: %w", s.group, err)
 	}
+	s.records.Reuse(rs) // each one's promise was called (ProduceSync), and kit.Transactions drops them
 	return nil
 }
 

@@ -195,7 +195,7 @@ func (c *conn) group(spec ports.SubscriptionSpec) string {
 // kafkawire.Produce.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	return kit.SendPrepared(msgs, func(m *ports.Message) (*kgo.Record, error) {
-		r, envelope := kafkawire.Record(c.topic(m.Topic), m, &c.pay)
+		r, envelope := kafkawire.Record(c.topic(m.Topic), m, &c.pay, nil)
 		err := m.CheckSize(c.opts.MaxMessageBytes, envelope)
 		if err == nil {
 			err = c.ensureTopic(ctx, r.Topic)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -116,7 +117,7 @@ func TestRecordCopiesThePayloadOnly(t *testing.T) {
 	payload := []byte(`{"v":1}`)
 	m := ports.Message{Topic: "t", Key: "k", Payload: payload, Headers: ports.NewHeaders("a", "1", "empty", "", ports.HeaderID, "id-1")}
 	var pay kafkawire.Payloads
-	r, envelope := kafkawire.Record("ns.t", &m, &pay)
+	r, envelope := kafkawire.Record("ns.t", &m, &pay, nil)
 	copy(payload, "XXXXXXX") // the caller reuses its buffer once Send returns
 	if r.Topic != "ns.t" || string(r.Key) != "k" || string(r.Value) != `{"v":1}` {
 		t.Fatalf("record %+v", r)
@@ -135,28 +136,63 @@ func TestRecordCopiesThePayloadOnly(t *testing.T) {
 		t.Fatalf("envelope %d, want %d (sarama's count)", envelope, want)
 	}
 	for _, pay := range []*kafkawire.Payloads{nil, &pay} {
-		if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t"}, pay); r.Value != nil || r.Key != nil {
+		if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t"}, pay, nil); r.Value != nil || r.Key != nil {
 			t.Fatalf("a nil payload and no key: value %v, key %v, want nil (Kafka's null)", r.Value, r.Key)
 		}
-		if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t", Payload: []byte{}}, pay); r.Value == nil {
+		if r, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t", Payload: []byte{}}, pay, nil); r.Value == nil {
 			t.Fatal("an empty payload became nil (Kafka's null)")
 		}
 	}
 	// Consecutive payloads share a chunk, and never overlap.
-	r2, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t", Payload: []byte("second")}, &pay)
+	r2, _ := kafkawire.Record("ns.t", &ports.Message{Topic: "t", Payload: []byte("second")}, &pay, nil)
 	r2.Value = append(r2.Value, "!"...)
 	if string(r.Value) != `{"v":1}` || string(r2.Value) != "second!" {
 		t.Fatalf("payloads %q and %q, want {\"v\":1} and second!", r.Value, r2.Value)
 	}
 	big := ports.Message{Topic: "t", Payload: make([]byte, 64<<10)}
-	if rb, _ := kafkawire.Record("ns.t", &big, &pay); len(rb.Value) != len(big.Payload) || &rb.Value[0] == &big.Payload[0] {
+	if rb, _ := kafkawire.Record("ns.t", &big, &pay, nil); len(rb.Value) != len(big.Payload) || &rb.Value[0] == &big.Payload[0] {
 		t.Fatal("a large payload was not copied whole")
 	}
-	if allocs := testing.AllocsPerRun(100, func() { kafkawire.Record("ns.t", &m, nil) }); allocs != 2 {
+	if allocs := testing.AllocsPerRun(100, func() { kafkawire.Record("ns.t", &m, nil, nil) }); allocs != 2 {
 		t.Fatalf("%v allocations per record without Payloads, want 2 (the record with its headers, the payload)", allocs)
 	}
-	if allocs := testing.AllocsPerRun(1000, func() { kafkawire.Record("ns.t", &m, &pay) }); allocs > 1.01 {
+	if allocs := testing.AllocsPerRun(1000, func() { kafkawire.Record("ns.t", &m, &pay, nil) }); allocs > 1.01 {
 		t.Fatalf("%v allocations per record with Payloads, want 1 (the record with its headers) and a chunk now and then", allocs)
+	}
+}
+
+// A record given back to Records is reused whole, cleared: the next one
+// made from it is allocation-free (but for the payload's chunk) and
+// carries nothing of the one before, whether either had more headers than
+// a record holds inline or not.
+func TestRecordsReuseGivenBackRecords(t *testing.T) {
+	var free kafkawire.Records
+	var pay kafkawire.Payloads
+	many := ports.Message{Topic: "t", Key: "k", Payload: []byte("many")}
+	for i := range 10 {
+		many.Headers.Set(fmt.Sprintf("h%d", i), "v")
+	}
+	few := ports.Message{Topic: "t", Payload: []byte("few"), Headers: ports.NewHeaders("a", "1")}
+	r1, _ := kafkawire.Record("ns.t", &many, &pay, &free)
+	r1.Partition, r1.Offset = 3, 9 // as the client fills them in
+	free.Reuse([]*kgo.Record{r1})
+	r2, _ := kafkawire.Record("ns.t", &few, &pay, &free)
+	if r2 != r1 {
+		t.Fatal("a record given back was not reused")
+	}
+	if r2.Key != nil || string(r2.Value) != "few" || len(r2.Headers) != 1 || r2.Headers[0].Key != "a" || r2.Partition != 0 || r2.Offset != 0 {
+		t.Fatalf("reused record %+v: want the second message's alone", r2)
+	}
+	free.Reuse([]*kgo.Record{r2})
+	r3, _ := kafkawire.Record("ns.t", &many, &pay, &free)
+	if len(r3.Headers) != 10 || string(r3.Key) != "k" {
+		t.Fatalf("reused record %+v: want ten headers and key k", r3)
+	}
+	if allocs := testing.AllocsPerRun(1000, func() {
+		r, _ := kafkawire.Record("ns.t", &few, &pay, &free)
+		free.Reuse([]*kgo.Record{r})
+	}); allocs > 0.01 {
+		t.Fatalf("%v allocations per reused record, want none but a payload chunk now and then", allocs)
 	}
 }
 
