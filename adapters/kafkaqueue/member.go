@@ -87,9 +87,9 @@ type handle struct {
 	gen            uint32
 	partition      int32
 	offset         int64
-	kit.RecordLock // its acquisition lock, as far as the member knows
-
-	d driver.Record // what a dead-letter copy is made of
+	kit.RecordLock             // its acquisition lock, as far as the member knows
+	rec            *kgo.Record // what a dead-letter copy is made of (member.record)
+	count          int         // its delivery count
 }
 
 // meta refreshes the topic id and the partition leaders.
@@ -341,12 +341,19 @@ func (m *member) fetch(s *session, parts []int32, max int, wait time.Duration) (
 // gaps, acquired offsets that hold no record (control records).
 func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Record, error) {
 	var (
-		out   []driver.Record
 		gaps  []*handle
 		perr  error
-		hs    []handle // the handles of this answer, allocated at once
+		n     int
 		until = time.Now().Add(m.lockDuration())
 	)
+	for _, t := range resp.Topics {
+		for i := range t.Partitions {
+			for _, ar := range t.Partitions[i].AcquiredRecords {
+				n += int(ar.LastOffset - ar.FirstOffset + 1)
+			}
+		}
+	}
+	hs, out := make([]handle, n), make([]driver.Record, 0, n) // the answer's, allocated at once
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
 			rp := &t.Partitions[i]
@@ -359,11 +366,6 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 			if len(rp.AcquiredRecords) == 0 {
 				continue
 			}
-			n := 0
-			for _, ar := range rp.AcquiredRecords {
-				n += int(ar.LastOffset - ar.FirstOffset + 1)
-			}
-			hs, out = make([]handle, n), slices.Grow(out, n)
 			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: m.topic, Partition: rp.Partition, Offset: rp.AcquiredRecords[0].FirstOffset},
 				&kmsg.FetchResponseTopicPartition{Partition: rp.Partition, RecordBatches: rp.Records}, decompressor, nil)
 			recs, j := fp.Records, 0 // recs and the acquired ranges are in offset order
@@ -377,7 +379,8 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 						j++
 					}
 					if j < len(recs) && recs[j].Offset == off {
-						out = append(out, m.record(s, recs[j], h, int(ar.DeliveryCount)))
+						h.rec, h.count = recs[j], int(ar.DeliveryCount)
+						out = append(out, m.record(&s.kd, h, m.lazy.Load()))
 					} else {
 						gaps = append(gaps, h)
 					}
@@ -394,20 +397,19 @@ func (m *member) decode(s *session, resp *kmsg.ShareFetchResponse) ([]driver.Rec
 	return out, nil
 }
 
-// record maps r onto a driver.Record as kafka:// does (kafkawire.Decode);
-// the delivery count less one is the redelivery count.
-func (m *member) record(s *session, r *kgo.Record, h *handle, count int) driver.Record {
-	d, lazy := driver.Record{}, false
-	if m.lazy.Load() {
-		d, lazy = kafkawire.DecodeLazy(&s.kd, m.logical, r, &m.facts, count)
+// record maps h's record onto a driver.Record as kafka:// does (Decode, or
+// DecodeLazy when lazy); the delivery count less one is the redelivery count.
+func (m *member) record(kd *kafkawire.Decoder, h *handle, lazy bool) driver.Record {
+	d, r, count := driver.Record{}, h.rec, h.count
+	if lazy {
+		d, lazy = kafkawire.DecodeLazy(kd, m.logical, r, &m.facts, count)
 	}
 	if !lazy {
-		d = kafkawire.Decode(&s.kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+		d = kafkawire.Decode(kd, m.logical, kafkawire.Fields{Topic: m.topic, Partition: h.partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
 			Timestamp: r.Timestamp, Member: kafkawire.MemberFacts{ShareGroup: m.group, DeliveryCount: count}},
 			r.Headers, kafkawire.FranzHeader)
 	}
 	d.RedeliveryCount, d.Handle = max(count-1, 0), h
-	h.d = d
 	return d
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/kit"
+	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
 
@@ -26,15 +27,11 @@ type sub struct {
 	held        kit.Renewals[*handle]
 	group       string // the requeue copies' (kit.CopyGroup)
 
-	// fetcher, from Subscribe to Close, fetches while ReceiveBatch waits
-	// with nothing buffered, and prefetches while the window has grown past
-	// the in-flight window (a backlog the handlers keep up with), the next
-	// window carrying the accepts of this one: a fetch that brings all it
-	// asked for while the handlers settle records doubles the window, up to
-	// maxWindow; one that brings less shrinks it back, so that the group's
-	// other members get records too. With the renewal off a fetch asks for
-	// ReceiveBatch's max and never prefetches. After a receive or a
-	// settlement it sends, within ackLinger, the accepts no fetch took.
+	// fetcher fetches from Subscribe to Close (kit.Prefetcher: the window
+	// grows up to maxWindow while the handlers keep up with a backlog, the
+	// next window carrying the accepts of this one; none is prefetched with
+	// the renewal off) and sends, within ackLinger after a receive or a
+	// settlement, the accepts no fetch took.
 	fetcher *kit.Prefetcher[driver.Record]
 }
 
@@ -202,8 +199,11 @@ func (s *sub) poll(ctx context.Context, want int) ([]driver.Record, error) {
 			got, err := s.m.fetch(ses, parts, want, wait)
 			mu.Lock()
 			defer mu.Unlock()
-			errs = append(errs, err)
-			recs = append(recs, got...)
+			if errs = append(errs, err); recs == nil {
+				recs = got // the first: not copied
+			} else {
+				recs = append(recs, got...)
+			}
 		})
 	}
 	wg.Wait()
@@ -259,13 +259,19 @@ func (s *sub) SendRequeues(_ context.Context, handles []any, _ time.Duration) er
 func (s *sub) SendDeadLetters(ctx context.Context, handles []any, disp ports.Disposition) error {
 	copies, ds := make([]ports.Message, len(handles)), make([]*ports.Delivery, len(handles))
 	for i, x := range handles {
-		ds[i], _ = kit.RecordDelivery(&x.(*handle).d)
+		ds[i], _ = s.delivery(x.(*handle))
 		copies[i] = kit.DeadLetterCopy(ds[i], disp, time.Now())
 	}
 	if err := kit.PublishErrors(ports.DeadLetter, ds, s.c.SendBatch(ctx, copies)); err != nil {
 		return err
 	}
 	return s.settle(handles, ackReject)
+}
+
+// delivery is h's record, its headers read, for a copy of it.
+func (s *sub) delivery(h *handle) (*ports.Delivery, time.Time) {
+	r := s.m.record(new(kafkawire.Decoder), h, false)
+	return kit.RecordDelivery(&r)
 }
 
 // Close stops the fetcher and the timers, requeues the records held at
@@ -286,8 +292,8 @@ func (s *sub) requeueLast(ctx context.Context) error {
 	var ds []*ports.Delivery
 	var msgs []ports.Message
 	for _, h := range s.held.Keys() {
-		if s.group != "" && h.d.RedeliveryCount+1 >= s.c.limit {
-			d, at := kit.RecordDelivery(&h.d)
+		if s.group != "" && max(h.count-1, 0)+1 >= s.c.limit {
+			d, at := s.delivery(h)
 			hs, ds, msgs = append(hs, h), append(ds, d), append(msgs, kit.RequeueCopy(d, time.Until(at)))
 		}
 	}

@@ -37,7 +37,7 @@ type Prefetcher[T any] struct {
 	settled       atomic.Int64  // records settled since the last fetch
 
 	mu      sync.Mutex
-	buf     []T  // fetched, not received yet
+	buf     [][]T // fetched, not received yet: each fetch's records, none empty
 	waiting bool // Receive waits for records
 	want    int  // its max
 	window  int
@@ -66,14 +66,18 @@ type PrefetchOptions[T any] struct {
 
 // NewPrefetcher starts the fetcher, with buf buffered already.
 func NewPrefetcher[T any](o PrefetchOptions[T], buf []T) *Prefetcher[T] {
-	p := &Prefetcher[T]{o: o, buf: buf, done: make(chan struct{}), kick: make(chan struct{}, 1), arrived: make(chan struct{}, 1)}
+	p := &Prefetcher[T]{o: o, done: make(chan struct{}), kick: make(chan struct{}, 1), arrived: make(chan struct{}, 1)}
+	if len(buf) > 0 {
+		p.buf = [][]T{buf}
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	go p.run(ctx)
 	return p
 }
 
-// Receive returns up to max buffered records, waiting for the fetcher
+// Receive returns up to max buffered records of one fetch (handed out
+// where the fetch returned them, not copied), waiting for the fetcher
 // until one comes, a fetch fails (its error) or ctx is done.
 func (p *Prefetcher[T]) Receive(ctx context.Context, max int) ([]T, error) {
 	p.mu.Lock()
@@ -93,9 +97,13 @@ func (p *Prefetcher[T]) Receive(ctx context.Context, max int) ([]T, error) {
 		p.mu.Lock()
 		p.waiting = false
 	}
-	n := min(max, len(p.buf))
-	out := p.buf[:n:n]
-	p.buf = p.buf[n:]
+	first := p.buf[0]
+	n := min(max, len(first))
+	out := first[:n:n]
+	if p.buf[0] = first[n:]; n == len(first) {
+		p.buf[0] = nil
+		p.buf = p.buf[1:]
+	}
 	p.mu.Unlock()
 	Signal(p.kick) // a window may be prefetched
 	return out, nil
@@ -135,7 +143,9 @@ func (p *Prefetcher[T]) run(ctx context.Context) {
 		if want := p.next(); want > 0 {
 			recs, err := p.o.Fetch(ctx, want)
 			p.mu.Lock()
-			p.buf, p.window = append(p.buf, recs...), p.o.InFlight
+			if p.window = p.o.InFlight; len(recs) > 0 {
+				p.buf = append(p.buf, recs)
+			}
 			if len(recs) >= want && p.settled.Swap(0) > 0 && p.o.Grow {
 				p.window = min(2*want, max(p.o.Max, p.o.InFlight))
 			}

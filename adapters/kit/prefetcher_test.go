@@ -103,3 +103,30 @@ func TestPrefetcherNoGrow(t *testing.T) {
 		t.Fatalf("Receive after a failed fetch = %v, %v; want boom", got, err)
 	}
 }
+
+// TestPrefetcherHandsOutWhatAFetchReturned: a receive gets the records of
+// one fetch at a time, in order, in the fetch's own slice (a fetch of
+// hundreds of records is not copied on its way to the receiver).
+func TestPrefetcherHandsOutWhatAFetchReturned(t *testing.T) {
+	fetched := make(chan []int, 1)
+	p := kit.NewPrefetcher(kit.PrefetchOptions[int]{Fetch: func(_ context.Context, want int) ([]int, error) {
+		recs := []int{10, 11, 12}
+		fetched <- recs
+		return recs, nil
+	}, Held: func() int { return 0 }, InFlight: 3, Max: 3}, []int{1, 2})
+	defer p.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	first, err := p.Receive(ctx, 10)
+	if err != nil || len(first) != 2 || first[0] != 1 || first[1] != 2 {
+		t.Fatalf("first Receive = %v, %v; want the buffer given to NewPrefetcher, [1 2]", first, err)
+	}
+	part, err := p.Receive(ctx, 2)
+	recs := within(t, fetched, "fetch")
+	if err != nil || len(part) != 2 || &part[0] != &recs[0] || part[1] != 11 {
+		t.Fatalf("Receive(2) = %v, %v; want [10 11] in the fetch's own slice", part, err)
+	}
+	if rest, err := p.Receive(ctx, 10); err != nil || len(rest) != 1 || &rest[0] != &recs[2] {
+		t.Fatalf("Receive(10) = %v, %v; want [12] in the fetch's own slice", rest, err)
+	}
+}
