@@ -49,8 +49,9 @@ type sub struct {
 	feed      *kit.Feed[fetched]
 	predecode atomic.Pointer[func(payload []byte) any] // driver.Predecoder
 	lazy      atomic.Bool                              // driver.HeaderDeferrer
-	add       func(fetched)                            // s.log.Add
+	add       func(*fetched)                           // s.log.AddTo, onto out
 	out       []driver.Record                          // reused by ReceiveBatch
+	outMax    int                                      // ReceiveBatch's max, for add
 
 	// The session's: its partitions by id, set by its rebalance callbacks
 	// and read by the poll loop between a poll and AllowRebalance only
@@ -123,7 +124,7 @@ func (c *conn) subscribe(ctx context.Context, spec ports.SubscriptionSpec, txp *
 		s.tx = kit.NewTransactions(po, s.commitTxn, s.sessionFailed)
 		s.log, s.acks = s.tx.Partitions, s.tx
 	}
-	s.add = func(f fetched) { s.log.Add(f.p, f.off, f.r, f.skip) }
+	s.add = func(f *fetched) { s.out = s.log.AddTo(s.out, s.outMax, f.p, f.off, &f.r, f.skip) }
 	loop, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.loop.Go(func() { s.consumeLoop(loop) })
@@ -255,10 +256,10 @@ func (e *sessionError) Unwrap() error { return e.error }
 func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
 	for {
 		room := s.limit - s.log.Pending()
+		s.out, s.outMax = s.log.Take(s.out[:0], max), max // what waits goes first
 		s.feed.Take(room, s.add)
-		if out := s.log.Take(s.out[:0], max); len(out) > 0 {
-			s.out = out
-			return out, nil
+		if len(s.out) > 0 {
+			return s.out, nil
 		}
 		if err := s.feed.Wait(ctx, room > 0, s.wake, s.failed); err != nil {
 			return nil, err

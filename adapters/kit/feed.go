@@ -91,8 +91,9 @@ func (f *Feed[T]) received(b []fed[T]) {
 
 // Take takes batches without waiting until, with those Wait received,
 // they hold room records or more (or none are left), and hands their
-// records to add, oldest first.
-func (f *Feed[T]) Take(room int, add func(T)) {
+// records to add, oldest first (each one in place: add must not keep the
+// pointer).
+func (f *Feed[T]) Take(room int, add func(*T)) {
 	n := 0
 	for _, b := range f.held {
 		n += len(b)
@@ -117,7 +118,7 @@ drain:
 		slices.SortStableFunc(sorted, byTime) // batches of several partitions
 	}
 	for _, r := range sorted {
-		add(r.v)
+		add(&r.v)
 	}
 	clear(sorted)
 	f.sorted = sorted

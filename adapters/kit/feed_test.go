@@ -26,7 +26,7 @@ func sendAll(f *kit.Feed[string], parts ...[]stamped) {
 
 func takeAll(f *kit.Feed[string], room int) []string {
 	var got []string
-	f.Take(room, func(s string) { got = append(got, s) })
+	f.Take(room, func(s *string) { got = append(got, *s) })
 	return got
 }
 

@@ -124,10 +124,19 @@ func (ps *Partitions[P]) Claim(id P, start, committed int64) *Partition[P] {
 // waits) or skip is true (done at once, never handed out: a record the
 // consumer filters out). A record of a released partition is dropped.
 func (ps *Partitions[P]) Add(p *Partition[P], off int64, r driver.Record, skip bool) {
+	ps.AddTo(nil, 0, p, off, &r, skip)
+}
+
+// AddTo is Add, but a ready record goes to out instead of the ready queue
+// when nothing ready waits before it and out holds fewer than max: a
+// receiver that takes what is ready ([Partitions.Take]) and then adds
+// what it fetched hands those records out without queueing them. It
+// returns out, and sets r's Handle.
+func (ps *Partitions[P]) AddTo(out []driver.Record, max int, p *Partition[P], off int64, r *driver.Record, skip bool) []driver.Record {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.released {
-		return
+		return out
 	}
 	h := &Carve(&p.handles, 1, 32)[0]
 	*h = partitionHandle[P]{p: p, off: off, key: r.Message.Key}
@@ -135,15 +144,19 @@ func (ps *Partitions[P]) Add(p *Partition[P], off int64, r driver.Record, skip b
 	p.offs.Add(off, skip)
 	if skip {
 		ps.recorded.Add(1)
-		return
+		return out
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if p.hold.Admit(h.key, r) {
-		ps.push(r)
-	} else {
+	switch {
+	case !p.hold.Admit(h.key, *r):
 		ps.held++
+	case len(out) < max && ps.head == len(ps.ready):
+		out = append(out, *r)
+	default:
+		ps.push(*r)
 	}
+	return out
 }
 
 // Take appends up to max ready records to out, oldest first.

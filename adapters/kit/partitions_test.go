@@ -293,3 +293,47 @@ func BenchmarkPartitionsAddTakeBacklog(b *testing.B) {
 		out = ps.Take(out[:0], 1)
 	}
 }
+
+// TestPartitionsAddToHandsOutInOrder: AddTo appends a ready record to out
+// only while nothing ready waits before it and out has room; the rest
+// queue, a record whose key is out waits behind it, and what AddTo handed
+// out is acknowledged as an added and taken one is.
+func TestPartitionsAddToHandsOutInOrder(t *testing.T) {
+	ps, c := newPartitions(t)
+	p := ps.Claim("t/0", 0, -1)
+	r0, r1, r2, r3 := rec("a"), rec("b"), rec("a"), rec("c")
+	out := ps.AddTo(nil, 2, p, 0, &r0, false)
+	out = ps.AddTo(out, 2, p, 1, &r1, false)
+	out = ps.AddTo(out, 2, p, 2, &r2, false) // key a is out: waits
+	out = ps.AddTo(out, 2, p, 3, &r3, false) // out is full: queued
+	if len(out) != 2 || out[0].Message.Key != "a" || out[1].Message.Key != "b" || out[0].Handle == nil {
+		t.Fatalf("AddTo handed out %v, want a and b with their handles", out)
+	}
+	if ps.Pending() != 2 {
+		t.Fatalf("Pending %d, want 2 (c queued, the second a held)", ps.Pending())
+	}
+	r4 := rec("d")
+	if more := ps.AddTo(nil, 5, p, 4, &r4, false); len(more) != 0 {
+		t.Fatalf("AddTo handed out %v while c waited before it", more)
+	}
+	if err := ps.Ack(handles(out...)); err != nil {
+		t.Fatal(err)
+	}
+	got := take(ps)
+	var keys []string
+	for _, r := range got {
+		keys = append(keys, r.Message.Key)
+	}
+	if !slices.Equal(keys, []string{"c", "d", "a"}) {
+		t.Fatalf("took %v, want c, d, then the released a", keys)
+	}
+	if err := ps.Ack(handles(got...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if pos, _ := c.at("t/0"); pos != 5 {
+		t.Fatalf("committed %d, want 5", pos)
+	}
+}
