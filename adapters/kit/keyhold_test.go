@@ -1,6 +1,7 @@
 package kit_test
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -31,5 +32,24 @@ func TestKeyHoldOneOutPerKey(t *testing.T) {
 	}
 	if _, ok := k.Release(""); ok || k.Waiting() != 1 {
 		t.Fatalf("Release of the empty key: %v, waiting %d", ok, k.Waiting())
+	}
+}
+
+// BenchmarkKeyHoldDistinctKeys: a record admitted and the one 200 before
+// released per operation, every key distinct (a keyed topic's usual case).
+func BenchmarkKeyHoldDistinctKeys(b *testing.B) {
+	var k kit.KeyHold[int]
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = strconv.Itoa(1_000_000 + i)
+	}
+	for i := range 200 {
+		k.Admit(keys[i], i)
+	}
+	i := 200
+	for b.Loop() {
+		k.Admit(keys[i%len(keys)], i)
+		k.Release(keys[(i-200)%len(keys)])
+		i++
 	}
 }

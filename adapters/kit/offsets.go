@@ -37,7 +37,14 @@ func (o *Offsets) Add(off int64, done bool) {
 // ignored.
 func (o *Offsets) Done(off int64) {
 	live := o.log[o.head:]
-	if i, ok := slices.BinarySearchFunc(live, off, func(e offsetEntry, off int64) int { return cmp.Compare(e.off, off) }); ok {
+	if len(live) == 0 || off < live[0].off {
+		return
+	}
+	i, ok := int(off-live[0].off), false // where it is when the offsets have no gap, as they mostly have
+	if ok = i < len(live) && live[i].off == off; !ok {
+		i, ok = slices.BinarySearchFunc(live, off, func(e offsetEntry, off int64) int { return cmp.Compare(e.off, off) })
+	}
+	if ok {
 		live[i].done = true
 		o.advance()
 	}
