@@ -109,8 +109,7 @@ func newSubscription(a *Adapter, ds driver.Subscription, spec ports.Subscription
 	return s
 }
 
-// claim finds d's settlement claim, refusing a delivery of another
-// subscription.
+// claim finds d's settlement claim, refusing another subscription's.
 func (s *Subscription) claim(d *ports.Delivery) (*kit.Claim, error) {
 	if x := s.mine(d); x != nil {
 		return &x.claim, nil
@@ -118,8 +117,7 @@ func (s *Subscription) claim(d *ports.Delivery) (*kit.Claim, error) {
 	return nil, ErrForeignDelivery
 }
 
-// mine returns d's handle when d is a delivery of this subscription, else
-// nil.
+// mine returns d's handle when d is this subscription's delivery, else nil.
 func (s *Subscription) mine(d *ports.Delivery) *handle {
 	if d != nil {
 		if x, ok := d.Handle.(*handle); ok && x.sub == s && &x.r.d == d {
@@ -263,13 +261,9 @@ type single struct {
 const receivedChunk = 8192 / int(unsafe.Sizeof(received{}))
 
 // take returns an unused delivery with its handle: one the core gave back
-// (Recycle), or the next of the current chunk. Called under recvMu.
-//
-// Lifetime: a delivery and its handle are handed out again only after the
-// core gave them back (ports.Recycler: acknowledged, and reachable by no
-// user code); otherwise they are handed out once (user code may keep a
-// delivery past its settlement and read it), and a delivery kept keeps
-// its chunk in memory, at most receivedChunk deliveries.
+// (Recycle: acknowledged, reachable by no user code), or the next of the
+// current chunk, handed out once (a delivery user code keeps past its
+// settlement keeps its chunk in memory). Called under recvMu.
 func (s *Subscription) take() *received {
 	if len(s.reuse) == 0 {
 		s.backMu.Lock()
