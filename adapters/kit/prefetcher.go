@@ -38,8 +38,8 @@ type Prefetcher[T any] struct {
 
 	mu      sync.Mutex
 	buf     [][]T // fetched, not received yet: each fetch's records, none empty
-	waiting bool // Receive waits for records
-	want    int  // its max
+	waiting bool  // Receive waits for records
+	want    int   // its max
 	window  int
 	err     error // a failed fetch, for Receive
 }
