@@ -367,12 +367,11 @@ func (e *engine) settleOnLoop(wait bool) bool {
 		return false
 	}
 	if e.inlineAcks {
-		if !wait && !e.ackCall.TryLock() {
-			<-e.concurrency
-			return false
-		}
 		if wait {
 			e.ackCall.Lock()
+		} else if !e.ackCall.TryLock() {
+			<-e.concurrency
+			return false
 		}
 		defer e.ackCall.Unlock()
 	}

@@ -68,10 +68,10 @@
 // the window (so a driver whose reads carry the acks recorded gets them
 // before it reads). The engine is the only acknowledgement batcher; a
 // driver must not batch acknowledgements again behind SendAcks (it may
-// defer them, see [AckFlusher]). Goroutines a broker client owns (a socket reader) and
-// those a driver runs beside it (kafka's decode workers, which decode a
-// poll's records per partition and hand them to ReceiveBatch in batches)
-// are the driver's and are not counted.
+// defer them, see [AckFlusher]). Goroutines a broker client owns (a
+// socket reader) and those a driver runs beside it (kafka's decode
+// workers, which decode a poll's records per partition and hand them to
+// ReceiveBatch in batches) are the driver's and are not counted.
 package driver
 
 import (

@@ -32,15 +32,13 @@ import (
 // record is reused once the client is done with it: see Records).
 func Record(topic string, m *ports.Message, pay *Payloads, free *Records) (r *kgo.Record, envelope int) {
 	var rh *recordWithHeaders
-	switch {
-	case free != nil:
+	if free != nil {
 		rh = free.take()
-	case len(m.Headers) <= headersInline: // the record and its header list in one allocation
+	} else {
 		rh = new(recordWithHeaders)
 	}
-	if rh == nil {
-		r = &kgo.Record{Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
-	} else if r = &rh.r; len(m.Headers) <= headersInline {
+	r = &rh.r
+	if len(m.Headers) <= headersInline { // the record and its header list in one allocation
 		r.Headers = rh.hs[:0]
 	} else {
 		r.Headers = make([]kgo.RecordHeader, 0, len(m.Headers))
