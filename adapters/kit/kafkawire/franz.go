@@ -16,7 +16,9 @@ import (
 
 // Franz is how an adapter's franz-go client connects and produces: the
 // kafkaqueue adapter's clients and the kafka adapter's producers map their
-// options alike. Records are produced with acks=all and no linger.
+// options alike. Records are produced with acks=all, and the records of
+// one Produce (or ProduceSync) call go out together: one batch per
+// partition (see Linger).
 type Franz struct {
 	Brokers  []string // the seed brokers
 	ClientID string
@@ -40,6 +42,17 @@ type Franz struct {
 	MaxMessageBytes int
 }
 
+// Linger is how long a partition's records may wait for more before
+// franz-go sends them. It holds no Produce call: ProduceSync, which
+// Produce and the transactional producers use, ends the wait of the
+// partitions it wrote to once it has handed over all its records, so a
+// call's records share one batch per partition (with no linger the first
+// record of a call goes out alone and the rest in a second batch: twice
+// the batches, which every consumer and the broker pay for). Only the
+// first records to a topic whose partitions the client does not know yet
+// wait for it, once.
+const Linger = 5 * time.Millisecond
+
 // DefaultDeliveryTimeout is Franz.DeliveryTimeout's default.
 const DefaultDeliveryTimeout = 30 * time.Second
 
@@ -47,7 +60,7 @@ const DefaultDeliveryTimeout = 30 * time.Second
 // without a user is refused, as an unknown mechanism is.
 func (f Franz) Opts() ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(f.Brokers...), kgo.ClientID(f.ClientID), kgo.RecordDeliveryTimeout(cmp.Or(f.DeliveryTimeout, DefaultDeliveryTimeout)),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0)}
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(Linger), kgo.WithHooks(confirmHook{})}
 	if f.MaxMessageBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(f.MaxMessageBytes)+4096))
 	}

@@ -143,25 +143,67 @@ func (rs *Records) Reuse(records []*kgo.Record) {
 	}
 }
 
-// Produce produces rs on cl and returns when each is confirmed, else one
-// error per record (kit.Confirms.Wait): ctx.Err() for one not handed over
-// in time, ports.ErrUnconfirmed wrapping why for one that failed after
-// (it may have been written).
+// Produce produces rs on cl, a client made with Franz.Opts, and returns
+// when each is confirmed, else one error per record (kit.Confirms.Wait):
+// ctx.Err() for one not handed over in time, ports.ErrUnconfirmed
+// wrapping why for one that failed after (it may have been written).
+//
+// The records go through ProduceSync, so they leave as one batch per
+// partition (see Linger). ProduceSync runs on a goroutine of its own, so
+// that Produce returns when ctx ends whatever franz-go still waits for (it
+// resolves every record within the client's delivery timeout, or at
+// Close), and each record's result is taken as franz-go gives it up
+// (confirmHook), so that a Send cut short names exactly the records not
+// confirmed yet.
 func Produce(ctx context.Context, cl *kgo.Client, rs []*kgo.Record) []error {
 	cf := kit.NewConfirms(len(rs))
-	for i, r := range rs {
-		if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
+		for i := range rs {
 			cf.Resolve(i, err)
-			continue
 		}
-		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				err = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
-			}
-			cf.Resolve(i, err)
-		})
+		return cf.Wait(ctx, 0)
 	}
+	sends := make([]sent, len(rs))
+	for i, r := range rs {
+		sends[i] = sent{Context: ctx, cf: cf, i: i}
+		r.Context = &sends[i]
+	}
+	go func() {
+		res := cl.ProduceSync(ctx, rs...)
+		for _, pr := range res { // already resolved by confirmHook: a client made without it
+			cf.Resolve(pr.Record.Context.(*sent).i, unconfirmed(pr.Err))
+		}
+	}()
 	return cf.Wait(ctx, 0)
+}
+
+// sent is the Context of a record Produce hands over: the caller's ctx,
+// which franz-go fails the record with while it is not written yet, and
+// where the record's result goes.
+type sent struct {
+	context.Context
+	cf *kit.Confirms
+	i  int
+}
+
+// confirmHook resolves the result of a record Produce handed over when
+// franz-go gives the record up, just before its promise; a record of any
+// other origin (a transactional producer's) is left alone.
+type confirmHook struct{}
+
+func (confirmHook) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if s, ok := r.Context.(*sent); ok {
+		s.cf.Resolve(s.i, unconfirmed(err))
+	}
+}
+
+// unconfirmed is a record's result as Produce reports it: nil when the
+// brokers confirmed the record.
+func unconfirmed(err error) error {
+	if err != nil {
+		return fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+	}
+	return nil
 }
 
 // TxnOffsets adds the offsets of topic's partitions to the open
