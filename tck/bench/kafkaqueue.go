@@ -130,10 +130,12 @@ func runKafkaQueue(batch bool, params ...string) func(context.Context, Env, Conf
 }
 
 // flushedAdapter's subscriptions flush their deferred settlements
-// (ports.Flusher) in the Settle that accepts the n-th record.
+// (ports.Flusher) in the Settle that accepts the n-th record, and call
+// flushed, when set, once that Flush returned nil.
 type flushedAdapter struct {
 	ports.Adapter
-	n int64
+	n       int64
+	flushed func()
 }
 
 // Unwrap lets ports.ApplySpecDefaults see the wrapped adapter.
@@ -144,7 +146,7 @@ func (f *flushedAdapter) Subscribe(ctx context.Context, spec ports.SubscriptionS
 	if err != nil {
 		return nil, err
 	}
-	fs := &flushedSub{Subscription: s}
+	fs := &flushedSub{Subscription: s, flushed: f.flushed}
 	fs.left.Store(f.n)
 	return fs, nil
 }
@@ -154,14 +156,17 @@ func (f *flushedAdapter) Subscribe(ctx context.Context, spec ports.SubscriptionS
 // ports.HeaderDeferrer, ports.HeaderLookup) of the subscription it wraps.
 type flushedSub struct {
 	ports.Subscription
-	left atomic.Int64 // records to accept before the flush
+	left    atomic.Int64 // records to accept before the flush
+	flushed func()
 }
 
 func (s *flushedSub) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
 	err := s.Subscription.Settle(ctx, ds, disp)
 	if err == nil && disp.Action == ports.Ack && s.left.Add(-int64(len(ds))) == 0 {
 		if err = s.Flush(ctx); err != nil {
-			err = fmt.Errorf("kafkaqueue: flush: %w", err)
+			err = fmt.Errorf("flush: %w", err)
+		} else if s.flushed != nil {
+			s.flushed()
 		}
 	}
 	return err

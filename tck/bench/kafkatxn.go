@@ -216,18 +216,16 @@ func runSluiceTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 	m := newMeter(tl)
 	// The records count when their transaction commits, which an ACK
 	// does not wait for (the commit loop commits on an interval, as for
-	// offsets): when the input offsets committed with the results reach
-	// the input's end.
-	stopPoll, err := awaitInputCommitted(brokers, kafkawire.Group(env["ns"], spec), kafkawire.Topic(env["ns"], spec.Topic), tl)
-	if err != nil {
-		return Result{}, err
-	}
-	defer stopPoll()
-	// The commit loop commits every CommitInterval: the Settle that
-	// accepts the last record flushes the last transaction instead, inside
-	// the timed section (as franz-txn ends a transaction per poll), so that
-	// a short run does not time up to one interval of waiting for it.
-	p := flow.New(&flushedTxnAdapter{flushedAdapter{Adapter: a, n: int64(cfg.N)}}, spec)
+	// offsets): the Settle that accepts the last record flushes the last
+	// transaction, inside the timed section (as franz-txn ends a
+	// transaction per poll), and once that Flush returned every record's
+	// results and input offset are committed. The broker is asked
+	// afterwards, untimed, whether the input offsets do reach the end.
+	p := flow.New(&flushedTxnAdapter{flushedAdapter{Adapter: a, n: int64(cfg.N), flushed: func() {
+		for i := range cfg.N {
+			tl.mark(i)
+		}
+	}}}, spec)
 	results := flow.Map(flow.Decode[benchMsg](p.Source()), func(_ context.Context, v benchMsg) (txnOut, error) {
 		m.begin() // the first record handled starts the clock, without an observer (which turns reuse off)
 		return txnOut{In: int(v.Value), Scaled: scale(v).Scaled}, nil
@@ -245,25 +243,27 @@ func runSluiceTxn(ctx context.Context, env Env, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	rounds := float64(cfg.N) / float64(max(p.Stats().SettleCalls, 1))
-	res.Note = fmt.Sprintf("flow.Decode → Map → TransactTo, in-flight %d; %.1f records per ACK round; counted when the input offsets committed with the results reach the end; final Flush timed", cfg.InFlight, rounds)
+	res.Note = fmt.Sprintf("flow.Decode → Map → TransactTo, in-flight %d; %.1f records per ACK round; counted when the Flush of the last transaction returned; final Flush timed", cfg.InFlight, rounds)
+	if err := verifyInputCommitted(brokers, kafkawire.Group(env["ns"], spec), kafkawire.Topic(env["ns"], spec.Topic)); err != nil {
+		return Result{}, err
+	}
 	return res, verifyOutput(ctx, brokers, phys, cfg.N, envelopeLen)
 }
 
-// awaitInputCommitted marks every input of tl once the committed offsets
-// of group on topic reach the end of each of its partitions, polling every
-// 2 ms until then or until stop is called. A transaction's offsets become
-// visible when it commits, with the results it produced.
-func awaitInputCommitted(brokers []string, group, topic string, tl *tally) (stop func(), err error) {
+// verifyInputCommitted fails unless the committed offsets of group on
+// topic reach the end of each of its partitions (untimed): a transaction's
+// offsets become visible when it commits, with the results it produced.
+func verifyInputCommitted(brokers []string, group, topic string) error {
 	conf := sarama.NewConfig()
 	conf.Version = sarama.V2_8_0_0
 	cl, err := sarama.NewClient(brokers, conf)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	defer cl.Close()
 	admin, err := sarama.NewClusterAdminFromClient(cl)
 	if err != nil {
-		cl.Close()
-		return nil, err
+		return err
 	}
 	parts, err := cl.Partitions(topic)
 	end := make(map[int32]int64, len(parts))
@@ -273,29 +273,16 @@ func awaitInputCommitted(brokers []string, group, topic string, tl *tally) (stop
 		}
 	}
 	if err != nil {
-		admin.Close()
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+		return fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for ctx.Err() == nil {
-			if resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts}); err == nil && covered(resp, topic, end) {
-				for i := range int(tl.n) {
-					tl.mark(i)
-				}
-				return
-			}
-			select {
-			case <-ctx.Done():
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() { cancel(); <-done; admin.Close() }, nil
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+	if err != nil {
+		return fmt.Errorf("committed offsets of %s: %w", group, err)
+	}
+	if !covered(resp, topic, end) {
+		return fmt.Errorf("group %s: the committed offsets of %s do not reach its end after the last transaction's Flush returned: the contender is broken, its figure is void", group, topic)
+	}
+	return nil
 }
 
 // covered reports whether resp's offsets of topic reach end on every
@@ -375,7 +362,7 @@ func (f *flushedTxnAdapter) SubscribeTransactional(ctx context.Context, spec por
 	if err != nil {
 		return nil, err
 	}
-	fs := &flushedTxnSub{flushedSub{Subscription: s}}
+	fs := &flushedTxnSub{flushedSub{Subscription: s, flushed: f.flushed}}
 	fs.left.Store(f.n)
 	return fs, nil
 }
