@@ -30,8 +30,7 @@ import (
 //	                    out-of-order settlement needs: STOMP has no
 //	                    multiple-ack for it)
 //	raw-individual-ack+env  the same, the messages carrying the headers the
-//	                    adapter's carry (ce-id, content-type, the
-//	                    bench's sequence header), which
+//	                    adapter's carry (ce-id, content-type), which
 //	                    ActiveMQ stores and delivers as JMS properties, and
 //	                    taking the adapter's route: published to a virtual
 //	                    topic, read from the group's consumer queue
@@ -167,8 +166,7 @@ func stompPublish(ctx context.Context, conns []*stomp.Conn, dest string, n, payl
 				for i := first; i < last; i++ {
 					opts := []func(*frame.Frame) error{stomp.SendOpt.Header("persistent", "true")}
 					if envelope {
-						opts = append(opts, stomp.SendOpt.Header(ports.HeaderID, ports.NewID()),
-							stomp.SendOpt.Header(seqHeader, strconv.Itoa(i)))
+						opts = append(opts, stomp.SendOpt.Header(ports.HeaderID, ports.NewID()))
 					}
 					if err := tx.Send(dest, "application/json", encodeMsg(i, padding), opts...); err != nil {
 						errs <- err

@@ -65,16 +65,19 @@ func encodeMsg(i int, padding string) []byte {
 
 // benchMessage is message i as the sluice contenders publish it, made
 // the way an application makes a message (flow.NewMessage: JSON payload,
-// content type, id), with the index in seqHeader and, when stamp is set,
-// the send time in sentHeader. The raw contenders' envelope (enveloped,
-// raw-xadd-pipe-envelope, ...) carries the same headers.
+// content type, id) and, when stamp is set (a latency contender's, whose
+// observer sees no payload), the index in seqHeader and the send time in
+// sentHeader. Every other contender reads the index from the payload, so
+// a throughput message carries sluice's envelope and nothing of the
+// bench's; the raw contenders' envelope (enveloped, envelopeFields, ...)
+// carries the same headers.
 func benchMessage(topic ports.Topic, i int, padding string, stamp bool) ports.Message {
 	m, err := flow.NewMessage(context.Background(), topic, benchMsg{Device: "dev-" + strconv.Itoa(i%64), Value: float64(i), Pad: padding})
 	if err != nil {
 		panic(err) // a struct of strings and a float always encodes
 	}
-	m.Headers.Set(seqHeader, strconv.Itoa(i))
 	if stamp {
+		m.Headers.Set(seqHeader, strconv.Itoa(i))
 		m.Headers.Set(sentHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
 	}
 	return m

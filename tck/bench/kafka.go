@@ -52,7 +52,7 @@ const kafkaPartitions = 4
 //	kafka-latency           default pipeline, fresh topic, paced producer
 //
 // Every other contender reads the records the adapter wrote, its envelope
-// (content type, id and the bench's sequence header) in record headers.
+// (content type and id) in record headers.
 //
 // The broker is kfake in the bench's process (a Kafka wire-protocol peer,
 // not Apache Kafka; the contenders reach it over 127.0.0.1) unless

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -21,7 +20,7 @@ import (
 //	             in-flight) → json.Unmarshal → map → counted (the
 //	             denominator); each message carries the envelope the
 //	             flow.NewMessage and Send write (ports.Headers: content
-//	             type, id, the bench's sequence header), and
+//	             type, id), and
 //	             the consumer checks its content type
 //	channel-bare channel with the payload alone (RATIO mem/bare-raw)
 //	mem          flow.Send-equivalent producer (one goroutine, one message
@@ -120,7 +119,6 @@ func runChannel(envelope bool) func(context.Context, Env, Config) (Result, error
 			if envelope {
 				msg.headers = ports.Headers{
 					{Name: ports.HeaderContentType, Value: "application/json"}, {Name: ports.HeaderID, Value: ports.NewID()},
-					{Name: seqHeader, Value: strconv.Itoa(i)},
 				}
 			}
 			select {

@@ -194,7 +194,6 @@ func pahoPublish(ctx context.Context, pub *paho.Client, topic string, cfg Config
 					// type as the property, the rest as user properties.
 					props.User = []paho.UserProperty{
 						{Key: ports.HeaderID, Value: ports.NewID()},
-						{Key: seqHeader, Value: strconv.Itoa(i)},
 					}
 				}
 				_, err = pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: b, Properties: props})

@@ -221,9 +221,8 @@ func rawXReadGroupStream(ctx context.Context, rc *goredis.Client, name string, c
 // envelopeFields is the entry the adapter writes for benchMessage i with
 // body as its payload: the payload and one "h:" field per envelope header
 // (a fresh id per message).
-func envelopeFields(body []byte, i int) []any {
-	return []any{"payload", body, "h:" + ports.HeaderContentType, "application/json", "h:" + ports.HeaderID, ports.NewID(),
-		"h:" + seqHeader, strconv.Itoa(i)}
+func envelopeFields(body []byte, _ int) []any {
+	return []any{"payload", body, "h:" + ports.HeaderContentType, "application/json", "h:" + ports.HeaderID, ports.NewID()}
 }
 
 // bareName is name, with "-bare" when the entries are bare.
