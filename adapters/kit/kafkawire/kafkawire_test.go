@@ -8,9 +8,11 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/adapters/kit"
@@ -276,5 +278,75 @@ func TestFranzDeliveryTimeoutBoundsAProduce(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("a produce to unreachable brokers with a context that never ends still waits after 20s: the delivery timeout does not bound it")
+	}
+}
+
+// batchCounter counts the record batches a consumer reads.
+type batchCounter struct{ batches, records atomic.Int64 }
+
+func (c *batchCounter) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	c.batches.Add(1)
+	c.records.Add(int64(m.NumRecords))
+}
+
+// TestProduceWritesOneBatchPerPartition: the records of one Produce leave
+// as one batch per partition, and no Produce waits for the linger (here a
+// minute, longer than the test waits, so that no timer ends it: only
+// Produce can).
+func TestProduceWritesOneBatchPerPartition(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const partitions, n = 4, 400
+	if err := c.CreateTopic("t", partitions, nil); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := kafkawire.Franz{Brokers: c.ListenAddrs()}.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.ProducerLinger(time.Minute), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The first record learns the topic's partitions. A record to a topic
+	// the client knows no partitions of yet waits for the linger: Flush
+	// ends it.
+	warm := make(chan error, 1)
+	cl.Produce(ctx, &kgo.Record{Topic: "t", Value: []byte("warm-up")}, func(_ *kgo.Record, err error) { warm <- err })
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-warm; err != nil {
+		t.Fatal(err)
+	}
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{Topic: "t", Value: fmt.Appendf(nil, "%d", i)}
+	}
+	if errs := kafkawire.Produce(ctx, cl, rs); errs != nil {
+		t.Fatalf("Produce of %d records within 30s: %v (a linger not ended by Produce would hold them a minute)", n, errors.Join(errs...))
+	}
+	count := &batchCounter{}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(count))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	for got := 0; got < n+1; {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records within 30s", got, n+1)
+		}
+		got += fs.NumRecords()
+	}
+	if b := count.batches.Load(); b != partitions+1 {
+		t.Fatalf("%d records in %d batches; want the warm-up's and one per partition, %d", count.records.Load(), b, partitions+1)
 	}
 }
