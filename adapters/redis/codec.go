@@ -60,11 +60,15 @@ func encodeFor(out []any, w Wire, m *ports.Message) []any {
 
 // appendHeaders appends one "h:<name>" field per header of m: the names
 // and values as *string, which go-redis writes as the string, pointing
-// into one slice, not one allocation per interface value.
+// into one slice, not one allocation per interface value, and the names'
+// bytes in one allocation, not one per name.
 func appendHeaders(out []any, m *ports.Message) []any {
-	strs := make([]string, 0, 2*len(m.Headers)) // never grown: out points into it
+	// strs never grows (out points into it); names may: no byte under a string is written again
+	names, strs := make([]byte, 0, 24*len(m.Headers)), make([]string, 0, 2*len(m.Headers))
 	for _, h := range m.Headers {
-		strs = append(strs, headerPrefix+h.Name, h.Value)
+		at := len(names)
+		names = append(append(names, headerPrefix...), h.Name...)
+		strs = append(strs, unsafe.String(&names[at], len(names)-at), h.Value)
 		out = append(out, &strs[len(strs)-2], &strs[len(strs)-1])
 	}
 	return out

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -86,5 +87,30 @@ func TestBrokerIDOnlyWithoutTheProducersID(t *testing.T) {
 	}
 	if got := r.Facts.Get("entry"); got != "1-0" {
 		t.Fatalf("entry fact %q, want 1-0", got)
+	}
+}
+
+// TestAppendHeadersNamesEveryFieldInOneAllocation: the "h:" field names of
+// a message's headers share one allocation, and stay right when their
+// bytes outgrow the first guess (a long name).
+func TestAppendHeadersNamesEveryFieldInOneAllocation(t *testing.T) {
+	long := strings.Repeat("x", 100)
+	m := &ports.Message{Headers: ports.NewHeaders(ports.HeaderContentType, "application/json", ports.HeaderID, "id-1", long, "v", ports.HeaderCausationID, "c")}
+	var want []any
+	for _, h := range m.Headers {
+		want = append(want, headerPrefix+h.Name, h.Value)
+	}
+	out := appendHeaders(nil, m)
+	got := make([]any, len(out))
+	for i, v := range out {
+		got[i] = *v.(*string)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("appendHeaders = %q, want %q", got, want)
+	}
+	buf := make([]any, 0, 16)
+	short := &ports.Message{Headers: ports.NewHeaders(ports.HeaderContentType, "application/json", ports.HeaderID, "id-1", ports.HeaderCausationID, "c")}
+	if n := testing.AllocsPerRun(100, func() { buf = appendHeaders(buf[:0], short) }); n > 2 {
+		t.Fatalf("appendHeaders of 3 headers allocates %v times, want 2 (the names' bytes, the strings)", n)
 	}
 }
