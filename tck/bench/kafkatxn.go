@@ -275,14 +275,20 @@ func verifyInputCommitted(brokers []string, group, topic string) error {
 	if err != nil {
 		return fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
-	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-	if err != nil {
-		return fmt.Errorf("committed offsets of %s: %w", group, err)
+	// A broker may apply a committed transaction's offsets a little after
+	// its EndTxn answered (Kafka writes the markers afterwards): asked
+	// every 10 ms for up to 10 s.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+		switch {
+		case err == nil && covered(resp, topic, end):
+			return nil
+		case time.Now().After(deadline) && err != nil:
+			return fmt.Errorf("committed offsets of %s: %w", group, err)
+		case time.Now().After(deadline):
+			return fmt.Errorf("group %s: the committed offsets of %s do not reach its end 10s after the last transaction's Flush returned: the contender is broken, its figure is void", group, topic)
+		}
 	}
-	if !covered(resp, topic, end) {
-		return fmt.Errorf("group %s: the committed offsets of %s do not reach its end after the last transaction's Flush returned: the contender is broken, its figure is void", group, topic)
-	}
-	return nil
 }
 
 // covered reports whether resp's offsets of topic reach end on every
