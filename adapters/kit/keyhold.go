@@ -29,6 +29,10 @@ func (k *KeyHold[T]) Admit(key string, v T) bool {
 // Release ends the item out with key and returns the next one waiting,
 // which is out now.
 func (k *KeyHold[T]) Release(key string) (next T, ok bool) {
+	if k.waiting == 0 { // no key has items waiting: one map operation
+		delete(k.keys, key)
+		return next, false
+	}
 	q, busy := k.keys[key]
 	switch {
 	case !busy:

@@ -200,26 +200,25 @@ func (ps *Partitions[P]) Pending() int {
 // Ack marks the offsets of handles done, for the next commit round; the
 // next record of each key becomes ready. If a partition of theirs was
 // released it records none and returns an error wrapping
-// driver.ErrRecordsLost.
+// driver.ErrRecordsLost. A run of handles of one partition takes its lock
+// once (a round's handles mostly come a partition at a time).
 func (ps *Partitions[P]) Ack(handles []any) error {
-	for _, x := range handles {
-		p := x.(*partitionHandle[P]).p
+	for i := 0; i < len(handles); {
+		p, n := runOf[P](handles[i:])
 		p.mu.Lock()
 		released := p.released
 		p.mu.Unlock()
 		if released {
 			return fmt.Errorf("partition %v released: %w", p.ID, driver.ErrRecordsLost)
 		}
+		i += n
 	}
-	for _, x := range handles {
-		h := x.(*partitionHandle[P])
-		if next, ok := h.p.done(h); ok {
-			ps.mu.Lock()
-			ps.push(next)
-			ps.held--
-			ps.mu.Unlock()
+	for i := 0; i < len(handles); {
+		p, n := runOf[P](handles[i:])
+		if p.done(handles[i:i+n], ps) {
 			Signal(ps.o.Wake)
 		}
+		i += n
 	}
 	if ps.recorded.Add(int64(len(handles))) >= int64(ps.o.Threshold) {
 		Signal(ps.kick)
@@ -227,15 +226,36 @@ func (ps *Partitions[P]) Ack(handles []any) error {
 	return nil
 }
 
-// done marks h's offset done and returns the next record of its key.
-func (p *Partition[P]) done(h *partitionHandle[P]) (driver.Record, bool) {
+// runOf returns the partition of handles[0] and how many handles from the
+// first are of it.
+func runOf[P any](handles []any) (*Partition[P], int) {
+	p, n := handles[0].(*partitionHandle[P]).p, 1
+	for n < len(handles) && handles[n].(*partitionHandle[P]).p == p {
+		n++
+	}
+	return p, n
+}
+
+// done marks the offsets of handles, all of p, done and makes the next
+// record of each of their keys ready in ps; it reports whether one was.
+func (p *Partition[P]) done(handles []any, ps *Partitions[P]) (ready bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.released {
-		return driver.Record{}, false
+		return false
 	}
-	p.offs.Done(h.off)
-	return p.hold.Release(h.key)
+	for _, x := range handles {
+		h := x.(*partitionHandle[P])
+		p.offs.Done(h.off)
+		if next, ok := p.hold.Release(h.key); ok {
+			ps.mu.Lock() // after p.mu, as in AddTo
+			ps.push(next)
+			ps.held--
+			ps.mu.Unlock()
+			ready = true
+		}
+	}
+	return ready
 }
 
 // Signal wakes the waiter on ch, a channel of capacity 1, without
