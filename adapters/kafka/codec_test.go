@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicemq/sluice/adapters/kit"
 	"github.com/sluicemq/sluice/adapters/kit/kafkawire"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -70,8 +71,20 @@ func TestDecodeFacts(t *testing.T) {
 		if want := ports.NewHeaders(ports.HeaderID, "id-9", "x-other", "v", "x-twice", "2"); r.Message.Key != "key-1" || !h.Equal(want) || len(h) != 3 {
 			t.Fatalf("lazy %v: key %q headers %v, want %v", lazy, r.Message.Key, h, want)
 		}
-		if r.BrokerID != "kafka:ns.t/3/1234567890123" {
+		// The broker's identity is built only where the identity rule
+		// uses it: left out of a lazy record with the producer's id.
+		if want := "kafka:ns.t/3/1234567890123"; lazy && r.BrokerID != "" || !lazy && r.BrokerID != want {
 			t.Fatalf("lazy %v: broker id %q", lazy, r.BrokerID)
+		}
+		if id, src := kit.RecordIdentity(r.Message.Headers, r.Lazy, r.BrokerID); id != "id-9" || src != ports.IDProducer {
+			t.Fatalf("lazy %v: identity %q (%v), want the producer's id-9", lazy, id, src)
+		}
+		for _, hs := range [][]kgo.RecordHeader{nil, {{Key: ports.HeaderID, Value: []byte{}}}} { // no producer id, an empty one
+			other := &kgo.Record{Topic: "ns.t", Partition: 3, Offset: 5, Headers: hs}
+			o := decode(other, "t", p, time.Now(), lazy)
+			if id, src := kit.RecordIdentity(o.Message.Headers, o.Lazy, o.BrokerID); id != "kafka:ns.t/3/5" || src != ports.IDBroker {
+				t.Fatalf("lazy %v, headers %v: identity %q (%v), want the broker's", lazy, hs, id, src)
+			}
 		}
 		if f := r.Facts; f.Get("topic") != "ns.t" || f.Get("offset") != "1234567890123" || f.Get("partition") != "3" || f.Get("generation") != "7" || f.Get("member") != "m" || f.Get("timestamp") != ts.UTC().Format(time.RFC3339Nano) {
 			t.Fatalf("lazy %v: facts %v", lazy, f)

@@ -27,12 +27,13 @@ type lazy struct {
 const lazyChunk = 256
 
 // DecodeLazy is Decode for a franz-go record whose headers stay in it
-// (driver.Record.Lazy) until the core asks for them: the key and the
-// BrokerID are one string, and the headers and facts are read from kr and
-// member (which must not change; count, when not 0, is the record's
-// delivery count in them) when asked for. A record with a
-// transport header of the portable layer's (kit.TransportHeader) is
-// not decoded (false): the caller decodes it with Decode.
+// (driver.Record.Lazy) until the core asks for them: the key, the
+// producer's id and, without a non-empty one, the BrokerID are one
+// string, and the headers and facts are read from kr and member (which
+// must not change; count, when not 0, is the record's delivery count in
+// them) when asked for. A record with a transport header of the portable
+// layer's (kit.TransportHeader) is not decoded (false): the caller
+// decodes it with Decode.
 func DecodeLazy(d *Decoder, t ports.Topic, kr *kgo.Record, member *MemberFacts, count int) (driver.Record, bool) {
 	id := -1
 	for i, h := range kr.Headers {
@@ -47,9 +48,11 @@ func DecodeLazy(d *Decoder, t ports.Topic, kr *kgo.Record, member *MemberFacts, 
 		b = append(b, kr.Headers[id].Value...)
 	}
 	at := len(b)
-	b = append(append(b, "kafka:"...), kr.Topic...)
-	b = strconv.AppendInt(append(b, '/'), int64(kr.Partition), 10)
-	b = strconv.AppendInt(append(b, '/'), kr.Offset, 10)
+	if id < 0 || len(kr.Headers[id].Value) == 0 { // the broker's identity, which the rule uses only then (driver.Record.BrokerID)
+		b = append(append(b, "kafka:"...), kr.Topic...)
+		b = strconv.AppendInt(append(b, '/'), int64(kr.Partition), 10)
+		b = strconv.AppendInt(append(b, '/'), kr.Offset, 10)
+	}
 	d.buf = b
 	all := string(b)
 	l := &kit.Carve(&d.lazy, 1, lazyChunk)[0]
