@@ -9,13 +9,14 @@ type KeyHold[T any] struct {
 	waiting int
 }
 
-// Admit reports whether v goes out now; if not, it waits behind its key.
-func (k *KeyHold[T]) Admit(key string, v T) bool {
+// Admit reports whether *v goes out now; if not, a copy waits behind its
+// key (v is read only then).
+func (k *KeyHold[T]) Admit(key string, v *T) bool {
 	if key == "" {
 		return true
 	}
 	if q, busy := k.keys[key]; busy {
-		k.keys[key] = append(q, v)
+		k.keys[key] = append(q, *v)
 		k.waiting++
 		return false
 	}

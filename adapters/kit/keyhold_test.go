@@ -10,7 +10,7 @@ import (
 func TestKeyHoldOneOutPerKey(t *testing.T) {
 	var k kit.KeyHold[int]
 	for i, key := range []string{"a", "b", "a", "", "a", ""} {
-		out := k.Admit(key, i)
+		out := k.Admit(key, &i)
 		if want := i != 2 && i != 4; out != want {
 			t.Fatalf("Admit(%q, %d) = %v, want %v", key, i, out, want)
 		}
@@ -27,7 +27,7 @@ func TestKeyHoldOneOutPerKey(t *testing.T) {
 	if _, ok := k.Release("a"); ok {
 		t.Fatal("Release(a) with none waiting returned one")
 	}
-	if !k.Admit("a", 6) || k.Admit("a", 7) {
+	if six, seven := 6, 7; !k.Admit("a", &six) || k.Admit("a", &seven) {
 		t.Fatal("a released: the next goes out, the one after waits")
 	}
 	if _, ok := k.Release(""); ok || k.Waiting() != 1 {
@@ -44,11 +44,11 @@ func BenchmarkKeyHoldDistinctKeys(b *testing.B) {
 		keys[i] = strconv.Itoa(1_000_000 + i)
 	}
 	for i := range 200 {
-		k.Admit(keys[i], i)
+		k.Admit(keys[i], &i)
 	}
 	i := 200
 	for b.Loop() {
-		k.Admit(keys[i%len(keys)], i)
+		k.Admit(keys[i%len(keys)], &i)
 		k.Release(keys[(i-200)%len(keys)])
 		i++
 	}

@@ -149,7 +149,7 @@ func (ps *Partitions[P]) AddTo(out []driver.Record, max int, p *Partition[P], of
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	switch {
-	case !p.hold.Admit(h.key, *r):
+	case !p.hold.Admit(h.key, r):
 		ps.held++
 	case len(out) < max && ps.head == len(ps.ready):
 		out = append(out, *r)
