@@ -19,15 +19,15 @@ const headerDelay = "sluice-delay-ms"
 // for them when they fit (255 bytes), every other header as a string.
 func encode(h ports.Headers, payload []byte) amqp.Publishing {
 	p := amqp.Publishing{Body: payload, DeliveryMode: amqp.Persistent}
-	t := make(amqp.Table, len(h))
 	for _, x := range h {
 		if f := property(&p, x.Name); f != nil && *f == "" && x.Value != "" && len(x.Value) <= 255 {
 			*f = x.Value
+		} else if p.Headers == nil { // a table only for a header no property carries
+			p.Headers = amqp.Table{x.Name: x.Value}
 		} else {
-			t[x.Name] = x.Value
+			p.Headers[x.Name] = x.Value
 		}
 	}
-	p.Headers = t
 	return p
 }
 

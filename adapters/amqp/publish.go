@@ -31,6 +31,9 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			it.err = fmt.Errorf("%w: amqp: topic %q is adopted (Options.Existing): a delayed message would come back through the namespace exchange %q, which does not reach the adopted exchange; send it without Delay", ports.ErrUnsupported, string(m.Topic), c.topo.topics)
 		} else if m.Delay > 0 { // through the delay queue of its step, which must exist
 			it.delay = c.topo.bucket(m.Delay)
+			if it.pub.Headers == nil {
+				it.pub.Headers = amqp.Table{}
+			}
 			it.pub.Headers[headerDelay] = strconv.FormatInt(it.delay, 10)
 			it.exch, it.mandatory = c.topo.delayEx, true
 		}
