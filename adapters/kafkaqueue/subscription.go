@@ -292,7 +292,7 @@ func (s *sub) requeueLast(ctx context.Context) error {
 	var ds []*ports.Delivery
 	var msgs []ports.Message
 	for _, h := range s.held.Keys() {
-		if s.group != "" && max(h.count-1, 0)+1 >= s.c.limit {
+		if s.group != "" && max(h.count, 1) >= s.c.limit { // its attempts so far
 			d, at := s.delivery(h)
 			hs, ds, msgs = append(hs, h), append(ds, d), append(msgs, kit.RequeueCopy(d, time.Until(at)))
 		}

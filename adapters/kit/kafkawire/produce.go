@@ -143,10 +143,11 @@ func (rs *Records) Reuse(records []*kgo.Record) {
 	}
 }
 
-// Produce produces rs on cl, a client made with Franz.Opts, and returns
-// when each is confirmed, else one error per record (kit.Confirms.Wait):
-// ctx.Err() for one not handed over in time, ports.ErrUnconfirmed
-// wrapping why for one that failed after (it may have been written).
+// Produce produces rs on cl, a client made with Franz.Opts (whose hook
+// takes each record's result), and returns when each is confirmed, else
+// one error per record (kit.Confirms.Wait): ctx.Err() for one not handed
+// over in time, ports.ErrUnconfirmed wrapping why for one that failed
+// after (it may have been written).
 //
 // The records go through ProduceSync, so they leave as one batch per
 // partition (see Linger). ProduceSync runs on a goroutine of its own, so
@@ -168,12 +169,7 @@ func Produce(ctx context.Context, cl *kgo.Client, rs []*kgo.Record) []error {
 		sends[i] = sent{Context: ctx, cf: cf, i: i}
 		r.Context = &sends[i]
 	}
-	go func() {
-		res := cl.ProduceSync(ctx, rs...)
-		for _, pr := range res { // already resolved by confirmHook: a client made without it
-			cf.Resolve(pr.Record.Context.(*sent).i, unconfirmed(pr.Err))
-		}
-	}()
+	go cl.ProduceSync(ctx, rs...) // its results are confirmHook's already
 	return cf.Wait(ctx, 0)
 }
 
