@@ -47,8 +47,8 @@ type Franz struct {
 // Produce and the transactional producers use, ends the wait of the
 // partitions it wrote to once it has handed over all its records, so a
 // call's records share one batch per partition (with no linger the first
-// record of a call goes out alone and the rest in a second batch: twice
-// the batches, which every consumer and the broker pay for). Only the
+// record of a call goes out alone and the rest in a second batch: up to
+// twice the batches, which every consumer and the broker pay for). Only the
 // first records to a topic whose partitions the client does not know yet
 // wait for it, once.
 const Linger = 5 * time.Millisecond
