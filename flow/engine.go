@@ -52,6 +52,12 @@ type engine struct {
 	// goroutine: starting a goroutine per call cost more than such a call
 	// (measured with go run ./tck/bench -cpuprofile; see docs/benchmarks.md).
 	inlineAcks bool
+	// carries: inlineAcks, and the subscription's receive sends the ACKs
+	// recorded ahead of its read (ports.AckCarrier): the receive loop
+	// settles the deliveries it handled before its next receive (loopDone),
+	// and completions made meanwhile (onLoop) do not wake the engine.
+	carries bool
+	onLoop  atomic.Bool
 	// ackCall holds an inlineAcks ACK call: the engine's and the receive
 	// loop's (settleHere) never overlap, as ports.Flusher promises.
 	ackCall sync.Mutex
@@ -133,6 +139,8 @@ func newEngine(p *Pipeline, sub ports.Subscription) *engine {
 		e.maxBatch = max(1, p.spec.InFlight/2)
 	}
 	_, e.inlineAcks = sub.(ports.Flusher)
+	carrier, ok := sub.(ports.AckCarrier)
+	e.carries = e.inlineAcks && ok && carrier.CarriesAcks()
 	return e
 }
 
@@ -162,10 +170,40 @@ func (e *engine) enqueue(rs []*root, disp ports.Disposition) bool {
 	full := e.n >= e.maxBatch
 	e.mu.Unlock()
 	idle := e.active.Add(-int64(len(rs))) == 0
-	if first || full || idle {
+	if (first || full || idle) && !e.onLoop.Load() {
 		e.poke()
 	}
 	return true
+}
+
+// loopStart and loopDone bracket the receive loop's hand-on of one
+// receive's deliveries on a subscription that carries its ACKs: what
+// completes meanwhile (all of it, when the pipeline's stages run on the
+// loop) gathers without waking the engine, and the loop settles it once
+// it handed the last delivery on, so that its next receive sends those
+// ACKs ahead of its read and gets their slots — the raw client's one round
+// trip per window, without a hand-off to the engine and back, which on a
+// busy machine waits for a processor each way. A round the loop cannot
+// take (an ACK call under way, requeues pending) goes to the engine.
+func (e *engine) loopStart() {
+	if e.carries {
+		e.onLoop.Store(true)
+	}
+}
+
+func (e *engine) loopDone() {
+	if !e.carries {
+		return
+	}
+	e.onLoop.Store(false) // before settleOnLoop locks e.mu: a completion after that pokes
+	if !e.settleOnLoop(false) {
+		e.mu.Lock()
+		n := e.n
+		e.mu.Unlock()
+		if n > 0 {
+			e.poke()
+		}
+	}
 }
 
 // done records completions that need no settlement (cancelled, late).
@@ -325,7 +363,12 @@ func (e *engine) call(g group) {
 // call's token is given back.
 func (e *engine) finished() {
 	e.running.Add(-1)
-	e.poke() // a round that waited for this call goes now
+	e.mu.Lock()
+	waited := e.n > 0
+	e.mu.Unlock()
+	if waited {
+		e.poke() // a round that waited for this call goes now
+	}
 	<-e.concurrency
 	e.calls.Done()
 }

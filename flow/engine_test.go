@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -572,5 +573,66 @@ func TestRoundGatheredDuringACallGoesWhenItReturns(t *testing.T) {
 				t.Fatalf("%d Settle calls ran at once, concurrency %d", overlap, c.concurrency)
 			}
 		})
+	}
+}
+
+// carrierFake is a gatedFake whose receive carries the ACKs recorded
+// since the last one (ports.AckCarrier, as Redis's does): each Receive
+// records how many deliveries were handed out and not settled when it
+// began.
+type carrierFake struct {
+	*gatedFake
+	carries bool
+	unacked []int // per Receive call, in call order
+}
+
+func (c *carrierFake) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (ports.Subscription, error) {
+	if _, err := c.gatedFake.Subscribe(ctx, spec); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *carrierFake) CarriesAcks() bool { return c.carries }
+
+func (c *carrierFake) Receive(ctx context.Context, limit int) ([]*ports.Delivery, error) {
+	c.fakeAdapter.mu.Lock()
+	out := c.fakeAdapter.out
+	c.fakeAdapter.mu.Unlock()
+	c.mu.Lock()
+	c.unacked = append(c.unacked, out)
+	c.mu.Unlock()
+	return c.gatedFake.Receive(ctx, limit)
+}
+
+// A subscription whose receive carries its ACKs gets the ACKs of every
+// delivery its receive loop handled before the loop's next receive, in one
+// Settle call per receive, however much of the window is free: the read
+// that follows sends them and gets their slots back, as a raw client
+// acknowledges what it read with its next read.
+func TestReceiveCarryingAcksFindsThePreviousReceiveSettled(t *testing.T) {
+	c := &carrierFake{gatedFake: newGated(), carries: true}
+	sp := spec
+	sp.InFlight = 100 // receives of 10 leave most of it free
+	startOn(t, c.gatedFake, c, sp, func(p *flow.Pipeline) {
+		flow.Sink(p.Source(), func(context.Context, *ports.Delivery) error { return nil })
+	}, flow.WithSettleLinger(time.Hour))
+	for i := range 3 {
+		c.push(deliveries(10)...)
+		c.waitSettled(t, 10*(i+1))
+	}
+	c.mu.Lock()
+	unacked := append([]int(nil), c.unacked...)
+	c.mu.Unlock()
+	if len(unacked) < 3 {
+		t.Fatalf("%d receives for 3 pushes of 10 deliveries, want at least 3", len(unacked))
+	}
+	for i, n := range unacked {
+		if n != 0 {
+			t.Fatalf("receive %d began with %d deliveries handed out and not settled (per receive: %v): a carrier's receive must find the previous receive's deliveries settled", i, n, unacked)
+		}
+	}
+	if sizes := c.callSizes(); !slices.Equal(sizes, []int{10, 10, 10}) {
+		t.Fatalf("Settle calls of %v deliveries, want one call per receive of 10: [10 10 10]", sizes)
 	}
 }

@@ -70,14 +70,17 @@ func (p *Pipeline) receiveLoop(ctx context.Context) {
 			p.stats.inFlight.Add(k)
 			p.eng.handed(k)
 		}
+		p.eng.loopStart()
 		for i, d := range ds {
 			if !p.emit(ctx, d, p.takeRoot(&slab), takeCtx(&ctxs)) {
+				p.eng.loopDone()
 				for _, rest := range ds[i+1:] {
 					p.abandon(rest, ctx.Err())
 				}
 				return
 			}
 		}
+		p.eng.loopDone()
 		if appender != nil {
 			clear(ds) // a delivery's life ends at its settlement, not at our next receive
 		}

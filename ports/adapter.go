@@ -180,6 +180,18 @@ type Predecoder interface {
 	Predecode(decode func(payload []byte) any)
 }
 
+// AckCarrier is implemented by a Flusher whose Receive sends the ACKs
+// recorded since its last one ahead of its read, in the same round trip
+// (a Redis XACK pipelined with the next XREADGROUP), as a raw client
+// acknowledges a batch with its next read. CarriesAcks reports whether
+// it does (a wrapper answers for what it wraps). The core then settles
+// the deliveries of a receive that its receive loop handled on the loop
+// before its next Receive, instead of waking its settlement engine: that
+// read carries their ACKs and gets their slots.
+type AckCarrier interface {
+	CarriesAcks() bool
+}
+
 // Flusher is implemented by a Subscription whose Settle defers some
 // settlements (see Subscription.Settle): Flush completes every settlement
 // accepted before the call — commits the recorded Kafka offsets, writes the

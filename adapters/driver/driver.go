@@ -286,14 +286,23 @@ type RequeueCopier interface {
 // written to a socket without a reply, Redis XACKs sent with the next
 // read: kit.RidingAcks). Such a SendAcks must not wait for
 // the broker: flow calls it one call at a time, on its settlement engine's
-// own goroutine or, when less than half the in-flight window is free, on
-// the receive loop.
+// own goroutine or on the receive loop (when less than half the in-flight
+// window is free, and after a receive's deliveries were handled for an
+// AckCarrier).
 // FlushAcks completes every acknowledgement SendAcks accepted before the
 // call and returns when the broker has them or ctx is done; it is called
 // before Close, and the driver also flushes on its own (on an interval, a
 // rebalance) — gap-free where the broker commits positions.
 type AckFlusher interface {
 	FlushAcks(ctx context.Context) error
+}
+
+// AckCarrier is implemented by an AckFlusher whose reads send the
+// acknowledgements SendAcks recorded ahead of the read, in its round trip
+// (kit.RidingAcks): CarriesAcks reports true, and flow settles a
+// receive's deliveries before the next receive (ports.AckCarrier).
+type AckCarrier interface {
+	CarriesAcks() bool
 }
 
 // Predecoder is implemented by a Subscription that fetches on goroutines

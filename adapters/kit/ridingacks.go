@@ -97,6 +97,10 @@ func (a *RidingAcks[H]) landed(hs []H) {
 	a.mu.Unlock()
 }
 
+// CarriesAcks reports that the driver's reads carry the acknowledgements
+// (driver.AckCarrier).
+func (a *RidingAcks[H]) CarriesAcks() bool { return true }
+
 // FlushAcks sends what is pending and waits for the batches reads took,
 // so that every acknowledgement recorded before the call was sent when it
 // returns; it returns the send's error, or ctx's once it is done.

@@ -541,13 +541,14 @@ func (s *Subscription) Predecode(decode func(payload []byte) any) {
 
 // flushing is a Subscription whose driver defers acknowledgements: flow
 // calls its Settle(Ack) one call at a time (on the settlement engine's
-// goroutine, or the receive loop's when its window is full) and Flush
-// before Stop.
+// goroutine or the receive loop's) and Flush before Stop; CarriesAcks
+// reports whether the driver's reads carry them (ports.AckCarrier).
 type flushing struct{ *Subscription }
 
-var _ ports.Flusher = flushing{}
+var _, _ = ports.Flusher(flushing{}), ports.AckCarrier(flushing{})
 
-// Flush completes the deferred acknowledgements.
 func (f flushing) Flush(ctx context.Context) error {
 	return f.a.classify("flush", f.ds.(driver.AckFlusher).FlushAcks(ctx))
 }
+
+func (f flushing) CarriesAcks() bool { c, ok := f.ds.(driver.AckCarrier); return ok && c.CarriesAcks() }
