@@ -196,13 +196,8 @@ func (e *engine) loopDone() {
 		return
 	}
 	e.onLoop.Store(false) // before settleOnLoop locks e.mu: a completion after that pokes
-	if !e.settleOnLoop(false) {
-		e.mu.Lock()
-		n := e.n
-		e.mu.Unlock()
-		if n > 0 {
-			e.poke()
-		}
+	if !e.settleOnLoop(false) && e.pending() {
+		e.poke()
 	}
 }
 
@@ -363,14 +358,21 @@ func (e *engine) call(g group) {
 // call's token is given back.
 func (e *engine) finished() {
 	e.running.Add(-1)
-	e.mu.Lock()
-	waited := e.n > 0
-	e.mu.Unlock()
-	if waited {
-		e.poke() // a round that waited for this call goes now
+	// A round that waited for this call goes now. On a carrier the call
+	// is mostly the receive loop's own, and an engine woken for nothing
+	// would only compete with the loop for a processor.
+	if !e.carries || e.pending() {
+		e.poke()
 	}
 	<-e.concurrency
 	e.calls.Done()
+}
+
+// pending reports whether completions wait for a round.
+func (e *engine) pending() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n > 0
 }
 
 // takeOver returns the pending round, taking it from the engine, when a
