@@ -67,6 +67,7 @@ type session struct {
 	epoch int32          // the next request's; 0 opens a session
 	in    map[int32]bool // partitions in the session
 	kd    kafkawire.Decoder
+	marks []kit.Mark[int32, int8] // ranges's, reused (s locked)
 }
 
 // reset forgets the session: a new one opens with the next request.
@@ -467,10 +468,10 @@ func (m *member) renew(hs []*handle, until time.Time) error {
 // batch is a run of contiguous offsets of one partition, one type.
 type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
 
-// ranges returns the batches of the handles of as by partition. A handle
-// of an earlier session is lost (an error on its acks).
+// ranges returns the batches of the handles of as by partition (s
+// locked). A handle of an earlier session is lost (an error on its acks).
 func ranges(s *session, as []*acks) map[int32][]batch {
-	var marks []kit.Mark[int32, int8]
+	marks := s.marks[:0]
 	for _, a := range as {
 		lost := 0
 		for _, h := range a.Handles {
@@ -484,6 +485,7 @@ func ranges(s *session, as []*acks) map[int32][]batch {
 			a.Fail(fmt.Errorf("%w: %d record(s) of a closed share session", errLost, lost))
 		}
 	}
+	s.marks = marks // its storage, for the next call
 	out := map[int32][]batch{}
 	for _, r := range kit.Runs(marks) {
 		out[r.Log] = append(out[r.Log], batch{FirstOffset: r.First, LastOffset: r.Last, AcknowledgeTypes: []int8{r.V}})
