@@ -287,8 +287,8 @@ type RequeueCopier interface {
 // read: kit.RidingAcks). Such a SendAcks must not wait for
 // the broker: flow calls it one call at a time, on its settlement engine's
 // own goroutine or on the receive loop (when less than half the in-flight
-// window is free, and after a receive's deliveries were handled for an
-// AckCarrier).
+// window is free, or, for an AckCarrier, once a receive's deliveries were
+// handed on).
 // FlushAcks completes every acknowledgement SendAcks accepted before the
 // call and returns when the broker has them or ctx is done; it is called
 // before Close, and the driver also flushes on its own (on an interval, a
