@@ -128,11 +128,13 @@ func setupKafkaAndBare(ctx context.Context, cfg Config) (Env, func(), error) {
 
 // prepublishBare creates topic <ns>.bench-bare with kafkaPartitions
 // partitions and produces records 0..N-1 to it with franz-go: the
-// payloads and keys prepublishKeyed sends, without headers. It sets
-// env["topic_bare"].
+// payloads and keys prepublishKeyed sends, without headers, in batches
+// compressed as the adapter's are (not at all), so that the two topics
+// differ in their headers alone. It sets env["topic_bare"].
 func prepublishBare(ctx context.Context, env Env, cfg Config) error {
 	topic := env["ns"] + ".bench-bare"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(env["brokers"], ",")...), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(env["brokers"], ",")...), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchCompression(kgo.NoCompression())) // franz-go's default is snappy
 	if err != nil {
 		return err
 	}
@@ -152,7 +154,7 @@ func prepublishBare(ctx context.Context, env Env, cfg Config) error {
 		}
 	}
 	env["topic_bare"] = topic
-	fmt.Printf("%d bare records (payload and key, no headers) pre-published to %s (%d partitions)\n", cfg.N, topic, kafkaPartitions)
+	fmt.Printf("%d bare records (payload and key, no headers, uncompressed as the adapter's) pre-published to %s (%d partitions)\n", cfg.N, topic, kafkaPartitions)
 	return nil
 }
 
