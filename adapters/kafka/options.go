@@ -45,6 +45,7 @@ type Options struct {
 	NoCreateTopics     bool                // the adapter creates no topic itself
 	StartFrom          StartPosition       `url:"start,newest|oldest"` // where a new group starts on a partition
 	DisableIdempotence bool                // for brokers that refuse InitProducerId; acks=all stays on
+	Compression        string              `url:"compression,none|snappy|lz4|zstd|gzip" default:"none"` // of produced batches (kafkawire.Compressions)
 
 	SessionTimeout    time.Duration `url:"session_timeout,100ms..1h" default:"10s"`  // consumer-group session
 	HeartbeatInterval time.Duration `url:"heartbeat_interval,10ms..1h" default:"1s"` // a rebalance is noticed within one
@@ -95,6 +96,7 @@ func (c Options) validate() error {
 		kit.Rule{Broken: len(c.Brokers) == 0, Field: "Brokers", Reason: "is required"},
 		kit.Rule{Broken: nsErr != nil, Field: "Namespace", Reason: fmt.Sprint(nsErr)},
 		kit.Rule{Broken: c.HeartbeatInterval >= c.SessionTimeout, Field: "HeartbeatInterval", Reason: "must be shorter than SessionTimeout"},
+		kit.Rule{Broken: !kafkawire.IsCompression(c.Compression), Field: "Compression", Reason: "must be one of " + kafkawire.Compressions},
 	); err != nil {
 		return err
 	}
@@ -132,13 +134,13 @@ func (c Options) config(kind string, inFlight int) *sarama.Config {
 // franz is the franz-go clients' configuration (the producers', and the
 // consumers' under their group options): kafkawire.Franz's, as
 // kafkaqueue's (validate refused what it refuses; acks=all), a proxy
-// dialer set by Options.Sarama, idempotence unless DisableIdempotence, no
-// compression, sarama's key hash (a key keeps its partition), and topics
+// dialer set by Options.Sarama, idempotence unless DisableIdempotence,
+// Options.Compression, sarama's key hash (a key keeps its partition), and topics
 // named by name (TxnOffsetCommit v6 and Produce v13 take ids: txnOffsets
 // sends names, the tests' fault hooks match them).
 func (c Options) franz() []kgo.Opt {
 	f := kafkawire.Franz{Brokers: c.Brokers, ClientID: c.ClientID, TLS: c.TLS, MaxMessageBytes: c.MaxMessageBytes,
-		Mechanism: string(c.SASL.Mechanism), User: c.SASL.User, Password: c.SASL.Password}
+		Mechanism: string(c.SASL.Mechanism), User: c.SASL.User, Password: c.SASL.Password, Compression: c.Compression}
 	if p := c.config("client", 0).Net.Proxy; p.Enable {
 		f.Dial = func(_ context.Context, network, addr string) (net.Conn, error) { return p.Dialer.Dial(network, addr) }
 	}
@@ -150,6 +152,5 @@ func (c Options) franz() []kgo.Opt {
 	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
 	v.SetMaxKeyVersion(int16(kmsg.Produce), 12)
 	fnv32a := func(b []byte) uint32 { h := fnv.New32a(); _, _ = h.Write(b); return h.Sum32() }
-	return append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))), kgo.MaxVersions(v))
+	return append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))), kgo.MaxVersions(v))
 }

@@ -29,7 +29,7 @@ func TestOpenKafka(t *testing.T) {
 	defer cancel()
 
 	var logs opentest.LogBuffer
-	raw := "kafka://" + strings.Join(c.ListenAddrs(), ",") + "/opener?start=oldest&session_timeout=2s&heartbeat_interval=100ms&partitions=2"
+	raw := "kafka://" + strings.Join(c.ListenAddrs(), ",") + "/opener?start=oldest&session_timeout=2s&heartbeat_interval=100ms&partitions=2&compression=snappy"
 	a, err := adapters.Open(ctx, raw, adapters.WithLogger(logs.Logger()))
 	if err != nil {
 		t.Fatalf("Open(%q): %v", raw, err)
@@ -69,6 +69,7 @@ func TestOpenKafkaRejects(t *testing.T) {
 		"kafka://h:9092?acks=1":                  "parameter acks: unknown for kafka://",
 		"kafka://h:9092?create_topics=perhaps":   "parameter create_topics",
 		"kafka://h:9092/bad%20ns":                "kafka.Options.Namespace",
+		"kafka://h:9092?compression=brotli":      "parameter compression",
 	} {
 		a, err := adapters.Open(ctx, raw)
 		if err == nil {
@@ -79,6 +80,9 @@ func TestOpenKafkaRejects(t *testing.T) {
 		if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Open(%q) = %v, want ErrInvalid saying %q", raw, err, want)
 		}
+	}
+	if _, err := kafka.New(ctx, kafka.Options{Brokers: []string{"h:9092"}, Compression: "brotli"}); !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "Compression") {
+		t.Errorf(`New with Compression "brotli" = %v, want ErrInvalid naming Compression`, err)
 	}
 	if _, err := adapters.Open(ctx, "kafka://h:9092", adapters.WithTLS(&tls.Config{})); err == nil || !strings.Contains(err.Error(), "use kafka+tls://") {
 		t.Errorf("WithTLS on kafka:// = %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,13 +243,16 @@ func TestKilledConsumerRecordsComeBack(t *testing.T) {
 }
 
 // kafka:// and kafkaqueue:// read each other's records on one cluster:
-// the same topic names, payload, key and envelope headers.
+// the same topic names, payload, key and envelope headers, each one's
+// batches compressed with a codec of its own.
 func TestInteropWithKafkaAdapter(t *testing.T) {
 	b := newBroker(t, 1)
-	q := b.adapter(t, b.options("interop", 1))
+	qo := b.options("interop", 1)
+	qo.Compression = "zstd"
+	q := b.adapter(t, qo)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	k, err := kafka.New(ctx, kafka.Options{Brokers: b.addrs, Namespace: "interop", Partitions: 1})
+	k, err := kafka.New(ctx, kafka.Options{Brokers: b.addrs, Namespace: "interop", Partitions: 1, Compression: "lz4"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,6 +284,15 @@ func TestNewRefusedFailsAtOnce(t *testing.T) {
 	opentest.RefusedAtOnce(t, func(ctx context.Context, addr string) (ports.Adapter, error) {
 		return kafkaqueue.New(ctx, kafkaqueue.Options{Brokers: []string{addr}})
 	})
+}
+
+// A compression that names no codec fails New with ports.ErrInvalid,
+// before any connection.
+func TestNewRefusesAnUnknownCompression(t *testing.T) {
+	_, err := kafkaqueue.New(context.Background(), kafkaqueue.Options{Brokers: []string{"127.0.0.1:1"}, Compression: "brotli"})
+	if !errors.Is(err, ports.ErrInvalid) || !strings.Contains(err.Error(), "none, snappy, lz4, zstd, gzip") {
+		t.Fatalf(`New with Compression "brotli" = %v, want ErrInvalid naming the codecs`, err)
+	}
 }
 
 // An adopted topic whose Kafka name is malformed or empty fails New with

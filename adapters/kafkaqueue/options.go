@@ -46,9 +46,9 @@ type Options struct {
 	// cluster); set it where that is not allowed. A record requeued at the
 	// limit, or held at it at Stop, is requeued by a copy: none is archived.
 	DeliveryLimit int `url:"delivery_limit,1..1000"`
-	// MaxMessageBytes bounds a record: payload, key and headers. Raise it
-	// only with the broker's message.max.bytes.
-	MaxMessageBytes int `default:"1000000"` // DefaultMaxMessageBytes
+	// MaxMessageBytes bounds a record (payload, key, headers); raise it only with message.max.bytes.
+	MaxMessageBytes int    `default:"1000000"`                                          // DefaultMaxMessageBytes
+	Compression     string `url:"compression,none|snappy|lz4|zstd|gzip" default:"none"` // of produced batches (kafkawire.Compressions)
 	Existing        *Existing
 	TLS             *tls.Config // nil: plaintext
 	SASL            SASL
@@ -94,7 +94,7 @@ func (o Options) validate() error {
 // franz is how the adapter's clients connect (kafkawire.Franz).
 func (o Options) franz() kafkawire.Franz {
 	return kafkawire.Franz{Brokers: o.Brokers, ClientID: o.ClientID, TLS: o.TLS, MaxMessageBytes: o.MaxMessageBytes,
-		Mechanism: o.SASL.Mechanism, User: o.SASL.User, Password: o.SASL.Password}
+		Mechanism: o.SASL.Mechanism, User: o.SASL.User, Password: o.SASL.Password, Compression: o.Compression}
 }
 
 // clientOpts are the franz-go options every client of the adapter shares:

@@ -224,7 +224,8 @@ func kafkaConfig(env Env) kafka.Options {
 	return kafka.Options{
 		Brokers: strings.Split(env["brokers"], ","), Namespace: env["ns"], Partitions: kafkaPartitions, StartFrom: kafka.StartOldest,
 		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 3 * time.Second, RebalanceTimeout: 3 * time.Second,
-		Logger: quiet,
+		Compression: env["compression"], // a diagnostic contender's; empty: the default
+		Logger:      quiet,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -33,6 +34,10 @@ import (
 //	            per commit round (CommitInterval, CommitThreshold)
 //	kafka-txn-inflight10x  diagnostic: the same with 10× the in-flight
 //	            window, so 10× larger transactions
+//	kafka-txn-snappy  diagnostic: the same with the adapter's outputs
+//	            compressed with snappy (kafka.Options.Compression), as
+//	            franz-go's contenders compress theirs (franz-go's default;
+//	            the adapter's is none)
 //
 // A record counts when its transaction committed: franz-go's when End
 // reports the commit; sluice's when the group's committed offsets of the
@@ -57,10 +62,18 @@ func init() {
 				cfg.InFlight *= 10
 				return runSluiceTxn(ctx, env, cfg)
 			}},
+			{Name: "kafka-txn-snappy", Run: func(ctx context.Context, env Env, cfg Config) (Result, error) {
+				env = maps.Clone(env)
+				env["compression"] = "snappy"
+				res, err := runSluiceTxn(ctx, env, cfg)
+				res.Note = "compression snappy; " + res.Note
+				return res, err
+			}},
 		},
 		Ratios: []Ratio{
 			{Label: "kafka-txn/best-raw", Num: "kafka-txn", Den: []string{"franz-txn+env"}},
 			{Label: "kafka-txn-inflight10x/best-raw", Num: "kafka-txn-inflight10x", Den: []string{"franz-txn+env"}},
+			{Label: "kafka-txn-snappy/best-raw", Num: "kafka-txn-snappy", Den: []string{"franz-txn+env"}},
 			{Label: "franz-txn/best-raw", Num: "franz-txn", Den: []string{"franz-txn+env"}},
 			{Label: "kafka-txn/bare-raw", Num: "kafka-txn", Den: []string{"franz-txn"}},
 		},

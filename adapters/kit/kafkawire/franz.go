@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -40,6 +42,37 @@ type Franz struct {
 	// MaxMessageBytes, when positive, is the largest record the adapter
 	// lets through (envelope included): a produce batch may hold it.
 	MaxMessageBytes int
+	// Compression is the codec of the batches produced: "none" (or ""),
+	// "snappy", "lz4", "zstd" or "gzip" (Compressions). A codec other than
+	// none compresses a batch only when that makes it smaller (franz-go).
+	Compression string
+}
+
+// Compressions are the words Franz.Compression takes, as an url tag lists
+// them.
+const Compressions = "none|snappy|lz4|zstd|gzip"
+
+// IsCompression reports whether word is one Franz.Compression takes.
+func IsCompression(word string) bool {
+	_, err := Franz{Compression: word}.codec()
+	return err == nil
+}
+
+// codec returns the batch compression of f.Compression.
+func (f Franz) codec() (kgo.CompressionCodec, error) {
+	switch f.Compression {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	}
+	return kgo.NoCompression(), fmt.Errorf("Compression %q is none of %s", f.Compression, strings.ReplaceAll(Compressions, "|", ", "))
 }
 
 // Linger is how long a partition's records may wait for more before
@@ -82,11 +115,17 @@ func (f Franz) Opts() ([]kgo.Opt, error) {
 	case f.TLS != nil:
 		opts = append(opts, kgo.DialTLSConfig(f.TLS))
 	}
+	codec, cerr := f.codec()
+	if f.Compression == "" || f.Compression == "none" {
+		opts = append(opts, kgo.ProducerBatchCompression(codec))
+	} else { // none for a broker that refuses the codec
+		opts = append(opts, kgo.ProducerBatchCompression(codec, kgo.NoCompression()))
+	}
 	m, err := f.mechanism()
 	if m != nil {
 		opts = append(opts, kgo.SASL(m))
 	}
-	return opts, err
+	return opts, cmp.Or(cerr, err)
 }
 
 // mechanism is the SASL mechanism of f, nil without a user.

@@ -350,3 +350,64 @@ func TestProduceWritesOneBatchPerPartition(t *testing.T) {
 		t.Fatalf("%d records in %d batches; want the warm-up's and one per partition, %d", count.records.Load(), b, partitions+1)
 	}
 }
+
+// TestFranzCompressesAsConfigured: the batches a Franz client produces
+// carry the codec its Compression names (none when empty), and a word
+// that names no codec is refused with the list of those that do.
+func TestFranzCompressesAsConfigured(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Kafka's record attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
+	for word, want := range map[string]uint8{"": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4} {
+		if !kafkawire.IsCompression(word) {
+			t.Errorf("IsCompression(%q) = false", word)
+		}
+		topic := "t-" + word
+		if err := c.CreateTopic(topic, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := kafkawire.Franz{Brokers: c.ListenAddrs(), Compression: word}.Opts()
+		if err != nil {
+			t.Fatalf("Franz{Compression: %q}.Opts(): %v", word, err)
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := make([]*kgo.Record, 50) // alike: every codec makes their batch smaller
+		for i := range rs {
+			rs[i] = &kgo.Record{Topic: topic, Value: []byte(strings.Repeat(`{"device":"d","value":1}`, 4))}
+		}
+		errs := kafkawire.Produce(ctx, cl, rs)
+		cl.Close()
+		if errs != nil {
+			t.Fatalf("compression %q: produce: %v", word, errors.Join(errs...))
+		}
+		rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < len(rs); {
+			fs := rd.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("compression %q: read %d of %d records within 30s", word, got, len(rs))
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				got++
+				if typ := r.Attrs.CompressionType(); typ != want {
+					t.Errorf("compression %q: a record in a batch of codec %d, want %d", word, typ, want)
+				}
+			})
+		}
+		rd.Close()
+	}
+	_, err = kafkawire.Franz{Compression: "brotli"}.Opts()
+	if err == nil || !strings.Contains(err.Error(), "none, snappy, lz4, zstd, gzip") || kafkawire.IsCompression("brotli") {
+		t.Fatalf(`Franz{Compression: "brotli"}.Opts() = %v; want a refusal naming none, snappy, lz4, zstd, gzip`, err)
+	}
+}
