@@ -45,7 +45,7 @@ type Options struct {
 	NoCreateTopics     bool                // the adapter creates no topic itself
 	StartFrom          StartPosition       `url:"start,newest|oldest"` // where a new group starts on a partition
 	DisableIdempotence bool                // for brokers that refuse InitProducerId; acks=all stays on
-	Compression        string              `url:"compression,none|snappy|lz4|zstd|gzip" default:"none"` // of produced batches (kafkawire.Compressions)
+	Compression        string              `url:"compression,none|snappy|lz4|zstd|gzip" default:"none"` // of produced batches (kafkawire.Franz)
 
 	SessionTimeout    time.Duration `url:"session_timeout,100ms..1h" default:"10s"`  // consumer-group session
 	HeartbeatInterval time.Duration `url:"heartbeat_interval,10ms..1h" default:"1s"` // a rebalance is noticed within one
@@ -96,7 +96,7 @@ func (c Options) validate() error {
 		kit.Rule{Broken: len(c.Brokers) == 0, Field: "Brokers", Reason: "is required"},
 		kit.Rule{Broken: nsErr != nil, Field: "Namespace", Reason: fmt.Sprint(nsErr)},
 		kit.Rule{Broken: c.HeartbeatInterval >= c.SessionTimeout, Field: "HeartbeatInterval", Reason: "must be shorter than SessionTimeout"},
-		kit.Rule{Broken: !kafkawire.IsCompression(c.Compression), Field: "Compression", Reason: "must be one of " + kafkawire.Compressions},
+		kit.Rule{Broken: !kafkawire.IsCompression(c.Compression), Field: "Compression", Reason: "must be none, snappy, lz4, zstd or gzip"},
 	); err != nil {
 		return err
 	}

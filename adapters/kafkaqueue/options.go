@@ -48,7 +48,7 @@ type Options struct {
 	DeliveryLimit int `url:"delivery_limit,1..1000"`
 	// MaxMessageBytes bounds a record (payload, key, headers); raise it only with message.max.bytes.
 	MaxMessageBytes int    `default:"1000000"`                                          // DefaultMaxMessageBytes
-	Compression     string `url:"compression,none|snappy|lz4|zstd|gzip" default:"none"` // of produced batches (kafkawire.Compressions)
+	Compression     string `url:"compression,none|snappy|lz4|zstd|gzip" default:"none"` // of produced batches (kafkawire.Franz)
 	Existing        *Existing
 	TLS             *tls.Config // nil: plaintext
 	SASL            SASL

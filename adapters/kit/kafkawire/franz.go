@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -43,14 +42,10 @@ type Franz struct {
 	// lets through (envelope included): a produce batch may hold it.
 	MaxMessageBytes int
 	// Compression is the codec of the batches produced: "none" (or ""),
-	// "snappy", "lz4", "zstd" or "gzip" (Compressions). A codec other than
-	// none compresses a batch only when that makes it smaller (franz-go).
+	// "snappy", "lz4", "zstd" or "gzip". A codec other than none
+	// compresses a batch only when that makes it smaller (franz-go).
 	Compression string
 }
-
-// Compressions are the words Franz.Compression takes, as an url tag lists
-// them.
-const Compressions = "none|snappy|lz4|zstd|gzip"
 
 // IsCompression reports whether word is one Franz.Compression takes.
 func IsCompression(word string) bool {
@@ -72,7 +67,7 @@ func (f Franz) codec() (kgo.CompressionCodec, error) {
 	case "gzip":
 		return kgo.GzipCompression(), nil
 	}
-	return kgo.NoCompression(), fmt.Errorf("Compression %q is none of %s", f.Compression, strings.ReplaceAll(Compressions, "|", ", "))
+	return kgo.NoCompression(), fmt.Errorf("Compression %q is not none, snappy, lz4, zstd or gzip", f.Compression)
 }
 
 // Linger is how long a partition's records may wait for more before
@@ -116,11 +111,11 @@ func (f Franz) Opts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.DialTLSConfig(f.TLS))
 	}
 	codec, cerr := f.codec()
-	if f.Compression == "" || f.Compression == "none" {
-		opts = append(opts, kgo.ProducerBatchCompression(codec))
-	} else { // none for a broker that refuses the codec
-		opts = append(opts, kgo.ProducerBatchCompression(codec, kgo.NoCompression()))
+	codecs := []kgo.CompressionCodec{codec}
+	if codec != kgo.NoCompression() {
+		codecs = append(codecs, kgo.NoCompression()) // for a broker that refuses the codec
 	}
+	opts = append(opts, kgo.ProducerBatchCompression(codecs...))
 	m, err := f.mechanism()
 	if m != nil {
 		opts = append(opts, kgo.SASL(m))

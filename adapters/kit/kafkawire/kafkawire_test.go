@@ -407,7 +407,7 @@ func TestFranzCompressesAsConfigured(t *testing.T) {
 		rd.Close()
 	}
 	_, err = kafkawire.Franz{Compression: "brotli"}.Opts()
-	if err == nil || !strings.Contains(err.Error(), "none, snappy, lz4, zstd, gzip") || kafkawire.IsCompression("brotli") {
-		t.Fatalf(`Franz{Compression: "brotli"}.Opts() = %v; want a refusal naming none, snappy, lz4, zstd, gzip`, err)
+	if err == nil || !strings.Contains(err.Error(), "none, snappy, lz4, zstd or gzip") || kafkawire.IsCompression("brotli") {
+		t.Fatalf(`Franz{Compression: "brotli"}.Opts() = %v; want a refusal naming none, snappy, lz4, zstd or gzip`, err)
 	}
 }
