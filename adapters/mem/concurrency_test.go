@@ -116,7 +116,17 @@ func TestConcurrentCompetingConsumers(t *testing.T) {
 // TestConcurrentStopWhileBusy stops a subscription while its receiver and
 // settlers run, and checks that every message is either acked or back in
 // the queue — never lost, never both.
+// TestConcurrentStopWhileBusy stops a subscription while receives and
+// settlements run: every message is acked or back in the queue, none
+// both. Receives of 64 take their records a few at a time, letting go of
+// the queue's lock in between, so a Stop can land amid one.
 func TestConcurrentStopWhileBusy(t *testing.T) {
+	for _, max := range []int{4, 64} {
+		t.Run(fmt.Sprintf("max%d", max), func(t *testing.T) { stopWhileBusy(t, max) })
+	}
+}
+
+func stopWhileBusy(t *testing.T, max int) {
 	const n = 300
 	b := newBroker(t)
 	a := newAdapter(t, b)
@@ -139,7 +149,7 @@ func TestConcurrentStopWhileBusy(t *testing.T) {
 		defer wg.Done()
 		received := 0
 		for {
-			ds, err := s.Receive(context.Background(), 4)
+			ds, err := s.Receive(context.Background(), max)
 			if err != nil {
 				if !errors.Is(err, ports.ErrClosed) {
 					t.Errorf("Receive: %v", err)
