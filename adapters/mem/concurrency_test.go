@@ -113,13 +113,10 @@ func TestConcurrentCompetingConsumers(t *testing.T) {
 	t.Logf("acked per instance: %v", perInstance)
 }
 
-// TestConcurrentStopWhileBusy stops a subscription while its receiver and
-// settlers run, and checks that every message is either acked or back in
-// the queue — never lost, never both.
-// TestConcurrentStopWhileBusy stops a subscription while receives and
-// settlements run: every message is acked or back in the queue, none
-// both. Receives of 64 take their records a few at a time, letting go of
-// the queue's lock in between, so a Stop can land amid one.
+// TestConcurrentStopWhileBusy stops a subscription while its receiver
+// (asking for 4, then for 64: a receive hands out 16 at most) and settlers
+// run, and checks that every message is either acked or back in the
+// queue — never lost, never both.
 func TestConcurrentStopWhileBusy(t *testing.T) {
 	for _, max := range []int{4, 64} {
 		t.Run(fmt.Sprintf("max%d", max), func(t *testing.T) { stopWhileBusy(t, max) })
