@@ -31,8 +31,9 @@ type Options struct {
 	// DialTimeout bounds a TCP connect plus the handshake. Default 10s.
 	DialTimeout time.Duration `url:"dial_timeout,10ms..1h"`
 	// HeartBeat is the interval of the broker's STOMP heart-beats: a
-	// connection silent for HeartBeat plus one second is lost, which bounds
-	// every receipt wait. The client sends none: enable
+	// connection silent for twice (HeartBeat plus one second) is lost: the
+	// broker skips a beat after other frames. That bounds every receipt
+	// wait. The client sends none: enable
 	// transport.keepAlive=true on the broker's connector (see
 	// docs/adapters/activemq.md). Default 10s; at least 1s.
 	HeartBeat time.Duration `url:"heartbeat,1s..1h"`

@@ -61,6 +61,7 @@ func (d *conn) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*sto
 		// blocks forever on it. The broker's beats bound every wait.
 		stomp.ConnOpt.HeartBeat(0, o.HeartBeat),
 		stomp.ConnOpt.HeartBeatError(heartBeatError),
+		stomp.ConnOpt.HeartBeatGracePeriodMultiplier(2), // ActiveMQ skips a beat after other frames
 		stomp.ConnOpt.MsgSendTimeout(receiptTimeout),
 		stomp.ConnOpt.RcvReceiptTimeout(receiptTimeout),
 		stomp.ConnOpt.DisconnectReceiptTimeout(receiptTimeout),
