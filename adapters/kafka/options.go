@@ -96,7 +96,7 @@ func (c Options) validate() error {
 		kit.Rule{Broken: len(c.Brokers) == 0, Field: "Brokers", Reason: "is required"},
 		kit.Rule{Broken: nsErr != nil, Field: "Namespace", Reason: fmt.Sprint(nsErr)},
 		kit.Rule{Broken: c.HeartbeatInterval >= c.SessionTimeout, Field: "HeartbeatInterval", Reason: "must be shorter than SessionTimeout"},
-		kit.Rule{Broken: !kafkawire.IsCompression(c.Compression), Field: "Compression", Reason: "must be none, snappy, lz4, zstd or gzip"},
+		kit.Rule{Broken: !kafkawire.IsCompression(c.Compression), Field: "Compression", Reason: "must be " + kafkawire.Compressions},
 	); err != nil {
 		return err
 	}

@@ -47,6 +47,9 @@ type Franz struct {
 	Compression string
 }
 
+// Compressions names the words Franz.Compression takes, for errors.
+const Compressions = "none, snappy, lz4, zstd or gzip"
+
 // IsCompression reports whether word is one Franz.Compression takes.
 func IsCompression(word string) bool {
 	_, err := Franz{Compression: word}.codec()
@@ -67,7 +70,7 @@ func (f Franz) codec() (kgo.CompressionCodec, error) {
 	case "gzip":
 		return kgo.GzipCompression(), nil
 	}
-	return kgo.NoCompression(), fmt.Errorf("Compression %q is not none, snappy, lz4, zstd or gzip", f.Compression)
+	return kgo.NoCompression(), fmt.Errorf("Compression %q is not %s", f.Compression, Compressions)
 }
 
 // Linger is how long a partition's records may wait for more before
