@@ -48,33 +48,20 @@ type Options struct {
 	// logical topic (see Existing). Default: none.
 	Existing []Existing
 
-	faults *Faults
+	faults interface{ failing([]ports.Message) bool } // test faults (export_test.go)
 }
 
 // heartBeatError is the grace on the broker's heart-beats.
 const heartBeatError = time.Second
 
 func (o Options) withDefaults() Options {
-	orDefault(&o.VirtualHost, "localhost")
-	orDefault(&o.Namespace, "sluice")
-	orDefault(&o.PublishConns, 4)
-	orDefault(&o.DialTimeout, 10*time.Second)
-	orDefault(&o.HeartBeat, 10*time.Second)
-	orDefault(&o.ReconnectBackoff, 100*time.Millisecond)
-	orDefault(&o.ReconnectMaxBackoff, 5*time.Second)
-	o.ReconnectMaxBackoff = max(o.ReconnectMaxBackoff, o.ReconnectBackoff)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.VirtualHost, o.Namespace = cmp.Or(o.VirtualHost, "localhost"), cmp.Or(o.Namespace, "sluice")
+	o.PublishConns = cmp.Or(max(o.PublishConns, 0), 4)
+	o.DialTimeout, o.HeartBeat = cmp.Or(max(o.DialTimeout, 0), 10*time.Second), cmp.Or(max(o.HeartBeat, 0), 10*time.Second)
+	o.ReconnectBackoff = cmp.Or(max(o.ReconnectBackoff, 0), 100*time.Millisecond)
+	o.ReconnectMaxBackoff = max(cmp.Or(max(o.ReconnectMaxBackoff, 0), 5*time.Second), o.ReconnectBackoff)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
-}
-
-// orDefault sets *v to d when *v is not above the zero value.
-func orDefault[T cmp.Ordered](v *T, d T) {
-	var zero T
-	if *v <= zero {
-		*v = d
-	}
 }
 
 func (o Options) validate() error {

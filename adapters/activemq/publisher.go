@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
@@ -76,7 +74,7 @@ func (d *conn) send(ctx context.Context, msgs []ports.Message, route func(m *por
 }
 
 func (d *conn) commit(ctx context.Context, msgs []ports.Message, route func(m *ports.Message) (string, []func(*frame.Frame) error)) error {
-	failing := d.opts.faults.failing(msgs)
+	failing := d.opts.faults != nil && d.opts.faults.failing(msgs)
 	slot := &d.slots[d.next.Add(1)%uint64(len(d.slots))]
 	c, err := slot.get(ctx, d)
 	if err != nil {
@@ -125,29 +123,6 @@ func (d *conn) commit(ctx context.Context, msgs []ports.Message, route func(m *p
 	}
 	slot.drop(c, false)
 	return fmt.Errorf("%w: no COMMIT receipt from %s: %w (the connection was replaced; the messages may or may not be stored)", ports.ErrUnconfirmed, d.opts.Addr, err)
-}
-
-// Faults make an adapter's publishes fail on purpose, for fault tests
-// (tck.SendFaults, tck.DeadLetterFaults): the transaction is aborted, each
-// message fails with ports.ErrUnconfirmed. A nil *Faults fails nothing.
-type Faults struct{ sends, deadLetters atomic.Bool }
-
-// WithFaults returns o whose adapters obey f.
-func WithFaults(o Options, f *Faults) Options {
-	o.faults = f
-	return o
-}
-
-// FailSends makes every publish fail while fail is true.
-func (f *Faults) FailSends(fail bool) { f.sends.Store(fail) }
-
-// FailDeadLetters makes every publish to a dead-letter topic fail while
-// fail is true: a dead letter's original stays unacknowledged.
-func (f *Faults) FailDeadLetters(fail bool) { f.deadLetters.Store(fail) }
-
-func (f *Faults) failing(msgs []ports.Message) bool {
-	return f != nil && (f.sends.Load() || f.deadLetters.Load() &&
-		slices.ContainsFunc(msgs, func(m ports.Message) bool { return isDeadLetterTopic(m.Topic) }))
 }
 
 var errInjectedSend = errors.New("injected fault: the send transaction was aborted")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-stomp/stomp/v3"
 	"github.com/go-stomp/stomp/v3/frame"
@@ -37,6 +39,7 @@ var (
 	_ driver.Subscription  = (*subscription)(nil)
 	_ driver.AckFlusher    = (*subscription)(nil)
 	_ driver.RequeueCopier = (*subscription)(nil)
+	_ driver.Abandoner     = (*subscription)(nil)
 )
 
 // Subscribe connects the subscription to its queue (see connect).
@@ -223,6 +226,30 @@ func (s *subscription) FlushAcks(ctx context.Context) error {
 func (s *subscription) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
 	return s.d.send(ctx, msgs, func(*ports.Message) (string, []func(*frame.Frame) error) { return s.queue, nil })
 }
+
+// Abandon lets the broker hand out again the messages of a failed
+// settlement (a dead-letter publish not confirmed): ActiveMQ redelivers an
+// unacknowledged message only once its consumer's connection goes (a
+// STOMP NACK moves it to the broker's own dead-letter queue), so their
+// connection is closed, once and no sooner than recycleAfter after it
+// came up (a dead-letter queue refusing copies must not cause a reconnect
+// storm), and ReceiveBatch redials. The messages in flight on it go back
+// too: their ACKs fail as lost.
+func (s *subscription) Abandon(handles []any) {
+	cur := s.current() // a lost connection's messages are the broker's again already
+	if cur != nil && slices.ContainsFunc(handles, func(h any) bool { return h.(*stomp.Message).Conn == cur.c }) {
+		cur.recycle.Do(func() {
+			time.AfterFunc(recycleAfter-time.Since(cur.up), func() {
+				if s.current() == cur {
+					_ = cur.nc.Close()
+				}
+			})
+		})
+	}
+}
+
+// recycleAfter is the least a connection lasts before Abandon closes it.
+const recycleAfter = time.Second
 
 // Close disconnects after the ACKs written (cut short when ctx is done);
 // the broker hands the unacknowledged messages to the next consumer.

@@ -348,7 +348,8 @@ type Dropper interface {
 // record left unsettled only once the driver acts: MQTT's PUBACKs go in
 // arrival order, so one record held back holds back every later one on
 // its connection until a new connection makes the broker send the
-// unacknowledged again. The portable layer calls Abandon with the handles
+// unacknowledged again; ActiveMQ hands an unacknowledged message out
+// again only when its consumer's connection goes. The portable layer calls Abandon with the handles
 // of a settlement that failed (its records stay unsettled; some may have
 // been settled before the failure: the driver knows which). It must not
 // block.
