@@ -42,6 +42,7 @@ var (
 	_ driver.GroupDeclarer = (*conn)(nil)
 	_ driver.RequeueCopier = (*sub)(nil)
 	_ driver.AckFlusher    = (*sub)(nil)
+	_ driver.Abandoner     = (*sub)(nil)
 )
 
 // New validates opts, connects and declares the adapter's exchanges; an

@@ -149,7 +149,7 @@ func (c *confirmChannel) listen(confirms <-chan amqp.Confirmation, returns <-cha
 		case cf, ok := <-confirms:
 			if !ok {
 				reason := "channel closed"
-				if e, _ := recvNow(closed); e != nil {
+				if e, _ := kit.Poll(closed); e != nil {
 					reason = e.Error()
 				}
 				c.Fail(unconfirmed(reason))

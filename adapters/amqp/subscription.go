@@ -200,21 +200,13 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 // lose shuts cur after its delivery channel closed and says why.
 func (s *sub) lose(cur *consumer) error {
 	err := &ports.BrokerError{Op: "receive", Code: ports.ErrUnreachable, Retryable: true, Err: fmt.Errorf("amqp: subscription %s lost its channel", s.queue)}
-	if tag, ok := recvNow(cur.cancelled); ok && tag != "" { // notified before the deliveries close
+	if tag, ok := kit.Poll(cur.cancelled); ok && tag != "" { // notified before the deliveries close
 		err.Code, err.Err = nil, fmt.Errorf("amqp: subscription %s: consumer %s cancelled by the broker (queue deleted?)", s.queue, tag)
-	} else if e, _ := recvNow(cur.closed); e != nil {
+	} else if e, _ := kit.Poll(cur.closed); e != nil {
 		err.Err = fmt.Errorf("%w: %w", err.Err, e)
 	}
 	_ = cur.shut() // after a broker cancel: give back what it holds
 	return err
-}
-
-func recvNow[T any](c <-chan T) (v T, ok bool) {
-	select {
-	case v, ok = <-c:
-	default:
-	}
-	return v, ok
 }
 
 // SendAcks records the acks of handles, without I/O, for the consumer's
@@ -240,6 +232,16 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 		return fmt.Errorf("%d of %d, none acked: %w", lost, len(handles), errDeliveryLost)
 	}
 	return nil
+}
+
+// Abandon closes the channel of each record of a failed settlement, acks
+// written first: RabbitMQ redelivers an unacked delivery only then.
+func (s *sub) Abandon(handles []any) {
+	for _, h := range handles {
+		if c := h.(*handle).c; c.lost.CompareAndSwap(false, true) {
+			go c.shut()
+		}
+	}
 }
 
 // FlushAcks writes every ack SendAcks recorded (after a loss there is

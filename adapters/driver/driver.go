@@ -27,7 +27,7 @@
 //	Dropper             a best-effort class that counts     SendAcks for a best-effort requeue or dead letter
 //	GroupDeclarer       create a group's queue ahead        DeclareTopic refuses Groups it cannot keep
 //	Reporter            events no call returns (lost link)  none: only receive failures reach Errors
-//	Abandoner           redelivery needs the driver to act   none: an unsettled record waits for the broker's redelivery
+//	Abandoner           redelivery needs the driver to act   a Requeuer's requeue, else the broker's own redelivery
 //	Transactor          produce and commit in one transaction  none: flow refuses transactional sinks (ErrExactlyOnce)
 //
 // Native delay on publish, native delayed requeue, expiry of idle
@@ -348,11 +348,14 @@ type Dropper interface {
 // record left unsettled only once the driver acts: MQTT's PUBACKs go in
 // arrival order, so one record held back holds back every later one on
 // its connection until a new connection makes the broker send the
-// unacknowledged again; ActiveMQ hands an unacknowledged message out
-// again only when its consumer's connection goes. The portable layer calls Abandon with the handles
-// of a settlement that failed (its records stay unsettled; some may have
-// been settled before the failure: the driver knows which). It must not
-// block.
+// unacknowledged again; RabbitMQ and ActiveMQ hand an unacknowledged
+// message out again only when its channel or connection goes. A second
+// after a settlement failed (not with ErrRecordsLost or
+// ports.ErrSettleInDoubt), the portable layer calls Abandon with the
+// handles of its records still unsettled then, claimed so that they are
+// settled no more. It must not block. A Subscription that is not an
+// Abandoner but a Requeuer gets SendRequeues(handles, 0) instead, but for
+// records at Capabilities.DeliveryLimit.
 type Abandoner interface {
 	Abandon(handles []any)
 }

@@ -30,3 +30,13 @@ func Take[T any](ctx context.Context, c <-chan T, max int, buf []T) (vals []T, o
 	}
 	return buf, true, nil
 }
+
+// Poll returns a value of c if one is there, without waiting; ok is false
+// when none is, or c is closed.
+func Poll[T any](c <-chan T) (v T, ok bool) {
+	select {
+	case v, ok = <-c:
+	default:
+	}
+	return v, ok
+}

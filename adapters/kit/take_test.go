@@ -37,3 +37,18 @@ func TestTake(t *testing.T) {
 		t.Fatalf("cancelled: %v %v", got, err)
 	}
 }
+
+func TestPollTakesWithoutWaiting(t *testing.T) {
+	c := make(chan int, 1)
+	if v, ok := kit.Poll(c); ok || v != 0 {
+		t.Fatalf("Poll of an empty channel = %d, %v; want 0, false", v, ok)
+	}
+	c <- 7
+	if v, ok := kit.Poll(c); !ok || v != 7 {
+		t.Fatalf("Poll = %d, %v; want 7, true", v, ok)
+	}
+	close(c)
+	if _, ok := kit.Poll(c); ok {
+		t.Fatal("Poll of a closed channel reported a value")
+	}
+}

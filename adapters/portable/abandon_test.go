@@ -3,8 +3,10 @@ package portable_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/adapters/driver"
 	"github.com/sluicemq/sluice/adapters/portable"
@@ -88,9 +90,93 @@ func TestFailedSettlementIsAbandoned(t *testing.T) {
 	if err := sub.Settle(ctx, ds[1:], ports.Disposition{Action: ports.Ack}); err != nil {
 		t.Fatalf("Settle ACK = %v", err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.abandoned) != 1 || d.abandoned[0] != "r1" {
-		t.Fatalf("abandoned %v, want [r1]: the record whose settlement failed, and only it", d.abandoned)
+	abandoned := func() []any {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return slices.Clone(d.abandoned)
+	}
+	for end := time.Now().Add(10 * time.Second); len(abandoned()) == 0 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond) // polling the fake driver, bounded
+	}
+	if got := abandoned(); len(got) != 1 || got[0] != "r1" {
+		t.Fatalf("abandoned %v within 10s, want [r1]: the record whose settlement failed, and only it", got)
+	}
+}
+
+// handBackDriver is abandonDriver whose subscription requeues natively
+// (a driver.Requeuer) instead of abandoning, with a delivery limit of 3.
+type handBackDriver struct{ abandonDriver }
+
+func (*handBackDriver) Capabilities() ports.Capabilities {
+	return ports.Capabilities{PerMessageAck: true, DeliveryLimit: 3}
+}
+func (d *handBackDriver) Subscribe(context.Context, ports.SubscriptionSpec) (driver.Subscription, error) {
+	return &handBackSub{d: d}, nil
+}
+
+type handBackSub struct {
+	d    *handBackDriver
+	sent bool
+}
+
+func (s *handBackSub) ReceiveBatch(ctx context.Context, _ int) ([]driver.Record, error) {
+	if !s.sent {
+		s.sent = true
+		rec := func(h, id string, count int) driver.Record {
+			return driver.Record{Handle: h, RedeliveryCount: count, Message: ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, id)}}
+		}
+		return []driver.Record{rec("r1", "m1", 0), rec("r2", "m2", 0), rec("r3", "m3", 2)}, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (s *handBackSub) SendAcks(context.Context, []any) error { return nil }
+func (s *handBackSub) SendRequeues(_ context.Context, hs []any, _ time.Duration) error {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	s.d.abandoned = append(s.d.abandoned, hs...)
+	return nil
+}
+func (*handBackSub) Close(context.Context) error { return nil }
+
+// A settlement that fails on a broker that would keep its deliveries
+// with the consumer is handed back with the driver's native requeue a
+// second later: only what is still unsettled then (here r2 is acked
+// meanwhile, as flow's engine settles a failed round's members again),
+// and never a delivery at the broker's delivery limit (r3: the broker
+// would archive it).
+func TestFailedSettlementIsRequeuedNatively(t *testing.T) {
+	d := &handBackDriver{}
+	a := portable.New(d, portable.Options{Logger: quiet})
+	defer a.Close(context.Background())
+	ctx := context.Background()
+	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop(ctx)
+	ds, err := sub.Receive(ctx, 3)
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("Receive = %d deliveries, %v; want 3", len(ds), err)
+	}
+	if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.DeadLetter}); !errors.Is(err, ports.ErrUnconfirmed) {
+		t.Fatalf("Settle DEAD_LETTER with its copies refused = %v, want ErrUnconfirmed", err)
+	}
+	if err := sub.Settle(ctx, ds[1:2], ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatalf("Settle ACK of r2 after the failure = %v", err)
+	}
+	requeued := func() []any {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return slices.Clone(d.abandoned)
+	}
+	for end := time.Now().Add(10 * time.Second); len(requeued()) == 0 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond) // polling the fake driver, bounded
+	}
+	if got := requeued(); len(got) != 1 || got[0] != "r1" {
+		t.Fatalf("requeued %v within 10s, want [r1]: unsettled and below the delivery limit", got)
+	}
+	if err := sub.Settle(ctx, ds[:1], ports.Disposition{Action: ports.Ack}); !errors.Is(err, portable.ErrAlreadySettled) {
+		t.Fatalf("Settle of r1 after it was handed back = %v, want ErrAlreadySettled", err)
 	}
 }

@@ -1,6 +1,7 @@
 package portable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,18 +55,8 @@ var (
 // New returns the adapter over d and logs its capabilities. Close it to
 // close d.
 func New(d driver.Driver, opts Options) *Adapter {
-	a := &Adapter{d: d, caps: d.Capabilities(), opts: opts, log: opts.Logger, subs: map[*Subscription]struct{}{}}
-	if a.log == nil {
-		a.log = slog.Default()
-	}
-	a.backoff = kit.DefaultBackoff
-	if opts.Backoff != nil {
-		a.backoff = *opts.Backoff
-	}
-	a.clock = opts.Clock
-	if a.clock == nil {
-		a.clock = schedule.SystemClock{}
-	}
+	a := &Adapter{d: d, caps: d.Capabilities(), opts: opts, log: cmp.Or(opts.Logger, slog.Default()), subs: map[*Subscription]struct{}{},
+		backoff: *cmp.Or(opts.Backoff, &kit.DefaultBackoff), clock: cmp.Or(opts.Clock, schedule.Clock(schedule.SystemClock{}))}
 	a.sched = schedule.New(schedule.Options{Clock: a.clock})
 	LogCapabilities(a.log, ReadyMessage, d.Name(), a.caps)
 	return a
@@ -106,11 +97,11 @@ func (a *Adapter) Send(ctx context.Context, msgs ...ports.Message) error {
 	var index []int // index[j] is the Send index of batch[j]; nil while they are equal
 	for i := range msgs {
 		m := msgs[i] // Stamp replaces the copy's headers, not the caller's
-		if err := m.Validate(); err != nil {
-			errs, index = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err}), indexOf(index, len(batch))
-			continue
+		err := m.Validate()
+		if err == nil {
+			err = m.CheckSize(a.caps.MaxMessageBytes, 0)
 		}
-		if err := m.CheckSize(a.caps.MaxMessageBytes, 0); err != nil {
+		if err != nil {
 			errs, index = append(errs, &ports.SendError{Index: i, Topic: m.Topic, Err: err}), indexOf(index, len(batch))
 			continue
 		}

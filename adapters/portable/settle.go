@@ -2,6 +2,7 @@ package portable
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -122,4 +123,51 @@ func release(p *[]any) {
 	clear(*p)
 	*p = (*p)[:0]
 	spare.Put(p)
+}
+
+// handBack gives the broker back, a second later, the deliveries of ds
+// still unsettled then (flow settles a failed ACK round's members again
+// meanwhile), which it would otherwise leave with this consumer until it
+// stops: through the driver's Abandoner or a Requeuer's native requeue
+// (not at the broker's DeliveryLimit: it would archive them). Records
+// lost with their connection or settled in doubt are the broker's again.
+func (s *Subscription) handBack(ds []*ports.Delivery, err error) {
+	ab, _ := s.ds.(driver.Abandoner)
+	rq, _ := s.ds.(driver.Requeuer)
+	if ab == nil && rq == nil || errors.Is(err, driver.ErrRecordsLost) || errors.Is(err, ports.ErrSettleInDoubt) {
+		return
+	}
+	var xs []*handle
+	for _, d := range ds {
+		if x, limit := s.mine(d), s.a.caps.DeliveryLimit; x != nil && (ab != nil || limit <= 0 || d.RedeliveryCount+1 < limit) {
+			xs = append(xs, x)
+		}
+	}
+	_, _ = s.a.sched.After(time.Second, func() { go s.handBackNow(xs, ab, rq) }) // fails once the adapter closes
+}
+
+func (s *Subscription) handBackNow(xs []*handle, ab driver.Abandoner, rq driver.Requeuer) {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	var claimed []*handle
+	hs := make([]any, 0, len(xs))
+	for _, x := range xs {
+		if !s.isStopped() && x.claim.Begin(ports.Requeue) == nil { // Stop gives back every unsettled one
+			claimed, hs = append(claimed, x), append(hs, x.h)
+		}
+	}
+	var err error
+	if ab != nil && len(hs) > 0 {
+		ab.Abandon(hs)
+	} else if len(hs) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = rq.SendRequeues(ctx, hs, 0)
+		cancel()
+	}
+	for _, x := range claimed {
+		x.claim.End(err == nil)
+	}
+	if err != nil {
+		s.report(fmt.Errorf("handing back %d message(s) whose settlement failed: %w (the broker redelivers them when its own lease ends, or after Stop)", len(hs), s.a.classify("requeue", err)))
+	}
 }

@@ -424,23 +424,12 @@ func (s *Subscription) Settle(ctx context.Context, ds []*ports.Delivery, disp po
 	if err != nil {
 		if errors.Is(err, ports.ErrAlreadyCompleted) || errors.Is(err, ports.ErrConflict) {
 			err = fmt.Errorf("%w: %w", ErrAlreadySettled, err)
-		} else if ab, ok := s.ds.(driver.Abandoner); ok {
-			ab.Abandon(s.own(ds))
+		} else {
+			s.handBack(ds, err)
 		}
 		return s.a.scrub(err)
 	}
 	return nil
-}
-
-// own returns the driver handles of this subscription's deliveries of ds.
-func (s *Subscription) own(ds []*ports.Delivery) []any {
-	var hs []any
-	for _, d := range ds {
-		if x := s.mine(d); x != nil {
-			hs = append(hs, x.h)
-		}
-	}
-	return hs
 }
 
 // free gives back the in-flight slots of this subscription's deliveries of

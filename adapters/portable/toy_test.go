@@ -1,10 +1,11 @@
 package portable_test
 
 // A complete broker driver, in memory: what a new broker costs on the
-// portable layer. It implements the required driver interfaces and two
-// optional ones (GroupDeclarer, and RequeueCopier: the toy broker copies a
+// portable layer. It implements the required driver interfaces and three
+// optional ones (GroupDeclarer; RequeueCopier: the toy broker copies a
 // topic into every group's queue, so a requeue copy goes to the requeuing
-// queue only); the portable layer supplies the rest (requeue and
+// queue only; Abandoner: the toy broker redelivers an unacked message only
+// when told); the portable layer supplies the rest (requeue and
 // dead-letter copies, the delay fallback, the in-flight
 // bound, double-settlement detection, Send's checks).
 
@@ -247,15 +248,8 @@ func (s *toySub) SendAcks(_ context.Context, handles []any) error {
 func (s *toySub) Close(context.Context) error {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
+	s.giveBackLocked(slices.Collect(maps.Keys(s.unacked)))
 	q := s.q
-	back := slices.SortedFunc(maps.Values(s.unacked), func(a, b toyMsg) int { return int(a.tag) - int(b.tag) })
-	for i := range back {
-		back[i].redelivered++
-	}
-	clear(s.unacked)
-	q.ready = append(back, q.ready...)
-	close(q.wake)
-	q.wake = make(chan struct{})
 	q.consumers--
 	if q.broadcast && q.consumers == 0 {
 		delete(s.b.queues, s.k)
@@ -263,7 +257,33 @@ func (s *toySub) Close(context.Context) error {
 	return nil
 }
 
-var _ driver.RequeueCopier = (*toySub)(nil)
+// Abandon returns the unacked messages of a failed settlement to the
+// front of the queue, counted as redelivered.
+func (s *toySub) Abandon(handles []any) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	s.giveBackLocked(kit.Keys(handles, func(h any) uint64 { return h.(uint64) }))
+}
+
+func (s *toySub) giveBackLocked(tags []uint64) {
+	var back []toyMsg
+	for _, tag := range tags {
+		if m, ok := s.unacked[tag]; ok {
+			m.redelivered++
+			back = append(back, m)
+			delete(s.unacked, tag)
+		}
+	}
+	slices.SortFunc(back, func(a, b toyMsg) int { return int(a.tag) - int(b.tag) })
+	s.q.ready = append(back, s.q.ready...)
+	close(s.q.wake)
+	s.q.wake = make(chan struct{})
+}
+
+var (
+	_ driver.RequeueCopier = (*toySub)(nil)
+	_ driver.Abandoner     = (*toySub)(nil)
+)
 
 // SendRequeueCopies stores the portable layer's requeue copies in this
 // subscription's queue only: sent to the topic, they would reach every
