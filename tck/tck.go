@@ -65,11 +65,6 @@ type Options struct {
 	// expects delivered (the refused one, one byte above the limit, is
 	// allocated but never written). Default 16 MiB.
 	MaxPayload int
-	// FailedSettlementHeld says why the adapter leaves a delivery whose
-	// settlement failed with its consumer until the consumer stops (the
-	// broker redelivers it only then). Empty: Poison_DeadLetteredOnly…
-	// expects it back on the running consumer once the fault heals.
-	FailedSettlementHeld string
 	// Extra runs adapter-specific checks after the kit's cases, each with a
 	// fresh harness (the escape hatch).
 	Extra map[string]func(t *testing.T, h Harness)

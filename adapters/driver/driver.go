@@ -27,7 +27,7 @@
 //	Dropper             a best-effort class that counts     SendAcks for a best-effort requeue or dead letter
 //	GroupDeclarer       create a group's queue ahead        DeclareTopic refuses Groups it cannot keep
 //	Reporter            events no call returns (lost link)  none: only receive failures reach Errors
-//	Abandoner           redelivery needs the driver to act   a Requeuer's requeue, else the broker's own redelivery
+//	Abandoner           redelivery needs the driver to act   a Requeuer's requeue, else handed out again locally
 //	Transactor          produce and commit in one transaction  none: flow refuses transactional sinks (ErrExactlyOnce)
 //
 // Native delay on publish, native delayed requeue, expiry of idle
@@ -355,7 +355,8 @@ type Dropper interface {
 // handles of its records still unsettled then, claimed so that they are
 // settled no more. It must not block. A Subscription that is not an
 // Abandoner but a Requeuer gets SendRequeues(handles, 0) instead, but for
-// records at Capabilities.DeliveryLimit.
+// records at Capabilities.DeliveryLimit; for one that is neither, the
+// portable layer hands the records out again itself.
 type Abandoner interface {
 	Abandon(handles []any)
 }

@@ -126,7 +126,7 @@ func TestTLSAndSASLTCK(t *testing.T) {
 			cfg.SASL = tc.sasl
 			tck.RunCases(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
 				return &secureHarness{fakeHarness: fakeHarness{harness: harness{b: b}}, cfg: cfg}, nil
-			}, tckOptions, tck.SecureTransportCases...)
+			}, tck.Options{}, tck.SecureTransportCases...)
 		})
 	}
 }

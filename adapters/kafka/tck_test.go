@@ -22,22 +22,15 @@ import (
 func TestTCK(t *testing.T) {
 	if realKafka() {
 		t.Log("TCK against KAFKA_BROKERS=" + strings.Join(newBroker(t).addrs, ","))
-		tck.RunWith(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
+		tck.Run(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
 			return &harness{b: newBroker(t)}, nil
-		}, tckOptions)
+		})
 		return
 	}
 	t.Log("TCK against kfake: a Kafka wire-protocol peer, not Apache Kafka")
-	tck.RunWith(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
+	tck.Run(t, func(ctx context.Context, t *testing.T) (tck.Harness, error) {
 		return &fakeHarness{harness: harness{b: newBroker(t)}}, nil
-	}, tckOptions)
-}
-
-// tckOptions say what the consumer group adapter cannot do.
-var tckOptions = tck.Options{
-	FailedSettlementHeld: "a consumer group settles by committing offsets, and the offset of a record whose settlement failed is " +
-		"never committed: the group hands it out again (with the records after it) when its partition is assigned anew, " +
-		"after the consumer stops or the group rebalances",
+	})
 }
 
 // harness makes adapters on one broker; it has no fault hooks (a real

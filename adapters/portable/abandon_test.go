@@ -180,3 +180,61 @@ func TestFailedSettlementIsRequeuedNatively(t *testing.T) {
 		t.Fatalf("Settle of r1 after it was handed back = %v, want ErrAlreadySettled", err)
 	}
 }
+
+// plainDriver is abandonDriver whose subscription neither abandons nor
+// requeues: its broker leaves an unsettled record with the consumer.
+type plainDriver struct{ abandonDriver }
+
+func (d *plainDriver) Subscribe(context.Context, ports.SubscriptionSpec) (driver.Subscription, error) {
+	return &plainSub{abandonSub{d: &d.abandonDriver}}, nil
+}
+
+type plainSub struct{ s abandonSub }
+
+func (p *plainSub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
+	return p.s.ReceiveBatch(ctx, max)
+}
+func (p *plainSub) SendAcks(ctx context.Context, hs []any) error { return p.s.SendAcks(ctx, hs) }
+func (*plainSub) Close(context.Context) error                    { return nil }
+
+// A settlement that fails on a driver that can neither abandon nor
+// requeue is handed out again by the portable layer a second later: a new
+// delivery of the same record, counted one more redelivery; the first
+// one can no longer be settled, the second is acked on the record.
+func TestFailedSettlementIsHandedOutAgain(t *testing.T) {
+	d := &plainDriver{}
+	a := portable.New(d, portable.Options{Logger: quiet})
+	defer a.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop(context.Background())
+	ds, err := sub.Receive(ctx, 2)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("Receive = %d deliveries, %v; want 2", len(ds), err)
+	}
+	if err := sub.Settle(ctx, ds[:1], ports.Disposition{Action: ports.DeadLetter}); !errors.Is(err, ports.ErrUnconfirmed) {
+		t.Fatalf("Settle DEAD_LETTER with its copy refused = %v, want ErrUnconfirmed", err)
+	}
+	again, err := sub.Receive(ctx, 2)
+	if err != nil || len(again) != 1 {
+		t.Fatalf("Receive after the failed settlement = %d deliveries, %v; want the one handed out again", len(again), err)
+	}
+	if again[0].ID != "m1" || again[0].RedeliveryCount != 1 || again[0] == ds[0] {
+		t.Fatalf("handed out again: id %q, redelivery count %d, same delivery %v; want m1, 1, a new delivery", again[0].ID, again[0].RedeliveryCount, again[0] == ds[0])
+	}
+	if err := sub.Settle(ctx, ds[:1], ports.Disposition{Action: ports.Ack}); !errors.Is(err, portable.ErrAlreadySettled) {
+		t.Fatalf("Settle of the first delivery after it was handed out again = %v, want ErrAlreadySettled", err)
+	}
+	if err := sub.Settle(ctx, again, ports.Disposition{Action: ports.Ack}); err != nil {
+		t.Fatalf("Settle ACK of the delivery handed out again = %v", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.acked) != 1 || d.acked[0] != "r1" {
+		t.Fatalf("acked %v, want [r1]", d.acked)
+	}
+}

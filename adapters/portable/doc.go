@@ -21,8 +21,8 @@
 //     best-effort rule, and no acknowledgement batching of its own: flow's
 //     settlement engine hands a whole round to one Settle call, which
 //     becomes one driver.Subscription.SendAcks call; a delivery whose
-//     settlement failed is handed back to the broker a second later
-//     (driver.Abandoner, driver.Requeuer) if still unsettled;
+//     settlement failed is handed back a second later if still unsettled
+//     (driver.Abandoner, driver.Requeuer, else handed out again here);
 //   - the Errors channel, secret scrubbing of every error it returns or
 //     reports, and the capability log line at New.
 //

@@ -125,21 +125,23 @@ func release(p *[]any) {
 	spare.Put(p)
 }
 
-// handBack gives the broker back, a second later, the deliveries of ds
-// still unsettled then (flow settles a failed ACK round's members again
-// meanwhile), which it would otherwise leave with this consumer until it
-// stops: through the driver's Abandoner or a Requeuer's native requeue
-// (not at the broker's DeliveryLimit: it would archive them). Records
-// lost with their connection or settled in doubt are the broker's again.
+// handBack gives back, a second later, the deliveries of ds still
+// unsettled then (flow settles a failed ACK round's members again
+// meanwhile), which the broker would otherwise leave with this consumer
+// until it stops: through the driver's Abandoner, a Requeuer's native
+// requeue (not at the broker's DeliveryLimit: it would archive them), or
+// else by handing them out again here, counted (a Kafka offset stays
+// uncommitted). Records lost with their connection or settled in doubt
+// are the broker's again.
 func (s *Subscription) handBack(ds []*ports.Delivery, err error) {
-	ab, _ := s.ds.(driver.Abandoner)
-	rq, _ := s.ds.(driver.Requeuer)
-	if ab == nil && rq == nil || errors.Is(err, driver.ErrRecordsLost) || errors.Is(err, ports.ErrSettleInDoubt) {
+	if errors.Is(err, driver.ErrRecordsLost) || errors.Is(err, ports.ErrSettleInDoubt) {
 		return
 	}
+	ab, _ := s.ds.(driver.Abandoner)
+	rq, _ := s.ds.(driver.Requeuer)
 	var xs []*handle
 	for _, d := range ds {
-		if x, limit := s.mine(d), s.a.caps.DeliveryLimit; x != nil && (ab != nil || limit <= 0 || d.RedeliveryCount+1 < limit) {
+		if x, limit := s.mine(d), s.a.caps.DeliveryLimit; x != nil && (ab != nil || rq == nil || limit <= 0 || d.RedeliveryCount+1 < limit) {
 			xs = append(xs, x)
 		}
 	}
@@ -157,17 +159,36 @@ func (s *Subscription) handBackNow(xs []*handle, ab driver.Abandoner, rq driver.
 		}
 	}
 	var err error
-	if ab != nil && len(hs) > 0 {
+	switch {
+	case len(hs) == 0:
+	case ab != nil:
 		ab.Abandon(hs)
-	} else if len(hs) > 0 {
+	case rq != nil:
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = rq.SendRequeues(ctx, hs, 0)
 		cancel()
+	default:
+		for _, x := range claimed {
+			s.again(x)
+		}
 	}
 	for _, x := range claimed {
-		x.claim.End(err == nil)
+		x.claim.End(err == nil) // Done: the delivery handed out is settled no more
 	}
 	if err != nil {
 		s.report(fmt.Errorf("handing back %d message(s) whose settlement failed: %w (the broker redelivers them when its own lease ends, or after Stop)", len(hs), s.a.classify("requeue", err)))
 	}
+}
+
+// again hands x's record out once more, as a new delivery counted one
+// more redelivery, for the next Receive; it takes an in-flight slot.
+func (s *Subscription) again(x *handle) {
+	old := &x.r.d
+	x.lazy.Load(old)
+	r := new(received)
+	r.d, r.h = *old, handle{h: x.h, sub: s, r: r}
+	r.d.Handle, r.d.ReceivedAt = &r.h, s.a.clock.Now()
+	r.d.RedeliveryCount++
+	s.out.Add(1)
+	s.due(&r.d)
 }
