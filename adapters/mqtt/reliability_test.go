@@ -349,7 +349,11 @@ func TestFaultConsumerKilledBeforeCompletion(t *testing.T) {
 				}
 			}
 			held := mqtt.HeldBack(victim)
-			proxy.Cut() // the process dies: no DISCONNECT
+			// The process dies: no DISCONNECT, and no reconnect either (a
+			// reconnect in flight through a proxy that still accepted could
+			// reach the broker after Stop and take the session of the
+			// instance restarted below).
+			_ = proxy.Close()
 			_ = sub.Stop(ctx)
 
 			again := newAdapter(t, ctx, "mqtt://"+b.addr, ns, b.rm)
