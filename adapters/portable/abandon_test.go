@@ -13,131 +13,139 @@ import (
 	"github.com/sluicemq/sluice/ports"
 )
 
-// abandonDriver delivers two records once and refuses every copy it is
-// asked to publish; its subscription records what it is told to abandon.
-type abandonDriver struct {
+// handBackDriver delivers its records once and refuses every copy it is
+// asked to publish; its subscriptions record what they ack and what they
+// are told to hand back. As the way back, the subscription it makes is
+// an Abandoner (back: abandoned), a Requeuer (back: requeued, with a
+// delivery limit of 3) or neither (back: plain).
+type handBackDriver struct {
+	back string
+	recs []driver.Record
+
 	mu        sync.Mutex
-	abandoned []any
 	acked     []any
+	givenBack []any // abandoned or requeued
 }
 
-func (*abandonDriver) Name() string { return "abandon" }
-func (*abandonDriver) Capabilities() ports.Capabilities {
-	return ports.Capabilities{PerMessageAck: true}
+func rec(h, id string, count int) driver.Record {
+	return driver.Record{Handle: h, RedeliveryCount: count, Message: ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, id)}}
 }
-func (*abandonDriver) SendBatch(_ context.Context, msgs []ports.Message) []error {
+
+func (*handBackDriver) Name() string { return "handback" }
+func (d *handBackDriver) Capabilities() ports.Capabilities {
+	c := ports.Capabilities{PerMessageAck: true}
+	if d.back == "requeued" {
+		c.DeliveryLimit = 3
+	}
+	return c
+}
+func (*handBackDriver) SendBatch(_ context.Context, msgs []ports.Message) []error {
 	errs := make([]error, len(msgs))
 	for i := range errs {
 		errs[i] = ports.ErrUnconfirmed
 	}
 	return errs
 }
-func (*abandonDriver) Classify(error) driver.Class { return driver.Class{} }
-func (*abandonDriver) Close(context.Context) error { return nil }
-func (d *abandonDriver) Subscribe(context.Context, ports.SubscriptionSpec) (driver.Subscription, error) {
-	return &abandonSub{d: d}, nil
+func (*handBackDriver) Classify(error) driver.Class { return driver.Class{} }
+func (*handBackDriver) Close(context.Context) error { return nil }
+func (d *handBackDriver) Subscribe(context.Context, ports.SubscriptionSpec) (driver.Subscription, error) {
+	s := &recordsSub{d: d}
+	switch d.back {
+	case "abandoned":
+		return abandonSub{s}, nil
+	case "requeued":
+		return requeueSub{s}, nil
+	}
+	return s, nil
 }
 
-type abandonSub struct {
-	d    *abandonDriver
+// recordsSub hands out the driver's records once and records acks.
+type recordsSub struct {
+	d    *handBackDriver
 	sent bool
 }
 
-func (s *abandonSub) ReceiveBatch(ctx context.Context, _ int) ([]driver.Record, error) {
+func (s *recordsSub) ReceiveBatch(ctx context.Context, _ int) ([]driver.Record, error) {
 	if !s.sent {
 		s.sent = true
-		return []driver.Record{
-			{Handle: "r1", Message: ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m1")}},
-			{Handle: "r2", Message: ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, "m2")}},
-		}, nil
+		return slices.Clone(s.d.recs), nil
 	}
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
-func (s *abandonSub) SendAcks(_ context.Context, hs []any) error {
+func (s *recordsSub) SendAcks(_ context.Context, hs []any) error {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
 	s.d.acked = append(s.d.acked, hs...)
 	return nil
 }
-func (s *abandonSub) Abandon(hs []any) {
+func (*recordsSub) Close(context.Context) error { return nil }
+
+func (s *recordsSub) giveBack(hs []any) {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
-	s.d.abandoned = append(s.d.abandoned, hs...)
+	s.d.givenBack = append(s.d.givenBack, hs...)
 }
-func (*abandonSub) Close(context.Context) error { return nil }
 
-// A settlement that fails (here: the dead-letter copy is not confirmed)
-// hands its records to a driver.Abandoner, which lets the broker redeliver
-// them; a settlement that succeeds abandons nothing.
-func TestFailedSettlementIsAbandoned(t *testing.T) {
-	d := &abandonDriver{}
+// givenBackWithin waits, bounded, for a hand-back and returns what was
+// given back.
+func (d *handBackDriver) givenBackWithin(wait time.Duration) []any {
+	for end := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) { // polling the fake driver, bounded
+		d.mu.Lock()
+		got := slices.Clone(d.givenBack)
+		d.mu.Unlock()
+		if len(got) > 0 || time.Now().After(end) {
+			return got
+		}
+	}
+}
+
+type abandonSub struct{ *recordsSub }
+
+func (s abandonSub) Abandon(hs []any) { s.giveBack(hs) }
+
+type requeueSub struct{ *recordsSub }
+
+func (s requeueSub) SendRequeues(_ context.Context, hs []any, _ time.Duration) error {
+	s.giveBack(hs)
+	return nil
+}
+
+// receiveAll subscribes to d and receives its records.
+func receiveAll(t *testing.T, d *handBackDriver, inFlight int) (ports.Subscription, []*ports.Delivery) {
+	t.Helper()
 	a := portable.New(d, portable.Options{Logger: quiet})
-	defer a.Close(context.Background())
-	ctx := context.Background()
-	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g"})
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: inFlight})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Stop(ctx)
-	ds, err := sub.Receive(ctx, 2)
-	if err != nil || len(ds) != 2 {
-		t.Fatalf("Receive = %d deliveries, %v; want 2", len(ds), err)
+	ds, err := sub.Receive(ctx, len(d.recs))
+	if err != nil || len(ds) != len(d.recs) {
+		t.Fatalf("Receive = %d deliveries, %v; want %d", len(ds), err, len(d.recs))
 	}
+	return sub, ds
+}
+
+// A settlement that fails (here: the dead-letter copy is not confirmed)
+// hands its records to a driver.Abandoner a second later, which lets the
+// broker redeliver them; a settlement that succeeds abandons nothing.
+func TestFailedSettlementIsAbandoned(t *testing.T) {
+	d := &handBackDriver{back: "abandoned", recs: []driver.Record{rec("r1", "m1", 0), rec("r2", "m2", 0)}}
+	sub, ds := receiveAll(t, d, 0)
+	ctx := context.Background()
 	if err := sub.Settle(ctx, ds[:1], ports.Disposition{Action: ports.DeadLetter}); !errors.Is(err, ports.ErrUnconfirmed) {
 		t.Fatalf("Settle DEAD_LETTER with its copy refused = %v, want ErrUnconfirmed", err)
 	}
 	if err := sub.Settle(ctx, ds[1:], ports.Disposition{Action: ports.Ack}); err != nil {
 		t.Fatalf("Settle ACK = %v", err)
 	}
-	abandoned := func() []any {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return slices.Clone(d.abandoned)
-	}
-	for end := time.Now().Add(10 * time.Second); len(abandoned()) == 0 && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond) // polling the fake driver, bounded
-	}
-	if got := abandoned(); len(got) != 1 || got[0] != "r1" {
+	if got := d.givenBackWithin(10 * time.Second); len(got) != 1 || got[0] != "r1" {
 		t.Fatalf("abandoned %v within 10s, want [r1]: the record whose settlement failed, and only it", got)
 	}
 }
-
-// handBackDriver is abandonDriver whose subscription requeues natively
-// (a driver.Requeuer) instead of abandoning, with a delivery limit of 3.
-type handBackDriver struct{ abandonDriver }
-
-func (*handBackDriver) Capabilities() ports.Capabilities {
-	return ports.Capabilities{PerMessageAck: true, DeliveryLimit: 3}
-}
-func (d *handBackDriver) Subscribe(context.Context, ports.SubscriptionSpec) (driver.Subscription, error) {
-	return &handBackSub{d: d}, nil
-}
-
-type handBackSub struct {
-	d    *handBackDriver
-	sent bool
-}
-
-func (s *handBackSub) ReceiveBatch(ctx context.Context, _ int) ([]driver.Record, error) {
-	if !s.sent {
-		s.sent = true
-		rec := func(h, id string, count int) driver.Record {
-			return driver.Record{Handle: h, RedeliveryCount: count, Message: ports.Message{Topic: "t", Payload: []byte(`{}`), Headers: ports.NewHeaders(ports.HeaderID, id)}}
-		}
-		return []driver.Record{rec("r1", "m1", 0), rec("r2", "m2", 0), rec("r3", "m3", 2)}, nil
-	}
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-func (s *handBackSub) SendAcks(context.Context, []any) error { return nil }
-func (s *handBackSub) SendRequeues(_ context.Context, hs []any, _ time.Duration) error {
-	s.d.mu.Lock()
-	defer s.d.mu.Unlock()
-	s.d.abandoned = append(s.d.abandoned, hs...)
-	return nil
-}
-func (*handBackSub) Close(context.Context) error { return nil }
 
 // A settlement that fails on a broker that would keep its deliveries
 // with the consumer is handed back with the driver's native requeue a
@@ -146,34 +154,16 @@ func (*handBackSub) Close(context.Context) error { return nil }
 // and never a delivery at the broker's delivery limit (r3: the broker
 // would archive it).
 func TestFailedSettlementIsRequeuedNatively(t *testing.T) {
-	d := &handBackDriver{}
-	a := portable.New(d, portable.Options{Logger: quiet})
-	defer a.Close(context.Background())
+	d := &handBackDriver{back: "requeued", recs: []driver.Record{rec("r1", "m1", 0), rec("r2", "m2", 0), rec("r3", "m3", 2)}}
+	sub, ds := receiveAll(t, d, 0)
 	ctx := context.Background()
-	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Stop(ctx)
-	ds, err := sub.Receive(ctx, 3)
-	if err != nil || len(ds) != 3 {
-		t.Fatalf("Receive = %d deliveries, %v; want 3", len(ds), err)
-	}
 	if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.DeadLetter}); !errors.Is(err, ports.ErrUnconfirmed) {
 		t.Fatalf("Settle DEAD_LETTER with its copies refused = %v, want ErrUnconfirmed", err)
 	}
 	if err := sub.Settle(ctx, ds[1:2], ports.Disposition{Action: ports.Ack}); err != nil {
 		t.Fatalf("Settle ACK of r2 after the failure = %v", err)
 	}
-	requeued := func() []any {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return slices.Clone(d.abandoned)
-	}
-	for end := time.Now().Add(10 * time.Second); len(requeued()) == 0 && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond) // polling the fake driver, bounded
-	}
-	if got := requeued(); len(got) != 1 || got[0] != "r1" {
+	if got := d.givenBackWithin(10 * time.Second); len(got) != 1 || got[0] != "r1" {
 		t.Fatalf("requeued %v within 10s, want [r1]: unsettled and below the delivery limit", got)
 	}
 	if err := sub.Settle(ctx, ds[:1], ports.Disposition{Action: ports.Ack}); !errors.Is(err, portable.ErrAlreadySettled) {
@@ -181,41 +171,15 @@ func TestFailedSettlementIsRequeuedNatively(t *testing.T) {
 	}
 }
 
-// plainDriver is abandonDriver whose subscription neither abandons nor
-// requeues: its broker leaves an unsettled record with the consumer.
-type plainDriver struct{ abandonDriver }
-
-func (d *plainDriver) Subscribe(context.Context, ports.SubscriptionSpec) (driver.Subscription, error) {
-	return &plainSub{abandonSub{d: &d.abandonDriver}}, nil
-}
-
-type plainSub struct{ s abandonSub }
-
-func (p *plainSub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error) {
-	return p.s.ReceiveBatch(ctx, max)
-}
-func (p *plainSub) SendAcks(ctx context.Context, hs []any) error { return p.s.SendAcks(ctx, hs) }
-func (*plainSub) Close(context.Context) error                    { return nil }
-
 // A settlement that fails on a driver that can neither abandon nor
 // requeue is handed out again by the portable layer a second later: a new
 // delivery of the same record, counted one more redelivery; the first
 // one can no longer be settled, the second is acked on the record.
 func TestFailedSettlementIsHandedOutAgain(t *testing.T) {
-	d := &plainDriver{}
-	a := portable.New(d, portable.Options{Logger: quiet})
-	defer a.Close(context.Background())
+	d := &handBackDriver{back: "plain", recs: []driver.Record{rec("r1", "m1", 0), rec("r2", "m2", 0)}}
+	sub, ds := receiveAll(t, d, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sub, err := a.Subscribe(ctx, ports.SubscriptionSpec{Topic: "t", Group: "g", InFlight: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Stop(context.Background())
-	ds, err := sub.Receive(ctx, 2)
-	if err != nil || len(ds) != 2 {
-		t.Fatalf("Receive = %d deliveries, %v; want 2", len(ds), err)
-	}
 	if err := sub.Settle(ctx, ds[:1], ports.Disposition{Action: ports.DeadLetter}); !errors.Is(err, ports.ErrUnconfirmed) {
 		t.Fatalf("Settle DEAD_LETTER with its copy refused = %v, want ErrUnconfirmed", err)
 	}
