@@ -113,7 +113,7 @@ func (s *sub) establish(ctx context.Context) (*consumer, error) {
 		ch.Close() // cancels the consumer: the broker requeues what it delivered
 		return nil, err
 	}
-	cur.acks = kit.NewAckWriter(ch.Ack, ackInterval, s.spec.InFlight/2)
+	cur.acks = kit.NewAckWriter(ch.Ack, ackInterval, s.spec.InFlight/2, s.spec.InFlight)
 	s.cur.Store(cur)
 	return cur, nil
 }
@@ -169,9 +169,6 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	cur, err := s.cons.Get(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if cur.acks.FlushIfFull(s.spec.InFlight) != nil {
-		return nil, s.lose(cur)
 	}
 	dels, open, err := kit.Take(ctx, cur.dels, max, s.dels[:0])
 	if err != nil {

@@ -11,7 +11,10 @@ import (
 // records, and the writer acks the settled prefix with one cumulative ack
 // within interval of a settlement, or at once when threshold tags are
 // ready — the way a raw client acks every N deliveries or every few
-// milliseconds. An ack error means the channel is lost: the broker
+// milliseconds; and when the broker's prefetch window is full with
+// settled tags waiting above an unsettled one, it acks those singly
+// within interval (the broker would push nothing more until it has
+// them). An ack error means the channel is lost: the broker
 // redelivers what it did not get, and the driver sees the loss on its next
 // receive. Safe for concurrent use; Stop ends the goroutine.
 type AckWriter struct {
@@ -19,6 +22,7 @@ type AckWriter struct {
 	acks      CumulativeAcks
 	interval  time.Duration
 	threshold int
+	window    int           // the broker's prefetch; 0: unbounded
 	due, full chan struct{} // to the writer: acks wait; threshold reached
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -26,9 +30,9 @@ type AckWriter struct {
 }
 
 // NewAckWriter starts the writer of ack (CumulativeAcks.Ack); threshold
-// below 1 is 1.
-func NewAckWriter(ack func(tag uint64, cumulative bool) error, interval time.Duration, threshold int) *AckWriter {
-	w := &AckWriter{acks: CumulativeAcks{Ack: ack}, interval: interval, threshold: max(threshold, 1),
+// below 1 is 1; window is the broker's prefetch (0: unbounded).
+func NewAckWriter(ack func(tag uint64, cumulative bool) error, interval time.Duration, threshold, window int) *AckWriter {
+	w := &AckWriter{acks: CumulativeAcks{Ack: ack}, interval: interval, threshold: max(threshold, 1), window: window,
 		due: make(chan struct{}, 1), full: make(chan struct{}, 1), stop: make(chan struct{})}
 	w.done.Go(w.write)
 	return w
@@ -38,7 +42,17 @@ func NewAckWriter(ack func(tag uint64, cumulative bool) error, interval time.Dur
 func (w *AckWriter) Add(tag uint64) {
 	w.mu.Lock()
 	w.acks.Add(tag)
+	stuck := w.stuckLocked()
 	w.mu.Unlock()
+	if stuck {
+		Signal(w.due)
+	}
+}
+
+// stuckLocked says whether the window is full with settled tags waiting
+// in it (above an unsettled one, or not written yet).
+func (w *AckWriter) stuckLocked() bool {
+	return w.window > 0 && w.acks.Out() >= w.window && w.acks.Waiting()
 }
 
 // Settle marks tags settled, without I/O, and returns how many were not
@@ -47,8 +61,9 @@ func (w *AckWriter) Add(tag uint64) {
 func (w *AckWriter) Settle(tags []uint64) (unknown int) {
 	w.mu.Lock()
 	unknown, ready := w.acks.Settle(tags)
+	stuck := w.stuckLocked()
 	w.mu.Unlock()
-	if ready > 0 {
+	if ready > 0 || stuck {
 		Signal(w.due)
 	}
 	if ready >= w.threshold {
@@ -65,18 +80,6 @@ func (w *AckWriter) Flush() error {
 	return w.acks.Flush()
 }
 
-// FlushIfFull flushes when window tags or more are out and some of them
-// wait, settled, above an unsettled one: a broker that counts them against
-// a prefetch of window would push nothing more.
-func (w *AckWriter) FlushIfFull(window int) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.acks.Out() >= window && w.acks.Waiting() {
-		return w.acks.Flush()
-	}
-	return nil
-}
-
 // Stop ends the writer and flushes what is settled. It is idempotent.
 func (w *AckWriter) Stop() error {
 	w.stopOnce.Do(func() { close(w.stop) })
@@ -87,7 +90,11 @@ func (w *AckWriter) Stop() error {
 func (w *AckWriter) write() {
 	writeDeferred(w.stop, w.due, w.full, w.interval, func() {
 		w.mu.Lock()
-		_ = w.acks.AckSettled()
+		if w.stuckLocked() {
+			_ = w.acks.Flush()
+		} else {
+			_ = w.acks.AckSettled()
+		}
 		w.mu.Unlock()
 	})
 }

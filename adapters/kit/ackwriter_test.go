@@ -52,7 +52,7 @@ func (w *wire) expect(t *testing.T, want string) {
 func TestAckWriterWritesAtThresholdOrInterval(t *testing.T) {
 	t.Run("threshold", func(t *testing.T) {
 		w := newWire()
-		a := kit.NewAckWriter(w.ack, time.Hour, 3) // the interval never ends the wait
+		a := kit.NewAckWriter(w.ack, time.Hour, 3, 0) // the interval never ends the wait
 		defer a.Stop()
 		for tag := uint64(1); tag <= 4; tag++ {
 			a.Add(tag)
@@ -68,7 +68,7 @@ func TestAckWriterWritesAtThresholdOrInterval(t *testing.T) {
 	})
 	t.Run("interval", func(t *testing.T) {
 		w := newWire()
-		a := kit.NewAckWriter(w.ack, time.Millisecond, 100)
+		a := kit.NewAckWriter(w.ack, time.Millisecond, 100, 0)
 		defer a.Stop()
 		a.Add(1)
 		a.Add(2)
@@ -80,32 +80,57 @@ func TestAckWriterWritesAtThresholdOrInterval(t *testing.T) {
 	})
 }
 
-// TestAckWriterFlushesAboveAGap: a tag settled above an unsettled one waits
-// for it; FlushIfFull acks it singly once the window is full of such tags,
-// and Stop ends the writer and acks what is settled, never the unsettled.
+// TestAckWriterFlushesAboveAGap: a tag settled above an unsettled one
+// waits for it; once the broker's window is full of tags out, the writer
+// acks the waiting ones singly on its own (the broker would push nothing
+// more, and a receive waiting for it would wait for ever), and Stop ends
+// the writer and acks what is settled, never the unsettled.
 func TestAckWriterFlushesAboveAGap(t *testing.T) {
 	w := newWire()
-	a := kit.NewAckWriter(w.ack, time.Hour, 100)
+	a := kit.NewAckWriter(w.ack, time.Millisecond, 100, 4)
 	for tag := uint64(1); tag <= 3; tag++ {
 		a.Add(tag)
 	}
-	a.Settle([]uint64{2})
-	if err := a.FlushIfFull(4); err != nil || len(w.all()) != 0 {
-		t.Fatalf("FlushIfFull(4) with 3 out: %v, acks %v; want none", err, w.all())
+	a.Settle([]uint64{2, 3}) // 3 out of a window of 4: they wait for tag 1
+	select {
+	case got := <-w.sent:
+		t.Fatalf("ack %s written with the window not full", got)
+	case <-time.After(50 * time.Millisecond): // the writer's interval is 1ms: time enough to write, if it wrongly did
 	}
-	if err := a.FlushIfFull(3); err != nil {
-		t.Fatal(err)
-	}
+	a.Add(4) // the window is full: 2 and 3 go singly
 	w.expect(t, "2/false")
-	a.Settle([]uint64{3})
+	w.expect(t, "3/false")
+	a.Settle([]uint64{4})
 	if err := a.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	w.expect(t, "3/false")
+	w.expect(t, "4/false")
 	if err := a.Stop(); err != nil { // idempotent
 		t.Fatal(err)
 	}
-	if got := w.all(); !slices.Equal(got, []string{"2/false", "3/false"}) {
-		t.Fatalf("acks %v; want [2/false 3/false] (tag 1 never settled)", got)
+	if got := w.all(); !slices.Equal(got, []string{"2/false", "3/false", "4/false"}) {
+		t.Fatalf("acks %v; want [2/false 3/false 4/false] (tag 1 never settled)", got)
+	}
+}
+
+// TestAckWriterUnblocksAFullWindowOnSettle: with the window full of tags
+// out, a settlement that leaves a settled tag above an unsettled one has
+// the writer ack it singly without another call (the receive loop waits
+// for deliveries the broker holds back); with room in the window it
+// waits, until a delivery fills the window again.
+func TestAckWriterUnblocksAFullWindowOnSettle(t *testing.T) {
+	w := newWire()
+	a := kit.NewAckWriter(w.ack, time.Millisecond, 100, 3)
+	defer a.Stop()
+	for tag := uint64(1); tag <= 3; tag++ {
+		a.Add(tag)
+	}
+	a.Settle([]uint64{3}) // 3 of 3 out, 3 waits for 1: the broker pushes no more
+	w.expect(t, "3/false")
+	a.Settle([]uint64{2}) // 2 of 3 out: the broker has room, 2 waits for 1
+	a.Add(4)              // pushed: the window is full again
+	w.expect(t, "2/false")
+	if got := w.all(); !slices.Equal(got, []string{"3/false", "2/false"}) {
+		t.Fatalf("acks %v; want [3/false 2/false]", got)
 	}
 }

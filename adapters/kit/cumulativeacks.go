@@ -17,8 +17,9 @@ import (
 type CumulativeAcks struct {
 	// Ack sends the broker's ack of tag alone, or of every tag up to it
 	// when cumulative is true.
-	Ack func(tag uint64, cumulative bool) error
-	out []ackTag // handed out and not acked on the wire, ascending
+	Ack     func(tag uint64, cumulative bool) error
+	out     []ackTag // handed out and not acked on the wire, ascending
+	settled int      // how many of out are settled
 }
 
 type ackTag struct {
@@ -52,6 +53,8 @@ func (a *CumulativeAcks) Settle(tags []uint64) (unknown, ready int) {
 		for _, i := range marked {
 			a.out[i].settled = false
 		}
+	} else {
+		a.settled += len(marked)
 	}
 	for ready < len(a.out) && a.out[ready].settled {
 		ready++
@@ -72,6 +75,7 @@ func (a *CumulativeAcks) AckSettled() error {
 	}
 	err := a.Ack(a.out[n-1].tag, true)
 	a.out = a.out[:copy(a.out, a.out[n:])]
+	a.settled -= n
 	return err
 }
 
@@ -89,6 +93,8 @@ func (a *CumulativeAcks) Flush() error {
 		} else if err := a.Ack(s.tag, false); err != nil {
 			a.out = append(keep, a.out[i:]...)
 			return err
+		} else {
+			a.settled--
 		}
 	}
 	a.out = keep
@@ -99,6 +105,4 @@ func (a *CumulativeAcks) Flush() error {
 func (a *CumulativeAcks) Out() int { return len(a.out) }
 
 // Waiting reports whether settled tags wait to be acked.
-func (a *CumulativeAcks) Waiting() bool {
-	return slices.ContainsFunc(a.out, func(s ackTag) bool { return s.settled })
-}
+func (a *CumulativeAcks) Waiting() bool { return a.settled > 0 }
