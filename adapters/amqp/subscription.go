@@ -170,7 +170,9 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 	if err != nil {
 		return nil, err
 	}
+	cur.acks.Receiving(true)
 	dels, open, err := kit.Take(ctx, cur.dels, max, s.dels[:0])
+	cur.acks.Receiving(false)
 	if err != nil {
 		return nil, err
 	}

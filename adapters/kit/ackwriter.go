@@ -11,10 +11,10 @@ import (
 // records, and the writer acks the settled prefix with one cumulative ack
 // within interval of a settlement, or at once when threshold tags are
 // ready — the way a raw client acks every N deliveries or every few
-// milliseconds; and when the broker's prefetch window is full with
-// settled tags waiting above an unsettled one, it acks those singly
-// within interval (the broker would push nothing more until it has
-// them). An ack error means the channel is lost: the broker
+// milliseconds; and while the driver's receive waits (Receiving) with the
+// broker's prefetch window full and settled tags waiting above an
+// unsettled one, it acks those singly within interval (the broker would
+// push nothing more until it has them). An ack error means the channel is lost: the broker
 // redelivers what it did not get, and the driver sees the loss on its next
 // receive. Safe for concurrent use; Stop ends the goroutine.
 type AckWriter struct {
@@ -23,6 +23,7 @@ type AckWriter struct {
 	interval  time.Duration
 	threshold int
 	window    int           // the broker's prefetch; 0: unbounded
+	receiving bool          // the driver's receive waits for deliveries
 	due, full chan struct{} // to the writer: acks wait; threshold reached
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -42,6 +43,17 @@ func NewAckWriter(ack func(tag uint64, cumulative bool) error, interval time.Dur
 func (w *AckWriter) Add(tag uint64) {
 	w.mu.Lock()
 	w.acks.Add(tag)
+	w.mu.Unlock()
+}
+
+// Receiving says whether the driver's receive waits for deliveries
+// (true before it waits, false after). While it waits with the window
+// full, the writer acks the settled tags that wait in it singly: only
+// then, for a tag acked singly costs the broker nearly what a
+// cumulative ack costs.
+func (w *AckWriter) Receiving(waiting bool) {
+	w.mu.Lock()
+	w.receiving = waiting
 	stuck := w.stuckLocked()
 	w.mu.Unlock()
 	if stuck {
@@ -49,10 +61,11 @@ func (w *AckWriter) Add(tag uint64) {
 	}
 }
 
-// stuckLocked says whether the window is full with settled tags waiting
-// in it (above an unsettled one, or not written yet).
+// stuckLocked says whether the receive waits with the window full and
+// settled tags waiting in it (above an unsettled one, or not written
+// yet).
 func (w *AckWriter) stuckLocked() bool {
-	return w.window > 0 && w.acks.Out() >= w.window && w.acks.Waiting()
+	return w.receiving && w.window > 0 && w.acks.Out() >= w.window && w.acks.Waiting()
 }
 
 // Settle marks tags settled, without I/O, and returns how many were not

@@ -81,26 +81,27 @@ func TestAckWriterWritesAtThresholdOrInterval(t *testing.T) {
 }
 
 // TestAckWriterFlushesAboveAGap: a tag settled above an unsettled one
-// waits for it; once the broker's window is full of tags out, the writer
-// acks the waiting ones singly on its own (the broker would push nothing
-// more, and a receive waiting for it would wait for ever), and Stop ends
-// the writer and acks what is settled, never the unsettled.
+// waits for it, and no single ack is written while the driver's receive
+// is not waiting; once it waits with the broker's window full of tags
+// out, the writer acks the waiting ones singly (the broker would push
+// nothing more). Stop ends the writer and acks what is settled, never the
+// unsettled.
 func TestAckWriterFlushesAboveAGap(t *testing.T) {
 	w := newWire()
 	a := kit.NewAckWriter(w.ack, time.Millisecond, 100, 4)
-	for tag := uint64(1); tag <= 3; tag++ {
+	for tag := uint64(1); tag <= 4; tag++ {
 		a.Add(tag)
 	}
-	a.Settle([]uint64{2, 3}) // 3 out of a window of 4: they wait for tag 1
+	a.Settle([]uint64{2, 3}) // they wait for tag 1
 	select {
 	case got := <-w.sent:
-		t.Fatalf("ack %s written with the window not full", got)
+		t.Fatalf("ack %s written with no receive waiting", got)
 	case <-time.After(50 * time.Millisecond): // the writer's interval is 1ms: time enough to write, if it wrongly did
 	}
-	a.Add(4) // the window is full: 2 and 3 go singly
+	a.Receiving(true)
 	w.expect(t, "2/false")
 	w.expect(t, "3/false")
-	a.Settle([]uint64{4})
+	a.Settle([]uint64{4}) // 2 of 4 out: it waits for tag 1
 	if err := a.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +114,11 @@ func TestAckWriterFlushesAboveAGap(t *testing.T) {
 	}
 }
 
-// TestAckWriterUnblocksAFullWindowOnSettle: with the window full of tags
-// out, a settlement that leaves a settled tag above an unsettled one has
-// the writer ack it singly without another call (the receive loop waits
-// for deliveries the broker holds back); with room in the window it
-// waits, until a delivery fills the window again.
+// TestAckWriterUnblocksAFullWindowOnSettle: while the receive waits with
+// the window full of tags out, a settlement that leaves a settled tag
+// above an unsettled one has the writer ack it singly without another
+// call (the broker holds back the deliveries the receive waits for);
+// with room in the window it waits, until a delivery fills it again.
 func TestAckWriterUnblocksAFullWindowOnSettle(t *testing.T) {
 	w := newWire()
 	a := kit.NewAckWriter(w.ack, time.Millisecond, 100, 3)
@@ -125,10 +126,13 @@ func TestAckWriterUnblocksAFullWindowOnSettle(t *testing.T) {
 	for tag := uint64(1); tag <= 3; tag++ {
 		a.Add(tag)
 	}
+	a.Receiving(true)
 	a.Settle([]uint64{3}) // 3 of 3 out, 3 waits for 1: the broker pushes no more
 	w.expect(t, "3/false")
 	a.Settle([]uint64{2}) // 2 of 3 out: the broker has room, 2 waits for 1
-	a.Add(4)              // pushed: the window is full again
+	a.Receiving(false)    // a delivery came
+	a.Add(4)
+	a.Receiving(true) // the window is full again
 	w.expect(t, "2/false")
 	if got := w.all(); !slices.Equal(got, []string{"3/false", "2/false"}) {
 		t.Fatalf("acks %v; want [3/false 2/false]", got)
