@@ -14,9 +14,10 @@ import (
 // milliseconds; and while the driver's receive waits (Receiving) with the
 // broker's prefetch window full and settled tags waiting above an
 // unsettled one, it acks those singly within interval (the broker would
-// push nothing more until it has them). An ack error means the channel is lost: the broker
-// redelivers what it did not get, and the driver sees the loss on its next
-// receive. Safe for concurrent use; Stop ends the goroutine.
+// push nothing more until it has them). An ack error means the channel is
+// lost: the broker redelivers what it did not get, and the driver sees
+// the loss on its next receive. Safe for concurrent use; Stop ends the
+// goroutine.
 type AckWriter struct {
 	mu        sync.Mutex // guards acks
 	acks      CumulativeAcks
