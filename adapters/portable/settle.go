@@ -2,7 +2,6 @@ package portable
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -125,59 +124,29 @@ func release(p *[]any) {
 	spare.Put(p)
 }
 
-// handBack gives back, a second later, the deliveries of ds still
-// unsettled then (flow settles a failed ACK round's members again
-// meanwhile), which the broker would otherwise leave with this consumer
-// until it stops: through the driver's Abandoner, a Requeuer's native
-// requeue (not at the broker's DeliveryLimit: it would archive them), or
-// else by handing them out again here, counted (a Kafka offset stays
-// uncommitted). Records lost with their connection or settled in doubt
-// are the broker's again.
+// handBack gives the broker back the deliveries of ds whose settlement
+// failed (kit.Settler.HandBack): through the driver's Abandoner, a
+// Requeuer's native requeue, or else by handing them out again here,
+// counted (a Kafka offset stays uncommitted meanwhile).
 func (s *Subscription) handBack(ds []*ports.Delivery, err error) {
-	if errors.Is(err, driver.ErrRecordsLost) || errors.Is(err, ports.ErrSettleInDoubt) {
-		return
-	}
 	ab, _ := s.ds.(driver.Abandoner)
 	rq, _ := s.ds.(driver.Requeuer)
-	var xs []*handle
-	for _, d := range ds {
-		if x, limit := s.mine(d), s.a.caps.DeliveryLimit; x != nil && (ab != nil || rq == nil || limit <= 0 || d.RedeliveryCount+1 < limit) {
-			xs = append(xs, x)
+	s.settler.HandBack(ds, err, ab == nil && rq != nil, func(ctx context.Context, ds []*ports.Delivery) error {
+		s.gate.RLock()
+		defer s.gate.RUnlock()
+		switch {
+		case s.isStopped(): // Stop gave back every unsettled one
+		case ab != nil:
+			ab.Abandon(handleSlice(ds))
+		case rq != nil:
+			return s.a.classify("requeue", rq.SendRequeues(ctx, handleSlice(ds), 0))
+		default:
+			for _, d := range ds {
+				s.again(s.mine(d))
+			}
 		}
-	}
-	_, _ = s.a.sched.After(time.Second, func() { go s.handBackNow(xs, ab, rq) }) // fails once the adapter closes
-}
-
-func (s *Subscription) handBackNow(xs []*handle, ab driver.Abandoner, rq driver.Requeuer) {
-	s.gate.RLock()
-	defer s.gate.RUnlock()
-	var claimed []*handle
-	hs := make([]any, 0, len(xs))
-	for _, x := range xs {
-		if !s.isStopped() && x.claim.Begin(ports.Requeue) == nil { // Stop gives back every unsettled one
-			claimed, hs = append(claimed, x), append(hs, x.h)
-		}
-	}
-	var err error
-	switch {
-	case len(hs) == 0:
-	case ab != nil:
-		ab.Abandon(hs)
-	case rq != nil:
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = rq.SendRequeues(ctx, hs, 0)
-		cancel()
-	default:
-		for _, x := range claimed {
-			s.again(x)
-		}
-	}
-	for _, x := range claimed {
-		x.claim.End(err == nil) // Done: the delivery handed out is settled no more
-	}
-	if err != nil {
-		s.report(fmt.Errorf("handing back %d message(s) whose settlement failed: %w (the broker redelivers them when its own lease ends, or after Stop)", len(hs), s.a.classify("requeue", err)))
-	}
+		return nil
+	})
 }
 
 // again hands x's record out once more, as a new delivery counted one
