@@ -24,8 +24,7 @@ type stompConn struct {
 	sub  *stomp.Subscription
 	nc   net.Conn
 	dead chan struct{} // closed once a read from nc failed: no receipt can come any more
-	up   time.Time
-	// recycle schedules the close of a subscription's connection (Abandon).
+	// recycle closes a subscription's connection once (Abandon).
 	recycle sync.Once
 
 	receiptTimeout time.Duration
@@ -89,7 +88,7 @@ func (d *conn) dial(ctx context.Context, extra ...func(*stomp.Conn) error) (*sto
 		}
 		return nil, fmt.Errorf("activemq: STOMP handshake with %s: %w (check the address names a STOMP connector and the credentials)", o.Addr, err)
 	}
-	return &stompConn{c: c, nc: nc, dead: dead, up: time.Now(), receiptTimeout: receiptTimeout}, nil
+	return &stompConn{c: c, nc: nc, dead: dead, receiptTimeout: receiptTimeout}, nil
 }
 
 // barrier sends BEGIN and ABORT-with-receipt: the receipt comes after the

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/go-stomp/stomp/v3"
 	"github.com/go-stomp/stomp/v3/frame"
@@ -231,25 +230,15 @@ func (s *subscription) SendRequeueCopies(ctx context.Context, msgs []ports.Messa
 // settlement (a dead-letter publish not confirmed): ActiveMQ redelivers an
 // unacknowledged message only once its consumer's connection goes (a
 // STOMP NACK moves it to the broker's own dead-letter queue), so their
-// connection is closed, once and no sooner than recycleAfter after it
-// came up (a dead-letter queue refusing copies must not cause a reconnect
-// storm), and ReceiveBatch redials. The messages in flight on it go back
-// too: their ACKs fail as lost.
+// connection is closed, once, and ReceiveBatch redials (the portable
+// layer calls it a second after the failure: no reconnect storm). The
+// messages in flight on it go back too: their ACKs fail as lost.
 func (s *subscription) Abandon(handles []any) {
 	cur := s.current() // a lost connection's messages are the broker's again already
 	if cur != nil && slices.ContainsFunc(handles, func(h any) bool { return h.(*stomp.Message).Conn == cur.c }) {
-		cur.recycle.Do(func() {
-			time.AfterFunc(recycleAfter-time.Since(cur.up), func() {
-				if s.current() == cur {
-					_ = cur.nc.Close()
-				}
-			})
-		})
+		cur.recycle.Do(func() { _ = cur.nc.Close() })
 	}
 }
-
-// recycleAfter is the least a connection lasts before Abandon closes it.
-const recycleAfter = time.Second
 
 // Close disconnects after the ACKs written (cut short when ctx is done);
 // the broker hands the unacknowledged messages to the next consumer.
