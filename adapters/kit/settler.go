@@ -27,25 +27,11 @@ type Broker interface {
 	Publish(ctx context.Context, msgs []ports.Message) []error
 }
 
-// NativeRequeue is implemented by a Broker that requeues natively with an
-// exact redelivery count (and the delay, natively or held by the adapter);
-// the Settler then calls Requeue instead of publishing copies.
-type NativeRequeue interface {
-	Requeue(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error
-}
-
-// NativeDeadLetter is implemented by a Broker with a native dead-letter
-// queue that records disp's reason and attempts; the Settler then calls
-// DeadLetter instead of publishing copies and acking.
-type NativeDeadLetter interface {
-	DeadLetter(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error
-}
-
 // Settler carries out ports.Subscription.Settle over a Broker:
 //
 //   - Ack: Broker.Ack.
-//   - Requeue: NativeRequeue.Requeue when the broker has it (but for a
-//     delivery at DeliveryLimit); otherwise one
+//   - Requeue: the Requeue field when set (but for a delivery at
+//     DeliveryLimit); otherwise one
 //     RequeueCopy per delivery is published with confirms and, only when
 //     every copy is confirmed, the originals are acked. With a Delay and a
 //     Delayer, the whole requeue is held until the delay is over and
@@ -55,8 +41,7 @@ type NativeDeadLetter interface {
 //     lose it. A held requeue whose publish or ack fails is retried with
 //     DefaultBackoff (each failure reported to OnError) until it succeeds
 //     or the Delayer stops.
-//   - DeadLetter: NativeDeadLetter.DeadLetter when the broker has it;
-//     otherwise one DeadLetterCopy per delivery is published with confirms
+//   - DeadLetter: the DeadLetter field when set; otherwise one DeadLetterCopy per delivery is published with confirms
 //     and, only when every copy is confirmed, the originals are acked.
 //
 // A batch has one outcome: a failed publish acks no original (the copies
@@ -80,9 +65,17 @@ type Settler struct {
 	// (ports.HeaderDeadLetterTime). Default: time.Now.
 	Now func() time.Time
 	// DeliveryLimit is the broker's (ports.Capabilities.DeliveryLimit):
-	// a NativeRequeue of a delivery delivered that many times is a
+	// a native Requeue of a delivery delivered that many times is a
 	// RequeueCopy and an Ack instead.
 	DeliveryLimit int
+	// Requeue, when set, requeues natively with an exact redelivery count
+	// (and the delay, natively or held by the adapter) instead of
+	// publishing copies.
+	Requeue func(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error
+	// DeadLetter, when set, dead-letters natively into a queue that
+	// records disp's reason and attempts, instead of publishing copies and
+	// acking.
+	DeadLetter func(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error
 }
 
 // NewSettler returns a Settler over b with the default Tracker.
@@ -100,7 +93,7 @@ func (s *Settler) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.D
 		return err
 	}
 	if disp.Action == ports.Requeue && disp.Delay > 0 && s.Delayer != nil {
-		if _, native := s.Broker.(NativeRequeue); !native {
+		if s.Requeue == nil {
 			err := s.hold(ds, disp.Delay)
 			if err != nil {
 				s.Tracker.End(ds, false)
@@ -116,10 +109,10 @@ func (s *Settler) Settle(ctx context.Context, ds []*ports.Delivery, disp ports.D
 func (s *Settler) apply(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
 	switch disp.Action {
 	case ports.Requeue:
-		if n, ok := s.Broker.(NativeRequeue); ok {
+		if s.Requeue != nil {
 			native, last := s.atLimit(ds)
 			if len(native) > 0 {
-				if err := n.Requeue(ctx, native, disp.Delay); err != nil {
+				if err := s.Requeue(ctx, native, disp.Delay); err != nil {
 					return err
 				}
 			}
@@ -132,8 +125,8 @@ func (s *Settler) apply(ctx context.Context, ds []*ports.Delivery, disp ports.Di
 			return err
 		}
 	case ports.DeadLetter:
-		if n, ok := s.Broker.(NativeDeadLetter); ok {
-			return n.DeadLetter(ctx, ds, disp)
+		if s.DeadLetter != nil {
+			return s.DeadLetter(ctx, ds, disp)
 		}
 		now := time.Now
 		if s.Now != nil {

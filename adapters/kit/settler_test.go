@@ -244,9 +244,16 @@ func (b *nativeBroker) DeadLetter(_ context.Context, ds []*ports.Delivery, _ por
 	return nil
 }
 
+// settler returns a Settler with b's native requeue and dead letter.
+func (b *nativeBroker) settler() *kit.Settler {
+	s := kit.NewSettler(b)
+	s.Requeue, s.DeadLetter = b.Requeue, b.DeadLetter
+	return s
+}
+
 func TestSettlerPrefersNativeRequeueAndDeadLetter(t *testing.T) {
 	b := &nativeBroker{}
-	s := kit.NewSettler(b)
+	s := b.settler()
 	ctx := context.Background()
 	if err := s.Settle(ctx, deliveries(2), ports.Disposition{Action: ports.Requeue}); err != nil {
 		t.Fatal(err)
@@ -265,7 +272,7 @@ func TestSettlerPrefersNativeRequeueAndDeadLetter(t *testing.T) {
 // requeued natively.
 func TestSettlerCopiesWhatReachedTheDeliveryLimit(t *testing.T) {
 	b := &nativeBroker{}
-	s := kit.NewSettler(b)
+	s := b.settler()
 	s.DeliveryLimit = 3
 	ds := deliveries(4)
 	for i, n := range []int{0, 2, 1, 5} { // deliveries 1, 3, 2 and 6

@@ -12,7 +12,8 @@ import (
 )
 
 // broker is the kit.Broker the Settler carries Settle out over: the
-// driver's acknowledgement and confirmed publish.
+// driver's acknowledgement and confirmed publish (of copies, where the
+// driver has no native requeue or dead letter).
 type broker struct{ s *Subscription }
 
 func (b broker) Ack(ctx context.Context, ds []*ports.Delivery) error {
@@ -40,14 +41,11 @@ func (b broker) Publish(ctx context.Context, msgs []ports.Message) []error {
 	return errs
 }
 
-// requeue is kit.NativeRequeue over a driver.Requeuer. A delay the broker
-// cannot honour natively is held on the scheduler, the originals staying
-// unacknowledged meanwhile.
-type requeue struct{ s *Subscription }
-
-func (r requeue) Requeue(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error {
-	s, hs := r.s, handleSlice(ds)
-	rq := s.ds.(driver.Requeuer)
+// requeue is the Settler's native Requeue over a driver.Requeuer. A delay
+// the broker cannot honour natively is held on the scheduler, the
+// originals staying unacknowledged meanwhile.
+func (s *Subscription) requeue(ctx context.Context, ds []*ports.Delivery, delay time.Duration) error {
+	hs, rq := handleSlice(ds), s.ds.(driver.Requeuer)
 	if delay <= 0 || s.a.caps.DelayedRequeue {
 		return s.a.classify("requeue", rq.SendRequeues(ctx, hs, delay))
 	}
@@ -58,39 +56,9 @@ func (r requeue) Requeue(ctx context.Context, ds []*ports.Delivery, delay time.D
 	})
 }
 
-// deadLetter is kit.NativeDeadLetter over a driver.DeadLetterer.
-type deadLetter struct{ s *Subscription }
-
-func (d deadLetter) DeadLetter(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
-	return d.s.a.classify("dead letter", d.s.ds.(driver.DeadLetterer).SendDeadLetters(ctx, handleSlice(ds), disp))
-}
-
-// settleBroker returns the kit.Broker for s, implementing kit.NativeRequeue
-// and kit.NativeDeadLetter exactly where the driver's subscription has
-// them, so that the Settler publishes confirmed copies for the rest.
-func settleBroker(s *Subscription) kit.Broker {
-	_, rq := s.ds.(driver.Requeuer)
-	_, dl := s.ds.(driver.DeadLetterer)
-	b := broker{s}
-	switch {
-	case rq && dl:
-		return struct {
-			broker
-			requeue
-			deadLetter
-		}{b, requeue{s}, deadLetter{s}}
-	case rq:
-		return struct {
-			broker
-			requeue
-		}{b, requeue{s}}
-	case dl:
-		return struct {
-			broker
-			deadLetter
-		}{b, deadLetter{s}}
-	}
-	return b
+// deadLetter is the Settler's native DeadLetter over a driver.DeadLetterer.
+func (s *Subscription) deadLetter(ctx context.Context, ds []*ports.Delivery, disp ports.Disposition) error {
+	return s.a.classify("dead letter", s.ds.(driver.DeadLetterer).SendDeadLetters(ctx, handleSlice(ds), disp))
 }
 
 // handleSlice returns the driver handles of ds, in order, in a new slice.

@@ -91,7 +91,13 @@ func newSubscription(a *Adapter, ds driver.Subscription, spec ports.Subscription
 	s.copies = !native || a.caps.DeliveryLimit > 0
 	// A broadcast instance is a group of its own.
 	s.group = cmp.Or(kit.CopyGroup(spec), spec.Group+"#"+ports.NewID())
-	s.settler = &kit.Settler{Broker: settleBroker(s), OnError: s.report, Now: a.clock.Now, DeliveryLimit: a.caps.DeliveryLimit}
+	s.settler = &kit.Settler{Broker: broker{s}, OnError: s.report, Now: a.clock.Now, DeliveryLimit: a.caps.DeliveryLimit}
+	if native {
+		s.settler.Requeue = s.requeue
+	}
+	if _, ok := ds.(driver.DeadLetterer); ok {
+		s.settler.DeadLetter = s.deadLetter
+	}
 	s.settler.Tracker.Lookup = s.claim
 	if r, ok := ds.(driver.Reporter); ok {
 		r.SetReport(s.report)
