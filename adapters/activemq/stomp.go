@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-stomp/stomp/v3"
@@ -24,8 +25,10 @@ type stompConn struct {
 	sub  *stomp.Subscription
 	nc   net.Conn
 	dead chan struct{} // closed once a read from nc failed: no receipt can come any more
-	// recycle closes a subscription's connection once (Abandon).
-	recycle sync.Once
+	// recycle closes a subscription's connection once (Abandon), which
+	// sets abandoned: its loss is no fault.
+	recycle   sync.Once
+	abandoned atomic.Bool
 
 	receiptTimeout time.Duration
 }

@@ -172,12 +172,16 @@ func (s *subscription) add(cur *stompConn, m *stomp.Message) {
 }
 
 // lose gives cur up after its delivery channel ended (m: the error message
-// or nil); the batch's records are dropped: the broker redelivers them.
+// or nil); the batch's records are dropped: the broker redelivers them. It
+// returns nil when Abandon closed cur.
 func (s *subscription) lose(cur *stompConn, m *stomp.Message) error {
 	s.mu.Lock()
 	s.cur, s.pending = nil, nil
 	s.mu.Unlock()
 	cur.close(false)
+	if cur.abandoned.Load() {
+		return nil // no fault: the next ReceiveBatch connects again
+	}
 	err := errLost
 	if m != nil {
 		err = fmt.Errorf("%w: %w", errLost, m.Err)
@@ -236,7 +240,7 @@ func (s *subscription) SendRequeueCopies(ctx context.Context, msgs []ports.Messa
 func (s *subscription) Abandon(handles []any) {
 	cur := s.current() // a lost connection's messages are the broker's again already
 	if cur != nil && slices.ContainsFunc(handles, func(h any) bool { return h.(*stomp.Message).Conn == cur.c }) {
-		cur.recycle.Do(func() { _ = cur.nc.Close() })
+		cur.recycle.Do(func() { cur.abandoned.Store(true); _ = cur.nc.Close() })
 	}
 }
 

@@ -36,6 +36,7 @@ type consumer struct {
 	closed    <-chan *amqp.Error
 	cancelled <-chan string
 	lost      atomic.Bool
+	abandoned atomic.Bool // closed by Abandon, not lost
 	acks      *kit.AckWriter
 }
 
@@ -67,10 +68,8 @@ func (c *conn) Subscribe(ctx context.Context, spec ports.SubscriptionSpec) (driv
 	}
 	_, err := s.cons.Get(ctx)
 	for end := time.Now().Add(instanceSettle); errors.Is(err, ports.ErrInstanceShared) && time.Now().Before(end); {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := kit.Sleep(ctx, nil, 100*time.Millisecond); err != nil {
+			return nil, err
 		}
 		_, err = s.cons.Get(ctx)
 	}
@@ -177,6 +176,9 @@ func (s *sub) ReceiveBatch(ctx context.Context, max int) ([]driver.Record, error
 		return nil, err
 	}
 	if len(dels) == 0 && !open { // a channel closed after deliveries is seen by the next call
+		if cur.abandoned.Load() {
+			return nil, nil // no fault: the next call opens a channel
+		}
 		return nil, s.lose(cur)
 	}
 	now, recs, hs := time.Now(), s.recs[:0], make([]handle, len(dels)) // the handles: one allocation
@@ -238,6 +240,7 @@ func (s *sub) SendAcks(_ context.Context, handles []any) error {
 func (s *sub) Abandon(handles []any) {
 	for _, h := range handles {
 		if c := h.(*handle).c; c.lost.CompareAndSwap(false, true) {
+			c.abandoned.Store(true)
 			go c.shut()
 		}
 	}

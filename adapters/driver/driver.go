@@ -353,7 +353,10 @@ type Dropper interface {
 // after a settlement failed (not with ErrRecordsLost or
 // ports.ErrSettleInDoubt), the portable layer calls Abandon with the
 // handles of its records still unsettled then, claimed so that they are
-// settled no more. It must not block. A Subscription that is not an
+// settled no more. It must not block, and the loss of a channel or a
+// connection it closes is no fault: the next ReceiveBatch opens a new one
+// without an error, and nothing goes to Reporter for it (the portable
+// layer logs the hand-back at Info). A Subscription that is not an
 // Abandoner but a Requeuer gets SendRequeues(handles, 0) instead, but for
 // records at Capabilities.DeliveryLimit; for one that is neither, the
 // portable layer hands the records out again itself.

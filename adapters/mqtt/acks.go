@@ -47,14 +47,11 @@ func (s *subscription) SendAcks(_ context.Context, handles []any) error {
 	return nil
 }
 
-// Abandon lets the broker redeliver the records of a failed settlement:
-// each unacked one is forgotten (its DUP copy is handed out again), and
-// the connection is closed, since the PUBACKs behind a record never
-// acknowledged would wait for it for as long as the connection lasts.
-// The close comes once per connection and no sooner than recycleAfter
-// after it came up: a run of failed settlements (a dead-letter topic
-// refusing copies) must not turn into a reconnect storm, nor look like a
-// session takeover war.
+// Abandon lets the broker redeliver the records of a failed settlement: it
+// forgets each unacked one (its DUP copy is handed out again) and closes
+// the connection, on which the PUBACKs behind them would wait as long as
+// it lasts; once per connection, no sooner than recycleAfter after it came
+// up, so that failed settlements neither storm nor look like a takeover.
 func (s *subscription) Abandon(handles []any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -67,24 +64,23 @@ func (s *subscription) Abandon(handles []any) {
 			held = true
 		}
 	}
-	if held && s.w != nil && !s.recycling {
+	if c, _ := s.w.(io.Closer); held && c != nil && !s.recycling {
 		s.recycling = true
 		n := s.ups
-		c, _ := s.w.(io.Closer)
 		time.AfterFunc(recycleAfter-time.Since(s.upAt), func() {
 			s.mu.Lock()
 			current := s.ups == n && s.w != nil && !s.closed
+			s.dropping.Store(current) // its loss is no fault to report
 			s.mu.Unlock()
-			if current && c != nil {
+			if current {
 				_ = c.Close() // autopaho reconnects and the session resumes
 			}
 		})
 	}
 }
 
-// recycleAfter is how long a connection lasts at least before Abandon
-// closes it: a close later than takeoverWindow is not counted as a
-// takeover. A variable for tests.
+// recycleAfter is how long a connection lasts at least before Abandon closes
+// it (a variable for tests): a later close does not count as a takeover.
 var recycleAfter = takeoverWindow
 
 // flushLocked writes the PUBACKs of the acked deliveries at the head of
@@ -136,6 +132,7 @@ func (s *subscription) connected(conn io.Writer) {
 	}
 	s.mu.Unlock()
 	s.failed.Store(false)
+	s.dropping.Store(false)
 }
 
 // A session takeover shows as DISCONNECT 0x8E (the embedded broker) or, without a reason
@@ -147,9 +144,8 @@ const (
 	takeoverWindow         = 2 * time.Second
 )
 
-// lost ends the connection (dp: the broker's DISCONNECT, then nil),
-// before autopaho reconnects. A takeover is reported once and keeps the
-// connection down.
+// lost ends the connection before autopaho reconnects (dp: the broker's
+// DISCONNECT, then nil); a takeover is reported once and keeps it down.
 func (s *subscription) lost(dp *packets.Disconnect) {
 	s.mu.Lock()
 	s.w = nil

@@ -80,8 +80,12 @@ func (c *conn) connect(ctx context.Context, clientID string, s *subscription) (*
 			return cp, nil
 		},
 		ClientConfig: paho.ClientConfig{
-			ClientID:      clientID,
-			OnClientError: func(err error) { report(connError(clientID, "lost", err)) },
+			ClientID: clientID,
+			OnClientError: func(err error) {
+				if s == nil || !s.dropping.Load() {
+					report(connError(clientID, "lost", err))
+				}
+			},
 			OnServerDisconnect: func(d *paho.Disconnect) {
 				if !stayDown() { // else reported by whoever keeps it down
 					report(connError(clientID, "lost", fmt.Errorf("server sent DISCONNECT, reason code %d", d.ReasonCode)))

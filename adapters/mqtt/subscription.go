@@ -52,14 +52,15 @@ type subscription struct {
 	ups       int             // connections made: the current one's number
 	up        context.Context // done when the current connection ends
 	down      context.CancelFunc
-	upAt      time.Time // when the current connection came up
-	quick     int       // connections in a row the broker closed soon after accepting them
-	w         io.Writer // the current connection; nil while down
-	order     []*entry  // its QoS 1 deliveries in arrival order, not yet PUBACKed
-	writing   bool      // a caller of flushLocked writes
-	recycling bool      // Abandon will close the current connection
-	wrote     bool      // a PUBACK was written
-	buf       []byte    // the writer's PUBACKs, reused
+	upAt      time.Time   // when the current connection came up
+	quick     int         // connections in a row the broker closed soon after accepting them
+	w         io.Writer   // the current connection; nil while down
+	order     []*entry    // its QoS 1 deliveries in arrival order, not yet PUBACKed
+	writing   bool        // a caller of flushLocked writes
+	recycling bool        // Abandon will close the current connection
+	dropping  atomic.Bool // Abandon closed the current connection
+	wrote     bool        // a PUBACK was written
+	buf       []byte      // the writer's PUBACKs, reused
 }
 
 var (
