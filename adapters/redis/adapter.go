@@ -130,10 +130,19 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 	errs := make([]error, len(msgs))
 	cmds := make([]goredis.Cmder, len(msgs))
 	pipe, now := c.rc.Pipeline(), time.Now()
+	var (
+		stream string
+		key    any // stream, boxed once per topic
+		tr     ports.TopicSpec
+		err    error
+	)
 	for i := range msgs {
 		m := &msgs[i]
-		stream := c.streamKey(m.Topic)
-		tr, err := c.trimFor(ctx, m.Topic, stream)
+		if i == 0 || m.Topic != msgs[i-1].Topic { // a batch is mostly of one topic
+			stream = c.streamKey(m.Topic)
+			key = stream
+			tr, err = c.trimFor(ctx, m.Topic, stream)
+		}
 		switch {
 		case c.o.faults != nil && c.o.faults.refuse(m.Topic):
 			errs[i] = fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed)
@@ -143,7 +152,7 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			args := c.encodeSend(m, m.Delay.Milliseconds(), stream)
 			cmds[i] = delayAddScript.Eval(ctx, pipe, []string{c.delayedKey() + ":" + ports.NewID(), c.delayedKey()}, args...)
 		default:
-			cmds[i] = c.xadd(ctx, pipe, stream, m, tr, now)
+			cmds[i] = c.xadd(ctx, pipe, key, m, tr, now)
 		}
 	}
 	if pipe.Len() == 0 {

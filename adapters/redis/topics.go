@@ -112,9 +112,10 @@ func (c *conn) trimFor(ctx context.Context, t ports.Topic, stream string) (ports
 	return spec, nil
 }
 
-// xadd queues the XADD of m to stream with spec's trimming, and an XTRIM
-// MAXLEN when both are set (XADD takes one strategy).
-func (c *conn) xadd(ctx context.Context, pipe goredis.Pipeliner, stream string, m *ports.Message, spec ports.TopicSpec, now time.Time) goredis.Cmder {
+// xadd queues the XADD of m to stream (its key, boxed once per batch) with
+// spec's trimming, and an XTRIM MAXLEN when both are set (XADD takes one
+// strategy).
+func (c *conn) xadd(ctx context.Context, pipe goredis.Pipeliner, stream any, m *ports.Message, spec ports.TopicSpec, now time.Time) goredis.Cmder {
 	args := []any{"xadd", stream, "*"}
 	if spec.Retention > 0 {
 		args = []any{"xadd", stream, "minid", strconv.FormatInt(now.Add(-spec.Retention).UnixMilli(), 10), "*"}
@@ -123,7 +124,7 @@ func (c *conn) xadd(ctx context.Context, pipe goredis.Pipeliner, stream string, 
 	}
 	cmd := pipe.Do(ctx, c.encodeSend(m, args...)...) // one slice holds the command: XAdd would copy the fields
 	if spec.Retention > 0 && spec.MaxLength > 0 {
-		pipe.XTrimMaxLen(ctx, stream, int64(spec.MaxLength))
+		pipe.XTrimMaxLen(ctx, stream.(string), int64(spec.MaxLength))
 	}
 	return cmd
 }
