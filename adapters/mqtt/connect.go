@@ -83,12 +83,12 @@ func (c *conn) connect(ctx context.Context, clientID string, s *subscription) (*
 			ClientID: clientID,
 			OnClientError: func(err error) {
 				if s == nil || !s.dropping.Load() {
-					report(connError(clientID, "lost", err))
+					report(connError(clientID, "lost", fmt.Errorf("%w: %w", ports.ErrUnreachable, err)))
 				}
 			},
 			OnServerDisconnect: func(d *paho.Disconnect) {
 				if !stayDown() { // else reported by whoever keeps it down
-					report(connError(clientID, "lost", fmt.Errorf("server sent DISCONNECT, reason code %d", d.ReasonCode)))
+					report(connError(clientID, "lost", fmt.Errorf("%w: server sent DISCONNECT, reason code %d", ports.ErrUnreachable, d.ReasonCode)))
 				}
 			},
 		},
