@@ -31,9 +31,9 @@ type Broker interface {
 //
 //   - Ack: Broker.Ack.
 //   - Requeue: the Requeue field when set (but for a delivery at
-//     DeliveryLimit); otherwise one
-//     RequeueCopy per delivery is published with confirms and, only when
-//     every copy is confirmed, the originals are acked. With a Delay and a
+//     DeliveryLimit); otherwise one RequeueCopy per delivery is published
+//     with confirms and, only when every copy is confirmed, the originals
+//     are acked. With a Delay and a
 //     Delayer, the whole requeue is held until the delay is over and
 //     Settle returns nil at once (a deferred acceptance): the original
 //     stays unacked on the broker while it is held, so a Stop or a crash
@@ -41,8 +41,9 @@ type Broker interface {
 //     lose it. A held requeue whose publish or ack fails is retried with
 //     DefaultBackoff (each failure reported to OnError) until it succeeds
 //     or the Delayer stops.
-//   - DeadLetter: the DeadLetter field when set; otherwise one DeadLetterCopy per delivery is published with confirms
-//     and, only when every copy is confirmed, the originals are acked.
+//   - DeadLetter: the DeadLetter field when set; otherwise one
+//     DeadLetterCopy per delivery is published with confirms and, only
+//     when every copy is confirmed, the originals are acked.
 //
 // A batch has one outcome: a failed publish acks no original (the copies
 // that were confirmed become duplicates, as at-least-once allows) and

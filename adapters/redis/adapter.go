@@ -127,32 +127,23 @@ const broadcastPrefix = "bc:"
 // SendBatch pipelines the XADDs (a delayed message into the delayed set)
 // and the WAIT of DurabilityReplicas.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	errs := make([]error, len(msgs))
-	cmds := make([]goredis.Cmder, len(msgs))
+	errs, cmds := make([]error, len(msgs)), make([]goredis.Cmder, len(msgs))
 	pipe, now := c.rc.Pipeline(), time.Now()
-	var (
-		stream string
-		key    any // stream, boxed once per topic
-		tr     ports.TopicSpec
-		err    error
-	)
-	for i := range msgs {
-		m := &msgs[i]
-		if i == 0 || m.Topic != msgs[i-1].Topic { // a batch is mostly of one topic
-			stream = c.streamKey(m.Topic)
-			key = stream
-			tr, err = c.trimFor(ctx, m.Topic, stream)
-		}
-		switch {
-		case c.o.faults != nil && c.o.faults.refuse(m.Topic):
-			errs[i] = fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed)
-		case err != nil:
-			errs[i] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
-		case m.Delay > 0:
-			args := c.encodeSend(m, m.Delay.Milliseconds(), stream)
-			cmds[i] = delayAddScript.Eval(ctx, pipe, []string{c.delayedKey() + ":" + ports.NewID(), c.delayedKey()}, args...)
-		default:
-			cmds[i] = c.xadd(ctx, pipe, key, m, tr, now)
+	for i, j := 0, 0; i < len(msgs); i = j { // by runs of one topic: its stream and trimming looked up once
+		t, stream := msgs[i].Topic, c.streamKey(msgs[i].Topic)
+		tr, err := c.trimFor(ctx, t, stream)
+		for key := any(stream); j < len(msgs) && msgs[j].Topic == t; j++ {
+			m := &msgs[j]
+			switch {
+			case c.o.faults != nil && c.o.faults.refuse(m.Topic):
+				errs[j] = fmt.Errorf("%w: fault injected", ports.ErrUnconfirmed)
+			case err != nil:
+				errs[j] = fmt.Errorf("%w: %w", ports.ErrUnconfirmed, err)
+			case m.Delay > 0:
+				cmds[j] = delayAddScript.Eval(ctx, pipe, []string{c.delayedKey() + ":" + ports.NewID(), c.delayedKey()}, c.encodeSend(m, m.Delay.Milliseconds(), key)...)
+			default:
+				cmds[j] = c.xadd(ctx, pipe, key, m, tr, now)
+			}
 		}
 	}
 	if pipe.Len() == 0 {

@@ -112,9 +112,8 @@ func (c *conn) trimFor(ctx context.Context, t ports.Topic, stream string) (ports
 	return spec, nil
 }
 
-// xadd queues the XADD of m to stream (its key, boxed once per batch) with
-// spec's trimming, and an XTRIM MAXLEN when both are set (XADD takes one
-// strategy).
+// xadd queues the XADD of m to stream (a boxed key) with spec's trimming,
+// and an XTRIM MAXLEN when both are set (XADD takes one strategy).
 func (c *conn) xadd(ctx context.Context, pipe goredis.Pipeliner, stream any, m *ports.Message, spec ports.TopicSpec, now time.Time) goredis.Cmder {
 	args := []any{"xadd", stream, "*"}
 	if spec.Retention > 0 {
