@@ -21,14 +21,11 @@ import (
 // stompConn is a STOMP connection, its socket (closed to unblock every
 // waiter) and, for a subscription, its STOMP subscription.
 type stompConn struct {
-	c    *stomp.Conn
-	sub  *stomp.Subscription
-	nc   net.Conn
-	dead chan struct{} // closed once a read from nc failed: no receipt can come any more
-	// recycle closes a subscription's connection once (Abandon), which
-	// sets abandoned: its loss is no fault.
-	recycle   sync.Once
-	abandoned atomic.Bool
+	c         *stomp.Conn
+	sub       *stomp.Subscription
+	nc        net.Conn
+	dead      chan struct{} // closed once a read from nc failed: no receipt can come any more
+	abandoned atomic.Bool   // closed by Abandon (once): its loss is no fault
 
 	receiptTimeout time.Duration
 }

@@ -239,8 +239,8 @@ func (s *subscription) SendRequeueCopies(ctx context.Context, msgs []ports.Messa
 // messages in flight on it go back too: their ACKs fail as lost.
 func (s *subscription) Abandon(handles []any) {
 	cur := s.current() // a lost connection's messages are the broker's again already
-	if cur != nil && slices.ContainsFunc(handles, func(h any) bool { return h.(*stomp.Message).Conn == cur.c }) {
-		cur.recycle.Do(func() { cur.abandoned.Store(true); _ = cur.nc.Close() })
+	if cur != nil && slices.ContainsFunc(handles, func(h any) bool { return h.(*stomp.Message).Conn == cur.c }) && cur.abandoned.CompareAndSwap(false, true) {
+		_ = cur.nc.Close()
 	}
 }
 

@@ -102,9 +102,11 @@ func (s *Subscription) handBack(ds []*ports.Delivery, err error) {
 	s.settler.HandBack(ds, err, ab == nil && rq != nil, func(ctx context.Context, ds []*ports.Delivery) error {
 		s.gate.RLock()
 		defer s.gate.RUnlock()
+		if s.isStopped() { // Stop gave back every unsettled one
+			return nil
+		}
 		s.a.log.Info("sluice: handing back deliveries whose settlement failed", "adapter", s.a.Name(), "topic", string(s.spec.Topic), "count", len(ds))
 		switch {
-		case s.isStopped(): // Stop gave back every unsettled one
 		case ab != nil:
 			ab.Abandon(handleSlice(ds))
 		case rq != nil:
