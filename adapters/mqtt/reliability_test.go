@@ -51,8 +51,10 @@ func (l *ledger) duplicates() int {
 }
 
 // consumeAndAck receives from sub until ctx ends; every delivery is
-// completed (recorded) and then acknowledged.
-func consumeAndAck(ctx context.Context, sub ports.Subscription, l *ledger) {
+// completed (recorded) and then acknowledged under settleCtx, which
+// outlives ctx: the test stops receiving as soon as every id is recorded,
+// which may be while the last one's Settle is still under way.
+func consumeAndAck(ctx, settleCtx context.Context, sub ports.Subscription, l *ledger) {
 	for {
 		ds, err := sub.Receive(ctx, 16)
 		if err != nil {
@@ -64,7 +66,7 @@ func consumeAndAck(ctx context.Context, sub ports.Subscription, l *ledger) {
 			l.completed[d.ID]++
 			l.lastDone = time.Now()
 			l.mu.Unlock()
-			if err := sub.Settle(ctx, []*ports.Delivery{d}, ports.Disposition{Action: ports.Ack}); err != nil {
+			if err := sub.Settle(settleCtx, []*ports.Delivery{d}, ports.Disposition{Action: ports.Ack}); err != nil {
 				l.mu.Lock()
 				l.settleErr = append(l.settleErr, err) // a deferred PUBACK is nil, never an error
 				l.mu.Unlock()
@@ -193,7 +195,7 @@ func TestFaultMosquittoRestartMidStream(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Add(2)
 			cctx, stopConsumer := context.WithCancel(ctx)
-			go func() { defer wg.Done(); consumeAndAck(cctx, sub, l) }()
+			go func() { defer wg.Done(); consumeAndAck(cctx, ctx, sub, l) }()
 			go drainErrors(sub, l, &wg)
 			ids := produce(ctx, t, producer, topic, n, func(i int) {
 				if i == n/2 {
@@ -249,7 +251,7 @@ func TestFaultConnectionCut(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Add(2)
 			cctx, stopConsumer := context.WithCancel(ctx)
-			go func() { defer wg.Done(); consumeAndAck(cctx, sub, l) }()
+			go func() { defer wg.Done(); consumeAndAck(cctx, ctx, sub, l) }()
 			go drainErrors(sub, l, &wg)
 			ids := produce(ctx, t, producer, topic, n, func(i int) {
 				if i > 0 && i%(n/(cuts+1)) == 0 {
