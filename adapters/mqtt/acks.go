@@ -135,7 +135,9 @@ func (s *subscription) connected(conn io.Writer) {
 	s.dropping.Store(false)
 }
 
-// A session takeover shows as DISCONNECT 0x8E (the embedded broker) or, without a reason
+// A session takeover shows as DISCONNECT 0x8E twice in a row (the embedded
+// broker; once may be a stopped predecessor's late CONNECT, and a running
+// instance takes the session back as this one does) or, without a reason
 // (mosquitto 2.0), as a takeover war: takeoverQuick connections in a row
 // closed within takeoverWindow of acceptance, no attempt failing between.
 const (
@@ -158,10 +160,10 @@ func (s *subscription) lost(dp *packets.Disconnect) {
 	switch {
 	case s.dead.Err() != nil:
 	case dp != nil && dp.ReasonCode == reasonSessionTakenOver:
-		reason = "sent DISCONNECT reason 0x8E, session taken over"
-		if dp.Properties != nil && dp.Properties.ReasonString != "" {
-			reason += ": " + dp.Properties.ReasonString
+		if time.Since(s.displaced) < takeoverWindow+2*s.c.opts.ReconnectBackoff {
+			reason = "sent DISCONNECT reason 0x8E, session taken over, twice in a row"
 		}
+		s.displaced = time.Now()
 	case dp == nil: // the call after a DISCONNECT counts that loss too
 		if !s.upAt.IsZero() && time.Since(s.upAt) < takeoverWindow && !s.failed.Load() {
 			s.quick++

@@ -83,9 +83,8 @@ func New(ctx context.Context, opts Options) (*Adapter, error) {
 	return &Adapter{Adapter: portable.New(c, portable.Options{Logger: opts.Logger, Secrets: []string{opts.Password}}), c: c}, nil
 }
 
-// Capabilities are what an MQTT 5 broker does through this adapter with the
-// default options, as the capability matrix shows them; an open Adapter's
-// Capabilities method gives its own configuration's.
+// Capabilities are those of the default options (the capability matrix's);
+// an open Adapter's Capabilities method gives its own configuration's.
 func Capabilities() ports.Capabilities { return (&conn{}).Capabilities() }
 
 // Name is "mqtt".

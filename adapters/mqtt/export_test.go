@@ -1,5 +1,7 @@
 package mqtt
 
+import "github.com/sluicemq/sluice/ports"
+
 // SetPublishFault makes every publish of a (sends, requeue and dead-letter
 // copies) consult f first; a non-nil error fails the publish as an
 // unconfirmed one. Tests only; set before the adapter is shared.
@@ -28,3 +30,9 @@ func HeldBack(a *Adapter) int {
 // can tell a message the broker never delivered from one the adapter
 // dropped. Set before subscribing.
 func SetArrivalHook(a *Adapter, f func(id string, dup bool)) { a.c.arrived = f }
+
+// ClientID is the client id of a subscription to spec in namespace ns
+// (spec.Instance set).
+func ClientID(ns string, spec ports.SubscriptionSpec) string {
+	return clientID(ns, spec, spec.Instance)
+}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/paho"
 	"github.com/sluicemq/sluice/adapters/mqtt"
 	"github.com/sluicemq/sluice/ports"
 )
@@ -125,6 +127,58 @@ func TestBroadcastInstanceCollisionDetected(t *testing.T) {
 				case err := <-subs[winner].Errors():
 					if errors.Is(err, ports.ErrInstanceShared) {
 						t.Fatalf("the remaining subscription was taken over too: %v", err)
+					}
+					continue
+				default:
+				}
+				break
+			}
+		})
+	}
+}
+
+// TestSameInstanceDisplacedOnceSurvives: a connection with the
+// subscription's client id that takes its session once and is gone again,
+// as the late CONNECT of a stopped predecessor under the same Instance
+// does, does not make it give up: it reconnects, takes the session back,
+// reports no ErrInstanceShared and receives.
+func TestSameInstanceDisplacedOnceSurvives(t *testing.T) {
+	for _, b := range faultBrokers(t) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			ns := "displaced" + randHex()
+			spec := ports.SubscriptionSpec{Topic: "prices", Mode: ports.Broadcast, Group: "cache", Instance: "node-1", InstanceTTL: time.Minute}
+			a := newAdapter(t, ctx, "mqtt://"+b.addr, ns, b.rm)
+			sub, err := a.Subscribe(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Stop(ctx)
+
+			// The predecessor's late CONNECT: same client id, the session kept.
+			conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", b.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ghost := paho.NewClient(paho.ClientConfig{Conn: conn})
+			expiry := uint32(60)
+			if _, err := ghost.Connect(ctx, &paho.Connect{ClientID: mqtt.ClientID(ns, spec), KeepAlive: 30,
+				Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}); err != nil {
+				t.Fatalf("the late CONNECT: %v", err)
+			}
+			_ = conn.Close() // gone without a DISCONNECT, as a stopped process's connection is
+
+			ids := produce(ctx, t, a, "prices", 3, nil)
+			ds := receiveN(t, ctx, sub, len(ids))
+			if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				select {
+				case err := <-sub.Errors():
+					if errors.Is(err, ports.ErrInstanceShared) {
+						t.Fatalf("displaced once by a connection that is gone, the subscription gave up: %v", err)
 					}
 					continue
 				default:

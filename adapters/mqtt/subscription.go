@@ -54,6 +54,7 @@ type subscription struct {
 	down      context.CancelFunc
 	upAt      time.Time   // when the current connection came up
 	quick     int         // connections in a row the broker closed soon after accepting them
+	displaced time.Time   // the last DISCONNECT 0x8E
 	w         io.Writer   // the current connection; nil while down
 	order     []*entry    // its QoS 1 deliveries in arrival order, not yet PUBACKed
 	writing   bool        // a caller of flushLocked writes
@@ -201,8 +202,7 @@ func (s *subscription) onUp(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	}
 	go func() {
 		defer s.wg.Done()
-		// A connection up without its subscription receives nothing:
-		// subscribe again, reporting each failure, while it lasts.
+		// Unsubscribed, it receives nothing: retry, reporting, while it lasts.
 		_ = kit.Reconnect(up, kit.DefaultBackoff, func(context.Context) error {
 			return s.subscribeOn(up, cm)
 		}, func(err error) { s.Report(connError(s.clientID, "resubscribe", err)) })
@@ -217,9 +217,8 @@ func (s *subscription) subscribeOn(up context.Context, cm *autopaho.ConnectionMa
 	ctx, cancel := context.WithTimeout(up, s.c.opts.ConnectTimeout)
 	err := s.subscribe(ctx, cm)
 	cancel()
-	// A SUBSCRIBE written to a socket the broker closed (another
-	// connection took the session) fails before the reader sees the loss:
-	// the connection is gone all the same.
+	// A SUBSCRIBE to a socket the broker closed (the session taken) fails
+	// before the reader sees the loss: the connection is gone all the same.
 	var oe *net.OpError
 	gone := up.Err() != nil || errors.As(err, &oe) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF)
 	switch {
