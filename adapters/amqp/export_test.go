@@ -13,7 +13,7 @@ type Faults struct{ sends, deadLetters atomic.Bool }
 
 // WithFaults returns o wired to f.
 func WithFaults(o Options, f *Faults) Options {
-	o.testHook = func(m *ports.Message, it *item) {
+	o.testHook = func(m *ports.Message, it item) item {
 		const faultKey = "~sluice-fault-unroutable"
 		if dl := m.Headers.Get(ports.HeaderDeadLetterTopic); dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl)) {
 			if f.deadLetters.Load() {
@@ -25,6 +25,7 @@ func WithFaults(o Options, f *Faults) Options {
 			// hold it for ever in the broker's dead-letter worker.
 			it.exch, it.key, it.mandatory, it.delay = "", faultKey, true, 0
 		}
+		return it
 	}
 	return o
 }

@@ -50,7 +50,7 @@ type Options struct {
 	MaxMessageBytes     int           `default:"134217728"` // the largest payload (the broker's max_message_size); default 128 MiB
 	Logger              *slog.Logger  // the capability line, subscription notes; default slog.Default()
 
-	testHook func(*ports.Message, *item) // set by this package's tests
+	testHook func(*ports.Message, item) item // set by this package's tests
 }
 
 func (o Options) withDefaults() Options {

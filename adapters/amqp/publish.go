@@ -18,12 +18,11 @@ import (
 // waits for their confirms. A Delay goes through a delay queue; a
 // BestEffort message is transient.
 func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
-	items := make([]item, len(msgs))
-	for i := range msgs {
-		m, it := &msgs[i], &items[i]
+	return c.publish(ctx, len(msgs), func(i int) (it item) {
+		m := &msgs[i]
 		exch, key := c.topo.target(m.Topic)
 		dl := m.Headers.Get(ports.HeaderDeadLetterTopic)
-		*it = item{exch: exch, key: key, pub: encode(m.Headers, m.Payload), mandatory: !c.opts.DropUnroutable || dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl))}
+		it = item{exch: exch, key: key, pub: encode(m.Headers, m.Payload), mandatory: !c.opts.DropUnroutable || dl != "" && m.Topic == ports.DeadLetterTopic(ports.Topic(dl))}
 		if m.QoS == ports.BestEffort {
 			it.pub.DeliveryMode = amqp.Transient
 		}
@@ -38,10 +37,10 @@ func (c *conn) SendBatch(ctx context.Context, msgs []ports.Message) []error {
 			it.exch, it.mandatory = c.topo.delayEx, true
 		}
 		if c.opts.testHook != nil {
-			c.opts.testHook(m, it)
+			return c.opts.testHook(m, it)
 		}
-	}
-	return c.publish(ctx, items)
+		return it
+	})
 }
 
 // item is one message to publish with a confirm.
@@ -69,16 +68,18 @@ type pend struct {
 // confirmGrace is how long a publish collects confirms after ctx is done.
 const confirmGrace = 2 * time.Second
 
-// publish publishes items on the confirm channel, in order, and waits
-// until each is confirmed or ctx is done: nil, or the error of each.
-func (c *conn) publish(ctx context.Context, items []item) []error {
-	res := kit.NewConfirms(len(items))
+// publish publishes n items, each made by next as it goes out, in order on
+// the confirm channel, and waits for their confirms (or ctx): each error.
+func (c *conn) publish(ctx context.Context, n int, next func(i int) item) []error {
+	res := kit.NewConfirms(n)
 	var cc *confirmChannel
-	err := ctx.Err() // publish nothing for a caller that gave up
-	for i := range items {
-		it := &items[i]
+	var delayed [][2]int64 // index and delay queue of each delayed item
+	err := ctx.Err()       // publish nothing for a caller that gave up
+	for i := range n {
+		it := next(i)
 		ierr := cmp.Or(err, it.err)
 		if ierr == nil && it.delay > 0 {
+			delayed = append(delayed, [2]int64{int64(i), it.delay})
 			ierr = c.topo.buckets.Ensure(it.delay, func() error {
 				return c.pubC.with(ctx, func(ch *amqp.Channel) error { return c.topo.declareBucket(ch, it.delay) })
 			})
@@ -103,9 +104,9 @@ func (c *conn) publish(ctx context.Context, items []item) []error {
 		}
 	}
 	errs := res.Wait(ctx, confirmGrace)
-	for i, e := range errs {
-		if items[i].delay > 0 && errors.Is(e, ports.ErrNoSubscriber) {
-			c.topo.buckets.Forget(items[i].delay) // it expired: declare it again
+	for _, d := range delayed {
+		if errs != nil && errors.Is(errs[d[0]], ports.ErrNoSubscriber) { // nil: all confirmed
+			c.topo.buckets.Forget(d[1]) // it expired: declare it again
 		}
 	}
 	return errs

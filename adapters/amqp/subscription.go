@@ -260,11 +260,9 @@ func (s *sub) FlushAcks(context.Context) error {
 // subscription's own queue. A delayed one is held by the portable layer:
 // through a delay queue it would wait on dead-lettering.
 func (s *sub) SendRequeueCopies(ctx context.Context, msgs []ports.Message) []error {
-	items := make([]item, len(msgs))
-	for i := range msgs {
-		items[i] = item{key: s.queue, pub: encode(msgs[i].Headers, msgs[i].Payload), mandatory: true}
-	}
-	return s.c.publish(ctx, items)
+	return s.c.publish(ctx, len(msgs), func(i int) item {
+		return item{key: s.queue, pub: encode(msgs[i].Headers, msgs[i].Payload), mandatory: true}
+	})
 }
 
 // Close closes the channel: the broker requeues every unacked record. A

@@ -74,6 +74,7 @@ func init() {
 			{Name: "raw-publish-4096-bare", Run: runRawPublishBare(4096)},
 			{Name: "amqp-publish", Run: runAdapterPublish(16, 16)},
 			{Name: "amqp-publish-1send", Run: runAdapterPublish(1, 0)},
+			{Name: "amqp-publish-16x256", Run: runAdapterPublish(16, 256)},
 			{Name: "amqp-latency", Latency: true, Run: t.runLatency()},
 		}, profileContenders("amqp", t)...),
 		Ratios: append([]Ratio{
@@ -90,6 +91,9 @@ func init() {
 			{Label: "amqp-publish/best-raw", Num: "amqp-publish", Den: []string{"raw-publish-4096", "raw-publish-256"}},
 			{Label: "amqp-publish-1send/best-raw", Num: "amqp-publish-1send", Den: []string{"raw-publish-4096", "raw-publish-256"}},
 			{Label: "amqp-publish/raw-publish-256", Num: "amqp-publish", Den: []string{"raw-publish-256"}},
+			// The same at most 4096 unconfirmed publishes as the best raw
+			// configuration keeps (16 Sends of 256 in flight).
+			{Label: "amqp-publish-16x256/best-raw", Num: "amqp-publish-16x256", Den: []string{"raw-publish-4096", "raw-publish-256"}},
 			{Label: "amqp-publish/bare-raw", Num: "amqp-publish", Den: []string{"raw-publish-4096-bare"}},
 		}, profileRatios("amqp", "raw-multiack")...),
 	})
@@ -392,6 +396,9 @@ func checkDepth(ch *amqp091.Channel, queue string, n int) error {
 func runAdapterPublish(goroutines, chunk int) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
 		name := "amqp-publish"
+		if goroutines != 16 || chunk != 16 {
+			name = fmt.Sprintf("amqp-publish-%dx%d", goroutines, chunk)
+		}
 		ns := amqpNamespace("sluicepub")
 		a, err := amqp.New(ctx, amqp.Options{URL: env["url"], Namespace: ns, Logger: quiet})
 		if err != nil {
