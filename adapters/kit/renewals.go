@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,8 +11,12 @@ import (
 
 // RecordLock is the lock a held record is under, kept in its handle
 // (embedded) so that reading or moving it takes no table lock: when the
-// record was last handed out and when its lock ends.
-type RecordLock struct{ out, until atomic.Int64 } // UnixNano
+// record was last handed out and when its lock ends; and where its
+// Renewals table holds it.
+type RecordLock struct {
+	out, until atomic.Int64 // UnixNano
+	at         int          // 1 + its index in the table; 0: not held (the table's lock)
+}
 
 func (l *RecordLock) recordLock() *RecordLock { return l }
 
@@ -36,7 +41,7 @@ type Locked interface {
 // safe for concurrent use.
 type Renewals[K Locked] struct {
 	mu sync.Mutex
-	m  map[K]struct{}
+	ks []K // each k at k.recordLock().at-1
 }
 
 // Hold holds ks, handed out at out, each locked until its RecordLock
@@ -47,11 +52,11 @@ func (r *Renewals[K]) Hold(out time.Time, ks ...K) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[K]struct{}{}
-	}
 	for _, k := range ks {
-		r.m[k] = struct{}{}
+		if l := k.recordLock(); l.at == 0 {
+			r.ks = append(r.ks, k)
+			l.at = len(r.ks)
+		}
 	}
 }
 
@@ -77,26 +82,35 @@ func (r *Renewals[K]) Drop(ks ...K) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range ks {
-		delete(r.m, k)
+		r.dropLocked(k)
 	}
+}
+
+// dropLocked forgets k, moving the last one held into its place.
+func (r *Renewals[K]) dropLocked(k K) {
+	l := k.recordLock()
+	if l.at == 0 {
+		return
+	}
+	i, last := l.at-1, len(r.ks)-1
+	r.ks[i] = r.ks[last]
+	r.ks[i].recordLock().at = i + 1
+	var zero K
+	r.ks[last], r.ks, l.at = zero, r.ks[:last], 0
 }
 
 // Len returns how many records are held.
 func (r *Renewals[K]) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.m)
+	return len(r.ks)
 }
 
 // Keys returns the held records.
 func (r *Renewals[K]) Keys() []K {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := make([]K, 0, len(r.m))
-	for k := range r.m {
-		ks = append(ks, k)
-	}
-	return ks
+	return slices.Clone(r.ks)
 }
 
 // Due forgets the records whose lock ended by now and returns the held
@@ -107,10 +121,11 @@ func (r *Renewals[K]) Due(now time.Time, ahead, bound time.Duration) []K {
 	defer r.mu.Unlock()
 	var due []K
 	t := now.UnixNano()
-	for k := range r.m {
+	for i := len(r.ks) - 1; i >= 0; i-- { // a drop moves a visited one into i
+		k := r.ks[i]
 		l := k.recordLock()
 		if until := l.until.Load(); t >= until {
-			delete(r.m, k)
+			r.dropLocked(k)
 		} else if time.Duration(until-t) < ahead && time.Duration(t-l.out.Load()) < bound {
 			due = append(due, k)
 		}

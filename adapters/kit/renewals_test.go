@@ -2,6 +2,7 @@ package kit_test
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -94,4 +95,53 @@ func TestRenewalsOfRecords(t *testing.T) {
 	if due := names(r.Due(t0.Add(8*time.Second), 5*time.Second, 7*time.Second)); !slices.Equal(due, []string{"b"}) || r.Len() != 2 {
 		t.Fatalf("Due = %v, Len %d; want b, 2 held", due, r.Len())
 	}
+}
+
+// The table stays exact over many holds, drops, repeated holds and lapses
+// in any order.
+func TestRenewalsManyHeldAndDropped(t *testing.T) {
+	var r kit.Renewals[*held]
+	t0 := time.Unix(1000, 0)
+	hs := make([]*held, 100)
+	want := map[string]bool{}
+	for i := range hs {
+		hs[i] = &held{name: strconv.Itoa(i)}
+		hs[i].Ends(t0.Add(time.Duration(1+i%2) * time.Minute)) // odd ones last longer
+	}
+	r.Hold(t0, hs...)
+	r.Hold(t0, hs[:10]...) // held already: once in the table
+	for i, h := range hs {
+		if i%3 == 0 {
+			r.Drop(h)
+		} else {
+			want[h.name] = true
+		}
+	}
+	r.Drop(hs[0], hs[3]) // not held any more: nothing happens
+	check := func(when string) {
+		t.Helper()
+		keys := names(r.Keys())
+		if r.Len() != len(want) || len(keys) != len(want) {
+			t.Fatalf("%s: Len %d, %d keys, want %d", when, r.Len(), len(keys), len(want))
+		}
+		for _, k := range keys {
+			if !want[k] {
+				t.Fatalf("%s: %s held, want it gone", when, k)
+			}
+		}
+	}
+	check("after the drops")
+	r.Hold(t0, hs[0], hs[1]) // 0 held again, 1 still held
+	want[hs[0].name] = true
+	check("after holding again")
+	// At t0+90s the even ones' locks have ended: forgotten.
+	if due := r.Due(t0.Add(90*time.Second), time.Minute, time.Hour); len(due) == 0 {
+		t.Fatal("no lock due within a minute at t0+90s, want the odd ones")
+	}
+	for i, h := range hs {
+		if i%2 == 0 {
+			delete(want, h.name)
+		}
+	}
+	check("after the lapse")
 }
