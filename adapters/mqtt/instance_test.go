@@ -122,17 +122,7 @@ func TestBroadcastInstanceCollisionDetected(t *testing.T) {
 			if err := subs[winner].Settle(ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
 				t.Fatal(err)
 			}
-			for {
-				select {
-				case err := <-subs[winner].Errors():
-					if errors.Is(err, ports.ErrInstanceShared) {
-						t.Fatalf("the remaining subscription was taken over too: %v", err)
-					}
-					continue
-				default:
-				}
-				break
-			}
+			noneShared(t, subs[winner], "the remaining subscription was taken over too")
 		})
 	}
 }
@@ -174,17 +164,23 @@ func TestSameInstanceDisplacedOnceSurvives(t *testing.T) {
 			if err := sub.Settle(ctx, ds, ports.Disposition{Action: ports.Ack}); err != nil {
 				t.Fatal(err)
 			}
-			for {
-				select {
-				case err := <-sub.Errors():
-					if errors.Is(err, ports.ErrInstanceShared) {
-						t.Fatalf("displaced once by a connection that is gone, the subscription gave up: %v", err)
-					}
-					continue
-				default:
-				}
-				break
-			}
+			noneShared(t, sub, "displaced once by a connection that is gone, the subscription gave up")
 		})
+	}
+}
+
+// noneShared fails the test with what when sub reported ErrInstanceShared
+// among the errors it reported so far.
+func noneShared(t *testing.T, sub ports.Subscription, what string) {
+	t.Helper()
+	for {
+		select {
+		case err := <-sub.Errors():
+			if errors.Is(err, ports.ErrInstanceShared) {
+				t.Fatalf("%s: %v", what, err)
+			}
+		default:
+			return
+		}
 	}
 }
