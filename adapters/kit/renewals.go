@@ -47,26 +47,30 @@ type Renewals[K Locked] struct {
 // Hold holds ks, handed out at out, each locked until its RecordLock
 // Ends.
 func (r *Renewals[K]) Hold(out time.Time, ks ...K) {
-	for _, k := range ks {
-		k.recordLock().out.Store(out.UnixNano())
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range ks {
-		if l := k.recordLock(); l.at == 0 {
-			r.ks = append(r.ks, k)
-			l.at = len(r.ks)
-		}
+		r.holdLocked(out, k)
 	}
 }
 
 // HoldRecords is Hold of the handles of recs (each a K).
 func (r *Renewals[K]) HoldRecords(out time.Time, recs []driver.Record) {
-	ks := make([]K, len(recs))
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for i := range recs {
-		ks[i] = recs[i].Handle.(K)
+		r.holdLocked(out, recs[i].Handle.(K))
 	}
-	r.Hold(out, ks...)
+}
+
+// holdLocked holds k, handed out at out (once in the table).
+func (r *Renewals[K]) holdLocked(out time.Time, k K) {
+	l := k.recordLock()
+	l.out.Store(out.UnixNano())
+	if l.at == 0 {
+		r.ks = append(r.ks, k)
+		l.at = len(r.ks)
+	}
 }
 
 // OutRecords restarts the renewal bound of the handles of recs (each a

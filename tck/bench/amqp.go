@@ -72,9 +72,9 @@ func init() {
 			{Name: "raw-publish-4096", Run: runRawPublish(4096)},
 			{Name: "raw-publish-256", Run: runRawPublish(256)},
 			{Name: "raw-publish-4096-bare", Run: runRawPublishBare(4096)},
-			{Name: "amqp-publish", Run: runAdapterPublish(16, 16)},
-			{Name: "amqp-publish-1send", Run: runAdapterPublish(1, 0)},
-			{Name: "amqp-publish-16x256", Run: runAdapterPublish(16, 256)},
+			{Name: "amqp-publish", Run: runAdapterPublish("amqp-publish", 16, 16)},
+			{Name: "amqp-publish-1send", Run: runAdapterPublish("amqp-publish-1send", 1, 0)},
+			{Name: "amqp-publish-16x256", Run: runAdapterPublish("amqp-publish-16x256", 16, 256)},
 			{Name: "amqp-latency", Latency: true, Run: t.runLatency()},
 		}, profileContenders("amqp", t)...),
 		Ratios: append([]Ratio{
@@ -391,14 +391,10 @@ func checkDepth(ch *amqp091.Channel, queue string, n int) error {
 	return nil
 }
 
-// runAdapterPublish: Adapter.Send from goroutines × chunk messages per
-// Send (chunk 0: one Send of all N).
-func runAdapterPublish(goroutines, chunk int) func(context.Context, Env, Config) (Result, error) {
+// runAdapterPublish: contender name, Adapter.Send from goroutines × chunk
+// messages per Send (chunk 0: one Send of all N).
+func runAdapterPublish(name string, goroutines, chunk int) func(context.Context, Env, Config) (Result, error) {
 	return func(ctx context.Context, env Env, cfg Config) (Result, error) {
-		name := "amqp-publish"
-		if goroutines != 16 || chunk != 16 {
-			name = fmt.Sprintf("amqp-publish-%dx%d", goroutines, chunk)
-		}
 		ns := amqpNamespace("sluicepub")
 		a, err := amqp.New(ctx, amqp.Options{URL: env["url"], Namespace: ns, Logger: quiet})
 		if err != nil {
@@ -414,7 +410,7 @@ func runAdapterPublish(goroutines, chunk int) func(context.Context, Env, Config)
 			return Result{}, err
 		}
 		if chunk == 0 {
-			chunk, name = cfg.N, "amqp-publish-1send"
+			chunk = cfg.N
 		}
 		tl := newTally(cfg.N)
 		m := newMeter(tl)
